@@ -1,0 +1,54 @@
+"""The `hvdbench` root command. Subcommands are imported only when invoked, so `--help` is instant."""
+
+import importlib
+
+import click
+
+from hvdbench.errors import HvdbenchError
+
+# name -> (module, attribute, one-line help). The help is here so `hvdbench --help` needs no imports.
+COMMANDS = {
+    "env": ("hvdbench.cli.env", "env", "Report the software and hardware stack (for bug reports)."),
+    "prepare": ("hvdbench.cli.prepare", "prepare", "Prepare datasets into HDF5 shards (images, BERT, packed)."),
+    "train": ("hvdbench.cli.train", "train", "Train a model as a Horovod worker (run under horovodrun/mpirun/srun)."),
+    "sweep": ("hvdbench.cli.sweep", "sweep", "Run a model over every nodes x GPUs layout and repeat."),
+    "report": ("hvdbench.cli.report", "report", "Scaling, layout and time-to-train tables and plots from sweeps."),
+    "cluster": ("hvdbench.cli.cluster", "cluster", "An emulated multi-node cluster on this machine (root)."),
+    "bench": ("hvdbench.cli.bench", "bench", "Allreduce and storage micro-benchmarks."),
+}
+
+
+class LazyGroup(click.Group):
+    def list_commands(self, ctx):
+        return sorted(COMMANDS)
+
+    def get_command(self, ctx, name):
+        if name not in COMMANDS:
+            return None
+        module, attr, _ = COMMANDS[name]
+        return getattr(importlib.import_module(module), attr)
+
+    def invoke(self, ctx):
+        # A user error is one line on stderr and exit 1, never a traceback.
+        try:
+            return super().invoke(ctx)
+        except HvdbenchError as e:
+            raise click.ClickException(str(e)) from None
+
+    def format_commands(self, ctx, formatter):
+        rows = [(name, COMMANDS[name][2]) for name in self.list_commands(ctx)]
+        with formatter.section("Commands"):
+            formatter.write_dl(rows)
+
+
+@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="hvdbench")
+def cli():
+    """Measure how ML training scales on your cluster.
+
+    \b
+    Example:
+      hvdbench prepare digits --out data/digits
+      hvdbench sweep resnet50 --hostfile hostfiles/localhost --out results/demo -- --data data/digits
+      hvdbench report results/demo
+    """

@@ -1,0 +1,1 @@
+"""Framework code: the only package that imports torch, tensorflow or horovod.<framework>."""

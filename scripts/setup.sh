@@ -1,0 +1,171 @@
+#!/usr/bin/env bash
+# One unattended install of everything hvdbench needs, on a fresh Debian machine, as root:
+#   system packages -> virtual environment -> Python packages -> Horovod 0.28.1 built from its
+#   PyPI sdist (PyTorch + TensorFlow, MPI + Gloo, NCCL where CUDA is present) -> horovodrun --check-build.
+#
+#   make setup            (or: bash scripts/setup.sh)
+#
+# Idempotent: every step checks whether its result is already there. A built Horovod wheel is cached
+# under $HVDBENCH_CACHE keyed by the framework versions, so a fresh clone on the same machine reuses it.
+# A failed step prints its name and the tail of its log and exits non-zero.
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+VENV="${VENV:-$ROOT/.venv}"
+PYTHON="${PYTHON:-python3}"
+CACHE="${HVDBENCH_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/hvdbench}"
+LOGS="$ROOT/.setup-logs"
+HOROVOD_VERSION=0.28.1
+TORCH_VERSION=2.13.0
+TF_VERSION=2.21.0
+mkdir -p "$LOGS" "$CACHE"
+
+# CUDA is used only where a GPU and the CUDA compiler are both present.
+if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1 && command -v nvcc >/dev/null 2>&1; then
+  CUDA=1
+else
+  CUDA=0
+fi
+
+# step NAME CMD...: run CMD with its output in $LOGS/NAME.log; on failure say which step and show the tail.
+step() {
+  local name="$1"; shift
+  local log="$LOGS/$name.log" t0=$SECONDS
+  printf '[setup] %-22s ... ' "$name"
+  if "$@" >"$log" 2>&1; then
+    printf 'ok (%ds)\n' $((SECONDS - t0))
+  else
+    local rc=$?
+    printf 'FAILED (exit %d)\n' "$rc"
+    echo "[setup] step '$name' failed; last lines of $log:" >&2
+    tail -n 40 "$log" >&2
+    exit 1
+  fi
+}
+
+SYSTEM_PACKAGES=(openmpi-bin libopenmpi-dev openssh-client openssh-server iproute2 build-essential cmake git procps)
+
+system_packages() {
+  local missing=()
+  for p in "${SYSTEM_PACKAGES[@]}"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+  done
+  if [ ${#missing[@]} -eq 0 ]; then echo "all present"; return 0; fi
+  if [ "$(id -u)" != 0 ]; then
+    echo "missing system packages: ${missing[*]}; run as root or: sudo apt-get install ${missing[*]}"; return 1
+  fi
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -q
+  apt-get install -y -q --no-install-recommends "${missing[@]}"
+  # Horovod's bundled gloo does not configure with CMake 4; Debian 12 ships 3.25.
+  cmake --version | head -1
+}
+
+make_venv() {
+  [ -x "$VENV/bin/python" ] && { echo "exists: $VENV"; return 0; }
+  "$PYTHON" -m venv "$VENV"
+  "$VENV/bin/pip" install -q --upgrade "pip>=24" "setuptools>=69,<81" wheel
+}
+
+python_packages() {
+  # A stamp over everything that decides the package set makes the second run a no-op.
+  local stamp="$VENV/.hvdbench-packages" want
+  want="$(cat "$ROOT/setup.cfg" "$0" | sha256sum | cut -d' ' -f1)-cuda$CUDA"
+  if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ]; then echo "up to date"; return 0; fi
+  local tf="tensorflow-cpu==$TF_VERSION"
+  [ "$CUDA" = 1 ] && tf="tensorflow[and-cuda]==$TF_VERSION"
+  # torch==2.13.0 resolves to the CPU wheel on this machine's local wheel directory; on a GPU machine
+  # the registry's default build carries CUDA and the nvidia-nccl wheel Horovod's NCCL build uses.
+  "$VENV/bin/pip" install "torch==$TORCH_VERSION" "$tf"
+  # mpi4py is built against the system Open MPI so Horovod and mpi4py share one MPI library.
+  "$VENV/bin/pip" install --no-binary mpi4py "mpi4py>=3.1"
+  "$VENV/bin/pip" install -e "$ROOT[dev]"
+  echo "$want" >"$stamp"
+}
+
+# The versions a Horovod build is bound to; a cached wheel is reused only when they all match.
+build_key() {
+  "$VENV/bin/python" - "$CUDA" <<'PY'
+import sys, platform, torch, tensorflow as tf, subprocess
+mpi = subprocess.run(["mpirun", "--version"], capture_output=True, text=True).stdout.splitlines()[0]
+print(f"py{platform.python_version()}-torch{torch.__version__}-tf{tf.__version__}-{mpi}-cuda{sys.argv[1]}"
+      .replace(" ", "_").replace("(", "").replace(")", ""))
+PY
+}
+
+horovod_ok() {
+  # Matching version, and the build carries both frameworks and both controllers.
+  "$VENV/bin/python" -c "import horovod, sys; sys.exit(horovod.__version__ != '$HOROVOD_VERSION')" 2>/dev/null \
+    && check_build >/dev/null 2>&1
+}
+
+check_build() {
+  local out
+  out="$("$VENV/bin/horovodrun" --check-build 2>&1)"
+  echo "$out"
+  for want in "\[X\] TensorFlow" "\[X\] PyTorch" "\[X\] MPI" "\[X\] Gloo"; do
+    echo "$out" | grep -q "$want" || { echo "horovodrun --check-build lacks: ${want#\\[X\\] }"; return 1; }
+  done
+  if [ "$CUDA" = 1 ]; then echo "$out" | grep -q "\[X\] NCCL" || { echo "lacks NCCL"; return 1; }; fi
+}
+
+# Patch the released sdist so it builds against PyTorch >= 2.1 and TensorFlow 2.21 (see DESIGN.md).
+# Every replacement must match exactly once, so a changed sdist fails loudly instead of silently.
+patch_horovod() {
+  "$VENV/bin/python" - "$1" <<'PY'
+import pathlib, sys
+src = pathlib.Path(sys.argv[1])
+edits = [
+    # PyTorch and TensorFlow headers need C++17; 0.28.1 asks for C++14 in two places.
+    ("CMakeLists.txt", "set(CMAKE_CXX_STANDARD 14)", "set(CMAKE_CXX_STANDARD 17)"),
+    ("horovod/torch/CMakeLists.txt", "set(CMAKE_CXX_STANDARD 14)", "set(CMAKE_CXX_STANDARD 17)"),
+    # Optional XLA ops include XLA headers that moved in TF 2.21; leave them out of the build.
+    ("horovod/tensorflow/CMakeLists.txt",
+     'list(APPEND TF_SOURCES "${PROJECT_SOURCE_DIR}/horovod/tensorflow/xla_mpi_ops.cc")',
+     "# hvdbench: xla_mpi_ops.cc left out (XLA headers moved in TensorFlow 2.21)"),
+]
+for rel, old, new in edits:
+    path = src / rel
+    text = path.read_text()
+    if text.count(old) != 1:
+        sys.exit(f"patch: expected exactly one {old!r} in {path}, found {text.count(old)}")
+    path.write_text(text.replace(old, new))
+    print(f"patched {rel}")
+PY
+}
+
+build_horovod() {
+  if horovod_ok; then echo "Horovod $HOROVOD_VERSION already built with the needed frameworks"; return 0; fi
+  local key wheeldir
+  key="$(build_key)"
+  wheeldir="$CACHE/horovod-$HOROVOD_VERSION-$key"
+  if ! ls "$wheeldir"/horovod-*.whl >/dev/null 2>&1; then
+    local work; work="$(mktemp -d)"
+    "$VENV/bin/pip" download --no-deps --no-binary :all: -d "$work" "horovod==$HOROVOD_VERSION"
+    tar -xzf "$work/horovod-$HOROVOD_VERSION.tar.gz" -C "$work"
+    patch_horovod "$work/horovod-$HOROVOD_VERSION"
+    export HOROVOD_WITH_PYTORCH=1 HOROVOD_WITH_TENSORFLOW=1 HOROVOD_WITH_MPI=1 HOROVOD_WITH_GLOO=1 \
+           HOROVOD_WITHOUT_MXNET=1 CMAKE_POLICY_VERSION_MINIMUM=3.5 MAKEFLAGS="-j$(nproc)"
+    if [ "$CUDA" = 1 ]; then
+      # NCCL headers and library come with the nvidia-nccl wheel PyTorch depends on.
+      local nccl; nccl="$("$VENV/bin/python" -c 'import nvidia.nccl, os; print(os.path.dirname(nvidia.nccl.__file__))' 2>/dev/null || true)"
+      export HOROVOD_GPU_OPERATIONS=NCCL
+      [ -n "$nccl" ] && export HOROVOD_NCCL_HOME="$nccl"
+    fi
+    "$VENV/bin/pip" wheel -v --no-deps --no-build-isolation -w "$work/dist" "$work/horovod-$HOROVOD_VERSION"
+    mkdir -p "$wheeldir"
+    cp "$work"/dist/horovod-*.whl "$wheeldir/"
+    rm -rf "$work"
+  else
+    echo "reusing cached wheel in $wheeldir"
+  fi
+  "$VENV/bin/pip" install --force-reinstall --no-deps "$wheeldir"/horovod-*.whl
+}
+
+T0=$SECONDS
+step system-packages system_packages
+step venv make_venv
+step python-packages python_packages
+step horovod-build build_horovod
+step horovod-check-build check_build
+echo "[setup] done in $((SECONDS - T0))s; venv: $VENV"

@@ -1,0 +1,54 @@
+"""Shared test fixtures: the project's venv tools and an environment that lets Open MPI run as root."""
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+BIN = Path(sys.executable).parent  # the venv's bin: horovodrun and hvdbench live beside python
+
+
+def launch_env(**extra) -> dict:
+    """Environment for real launches: Open MPI refuses root without these two (CI runs as root);
+    one math thread per rank so two ranks on two cores do not oversubscribe."""
+    env = dict(os.environ)
+    env.update(OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
+               OMP_NUM_THREADS="1", TF_CPP_MIN_LOG_LEVEL="2", PYTHONUNBUFFERED="1",
+               PATH=f"{BIN}{os.pathsep}{env.get('PATH', '')}")
+    env.update(extra)
+    return env
+
+
+def run(argv, timeout=300, check=True, **kw):
+    """Run argv (never a shell string) with the launch environment; show output when it fails."""
+    proc = subprocess.run([str(a) for a in argv], capture_output=True, text=True, timeout=timeout,
+                          env=kw.pop("env", launch_env()), **kw)
+    if check and proc.returncode != 0:
+        raise AssertionError(f"{argv} exited {proc.returncode}\n--- stdout\n{proc.stdout[-4000:]}"
+                             f"\n--- stderr\n{proc.stderr[-4000:]}")
+    return proc
+
+
+@pytest.fixture(scope="session")
+def horovodrun():
+    path = BIN / "horovodrun"
+    assert path.exists(), f"{path} missing: run `make setup`"
+    return str(path)
+
+
+@pytest.fixture(scope="session")
+def hvdbench_bin():
+    path = BIN / "hvdbench"
+    assert path.exists(), f"{path} missing: run `make setup`"
+    return str(path)
+
+
+@pytest.fixture(scope="session")
+def mpirun():
+    path = shutil.which("mpirun")
+    assert path, "mpirun missing: run `make setup`"
+    return path

@@ -1,0 +1,47 @@
+"""Every command and subcommand answers --help with an example, without importing a framework."""
+
+import subprocess
+import sys
+
+import click
+import pytest
+from click.testing import CliRunner
+
+from hvdbench.cli.main import COMMANDS, cli
+
+
+def _all_paths(group: click.Group, ctx: click.Context, prefix=()):
+    for name in group.list_commands(ctx):
+        command = group.get_command(ctx, name)
+        assert command is not None, f"registered command {name!r} could not be loaded"
+        yield prefix + (name,)
+        if isinstance(command, click.Group):
+            yield from _all_paths(command, click.Context(command, parent=ctx), prefix + (name,))
+
+
+def test_every_registered_command_is_listed_in_root_help():
+    result = CliRunner().invoke(cli, ["--help"])
+    assert result.exit_code == 0, result.output
+    for name in COMMANDS:
+        assert name in result.output
+
+
+@pytest.mark.parametrize("path", list(_all_paths(cli, click.Context(cli))), ids=" ".join)
+def test_help_of_every_command_has_an_example(path):
+    result = CliRunner().invoke(cli, [*path, "--help"])
+    assert result.exit_code == 0, result.output
+    assert "Example" in result.output, f"`hvdbench {' '.join(path)} --help` shows no example"
+
+
+def test_unknown_command_is_a_one_line_error():
+    result = CliRunner().invoke(cli, ["no-such-command"])
+    assert result.exit_code != 0
+    assert "No such command" in result.output
+
+
+def test_help_does_not_import_frameworks():
+    code = ("import sys; from click.testing import CliRunner; from hvdbench.cli.main import cli;"
+            "r = CliRunner().invoke(cli, ['--help']); assert r.exit_code == 0;"
+            "print(sorted(m for m in ('torch', 'tensorflow', 'horovod') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"
