@@ -84,19 +84,34 @@ python_packages() {
 }
 
 # The versions a Horovod build is bound to; a cached wheel is reused only when they all match.
+# Read from package metadata (no framework import), so checking it takes a fraction of a second.
 build_key() {
   "$VENV/bin/python" - "$CUDA" <<'PY'
-import sys, platform, torch, tensorflow as tf, subprocess
+import platform, subprocess, sys
+from importlib.metadata import version, PackageNotFoundError
+def v(*names):
+    for name in names:
+        try:
+            return version(name)
+        except PackageNotFoundError:
+            pass
+    return "none"
 mpi = subprocess.run(["mpirun", "--version"], capture_output=True, text=True).stdout.splitlines()[0]
-print(f"py{platform.python_version()}-torch{torch.__version__}-tf{tf.__version__}-{mpi}-cuda{sys.argv[1]}"
-      .replace(" ", "_").replace("(", "").replace(")", ""))
+key = (f"py{platform.python_version()}-torch{v('torch')}-tf{v('tensorflow-cpu', 'tensorflow')}"
+       f"-{mpi}-cuda{sys.argv[1]}")
+print(key.replace(" ", "_").replace("(", "").replace(")", ""))
 PY
 }
 
+# A stamp written after a verified build: Horovod's version plus the build key. A second run that
+# finds the same stamp skips the build and the (slow, framework-importing) check.
+HOROVOD_STAMP="$VENV/.hvdbench-horovod"
+horovod_stamp() {
+  echo "horovod$("$VENV/bin/python" -c "from importlib.metadata import version; print(version('horovod'))" 2>/dev/null)-$(build_key)"
+}
 horovod_ok() {
-  # Matching version, and the build carries both frameworks and both controllers.
-  "$VENV/bin/python" -c "import horovod, sys; sys.exit(horovod.__version__ != '$HOROVOD_VERSION')" 2>/dev/null \
-    && check_build >/dev/null 2>&1
+  [ -f "$HOROVOD_STAMP" ] && [ "$(cat "$HOROVOD_STAMP")" = "$(horovod_stamp)" ] \
+    && [ "$(horovod_stamp)" = "horovod$HOROVOD_VERSION-$(build_key)" ]
 }
 
 check_build() {
@@ -166,6 +181,12 @@ T0=$SECONDS
 step system-packages system_packages
 step venv make_venv
 step python-packages python_packages
+verify_horovod() {
+  if horovod_ok; then echo "verified before for $(cat "$HOROVOD_STAMP")"; return 0; fi
+  check_build
+  horovod_stamp >"$HOROVOD_STAMP"
+}
+
 step horovod-build build_horovod
-step horovod-check-build check_build
+step horovod-check-build verify_horovod
 echo "[setup] done in $((SECONDS - T0))s; venv: $VENV"

@@ -52,3 +52,7 @@ def cli():
       hvdbench sweep resnet50 --hostfile hostfiles/localhost --out results/demo -- --data data/digits
       hvdbench report results/demo
     """
+
+
+if __name__ == "__main__":
+    cli()

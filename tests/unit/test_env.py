@@ -8,7 +8,7 @@ from hvdbench import envinfo
 
 
 def _env_json():
-    proc = subprocess.run([sys.executable, "-m", "hvdbench.cli.main", "env", "--json"],
+    proc = subprocess.run([sys.executable, "-m", "hvdbench", "env", "--json"],
                           capture_output=True, text=True, timeout=300)
     return proc, json.loads(proc.stdout)
 

@@ -1,0 +1,5 @@
+"""`python -m hvdbench ...` is the same as the `hvdbench` console script."""
+
+from hvdbench.cli.main import cli
+
+cli()
