@@ -2,4 +2,5 @@
 
 from hvdbench.cli.main import cli
 
-cli()
+if __name__ == "__main__":
+    cli()

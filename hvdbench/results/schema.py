@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
@@ -105,7 +105,12 @@ class RunResult:
         if str(version) != str(SCHEMA_VERSION):
             raise SchemaError(
                 f"{where}: schema_version {version} (this hvdbench reads version {SCHEMA_VERSION})")
-        return cls(**{f.name: _parse(f, row[f.name], where) for f in fields(cls)})
+        try:
+            return cls(**{f.name: _parse(f, row[f.name], where) for f in fields(cls)})
+        except SchemaError as e:
+            if str(e).startswith(where):
+                raise
+            raise SchemaError(f"{where}: {e}") from None
 
     @classmethod
     def from_dict(cls, data: dict[str, Any], where: str = "record") -> "RunResult":

@@ -1,0 +1,79 @@
+"""`hvdbench report`: scaling, layout and time-to-train tables and plots from sweeps and MLPerf logs."""
+
+from pathlib import Path
+
+import click
+
+FORMATS = ("csv", "md", "png")
+
+
+def _formats(ctx, param, value: str) -> tuple[str, ...]:
+    chosen = tuple(f.strip() for f in value.split(",") if f.strip())
+    unknown = [f for f in chosen if f not in FORMATS]
+    if unknown or not chosen:
+        raise click.BadParameter(f"{','.join(unknown) or repr(value)}: choose from {','.join(FORMATS)}")
+    return chosen
+
+
+def _default_out(sweeps) -> Path:
+    """FIRST_SWEEP/report (beside its runs.csv), or ./report when there is no sweep."""
+    if not sweeps:
+        return Path("report")
+    first = Path(sweeps[0])
+    return (first.parent if first.suffix == ".csv" else first) / "report"
+
+
+@click.command()
+@click.argument("sweeps", nargs=-1, metavar="[SWEEP_DIR]...", type=click.Path(path_type=Path))
+@click.option("--mllog", "mllogs", multiple=True, type=click.Path(path_type=Path),
+              help="Folder of MLPerf result logs (result_N.txt, mllog.txt), searched recursively. Repeatable.")
+@click.option("--out", type=click.Path(file_okay=False, path_type=Path),
+              help="Where the report goes [default: FIRST_SWEEP/report, or ./report with only --mllog].")
+@click.option("--format", "formats", default="csv,md,png", show_default=True, callback=_formats,
+              help="Comma-separated files to write: csv, md (summary.md), png.")
+@click.option("--baseline", metavar="NxG", help="Layout (NODESxGPUS) that speed-up and efficiency are "
+              "measured against [default: the smallest GPU count present, single-node first].")
+def report(sweeps, mllogs, out, formats, baseline):
+    """Speed-up, scaling efficiency, scale-up vs scale-out and MLPerf time-to-train (olympic mean,
+    mean ± 2σ) from SWEEP_DIR/runs.csv files and published MLPerf logs. Writes scaling.csv,
+    layouts.csv, time_to_train.csv, epochs.csv, summary.md and PNG plots; prints the tables.
+
+    \b
+    Example:
+      hvdbench report results/demo
+      hvdbench report results/a100 results/h100 --baseline 1x1 --out reports/cmp
+      hvdbench report --mllog training_results_v3.0/Dell/results --format csv,md
+    """
+    from rich.progress import track
+
+    from hvdbench.results import aggregate, mllog, tables as tab
+
+    if not sweeps and not mllogs:
+        raise click.UsageError("give at least one SWEEP_DIR or --mllog DIR")
+    # Read and compute everything before writing anything: bad input leaves the old report intact.
+    runs, notes = aggregate.load_sweeps(sweeps), []
+    for root in mllogs:
+        more, said = mllog.load(root, lambda files: track(files, description=f"reading {root}",
+                                                          transient=True, disable=len(files) < 50))
+        runs, notes = runs + more, notes + said
+    tables = aggregate.build_tables(runs, baseline)
+    sources = [str(p) for p in (*sweeps, *mllogs)]
+    text = tab.markdown(tables, sources)
+
+    out = out or _default_out(sweeps)
+    written = []
+    if "csv" in formats:
+        written += tab.write_csvs(tables, out)
+    if "md" in formats:
+        written.append(tab.write_markdown(text, out))
+    if "png" in formats:
+        from hvdbench.results import plots
+        pngs, skipped = plots.write_plots(tables, out)
+        written += pngs
+        notes += skipped
+
+    click.echo(text)
+    for note in notes:
+        click.echo(note)
+    for path in written:
+        click.echo(f"wrote {path}")

@@ -1,0 +1,287 @@
+"""From run records to the report's tables: grouping, mean / sample standard deviation / two-sigma,
+speed-up and scaling efficiency, scale-up vs scale-out deltas, and MLPerf's olympic time-to-train.
+
+    runs = load_sweeps(["results/demo"]) + read_mllog_dir("training_results_v3.0")
+    tables = build_tables(runs, baseline=None)      # Tables(scaling, layouts, time_to_train, epochs)
+
+Every table row is a dict (column -> value, None where undefined); tables.py writes them.
+Rules (also printed in the report's notes, `NOTES`):
+- std is the sample standard deviation (ddof=1); two-sigma = 2 x std; with one run both are empty.
+- Only successful runs with a throughput feed throughput statistics; every row still counts its
+  failed, aborted and timed-out runs.
+- speed-up = throughput(N) / throughput(baseline); efficiency = (throughput(N)/N) /
+  (throughput(baseline)/baseline GPUs). Baseline: `--baseline NxG`, else the smallest GPU count
+  with data in the group; at equal GPU count the layout with the fewest nodes (scale-up).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import statistics
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from hvdbench.errors import ConfigError
+from hvdbench.results.schema import RunResult, SchemaError
+from hvdbench.results.store import read_runs
+
+# MLPerf drops the fastest and slowest run; we do so from this many runs on (MLPerf itself asks
+# 5 runs for vision models and 10 for BERT; 3 is the least that leaves a run after dropping two).
+OLYMPIC_MIN_RUNS = 3
+NOT_CONVERGED = ("aborted", "failed", "timeout")
+
+NOTES = [
+    "std: sample standard deviation (ddof=1) over repeated runs; 2σ = 2 × std; empty with one run.",
+    "Throughput statistics use successful runs only; every row counts all runs "
+    "(ok / failed / aborted / timeout), none is dropped.",
+    "speed-up = throughput(N) / throughput(baseline); efficiency = (throughput(N)/N) / "
+    "(throughput(baseline)/baseline GPUs); the baseline is the smallest GPU count with data "
+    "(or --baseline), the single-node layout where several share that count.",
+    "Scale-up vs scale-out: each layout against the layout with the fewest nodes at the same "
+    "GPU count; the difference is within noise iff |Δ| ≤ 2·sqrt(σa² + σb²) (both need ≥ 2 runs).",
+    f"Time to train (MLPerf): run_start → run_stop. With ≥ {OLYMPIC_MIN_RUNS} runs the fastest "
+    "and slowest are dropped (olympic mean); one run that did not converge (aborted, failed, "
+    "timeout) counts as the slowest; with more than one, or with fewer runs and any, the score "
+    "is DNF. mean ± 2σ is over converged runs. Time-to-train speed-up = TTT(baseline)/TTT(N).",
+]
+
+
+# --- statistics ----------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Stats:
+    n: int
+    mean: float | None
+    std: float | None  # sample standard deviation (ddof=1); None with fewer than 2 values
+
+    @property
+    def two_sigma(self) -> float | None:
+        return None if self.std is None else 2 * self.std
+
+
+def stats(values) -> Stats:
+    values = [float(v) for v in values if v is not None and not math.isnan(v)]
+    return Stats(len(values), statistics.fmean(values) if values else None,
+                 statistics.stdev(values) if len(values) >= 2 else None)
+
+
+@dataclass(frozen=True)
+class Score:
+    minutes: float | None  # None: not defined (DNF or no runs)
+    rule: str
+
+
+def olympic_score(minutes: list[float], not_converged: int) -> Score:
+    """MLPerf's time-to-train score from the converged runs' minutes and the count of runs that
+    did not converge (each counts as infinitely slow)."""
+    n = len(minutes) + not_converged
+    if n == 0:
+        return Score(None, "no runs")
+    if not_converged > 1:
+        return Score(None, f"DNF: {not_converged} of {n} runs did not converge")
+    if n < OLYMPIC_MIN_RUNS:
+        if not_converged:
+            return Score(None, f"DNF: 1 of {n} runs did not converge (< {OLYMPIC_MIN_RUNS} runs, none dropped)")
+        return Score(statistics.fmean(minutes), f"mean of {n}")
+    ordered = sorted(minutes) + [math.inf] * not_converged
+    kept = ordered[1:-1]
+    dropped = "fastest and the non-converged run" if not_converged else "fastest and slowest"
+    return Score(statistics.fmean(kept), f"olympic mean of {len(kept)} of {n} (dropped {dropped})")
+
+
+# --- inputs ----------------------------------------------------------------------------------
+
+def load_sweeps(paths) -> list[RunResult]:
+    """Rows of each SWEEP_DIR/runs.csv (or a runs.csv given directly); schema errors name the file."""
+    runs: list[RunResult] = []
+    for path in map(Path, paths):
+        store = path if path.suffix == ".csv" else path / "runs.csv"
+        if not store.is_file():
+            raise SchemaError(f"{store}: no such run store (a sweep folder holds runs.csv)")
+        try:
+            runs.extend(read_runs(store))
+        except SchemaError as e:  # a bad cell value's message may lack the file: add it
+            raise (e if str(store) in str(e) else SchemaError(f"{store}: {e}")) from None
+    return runs
+
+
+def parse_layout(text: str) -> tuple[int, int]:
+    """'2x4' -> (2, 4)."""
+    m = re.fullmatch(r"\s*(\d+)x(\d+)\s*", text or "")
+    if not m or int(m[1]) < 1 or int(m[2]) < 1:
+        raise ConfigError(f"baseline {text!r}: expected NODESxGPUS, e.g. 1x1 or 1x8")
+    return int(m[1]), int(m[2])
+
+
+# --- grouping ----------------------------------------------------------------------------------
+
+def system_of(run: RunResult) -> str:
+    """The hardware a run ran on: hvdbench's device names, or a published log's system name."""
+    return run.devices
+
+
+def _counts(runs: list[RunResult]) -> dict:
+    return {"runs": len(runs), "ok": sum(r.status == "success" for r in runs),
+            "failed": sum(r.status == "failed" for r in runs),
+            "aborted": sum(r.status == "aborted" for r in runs),
+            "timeout": sum(r.status == "timeout" for r in runs)}
+
+
+def _layout_cols(run: RunResult) -> dict:
+    return {"layout": run.layout, "nodes": run.nodes, "gpus_per_node": run.gpus_per_node,
+            "gpus": run.world_size,
+            "scale": run.scale or ("" if not run.nodes else "up" if run.nodes == 1 else "out")}
+
+
+def _group_by(runs, key) -> dict[tuple, list[RunResult]]:
+    groups: dict[tuple, list[RunResult]] = {}
+    for r in runs:
+        groups.setdefault(key(r), []).append(r)
+    return groups
+
+
+def _order(row: dict) -> tuple:
+    return (row["gpus"], row["nodes"])
+
+
+def _pick_baseline(rows: list[dict], value: str, baseline: tuple[int, int] | None) -> dict | None:
+    """The row speed-ups are measured against (see the module docstring)."""
+    usable = [r for r in rows if r[value] is not None and r["gpus"]]  # a layout is known
+    if baseline is not None:
+        usable = [r for r in usable if (r["nodes"], r["gpus_per_node"]) == baseline]
+    return min(usable, key=_order, default=None)
+
+
+# --- tables --------------------------------------------------------------------------------
+
+SCALING_GROUP = ("system", "model", "flavor", "framework", "precision", "mode", "batch_per_gpu", "accum_steps")
+TTT_GROUP = ("system", "model", "flavor", "framework", "precision")
+
+
+def _scaling_key(r: RunResult) -> tuple:
+    return (system_of(r), r.model, r.flavor, r.framework, r.precision, r.mode, r.batch_per_gpu, r.accum_steps)
+
+
+def scaling_rows(runs: list[RunResult], baseline: tuple[int, int] | None = None) -> list[dict]:
+    """One row per group and layout. Throughput-mode runs, and time-to-accuracy groups where runs
+    recorded a throughput (published MLPerf logs have none: they are in the time-to-train table)."""
+    out = []
+    for key, group in sorted(_group_by(runs, _scaling_key).items()):
+        if group[0].mode != "throughput" and not any(r.throughput is not None for r in group):
+            continue
+        rows = []
+        for _, layout_runs in _group_by(group, lambda r: (r.nodes, r.gpus_per_node, r.layout)).items():
+            st = stats(r.throughput for r in layout_runs if r.status == "success")
+            gpus = layout_runs[0].world_size
+            rows.append({**dict(zip(SCALING_GROUP, key)), **_layout_cols(layout_runs[0]),
+                         **_counts(layout_runs),
+                         "throughput_mean": st.mean, "throughput_std": st.std,
+                         "throughput_2sigma": st.two_sigma, "n_throughput": st.n,
+                         "throughput_per_gpu": st.mean / gpus if st.mean is not None and gpus else None})
+        base = _pick_baseline(rows, "throughput_mean", baseline)
+        for row in sorted(rows, key=_order):
+            row.update(baseline=base["layout"] if base else "", speedup=None, efficiency=None)
+            if base and row["throughput_mean"] is not None and row["gpus"]:
+                row["speedup"] = row["throughput_mean"] / base["throughput_mean"]
+                row["efficiency"] = (row["throughput_mean"] / row["gpus"]) / (base["throughput_mean"] / base["gpus"])
+            out.append(row)
+    return out
+
+
+def layout_rows(scaling: list[dict]) -> list[dict]:
+    """For each group and GPU count run with more than one layout: every layout against the one
+    with the fewest nodes (the single-node, scale-up layout where there is one).
+    Within noise iff |Δ| ≤ 2·sqrt(σa² + σb²): the two-sigma band of the difference of two runs
+    drawn from each layout's spread. Undefined (None) unless both layouts have ≥ 2 runs."""
+    out = []
+    groups = _group_by(scaling, lambda row: tuple(row[k] for k in SCALING_GROUP) + (row["gpus"],))
+    for _, rows in sorted(groups.items(), key=lambda kv: kv[0]):
+        if len(rows) < 2:
+            continue
+        rows = sorted(rows, key=_order)
+        ref = rows[0]
+        for row in rows:
+            delta = noise = within = relative = None
+            if row["throughput_mean"] is not None and ref["throughput_mean"]:
+                relative = row["throughput_mean"] / ref["throughput_mean"]
+                delta = row["throughput_mean"] - ref["throughput_mean"]
+                if row is not ref and row["throughput_std"] is not None and ref["throughput_std"] is not None:
+                    noise = 2 * math.hypot(row["throughput_std"], ref["throughput_std"])
+                    within = abs(delta) <= noise
+            pct = (lambda x: None if x is None else 100 * x / ref["throughput_mean"])
+            out.append({**{k: row[k] for k in SCALING_GROUP}, "gpus": row["gpus"],
+                        "layout": row["layout"], "nodes": row["nodes"],
+                        "gpus_per_node": row["gpus_per_node"], "scale": row["scale"],
+                        "reference": ref["layout"],
+                        **{k: row[k] for k in ("runs", "ok", "failed", "aborted", "timeout")},
+                        "throughput_mean": row["throughput_mean"],
+                        "throughput_2sigma": row["throughput_2sigma"], "relative": relative,
+                        "delta_pct": pct(delta), "noise_2sigma_pct": pct(noise),
+                        "within_noise": within})
+    return out
+
+
+def _ttt_key(r: RunResult) -> tuple:
+    return (system_of(r), r.model, r.flavor, r.framework, r.precision)
+
+
+def time_to_train_rows(runs: list[RunResult], baseline: tuple[int, int] | None = None) -> list[dict]:
+    """One row per model group, layout and global batch of time-to-accuracy runs."""
+    out = []
+    tta = [r for r in runs if r.mode == "time_to_accuracy"]
+    for key, group in sorted(_group_by(tta, _ttt_key).items()):
+        rows = []
+        by_layout = _group_by(group, lambda r: (r.nodes, r.gpus_per_node, r.layout, r.global_batch))
+        for (_, _, _, global_batch), layout_runs in by_layout.items():
+            done = [r for r in layout_runs if r.status == "success" and r.time_to_train_s is not None]
+            missed = len(layout_runs) - len(done)
+            minutes = [r.time_to_train_s / 60 for r in done]
+            score, st = olympic_score(minutes, missed), stats(minutes)
+            epochs = stats(r.epochs_to_target if r.epochs_to_target is not None else r.epochs for r in done)
+            per_epoch = stats(r.time_per_epoch_s / 60 for r in layout_runs
+                              if r.time_per_epoch_s is not None and r.status in ("success", "aborted"))
+            counts = _counts(layout_runs)
+            rows.append({**dict(zip(TTT_GROUP, key)), **_layout_cols(layout_runs[0]),
+                         "global_batch": global_batch, "runs": counts["runs"], "converged": counts["ok"],
+                         **{k: counts[k] for k in ("failed", "aborted", "timeout")},
+                         "epochs_mean": epochs.mean, "time_per_epoch_min": per_epoch.mean,
+                         "ttt_min": score.minutes, "scoring": score.rule, "ttt_mean_min": st.mean,
+                         "ttt_std_min": st.std, "ttt_2sigma_min": st.two_sigma,
+                         "final_metric_mean": stats(r.final_metric for r in done).mean})
+        base = _pick_baseline(rows, "ttt_min", baseline)
+        for row in sorted(rows, key=lambda row: (row["gpus"], row["nodes"], row["global_batch"])):
+            row.update(baseline=base["layout"] if base else "", speedup=None, efficiency=None)
+            if base and row["ttt_min"] and row["gpus"] and base["gpus"]:
+                row["speedup"] = base["ttt_min"] / row["ttt_min"]
+                row["efficiency"] = row["speedup"] / (row["gpus"] / base["gpus"])
+            out.append(row)
+    return out
+
+
+EPOCH_COLUMNS = ("system", "model", "flavor", "framework", "gpus", "layout", "global_batch",
+                 "time_per_epoch_min", "epochs_mean", "precision", "runs", "converged")
+
+
+def epoch_rows(ttt: list[dict]) -> list[dict]:
+    """The per-model synopsis the published studies print (GPUs, batch, time per epoch, epochs)."""
+    return [{k: row[k] for k in EPOCH_COLUMNS} for row in ttt]
+
+
+@dataclass
+class Tables:
+    scaling: list[dict] = field(default_factory=list)
+    layouts: list[dict] = field(default_factory=list)
+    time_to_train: list[dict] = field(default_factory=list)
+    epochs: list[dict] = field(default_factory=list)
+    runs: int = 0
+
+
+def build_tables(runs: list[RunResult], baseline: str | None = None) -> Tables:
+    """All four tables. `baseline` ('NxG') must name a layout present in some group."""
+    base = parse_layout(baseline) if baseline else None
+    if base and not any((r.nodes, r.gpus_per_node) == base for r in runs):
+        raise ConfigError(f"baseline {baseline}: no run has that layout")
+    scaling = scaling_rows(runs, base)
+    ttt = time_to_train_rows(runs, base)
+    return Tables(scaling, layout_rows(scaling), ttt, epoch_rows(ttt), len(runs))

@@ -1,0 +1,174 @@
+"""The report's tables as CSV (full precision, one flat row per line) and as Markdown (one small
+table per model group, rounded, the way published scaling studies print them).
+
+    write_csvs(tables, Path("report"))                 # scaling.csv, layouts.csv, ...
+    text = markdown(tables, sources=["results/demo"])  # also printed by `hvdbench report`
+    write_markdown(text, Path("report"))               # summary.md
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+from pathlib import Path
+
+from hvdbench.results.aggregate import EPOCH_COLUMNS, NOTES, SCALING_GROUP, TTT_GROUP, Tables
+from hvdbench.results.schema import atomic_write_text
+
+COUNTS = ("runs", "ok", "failed", "aborted", "timeout")
+LAYOUT = ("layout", "nodes", "gpus_per_node", "gpus", "scale")
+
+# CSV columns, in order. Throughput is samples/s over all GPUs; *_min columns are minutes.
+CSV_COLUMNS = {
+    "scaling": SCALING_GROUP + LAYOUT + COUNTS + (
+        "n_throughput", "throughput_mean", "throughput_std", "throughput_2sigma",
+        "throughput_per_gpu", "baseline", "speedup", "efficiency"),
+    "layouts": SCALING_GROUP + ("gpus", "layout", "nodes", "gpus_per_node", "scale", "reference") + COUNTS + (
+        "throughput_mean", "throughput_2sigma", "relative", "delta_pct", "noise_2sigma_pct", "within_noise"),
+    "time_to_train": TTT_GROUP + LAYOUT + (
+        "global_batch", "runs", "converged", "failed", "aborted", "timeout", "epochs_mean",
+        "time_per_epoch_min", "ttt_min", "scoring", "ttt_mean_min", "ttt_std_min", "ttt_2sigma_min",
+        "final_metric_mean", "baseline", "speedup", "efficiency"),
+    "epochs": EPOCH_COLUMNS,
+}
+
+
+def _cell(value) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    return repr(value) if isinstance(value, float) else str(value)
+
+
+def to_csv(rows: list[dict], columns) -> str:
+    buf = io.StringIO()
+    writer = csv.writer(buf, lineterminator="\n")
+    writer.writerow(columns)
+    for row in rows:
+        writer.writerow([_cell(row.get(c)) for c in columns])
+    return buf.getvalue()
+
+
+def write_csvs(tables: Tables, out: Path) -> list[Path]:
+    written = []
+    for name, columns in CSV_COLUMNS.items():
+        path = Path(out) / f"{name}.csv"
+        atomic_write_text(path, to_csv(getattr(tables, name), columns))
+        written.append(path)
+    return written
+
+
+def write_markdown(text: str, out: Path) -> Path:
+    path = Path(out) / "summary.md"
+    atomic_write_text(path, text)
+    return path
+
+
+# --- Markdown --------------------------------------------------------------------------------
+
+DASH = "–"
+
+
+def _num(value, fmt: str = ".1f", suffix: str = "") -> str:
+    return DASH if value is None else f"{value:{fmt}}{suffix}"
+
+
+def _pm(mean, two_sigma, fmt=".1f") -> str:
+    if mean is None:
+        return DASH
+    return f"{mean:{fmt}}" + ("" if two_sigma is None else f" ± {two_sigma:{fmt}}")
+
+
+def _pct(value, signed=False) -> str:
+    return DASH if value is None else f"{value:+.1f} %" if signed else f"{100 * value:.1f} %"
+
+
+def _counts(row: dict) -> str:
+    return f"{row['runs']} ({row['ok']}/{row['failed']}/{row['aborted']}/{row['timeout']})"
+
+
+def _table(header: list[str], lines: list[list[str]]) -> str:
+    esc = lambda s: str(s).replace("|", "\\|")  # noqa: E731
+    out = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
+    out += ["| " + " | ".join(esc(c) for c in line) + " |" for line in lines]
+    return "\n".join(out)
+
+
+def _title(row: dict, group: tuple) -> str:
+    """'resnet50 · debug · torch · fp32 · throughput · batch 32/GPU — <system>' from the group keys."""
+    parts = [row[k] for k in ("model", "flavor", "framework", "precision", "mode") if k in group]
+    if row.get("batch_per_gpu") and "batch_per_gpu" in group:
+        accum = row.get("accum_steps", 1)
+        parts.append(f"batch {row['batch_per_gpu']}/GPU" + (f" × {accum} accum" if accum > 1 else ""))
+    title = " · ".join(str(p) for p in parts if p)
+    return title + (f" — {row['system']}" if row.get("system") else "")
+
+
+def _sections(rows: list[dict], group: tuple, render) -> list[str]:
+    out, current, chunk = [], None, []
+    for row in rows + [None]:
+        key = None if row is None else tuple(row[k] for k in group)
+        if chunk and key != current:
+            out.append(f"### {_title(chunk[0], group)}\n\n{render(chunk)}\n")
+            chunk = []
+        current = key
+        if row is not None:
+            chunk.append(row)
+    return out
+
+
+def _scaling_md(rows):
+    return _table(
+        ["layout", "GPUs", "scale", "runs (ok/failed/aborted/timeout)", "samples/s mean ± 2σ", "std",
+         "per GPU", "speed-up", "efficiency"],
+        [[r["layout"], r["gpus"], r["scale"], _counts(r), _pm(r["throughput_mean"], r["throughput_2sigma"]),
+          _num(r["throughput_std"]), _num(r["throughput_per_gpu"]), _num(r["speedup"], ".2f", "×"),
+          _pct(r["efficiency"])] for r in rows])
+
+
+def _layouts_md(rows):
+    return _table(
+        ["GPUs", "layout", "vs", "runs (ok/failed/aborted/timeout)", "samples/s mean ± 2σ",
+         "relative", "Δ", "2σ noise", "within noise"],
+        [[r["gpus"], r["layout"], "reference" if r["layout"] == r["reference"] else r["reference"],
+          _counts(r), _pm(r["throughput_mean"], r["throughput_2sigma"]), _num(r["relative"], ".3f"),
+          _pct(r["delta_pct"], signed=True), DASH if r["noise_2sigma_pct"] is None else f"± {r['noise_2sigma_pct']:.1f} %",
+          {True: "yes", False: "no", None: DASH}[r["within_noise"]]] for r in rows])
+
+
+def _ttt_md(rows):
+    return _table(
+        ["layout", "GPUs", "global batch", "runs", "converged", "epochs", "min/epoch",
+         "time to train (min)", "mean ± 2σ (min)", "speed-up", "efficiency", "scoring"],
+        [[r["layout"] or DASH, r["gpus"] or DASH, r["global_batch"] or DASH, r["runs"], r["converged"],
+          _num(r["epochs_mean"], ".2f"), _num(r["time_per_epoch_min"], ".2f"),
+          "DNF" if r["ttt_min"] is None and r["runs"] else _num(r["ttt_min"], ".2f"),
+          _pm(r["ttt_mean_min"], r["ttt_2sigma_min"], ".2f"), _num(r["speedup"], ".2f", "×"),
+          _pct(r["efficiency"]), r["scoring"]] for r in rows])
+
+
+def _epochs_md(rows):
+    return _table(
+        ["GPUs", "global batch", "avg time per epoch (min)", "epochs", "precision", "runs (converged)"],
+        [[r["gpus"] or DASH, r["global_batch"] or DASH, _num(r["time_per_epoch_min"], ".2f"),
+          _num(r["epochs_mean"], ".2f"), r["precision"] or DASH, f"{r['runs']} ({r['converged']})"]
+         for r in rows])
+
+
+def markdown(tables: Tables, sources=()) -> str:
+    parts = ["# hvdbench report", ""]
+    if sources:
+        parts += [f"{tables.runs} runs from: " + ", ".join(f"`{s}`" for s in sources), ""]
+    sections = (
+        ("Scaling (throughput, samples/s)", tables.scaling, SCALING_GROUP, _scaling_md),
+        ("Scale-up vs scale-out (same GPU count, different layouts)", tables.layouts, SCALING_GROUP, _layouts_md),
+        ("Time to train (MLPerf: run_start → run_stop)", tables.time_to_train, TTT_GROUP, _ttt_md),
+        ("Epochs and time per epoch", tables.epochs, TTT_GROUP[:4], _epochs_md),
+    )
+    for heading, rows, group, render in sections:
+        parts.append(f"## {heading}\n")
+        parts += _sections(rows, group, render) or ["(no runs of this kind)\n"]
+    parts.append("## Notes\n")
+    parts += [f"- {note}" for note in NOTES]
+    return "\n".join(parts) + "\n"

@@ -1,0 +1,195 @@
+"""Report statistics against hand-computed values: two-sigma, olympic mean, speed-up, efficiency,
+scale-up vs scale-out deltas, and that no failed/aborted/timed-out run disappears."""
+
+import math
+
+import pytest
+
+from hvdbench.errors import ConfigError
+from hvdbench.results.aggregate import (build_tables, load_sweeps, olympic_score, parse_layout,
+                                        scaling_rows, stats)
+from hvdbench.results.schema import RunResult, SchemaError
+from hvdbench.results.store import append_run
+
+
+def run(layout, throughput=None, status="success", mode="throughput", **kw):
+    nodes, gpus = map(int, layout.split("x"))
+    fields = dict(model="resnet50", flavor="debug", framework="torch", precision="fp32", mode=mode,
+                  batch_per_gpu=32, world_size=nodes * gpus, nodes=nodes, gpus_per_node=gpus,
+                  layout=layout, scale="up" if nodes == 1 else "out", devices="cpu",
+                  throughput=throughput, status=status)
+    fields.update(kw)
+    return RunResult(**fields)
+
+
+def sweep_runs():
+    """1x1: 100,110,90 (mean 100, std 10); 1x2: 190,200,210 (200, 10); 2x1: 170,180 + failed
+    (175, std 7.0711); 2x2: 380,400 + timeout (390, 14.142); 1x4: 405,395 (400, 7.0711)."""
+    runs = [run("1x1", t) for t in (100, 110, 90)]
+    runs += [run("1x2", t) for t in (190, 200, 210)]
+    runs += [run("2x1", t) for t in (170, 180)] + [run("2x1", status="failed", error="boom")]
+    runs += [run("2x2", t) for t in (380, 400)] + [run("2x2", status="timeout")]
+    runs += [run("1x4", t) for t in (405, 395)]
+    return runs
+
+
+def by_layout(rows):
+    return {r["layout"]: r for r in rows}
+
+
+def test_stats_two_sigma_is_twice_the_sample_std():
+    s = stats([100, 110, 90])
+    assert (s.n, s.mean, s.std, s.two_sigma) == (3, 100, 10, 20)  # ddof=1: sqrt(200/2)
+    one = stats([42.0])
+    assert (one.mean, one.std, one.two_sigma) == (42.0, None, None)  # undefined, not 0
+    assert stats([None, 5.0, 7.0]).mean == 6.0
+    assert stats([]).mean is None
+
+
+def test_olympic_mean_all_converged_drops_fastest_and_slowest():
+    score = olympic_score([30, 31, 33, 35, 40], not_converged=0)
+    assert score.minutes == pytest.approx((31 + 33 + 35) / 3)
+    assert "olympic" in score.rule
+
+
+def test_olympic_mean_one_non_converged_run_counts_as_the_slowest():
+    # dropped: 30 (fastest) and the non-converged run; 40 stays in
+    score = olympic_score([30, 31, 33, 40], not_converged=1)
+    assert score.minutes == pytest.approx((31 + 33 + 40) / 3)
+
+
+def test_olympic_mean_two_non_converged_runs_is_dnf():
+    score = olympic_score([30, 31, 33], not_converged=2)
+    assert score.minutes is None and score.rule.startswith("DNF")
+
+
+def test_too_few_runs_for_olympic_scoring():
+    assert olympic_score([10, 14], 0).minutes == 12  # plain mean, nothing dropped
+    assert olympic_score([10], 1).minutes is None  # cannot drop the failure: DNF
+    assert olympic_score([], 0).minutes is None
+
+
+def test_speedup_and_efficiency_against_the_smallest_gpu_count():
+    rows = by_layout(scaling_rows(sweep_runs()))
+    assert rows["1x1"]["throughput_mean"] == 100 and rows["1x1"]["throughput_2sigma"] == 20
+    assert rows["1x2"]["speedup"] == pytest.approx(2.0)
+    assert rows["2x1"]["speedup"] == pytest.approx(1.75)
+    assert rows["2x1"]["efficiency"] == pytest.approx(0.875)  # (175/2) / (100/1)
+    assert rows["2x2"]["speedup"] == pytest.approx(3.9)
+    assert rows["2x2"]["efficiency"] == pytest.approx(0.975)
+    assert rows["2x2"]["throughput_per_gpu"] == pytest.approx(97.5)
+    assert {r["baseline"] for r in rows.values()} == {"1x1"}
+
+
+def test_failed_and_timed_out_runs_are_counted_not_dropped():
+    rows = by_layout(scaling_rows(sweep_runs()))
+    r = rows["2x1"]
+    assert (r["runs"], r["ok"], r["failed"], r["aborted"], r["timeout"], r["n_throughput"]) == (3, 2, 1, 0, 0, 2)
+    assert r["throughput_std"] == pytest.approx(math.sqrt(50))
+    r = rows["2x2"]
+    assert (r["runs"], r["ok"], r["timeout"]) == (3, 2, 1)
+    assert sum(row["runs"] for row in rows.values()) == len(sweep_runs())
+
+
+def test_explicit_baseline_and_scale_up_preferred_at_equal_gpu_count():
+    runs = [r for r in sweep_runs() if r.layout != "1x1"]  # smallest count 2: 1x2 (up) and 2x1 (out)
+    rows = by_layout(scaling_rows(runs))
+    assert rows["2x1"]["baseline"] == "1x2"
+    assert rows["2x1"]["efficiency"] == pytest.approx(0.875)  # (175/2) / (200/2)
+    rows = by_layout(scaling_rows(sweep_runs(), baseline=parse_layout("1x2")))
+    assert rows["1x1"]["speedup"] == pytest.approx(0.5)
+    assert rows["2x2"]["efficiency"] == pytest.approx((390 / 4) / (200 / 2))
+
+
+def test_bad_baseline_is_a_clear_error():
+    with pytest.raises(ConfigError, match="expected NODESxGPUS"):
+        parse_layout("eight")
+    with pytest.raises(ConfigError, match="3x3: no run has that layout"):
+        build_tables(sweep_runs(), baseline="3x3")
+
+
+def test_layout_deltas_against_the_single_node_layout_with_two_sigma_noise():
+    layouts = build_tables(sweep_runs()).layouts
+    two = by_layout(r for r in layouts if r["gpus"] == 2)
+    assert set(two) == {"1x2", "2x1"} and {r["reference"] for r in two.values()} == {"1x2"}
+    assert two["1x2"]["delta_pct"] == 0 and two["1x2"]["within_noise"] is None  # the reference itself
+    # 175 vs 200: -12.5 %; noise 2*sqrt(10^2 + 50) = 24.495 samples/s = 12.25 % -> outside
+    assert two["2x1"]["relative"] == pytest.approx(0.875)
+    assert two["2x1"]["delta_pct"] == pytest.approx(-12.5)
+    assert two["2x1"]["noise_2sigma_pct"] == pytest.approx(100 * 2 * math.sqrt(150) / 200)
+    assert two["2x1"]["within_noise"] is False
+    four = by_layout(r for r in layouts if r["gpus"] == 4)
+    # 390 vs 400: -2.5 %; noise 2*sqrt(50 + 200) = 31.6 -> within
+    assert four["2x2"]["reference"] == "1x4"
+    assert four["2x2"]["delta_pct"] == pytest.approx(-2.5)
+    assert four["2x2"]["within_noise"] is True
+    assert four["2x2"]["timeout"] == 1
+    assert not [r for r in layouts if r["gpus"] == 1]  # one layout only: no comparison
+
+
+def test_within_noise_undefined_with_a_single_run():
+    runs = [run("1x2", 200), run("2x1", 150), run("2x1", 160)]
+    rows = by_layout(build_tables(runs).layouts)
+    assert rows["2x1"]["within_noise"] is None and rows["2x1"]["delta_pct"] == pytest.approx(-22.5)
+
+
+def tta(layout, minutes, status="success", **kw):
+    return run(layout, mode="time_to_accuracy", status=status,
+               time_to_train_s=None if minutes is None else minutes * 60, **kw)
+
+
+def test_time_to_train_table_olympic_speedup_and_counts():
+    runs = [tta("1x1", m, epochs_to_target=e, time_per_epoch_s=p, global_batch=32)
+            for m, e, p in ((30, 4.0, 420.0), (32, 5.0, 390.0), (34, 5.0, 400.0), (36, 6.0, 380.0))]
+    runs.append(tta("1x1", None, status="aborted", epochs=8.0, time_per_epoch_s=410.0, global_batch=32))
+    runs += [tta("1x4", m, epochs_to_target=6.0, time_per_epoch_s=100.0, global_batch=128) for m in (10, 11, 12)]
+    runs += [tta("2x2", m, global_batch=128) for m in (12, 13)]
+    runs += [tta("2x2", None, status="failed", global_batch=128), tta("2x2", None, status="timeout", global_batch=128)]
+    runs += [run("1x1", 100)]  # a throughput run: not part of time-to-train
+    tables = build_tables(runs)
+    rows = by_layout(tables.time_to_train)
+    one = rows["1x1"]
+    assert (one["runs"], one["converged"], one["aborted"]) == (5, 4, 1)
+    assert one["ttt_min"] == pytest.approx((32 + 34 + 36) / 3)
+    assert one["ttt_mean_min"] == pytest.approx(33)
+    assert one["ttt_2sigma_min"] == pytest.approx(2 * math.sqrt(20 / 3))
+    assert one["epochs_mean"] == pytest.approx(5.0)  # converged runs' epochs to target
+    assert one["time_per_epoch_min"] == pytest.approx((420 + 390 + 400 + 380 + 410) / 5 / 60)
+    four = rows["1x4"]
+    assert four["ttt_min"] == pytest.approx(11)  # olympic of 3 = the middle one
+    assert four["speedup"] == pytest.approx(34 / 11)
+    assert four["efficiency"] == pytest.approx(34 / 11 / 4)
+    assert rows["2x2"]["ttt_min"] is None and rows["2x2"]["scoring"].startswith("DNF")
+    assert (rows["2x2"]["failed"], rows["2x2"]["timeout"], rows["2x2"]["speedup"]) == (1, 1, None)
+    assert rows["2x2"]["ttt_mean_min"] == pytest.approx(12.5)  # mean ± 2σ still shown for converged runs
+    epochs = by_layout(tables.epochs)
+    assert epochs["1x4"]["global_batch"] == 128 and epochs["1x4"]["time_per_epoch_min"] == pytest.approx(100 / 60)
+    assert [r["mode"] for r in tables.scaling] == ["throughput"]
+
+
+def test_groups_keep_models_frameworks_and_batch_sizes_apart():
+    runs = [run("1x1", 100), run("1x2", 180), run("1x1", 50, framework="tensorflow"),
+            run("1x2", 95, framework="tensorflow"), run("1x2", 300, batch_per_gpu=64)]
+    rows = scaling_rows(runs)
+    assert len(rows) == 5
+    tf = [r for r in rows if r["framework"] == "tensorflow"]
+    assert tf[1]["speedup"] == pytest.approx(1.9)
+    b64 = [r for r in rows if r["batch_per_gpu"] == 64]
+    assert b64[0]["baseline"] == "1x2" and b64[0]["speedup"] == pytest.approx(1.0)
+
+
+def test_load_sweeps_names_the_missing_store(tmp_path):
+    append_run(tmp_path / "a" / "runs.csv", run("1x1", 100))
+    assert len(load_sweeps([tmp_path / "a", tmp_path / "a" / "runs.csv"])) == 2
+    with pytest.raises(SchemaError, match=str(tmp_path / "b" / "runs.csv")):
+        load_sweeps([tmp_path / "b"])
+
+
+def test_runs_of_unknown_layout_are_counted_but_never_a_baseline():
+    runs = [run("1x1", 100), run("1x2", 190)]
+    runs.append(RunResult(model="resnet50", flavor="debug", framework="torch", devices="cpu",
+                          batch_per_gpu=32, throughput=50.0))  # no layout recorded
+    rows = scaling_rows(runs)
+    unknown = next(r for r in rows if not r["gpus"])
+    assert unknown["runs"] == 1 and unknown["speedup"] is None and unknown["throughput_per_gpu"] is None
+    assert {r["baseline"] for r in rows} == {"1x1"}

@@ -1,0 +1,160 @@
+"""`hvdbench report` end to end through click: files written, tables printed, schema errors named."""
+
+import csv
+
+import pytest
+from click.testing import CliRunner
+
+from hvdbench.cli.main import cli
+from hvdbench.results.schema import RunResult
+from hvdbench.results.store import append_run
+
+from test_report_aggregate import run, sweep_runs, tta
+
+EXPECTED = ["scaling.csv", "layouts.csv", "time_to_train.csv", "epochs.csv", "summary.md",
+            "throughput_vs_gpus.png", "efficiency_vs_gpus.png", "layouts_bars.png", "time_to_train.png"]
+
+
+@pytest.fixture
+def sweep(tmp_path):
+    store = tmp_path / "results" / "demo" / "runs.csv"
+    for r in sweep_runs():
+        append_run(store, r)
+    for minutes in (30, 32, 34):
+        append_run(store, tta("1x1", minutes, epochs_to_target=5.0, time_per_epoch_s=360.0, global_batch=32))
+    for minutes in (10, 11, 12):
+        append_run(store, tta("1x4", minutes, epochs_to_target=6.0, time_per_epoch_s=100.0, global_batch=128))
+    return store.parent
+
+
+def invoke(*args):
+    return CliRunner().invoke(cli, ["report", *map(str, args)])
+
+
+def read_csv(path):
+    with open(path, newline="") as f:
+        return list(csv.DictReader(f))
+
+
+def test_report_writes_every_file_and_prints_the_tables(sweep):
+    result = invoke(sweep)
+    assert result.exit_code == 0, result.output
+    out = sweep / "report"
+    assert sorted(p.name for p in out.iterdir()) == sorted(EXPECTED)
+    rows = {r["layout"]: r for r in read_csv(out / "scaling.csv")}
+    assert float(rows["2x2"]["throughput_mean"]) == 390 and float(rows["2x2"]["efficiency"]) == pytest.approx(0.975)
+    assert (rows["2x1"]["runs"], rows["2x1"]["ok"], rows["2x1"]["failed"]) == ("3", "2", "1")
+    assert rows["1x1"]["throughput_2sigma"] == "20.0"
+    assert rows["1x1"]["throughput_std"] == "10.0"
+    layouts = read_csv(out / "layouts.csv")
+    assert [(r["gpus"], r["layout"], r["within_noise"]) for r in layouts] == [
+        ("2", "1x2", ""), ("2", "2x1", "no"), ("4", "1x4", ""), ("4", "2x2", "yes")]
+    ttt = read_csv(out / "time_to_train.csv")
+    assert [(r["layout"], r["ttt_min"], r["converged"]) for r in ttt] == [("1x1", "32.0", "3"), ("1x4", "11.0", "3")]
+    epochs = read_csv(out / "epochs.csv")
+    assert [(r["gpus"], r["global_batch"], r["epochs_mean"], r["precision"]) for r in epochs] == [
+        ("1", "32", "5.0", "fp32"), ("4", "128", "6.0", "fp32")]
+    summary = (out / "summary.md").read_text()
+    assert summary in result.output  # the same Markdown on the terminal
+    assert "| 2x1 | 2 | out | 3 (2/1/0/0) | 175.0 ± 14.1 |" in summary
+    assert "| 4 | 2x2 | 1x4 | 3 (2/0/0/1) | 390.0 ± 28.3 | 0.975 | -2.5 % |" in summary
+    assert "sample standard deviation (ddof=1)" in summary
+    for name in EXPECTED:
+        assert f"wrote {out / name}" in result.output
+
+
+def test_out_format_and_baseline_options(sweep, tmp_path):
+    out = tmp_path / "elsewhere"
+    result = invoke(sweep, "--out", out, "--format", "csv", "--baseline", "1x2")
+    assert result.exit_code == 0, result.output
+    assert sorted(p.name for p in out.iterdir()) == ["epochs.csv", "layouts.csv", "scaling.csv", "time_to_train.csv"]
+    rows = {r["layout"]: r for r in read_csv(out / "scaling.csv")}
+    assert rows["1x1"]["baseline"] == "1x2" and float(rows["1x1"]["speedup"]) == 0.5
+    assert not (sweep / "report").exists()
+
+
+def test_a_runs_csv_path_reports_beside_it(sweep):
+    result = invoke(sweep / "runs.csv", "--format", "csv")
+    assert result.exit_code == 0, result.output
+    assert (sweep / "report" / "scaling.csv").is_file()
+
+
+def test_several_sweeps_are_read_together(sweep, tmp_path):
+    other = tmp_path / "more"
+    append_run(other / "runs.csv", run("4x2", 700))
+    result = invoke(sweep, other, "--out", tmp_path / "r", "--format", "csv")
+    assert result.exit_code == 0, result.output
+    rows = {r["layout"]: r for r in read_csv(tmp_path / "r" / "scaling.csv")}
+    assert float(rows["4x2"]["speedup"]) == 7.0
+
+
+def rewrite(store, change):
+    rows = read_csv(store)
+    header = list(rows[0])
+    rows, header = change(rows, header)
+    with open(store, "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=header)
+        w.writeheader()
+        w.writerows(rows)
+
+
+def test_wrong_schema_version_is_one_line_naming_the_file(sweep):
+    invoke(sweep)  # a first report, which a failing rerun must not touch
+    before = (sweep / "report" / "scaling.csv").read_bytes()
+    rewrite(sweep / "runs.csv", lambda rows, h: ([{**r, "schema_version": "999"} for r in rows], h))
+    result = invoke(sweep)
+    assert result.exit_code == 1
+    message = result.output.strip()
+    assert message.startswith("Error: ") and len(message.splitlines()) == 1
+    assert str(sweep / "runs.csv") in message and "schema_version 999" in message
+    assert (sweep / "report" / "scaling.csv").read_bytes() == before
+
+
+def test_missing_column_is_named(sweep):
+    rewrite(sweep / "runs.csv", lambda rows, h: ([{k: v for k, v in r.items() if k != "throughput"} for r in rows],
+                                                  [c for c in h if c != "throughput"]))
+    result = invoke(sweep)
+    assert result.exit_code == 1
+    assert "missing column(s) throughput" in result.output and str(sweep / "runs.csv") in result.output
+
+
+def test_bad_status_value_names_the_file(sweep):
+    rewrite(sweep / "runs.csv", lambda rows, h: ([{**r, "status": "exploded"} for r in rows], h))
+    result = invoke(sweep)
+    assert result.exit_code == 1
+    assert str(sweep / "runs.csv") in result.output and "'exploded'" in result.output
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--format", "csv,pdf"], "pdf: choose from csv,md,png"),
+    (["--baseline", "one"], "expected NODESxGPUS"),
+    (["--baseline", "8x8"], "8x8: no run has that layout"),
+])
+def test_bad_options(sweep, args, message):
+    result = invoke(sweep, *args)
+    assert result.exit_code != 0 and message in result.output
+
+
+def test_no_input_and_missing_store(tmp_path):
+    result = invoke()
+    assert result.exit_code == 2 and "at least one SWEEP_DIR or --mllog" in result.output
+    result = invoke(tmp_path / "nothing")
+    assert result.exit_code == 1 and f"{tmp_path / 'nothing' / 'runs.csv'}: no such run store" in result.output
+
+
+def test_plots_skipped_without_data_are_said(tmp_path):
+    store = tmp_path / "s" / "runs.csv"
+    append_run(store, run("1x1", 100))
+    append_run(store, run("1x2", None, status="failed"))
+    result = invoke(store.parent)
+    assert result.exit_code == 0, result.output
+    assert "layouts_bars.png not written: no GPU count was run with more than one layout" in result.output
+    assert "time_to_train.png not written" in result.output
+    assert (store.parent / "report" / "throughput_vs_gpus.png").exists()
+    assert "(no runs of this kind)" in result.output
+
+
+def test_help_has_an_example():
+    result = CliRunner().invoke(cli, ["report", "--help"])
+    assert result.exit_code == 0 and "Example:" in result.output and "hvdbench report results/demo" in result.output
+    assert RunResult.columns()  # the schema the report reads
