@@ -1,0 +1,128 @@
+"""`hvdbench cluster up|status|down`: an emulated multi-node cluster on this machine (root)."""
+
+import os
+
+import click
+
+from hvdbench.cluster.plan import DEFAULT_NAME, DEFAULT_SUBNET
+
+name_option = click.option("--name", default=DEFAULT_NAME, show_default=True,
+                           help="Cluster name (1-8 lowercase letters/digits); nodes are NAME-node1...")
+
+
+@click.group()
+def cluster():
+    """An emulated multi-node cluster on this Linux machine (needs root).
+
+    Each node is a network namespace with its own hostname, address and sshd, joined by a bridge
+    whose links `tc` can slow down, so scale-out (ranks on different nodes) really crosses a
+    network while scale-up (ranks on one node) does not.
+
+    \b
+    Example:
+      hvdbench cluster up --nodes 2 --slots 1 --bandwidth 1gbit
+      hvdbench cluster status
+      hvdbench cluster down
+    """
+
+
+@cluster.command()
+@click.option("--nodes", type=int, default=2, show_default=True, help="Number of nodes.")
+@click.option("--slots", type=int, default=1, show_default=True, help="Slots (ranks) per node in the hostfile.")
+@click.option("--bandwidth", metavar="RATE", help="Shape each node's link to RATE each way, e.g. 100mbit, 10gbit.")
+@click.option("--latency", metavar="DELAY", help="Add DELAY one-way between nodes, e.g. 100us (needs sch_netem).")
+@click.option("--subnet", default=DEFAULT_SUBNET, show_default=True, help="IPv4 subnet for the nodes; must be unused.")
+@click.option("--hostfile", type=click.Path(dir_okay=False), help="Write the hostfile here, not in the state directory (removed by `down`).")
+@name_option
+def up(nodes, slots, bandwidth, latency, subnet, hostfile, name):
+    """Create the cluster: namespaces, bridge, veths, shaping, sshds, hostfile.
+
+    \b
+    Example:
+      hvdbench cluster up --nodes 2 --slots 2 --bandwidth 100mbit
+      hvdbench cluster up --name lab --nodes 4 --subnet 10.214.0.0/24 --hostfile hostfiles/lab
+      hvdbench cluster up --bandwidth 10gbit --latency 50us    # a delay needs sch_netem
+    """
+    from hvdbench.cluster.lifecycle import up as cluster_up
+    from hvdbench.cluster.plan import make_plan
+
+    plan = make_plan(name=name, nodes=nodes, slots=slots, subnet=subnet, bandwidth=bandwidth,
+                     latency=latency, hostfile=hostfile)
+    cluster_up(plan)
+    nodes_text = f"{len(plan.nodes)} node{'s' if len(plan.nodes) != 1 else ''}"
+    click.echo(f"Cluster {plan.name} is up: {nodes_text} x {plan.slots} slots on {plan.subnet}, "
+               f"links {plan.shaping.describe()}.")
+    for node in plan.nodes:
+        click.echo(f"  {node.name:<14} {node.address}")
+    _usage(plan.name)
+
+
+@cluster.command()
+@name_option
+def status(name):
+    """List the nodes, their addresses, link shaping and whether each sshd answers.
+
+    \b
+    Example:
+      hvdbench cluster status --name hvd
+    """
+    from rich.console import Console
+    from rich.table import Table
+
+    from hvdbench.cluster.lifecycle import status as cluster_status
+
+    journal, rows = cluster_status(name)
+    table = Table(title=f"cluster {name} ({journal.phase}, {journal.plan.subnet})")
+    for col in ("node", "address", "slots", "link shaping", "sshd pid", "sshd answers"):
+        table.add_column(col, no_wrap=True)
+    for r in rows:
+        table.add_row(r.name, r.address, str(r.slots), r.shaping, str(r.sshd_pid or "-"),
+                      "yes" if r.sshd_answers else "NO")
+    console = Console()
+    if not console.is_terminal:
+        console = Console(width=200)  # piped: whole lines, never wrapped cells (scripts grep them)
+    console.print(table)
+    if journal.phase == "up":
+        _usage(name)
+    else:
+        click.echo(f"Cluster {name} was not completely created; remove it with "
+                   f"`hvdbench cluster down --name {name}`.")
+
+
+@cluster.command()
+@name_option
+def down(name):
+    """Remove everything `up` created; safe to run twice, and after an interrupted `up`.
+
+    \b
+    Example:
+      hvdbench cluster down --name hvd
+    """
+    from hvdbench.cluster.lifecycle import down as cluster_down
+
+    done = cluster_down(name)
+    if not done:
+        click.echo(f"No cluster named {name}; nothing to do.")
+        return
+    for line in done:
+        click.echo(f"  {line}")
+    click.echo(f"Cluster {name} is down.")
+
+
+def _usage(name: str) -> None:
+    from hvdbench.cluster.launch import launch_settings
+
+    s = launch_settings(name)
+    np_ = sum(int(h.rsplit(":", 1)[1]) for h in s.hosts)
+    hvd_args = " ".join(s.horovodrun_args)
+    sweep_args = " ".join(f"--launcher-arg={a}" for a in s.horovodrun_args)
+    # horovodrun needs the interface named: on a single remote node it would otherwise pick loopback
+    # for its rendezvous address, which the ranks cannot reach from their namespace.
+    click.echo(f"Hostfile: {s.hostfile}\n"
+               "Launch from this shell (the ssh wrapper on PATH carries the cluster's key and host keys):\n"
+               f"  export PATH={s.env['PATH'].split(os.pathsep, 1)[0]}:$PATH\n"
+               f"  horovodrun -np {np_} --hostfile {s.hostfile} {hvd_args} --gloo python ...\n"
+               f"  horovodrun -np {np_} --hostfile {s.hostfile} {hvd_args} --mpi python ...\n"
+               f"  mpirun -np {np_} --hostfile {s.hostfile} {' '.join(s.mpirun_args)} python ...\n"
+               f"  hvdbench sweep MODEL --hostfile {s.hostfile} {sweep_args} --out DIR -- ...\n"
+               f"Remove it: hvdbench cluster down --name {name}")

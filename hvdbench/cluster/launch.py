@@ -1,0 +1,56 @@
+"""What a launcher in the root namespace needs to run on the emulated cluster.
+
+For cluster `hvd` (state in /run/hvdbench-cluster/hvd) that is:
+
+    PATH=/run/hvdbench-cluster/hvd/bin:$PATH     # its ssh wrapper: the cluster's key and known hosts
+    horovodrun -np 2 --hostfile /run/hvdbench-cluster/hvd/hostfile \\
+        --network-interfaces hvd-br --gloo|--mpi python -m ...
+    mpirun -np 2 --hostfile /run/hvdbench-cluster/hvd/hostfile \\
+        -mca btl_tcp_if_include hvd-br -mca oob_tcp_if_include hvd-br -x PATH python -m ...
+
+Naming the interface skips horovodrun's interface probe (a round of ssh sessions) and keeps Open
+MPI off the nodes' loopback. The ranks need the launcher's PATH (the venv's python, the wrapper):
+horovodrun forwards it by itself, a direct mpirun with `-x PATH`.
+"""
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from hvdbench.cluster.plan import STATE_ROOT, ClusterError, state_dir_for
+from hvdbench.cluster.state import Journal
+
+
+@dataclass(frozen=True)
+class ClusterLaunch:
+    name: str
+    hostfile: Path
+    hosts: tuple[str, ...]             # horovodrun -H form: ("hvd-node1:1", "hvd-node2:1")
+    horovodrun_args: tuple[str, ...]   # extra options for horovodrun (Gloo and MPI controllers)
+    mpirun_args: tuple[str, ...]       # extra options for a direct Open MPI mpirun
+    env: dict[str, str] = field(default_factory=dict)  # variables to set on top of the caller's
+
+
+def launch_settings(name: str = "hvd", state_root: Path = STATE_ROOT, path: str | None = None) -> ClusterLaunch:
+    """Launch settings of the running cluster `name`; `path` is the PATH to extend (default: ours)."""
+    journal = Journal.load(state_dir_for(name, state_root))
+    if journal is None or journal.phase != "up":
+        raise ClusterError(f"cluster {name!r} is not up (no complete {state_dir_for(name, state_root)}); "
+                           f"run `hvdbench cluster up --name {name}`")
+    plan = journal.plan
+    base = os.environ.get("PATH", "") if path is None else path
+    return ClusterLaunch(
+        name=plan.name,
+        hostfile=plan.hostfile,
+        hosts=tuple(f"{n.name}:{plan.slots}" for n in plan.nodes),
+        horovodrun_args=("--network-interfaces", plan.bridge),
+        mpirun_args=("-mca", "btl_tcp_if_include", plan.bridge, "-mca", "oob_tcp_if_include", plan.bridge,
+                     "-x", "PATH"),
+        env={"PATH": os.pathsep.join(p for p in [str(plan.state_dir / "bin"), base] if p)},
+    )
+
+
+def cluster_launch_args(name: str = "hvd") -> tuple[list[str], dict[str, str]]:
+    """(extra horovodrun argv, extra env) for the sweep and the demo."""
+    s = launch_settings(name)
+    return list(s.horovodrun_args), dict(s.env)

@@ -1,0 +1,149 @@
+"""What an emulated cluster is made of: validated names, addresses and link shaping, and nothing else.
+
+A plan is pure data computed from the user's options; building it touches nothing on the machine, so
+every name and address can be checked (and unit-tested) before anything is created. Naming scheme for
+a cluster called NAME with N nodes (interface names stay within Linux's 15 characters):
+
+    node k (1..N)   network namespace = hostname = NAME-nodeK, address = subnet host k+1
+    bridge          NAME-br in the root namespace, address = subnet host 1 (the nodes' gateway)
+    veth pair k     NAME-vK in the root namespace (enslaved to the bridge) <-> NAME-br inside node k
+
+The node end of each veth carries the bridge's name on purpose: Horovod picks the network interface
+by *name* on every host (`--network-interfaces NAME-br`), and with the same name in the root
+namespace too, the launcher finds its own address on that interface for Gloo's rendezvous server.
+"""
+
+import ipaddress
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from hvdbench.errors import HvdbenchError
+
+NAME_RE = re.compile(r"[a-z][a-z0-9]{0,7}")  # short enough for NAME-vKK (<= 15 characters)
+MAX_NODES = 64
+MAX_SLOTS = 256
+DEFAULT_NAME = "hvd"
+DEFAULT_SUBNET = "10.213.0.0/24"
+STATE_ROOT = Path("/run/hvdbench-cluster")  # tmpfs: state vanishes on reboot, with the namespaces
+
+_RATE_UNITS = {"bit": 1, "kbit": 10**3, "mbit": 10**6, "gbit": 10**9, "tbit": 10**12}
+_DELAY_UNITS = {"us": 1, "ms": 10**3, "s": 10**6}
+_NUMBER = r"(\d+(?:\.\d+)?)"
+
+
+class ClusterError(HvdbenchError):
+    """A cluster cannot be created, inspected or removed; the message names what and where."""
+
+
+@dataclass(frozen=True)
+class Node:
+    index: int      # 1-based
+    name: str       # hostname, network namespace name and hostfile entry
+    address: str    # IPv4 address inside the node
+    host_veth: str  # the root-namespace end of the node's veth pair
+
+
+@dataclass(frozen=True)
+class Shaping:
+    """Inter-node link emulation: bits/s and one-way delay in microseconds (None = not shaped)."""
+    rate_bit: int | None = None
+    delay_us: int | None = None
+
+    @property
+    def active(self) -> bool:
+        return self.rate_bit is not None or self.delay_us is not None
+
+    def describe(self) -> str:
+        if not self.active:
+            return "unshaped"
+        parts = []
+        if self.rate_bit is not None:
+            parts.append(format_rate(self.rate_bit))
+        if self.delay_us is not None:
+            parts.append(f"{self.delay_us}us one-way")
+        return ", ".join(parts)
+
+
+@dataclass(frozen=True)
+class ClusterPlan:
+    name: str
+    nodes: tuple[Node, ...]
+    slots: int
+    subnet: str         # e.g. 10.213.0.0/24
+    gateway: str        # the bridge's address in the root namespace
+    bridge: str         # bridge name in the root namespace = interface name inside every node
+    shaping: Shaping
+    state_dir: Path
+    hostfile: Path
+
+    @property
+    def prefixlen(self) -> int:
+        return ipaddress.ip_network(self.subnet).prefixlen
+
+
+def validate_name(name: str) -> str:
+    if not NAME_RE.fullmatch(name or ""):
+        raise ClusterError(f"cluster name {name!r} is invalid: use 1-8 lowercase letters and digits, "
+                           "starting with a letter")
+    return name
+
+
+def state_dir_for(name: str, state_root: Path = STATE_ROOT) -> Path:
+    return Path(state_root) / validate_name(name)
+
+
+def parse_rate(text: str) -> int:
+    """'10gbit' -> 10_000_000_000 bits/s (tc's units: bit, kbit, mbit, gbit, tbit)."""
+    m = re.fullmatch(_NUMBER + r"(" + "|".join(_RATE_UNITS) + r")", text.strip().lower())
+    value = float(m.group(1)) * _RATE_UNITS[m.group(2)] if m else 0
+    if not m or value < 8000:
+        raise ClusterError(f"--bandwidth {text!r} is invalid: give a rate such as 100mbit or 10gbit "
+                           "(at least 8kbit)")
+    return int(value)
+
+
+def parse_delay(text: str) -> int:
+    """'100us' -> 100, '1.5ms' -> 1500 (microseconds, one way)."""
+    m = re.fullmatch(_NUMBER + r"(us|ms|s)", text.strip().lower())
+    value = float(m.group(1)) * _DELAY_UNITS[m.group(2)] if m else 0
+    if not m or not 1 <= value <= 10**7:
+        raise ClusterError(f"--latency {text!r} is invalid: give a delay such as 100us or 2ms "
+                           "(1us to 10s)")
+    return int(round(value))
+
+
+def format_rate(bits: int) -> str:
+    for unit in ("tbit", "gbit", "mbit", "kbit"):
+        if bits >= _RATE_UNITS[unit] and bits % _RATE_UNITS[unit] == 0:
+            return f"{bits // _RATE_UNITS[unit]}{unit}"
+    return f"{bits}bit"
+
+
+def make_plan(name: str = DEFAULT_NAME, nodes: int = 2, slots: int = 1, subnet: str = DEFAULT_SUBNET,
+              bandwidth: str | None = None, latency: str | None = None, hostfile: str | Path | None = None,
+              state_root: Path = STATE_ROOT) -> ClusterPlan:
+    """Validate the options of `hvdbench cluster up` and derive every name and address from them."""
+    validate_name(name)
+    if not 1 <= nodes <= MAX_NODES:
+        raise ClusterError(f"--nodes {nodes} is out of range: 1 to {MAX_NODES}")
+    if not 1 <= slots <= MAX_SLOTS:
+        raise ClusterError(f"--slots {slots} is out of range: 1 to {MAX_SLOTS}")
+    try:
+        net = ipaddress.ip_network(subnet, strict=True)
+    except ValueError as e:
+        raise ClusterError(f"--subnet {subnet!r} is invalid: {e}") from None
+    if net.version != 4:
+        raise ClusterError(f"--subnet {subnet} is not IPv4")
+    hosts = list(net.hosts()) if net.num_addresses <= 2**16 else None
+    if hosts is None or len(hosts) < nodes + 1:
+        raise ClusterError(f"--subnet {subnet} must be a /16../30 network holding {nodes + 1} addresses "
+                           f"(the bridge and {nodes} nodes)")
+    state_dir = state_dir_for(name, state_root)
+    shaping = Shaping(rate_bit=parse_rate(bandwidth) if bandwidth else None,
+                      delay_us=parse_delay(latency) if latency else None)
+    node_list = tuple(Node(index=k, name=f"{name}-node{k}", address=str(hosts[k]), host_veth=f"{name}-v{k}")
+                      for k in range(1, nodes + 1))
+    return ClusterPlan(name=name, nodes=node_list, slots=slots, subnet=str(net), gateway=str(hosts[0]),
+                       bridge=f"{name}-br", shaping=shaping, state_dir=state_dir,
+                       hostfile=Path(hostfile).absolute() if hostfile else state_dir / "hostfile")

@@ -1,0 +1,190 @@
+"""`hvdbench cluster` for real: network namespaces, sshds, horovodrun (Gloo, MPI) and mpirun across
+emulated nodes, link shaping, and clean removal. Needs root and Linux (CI runs as root).
+
+Every test brings its own cluster (own name and subnet) up through the CLI and takes it down in a
+`finally`, then checks that no namespace, link, process, /etc/hosts line or state is left behind.
+"""
+
+import json
+import os
+import platform
+import re
+import signal
+import subprocess
+import sys
+from contextlib import contextmanager
+from pathlib import Path
+
+import psutil
+import pytest
+
+from conftest import launch_env, run
+from hvdbench.cluster.launch import launch_settings
+
+pytestmark = [pytest.mark.integration, pytest.mark.root,
+              pytest.mark.skipif(platform.system() != "Linux" or os.geteuid() != 0,
+                                 reason="network namespaces need root on Linux (CI runs as root)")]
+
+PROBE = str(Path(__file__).with_name("cluster_probe.py"))
+STATE_ROOT = Path("/run/hvdbench-cluster")
+
+
+def _ip_json(*args):
+    out = subprocess.run(["ip", "-j", *args], capture_output=True, text=True, check=True).stdout.strip()
+    return json.loads(out) if out else []
+
+
+def _alive(pid: int) -> bool:
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
+
+
+def assert_nothing_left(name: str, state: dict) -> None:
+    """What `up` created (per its state file) is gone: namespaces, links, processes, hosts entries."""
+    plan = state["plan"]
+    nodes = [n["name"] for n in plan["nodes"]]
+    assert not set(nodes) & {n["name"] for n in _ip_json("netns", "list")}
+    ours = {plan["bridge"]} | {n["host_veth"] for n in plan["nodes"]}
+    assert not ours & {link["ifname"] for link in _ip_json("link", "show")}
+    pids = [e["pid"] for e in state["created"] if e["kind"] == "sshd"]
+    assert not [p for p in pids if _alive(p)]
+    assert f"hvdbench-cluster {name} begin" not in Path("/etc/hosts").read_text()
+    assert not any(Path("/etc/netns", n).exists() for n in nodes)
+    assert not (STATE_ROOT / name).exists()
+
+
+def cluster_cli(hvdbench_bin, *args, check=True, env=None):
+    return run([hvdbench_bin, "cluster", *args], timeout=120, check=check, env=env or launch_env())
+
+
+@contextmanager
+def cluster(hvdbench_bin, name, subnet, nodes, slots, *extra):
+    """`hvdbench cluster up` ... yield its state ... `hvdbench cluster down`, always, then check."""
+    cluster_cli(hvdbench_bin, "down", "--name", name)  # a leftover of an earlier, killed run
+    state = None
+    try:
+        up = cluster_cli(hvdbench_bin, "up", "--name", name, "--subnet", subnet, "--nodes", str(nodes),
+                         "--slots", str(slots), *extra)
+        assert f"Cluster {name} is up" in up.stdout
+        state = json.loads((STATE_ROOT / name / "state.json").read_text())
+        yield state
+    finally:
+        down = cluster_cli(hvdbench_bin, "down", "--name", name, check=False)
+        assert down.returncode == 0, down.stderr
+    assert f"Cluster {name} is down." in down.stdout
+    assert_nothing_left(name, state)
+
+
+def _env(name):
+    base = launch_env()
+    return launch_env(**launch_settings(name, path=base["PATH"]).env)
+
+
+def launch(name, launcher, hosts, *args, np_=2):
+    """Run the probe on the cluster: launcher is 'gloo', 'mpi' (horovodrun) or 'mpirun'."""
+    s = launch_settings(name)
+    if launcher == "mpirun":
+        argv = ["mpirun", "--allow-run-as-root", "-np", str(np_), "-H", hosts, *s.mpirun_args]
+    else:
+        argv = [str(Path(sys.executable).parent / "horovodrun"), "-np", str(np_), "-H", hosts,
+                *s.horovodrun_args, f"--{launcher}"]
+    return run(argv + [sys.executable, PROBE, *args], timeout=240, env=_env(name)).stdout
+
+
+def probes(stdout: str) -> list[dict]:
+    return sorted((json.loads(m) for m in re.findall(r"PROBE (\{.*\})", stdout)), key=lambda r: r["rank"])
+
+
+@pytest.mark.timeout(600)
+def test_two_nodes_one_slot_each(hvdbench_bin):
+    with cluster(hvdbench_bin, "it2x1", "10.213.31.0/24", 2, 1) as state:
+        status = cluster_cli(hvdbench_bin, "status", "--name", "it2x1").stdout
+        assert re.search(r"it2x1-node1 .*10\.213\.31\.2 .*yes", status), status
+        assert re.search(r"it2x1-node2 .*10\.213\.31\.3 .*yes", status), status
+        assert (STATE_ROOT / "it2x1" / "hostfile").read_text() == "it2x1-node1 slots=1\nit2x1-node2 slots=1\n"
+        for launcher in ("gloo", "mpi", "mpirun"):
+            ranks = probes(launch("it2x1", launcher, "it2x1-node1:1,it2x1-node2:1", "where"))
+            assert [r["rank"] for r in ranks] == [0, 1], launcher
+            assert all((r["size"], r["local_size"], r["cross_size"]) == (2, 1, 2) for r in ranks), ranks
+            assert [r["hostname"] for r in ranks] == ["it2x1-node1", "it2x1-node2"], launcher
+        assert len([e for e in state["created"] if e["kind"] == "sshd"]) == 2
+
+
+@pytest.mark.timeout(600)
+def test_one_node_two_slots(hvdbench_bin):
+    with cluster(hvdbench_bin, "it1x2", "10.213.32.0/24", 1, 2):
+        for launcher in ("gloo", "mpi"):
+            ranks = probes(launch("it1x2", launcher, "it1x2-node1:2", "where"))
+            assert [r["rank"] for r in ranks] == [0, 1], launcher
+            assert all((r["size"], r["local_size"], r["cross_size"]) == (2, 2, 1) for r in ranks), ranks
+            assert {r["hostname"] for r in ranks} == {"it1x2-node1"}
+
+
+@pytest.mark.timeout(600)
+def test_a_slow_link_makes_scale_out_slower_than_scale_up(hvdbench_bin):
+    """Two ranks on one node (1x2, loopback) against one rank on each of two nodes (2x1) whose link
+    is shaped to 100 Mbit/s; every step allreduces a 4 MiB gradient."""
+    with cluster(hvdbench_bin, "itbw", "10.213.33.0/24", 2, 2, "--bandwidth", "100mbit"):
+        status = cluster_cli(hvdbench_bin, "status", "--name", "itbw").stdout
+        assert status.count("tbf rate 100mbit") == 2, status
+        tput = {}
+        for layout, hosts in (("1x2", "itbw-node1:2"), ("2x1", "itbw-node1:1,itbw-node2:1")):
+            out = launch("itbw", "gloo", hosts, "train", "--width", "1024", "--steps", "3")
+            report = json.loads(re.search(r"TRAIN (\{.*\})", out).group(1))
+            assert report["cross_size"] == (1 if layout == "1x2" else 2)
+            tput[layout] = report["samples_per_s"]
+        print(f"\nsamples/s over a 100mbit link: 1x2 (scale-up) {tput['1x2']:.1f}, "
+              f"2x1 (scale-out) {tput['2x1']:.1f}, ratio {tput['2x1'] / tput['1x2']:.3f}")
+        assert tput["2x1"] < 0.7 * tput["1x2"]
+
+
+@pytest.mark.timeout(300)
+def test_occupied_subnet_taken_name_and_down_twice(hvdbench_bin):
+    with cluster(hvdbench_bin, "itbad", "10.213.34.0/24", 1, 1):
+        clash = cluster_cli(hvdbench_bin, "up", "--name", "itbad2", "--subnet", "10.213.34.128/25", check=False)
+        assert clash.returncode == 1
+        assert clash.stderr.strip() == ("Error: --subnet 10.213.34.128/25 is in use on this machine "
+                                        "(itbad-br has 10.213.34.1/24; route 10.213.34.0/24 dev itbad-br); "
+                                        "pick another with --subnet")
+        again = cluster_cli(hvdbench_bin, "up", "--name", "itbad", "--subnet", "10.213.35.0/24", check=False)
+        assert again.returncode == 1 and "Error: cluster name 'itbad' clashes with existing" in again.stderr
+        assert not (STATE_ROOT / "itbad2").exists()
+    loopback = cluster_cli(hvdbench_bin, "up", "--name", "itlo", "--subnet", "127.0.5.0/24", check=False)
+    assert loopback.returncode == 1 and "lo has 127.0.0.1/8" in loopback.stderr
+    twice = cluster_cli(hvdbench_bin, "down", "--name", "itbad")
+    assert twice.stdout.strip() == "No cluster named itbad; nothing to do."
+
+
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("step", ["network", "sshd"])
+def test_down_cleans_up_after_a_killed_up(hvdbench_bin, step):
+    name = f"itkill{step[0]}"
+    cluster_cli(hvdbench_bin, "down", "--name", name)
+    killed = cluster_cli(hvdbench_bin, "up", "--name", name, "--subnet", "10.213.36.0/24", "--nodes", "2",
+                         check=False, env=launch_env(HVDBENCH_CLUSTER_INJECT_CRASH=step))
+    assert killed.returncode == -signal.SIGKILL
+    state = json.loads((STATE_ROOT / name / "state.json").read_text())
+    assert state["phase"] == "creating"
+    assert {f"{name}-node1", f"{name}-node2"} <= {n["name"] for n in _ip_json("netns", "list")}
+    pids = [e["pid"] for e in state["created"] if e["kind"] == "sshd"]
+    assert len(pids) == (2 if step == "sshd" else 0) and all(_alive(p) for p in pids)
+    status = cluster_cli(hvdbench_bin, "status", "--name", name).stdout
+    assert "was not completely created" in status
+    down = cluster_cli(hvdbench_bin, "down", "--name", name)
+    assert f"Cluster {name} is down." in down.stdout
+    assert_nothing_left(name, state)
+
+
+@pytest.mark.timeout(300)
+def test_a_failing_up_undoes_what_it_made(hvdbench_bin):
+    failed = cluster_cli(hvdbench_bin, "up", "--name", "itfail", "--subnet", "10.213.37.0/24",
+                         "--hostfile", "/proc/hvdbench-nowhere/hostfile", check=False)
+    assert failed.returncode == 1
+    assert failed.stderr.strip() == ("Error: cluster 'itfail' not created (undone): /proc/hvdbench-nowhere: "
+                                     "No such file or directory")
+    assert not {"itfail-node1", "itfail-node2"} & {n["name"] for n in _ip_json("netns", "list")}
+    assert not {"itfail-br", "itfail-v1", "itfail-v2"} & {link["ifname"] for link in _ip_json("link", "show")}
+    assert not (STATE_ROOT / "itfail").exists()
+    assert "hvdbench-cluster itfail" not in Path("/etc/hosts").read_text()

@@ -1,0 +1,150 @@
+"""hvdbench cluster: the exact ip / tc / sshd command lines and the checks made on `ip -j` output."""
+
+import sys
+
+from hvdbench.cluster import netns, shaping, sshd
+from hvdbench.cluster.plan import make_plan
+
+
+def _plan(tmp_path, **kw):
+    return make_plan("hvd", nodes=2, slots=2, subnet="10.213.0.0/24", state_root=tmp_path, **kw)
+
+
+def test_bridge_and_node_links(tmp_path):
+    plan = _plan(tmp_path)
+    assert netns.bridge_up(plan) == [
+        ["ip", "link", "add", "hvd-br", "type", "bridge"],
+        ["ip", "addr", "add", "10.213.0.1/24", "dev", "hvd-br"],
+        ["ip", "link", "set", "hvd-br", "up"]]
+    node = plan.nodes[1]
+    assert netns.netns_add(node) == ["ip", "netns", "add", "hvd-node2"]
+    assert netns.node_link_up(plan, node) == [
+        ["ip", "link", "add", "hvd-v2", "type", "veth", "peer", "name", "hvd-br", "netns", "hvd-node2"],
+        ["ip", "link", "set", "hvd-v2", "master", "hvd-br", "up"],
+        ["ip", "-n", "hvd-node2", "link", "set", "lo", "up"],
+        ["ip", "-n", "hvd-node2", "addr", "add", "10.213.0.3/24", "dev", "hvd-br"],
+        ["ip", "-n", "hvd-node2", "link", "set", "hvd-br", "up"],
+        ["ip", "-n", "hvd-node2", "route", "add", "default", "via", "10.213.0.1"]]
+    assert netns.netns_del("hvd-node2") == ["ip", "netns", "del", "hvd-node2"]
+    assert netns.link_del("hvd-v2") == ["ip", "link", "del", "hvd-v2"]
+
+
+def test_node_hosts_file_names_every_node(tmp_path):
+    plan = _plan(tmp_path)
+    text = netns.node_hosts_text(plan, plan.nodes[0])
+    assert "10.213.0.2\thvd-node1\n" in text and "10.213.0.3\thvd-node2\n" in text
+    assert "127.0.0.1\tlocalhost\n" in text
+
+
+# Trimmed `ip -j addr` / `ip -j route` output of a machine with eth0, docker0 and an old route.
+ADDRS = [{"ifname": "lo", "addr_info": [{"family": "inet", "local": "127.0.0.1", "prefixlen": 8},
+                                        {"family": "inet6", "local": "::1", "prefixlen": 128}]},
+         {"ifname": "eth0", "addr_info": [{"family": "inet", "local": "192.0.2.2", "prefixlen": 24}]},
+         {"ifname": "docker0", "addr_info": [{"family": "inet", "local": "10.213.0.129", "prefixlen": 25}]}]
+ROUTES = [{"dst": "default", "gateway": "192.0.2.1", "dev": "eth0"},
+          {"dst": "10.99.0.0/16", "dev": "tun0"},
+          {"dst": "fd00::/64", "dev": "eth0"},
+          {"dst": "10.214.5.7", "dev": "eth0"},
+          {"type": "local", "dst": "127.0.0.0/8", "dev": "lo", "table": "local"},
+          {"type": "local", "dst": "10.213.0.129", "dev": "docker0", "table": "local"},
+          {"type": "broadcast", "dst": "10.213.0.255", "dev": "docker0", "table": "local"}]
+
+
+def test_subnet_conflicts_name_what_uses_the_subnet():
+    assert netns.subnet_conflicts("10.213.0.0/24", ADDRS, ROUTES) == ["docker0 has 10.213.0.129/25"]
+    assert netns.subnet_conflicts("10.99.3.0/24", ADDRS, ROUTES) == ["route 10.99.0.0/16 dev tun0"]
+    assert netns.subnet_conflicts("10.214.5.0/24", ADDRS, ROUTES) == ["route 10.214.5.7 dev eth0"]
+    assert netns.subnet_conflicts("127.0.5.0/24", ADDRS, ROUTES) == ["lo has 127.0.0.1/8", "route 127.0.0.0/8 dev lo"]
+    assert netns.subnet_conflicts("10.220.0.0/24", ADDRS, ROUTES) == []
+
+
+def test_name_conflicts(tmp_path):
+    plan = _plan(tmp_path)
+    assert netns.name_conflicts(plan, [{"name": "other"}], [{"ifname": "eth0"}]) == []
+    assert netns.name_conflicts(plan, [{"name": "hvd-node2"}], [{"ifname": "hvd-br"}, {"ifname": "hvd-v1"}]) == [
+        "network namespace hvd-node2", "interface hvd-br", "interface hvd-v1"]
+
+
+def test_bandwidth_shapes_both_ends_of_each_node_link(tmp_path):
+    plan = _plan(tmp_path, bandwidth="100mbit")
+    tbf = ["tbf", "rate", "100mbit", "burst", "65536", "latency", "50ms"]
+    assert shaping.shape_node(plan, plan.nodes[0]) == [
+        ["tc", "-n", "hvd-node1", "qdisc", "replace", "dev", "hvd-br", "root"] + tbf,
+        ["tc", "qdisc", "replace", "dev", "hvd-v1", "root"] + tbf]
+
+
+def test_high_rate_gets_a_burst_of_one_millisecond(tmp_path):
+    plan = _plan(tmp_path, bandwidth="10gbit")
+    assert shaping.shape_node(plan, plan.nodes[0])[0][-5:] == ["10gbit", "burst", "1250000", "latency", "50ms"]
+
+
+def test_latency_uses_netem_on_the_sending_side_only(tmp_path):
+    plan = _plan(tmp_path, bandwidth="1gbit", latency="100us")
+    assert shaping.shape_node(plan, plan.nodes[1]) == [
+        ["tc", "-n", "hvd-node2", "qdisc", "replace", "dev", "hvd-br", "root",
+         "netem", "delay", "100us", "rate", "1gbit", "limit", "100000"],
+        ["tc", "qdisc", "replace", "dev", "hvd-v2", "root",
+         "tbf", "rate", "1gbit", "burst", "125000", "latency", "50ms"]]
+    latency_only = _plan(tmp_path, latency="2ms")
+    assert shaping.shape_node(latency_only, latency_only.nodes[0]) == [
+        ["tc", "-n", "hvd-node1", "qdisc", "replace", "dev", "hvd-br", "root",
+         "netem", "delay", "2000us", "limit", "100000"]]
+
+
+def test_unshaped_cluster_runs_no_tc(tmp_path):
+    plan = _plan(tmp_path)
+    assert shaping.shape_node(plan, plan.nodes[0]) == []
+
+
+def test_describe_qdiscs_from_tc_json():
+    # as printed by `tc -j qdisc show` (rates in bytes/s, netem delay in seconds)
+    assert shaping.describe_qdiscs([{"kind": "tbf", "root": True, "options": {"rate": 12500000}}]) == \
+        "tbf rate 100mbit"
+    assert shaping.describe_qdiscs([{"kind": "netem", "root": True, "options": {
+        "delay": {"delay": 0.0001}, "rate": {"rate": 125000000}}}]) == "netem delay 100us rate 1gbit"
+    assert shaping.describe_qdiscs([{"kind": "noqueue", "root": True, "options": {}}]) == "unshaped"
+    assert shaping.describe_qdiscs([]) == "unshaped"
+
+
+def test_sshd_is_started_without_a_shell_and_with_its_own_hostname(tmp_path):
+    plan = _plan(tmp_path)
+    d = tmp_path / "hvd" / "hvd-node1"
+    assert sshd.sshd_argv(plan, plan.nodes[0], "/usr/sbin/sshd", python="/venv/bin/python") == [
+        "ip", "netns", "exec", "hvd-node1", "unshare", "--uts", "--",
+        "/venv/bin/python", "-m", "hvdbench.cluster.nodeinit", "hvd-node1",
+        "/usr/sbin/sshd", "-D", "-f", str(d / "sshd_config"), "-E", str(d / "sshd.log")]
+    assert sshd.sshd_argv(plan, plan.nodes[0], "/usr/sbin/sshd")[7] == sys.executable
+    assert sshd.keygen_argv(tmp_path / "k", "c") == ["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "c",
+                                                     "-f", str(tmp_path / "k")]
+
+
+def test_sshd_config_listens_on_the_node_only_and_takes_only_our_key(tmp_path):
+    plan = _plan(tmp_path)
+    lines = sshd.sshd_config_text(plan, plan.nodes[1]).splitlines()
+    assert "ListenAddress 10.213.0.3:22" in lines
+    assert f"HostKey {tmp_path / 'hvd' / 'hvd-node2' / 'ssh_host_ed25519_key'}" in lines
+    assert f"AuthorizedKeysFile {tmp_path / 'hvd' / 'authorized_keys'}" in lines
+    for line in ("PasswordAuthentication no", "KbdInteractiveAuthentication no", "PermitRootLogin prohibit-password",
+                 "AllowTcpForwarding no", "PermitUserEnvironment no"):
+        assert line in lines
+    assert sshd.authorized_keys_text(plan, "ssh-ed25519 AAAAkey c\n") == (
+        'from="10.213.0.0/24",no-port-forwarding,no-agent-forwarding,no-X11-forwarding ssh-ed25519 AAAAkey c\n')
+
+
+def test_ssh_client_side_lives_in_the_state_dir(tmp_path):
+    plan = _plan(tmp_path)
+    state = tmp_path / "hvd"
+    config = sshd.ssh_config_text(plan)
+    assert "Host hvd-node1 hvd-node2 10.213.0.2 10.213.0.3\n" in config
+    assert f"IdentityFile {state / 'id_ed25519'}" in config
+    assert f"UserKnownHostsFile {state / 'known_hosts'}" in config
+    assert "StrictHostKeyChecking yes" in config and "~" not in config and ".ssh" not in config
+    known = sshd.known_hosts_text(plan, {"hvd-node1": "ssh-ed25519 AAA1 hvd-node1\n",
+                                         "hvd-node2": "ssh-ed25519 AAA2 hvd-node2\n"})
+    assert known == "hvd-node1,10.213.0.2 ssh-ed25519 AAA1\nhvd-node2,10.213.0.3 ssh-ed25519 AAA2\n"
+    assert sshd.ssh_wrapper_text("/usr/bin/ssh", state / "ssh_config") == (
+        f'#!/bin/sh\nexec /usr/bin/ssh -F {state / "ssh_config"} "$@"\n')
+
+
+def test_ssh_banner_is_none_when_nothing_listens():
+    assert sshd.ssh_banner("127.0.0.1", port=9, timeout=0.5) is None
