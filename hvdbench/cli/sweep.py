@@ -1,0 +1,147 @@
+"""`hvdbench sweep`: every nodes x GPUs layout x repeats, through horovodrun, mpirun, srun or sbatch."""
+
+from __future__ import annotations
+
+import os
+import re
+import sys
+from pathlib import Path
+
+import click
+
+from hvdbench.launchers import CONTROLLERS, LAUNCHERS
+
+
+def _int_list(ctx, param, value):
+    if value is None:
+        return None
+    try:
+        numbers = [int(v) for v in value.split(",") if v.strip()]
+    except ValueError:
+        raise click.BadParameter(f"{value!r}: expected whole numbers like 1,2,4") from None
+    if not numbers or min(numbers) < 1:
+        raise click.BadParameter(f"{value!r}: expected positive whole numbers like 1,2,4")
+    return numbers
+
+
+def _env_pairs(ctx, param, values):
+    env = {}
+    for item in values:
+        key, sep, value = item.partition("=")
+        if not sep or not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", key):
+            raise click.BadParameter(f"{item!r}: expected KEY=VALUE with KEY a variable name")
+        env[key] = value
+    return env
+
+
+@click.command(context_settings={"help_option_names": ["-h", "--help"]})
+@click.argument("model")
+@click.argument("train_args", nargs=-1, type=click.UNPROCESSED, metavar="[-- TRAIN-ARGS...]")
+@click.option("--hostfile", type=click.Path(dir_okay=False, path_type=Path),
+              help="horovodrun hostfile: 'HOST slots=N' per line.")
+@click.option("--hosts", help="Hosts and slots, e.g. node1:8,node2:8.")
+@click.option("--gpus-per-node", type=click.IntRange(min=1),
+              help="Slots per host of the Slurm allocation [default: SLURM_NTASKS_PER_NODE].")
+@click.option("--gpus", callback=_int_list, help="Total GPU counts, e.g. 1,2,4 [default: powers of two "
+              "up to the capacity].")
+@click.option("--layouts", default="all", show_default=True,
+              help="all | packed (fewest nodes) | spread (most nodes) | a list like 1x4,2x2.")
+@click.option("--repeats", type=click.IntRange(min=1), default=1, show_default=True)
+@click.option("--launcher", type=click.Choice(LAUNCHERS), default="horovodrun", show_default=True)
+@click.option("--controller", type=click.Choice(CONTROLLERS), default="gloo", show_default=True,
+              help="Horovod controller under horovodrun (mpirun and srun use MPI).")
+@click.option("--config", "config_name", metavar="NAME|FILE",
+              help="Per-layout settings: launch/configs/NAME.yaml (NODESxGPUSxBATCHxACCUM names).")
+@click.option("--timeout", type=click.FloatRange(min=1), help="Seconds per run before its processes "
+              "are ended and it is recorded as timeout [default: none].")
+@click.option("--kill-grace", type=click.FloatRange(min=0), default=10.0, show_default=True,
+              help="Seconds between SIGTERM and SIGKILL when a run is ended.")
+@click.option("--env", "env", multiple=True, callback=_env_pairs, metavar="KEY=VALUE",
+              help="Set in every run's environment (forwarded to remote ranks). Repeatable.")
+@click.option("--launcher-arg", "launcher_args", multiple=True, metavar="ARG",
+              help="Extra launcher argument before the worker, e.g. --launcher-arg=--verbose. Repeatable.")
+@click.option("--retry-failed", is_flag=True, help="Rerun runs recorded as failed or timeout.")
+@click.option("--name", help="Sweep name in the records [default: the name of --out].")
+@click.option("--dry-run", is_flag=True, help="Print the plan and the exact commands; run nothing.")
+@click.option("--submit", is_flag=True, help="With --launcher slurm: sbatch the rendered scripts.")
+@click.option("--sbatch-arg", "sbatch_args", multiple=True, metavar="ARG",
+              help="With --launcher slurm: extra sbatch argument, e.g. --sbatch-arg=--partition=gpu.")
+@click.option("--time-limit", default="02:00:00", show_default=True, help="With --launcher slurm: per job.")
+@click.option("--template", type=click.Path(dir_okay=False, path_type=Path),
+              help="With --launcher slurm: sbatch template [default: launch/slurm/run.sub].")
+@click.option("--out", required=True, type=click.Path(file_okay=False, path_type=Path),
+              help="Sweep directory: runs.csv and one directory per run.")
+def sweep(model, train_args, hostfile, hosts, gpus_per_node, gpus, layouts, repeats, launcher,
+          controller, config_name, timeout, kill_grace, env, launcher_args, retry_failed, name,
+          dry_run, submit, sbatch_args, time_limit, template, out):
+    """Run MODEL over every nodes x GPUs layout and repeat; one row per run in OUT/runs.csv.
+
+    Arguments after -- go to `hvdbench train` unchanged. Runs are interleaved across layouts;
+    running the same command again resumes (done runs are skipped). Hosts come from --hostfile,
+    --hosts, or the current Slurm allocation.
+
+    \b
+    Example:
+      hvdbench prepare digits --out data/digits
+      hvdbench sweep resnet50 --hosts localhost:2 --repeats 2 --out results/demo \\
+          -- --flavor debug --data data/digits --steps 6 --warmup-steps 2
+      hvdbench sweep resnet50 --hostfile hostfiles/example-2node --gpus 8 --dry-run \\
+          --out results/r50 -- --synthetic --steps 100
+      hvdbench sweep bert --hostfile hosts --launcher mpirun --timeout 1800 \\
+          --config bert-example --out results/bert -- --data data/bert
+      hvdbench sweep resnet50 --hostfile hostfiles/example-2node --launcher slurm --submit \\
+          --sbatch-arg=--partition=gpu --out results/r50 -- --synthetic
+    """
+    from rich.console import Console
+
+    from hvdbench import topology
+    from hvdbench.models import get_spec
+    from hvdbench.sweep import batch, config as sweep_config, plan, run as sweep_run
+
+    get_spec(model)  # an unknown model is an error before anything is written
+    if hostfile and hosts:
+        raise click.UsageError("give --hostfile or --hosts, not both")
+    if submit and launcher != "slurm":
+        raise click.UsageError("--submit goes with --launcher slurm")
+    host_list = (topology.parse_hostfile(hostfile) if hostfile else topology.parse_hosts_arg(hosts)
+                 if hosts else topology.hosts_from_slurm(os.environ, gpus_per_node))
+
+    cfg = None
+    if config_name:
+        cfg = sweep_config.load_sweep_config(sweep_config.find_config(config_name), model)
+        for entry in cfg.layouts:
+            sweep_config.check_no_conflict(entry.settings, train_args, str(cfg.path))
+    if cfg and layouts == "all" and gpus is None:
+        layouts = ",".join(dict.fromkeys(entry.layout for entry in cfg.layouts))  # the config's own
+    chosen = topology.select_layouts(host_list, gpus, layouts)
+    explicit = layouts not in ("all", "packed", "spread")
+    entries = plan.plan_entries(chosen, cfg, strict=explicit)
+
+    spec = sweep_run.SweepSpec(
+        model=model, out=out, entries=entries, repeats=repeats, name=name or "",
+        launcher="srun" if launcher == "slurm" else launcher, controller=controller, timeout=timeout,
+        train_args=tuple(train_args), user_env=env, launcher_args=tuple(launcher_args),
+        retry_failed=retry_failed, config_path=cfg.path if cfg else None, grace_s=kill_grace)
+    console = Console()
+
+    if launcher == "slurm":
+        jobs = batch.slurm_jobs(spec, template, time_limit, tuple(sbatch_args))
+        if dry_run:
+            for layout, script, body, argv in jobs:
+                click.echo(f"# {script}\n{body}\n# submit: {' '.join(argv)}\n")
+            return
+        batch.write_slurm_jobs(spec, jobs, submit, echo=click.echo)
+        return
+    if dry_run:
+        sweep_run.dry_run(spec, console)
+        return
+    try:
+        counts = sweep_run.run_sweep(spec, console)
+    except sweep_run.SweepInterrupted as e:
+        click.echo(f"sweep {spec.name}: {e}; finished runs are in {spec.store}; "
+                   "run the same command again to resume", err=True)
+        sys.exit(128 + e.signum)
+    summary = ", ".join(f"{n} {status}" for status, n in sorted(counts.items()))
+    click.echo(f"sweep {spec.name}: {sum(counts.values())} runs: {summary} ({spec.store})")
+    if set(counts) - set(plan.DONE):
+        sys.exit(1)

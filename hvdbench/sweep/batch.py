@@ -1,0 +1,75 @@
+"""`--launcher slurm`: one sbatch script per layout, and (with --submit) its submission.
+
+    jobs = slurm_jobs(spec, time_limit="02:00:00", sbatch_args=("--partition=gpu",))
+    write_slurm_jobs(spec, jobs, submit=True)     # sbatch each; job ids in OUT/slurm/<NxG>.jobids
+
+Each job runs this same sweep again inside its allocation, restricted to its layout and with
+`--launcher srun`, so runs there get the same timeouts, records, resume and interleaving of
+repeats as a sweep started by hand (jobs of different layouts run whenever Slurm schedules them).
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+from pathlib import Path
+
+from hvdbench import launchers
+from hvdbench.launchers import runner
+from hvdbench.launchers.slurm import load_template, render, sbatch_argv
+from hvdbench.results.schema import atomic_write_text
+from hvdbench.sweep.run import SweepSpec, check_sweep_record
+
+
+def slurm_jobs(spec: SweepSpec, template: Path | None = None, time_limit: str = "02:00:00",
+               sbatch_args: tuple[str, ...] = ()) -> list[tuple[str, Path, str, list[str]]]:
+    """One (layout, script path, script text, sbatch argv) per layout. Each job runs this sweep
+    again inside its allocation with `--launcher srun --layouts NxG`."""
+    text = load_template(template)
+    slurm_dir = spec.out / "slurm"
+    jobs, seen = [], set()
+    for entry in spec.entries:
+        lay = entry.layout
+        if lay.name in seen:
+            continue
+        seen.add(lay.name)
+        inner = [str(launchers.bin_dir() / "hvdbench"), "sweep", spec.model, "--launcher", "srun",
+                 "--layouts", lay.name, "--repeats", str(spec.repeats), "--out", str(spec.out),
+                 "--name", spec.name]
+        if spec.config_path:
+            inner += ["--config", str(spec.config_path.resolve())]
+        if spec.timeout:
+            inner += ["--timeout", f"{spec.timeout:g}"]
+        inner += ["--kill-grace", f"{spec.grace_s:g}"]
+        for key, value in spec.user_env.items():
+            inner += ["--env", f"{key}={value}"]
+        for arg in spec.launcher_args:
+            inner += [f"--launcher-arg={arg}"]
+        if spec.retry_failed:
+            inner += ["--retry-failed"]
+        inner += ["--", *spec.train_args]
+        script = slurm_dir / f"{lay.name}.sub"
+        job_name = re.sub(r"[^A-Za-z0-9._-]", "_", f"hvd-{spec.name}-{lay.name}")[:128]
+        body = render(text, lay, command=inner, job_name=job_name, time_limit=time_limit,
+                      output=slurm_dir / f"{lay.name}-%j.out", script=script, store=spec.store)
+        jobs.append((lay.name, script, body, sbatch_argv(script, sbatch_args,
+                                                         launchers.resolve_binary("sbatch"))))
+    return jobs
+
+
+def write_slurm_jobs(spec: SweepSpec, jobs, submit: bool, echo=print) -> None:
+    spec.out.mkdir(parents=True, exist_ok=True)
+    check_sweep_record(spec)
+    for name, script, body, argv in jobs:
+        script.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write_text(script, body)
+        script.chmod(0o755)
+        if submit:
+            job_id = runner.capture(argv).strip()
+            with open(script.with_suffix(".jobids"), "a") as f:
+                f.write(job_id + "\n")
+            echo(f"{name}: submitted job {job_id} ({script})")
+        else:
+            echo(f"{name}: {shlex.join(argv)}")
+
+

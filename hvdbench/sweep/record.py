@@ -1,0 +1,141 @@
+"""The row a run leaves in runs.csv: the worker's own record, completed with what the sweep knows,
+or, when the worker failed, hung or wrote nothing, a record the sweep makes itself.
+
+    result = build_result(spec, run, run_dir, outcome, started_at)   # None: interrupted, no row
+
+A failed or timed-out row carries the identity a report groups by (model, flavor, dataset, batch,
+layout, launcher) and `error`: the last error lines of the run's logs on one line.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from hvdbench.results.schema import RunResult, SchemaError, read_result
+
+if TYPE_CHECKING:
+    from hvdbench.launchers.runner import Outcome
+    from hvdbench.sweep.plan import PlannedRun
+    from hvdbench.sweep.run import SweepSpec
+
+_ERROR_LINE = re.compile(r"\b(error|exception|fault|abort(ed)?|killed|refused|failed|timeout|timed out)\b",
+                         re.I)
+_EXCEPTION_LINE = re.compile(r"^(\[[0-9,]+\]<std\w+>:)?[\w.]*(Error|Exception|Interrupt|Exit)\b: ")
+_SOURCE_LINE = re.compile(r"^(\[[0-9,]+\]<std\w+>:)?\s*(File \"|raise |Traceback )")
+
+
+def build_result(spec: SweepSpec, run: PlannedRun, rdir: Path, outcome: Outcome,
+                 started_at: str) -> RunResult | None:
+    """The row for a run: the worker's result.json when it exited 0 and wrote one, otherwise a
+    record made from what the sweep knows (layout, launcher, the last error lines). None for an
+    interrupted run, which is not recorded (a resume reruns it)."""
+    if outcome.status == "interrupted":
+        return None
+    if outcome.status == "exited" and outcome.returncode == 0:
+        try:
+            result, _ = read_result(rdir / "result.json")
+        except SchemaError as e:
+            result = _fallback(spec, run, "failed", f"worker exited 0 but {e}")
+    elif outcome.status == "timeout":
+        result = _fallback(spec, run, "timeout", f"no result after {spec.timeout:g} s: process group "
+                           f"{outcome.pgid} ended | {error_tail(rdir)}")
+    else:
+        result = _fallback(spec, run, "failed", f"exit status {outcome.returncode} | {error_tail(rdir)}")
+    _fill(result, spec, run, started_at, outcome.wall_s)
+    if result.world_size and result.world_size != run.layout.world_size:
+        result.status = "failed"
+        result.error = (f"worker saw {result.world_size} ranks, layout {run.layout.name} "
+                        f"has {run.layout.world_size}")
+    return result
+
+
+def _fallback(spec: SweepSpec, run: PlannedRun, status: str, error: str) -> RunResult:
+    settings = dict(run.entry.config.settings) if run.entry.config else {}
+    args = _train_options(spec.train_args)  # given after --, so they win over the config, as in train
+
+    def get(key, default=""):
+        return args.get(key, settings.get(key, default))
+
+    data = get("data")
+    return RunResult(
+        model=spec.model, flavor=str(get("flavor")), framework=str(get("framework")),
+        precision=str(get("precision", "fp32")),
+        dataset=str(data) if data else "synthetic" if get("synthetic") else "",
+        batch_per_gpu=_int(get("batch_per_gpu", 0)), accum_steps=_int(get("accum_steps", 1)) or 1,
+        status=status, error=error[:1000])
+
+
+def _fill(result: RunResult, spec: SweepSpec, run: PlannedRun, started_at: str, wall_s: float) -> None:
+    """Identity the sweep owns, and layout facts the worker may have left empty."""
+    lay = run.layout
+    result.run_id, result.sweep, result.repeat = run.run_id, spec.name, run.repeat
+    result.launcher = spec.launcher
+    result.controller = result.controller or spec.controller_name
+    if not result.world_size:
+        result.world_size, result.nodes, result.gpus_per_node = lay.world_size, lay.nodes, lay.gpus_per_node
+    result.layout = result.layout or lay.name
+    result.scale = result.scale or lay.scale
+    result.hosts = result.hosts or ";".join(lay.hosts)
+    result.started_at = result.started_at or started_at
+    if result.wall_s is None:
+        result.wall_s = round(wall_s, 3)
+    if not result.global_batch and result.batch_per_gpu:
+        result.global_batch = result.batch_per_gpu * result.accum_steps * lay.world_size
+
+
+def _train_options(args: tuple[str, ...]) -> dict:
+    """The few `--key value` / `--key=value` / `--flag` train options a failed row records."""
+    out, i = {}, 0
+    while i < len(args):
+        arg = args[i]
+        if arg.startswith("--"):
+            key, sep, value = arg[2:].partition("=")
+            key = key.replace("-", "_")
+            if sep:
+                out[key] = value
+            elif i + 1 < len(args) and not args[i + 1].startswith("--"):
+                out[key] = args[i + 1]
+                i += 1
+            else:
+                out[key] = True
+        i += 1
+    return out
+
+
+def _int(value) -> int:
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        return 0
+
+
+def error_tail(rdir: Path, lines: int = 5) -> str:
+    """The last error lines of a run: from each per-rank stderr (where a worker's traceback ends)
+    and then the launcher's log, the last exception lines (`ValueError: ...`), else the last
+    error-looking lines, else the log's last lines."""
+    rank_logs = sorted(p for p in (rdir / "logs").rglob("*") if p.is_file() and
+                       (p.name == "stderr" or p.suffix == ".err"))
+    picked: list[str] = []
+    for path in [*rank_logs, rdir / "launch.log"]:
+        text = [ln.strip() for ln in _tail(path).splitlines()]
+        exceptions = [ln for ln in text if _EXCEPTION_LINE.search(ln)]
+        errors = [ln for ln in text if _ERROR_LINE.search(ln) and not _SOURCE_LINE.search(ln)]
+        picked += (exceptions or errors)[-2:]
+    if not picked:
+        picked = [ln.strip() for ln in _tail(rdir / "launch.log").splitlines() if ln.strip()][-3:]
+    picked = list(dict.fromkeys(picked))[-lines:]
+    return " | ".join(picked)[-800:] or "(no output)"
+
+
+def _tail(path: Path, size: int = 65536) -> str:
+    try:
+        with open(path, "rb") as f:
+            f.seek(max(0, f.seek(0, os.SEEK_END) - size))
+            return f.read().decode(errors="replace")
+    except OSError:
+        return ""
+
+

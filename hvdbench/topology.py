@@ -1,0 +1,276 @@
+"""Hosts, slots and layouts: where a sweep's processes go.
+
+A *host* is a machine name and its slots (processes it may run, usually its GPUs). A *layout* is
+`nodes x gpus_per_node` on concrete hosts: `1x4` is scale-up (one server), `2x2` scale-out.
+
+Hosts come from a hostfile in horovodrun's format, from `--hosts h1:8,h2:8`, or from the current
+Slurm allocation:
+
+    hosts = parse_hostfile("hostfiles/example-2node")      # "node1 slots=8" per line
+    hosts = parse_hosts_arg("node1:8,node2:8")
+    hosts = hosts_from_slurm(os.environ)                  # runs `scontrol show hostnames NODELIST`
+    layouts = select_layouts(hosts, gpus=[4], which="all")  # 4 slots x 2 hosts -> 1x4, 2x2
+
+Every host name is validated (letters, digits, '-', '.', '_'; no leading '-'), so a name can be
+passed as an argv element to ssh/mpirun/srun without being mistaken for an option or reaching a shell.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Iterable, Mapping
+
+from hvdbench.errors import TopologyError
+
+# RFC 1123 labels, plus '_' (seen in real cluster node names). No leading '-': an argv element
+# starting with '-' would be read as an option by the launcher.
+_LABEL = r"[A-Za-z0-9_](?:[A-Za-z0-9_-]{0,61}[A-Za-z0-9_])?"
+_HOSTNAME = re.compile(rf"^{_LABEL}(?:\.{_LABEL})*$")
+_LAYOUT = re.compile(r"^([1-9][0-9]*)x([1-9][0-9]*)$")
+
+
+@dataclass(frozen=True)
+class Host:
+    name: str
+    slots: int
+
+    def __str__(self) -> str:
+        return f"{self.name}:{self.slots}"
+
+
+@dataclass(frozen=True)
+class Layout:
+    """`nodes` hosts running `gpus_per_node` processes each."""
+
+    nodes: int
+    gpus_per_node: int
+    hosts: tuple[str, ...] = ()  # the hosts used, in rank order (empty: chosen by a scheduler)
+
+    @property
+    def world_size(self) -> int:
+        return self.nodes * self.gpus_per_node
+
+    @property
+    def name(self) -> str:
+        return f"{self.nodes}x{self.gpus_per_node}"
+
+    @property
+    def scale(self) -> str:
+        """'up' when every process shares one server, 'out' when spread over several."""
+        return "up" if self.nodes == 1 else "out"
+
+    @property
+    def host_slots(self) -> list[Host]:
+        """The hosts with the slots this layout uses on each (what `-H` and a hostfile get)."""
+        return [Host(h, self.gpus_per_node) for h in self.hosts]
+
+
+# --- hosts -------------------------------------------------------------------------------------
+
+def validate_hostname(name: str, where: str = "") -> str:
+    if len(name) > 253 or not _HOSTNAME.match(name):
+        prefix = f"{where}: " if where else ""
+        raise TopologyError(f"{prefix}invalid host name {name!r} (allowed: letters, digits, '-', '.', '_')")
+    return name
+
+
+def parse_hostfile(path: str | os.PathLike) -> list[Host]:
+    """Read a horovodrun hostfile: `host slots=N` per line; blank lines and `#` comments allowed;
+    Open MPI's `max_slots=M` (or `max-slots=M`) is accepted and ignored (M must be >= N)."""
+    path = Path(path)
+    try:
+        text = path.read_text()
+    except FileNotFoundError:
+        raise TopologyError(f"{path}: no such hostfile") from None
+    except (OSError, UnicodeDecodeError) as e:
+        raise TopologyError(f"{path}: cannot read hostfile ({e})") from None
+    hosts: list[Host] = []
+    for lineno, line in enumerate(text.splitlines(), start=1):
+        line = line.split("#", 1)[0].strip()
+        if line:
+            host = _parse_hostfile_line(line, f"{path}:{lineno}")
+            if any(h.name == host.name for h in hosts):
+                raise TopologyError(f"{path}:{lineno}: duplicate host {host.name!r}")
+            hosts.append(host)
+    if not hosts:
+        raise TopologyError(f"{path}: no hosts in hostfile")
+    return hosts
+
+
+def _parse_hostfile_line(line: str, where: str) -> Host:
+    name, *fields = line.split()
+    validate_hostname(name, where)
+    slots = max_slots = None
+    for f in fields:
+        key, sep, value = f.partition("=")
+        if not sep or key not in ("slots", "max_slots", "max-slots"):
+            raise TopologyError(f"{where}: malformed line {line!r} (expected 'HOST slots=N')")
+        number = _slots(value, where)
+        if key == "slots":
+            slots = number
+        else:
+            max_slots = number
+    if slots is None:
+        raise TopologyError(f"{where}: malformed line {line!r} (missing slots=N)")
+    if max_slots is not None and max_slots < slots:
+        raise TopologyError(f"{where}: max_slots={max_slots} is below slots={slots}")
+    return Host(name, slots)
+
+
+def _slots(value: str, where: str) -> int:
+    if not value.isdigit():
+        raise TopologyError(f"{where}: slots must be a whole number, got {value!r}")
+    if int(value) == 0:
+        raise TopologyError(f"{where}: zero slots")
+    return int(value)
+
+
+def _check_unique(hosts: list[Host], where: str) -> list[Host]:
+    seen = set()
+    for h in hosts:
+        if h.name in seen:
+            raise TopologyError(f"{where}: duplicate host {h.name!r}")
+        seen.add(h.name)
+    return hosts
+
+
+def parse_hosts_arg(spec: str) -> list[Host]:
+    """`--hosts node1:8,node2:8` -> hosts. Every entry needs its slots."""
+    hosts = []
+    for item in spec.split(","):
+        item = item.strip()
+        name, sep, slots = item.rpartition(":")
+        if not sep or not name:
+            raise TopologyError(f"--hosts: malformed entry {item!r} (expected HOST:SLOTS)")
+        hosts.append(Host(validate_hostname(name, "--hosts"), _slots(slots, f"--hosts {item}")))
+    return _check_unique(hosts, "--hosts")
+
+
+def format_hostfile(hosts: Iterable[Host]) -> str:
+    return "".join(f"{h.name} slots={h.slots}\n" for h in hosts)
+
+
+def write_hostfile(path: str | os.PathLike, hosts: Iterable[Host]) -> Path:
+    path = Path(path)
+    path.write_text(format_hostfile(hosts))
+    return path
+
+
+# --- Slurm -------------------------------------------------------------------------------------
+
+def scontrol_argv(nodelist: str) -> list[str]:
+    """`scontrol show hostnames node[01-04]` prints one host per line (Slurm's own expansion)."""
+    return ["scontrol", "show", "hostnames", nodelist]
+
+
+def _run_scontrol(argv: list[str]) -> str:
+    from hvdbench.launchers.runner import capture  # the one module that runs commands
+
+    return capture(argv)
+
+
+def hosts_from_slurm(env: Mapping[str, str], gpus_per_node: int | None = None,
+                     expand: Callable[[list[str]], str] = _run_scontrol) -> list[Host]:
+    """Hosts of the current Slurm allocation. Slots: `gpus_per_node` if given, else
+    SLURM_NTASKS_PER_NODE, else SLURM_GPUS_PER_NODE (`8` or `a100:8`)."""
+    nodelist = env.get("SLURM_JOB_NODELIST") or env.get("SLURM_NODELIST")
+    if not nodelist:
+        raise TopologyError("not inside a Slurm allocation (SLURM_JOB_NODELIST unset): "
+                            "give --hostfile or --hosts")
+    if gpus_per_node is None:
+        for var in ("SLURM_NTASKS_PER_NODE", "SLURM_GPUS_PER_NODE"):
+            value = env.get(var, "").rsplit(":", 1)[-1]
+            if value:
+                gpus_per_node = _slots(value, var)
+                break
+        else:
+            raise TopologyError("Slurm allocation without SLURM_NTASKS_PER_NODE or "
+                                "SLURM_GPUS_PER_NODE: give --gpus-per-node")
+    names = [n.strip() for n in expand(scontrol_argv(nodelist)).splitlines() if n.strip()]
+    if not names:
+        raise TopologyError(f"scontrol show hostnames {nodelist}: no hosts")
+    hosts = [Host(validate_hostname(n, "SLURM_JOB_NODELIST"), gpus_per_node) for n in names]
+    return _check_unique(hosts, "SLURM_JOB_NODELIST")
+
+
+# --- layouts -----------------------------------------------------------------------------------
+
+def capacity(hosts: list[Host]) -> int:
+    return sum(h.slots for h in hosts)
+
+
+def default_gpu_counts(hosts: list[Host]) -> list[int]:
+    """Powers of two up to the total slots, keeping those some layout fits."""
+    counts, n = [], 1
+    while n <= capacity(hosts):
+        if layouts_for(hosts, n):
+            counts.append(n)
+        n *= 2
+    return counts
+
+
+def layouts_for(hosts: list[Host], total: int) -> list[Layout]:
+    """Every `nodes x g` with nodes * g == total that fits: the first `nodes` hosts (in the
+    hostfile's order) with at least g slots each. Fewest nodes first."""
+    layouts = []
+    for nodes in range(1, min(total, len(hosts)) + 1):
+        if total % nodes:
+            continue
+        g = total // nodes
+        fitting = [h.name for h in hosts if h.slots >= g]
+        if len(fitting) >= nodes:
+            layouts.append(Layout(nodes, g, tuple(fitting[:nodes])))
+    return layouts
+
+
+def parse_layout_name(name: str) -> tuple[int, int]:
+    m = _LAYOUT.match(name.strip())
+    if not m:
+        raise TopologyError(f"--layouts: {name!r} is not NODESxGPUS (e.g. 2x4)")
+    return int(m.group(1)), int(m.group(2))
+
+
+def select_layouts(hosts: list[Host], gpus: list[int] | None = None, which: str = "all") -> list[Layout]:
+    """Layouts to sweep. `which`: all | packed (fewest nodes per GPU count) | spread (most nodes)
+    | an explicit list `2x4,4x2` (kept in the given order). `gpus`: total GPU counts (default:
+    powers of two up to the capacity)."""
+    if which not in ("all", "packed", "spread"):
+        return _explicit_layouts(hosts, gpus, which)
+    if gpus is None:
+        gpus = default_gpu_counts(hosts)
+    chosen = []
+    for total in gpus:
+        fits = layouts_for(hosts, total)
+        if not fits:
+            raise TopologyError(_no_fit(hosts, total))
+        chosen += fits if which == "all" else [fits[0] if which == "packed" else fits[-1]]
+    return chosen
+
+
+def _explicit_layouts(hosts: list[Host], gpus: list[int] | None, spec: str) -> list[Layout]:
+    chosen = []
+    for item in spec.split(","):
+        nodes, g = parse_layout_name(item)
+        if gpus is not None and nodes * g not in gpus:
+            raise TopologyError(f"--layouts {item}: {nodes * g} GPUs is not in --gpus "
+                                f"{','.join(map(str, gpus))}")
+        match = [lay for lay in layouts_for(hosts, nodes * g) if lay.nodes == nodes]
+        if not match:
+            raise TopologyError(f"--layouts {item}: needs {nodes} host(s) with {g} slots each; "
+                                f"have {_describe(hosts)}")
+        if match[0] not in chosen:
+            chosen.append(match[0])
+    return chosen
+
+
+def _no_fit(hosts: list[Host], total: int) -> str:
+    if total > capacity(hosts):
+        return f"{total} GPUs requested but only {capacity(hosts)} slots on {_describe(hosts)}"
+    return f"no nodes x GPUs layout of {total} GPUs fits {_describe(hosts)}"
+
+
+def _describe(hosts: list[Host]) -> str:
+    return f"{len(hosts)} host(s) ({','.join(map(str, hosts))})"

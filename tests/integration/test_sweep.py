@@ -1,0 +1,186 @@
+"""`hvdbench sweep` for real: horovodrun (Gloo and MPI controllers) and mpirun launches of the debug
+ResNet-50 on the built-in digits, on this machine's two slots (hostfiles/localhost).
+
+Faults come from the worker's own injection (HVDBENCH_INJECT_FAULT=crash|hang, passed with the
+sweep's --env). Leftover processes are looked for by the pids and process group each run recorded
+in its launch.json, never by name."""
+
+import json
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+
+from conftest import launch_env, run
+from hvdbench.results.store import read_runs
+
+ROOT = Path(__file__).resolve().parents[2]
+LOCALHOST = ROOT / "hostfiles" / "localhost"
+STEPS = ["--flavor", "debug", "--steps", "6", "--warmup-steps", "2", "--batch-per-gpu", "16"]
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture(scope="module")
+def digits(tmp_path_factory, hvdbench_bin):
+    out = tmp_path_factory.mktemp("data") / "digits"
+    run([hvdbench_bin, "prepare", "digits", "--out", out])
+    return out
+
+
+def sweep_argv(hvdbench_bin, out, *options, train=()):
+    return [hvdbench_bin, "sweep", "resnet50", "--hostfile", LOCALHOST, "--out", out, *options, "--", *train]
+
+
+def running(record: dict) -> list[int]:
+    """Processes of a recorded run still alive: its recorded descendants (same pid and creation
+    time) and any member of its process group."""
+    alive = []
+    for pid, ctime in record.get("descendants", {}).items():
+        try:
+            p = psutil.Process(int(pid))
+            if abs(p.create_time() - ctime) < 0.05 and p.status() != psutil.STATUS_ZOMBIE:
+                alive.append(p.pid)
+        except psutil.NoSuchProcess:
+            pass
+    for pid in psutil.pids():
+        try:
+            if os.getpgid(pid) == record["pgid"] and psutil.Process(pid).status() != psutil.STATUS_ZOMBIE:
+                alive.append(pid)
+        except (ProcessLookupError, psutil.NoSuchProcess):
+            pass
+    return alive
+
+
+def wait_until(predicate, timeout, what):
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline, f"gave up waiting for {what}"
+        time.sleep(0.2)
+
+
+@pytest.mark.timeout(300)
+def test_sweep_writes_one_success_row_per_layout_and_repeat(tmp_path, digits, hvdbench_bin):
+    out = tmp_path / "demo"
+    argv = sweep_argv(hvdbench_bin, out, "--layouts", "1x1,1x2", "--repeats", "2",
+                      train=[*STEPS, "--data", digits])
+    proc = run(argv)
+    rows = read_runs(out / "runs.csv")
+    assert [r.run_id for r in rows] == ["1x1-r1", "1x2-r1", "1x1-r2", "1x2-r2"]  # interleaved
+    for r in rows:
+        n = int(r.layout[-1])
+        assert (r.status, r.error) == ("success", "")
+        assert (r.layout, r.nodes, r.gpus_per_node, r.world_size, r.scale) == (f"1x{n}", 1, n, n, "up")
+        assert (r.sweep, r.launcher, r.controller, r.model, r.flavor) == ("demo", "horovodrun", "gloo",
+                                                                          "resnet50", "debug")
+        assert r.repeat == int(r.run_id[-1]) and r.batch_per_gpu == 16 and r.global_batch == 16 * n
+        assert r.dataset == str(digits) and r.throughput > 0
+    run_dir = out / "1x2-r2"
+    assert (run_dir / "hostfile").read_text() == "localhost slots=2\n"
+    assert "-np 2 -H localhost:2 --gloo" in (run_dir / "command.txt").read_text()
+    assert {p.name for p in (run_dir / "logs").iterdir()} == {"rank.0", "rank.1"}
+    assert (run_dir / "result.json").exists() and (run_dir / "mllog.txt").exists()
+    assert "sweep demo: 4 runs: 4 success" in proc.stdout
+
+    # The same command again: everything is done, nothing runs, the store is untouched.
+    before = (out / "runs.csv").read_bytes()
+    proc = run(argv)
+    assert (out / "runs.csv").read_bytes() == before
+    assert "4 runs: 4 success" in proc.stdout
+
+
+@pytest.mark.timeout(300)
+def test_crashing_worker_gives_a_failed_row_and_the_sweep_goes_on(tmp_path, digits, hvdbench_bin):
+    out = tmp_path / "crash"
+    train = [*STEPS, "--data", digits]
+    proc = run(sweep_argv(hvdbench_bin, out, "--launcher", "mpirun", "--layouts", "1x2,1x1",
+                          "--env", "HVDBENCH_INJECT_FAULT=crash", "--env", "HVDBENCH_INJECT_FAULT_RANK=1",
+                          train=train), check=False)
+    assert proc.returncode == 1, proc.stderr  # some run failed
+    failed, ok = read_runs(out / "runs.csv")
+    assert (failed.run_id, failed.status, failed.launcher, failed.controller) == ("1x2-r1", "failed", "mpirun", "mpi")
+    assert "injected fault" in failed.error and "\n" not in failed.error
+    assert (failed.layout, failed.world_size, failed.dataset) == ("1x2", 2, str(digits))
+    assert (ok.run_id, ok.status) == ("1x1-r1", "success")  # rank 1 does not exist in 1x1: no fault
+    assert (out / "1x2-r1" / "logs" / "1" / "rank.1" / "stderr").exists()  # mpirun's per-rank logs
+
+    # Without the fault, --retry-failed reruns only the failed run; its old files are kept aside.
+    proc = run(sweep_argv(hvdbench_bin, out, "--launcher", "mpirun", "--layouts", "1x2,1x1", "--retry-failed",
+                          train=train))
+    rows = read_runs(out / "runs.csv")
+    assert [(r.run_id, r.status) for r in rows] == [("1x2-r1", "failed"), ("1x1-r1", "success"),
+                                                    ("1x2-r1", "success")]
+    assert (out / "1x2-r1" / "attempts" / "1" / "launch.log").exists()
+
+
+@pytest.mark.timeout(300)
+def test_hung_worker_times_out_and_leaves_no_process(tmp_path, digits, hvdbench_bin):
+    out = tmp_path / "hang"
+    # horovodrun's MPI controller: horovodrun -> its middleman (own session) -> mpirun -> ranks.
+    proc = run(sweep_argv(hvdbench_bin, out, "--layouts", "1x2", "--controller", "mpi", "--timeout", "30",
+                          "--kill-grace", "3", "--env", "HVDBENCH_INJECT_FAULT=hang",
+                          train=[*STEPS, "--data", digits]), check=False)
+    assert proc.returncode == 1
+    [row] = read_runs(out / "runs.csv")
+    assert (row.run_id, row.status, row.controller) == ("1x2-r1", "timeout", "mpi")
+    assert row.error.startswith("no result after 30 s")
+    record = json.loads((out / "1x2-r1" / "launch.json").read_text())
+    assert record["status"] == "timeout" and record["leftover"] == []
+    assert len(record["descendants"]) >= 4  # horovodrun, its helpers, mpirun and the ranks were seen
+    assert running(record) == []
+
+
+def start_sweep(argv):
+    return subprocess.Popen([str(a) for a in argv], env=launch_env(), stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE, text=True)
+
+
+def wait_for_second_run_in_flight(proc, out, run_dir):
+    """Until runs.csv has its first row and the second run's launcher is running."""
+    def ready():
+        assert proc.poll() is None, f"sweep ended early: {proc.stderr.read()}"
+        if not (out / "runs.csv").exists() or len(read_runs(out / "runs.csv")) < 1:
+            return False
+        try:
+            record = json.loads((run_dir / "launch.json").read_text())
+        except (OSError, ValueError):
+            return False
+        return "pid" in record and "status" not in record
+
+    wait_until(ready, 180, "the second run to start")
+    return json.loads((run_dir / "launch.json").read_text())
+
+
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("sig, launcher", [(signal.SIGTERM, "mpirun"), (signal.SIGKILL, "horovodrun")],
+                         ids=["SIGTERM-mpirun", "SIGKILL-horovodrun"])
+def test_killed_sweep_resumes_with_one_row_per_run(tmp_path, digits, hvdbench_bin, sig, launcher):
+    out = tmp_path / "killed"
+    # The per-layout config names the runs 1x1x16x1-r<k> and gives batch 16, steps 6, flavor debug.
+    argv = sweep_argv(hvdbench_bin, out, "--config", "resnet50-debug", "--layouts", "1x1", "--repeats", "2",
+                      "--launcher", launcher, "--kill-grace", "3", train=["--data", digits])
+    proc = start_sweep(argv)
+    try:
+        record = wait_for_second_run_in_flight(proc, out, out / "1x1x16x1-r2")
+        first = (out / "runs.csv").read_bytes()
+        proc.send_signal(sig)
+        code = proc.wait(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert code == (143 if sig == signal.SIGTERM else -9)
+    # SIGTERM: the sweep ended the run itself. SIGKILL: the run's guard got the kernel's
+    # parent-death signal and ended it. Either way nothing of the run is left.
+    wait_until(lambda: running(record) == [], 30, f"the run's processes to end: {running(record)}")
+    assert (out / "runs.csv").read_bytes().startswith(first)  # the completed row is intact
+
+    proc = run(argv)
+    rows = read_runs(out / "runs.csv")
+    assert [(r.run_id, r.status, r.batch_per_gpu) for r in rows] == [
+        ("1x1x16x1-r1", "success", 16), ("1x1x16x1-r2", "success", 16)]
+    assert (out / "runs.csv").read_bytes().startswith(first)
+    assert "2 runs: 2 success" in proc.stdout

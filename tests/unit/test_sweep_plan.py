@@ -1,0 +1,343 @@
+"""The sweep without launching: plan order, per-layout configs, resume decisions, the rows made
+for failed runs, sweep.json, Slurm jobs and the command line (dry run, errors)."""
+
+import json
+import shlex
+import sys
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from hvdbench.cli.main import cli
+from hvdbench.errors import ConfigError, TopologyError
+from hvdbench.launchers.runner import Outcome
+from hvdbench.results.schema import RunResult, write_result
+from hvdbench.results.store import read_runs
+from hvdbench.sweep import config as sweep_config
+from hvdbench.sweep import batch, record
+from hvdbench.sweep import run as sweep_run
+from hvdbench.sweep.plan import Entry, interleave, pending, plan_entries
+from hvdbench.topology import Host, Layout, select_layouts
+
+ROOT = Path(__file__).resolve().parents[2]
+HVDBENCH = str(Path(sys.executable).parent / "hvdbench")
+LOCAL = [Host("localhost", 2)]
+
+
+def entries(*names):
+    return [Entry(Layout(int(n.split("x")[0]), int(n.split("x")[1]), ("h",))) for n in names]
+
+
+def spec(tmp_path, **kw):
+    args = dict(model="resnet50", out=tmp_path / "sw", entries=entries("1x1", "1x2"), repeats=2,
+                train_args=("--flavor", "debug", "--synthetic"))
+    args.update(kw)
+    return sweep_run.SweepSpec(**args)
+
+
+# --- plan ------------------------------------------------------------------------------------
+
+def test_repeats_are_interleaved_across_layouts():
+    runs = interleave(entries("1x1", "1x2", "2x1"), 3)
+    assert [r.run_id for r in runs] == ["1x1-r1", "1x2-r1", "2x1-r1", "1x1-r2", "1x2-r2", "2x1-r2",
+                                        "1x1-r3", "1x2-r3", "2x1-r3"]
+
+
+def row(run_id, status):
+    return RunResult(run_id=run_id, status=status)
+
+
+def test_pending_skips_done_runs_and_retries_only_when_asked():
+    runs = interleave(entries("1x1", "1x2"), 2)
+    rows = [row("1x1-r1", "success"), row("1x2-r1", "failed"), row("1x1-r2", "aborted"),
+            row("1x2-r2", "timeout")]
+    assert pending(runs, rows) == []
+    assert [r.run_id for r in pending(runs, rows, retry_failed=True)] == ["1x2-r1", "1x2-r2"]
+    assert [r.run_id for r in pending(runs, rows[:1])] == ["1x2-r1", "1x1-r2", "1x2-r2"]
+    # A retried run: its last row counts.
+    assert pending(runs, rows + [row("1x2-r1", "success")], retry_failed=True)[0].run_id == "1x2-r2"
+
+
+# --- configs ---------------------------------------------------------------------------------
+
+def write_config(tmp_path, text):
+    path = tmp_path / "cfg.yaml"
+    path.write_text(text)
+    return path
+
+
+def test_config_layouts_are_named_nodes_gpus_batch_accum(tmp_path):
+    path = write_config(tmp_path, "model: resnet50\ntrain: {flavor: debug, lr: 0.2}\n"
+                                  "layouts:\n  1x2x16x1: {lr: 0.4}\n  1x2x8x2:\n  1x1x32x1: {}\n")
+    cfg = sweep_config.load_sweep_config(path, "resnet50")
+    first = cfg.layouts[0]
+    assert (first.name, first.layout, first.batch_per_gpu, first.accum_steps) == ("1x2x16x1", "1x2", 16, 1)
+    assert first.settings == {"flavor": "debug", "lr": 0.4, "batch_per_gpu": 16, "accum_steps": 1}
+    assert cfg.layouts[1].settings == {"flavor": "debug", "lr": 0.2, "batch_per_gpu": 8, "accum_steps": 2}
+    layouts = select_layouts(LOCAL, None, "1x1,1x2")
+    plan = plan_entries(layouts, cfg)
+    assert [e.name for e in plan] == ["1x1x32x1", "1x2x16x1", "1x2x8x2"]
+    assert [r.run_id for r in interleave(plan, 1)] == ["1x1x32x1-r1", "1x2x16x1-r1", "1x2x8x2-r1"]
+
+
+@pytest.mark.parametrize("text, message", [
+    ("layouts: {1x1x8x1: {}}\nextra: 1\n", "unknown key 'extra'"),
+    ("layouts: {1x1x8x1: {lr: fast}}\n", "'layouts.1x1x8x1.lr' must be a number"),
+    ("layouts: {1x1x8x1: {learning_rate: 0.1}}\n", "unknown key 'layouts.1x1x8x1.learning_rate'"),
+    ("train: {nope: 1}\nlayouts: {1x1x8x1: {}}\n", "unknown key 'train.nope'"),
+    ("layouts: {1x1x8: {}}\n", "not NODESxGPUSxBATCHxACCUM"),
+    ("layouts: {1x1x8x1: {batch_per_gpu: 4}}\n", "given by the layout's name"),
+    ("train: {run_id: x}\nlayouts: {1x1x8x1: {}}\n", "set by the sweep"),
+    ("layouts: {}\n", "'layouts' must map"),
+    ("model: bert\nlayouts: {1x1x8x1: {}}\n", "config is for model 'bert'"),
+    ("layouts: [1x1x8x1]\n", "'layouts' must map"),
+    ("layouts: {1x1x8x1: {}\n", "not valid YAML"),
+])
+def test_config_is_strict(tmp_path, text, message):
+    path = write_config(tmp_path, text)
+    with pytest.raises(ConfigError, match=message) as e:
+        sweep_config.load_sweep_config(path, "resnet50")
+    assert str(path) in str(e.value)
+
+
+def test_example_configs_load():
+    for name, model in (("resnet50-example", "resnet50"), ("resnet50-debug", "resnet50"),
+                        ("bert-example", "bert")):
+        cfg = sweep_config.load_sweep_config(sweep_config.find_config(name), model)
+        assert cfg.layouts
+    with pytest.raises(ConfigError, match="not found"):
+        sweep_config.find_config("no-such-config")
+
+
+def test_train_args_may_not_repeat_config_keys():
+    settings = {"lr": 0.1, "batch_per_gpu": 8}
+    sweep_config.check_no_conflict(settings, ("--flavor", "debug"), "cfg")
+    with pytest.raises(ConfigError, match="lr is set by the config and by --lr"):
+        sweep_config.check_no_conflict(settings, ("--lr=0.3",), "cfg")
+    with pytest.raises(ConfigError, match="batch_per_gpu"):
+        sweep_config.check_no_conflict(settings, ("--batch-per-gpu", "4"), "cfg")
+    with pytest.raises(ConfigError, match="'train:' section"):
+        sweep_config.check_no_conflict(settings, ("--config", "x.yaml"), "cfg")
+
+
+def test_config_layouts_must_be_selected_and_described(tmp_path):
+    cfg = sweep_config.load_sweep_config(write_config(tmp_path, "layouts: {1x2x8x1: {}}\n"), "resnet50")
+    with pytest.raises(TopologyError, match="no settings for layout 1x1"):
+        plan_entries(select_layouts(LOCAL, None, "1x1,1x2"), cfg)
+    assert [e.name for e in plan_entries(select_layouts(LOCAL), cfg, strict=False)] == ["1x2x8x1"]
+
+
+# --- commands and records --------------------------------------------------------------------
+
+def test_run_command_with_a_config(tmp_path):
+    cfg = sweep_config.load_sweep_config(write_config(tmp_path, "layouts: {1x2x8x2: {}}\n"), "resnet50")
+    s = spec(tmp_path, entries=plan_entries([Layout(1, 2, ("localhost",))], cfg), launcher="mpirun",
+             user_env={"HVDBENCH_X": "1"}, train_args=("--synthetic",))
+    run = s.runs[0]
+    argv, env = sweep_run.command(s, run, base_env={"PATH": "/bin"})
+    rdir = str(tmp_path / "sw" / "1x2x8x2-r1")
+    assert argv[1:] == ["-np", "2", "-H", "localhost:2", "--map-by", "ppr:2:node", "--bind-to", "none",
+                        "-x", "PATH", *(["-x", "OMPI_ALLOW_RUN_AS_ROOT", "-x", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM"]
+                                        if "OMPI_ALLOW_RUN_AS_ROOT" in env else []),
+                        "-x", "HVDBENCH_X", "--output-filename", f"{rdir}/logs",
+                        HVDBENCH, "train", "resnet50", "--config", f"{rdir}/layout.yaml", "--synthetic",
+                        "--out", rdir, "--run-id", "1x2x8x2-r1", "--sweep-name", "sw", "--repeat", "1"]
+    assert env["HVDBENCH_X"] == "1" and env["PATH"] == "/bin"
+
+
+def test_sweep_owned_train_args_are_refused(tmp_path):
+    for arg in ("--out", "--run-id=x", "--repeat"):
+        with pytest.raises(ConfigError, match="set by the sweep"):
+            spec(tmp_path, train_args=(arg, "1"))
+
+
+def test_failed_run_row_comes_from_what_the_sweep_knows(tmp_path):
+    s = spec(tmp_path, train_args=("--flavor", "debug", "--data", "/d/digits", "--batch-per-gpu=16"))
+    run = s.runs[1]  # 1x2-r1
+    rdir = tmp_path / "sw" / run.run_id
+    (rdir / "logs" / "rank.1").mkdir(parents=True)
+    (rdir / "logs" / "rank.1" / "stderr").write_text(
+        "Traceback (most recent call last):\n  File \"w.py\", line 3\n    raise RuntimeError('x')\n"
+        "RuntimeError: injected fault\n")
+    (rdir / "launch.log").write_text("some output\nProcess 1 exit with status code 1.\n")
+    result = record.build_result(s, run, rdir, Outcome("exited", 1, 10, 9, 3.5), "2026-01-01T00:00:00+00:00")
+    assert result.status == "failed"
+    assert result.error.startswith("exit status 1 | RuntimeError: injected fault")
+    assert (result.run_id, result.sweep, result.repeat, result.layout, result.scale) == ("1x2-r1", "sw", 1, "1x2", "up")
+    assert (result.world_size, result.nodes, result.gpus_per_node) == (2, 1, 2)
+    assert (result.flavor, result.dataset, result.batch_per_gpu, result.global_batch) == ("debug", "/d/digits", 16, 32)
+    assert (result.launcher, result.controller, result.wall_s) == ("horovodrun", "gloo", 3.5)
+    timeout = record.build_result(spec(tmp_path, timeout=30), run, rdir, Outcome("timeout", None, 10, 9, 31.0), "")
+    assert timeout.status == "timeout" and timeout.error.startswith("no result after 30 s: process group 9 ended")
+    assert record.build_result(s, run, rdir, Outcome("interrupted", None, 10, 9, 1.0), "") is None
+
+
+def test_worker_result_is_completed_and_checked(tmp_path):
+    s = spec(tmp_path)
+    run = s.runs[1]
+    rdir = tmp_path / "sw" / run.run_id
+    rdir.mkdir(parents=True)
+    write_result(rdir / "result.json", RunResult(model="resnet50", world_size=2, nodes=1, gpus_per_node=2,
+                                                 throughput=100.0, wall_s=2.0))
+    result = record.build_result(s, run, rdir, Outcome("exited", 0, 10, 9, 5.0), "t0")
+    assert (result.status, result.throughput, result.wall_s, result.run_id, result.launcher) == (
+        "success", 100.0, 2.0, "1x2-r1", "horovodrun")
+    write_result(rdir / "result.json", RunResult(model="resnet50", world_size=1))
+    wrong = record.build_result(s, run, rdir, Outcome("exited", 0, 10, 9, 5.0), "t0")
+    assert wrong.status == "failed" and "worker saw 1 ranks, layout 1x2 has 2" in wrong.error
+    (rdir / "result.json").unlink()
+    missing = record.build_result(s, run, rdir, Outcome("exited", 0, 10, 9, 5.0), "t0")
+    assert missing.status == "failed" and "no result record" in missing.error
+
+
+def test_sweep_json_guards_a_resume_with_other_arguments(tmp_path):
+    s = spec(tmp_path)
+    s.out.mkdir(parents=True)
+    sweep_run.check_sweep_record(s)
+    data = json.loads((s.out / "sweep.json").read_text())
+    assert data["model"] == "resnet50" and data["train_args"] == ["--flavor", "debug", "--synthetic"]
+    sweep_run.check_sweep_record(spec(tmp_path, repeats=5, entries=entries("1x2")))  # extending: fine
+    with pytest.raises(ConfigError, match="sweep.json: this sweep was made with train_args"):
+        sweep_run.check_sweep_record(spec(tmp_path, train_args=("--synthetic",)))
+
+
+def test_unrecorded_finished_run_is_recovered_without_rerunning(tmp_path):
+    # The sweep was killed after the guard recorded the outcome but before the row was appended.
+    s = spec(tmp_path, repeats=1, entries=entries("1x1"))
+    s.out.mkdir(parents=True)
+    rdir = s.out / "1x1-r1"
+    rdir.mkdir()
+    write_result(rdir / "result.json", RunResult(model="resnet50", world_size=1, throughput=5.0))
+    (rdir / "launch.json").write_text(json.dumps({
+        "status": "exited", "returncode": 0, "pid": 1, "pgid": 1, "wall_s": 4.0, "leftover": [],
+        "started_at": "2026-01-01T00:00:00+00:00"}))
+    from rich.console import Console
+
+    counts = sweep_run.run_sweep(s, Console(file=open("/dev/null", "w")))
+    assert counts == {"success": 1}
+    [row] = read_runs(s.store)
+    assert (row.run_id, row.throughput, row.started_at) == ("1x1-r1", 5.0, "2026-01-01T00:00:00+00:00")
+
+
+def test_an_interrupted_attempt_is_set_aside(tmp_path):
+    rdir = tmp_path / "1x1-r1"
+    (rdir / "logs").mkdir(parents=True)
+    (rdir / "launch.log").write_text("first attempt\n")
+    sweep_run._set_aside(rdir)
+    assert sorted(p.name for p in rdir.iterdir()) == ["attempts"]
+    assert (rdir / "attempts" / "1" / "launch.log").read_text() == "first attempt\n"
+    (rdir / "launch.log").write_text("second attempt\n")
+    sweep_run._set_aside(rdir)
+    assert (rdir / "attempts" / "2" / "launch.log").read_text() == "second attempt\n"
+
+
+def test_slurm_jobs_rerun_the_sweep_inside_each_allocation(tmp_path):
+    s = spec(tmp_path, entries=entries("1x1", "1x2"), timeout=600, user_env={"A": "b c"}, repeats=3)
+    jobs = batch.slurm_jobs(s, time_limit="00:30:00", sbatch_args=("--partition=gpu",))
+    assert [j[0] for j in jobs] == ["1x1", "1x2"]
+    name, script, body, argv = jobs[1]
+    assert script == s.out / "slurm" / "1x2.sub"
+    assert argv[1:] == ["--parsable", "--partition=gpu", str(script)]
+    assert "#SBATCH --nodes=1\n#SBATCH --ntasks-per-node=2\n" in body
+    assert "#SBATCH --job-name=hvd-sw-1x2\n" in body and "#SBATCH --time=00:30:00\n" in body
+    exec_line = body.rstrip().splitlines()[-1]
+    assert shlex.split(exec_line) == ["exec", HVDBENCH, "sweep", "resnet50", "--launcher", "srun",
+                                      "--layouts", "1x2", "--repeats", "3", "--out", str(s.out), "--name", "sw",
+                                      "--timeout", "600", "--kill-grace", "10", "--env", "A=b c", "--",
+                                      "--flavor", "debug", "--synthetic"]
+
+
+# --- the command line ------------------------------------------------------------------------
+
+def invoke(*args):
+    return CliRunner().invoke(cli, ["sweep", *map(str, args)])
+
+
+def test_dry_run_prints_plan_and_exact_commands_and_writes_nothing(tmp_path):
+    out = tmp_path / "demo"
+    result = invoke("resnet50", "--hostfile", ROOT / "hostfiles/localhost", "--repeats", "2", "--out", out,
+                    "--dry-run", "--", "--flavor", "debug", "--synthetic")
+    assert result.exit_code == 0, result.output
+    commands = [line.split(": ", 1) for line in result.output.splitlines() if line.startswith(("1x1-", "1x2-"))]
+    assert [c[0] for c in commands] == ["1x1-r1", "1x2-r1", "1x1-r2", "1x2-r2"]
+    argv = shlex.split(commands[1][1])
+    assert argv[1:6] == ["-np", "2", "-H", "localhost:2", "--gloo"]
+    assert argv[argv.index(HVDBENCH):] == [HVDBENCH, "train", "resnet50", "--flavor", "debug", "--synthetic",
+                                           "--out", str(out / "1x2-r1"), "--run-id", "1x2-r1",
+                                           "--sweep-name", "demo", "--repeat", "1"]
+    assert "scale" in result.output and "localhost:2" in result.output
+    assert not out.exists()
+
+
+def test_dry_run_of_a_two_node_layout_choice(tmp_path):
+    hosts = tmp_path / "hosts"
+    hosts.write_text("a slots=4\nb slots=4\n")
+    result = invoke("resnet50", "--hostfile", hosts, "--gpus", "4", "--out", tmp_path / "o", "--dry-run",
+                    "--launcher", "mpirun", "--", "--synthetic")
+    assert result.exit_code == 0, result.output
+    lines = [line for line in result.output.splitlines() if line.startswith(("1x4-r1", "2x2-r1", "4x1"))]
+    assert [line.split(":")[0] for line in lines] == ["1x4-r1", "2x2-r1"]
+    assert "-H a:2,b:2 --map-by ppr:2:node" in lines[1]
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--hosts", "h:2", "--gpus", "8"], "8 GPUs requested but only 2 slots"),
+    (["--hosts", "h:0"], "zero slots"),
+    (["--hosts", "h:2", "--layouts", "2x1"], "--layouts 2x1: needs 2 host(s)"),
+    (["--hosts", "h:2", "--config", "no-such"], "sweep config 'no-such' not found"),
+    (["--hosts", "h:2", "--hostfile", "x"], "not both"),
+    (["--hosts", "h:2", "--submit"], "--submit goes with --launcher slurm"),
+    (["--hosts", "h:2", "--env", "1X=2"], "KEY=VALUE"),
+    (["--hosts", "h:2", "--", "--out", "x"], "--out is set by the sweep"),
+])
+def test_bad_input_is_a_one_line_error(tmp_path, args, message):
+    result = invoke("resnet50", "--out", tmp_path / "o", *args)
+    assert result.exit_code != 0
+    assert message in result.output
+    assert not (tmp_path / "o").exists()
+
+
+def test_unknown_model_and_bad_hostfile_name_the_culprit(tmp_path):
+    result = invoke("resnet5", "--hosts", "h:2", "--out", tmp_path / "o")
+    assert result.exit_code == 1 and "Error: unknown model 'resnet5'" in result.output
+    bad = tmp_path / "hosts"
+    bad.write_text("ok slots=2\nbad host slots=2\n")
+    result = invoke("resnet50", "--hostfile", bad, "--out", tmp_path / "o")
+    assert result.exit_code == 1 and f"Error: {bad}:2: " in result.output
+
+
+def test_slurm_dry_run_and_render(tmp_path):
+    out = tmp_path / "r"
+    args = ["resnet50", "--hostfile", ROOT / "hostfiles/example-2node", "--gpus", "8", "--launcher", "slurm",
+            "--out", out]
+    result = invoke(*args, "--dry-run", "--", "--synthetic")
+    assert result.exit_code == 0, result.output
+    assert f"# {out}/slurm/1x8.sub" in result.output and f"# {out}/slurm/2x4.sub" in result.output
+    assert not out.exists()
+    result = invoke(*args, "--", "--synthetic")  # renders the scripts; no --submit: prints sbatch commands
+    assert result.exit_code == 0, result.output
+    assert (out / "slurm" / "2x4.sub").read_text().startswith("#!/bin/bash\n")
+    assert f"2x4: sbatch --parsable {out}/slurm/2x4.sub" in result.output.replace(
+        sweep_run.launchers.resolve_binary("sbatch"), "sbatch")
+
+
+def test_submit_runs_sbatch_and_records_job_ids(tmp_path, monkeypatch):
+    # Slurm is not installed here: an `sbatch` on PATH that records its argv stands in for it, so
+    # the exact submission command is what is checked.
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    sbatch = bin_dir / "sbatch"
+    sbatch.write_text(f"#!{sys.executable}\nimport sys\nopen({str(tmp_path / 'argv')!r}, 'a').write("
+                      "repr(sys.argv[1:]) + '\\n')\nprint('4242')\n")
+    sbatch.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}:/usr/bin:/bin")
+    out = tmp_path / "r"
+    result = invoke("resnet50", "--hosts", "n1:4,n2:4", "--gpus", "8", "--launcher", "slurm", "--submit",
+                    "--sbatch-arg=--partition=gpu", "--out", out, "--", "--synthetic")
+    assert result.exit_code == 0, result.output
+    calls = (tmp_path / "argv").read_text().splitlines()
+    assert calls == [repr(["--parsable", "--partition=gpu", str(out / "slurm" / "2x4.sub")])]
+    assert (out / "slurm" / "2x4.jobids").read_text() == "4242\n"
+    assert f"2x4: submitted job 4242 ({out}/slurm/2x4.sub)" in result.output
+    assert json.loads((out / "sweep.json").read_text())["model"] == "resnet50"
