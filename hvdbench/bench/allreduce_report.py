@@ -1,0 +1,214 @@
+"""`hvdbench bench allreduce`, framework-neutral part: the row schema, the sweep over message sizes,
+the Horovod/MPI comparison, the terminal table and the busbw plot.
+
+    horovodrun -np 2 -H localhost:2 --mpi hvdbench bench allreduce --max-bytes 16777216 --out results/demo
+
+The worker (`hvdbench.frameworks.torch.bench_allreduce`) supplies a *timer* per implementation,
+`timer(dtype, nbytes, iters, warmup) -> (seconds per operation on this rank, wrong elements)`, and a
+*gather* (an allgather of a Python object over the ranks); `sweep` does the rest identically for
+Horovod and for raw MPI, so the two columns differ only in the library being timed.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Callable
+
+from hvdbench.bench import formulas as F
+from hvdbench.bench.rows import BenchRow, append_rows, new_run_id
+
+CSV_NAME = "bench_allreduce.csv"
+IMPLS = ("horovod", "mpi")
+
+DEFINITIONS = (
+    "time: mean over ranks of each rank's average time per allreduce (min and max over ranks beside it); "
+    "algbw = bytes / time; busbw = algbw x 2(n-1)/n: the definitions of nccl-tests "
+    "(doc/PERFORMANCE.md); GB/s = 1e9 B/s. Horovod/MPI = MPI time / Horovod time "
+    "(= ratio of their bandwidths). In-place sum; each size is checked once before timing "
+    "(wrong = elements differing from the expected sum).")
+
+
+@dataclass
+class AllreduceRow(BenchRow):
+    SCHEMA_VERSION = 1
+
+    run_id: str = ""
+    started_at: str = ""  # ISO 8601, UTC
+    impl: str = ""  # horovod | mpi
+    dtype: str = ""  # fp32 | fp16
+    bytes: int = 0
+    elements: int = 0
+    iters: int = 0  # timed operations (scaled down for large messages, see formulas.iterations)
+    warmup_iters: int = 0
+    time_mean_s: float | None = None  # per operation; mean over ranks
+    time_min_s: float | None = None
+    time_max_s: float | None = None
+    algbw_gb_s: float | None = None  # bytes / time_mean_s / 1e9
+    busbw_gb_s: float | None = None  # algbw x 2(n-1)/n
+    wrong: int = 0  # elements that differed from the expected sum in the check before timing
+    vs_mpi: float | None = None  # horovod rows: mpi time / horovod time at the same dtype and size
+    note: str = ""
+    # layout (same meaning as in runs.csv)
+    world_size: int = 0
+    nodes: int = 0
+    gpus_per_node: int = 0
+    layout: str = ""
+    scale: str = ""
+    hosts: str = ""
+    controller: str = ""
+    launcher: str = ""
+    schema_version: int = SCHEMA_VERSION
+
+
+Timer = Callable[[str, int, int, int], tuple[float, int]]
+Gather = Callable[[object], list]
+
+
+def new_run(layout: dict) -> AllreduceRow:
+    """The identity and layout shared by every row of one `bench allreduce` run."""
+    run_id, started_at = new_run_id()
+    return AllreduceRow(run_id=run_id, started_at=started_at, **layout)
+
+
+def plan(dtypes: list[str], min_bytes: int, max_bytes: int) -> list[tuple[str, int]]:
+    """Every (dtype, message size) a run measures, in order."""
+    return [(dtype, size) for dtype in dtypes for size in F.message_sizes(min_bytes, max_bytes, dtype)]
+
+
+def sweep(base: AllreduceRow, impl: str, timer: Timer, gather: Gather, points: list[tuple[str, int]],
+          iters: int, warmup_iters: int, budget_bytes: int,
+          on_row: Callable[[AllreduceRow], None] = lambda row: None) -> list[AllreduceRow]:
+    """Time `impl` at every point. Every rank calls this with the same arguments (the timers are
+    collectives); every rank gets the same rows; `on_row` sees each as it is measured."""
+    rows = []
+    for dtype, nbytes in points:
+        timed, warm = F.iterations(nbytes, iters, warmup_iters, budget_bytes)
+        seconds, wrong = timer(dtype, nbytes, timed, warm)
+        per_rank = gather((seconds, wrong))
+        mean, low, high = F.across_ranks([s for s, _ in per_rank])
+        ab = F.algbw(nbytes, mean)
+        rows.append(replace(base, impl=impl, dtype=dtype, bytes=nbytes, elements=nbytes // F.DTYPE_BYTES[dtype],
+                            iters=timed, warmup_iters=warm, time_mean_s=mean, time_min_s=low,
+                            time_max_s=high, algbw_gb_s=ab, busbw_gb_s=F.busbw(ab, len(per_rank)),
+                            wrong=sum(w for _, w in per_rank)))
+        on_row(rows[-1])
+    return rows
+
+
+def line(r: AllreduceRow) -> str:
+    """One measured point, printed as it completes (the run's progress)."""
+    return (f"{r.impl:>7} {r.dtype} {F.human_bytes(r.bytes):>8}: {_us(r.time_mean_s):>12} us/op "
+            f"(ranks {_us(r.time_min_s)}-{_us(r.time_max_s)}), algbw {_g(r.algbw_gb_s)} GB/s, "
+            f"busbw {_g(r.busbw_gb_s)} GB/s, {r.iters} iters" + (f", {r.wrong} WRONG" if r.wrong else ""))
+
+
+def compare(rows: list[AllreduceRow]) -> list[AllreduceRow]:
+    """Set vs_mpi on each Horovod row that has an MPI row at the same dtype and size."""
+    mpi = {(r.dtype, r.bytes): r for r in rows if r.impl == "mpi"}
+    out = []
+    for r in rows:
+        ref = mpi.get((r.dtype, r.bytes))
+        if r.impl == "horovod" and ref and r.time_mean_s:
+            r = replace(r, vs_mpi=ref.time_mean_s / r.time_mean_s)
+        out.append(r)
+    return out
+
+
+# --- output ----------------------------------------------------------------------------------
+
+def table(rows: list[AllreduceRow], title: str = "allreduce"):
+    """A rich Table: one line per (dtype, size), Horovod beside MPI."""
+    from rich.box import ASCII2  # ASCII: mpirun's output forwarding may split a line mid-character
+    from rich.table import Table
+
+    t = Table(title=title, caption=DEFINITIONS, caption_justify="left", box=ASCII2)
+    for name in ("size", "dtype", "iters", "hvd time us", "min-max us", "hvd algbw GB/s",
+                 "hvd busbw GB/s", "mpi time us", "mpi busbw GB/s", "hvd/mpi", "wrong"):
+        t.add_column(name, justify="left" if name in ("size", "dtype") else "right")
+    mpi = {(r.dtype, r.bytes): r for r in rows if r.impl == "mpi"}
+    for r in rows:
+        if r.impl != "horovod":
+            continue
+        m = mpi.get((r.dtype, r.bytes))
+        t.add_row(F.human_bytes(r.bytes), r.dtype, str(r.iters), _us(r.time_mean_s),
+                  f"{_us(r.time_min_s)}-{_us(r.time_max_s)}", _g(r.algbw_gb_s), _g(r.busbw_gb_s),
+                  _us(m.time_mean_s) if m else "-", _g(m.busbw_gb_s) if m else "-",
+                  f"{r.vs_mpi:.2f}" if r.vs_mpi is not None else "-",
+                  str(r.wrong + (m.wrong if m else 0)))
+    return t
+
+
+def _us(seconds: float | None) -> str:
+    return "-" if seconds is None else f"{seconds * 1e6:,.1f}"
+
+
+def _g(value: float | None) -> str:
+    return "-" if value is None else f"{value:.3g}"
+
+
+def figure(rows: list[AllreduceRow]):
+    """busbw vs message size, log-log, one line per (implementation, dtype). With one rank busbw is
+    0 by definition, so algbw is drawn instead (and the axis says so)."""
+    from matplotlib.figure import Figure  # no pyplot: no global state, no GUI backend
+
+    world = rows[0].world_size if rows else 0
+    value = "busbw_gb_s" if world > 1 else "algbw_gb_s"
+    fig = Figure(figsize=(7, 4.5))
+    ax = fig.add_subplot()
+    for impl in IMPLS:
+        for dtype in F.DTYPE_BYTES:
+            series = sorted((r.bytes, getattr(r, value)) for r in rows if r.impl == impl and r.dtype == dtype)
+            series = [(b, v) for b, v in series if v and v > 0]
+            if series:
+                ax.plot(*zip(*series), marker="o", markersize=3, linestyle="-" if impl == "horovod" else "--",
+                        label=f"{impl} {dtype}")
+    ax.set_xscale("log", base=2)
+    ax.set_yscale("log")
+    ax.set_xlabel("message size (bytes)")
+    ax.set_ylabel(("bus" if value == "busbw_gb_s" else "algorithm") + " bandwidth (GB/s)")
+    if rows:
+        r = rows[0]
+        ax.set_title(f"allreduce, {r.world_size} ranks ({r.layout}, {r.controller or 'no'} controller)")
+    ax.grid(True, which="both", alpha=0.3)
+    if ax.get_legend_handles_labels()[1]:
+        ax.legend()
+    return fig
+
+
+def plot(rows: list[AllreduceRow], path: Path) -> Path:
+    """Write `figure(rows)` as a PNG (atomically)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp")
+    figure(rows).savefig(tmp, format="png", dpi=100)
+    tmp.replace(path)
+    return path
+
+
+def write_outputs(rows: list[AllreduceRow], out: Path) -> list[Path]:
+    """Append the rows to OUT/bench_allreduce.csv and draw OUT/bench_allreduce_<layout>_<controller>.png."""
+    out = Path(out)
+    csv_path = append_rows(out / CSV_NAME, rows)
+    r = rows[0]
+    png = plot(rows, out / f"bench_allreduce_{r.layout}_{r.controller or 'single'}.png")
+    return [csv_path, png]
+
+
+def ratio_at(rows: list[AllreduceRow], dtype: str, nbytes: int) -> float | None:
+    """Horovod/MPI bandwidth ratio at one size (None when either was not measured)."""
+    for r in rows:
+        if r.impl == "horovod" and r.dtype == dtype and r.bytes == nbytes:
+            return r.vs_mpi
+    return None
+
+
+def summary(rows: list[AllreduceRow]) -> list[str]:
+    """One line per dtype: Horovod/MPI at 1 MiB, 16 MiB and 256 MiB where measured."""
+    lines = []
+    for dtype in F.DTYPE_BYTES:
+        parts = [f"{F.human_bytes(n)} {ratio_at(rows, dtype, n):.2f}" for n in (F.MIB, 16 * F.MIB, 256 * F.MIB)
+                 if ratio_at(rows, dtype, n) is not None and not math.isnan(ratio_at(rows, dtype, n))]
+        if parts:
+            lines.append(f"Horovod/MPI bandwidth {dtype}: " + ", ".join(parts))
+    return lines

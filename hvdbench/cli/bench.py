@@ -1,0 +1,151 @@
+"""`hvdbench bench allreduce|io`: the interconnect and the storage, measured beside the training numbers."""
+
+from __future__ import annotations
+
+import re
+import sys
+
+import click
+
+from hvdbench.cli.train import WorkerCommand
+from hvdbench.errors import HvdbenchError
+
+_SIZE = re.compile(r"^\s*(\d+)\s*([KMG]i?B?|B)?\s*$", re.IGNORECASE)
+
+
+class ByteSize(click.ParamType):
+    """4, 1024, 64K, 16M, 256MiB, 1G (binary multiples)."""
+
+    name = "BYTES"
+
+    def convert(self, value, param, ctx):
+        if isinstance(value, int):
+            return value
+        m = _SIZE.match(str(value))
+        if not m:
+            self.fail(f"{value!r} is not a size (e.g. 4, 64K, 16M, 256M)", param, ctx)
+        unit = (m[2] or "B")[0].upper()
+        return int(m[1]) << {"B": 0, "K": 10, "M": 20, "G": 30}[unit]
+
+
+def _dtypes(ctx, param, value: str) -> list[str]:
+    chosen = [d.strip() for d in value.split(",") if d.strip()]
+    bad = [d for d in chosen if d not in ("fp32", "fp16")]
+    if bad or not chosen:
+        raise click.BadParameter(f"{','.join(bad) or repr(value)}: choose from fp32,fp16")
+    return list(dict.fromkeys(chosen))
+
+
+def _rank0_or_quiet(fn):
+    """Under a launcher every rank runs the command: rank 0 reports a user error, the others exit quietly."""
+    try:
+        return fn()
+    except HvdbenchError:
+        from hvdbench.worker import launcher_rank
+
+        if launcher_rank() != 0:
+            sys.exit(1)
+        raise
+
+
+@click.group()
+def bench():
+    """Allreduce and storage micro-benchmarks, run with the same launchers and layouts as training;
+    each appends rows with layout columns to a CSV in --out (a sweep folder, beside runs.csv).
+
+    \b
+    Example:
+      horovodrun -np 2 -H localhost:2 --mpi hvdbench bench allreduce --out results/demo
+      hvdbench bench io --data data/digits --out results/demo
+    """
+
+
+@bench.command(cls=WorkerCommand)
+@click.option("--min-bytes", type=ByteSize(), default="4", show_default=True, help="Smallest message (power of two).")
+@click.option("--max-bytes", type=ByteSize(), default="256M", show_default=True, help="Largest message (power of two).")
+@click.option("--dtype", "dtypes", default="fp32,fp16", show_default=True, callback=_dtypes,
+              help="Comma-separated element types.")
+@click.option("--iters", type=int, default=20, show_default=True, help="Timed operations per size (at most).")
+@click.option("--warmup-iters", type=int, default=5, show_default=True, help="Untimed operations first (at most).")
+@click.option("--budget-bytes", type=ByteSize(), default="1G", show_default=True,
+              help="Large sizes get fewer iterations: timed = max(2, min(iters, budget/size)), "
+                   "warm-up = max(1, min(warmup-iters, budget/size/4)).")
+@click.option("--mpi-reference/--no-mpi-reference", default=True, show_default=True,
+              help="Also time raw MPI (mpi4py Allreduce) at every size; needs an MPI launch "
+                   "(mpirun, horovodrun --mpi): under --gloo it is reported unavailable.")
+@click.option("--out", required=True, type=click.Path(file_okay=False), help="Folder for bench_allreduce.csv and the plot.")
+def allreduce(min_bytes, max_bytes, dtypes, iters, warmup_iters, budget_bytes, mpi_reference, out):
+    """Horovod allreduce over message sizes from --min-bytes to --max-bytes (x2 steps), fp32 and
+    fp16, against raw MPI (mpi4py) at the same sizes. Run it under horovodrun/mpirun/srun like
+    `hvdbench train`: every rank runs it, rank 0 prints the table and appends to
+    OUT/bench_allreduce.csv, and draws OUT/bench_allreduce_<layout>_<controller>.png (busbw vs size).
+
+    time = mean over ranks of each rank's average time per op; algbw = bytes/time;
+    busbw = algbw x 2(n-1)/n (nccl-tests' definitions).
+
+    \b
+    Example:
+      horovodrun -np 2 -H localhost:2 --mpi hvdbench bench allreduce --out results/demo
+      mpirun -np 2 hvdbench bench allreduce --dtype fp32 --max-bytes 16M --out results/demo
+      horovodrun -np 4 -H node1:2,node2:2 --gloo hvdbench bench allreduce --out results/demo
+    """
+    from hvdbench.bench.allreduce_report import plan
+
+    _rank0_or_quiet(lambda: plan(dtypes, min_bytes, max_bytes))  # bad sizes: one error, before Horovod starts
+    from hvdbench.frameworks.torch.bench_allreduce import AllreduceOptions, main
+
+    main(AllreduceOptions(out=out, dtypes=dtypes, min_bytes=min_bytes, max_bytes=max_bytes, iters=iters,
+                          warmup_iters=warmup_iters, budget_bytes=budget_bytes, mpi_reference=mpi_reference))
+
+
+@bench.command(cls=WorkerCommand)
+@click.option("--data", required=True, type=click.Path(), help="A dataset prepared by `hvdbench prepare`.")
+@click.option("--split", default="train", show_default=True)
+@click.option("--batch-size", type=int, default=256, show_default=True, help="Samples per rank per batch.")
+@click.option("--passes", type=int, default=2, show_default=True, help="Full reads of the split, each way.")
+@click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--drop-caches", is_flag=True, help="Drop the page cache before each pass (root).")
+@click.option("--demand", type=float, metavar="SAMPLES_PER_S", help="Samples/s the accelerators consume.")
+@click.option("--demand-from", type=click.Path(dir_okay=False), metavar="RESULT_JSON",
+              help="Take the demand from a training run's result.json (its throughput).")
+@click.option("--out", required=True, type=click.Path(file_okay=False), help="Folder for bench_io.csv.")
+def io(data, split, batch_size, passes, seed, drop_caches, demand, demand_from, out):
+    """Read a prepared dataset the way training does (per-rank shards, shuffling), once as the
+    reader delivers batches and once decoded to the training tensor on the CPU, and, as the
+    reference, with plain sequential h5py reads of the same shards: samples/s and MB/s per rank and
+    in total, per pass. Alone or under horovodrun/mpirun (same layout as training); rank 0 prints
+    and appends to OUT/bench_io.csv.
+
+    Without --drop-caches a dataset that fits in memory may be read from the page cache (a
+    warning says so). --demand/--demand-from give the fraction of the accelerators' demand the
+    storage can feed (MLPerf Storage's accelerator utilization idea).
+
+    \b
+    Example:
+      hvdbench bench io --data data/digits --out results/demo
+      horovodrun -np 2 -H localhost:2 --mpi hvdbench bench io --data data/digits --out results/demo
+      hvdbench bench io --data data/imagenet --drop-caches --demand-from runs/r50/result.json --out results/r50
+    """
+    if demand is not None and demand_from:
+        raise click.UsageError("give --demand or --demand-from, not both")
+    from hvdbench.bench import io as bio
+    from hvdbench.worker import detect_launcher
+
+    opts = bio.IoOptions(data=data, out=out, split=split, batch_size=batch_size, passes=passes, seed=seed,
+                         drop_caches=drop_caches, demand=demand, demand_from=demand_from)
+    if detect_launcher() == "single":
+        comm = bio.LocalComm()
+    else:
+        from hvdbench.frameworks.torch.bench_allreduce import HorovodComm
+
+        comm = HorovodComm()
+    say = (lambda line: click.echo(line)) if comm.rank == 0 else (lambda line: None)
+    rows = _rank0_or_quiet(lambda: bio.run(opts, comm, say))
+    comm.barrier()
+    if comm.rank == 0:
+        from hvdbench.bench.rows import render
+
+        written = bio.write_outputs(rows, out)
+        for line in [*render(bio.table(rows)).splitlines(), *(f"wrote {path}" for path in written)]:
+            click.echo(line.rstrip())
+    comm.shutdown()

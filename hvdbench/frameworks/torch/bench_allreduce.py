@@ -1,0 +1,226 @@
+"""The Horovod and mpi4py side of `hvdbench bench allreduce` (and the Horovod comm `bench io` uses).
+
+    horovodrun -np 2 -H localhost:2 --mpi hvdbench bench allreduce --out results/demo
+    mpirun -np 2 hvdbench bench allreduce --dtype fp32 --max-bytes 16777216 --out results/demo
+    horovodrun -np 2 -H localhost:2 --gloo hvdbench bench allreduce --out results/demo   # no MPI reference
+
+The CLI command is the worker: every rank runs it, rank 0 writes the CSV and the plot.
+
+Horovod: `hvd.allreduce_` (in place, sum) of torch CPU tensors, one op at a time as a training step
+issues a tensor it needs back, under the same name each time (Horovod's response cache works as it
+does in training). The reference: mpi4py `Allreduce(IN_PLACE)` on numpy buffers over COMM_WORLD.
+For fp16, MPI has no half-precision type, so the reference sums with a user-defined op (numpy
+addition on float16 views of the buffers) over a 2-byte type — how Horovod's own MPI backend
+reduces fp16 too (a custom MPI op), though Horovod's is C and ours calls back into Python.
+
+The MPI reference needs an MPI world: it runs when Open MPI / PMI launched the ranks (mpirun,
+horovodrun --mpi, srun with PMI). Under `horovodrun --gloo` the ranks are not an MPI job, so the
+reference is reported unavailable in the rows' `note` and the table shows Horovod alone.
+
+Order: mpi4py initialises MPI first (MPI_THREAD_MULTIPLE) so that Horovod's MPI controller joins
+that world; Horovod is timed, then shut down (its background thread stops polling), then MPI is
+timed on a quiet machine.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import sys
+import time
+import traceback
+from contextlib import contextmanager
+from dataclasses import dataclass, field, replace
+
+import numpy as np
+
+from hvdbench.bench.formulas import DTYPE_BYTES
+
+# Set by Open MPI's mpirun (hence horovodrun --mpi), MPICH/Slurm PMI, and PMIx launchers.
+MPI_LAUNCH_VARIABLES = ("OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK")
+NO_MPI_WORLD = ("MPI reference unavailable: the ranks were not launched as an MPI job (horovodrun --gloo, "
+                "or no launcher); launch with horovodrun --mpi or mpirun for it")
+
+
+def launched_by_mpi(env=os.environ) -> bool:
+    return any(name in env for name in MPI_LAUNCH_VARIABLES)
+
+
+class HorovodComm:
+    """Rank, size, layout and the two collectives the benches need, over horovod.torch."""
+
+    def __init__(self):
+        import horovod.torch as hvd
+
+        self.hvd = hvd
+        hvd.init()
+        self.rank, self.size = hvd.rank(), hvd.size()
+        self.local_rank, self.local_size, self.cross_size = hvd.local_rank(), hvd.local_size(), hvd.cross_size()
+        self.controller = "mpi" if hvd.mpi_enabled() else "gloo" if hvd.gloo_enabled() else ""
+        self.hostname = socket.gethostname()
+
+    def allgather(self, obj) -> list:
+        return self.hvd.allgather_object(obj)
+
+    def barrier(self) -> None:
+        self.hvd.barrier()
+
+    def layout(self) -> dict:
+        """The layout columns of a bench row (same meaning as in runs.csv)."""
+        from hvdbench.worker import detect_launcher
+
+        hosts = list(dict.fromkeys(self.allgather(self.hostname)))
+        return {"world_size": self.size, "nodes": self.cross_size, "gpus_per_node": self.local_size,
+                "layout": f"{self.cross_size}x{self.local_size}", "scale": "up" if self.cross_size == 1 else "out",
+                "hosts": ";".join(hosts), "controller": self.controller, "launcher": detect_launcher()}
+
+    def shutdown(self) -> None:
+        self.hvd.shutdown()
+
+
+# --- timers: (dtype, nbytes, iters, warmup) -> (seconds per op on this rank, wrong elements) ------
+
+def horovod_timer(comm: HorovodComm):
+    import torch
+
+    hvd = comm.hvd
+    dtypes = {"fp32": torch.float32, "fp16": torch.float16}
+    expected = comm.size * (comm.size + 1) / 2  # sum of rank + 1: exact in fp16 up to 2047 ranks
+
+    def timer(dtype: str, nbytes: int, iters: int, warmup: int) -> tuple[float, int]:
+        t = torch.empty(nbytes // DTYPE_BYTES[dtype], dtype=dtypes[dtype])
+        name = f"hvdbench.bench.{dtype}.{nbytes}"
+        t.fill_(comm.rank + 1)
+        hvd.allreduce_(t, op=hvd.Sum, name=name)
+        wrong = int((t != expected).sum())
+        t.zero_()  # zeros stay zeros: no overflow to inf over many in-place sums
+        for _ in range(warmup):
+            hvd.allreduce_(t, op=hvd.Sum, name=name)
+        hvd.barrier()
+        start = time.perf_counter()
+        for _ in range(iters):
+            hvd.allreduce_(t, op=hvd.Sum, name=name)
+        return (time.perf_counter() - start) / iters, wrong
+
+    return timer
+
+
+def _fp16_sum(inbuf, outbuf, datatype) -> None:
+    out = np.frombuffer(outbuf, dtype=np.float16)
+    out += np.frombuffer(inbuf, dtype=np.float16)
+
+
+@contextmanager
+def mpi_timer(comm):
+    """A timer over an mpi4py communicator; the fp16 user op lives as long as the context."""
+    from mpi4py import MPI
+
+    fp16_sum = MPI.Op.Create(_fp16_sum, commute=True)
+    rank, size = comm.Get_rank(), comm.Get_size()
+    expected = size * (size + 1) / 2
+
+    def timer(dtype: str, nbytes: int, iters: int, warmup: int) -> tuple[float, int]:
+        if dtype == "fp32":
+            buf = np.empty(nbytes // 4, np.float32)
+            spec, op = [buf, MPI.FLOAT], MPI.SUM
+        else:
+            buf = np.empty(nbytes // 2, np.float16)
+            spec, op = [buf.view(np.uint16), MPI.UINT16_T], fp16_sum
+        buf.fill(rank + 1)
+        comm.Allreduce(MPI.IN_PLACE, spec, op)
+        wrong = int((buf != expected).sum())
+        buf.fill(0)
+        for _ in range(warmup):
+            comm.Allreduce(MPI.IN_PLACE, spec, op)
+        comm.Barrier()
+        start = time.perf_counter()
+        for _ in range(iters):
+            comm.Allreduce(MPI.IN_PLACE, spec, op)
+        return (time.perf_counter() - start) / iters, wrong
+
+    try:
+        yield timer
+    finally:
+        fp16_sum.Free()
+
+
+# --- the command -----------------------------------------------------------------------------
+
+@dataclass
+class AllreduceOptions:
+    out: str
+    dtypes: list[str] = field(default_factory=lambda: ["fp32", "fp16"])
+    min_bytes: int = 4
+    max_bytes: int = 256 << 20
+    iters: int = 20
+    warmup_iters: int = 5
+    budget_bytes: int = 1 << 30
+    mpi_reference: bool = True
+
+
+def main(opts: AllreduceOptions) -> None:
+    """Run the bench on this rank; rank 0 prints and writes. A failure prints one line and ends this
+    rank at once (as the training worker does), so the launcher tears the job down."""
+    rank = _launcher_rank()
+    try:
+        _run(opts)
+    except BaseException as e:  # noqa: BLE001 - any failure ends this rank loudly
+        if isinstance(e, KeyboardInterrupt):
+            os._exit(130)
+        if os.environ.get("HVDBENCH_DEBUG"):
+            traceback.print_exc()
+        text = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        print(f"Error: rank {rank} on {socket.gethostname()}: {text}", file=sys.stderr, flush=True)
+        sys.stdout.flush()
+        os._exit(1)
+
+
+def _launcher_rank() -> int:
+    from hvdbench.worker import launcher_rank
+
+    return launcher_rank()
+
+
+def _run(opts: AllreduceOptions) -> None:
+    from hvdbench.bench import allreduce_report as AR
+
+    points = AR.plan(opts.dtypes, opts.min_bytes, opts.max_bytes)  # bad sizes fail before any launch work
+    mpi_world, note = None, ""
+    if opts.mpi_reference:
+        if launched_by_mpi():
+            from mpi4py import MPI  # initialises MPI before Horovod, which then joins this world
+
+            mpi_world = MPI.COMM_WORLD
+        else:
+            note = NO_MPI_WORLD
+    comm = HorovodComm()
+    if mpi_world is not None and mpi_world.Get_size() != comm.size:
+        note, mpi_world = (f"MPI reference unavailable: the MPI world has {mpi_world.Get_size()} ranks, "
+                           f"Horovod {comm.size}"), None
+    base = replace(AR.new_run(comm.layout()), note=note)
+    run_id, started_at = comm.allgather((base.run_id, base.started_at))[0]  # rank 0's, on every rank
+    base = replace(base, run_id=run_id, started_at=started_at)
+    say = (lambda text: print(f"[hvdbench] {text}", flush=True)) if comm.rank == 0 else (lambda text: None)
+    say(f"allreduce over {comm.size} rank(s) ({base.layout}, {comm.controller} controller, hosts {base.hosts}): "
+        f"{len(points)} sizes x {'horovod + mpi' if mpi_world is not None else 'horovod'}")
+    if note:
+        say(note)
+    kwargs = dict(iters=opts.iters, warmup_iters=opts.warmup_iters, budget_bytes=opts.budget_bytes,
+                  on_row=lambda row: say(AR.line(row)))
+    rows = AR.sweep(base, "horovod", horovod_timer(comm), comm.allgather, points, **kwargs)
+    comm.barrier()
+    comm.shutdown()
+    if mpi_world is not None:
+        with mpi_timer(mpi_world) as timer:
+            rows += AR.sweep(base, "mpi", timer, mpi_world.allgather, points, **kwargs)
+    if comm.rank != 0:
+        return
+    rows = AR.compare(rows)
+    written = AR.write_outputs(rows, opts.out)
+    from hvdbench.bench.rows import render
+
+    text = render(AR.table(rows, title=f"allreduce: {base.world_size} ranks, {base.layout}, "
+                                        f"{base.controller} controller"))
+    for line in [*text.splitlines(), *([note] if note else []), *AR.summary(rows),
+                 *(f"wrote {path}" for path in written)]:
+        print(line.rstrip(), flush=True)

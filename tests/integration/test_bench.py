@@ -1,0 +1,79 @@
+"""`hvdbench bench allreduce|io` under real 2-rank horovodrun launches (MPI and Gloo controllers)."""
+
+import pytest
+from conftest import run
+
+from hvdbench.bench.allreduce_report import CSV_NAME as AR_CSV, AllreduceRow
+from hvdbench.bench.io import CSV_NAME as IO_CSV, IoRow
+from hvdbench.bench.rows import read_rows
+
+pytestmark = pytest.mark.integration
+
+FAST = ["--iters", "3", "--warmup-iters", "1"]
+
+
+def hvdrun(horovodrun, controller, *argv):
+    return [horovodrun, "-np", "2", "-H", "localhost:2", f"--{controller}", *argv]
+
+
+@pytest.mark.timeout(300)
+def test_allreduce_two_ranks_horovod_and_mpi(horovodrun, hvdbench_bin, tmp_path):
+    proc = run(hvdrun(horovodrun, "mpi", hvdbench_bin, "bench", "allreduce", "--max-bytes", "1048576",
+                      *FAST, "--out", tmp_path), timeout=280)
+    rows = read_rows(tmp_path / AR_CSV, AllreduceRow)
+    assert {r.run_id for r in rows} == {rows[0].run_id}
+    for impl in ("horovod", "mpi"):
+        for dtype, first in (("fp32", 4), ("fp16", 4)):
+            series = [r for r in rows if r.impl == impl and r.dtype == dtype]
+            sizes = [r.bytes for r in series]
+            assert sizes[0] == first and sizes[-1] == 1 << 20
+            assert all(b == 2 * a for a, b in zip(sizes, sizes[1:])), sizes  # monotone, doubling
+            for r in series:
+                assert r.algbw_gb_s > 0 and r.busbw_gb_s > 0 and r.wrong == 0
+                assert r.time_min_s <= r.time_mean_s <= r.time_max_s
+                assert r.algbw_gb_s == r.bytes / r.time_mean_s / 1e9
+                assert r.busbw_gb_s == r.algbw_gb_s * 2 * (2 - 1) / 2  # exactly as recorded
+                assert (r.world_size, r.nodes, r.gpus_per_node, r.layout) == (2, 1, 2, "1x2")
+                assert r.controller == "mpi" and r.note == ""
+                assert (r.vs_mpi is not None and r.vs_mpi > 0) == (impl == "horovod")
+    assert "Horovod/MPI bandwidth fp32: 1 MiB" in proc.stdout and "nccl-tests" in proc.stdout
+    assert (tmp_path / "bench_allreduce_1x2_mpi.png").read_bytes()[:4] == b"\x89PNG"
+
+
+@pytest.mark.timeout(240)
+def test_allreduce_under_gloo_says_the_mpi_reference_is_unavailable(horovodrun, hvdbench_bin, tmp_path):
+    proc = run(hvdrun(horovodrun, "gloo", hvdbench_bin, "bench", "allreduce", "--dtype", "fp32",
+                      "--max-bytes", "4K", *FAST, "--out", tmp_path), timeout=220)
+    rows = read_rows(tmp_path / AR_CSV, AllreduceRow)
+    assert {r.impl for r in rows} == {"horovod"} and len(rows) == 11
+    assert all(r.controller == "gloo" and "MPI reference unavailable" in r.note for r in rows)
+    assert all(r.busbw_gb_s > 0 and r.vs_mpi is None for r in rows)
+    assert "MPI reference unavailable" in proc.stdout
+
+
+@pytest.mark.timeout(240)
+def test_io_two_ranks_read_every_sample_once_per_pass(horovodrun, hvdbench_bin, tmp_path):
+    from hvdbench.data.digits import prepare_digits
+
+    prepare_digits(tmp_path / "digits", size=8, samples_per_shard=300)
+    run(hvdrun(horovodrun, "mpi", hvdbench_bin, "bench", "io", "--data", tmp_path / "digits", "--passes", "2",
+               "--batch-size", "64", "--demand", "1000", "--out", tmp_path / "out"), timeout=220)
+    rows = read_rows(tmp_path / "out" / IO_CSV, IoRow)
+    assert [(r.pass_index, r.impl) for r in rows] == [(k, impl) for k in (0, 1)
+                                                      for impl in ("reader", "reader+decode", "h5py")]
+    for r in rows:
+        assert r.samples == r.dataset_samples > 1000  # every training sample, once per pass, over both ranks
+        assert (r.world_size, r.layout, r.controller) == (2, "1x2", "mpi")
+        assert 0 < r.rank_samples_s_min <= r.rank_samples_s_max and r.samples_s > 0
+        assert r.feed_fraction == min(1.0, r.samples_s / 1000)
+    assert all(r.vs_h5py > 0 for r in rows if r.impl != "h5py")
+
+
+@pytest.mark.timeout(180)
+def test_io_missing_dataset_fails_every_rank_with_one_message(horovodrun, hvdbench_bin, tmp_path):
+    proc = run(hvdrun(horovodrun, "gloo", hvdbench_bin, "bench", "io", "--data", tmp_path / "missing",
+                      "--out", tmp_path / "out"), timeout=160, check=False)
+    assert proc.returncode != 0
+    text = proc.stdout + proc.stderr
+    assert text.count(f"dataset directory {tmp_path / 'missing'} does not exist") == 1
+    assert not (tmp_path / "out").exists()

@@ -1,0 +1,107 @@
+"""The report's bench tables: busbw at the model's gradient size beside training throughput per
+layout, and the reader's samples/s beside the samples/s training consumed."""
+
+import csv
+
+import pytest
+
+from hvdbench.bench.allreduce_report import CSV_NAME as AR_CSV, AllreduceRow
+from hvdbench.bench.io import CSV_NAME as IO_CSV, IoRow
+from hvdbench.bench.rows import append_rows
+from hvdbench.results import bench_tables as BT
+from hvdbench.results.aggregate import load_sweeps
+from hvdbench.results.schema import RunResult
+from hvdbench.results.store import append_run
+
+MIB = 1 << 20
+GRAD = 25_557_032 * 4  # resnet50/full fp32 gradients: 97.5 MiB, under the 128 MiB fusion buffer
+
+
+def run(model, flavor, layout, throughput, status="success", global_batch=512):
+    nodes, gpus = map(int, layout.split("x"))
+    return RunResult(model=model, flavor=flavor, framework="torch", layout=layout, nodes=nodes,
+                     gpus_per_node=gpus, world_size=nodes * gpus, throughput=throughput,
+                     global_batch=global_batch, status=status)
+
+
+def allreduce_rows(layout, run_id, started_at, scale):
+    """busbw = scale x size / 64 MiB (a straight line in log-log), MPI twice as fast."""
+    rows = []
+    for impl, factor in (("horovod", 1.0), ("mpi", 2.0)):
+        for size in (32 * MIB, 64 * MIB, 128 * MIB, 256 * MIB):
+            bus = scale * factor * size / (64 * MIB)
+            rows.append(AllreduceRow(run_id=run_id, started_at=started_at, impl=impl, dtype="fp32", bytes=size,
+                                     algbw_gb_s=bus / 1.5, busbw_gb_s=bus, layout=layout, controller="mpi",
+                                     world_size=4))
+    return rows
+
+
+@pytest.fixture
+def sweep(tmp_path):
+    for r in (run("resnet50", "full", "1x4", 1000.0), run("resnet50", "full", "1x4", 1200.0),
+              run("resnet50", "full", "1x4", None, status="failed"), run("resnet50", "full", "2x2", 800.0),
+              run("resnet50", "debug", "1x4", 5000.0), run("bert", "large", "1x4", 100.0)):
+        append_run(tmp_path / "runs.csv", r)
+    append_rows(tmp_path / AR_CSV, allreduce_rows("1x4", "old", "2026-01-01T00:00:00+00:00", 100.0))
+    append_rows(tmp_path / AR_CSV, allreduce_rows("1x4", "new", "2026-02-01T00:00:00+00:00", 1.0))
+    append_rows(tmp_path / IO_CSV, [
+        IoRow(run_id="io1", started_at="2026-02-01", dataset="data/imagenet", kind="images", split="train",
+              impl=impl, pass_index=k, samples_s=v, layout="1x4", world_size=4, caches_dropped=True)
+        for k, impl, v in [(0, "reader", 900.0), (0, "reader+decode", 200.0), (0, "h5py", 3000.0),
+                           (1, "reader", 1300.0), (1, "reader+decode", 400.0), (1, "h5py", 3000.0)]])
+    return tmp_path
+
+
+def test_busbw_at_the_gradient_size_beside_throughput(sweep):
+    tables = BT.build([sweep], load_sweeps([sweep]))
+    rows = {(r["model"], r["flavor"], r["layout"]): r for r in tables.comm}
+    assert set(rows) == {("resnet50", "full", "1x4"), ("resnet50", "debug", "1x4"), ("bert", "large", "1x4")}
+    r = rows[("resnet50", "full", "1x4")]
+    assert r["bench_run_id"] == "new"  # the later run of that layout supersedes the earlier one
+    assert r["throughput_mean"] == pytest.approx(1100.0)  # successful runs only
+    assert r["gradient_mib"] == pytest.approx(GRAD / MIB) and r["message_mib"] == pytest.approx(GRAD / MIB)
+    assert r["busbw_gb_s"] == pytest.approx(GRAD / (64 * MIB))  # on the log-log line
+    assert r["mpi_busbw_gb_s"] == pytest.approx(2 * GRAD / (64 * MIB))
+    assert r["allreduce_ms"] == pytest.approx(1e3 * GRAD / (r["busbw_gb_s"] / 1.5 * 1e9))
+    assert r["step_ms"] == pytest.approx(1e3 * 512 / 1100.0)
+    assert r["comm_share"] == pytest.approx(r["allreduce_ms"] / r["step_ms"])
+    assert rows[("resnet50", "debug", "1x4")]["busbw_gb_s"] is None  # parameter count unknown
+    assert any("gradient size unknown" in n for n in tables.notes)
+    assert ("resnet50", "full", "2x2") not in rows  # no bench run of that layout
+
+
+def test_io_beside_consumed_samples_for_datasets_the_model_reads(sweep):
+    tables = BT.build([sweep], load_sweeps([sweep]))
+    assert {(r["model"], r["flavor"]) for r in tables.io} == {("resnet50", "full"), ("resnet50", "debug")}
+    r = next(r for r in tables.io if r["flavor"] == "full")
+    assert r["io_samples_s"] == pytest.approx(1100.0) and r["io_samples_s_min"] == 900.0
+    assert r["reader_vs_h5py"] == pytest.approx(1100 / 3000) and r["decoded_samples_s"] == pytest.approx(300.0)
+    assert r["feed"] == pytest.approx(1.0)  # 1100 io vs 1100 training
+    debug = next(r for r in tables.io if r["flavor"] == "debug")
+    assert debug["feed"] == pytest.approx(1100 / 5000)
+
+
+def test_markdown_and_csvs(sweep, tmp_path):
+    tables = BT.build([sweep], load_sweeps([sweep]))
+    text = BT.markdown(tables)
+    assert "## Interconnect" in text and "## Storage" in text and "resnet50/full | 1x4" in text
+    written = BT.write_csvs(tables, tmp_path / "report")
+    assert [p.name for p in written] == ["comm_vs_training.csv", "io_vs_training.csv"]
+    with open(written[0]) as f:
+        rows = list(csv.DictReader(f))
+    assert tuple(rows[0]) == BT.COMM_COLUMNS and len(rows) == 3
+
+
+def test_a_sweep_without_bench_results_adds_nothing(tmp_path):
+    append_run(tmp_path / "runs.csv", run("resnet50", "full", "1x4", 1000.0))
+    tables = BT.build([tmp_path / "runs.csv"], load_sweeps([tmp_path]))
+    assert tables.comm == tables.io == [] and BT.markdown(tables) == ""
+    assert BT.write_csvs(tables, tmp_path / "report") == []
+
+
+def test_interpolation_stays_inside_the_measured_range():
+    points = [(1024, 1.0), (4096, 4.0)]
+    assert BT.interpolate(points, 2048) == pytest.approx(2.0)
+    assert BT.interpolate(points, 1024) == 1.0 and BT.interpolate(points, 4096) == 4.0
+    assert BT.interpolate(points, 512) is None and BT.interpolate(points, 8192) is None
+    assert BT.interpolate([], 10) is None
