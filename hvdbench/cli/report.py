@@ -46,7 +46,7 @@ def report(sweeps, mllogs, out, formats, baseline):
     """
     from rich.progress import track
 
-    from hvdbench.results import aggregate, mllog, tables as tab
+    from hvdbench.results import aggregate, bench_tables, mllog, tables as tab
 
     if not sweeps and not mllogs:
         raise click.UsageError("give at least one SWEEP_DIR or --mllog DIR")
@@ -58,12 +58,15 @@ def report(sweeps, mllogs, out, formats, baseline):
         runs, notes = runs + more, notes + said
     tables = aggregate.build_tables(runs, baseline)
     sources = [str(p) for p in (*sweeps, *mllogs)]
-    text = tab.markdown(tables, sources)
+    # Interconnect and storage figures (hvdbench bench) beside the training numbers, when present.
+    bench = bench_tables.build(sweeps, runs)
+    text = "\n".join(part for part in (tab.markdown(tables, sources), bench_tables.markdown(bench)) if part)
 
     out = out or _default_out(sweeps)
     written = []
     if "csv" in formats:
         written += tab.write_csvs(tables, out)
+        written += bench_tables.write_csvs(bench, out)
     if "md" in formats:
         written.append(tab.write_markdown(text, out))
     if "png" in formats:

@@ -92,7 +92,7 @@ def interpolate(points: list[tuple[float, float]], x: float) -> float | None:
 
 
 def parameters_of(run: RunResult) -> int | None:
-    count = getattr(run, "parameters", 0) or KNOWN_PARAMETERS.get((run.model, run.flavor))
+    count = run.parameters or KNOWN_PARAMETERS.get((run.model, run.flavor))
     return int(count) if count else None
 
 

@@ -54,6 +54,7 @@ class RunResult:
     hosts: str = ""  # ';'-joined, rank order de-duplicated
     devices: str = ""  # ';'-joined distinct device names
     versions: str = ""  # 'name=version;...'
+    parameters: int = 0  # trainable parameters: the gradient bytes each step allreduces (x dtype size)
     # throughput mode: samples/s over all ranks between synchronised points, warm-up excluded
     steps: int = 0
     warmup_steps: int = 0
