@@ -1,0 +1,87 @@
+"""Text corpora as documents of sentences, in the MLPerf BERT reference's convention.
+
+A corpus file holds one sentence per line and a blank line between documents. `builtin:pydoc` is the
+English documentation that ships inside CPython (`pydoc_data.topics`, the text `help()` shows): one
+document per topic, its paragraphs split into sentences here, so tests and the quick start train on
+real prose without a download.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Iterator
+
+from hvdbench.errors import DatasetError
+
+BUILTIN_PYDOC = "builtin:pydoc"
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9\"'(])")
+_RULE = re.compile(r"^[\s*=\-~^]+$")  # the reST underlines of section titles
+
+
+def expand_sources(sources: list[str]) -> list[str]:
+    """`builtin:pydoc`, files, or folders (their files, sorted); a missing path is a DatasetError."""
+    out = []
+    for src in sources:
+        if src == BUILTIN_PYDOC:
+            out.append(src)
+            continue
+        if src.startswith("builtin:"):
+            raise DatasetError(f"unknown built-in corpus {src!r}; the one built in is {BUILTIN_PYDOC}")
+        path = Path(src)
+        if path.is_dir():
+            files = sorted(p for p in path.iterdir() if p.is_file() and not p.name.startswith("."))
+            if not files:
+                raise DatasetError(f"{path}: no text files in this folder")
+            out += [str(p) for p in files]
+        elif path.is_file():
+            out.append(str(path))
+        else:
+            raise DatasetError(f"{path}: no such file or folder")
+    if not out:
+        raise DatasetError("no text given (--src FILE|DIR|builtin:pydoc)")
+    return out
+
+
+def read_documents(source: str) -> list[list[str]]:
+    """[[sentence, ...], ...]: the source's documents, empty ones dropped."""
+    if source == BUILTIN_PYDOC:
+        return pydoc_documents()
+    try:
+        text = Path(source).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as e:
+        raise DatasetError(f"{source}: cannot read as UTF-8 text ({e})") from None
+    docs, current = [], []
+    for line in text.splitlines():
+        line = line.strip()
+        if line:
+            current.append(line)
+        elif current:
+            docs.append(current)
+            current = []
+    if current:
+        docs.append(current)
+    if not docs:
+        raise DatasetError(f"{source}: no text")
+    return docs
+
+
+def pydoc_documents() -> list[list[str]]:
+    from pydoc_data.topics import topics
+
+    docs = []
+    for name in sorted(topics):
+        sentences = []
+        for paragraph in re.split(r"\n\s*\n", topics[name]):
+            lines = [ln.strip() for ln in paragraph.splitlines() if ln.strip() and not _RULE.match(ln)]
+            if lines:
+                sentences += [s for s in _SENTENCE_END.split(" ".join(lines)) if s]
+        if sentences:
+            docs.append(sentences)
+    return docs
+
+
+def iter_sentences(sources: list[str]) -> Iterator[str]:
+    for source in sources:
+        for doc in read_documents(source):
+            yield from doc

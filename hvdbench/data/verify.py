@@ -1,0 +1,112 @@
+"""`hvdbench prepare verify DIR`: check every shard against the manifest, reading every byte.
+
+For each shard: the file exists and opens (not truncated), holds the manifest's sample count, every
+field has the manifest's per-sample shape and dtype, all data reads back to the end and hashes to the
+sha256 recorded when it was written (so flipped bytes are found), and values are in range: labels
+below num_classes, token ids below vocab_size, positions inside the sequence, masks 0/1 (or a
+sequence index up to max_seqs_per_pack when packed). The vocabulary file must match its sha256.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from hvdbench.data.manifest import read_manifest
+from hvdbench.data.shards import ATTR_SAMPLES, ATTR_SHA256, open_shard
+from hvdbench.data.vocab import vocab_sha256
+from hvdbench.errors import DatasetError
+
+READ_BYTES = 16 << 20
+
+
+@dataclass
+class Report:
+    path: Path
+    kind: str
+    rows: list[dict] = field(default_factory=list)  # split, file, samples, status
+    problems: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+
+def value_limits(manifest: dict) -> dict[str, tuple[int, int]]:
+    """Inclusive (low, high) per field that has a known range."""
+    kind = manifest["kind"]
+    if kind == "images":
+        return {"labels": (0, manifest["num_classes"] - 1)}
+    vocab, length = manifest["vocab_size"] - 1, manifest["max_seq_len"] - 1
+    limits = {"input_ids": (0, vocab), "masked_lm_ids": (0, vocab), "masked_lm_positions": (0, length),
+              "segment_ids": (0, 1), "next_sentence_labels": (0, 1)}
+    if kind == "bert":
+        limits["input_mask"] = (0, 1)
+    else:
+        slots = manifest["max_seqs_per_pack"]
+        limits.update(input_mask=(0, slots), masked_lm_weights=(0, slots), positions=(0, length),
+                      packed_input_len=(0, length + 1), packed_masked_lm_len=(0, manifest["max_predictions"]))
+    return limits
+
+
+def verify(path: str | Path) -> Report:
+    path = Path(path)
+    manifest = read_manifest(path)
+    report = Report(path, manifest["kind"])
+    if "vocab_sha256" in manifest:
+        vocab = path / manifest.get("vocab_file", "vocab.txt")
+        if not vocab.is_file():
+            report.problems.append(f"{vocab}: vocabulary file missing")
+        elif vocab_sha256(vocab) != manifest["vocab_sha256"]:
+            report.problems.append(f"{vocab}: sha256 differs from the manifest's vocab_sha256")
+        elif len(vocab.read_text(encoding="utf-8").splitlines()) != manifest["vocab_size"]:
+            report.problems.append(f"{vocab}: line count differs from vocab_size {manifest['vocab_size']}")
+    limits = value_limits(manifest)
+    for split, info in manifest["splits"].items():
+        for shard in info["shards"]:
+            problem = check_shard(path / shard["file"], shard, manifest["fields"], limits)
+            report.rows.append({"split": split, "file": shard["file"], "samples": shard["samples"],
+                                "status": problem or "ok"})
+            if problem:
+                report.problems.append(f"{path / shard['file']}: {problem}")
+    return report
+
+
+def check_shard(path: Path, shard: dict, fields: dict, limits: dict) -> str | None:
+    """None when the shard is sound, else the first problem in words."""
+    try:
+        f = open_shard(path)
+    except DatasetError as e:
+        return str(e).replace(f"shard {path} ", "")
+    with f:
+        samples = int(f.attrs[ATTR_SAMPLES])
+        if samples != shard["samples"]:
+            return f"holds {samples} samples, the manifest says {shard['samples']}"
+        digest = hashlib.sha256()
+        for name in sorted(fields):
+            spec = fields[name]
+            if name not in f:
+                return f"field {name!r} missing"
+            d = f[name]
+            want = (shard["samples"], *spec["shape"])
+            if d.shape != want or str(d.dtype) != spec["dtype"]:
+                return f"field {name!r} is {d.dtype}{list(d.shape)}, the manifest says {spec['dtype']}{list(want)}"
+            digest.update(name.encode())
+            rows = max(1, READ_BYTES // max(1, d.dtype.itemsize * int(np.prod(spec["shape"], dtype=np.int64))))
+            for lo in range(0, len(d), rows):
+                try:
+                    block = d[lo:lo + rows]
+                except OSError as e:
+                    return f"field {name!r} unreadable at samples {lo}:{lo + rows} ({str(e).splitlines()[0]})"
+                digest.update(np.ascontiguousarray(block).data)
+                if name in limits and block.size:
+                    low, high = limits[name]
+                    if block.min() < low or block.max() > high:
+                        bad = int(block.min()) if block.min() < low else int(block.max())
+                        return f"field {name!r} holds {bad}, outside [{low}, {high}]"
+        if digest.hexdigest() != f.attrs[ATTR_SHA256] or digest.hexdigest() != shard.get("sha256", digest.hexdigest()):
+            return "data does not match its sha256 checksum (corrupt)"
+    return None
