@@ -51,7 +51,9 @@ def report(sweeps, mllogs, out, formats, baseline):
     if not sweeps and not mllogs:
         raise click.UsageError("give at least one SWEEP_DIR or --mllog DIR")
     # Read and compute everything before writing anything: bad input leaves the old report intact.
-    runs, notes = aggregate.load_sweeps(sweeps), []
+    runs, superseded = aggregate.current_runs(aggregate.load_sweeps(sweeps))
+    notes = [f"{superseded} earlier attempt(s) of retried runs are kept in runs.csv and superseded "
+             "by their retry in these tables"] if superseded else []
     for root in mllogs:
         more, said = mllog.load(root, lambda files: track(files, description=f"reading {root}",
                                                           transient=True, disable=len(files) < 50))

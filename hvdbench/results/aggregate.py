@@ -106,6 +106,19 @@ def load_sweeps(paths) -> list[RunResult]:
     return runs
 
 
+def current_runs(runs: list[RunResult]) -> tuple[list[RunResult], int]:
+    """The last row of each (sweep, run_id), and how many earlier rows it superseded.
+
+    `hvdbench sweep --retry-failed` appends a new row for a run that failed or timed out; runs.csv
+    keeps both, and the tables count the run once, in its current state. Rows without a run_id
+    (published logs) are all kept.
+    """
+    latest: dict[tuple, RunResult] = {}
+    for i, run in enumerate(runs):
+        latest[(run.sweep, run.run_id) if run.run_id else ("", i)] = run
+    return list(latest.values()), len(runs) - len(latest)
+
+
 def parse_layout(text: str) -> tuple[int, int]:
     """'2x4' -> (2, 4)."""
     m = re.fullmatch(r"\s*(\d+)x(\d+)\s*", text or "")

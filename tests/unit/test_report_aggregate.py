@@ -193,3 +193,19 @@ def test_runs_of_unknown_layout_are_counted_but_never_a_baseline():
     unknown = next(r for r in rows if not r["gpus"])
     assert unknown["runs"] == 1 and unknown["speedup"] is None and unknown["throughput_per_gpu"] is None
     assert {r["baseline"] for r in rows} == {"1x1"}
+
+
+def test_a_retried_run_counts_once_in_its_current_state():
+    from hvdbench.results.aggregate import current_runs
+    from hvdbench.results.schema import RunResult
+
+    rows = [RunResult(sweep="s", run_id="1x1-r1", status="failed"),
+            RunResult(sweep="s", run_id="1x2-r1", status="success"),
+            RunResult(sweep="s", run_id="1x1-r1", status="success"),
+            RunResult(sweep="other", run_id="1x1-r1", status="timeout"),
+            RunResult(run_id="", status="success"), RunResult(run_id="", status="aborted")]
+    current, superseded = current_runs(rows)
+    assert superseded == 1
+    assert [(r.sweep, r.run_id, r.status) for r in current] == [
+        ("s", "1x1-r1", "success"), ("s", "1x2-r1", "success"), ("other", "1x1-r1", "timeout"),
+        ("", "", "success"), ("", "", "aborted")]
