@@ -34,12 +34,26 @@ def _env_pairs(ctx, param, values):
     return env
 
 
+def _cluster_settings(name, launcher, launcher_args, env):
+    """The emulated cluster's hostfile, launcher options and PATH (its ssh wrapper) for this sweep."""
+    from hvdbench.cluster.launch import launch_settings
+
+    settings = launch_settings(name)
+    if launcher not in ("horovodrun", "mpirun"):
+        raise click.UsageError(f"--cluster runs with --launcher horovodrun or mpirun, not {launcher}")
+    extra = settings.horovodrun_args if launcher == "horovodrun" else settings.mpirun_args
+    return settings.hostfile, (*extra, *launcher_args), {**settings.env, **env}
+
+
 @click.command(context_settings={"help_option_names": ["-h", "--help"]})
 @click.argument("model")
 @click.argument("train_args", nargs=-1, type=click.UNPROCESSED, metavar="[-- TRAIN-ARGS...]")
 @click.option("--hostfile", type=click.Path(dir_okay=False, path_type=Path),
               help="horovodrun hostfile: 'HOST slots=N' per line.")
 @click.option("--hosts", help="Hosts and slots, e.g. node1:8,node2:8.")
+@click.option("--cluster", "cluster_name", metavar="NAME",
+              help="Run on the emulated cluster NAME (`hvdbench cluster up --name NAME`): its hostfile, "
+                   "ssh and network interface.")
 @click.option("--gpus-per-node", type=click.IntRange(min=1),
               help="Slots per host of the Slurm allocation [default: SLURM_NTASKS_PER_NODE].")
 @click.option("--gpus", callback=_int_list, help="Total GPU counts, e.g. 1,2,4 [default: powers of two "
@@ -71,7 +85,7 @@ def _env_pairs(ctx, param, values):
               help="With --launcher slurm: sbatch template [default: launch/slurm/run.sub].")
 @click.option("--out", required=True, type=click.Path(file_okay=False, path_type=Path),
               help="Sweep directory: runs.csv and one directory per run.")
-def sweep(model, train_args, hostfile, hosts, gpus_per_node, gpus, layouts, repeats, launcher,
+def sweep(model, train_args, hostfile, hosts, cluster_name, gpus_per_node, gpus, layouts, repeats, launcher,
           controller, config_name, timeout, kill_grace, env, launcher_args, retry_failed, name,
           dry_run, submit, sbatch_args, time_limit, template, out):
     """Run MODEL over every nodes x GPUs layout and repeat; one row per run in OUT/runs.csv.
@@ -85,6 +99,9 @@ def sweep(model, train_args, hostfile, hosts, gpus_per_node, gpus, layouts, repe
       hvdbench prepare digits --out data/digits
       hvdbench sweep resnet50 --hosts localhost:2 --repeats 2 --out results/demo \\
           -- --flavor debug --data data/digits --steps 6 --warmup-steps 2
+      hvdbench cluster up --name hvd --nodes 2 --slots 2 --bandwidth 1gbit
+      hvdbench sweep resnet50 --cluster hvd --gpus 1,2 --out results/rehearsal \\
+          -- --flavor debug --synthetic --steps 20 --warmup-steps 5
       hvdbench sweep resnet50 --hostfile hostfiles/example-2node --gpus 8 --dry-run \\
           --out results/r50 -- --synthetic --steps 100
       hvdbench sweep bert --hostfile hosts --launcher mpirun --timeout 1800 \\
@@ -99,8 +116,10 @@ def sweep(model, train_args, hostfile, hosts, gpus_per_node, gpus, layouts, repe
     from hvdbench.sweep import batch, config as sweep_config, plan, run as sweep_run
 
     get_spec(model)  # an unknown model is an error before anything is written
-    if hostfile and hosts:
-        raise click.UsageError("give --hostfile or --hosts, not both")
+    if sum(bool(x) for x in (hostfile, hosts, cluster_name)) > 1:
+        raise click.UsageError("give one of --hostfile, --hosts or --cluster")
+    if cluster_name:
+        hostfile, launcher_args, env = _cluster_settings(cluster_name, launcher, launcher_args, env)
     if submit and launcher != "slurm":
         raise click.UsageError("--submit goes with --launcher slurm")
     host_list = (topology.parse_hostfile(hostfile) if hostfile else topology.parse_hosts_arg(hosts)

@@ -27,8 +27,59 @@ class SchemaError(HvdbenchError):
     """A record or CSV that does not match this schema; the message names the file and the field."""
 
 
+class CsvRecord:
+    """Mixin for a @dataclass whose fields are the columns of one CSV file (runs.csv, the bench
+    CSVs). The class sets SCHEMA_VERSION and has a `schema_version: int = SCHEMA_VERSION` field."""
+
+    SCHEMA_VERSION = 0
+
+    @classmethod
+    def columns(cls) -> list[str]:
+        return [f.name for f in fields(cls)]
+
+    def to_row(self) -> dict[str, str]:
+        """CSV cells: None is an empty cell, floats keep full precision, booleans are 1/0."""
+        row = {}
+        for f in fields(self):
+            v = getattr(self, f.name)
+            row[f.name] = ("" if v is None else str(int(v)) if isinstance(v, bool)
+                           else repr(v) if isinstance(v, float) else str(v))
+        return row
+
+    @classmethod
+    def from_row(cls, row: dict[str, str], where: str = "row"):
+        missing = [c for c in cls.columns() if c not in row]
+        if missing:
+            raise SchemaError(f"{where}: missing column(s) {', '.join(missing)}")
+        if str(row["schema_version"]) != str(cls.SCHEMA_VERSION):
+            raise SchemaError(f"{where}: schema_version {row['schema_version']} "
+                              f"(this hvdbench reads version {cls.SCHEMA_VERSION})")
+        try:
+            return cls(**{f.name: _parse(f, row[f.name], where) for f in fields(cls)})
+        except SchemaError as e:  # a check in __post_init__ does not know the file
+            if str(e).startswith(where):
+                raise
+            raise SchemaError(f"{where}: {e}") from None
+
+
+def _parse(f: dataclasses.Field, cell: str, where: str):
+    kind = str(f.type)
+    try:
+        if kind.startswith("float"):
+            return None if cell == "" else float(cell)
+        if kind.startswith("int"):
+            return None if cell == "" and "None" in kind else int(cell or 0)
+        if kind.startswith("bool"):
+            return cell in ("1", "True", "true", "yes")
+        return cell
+    except ValueError:
+        raise SchemaError(f"{where}: column {f.name} has {cell!r}, expected {kind}") from None
+
+
 @dataclass
-class RunResult:
+class RunResult(CsvRecord):
+    SCHEMA_VERSION = SCHEMA_VERSION  # a class attribute (no annotation), not a column
+
     # identity
     run_id: str = ""
     sweep: str = ""
@@ -83,36 +134,6 @@ class RunResult:
         if self.mode not in MODES:
             raise SchemaError(f"mode {self.mode!r} is not one of {', '.join(MODES)}")
 
-    # --- conversions -------------------------------------------------------------------------
-
-    @classmethod
-    def columns(cls) -> list[str]:
-        return [f.name for f in fields(cls)]
-
-    def to_row(self) -> dict[str, str]:
-        """CSV cells: None becomes an empty cell, floats keep full precision."""
-        row = {}
-        for f in fields(self):
-            value = getattr(self, f.name)
-            row[f.name] = "" if value is None else repr(value) if isinstance(value, float) else str(value)
-        return row
-
-    @classmethod
-    def from_row(cls, row: dict[str, str], where: str = "row") -> "RunResult":
-        missing = [c for c in cls.columns() if c not in row]
-        if missing:
-            raise SchemaError(f"{where}: missing column(s) {', '.join(missing)}")
-        version = row["schema_version"]
-        if str(version) != str(SCHEMA_VERSION):
-            raise SchemaError(
-                f"{where}: schema_version {version} (this hvdbench reads version {SCHEMA_VERSION})")
-        try:
-            return cls(**{f.name: _parse(f, row[f.name], where) for f in fields(cls)})
-        except SchemaError as e:
-            if str(e).startswith(where):
-                raise
-            raise SchemaError(f"{where}: {e}") from None
-
     @classmethod
     def from_dict(cls, data: dict[str, Any], where: str = "record") -> "RunResult":
         known = {f.name for f in fields(cls)}
@@ -127,18 +148,6 @@ class RunResult:
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
-
-
-def _parse(f: dataclasses.Field, cell: str, where: str):
-    kind = f.type if isinstance(f.type, str) else getattr(f.type, "__name__", str(f.type))
-    try:
-        if kind.startswith("float"):
-            return None if cell == "" else float(cell)
-        if kind == "int":
-            return int(cell) if cell != "" else 0
-        return cell
-    except ValueError:
-        raise SchemaError(f"{where}: column {f.name} has {cell!r}, expected {kind}") from None
 
 
 # --- result.json -----------------------------------------------------------------------------
