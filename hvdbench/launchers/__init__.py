@@ -108,4 +108,6 @@ def build(launcher: str, job: Job, env: Mapping[str, str]) -> tuple[list[str], d
     if launcher not in modules:
         raise ValueError(f"launcher {launcher!r} has no single-run command (one of {', '.join(modules)})")
     mod = modules[launcher]
+    # The worker records who launched it; `horovodrun --mpi` and mpirun look alike from inside.
+    env = {**env, "HVDBENCH_LAUNCHER": launcher}
     return mod.build(job, env, binary=resolve_binary(mod.BINARY))

@@ -140,10 +140,11 @@ def test_run_command_with_a_config(tmp_path):
     assert argv[1:] == ["-np", "2", "-H", "localhost:2", "--map-by", "ppr:2:node", "--bind-to", "none",
                         "-x", "PATH", *(["-x", "OMPI_ALLOW_RUN_AS_ROOT", "-x", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM"]
                                         if "OMPI_ALLOW_RUN_AS_ROOT" in env else []),
-                        "-x", "HVDBENCH_X", "--output-filename", f"{rdir}/logs",
+                        "-x", "HVDBENCH_LAUNCHER", "-x", "HVDBENCH_X", "--output-filename", f"{rdir}/logs",
                         HVDBENCH, "train", "resnet50", "--config", f"{rdir}/layout.yaml", "--synthetic",
                         "--out", rdir, "--run-id", "1x2x8x2-r1", "--sweep-name", "sw", "--repeat", "1"]
     assert env["HVDBENCH_X"] == "1" and env["PATH"] == "/bin"
+    assert env["HVDBENCH_LAUNCHER"] == "mpirun"  # the worker records it: mpirun and horovodrun --mpi look alike
 
 
 def test_sweep_owned_train_args_are_refused(tmp_path):
