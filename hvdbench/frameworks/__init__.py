@@ -1,1 +1,49 @@
-"""Framework code: the only package that imports torch, tensorflow or horovod.<framework>."""
+"""Framework code: the only package that imports torch, tensorflow or horovod.<framework>.
+
+Each framework package (`torch`, `tf`) has the same four modules:
+
+    dist.py    Horovod: init, device pinning, thread count, collectives the worker needs
+    data.py    numpy batches -> device tensors (images normalised on the device)
+    train.py   `Trainer`: model + distributed optimizer; one optimizer step, evaluation, digests
+    models/    single-device networks (build, synthetic_batch, loss_and_stats); no horovod there
+
+`hvdbench.worker` drives either through the same small interface, so the measurement logic
+(timing, epochs, evaluation, events) exists once.
+"""
+
+import importlib
+import os
+
+PACKAGES = {"torch": "hvdbench.frameworks.torch", "tensorflow": "hvdbench.frameworks.tf"}
+
+# model name -> module under <framework>/models/
+MODEL_MODULES = {"resnet50": "resnet", "bert": "bert"}
+
+
+def load(framework: str):
+    """The framework's `train` module (imports the framework and Horovod: call it in a worker only)."""
+    return importlib.import_module(f"{PACKAGES[framework]}.train")
+
+
+def model_module(framework: str, model: str):
+    return importlib.import_module(f"{PACKAGES[framework]}.models.{MODEL_MODULES[model]}")
+
+
+def math_threads(requested: int, local_size: int) -> int:
+    """CPU math threads for one rank: --threads, else OMP_NUM_THREADS, else the cores shared out
+    among the ranks of this host (two ranks each spinning a thread per core fight for them)."""
+    if requested > 0:
+        return requested
+    env = os.environ.get("OMP_NUM_THREADS", "")
+    if env.isdigit() and int(env) > 0:
+        return int(env)
+    return max(1, (os.cpu_count() or 1) // local_size)
+
+
+def cpu_mpi_settings(on_gpu: bool, env=os.environ) -> None:
+    """Call before hvd.init(). Training on CPUs, the cores do the math: let Open MPI's progress
+    loop yield while it waits instead of spinning on a core a compute thread needs (measured here:
+    twice the throughput of two ranks on two cores). GPU runs keep MPI's low-latency polling; a
+    value the user set is kept."""
+    if not on_gpu:
+        env.setdefault("OMPI_MCA_mpi_yield_when_idle", "1")

@@ -1,0 +1,270 @@
+"""Typed run configuration for `hvdbench train`: strict loading, model defaults, NxGxBxA names.
+
+A run is described by one `TrainConfig`. It is built from, in increasing priority: the field
+defaults below, the model spec's defaults (`ModelSpec.defaults`, then that dict's entry for the
+flavor), a YAML file (`hvdbench train resnet50 --config run.yaml`), and the command-line options.
+Every source goes through `from_dict`, so an unknown key or a wrong type is a ConfigError naming
+the key wherever it comes from. The resolved config is saved beside every run (`config.yaml` and
+inside `result.json`).
+
+Model spec defaults are flat TrainConfig field names, with optional per-flavor overrides under the
+flavor's name, e.g. for ResNet-50:
+
+    defaults={"batch_per_gpu": 256, "lr": 0.1, "lr_base_batch": 256, ...,
+              "debug": {"batch_per_gpu": 32, "max_epochs": 12}}
+
+Names carry units: `batch_per_gpu`, `warmup_epochs`, `max_epochs`; `eval_every` is in `eval_unit`
+(epochs for ResNet, samples for BERT, as MLPerf evaluates them).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+import typing
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+from hvdbench.errors import ConfigError
+
+FRAMEWORKS = ("torch", "tensorflow")
+PRECISIONS = ("fp32", "bf16", "fp16")
+OPTIMIZERS = ("sgd", "adamw")
+LR_SCALINGS = ("linear", "sqrt", "none")  # how the learning rate grows with the global batch
+EVAL_UNITS = ("epochs", "samples")
+DIVISIONS = ("open", "closed")
+SUBMISSION_STATUSES = ("cloud", "onprem", "preview", "research")
+
+
+@dataclass
+class SubmissionConfig:
+    """MLPerf submission fields written at the top of the event log (`submission_*` keys)."""
+
+    org: str = "hvdbench"
+    platform: str = ""  # empty: "<nodes>x<gpus per node> <device name>", filled by the worker
+    division: str = "open"  # hvdbench's runs are not closed-division submissions
+    status: str = "research"
+
+
+@dataclass
+class TrainConfig:
+    model: str = ""
+    framework: str = "torch"
+    flavor: str = ""  # empty: the spec's default flavor
+    # data: a prepared dataset directory, or one fixed random batch kept on the device
+    data: str = ""
+    synthetic: bool = False
+    # batch: each optimizer step sees batch_per_gpu x accum_steps x world size samples
+    batch_per_gpu: int = 32
+    eval_batch_per_gpu: int = 0  # 0: same as batch_per_gpu
+    accum_steps: int = 1
+    precision: str = "fp32"
+    fp16_allreduce: bool = False
+    # optimizer; lr is the peak rate for a global batch of lr_base_batch, scaled by lr_scaling
+    optimizer: str = "sgd"
+    lr: float = 0.1
+    lr_base_batch: int = 256
+    lr_scaling: str = "linear"
+    warmup_epochs: float = 0.0
+    end_lr: float = 0.0001  # polynomial decay from the peak down to this at the last step
+    decay_power: float = 2.0
+    momentum: float = 0.9
+    weight_decay: float = 5e-5
+    # throughput mode (--steps; also the mode with --synthetic): warm-up steps are not timed
+    steps: int = 0
+    warmup_steps: int = 10
+    # time-to-accuracy mode (--data without --steps)
+    target: float = 0.0  # 0: the spec's target for the flavor
+    max_epochs: float = 10.0
+    eval_every: float = 1.0
+    eval_unit: str = "epochs"
+    # plumbing
+    seed: int = 0
+    prefetch: int = 2  # batches read ahead by the dataset loader's thread
+    threads: int = 0  # math threads per rank; 0: cpu_count // local_size
+    out: str = ""
+    run_id: str = ""
+    sweep_name: str = ""
+    repeat: int = 0
+    submission: SubmissionConfig = field(default_factory=SubmissionConfig)
+
+    @property
+    def mode(self) -> str:
+        return "throughput" if self.synthetic or self.steps > 0 else "time_to_accuracy"
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+# --- strict loading --------------------------------------------------------------------------
+
+def from_dict(data: Any, cls=TrainConfig, base=None, where: str = "config", prefix: str = ""):
+    """A `cls` instance: `base` (or the defaults) with `data`'s keys applied, checked strictly.
+
+    Nested dataclass fields merge key by key, so `{"submission": {"org": "x"}}` keeps the other
+    submission fields. Errors read "<where>: key 'submission.org' must be a string, got 3".
+    """
+    if not isinstance(data, dict):
+        raise ConfigError(f"{where}: {prefix.rstrip('.') or 'config'} must be a mapping, "
+                          f"got {type(data).__name__}")
+    hints = typing.get_type_hints(cls)
+    out = base if base is not None else cls()
+    values = {f.name: getattr(out, f.name) for f in fields(cls)}
+    for key, value in data.items():
+        name = f"{prefix}{key}"
+        if key not in values:
+            raise ConfigError(f"{where}: unknown key {name!r} (valid: {', '.join(sorted(values))})")
+        hint = hints[key]
+        if dataclasses.is_dataclass(hint):
+            values[key] = from_dict(value, hint, values[key], where, prefix=f"{name}.")
+        else:
+            values[key] = _check_type(where, name, value, hint)
+    return cls(**values)
+
+
+def _check_type(where: str, name: str, value: Any, hint) -> Any:
+    if hint is bool:
+        ok = isinstance(value, bool)
+    elif hint is int:
+        ok = isinstance(value, int) and not isinstance(value, bool)
+    elif hint is float:
+        ok = isinstance(value, (int, float)) and not isinstance(value, bool)
+        value = float(value) if ok else value
+    elif hint is str:
+        ok = isinstance(value, str)
+    else:  # a programming error in the dataclass, said clearly
+        raise ConfigError(f"{where}: key {name!r} has unsupported type {hint}")
+    if not ok:
+        expected = {bool: "true or false", int: "an integer", float: "a number", str: "a string"}[hint]
+        raise ConfigError(f"{where}: key {name!r} must be {expected}, got {value!r}")
+    return value
+
+
+def load_yaml(path: str | Path) -> dict:
+    """The mapping in a YAML run file; ConfigError naming the file when it is missing or malformed."""
+    import yaml
+
+    path = Path(path)
+    try:
+        data = yaml.safe_load(path.read_text())
+    except FileNotFoundError:
+        raise ConfigError(f"{path}: no such config file") from None
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        at = f" at line {mark.line + 1}" if mark else ""
+        raise ConfigError(f"{path}: not valid YAML{at}") from None
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: expected a mapping of config keys, got {type(data).__name__}")
+    return data
+
+
+def save_yaml(path: str | Path, cfg: TrainConfig) -> None:
+    import yaml
+
+    from hvdbench.results.schema import atomic_write_text
+
+    atomic_write_text(Path(path), yaml.safe_dump(cfg.to_dict(), sort_keys=False))
+
+
+# --- resolution against the model spec -------------------------------------------------------
+
+def spec_defaults(spec, flavor: str) -> dict:
+    """The spec's defaults for `flavor`: top-level keys, then the flavor's own overrides."""
+    flat = {k: v for k, v in spec.defaults.items() if k not in spec.flavors}
+    flat.update(spec.defaults.get(flavor, {}))
+    return flat
+
+
+def resolve(overrides: dict, config_file: str | Path | None = None) -> TrainConfig:
+    """The run's TrainConfig: field defaults < model spec defaults < YAML file < `overrides`.
+
+    `overrides` are the command-line options the user gave (None values are ignored). Every check
+    that does not need a framework or the dataset happens here, so all ranks fail the same way.
+    """
+    from hvdbench.models import get_spec
+
+    overrides = {k: v for k, v in overrides.items() if v is not None}
+    file_values = load_yaml(config_file) if config_file else {}
+    model = overrides.get("model") or file_values.get("model")
+    if not model:
+        raise ConfigError("no model given (e.g. `hvdbench train resnet50 ...`)")
+    spec = get_spec(model)
+    flavor = overrides.get("flavor") or file_values.get("flavor") or spec.default_flavor
+    spec.flavor(flavor)  # unknown flavor: ConfigError listing the valid ones
+
+    cfg = from_dict(spec_defaults(spec, flavor), where=f"model {model} defaults")
+    cfg = from_dict(file_values, base=cfg, where=str(config_file))
+    cfg = from_dict(overrides, base=cfg, where="options")
+    cfg = dataclasses.replace(cfg, model=model, flavor=flavor)
+    if cfg.synthetic and cfg.steps == 0:
+        cfg.steps = 100  # synthetic data has no epochs, so it can only measure throughput
+    # Options given on the command line for the other mode are a mistake (a YAML file, e.g. a saved
+    # config.yaml, may carry every key).
+    mixed = sorted(k for k in ("target", "max_epochs", "eval_every") if k in overrides)
+    if cfg.mode == "throughput" and mixed:
+        raise ConfigError(f"{', '.join(mixed)} belong to time-to-accuracy runs (--data without --steps); "
+                          f"this is a throughput run ({'--synthetic' if cfg.synthetic else '--steps'})")
+    if cfg.target == 0.0:
+        cfg.target = spec.target(flavor)
+    if cfg.eval_batch_per_gpu == 0:
+        cfg.eval_batch_per_gpu = cfg.batch_per_gpu
+    validate(cfg, spec)
+    return cfg
+
+
+def validate(cfg: TrainConfig, spec) -> None:
+    def choice(key, value, valid):
+        if value not in valid:
+            raise ConfigError(f"{key} {value!r} is not one of {', '.join(valid)}")
+
+    choice("framework", cfg.framework, FRAMEWORKS)
+    if cfg.framework not in spec.frameworks:
+        raise ConfigError(f"model {spec.name} has no {cfg.framework} implementation "
+                          f"(frameworks: {', '.join(spec.frameworks)})")
+    choice("precision", cfg.precision, PRECISIONS)
+    choice("optimizer", cfg.optimizer, OPTIMIZERS)
+    choice("lr_scaling", cfg.lr_scaling, LR_SCALINGS)
+    choice("eval_unit", cfg.eval_unit, EVAL_UNITS)
+    choice("submission.division", cfg.submission.division, DIVISIONS)
+    choice("submission.status", cfg.submission.status, SUBMISSION_STATUSES)
+    if bool(cfg.data) == cfg.synthetic:
+        raise ConfigError("give exactly one of --data DIR and --synthetic")
+    for key in ("batch_per_gpu", "eval_batch_per_gpu", "accum_steps", "lr_base_batch"):
+        if getattr(cfg, key) < 1:
+            raise ConfigError(f"{key} must be at least 1, got {getattr(cfg, key)}")
+    for key in ("steps", "warmup_steps", "repeat", "threads", "prefetch"):
+        if getattr(cfg, key) < 0:
+            raise ConfigError(f"{key} must not be negative, got {getattr(cfg, key)}")
+    if not (cfg.lr > 0 and cfg.end_lr >= 0 and cfg.warmup_epochs >= 0 and cfg.weight_decay >= 0):
+        raise ConfigError("lr must be > 0; end_lr, warmup_epochs and weight_decay must be >= 0")
+    if cfg.mode == "time_to_accuracy":
+        if not 0 < cfg.target <= 1:
+            raise ConfigError(f"target must be in (0, 1], got {cfg.target}")
+        if cfg.max_epochs <= 0 or cfg.eval_every <= 0:
+            raise ConfigError("max_epochs and eval_every must be > 0")
+        if cfg.eval_unit == "epochs" and cfg.eval_every != int(cfg.eval_every):
+            raise ConfigError(f"eval_every is in whole epochs for {spec.name}, got {cfg.eval_every}")
+    if not cfg.out:
+        raise ConfigError("no output directory given (--out DIR)")
+    if cfg.run_id and not re.fullmatch(r"[A-Za-z0-9_.:-]{1,128}", cfg.run_id):
+        raise ConfigError(f"run_id {cfg.run_id!r}: use letters, digits and _.:- only")
+
+
+# --- NxGxBxA names ---------------------------------------------------------------------------
+
+_RUN_NAME = re.compile(r"^([1-9][0-9]*)x([1-9][0-9]*)x([1-9][0-9]*)x([1-9][0-9]*)$")
+
+
+def run_name(nodes: int, gpus_per_node: int, batch_per_gpu: int, accum_steps: int) -> str:
+    """The per-layout config name used in launch/ (NODESxGPUSxBATCHxACCUM), e.g. '2x8x256x1'."""
+    return f"{nodes}x{gpus_per_node}x{batch_per_gpu}x{accum_steps}"
+
+
+def parse_run_name(name: str) -> tuple[int, int, int, int]:
+    m = _RUN_NAME.match(name)
+    if not m:
+        raise ConfigError(f"{name!r} is not NODESxGPUSxBATCHxACCUM (e.g. 2x8x256x1)")
+    return tuple(int(g) for g in m.groups())  # type: ignore[return-value]

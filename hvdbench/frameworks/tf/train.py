@@ -1,0 +1,154 @@
+"""The TensorFlow trainer the worker drives: a Keras 3 model, a custom tf.function step whose
+gradients go through `hvd.DistributedGradientTape`, one optimizer step at a time.
+
+    dist = init_dist(threads=0)
+    trainer = Trainer(cfg, flavor_cfg, data_info, dist)
+    trainer.train_step([trainer.device_batch(b) for b in micro_batches])
+    correct, total = trainer.evaluate(val_loader)        # this rank's counts
+
+Precision: bf16/fp16 set Keras' mixed policy (float32 variables, low-precision compute); fp16 wraps
+the optimizer in Keras' LossScaleOptimizer. Gradient accumulation sums local gradients over the
+micro-batches and averages them over ranks once, with the same grouped allreduce the tape uses.
+"""
+
+from __future__ import annotations
+
+import hashlib
+
+import keras
+import numpy as np
+import tensorflow as tf
+
+from hvdbench.frameworks import model_module
+from hvdbench.frameworks.tf.data import DeviceBatches
+from hvdbench.frameworks.tf.dist import Dist, backing
+
+POLICIES = {"fp32": "float32", "bf16": "mixed_bfloat16", "fp16": "mixed_float16"}
+
+
+def init_dist(threads: int = 0) -> Dist:
+    return Dist(threads)
+
+
+class Trainer:
+    def __init__(self, cfg, flavor_cfg, data_info: dict, dist: Dist):
+        self.cfg, self.flavor_cfg, self.data_info, self.dist = cfg, flavor_cfg, data_info, dist
+        self.module = model_module("tensorflow", cfg.model)
+        keras.utils.set_random_seed(cfg.seed)
+        keras.mixed_precision.set_global_policy(POLICIES[cfg.precision])
+        self.model = self.module.build(flavor_cfg, **data_info)
+        self.device_batch = DeviceBatches()
+
+        if cfg.optimizer == "sgd":
+            opt = keras.optimizers.SGD(learning_rate=cfg.lr, momentum=cfg.momentum,
+                                       weight_decay=cfg.weight_decay or None)
+        else:
+            opt = keras.optimizers.AdamW(learning_rate=cfg.lr, weight_decay=cfg.weight_decay,
+                                         epsilon=1e-6)
+        # No weight decay on biases and BatchNorm parameters (MLPerf's references).
+        opt.exclude_from_weight_decay(var_names=["_bn", "bias"])
+        if cfg.precision == "fp16":
+            opt = keras.optimizers.LossScaleOptimizer(opt)
+        opt.build(self.model.trainable_variables)
+        self.optimizer = opt
+        # Every rank starts from rank 0's weights, BN statistics and optimizer slots.
+        dist.broadcast_variables(self.model.variables + list(opt.variables))
+
+        if cfg.accum_steps > 1:
+            self._sums = [tf.Variable(tf.zeros(v.shape, tf.float32), trainable=False)
+                          for v in self.model.trainable_variables]
+            self._apply_sums = tf.function(self._apply_sums_fn)
+
+    def compile(self, example: dict) -> None:
+        """Trace the step and evaluation graphs now, before the clock starts (MLPerf counts
+        compilation as initialisation). The batch dimension is left open, so the validation
+        split's shorter last batch does not trigger a second trace."""
+        if example is None:  # synthetic data: a batch like the ones the model makes
+            example = self.module.synthetic_batch(self.flavor_cfg, 1, np.random.default_rng(0),
+                                                  **self.data_info)
+        specs = [{name: tf.TensorSpec([None, *t.shape[1:]], t.dtype)
+                  for name, t in self.device_batch(example).items()}]
+        self._train = tf.function(self._train_fn, input_signature=specs)
+        self._eval = tf.function(self._eval_fn, input_signature=specs)
+        traced = [self._train, self._eval]
+        if self.cfg.accum_steps > 1:
+            self._accumulate = tf.function(self._accumulate_fn, input_signature=specs)
+            traced += [self._accumulate, self._apply_sums]
+        for fn in traced:
+            fn.get_concrete_function()
+
+    def num_parameters(self) -> int:
+        return int(sum(np.prod(v.shape) for v in self.model.trainable_variables))
+
+    def synthetic_batch(self) -> dict:
+        """One fixed random batch, converted to device tensors once and reused every step."""
+        rng = np.random.default_rng([self.cfg.seed, self.dist.rank])
+        return self.device_batch(self.module.synthetic_batch(self.flavor_cfg, self.cfg.batch_per_gpu,
+                                                             rng, **self.data_info))
+
+    def set_lr(self, lr: float) -> None:
+        self.optimizer.learning_rate.assign(lr)
+
+    # --- one optimizer step ------------------------------------------------------------------
+
+    def _scaled(self, loss):
+        return self.optimizer.scale_loss(loss) if self.cfg.precision == "fp16" else loss
+
+    def _train_fn(self, batch):
+        variables = self.model.trainable_variables
+        with tf.GradientTape() as tape:
+            loss, _ = self.module.loss_and_stats(self.model, batch, training=True)
+            loss = self._scaled(loss)
+        tape = self.dist.gradient_tape(tape, self.cfg.fp16_allreduce)
+        grads = tape.gradient(loss, backing(variables))
+        self.optimizer.apply(grads, variables)
+
+    def _accumulate_fn(self, batch):
+        variables = self.model.trainable_variables
+        with tf.GradientTape() as tape:
+            loss, _ = self.module.loss_and_stats(self.model, batch, training=True)
+            loss = self._scaled(loss) / self.cfg.accum_steps
+        for total, g in zip(self._sums, tape.gradient(loss, backing(variables))):
+            total.assign_add(tf.cast(g, tf.float32))
+
+    def _apply_sums_fn(self):
+        variables = self.model.trainable_variables
+        grads = self.dist.allreduce_gradients([tf.convert_to_tensor(s) for s in self._sums],
+                                              self.cfg.fp16_allreduce)
+        self.optimizer.apply([tf.cast(g, v.dtype) for g, v in zip(grads, variables)], variables)
+        for s in self._sums:
+            s.assign(tf.zeros_like(s))
+
+    def train_step(self, micro_batches: list[dict]) -> None:
+        if len(micro_batches) == 1:
+            self._train(micro_batches[0])
+            return
+        for batch in micro_batches:
+            self._accumulate(batch)
+        self._apply_sums()
+
+    # --- evaluation --------------------------------------------------------------------------
+
+    def _eval_fn(self, batch):
+        _, stats = self.module.loss_and_stats(self.model, batch, training=False)
+        return stats["correct"], stats["total"]
+
+    def evaluate(self, batches) -> tuple[float, float]:
+        """This rank's (correct, total) over `batches` (numpy dicts)."""
+        self.dist.average_variables(self.model.non_trainable_variables)
+        correct = total = 0
+        for batch in batches:
+            if len(batch[next(iter(batch))]) == 0:  # drop_last=False can leave a rank one batch short
+                continue
+            c, t = self._eval(self.device_batch(batch))
+            correct += int(c)
+            total += int(t)
+        return float(correct), float(total)
+
+    def param_digest(self) -> str:
+        """sha256 of every trainable variable's bytes, in order: equal digests = equal models."""
+        h = hashlib.sha256()
+        for v in self.model.trainable_variables:
+            h.update(v.path.encode())
+            h.update(np.asarray(v.numpy(), dtype=np.float32).tobytes())
+        return h.hexdigest()

@@ -1,0 +1,228 @@
+"""BERT for pre-training (masked LM + next sentence), single-device PyTorch code.
+
+    from hvdbench.models import get_spec
+    from hvdbench.frameworks.torch.models import bert
+    model = bert.build(get_spec("bert").flavor("debug"), vocab_size=2000, max_seq_len=128)
+    loss, stats = bert.loss_and_stats(model, batch)   # stats: masked-LM {"correct", "total"}
+
+Post-LayerNorm transformer with GELU and the MLM decoder tied to the word embeddings, as in the
+original BERT and MLPerf's reference. A batch is either unpacked (one sequence per row) or packed
+(several sequences per row; see COMMON.md for the fields). Packed rows are detected by the
+`packed_input_len` field and handled so that every sequence sees exactly what it would see alone:
+
+- attention is block-diagonal: token i attends token j iff input_mask[i] == input_mask[j]. With
+  unpacked rows (mask 1/0) the same rule makes real tokens attend only real tokens; padding then
+  attends only padding, which keeps every softmax row non-empty (no NaN) and is never read;
+- position embeddings come from `positions` (restarting at 0 in each sequence);
+- next-sentence prediction reads each sequence's own [CLS], found from `packed_input_len`.
+
+Loss definitions (identical for packed and unpacked input holding the same sequences):
+masked LM = cross-entropy summed over every real masked token of the batch / number of those
+tokens (the standard token mean, the same tokens MLPerf's accuracy counts); next sentence =
+cross-entropy averaged over sequences. The training loss is their sum.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from hvdbench.errors import ConfigError
+
+# Ids used in synthetic batches, as in the standard uncased WordPiece vocabulary.
+_CLS, _SEP, _MASK, _FIRST_WORD = 101, 102, 103, 1000
+
+
+class SelfAttention(nn.Module):
+    def __init__(self, cfg):
+        super().__init__()
+        self.heads = cfg.heads
+        self.qkv = nn.Linear(cfg.hidden, 3 * cfg.hidden)  # = BERT's query, key, value, fused
+        self.out = nn.Linear(cfg.hidden, cfg.hidden)
+        self.attention_dropout = cfg.attention_dropout
+
+    def forward(self, x, allowed):
+        b, l, h = x.shape
+        q, k, v = self.qkv(x).view(b, l, 3, self.heads, h // self.heads).permute(2, 0, 3, 1, 4)
+        p = self.attention_dropout if self.training else 0.0
+        ctx = F.scaled_dot_product_attention(q, k, v, attn_mask=allowed, dropout_p=p)
+        return self.out(ctx.transpose(1, 2).reshape(b, l, h))
+
+
+class Layer(nn.Module):
+    """One post-LN encoder layer: x = LN(x + attn(x)); x = LN(x + FFN(x))."""
+
+    def __init__(self, cfg):
+        super().__init__()
+        self.attention = SelfAttention(cfg)
+        self.attention_norm = nn.LayerNorm(cfg.hidden, eps=cfg.layer_norm_eps)
+        self.ffn_in = nn.Linear(cfg.hidden, cfg.intermediate)
+        self.ffn_out = nn.Linear(cfg.intermediate, cfg.hidden)
+        self.ffn_norm = nn.LayerNorm(cfg.hidden, eps=cfg.layer_norm_eps)
+        self.dropout = nn.Dropout(cfg.dropout)
+
+    def forward(self, x, allowed):
+        x = self.attention_norm(x + self.dropout(self.attention(x, allowed)))
+        return self.ffn_norm(x + self.dropout(self.ffn_out(F.gelu(self.ffn_in(x)))))
+
+
+class BertForPreTraining(nn.Module):
+    def __init__(self, cfg):
+        super().__init__()
+        self.cfg = cfg
+        self.word_embeddings = nn.Embedding(cfg.vocab_size, cfg.hidden)
+        self.position_embeddings = nn.Embedding(cfg.max_positions, cfg.hidden)
+        self.segment_embeddings = nn.Embedding(cfg.type_vocab_size, cfg.hidden)
+        self.embedding_norm = nn.LayerNorm(cfg.hidden, eps=cfg.layer_norm_eps)
+        self.dropout = nn.Dropout(cfg.dropout)
+        self.layers = nn.ModuleList(Layer(cfg) for _ in range(cfg.num_layers))
+        self.pooler = nn.Linear(cfg.hidden, cfg.hidden)  # tanh(W h_[CLS]) feeds next-sentence
+        self.nsp = nn.Linear(cfg.hidden, 2)
+        self.mlm_transform = nn.Linear(cfg.hidden, cfg.hidden)
+        self.mlm_norm = nn.LayerNorm(cfg.hidden, eps=cfg.layer_norm_eps)
+        # The decoder's weight is word_embeddings.weight (tied); only its bias is its own.
+        self.mlm_bias = nn.Parameter(torch.zeros(cfg.vocab_size))
+        self.apply(self._init)
+
+    def _init(self, m):
+        if isinstance(m, (nn.Linear, nn.Embedding)):
+            nn.init.normal_(m.weight, std=self.cfg.init_std)
+        if isinstance(m, nn.Linear):
+            nn.init.zeros_(m.bias)
+
+    def encode(self, input_ids, segment_ids, positions, input_mask):
+        """Final hidden states (B, L, H); attention never crosses input_mask groups."""
+        x = (self.word_embeddings(input_ids) + self.position_embeddings(positions)
+             + self.segment_embeddings(segment_ids))
+        x = self.dropout(self.embedding_norm(x))
+        allowed = (input_mask[:, :, None] == input_mask[:, None, :]).unsqueeze(1)  # (B,1,L,L)
+        for layer in self.layers:
+            x = layer(x, allowed)
+        return x
+
+    def mlm_logits(self, hidden):
+        """Vocabulary logits for hidden states (..., H) through the tied decoder."""
+        h = self.mlm_norm(F.gelu(self.mlm_transform(hidden)))
+        return h @ self.word_embeddings.weight.t() + self.mlm_bias
+
+    def forward(self, batch):
+        """Logits and their validity masks, laid out per prediction and per sequence slot:
+        mlm_logits (B,P,V), mlm_labels/mlm_seq (B,P) with mlm_seq = sequence slot of each prediction
+        (-1: padding); nsp_logits (B,S,2), nsp_labels/nsp_valid (B,S) (S = 1 unpacked)."""
+        ids = batch["input_ids"].long()
+        mask = batch["input_mask"].long()
+        b, l = ids.shape
+        mlm_positions = batch["masked_lm_positions"].long()
+        packed = "packed_input_len" in batch
+        if packed:
+            positions = batch["positions"].long()
+            lengths = batch["packed_input_len"].long()  # (B,S), 0 = empty slot
+            # Sequence k starts where sequences 0..k-1 end: its [CLS] is at the exclusive cumsum.
+            # (Empty slots point past the end when the pack is full: clamp; they are ignored.)
+            cls_at = (torch.cumsum(lengths, dim=1) - lengths).clamp(max=l - 1)
+            nsp_labels = batch["next_sentence_labels"].long()
+            nsp_valid = lengths > 0
+            mlm_seq = batch["masked_lm_weights"].long() - 1  # 1-based sequence index, 0 padding
+        else:
+            positions = torch.arange(l, device=ids.device).expand(b, l)
+            cls_at = torch.zeros(b, 1, dtype=torch.long, device=ids.device)
+            nsp_labels = batch["next_sentence_labels"].long().view(b, 1)
+            nsp_valid = torch.ones(b, 1, dtype=torch.bool, device=ids.device)
+            # Position 0 is [CLS], never masked: a 0 position is padding.
+            mlm_seq = torch.where(mlm_positions > 0, 0, -1)
+        hidden = self.encode(ids, batch["segment_ids"].long(), positions, mask)
+        h = hidden.size(-1)
+        cls = torch.gather(hidden, 1, cls_at.unsqueeze(-1).expand(-1, -1, h))
+        nsp_logits = self.nsp(torch.tanh(self.pooler(cls)))
+        picked = torch.gather(hidden, 1, mlm_positions.unsqueeze(-1).expand(-1, -1, h))
+        return {
+            "hidden": hidden,
+            "mlm_logits": self.mlm_logits(picked),
+            "mlm_labels": batch["masked_lm_ids"].long(),
+            "mlm_seq": mlm_seq,
+            "nsp_logits": nsp_logits,
+            "nsp_labels": torch.where(nsp_valid, nsp_labels, 0),
+            "nsp_valid": nsp_valid,
+        }
+
+
+def build(cfg, vocab_size: int | None = None, max_seq_len: int | None = None, **_) -> nn.Module:
+    """The network for a flavor; vocab_size/max_seq_len from the dataset manifest override the
+    flavor's (other data_info keys are for other models and are ignored)."""
+    if vocab_size is not None:
+        cfg = replace(cfg, vocab_size=int(vocab_size))
+    if max_seq_len is not None and int(max_seq_len) > cfg.max_positions:
+        cfg = replace(cfg, max_positions=int(max_seq_len))  # a larger table, same architecture
+    if cfg.hidden % cfg.heads:
+        raise ConfigError(f"bert: hidden {cfg.hidden} is not a multiple of heads {cfg.heads}")
+    return BertForPreTraining(cfg)
+
+
+def sequence_losses(model, batch):
+    """Per sequence slot (B,S): masked-LM cross-entropy summed over its masked tokens, their count,
+    correct predictions, next-sentence cross-entropy, and whether the slot holds a sequence."""
+    out = model(batch)
+    s = out["nsp_logits"].size(1)
+    logits, labels, seq = out["mlm_logits"], out["mlm_labels"], out["mlm_seq"]
+    valid = seq >= 0
+    ce = F.cross_entropy(logits.flatten(0, 1).float(), labels.flatten(), reduction="none")
+    ce = torch.where(valid.flatten(), ce, 0.0).view_as(labels)
+    hit = ((logits.argmax(-1) == labels) & valid).float()
+    # Scatter each prediction's numbers to its sequence slot (padding goes to slot 0 with zeros).
+    slot = seq.clamp(min=0)
+    zeros = torch.zeros(labels.size(0), s, dtype=ce.dtype, device=ce.device)
+    nsp = F.cross_entropy(out["nsp_logits"].flatten(0, 1).float(), out["nsp_labels"].flatten(),
+                          reduction="none").view(-1, s)
+    return {
+        "mlm_loss_sum": zeros.scatter_add(1, slot, ce),
+        "mlm_count": zeros.scatter_add(1, slot, valid.float()),
+        "mlm_correct": zeros.scatter_add(1, slot, hit),
+        "nsp_loss": torch.where(out["nsp_valid"], nsp, 0.0),
+        "valid": out["nsp_valid"],
+    }
+
+
+def loss_and_stats(model, batch):
+    """Training loss = masked-LM token mean + next-sentence mean over sequences; stats count the
+    masked-LM predictions (metric masked_lm_accuracy = correct / total)."""
+    per = sequence_losses(model, batch)
+    total = per["mlm_count"].sum()
+    mlm = per["mlm_loss_sum"].sum() / total.clamp(min=1)
+    nsp = per["nsp_loss"].sum() / per["valid"].sum().clamp(min=1)
+    stats = {"correct": per["mlm_correct"].sum().detach(), "total": total.detach()}
+    return mlm + nsp, stats
+
+
+def synthetic_batch(cfg, batch_size, generator, vocab_size=None, max_seq_len=None,
+                    max_predictions=None, **_):
+    """An unpacked batch with the dataset's fields and dtypes: each row is [CLS] A [SEP] B [SEP]
+    of random length and content, ~15 % of its tokens masked at increasing non-zero positions."""
+    v = int(vocab_size or cfg.vocab_size)
+    l = int(max_seq_len or cfg.max_seq_len)
+    p = int(max_predictions or cfg.max_predictions)
+    g = generator
+    first_word = _FIRST_WORD if v > 2 * _FIRST_WORD else 5  # tiny vocabularies: skip few specials
+    cls, sep, mask_id = (_CLS, _SEP, _MASK) if v > _FIRST_WORD else (1, 2, 3)
+    fields = {k: torch.zeros(batch_size, n, dtype=torch.int32)
+              for k, n in [("input_ids", l), ("input_mask", l), ("segment_ids", l),
+                           ("masked_lm_positions", p), ("masked_lm_ids", p)]}
+    fields["next_sentence_labels"] = torch.randint(0, 2, (batch_size,), generator=g, dtype=torch.int32)
+    for r in range(batch_size):
+        n = int(torch.randint(max(5, l // 2), l + 1, (1,), generator=g))  # tokens incl. specials
+        a = int(torch.randint(1, n - 3, (1,), generator=g))  # words in segment A
+        ids = torch.randint(first_word, v, (n,), generator=g, dtype=torch.int32)
+        ids[0], ids[a + 1], ids[n - 1] = cls, sep, sep
+        fields["segment_ids"][r, a + 2:n] = 1
+        words = torch.tensor([i for i in range(1, n - 1) if i != a + 1])
+        k = min(p, max(1, round(0.15 * len(words))))
+        pos = words[torch.randperm(len(words), generator=g)[:k]].sort().values
+        fields["masked_lm_positions"][r, :k] = pos.int()
+        fields["masked_lm_ids"][r, :k] = ids[pos]
+        ids[pos] = mask_id
+        fields["input_ids"][r, :n] = ids
+        fields["input_mask"][r, :n] = 1
+    return fields
+

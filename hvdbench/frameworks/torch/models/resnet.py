@@ -1,0 +1,92 @@
+"""ResNet-50 v1.5 in PyTorch: single-device code (Horovod is applied in frameworks/torch/dist.py).
+
+    from hvdbench.models import get_spec
+    cfg = get_spec("resnet50").flavor("full")
+    model = build(cfg, num_classes=1000)      # 25,557,032 parameters
+    loss, stats = loss_and_stats(model, {"images": x, "labels": y})   # x float NCHW, normalised
+
+Batches reaching `loss_and_stats` have been through `frameworks/torch/data.py`, which turns the
+dataset's uint8 NHWC images into normalised float NCHW on the device.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+
+def _conv_bn(cin: int, cout: int, kernel: int, stride: int = 1) -> list[nn.Module]:
+    # No conv bias: the BatchNorm that follows has its own shift.
+    return [nn.Conv2d(cin, cout, kernel, stride=stride, padding=kernel // 2, bias=False),
+            nn.BatchNorm2d(cout)]
+
+
+class Bottleneck(nn.Module):
+    """1x1 reduce -> 3x3 (carries the stride: v1.5) -> 1x1 expand, plus the shortcut."""
+
+    def __init__(self, cin: int, width: int, cout: int, stride: int, zero_init_last_bn: bool):
+        super().__init__()
+        self.body = nn.Sequential(*_conv_bn(cin, width, 1), nn.ReLU(inplace=True),
+                                  *_conv_bn(width, width, 3, stride), nn.ReLU(inplace=True),
+                                  *_conv_bn(width, cout, 1))
+        if zero_init_last_bn:
+            nn.init.zeros_(self.body[-1].weight)
+        self.shortcut = (nn.Sequential(*_conv_bn(cin, cout, 1, stride))
+                         if stride != 1 or cin != cout else nn.Identity())
+
+    def forward(self, x):
+        return F.relu(self.body(x) + self.shortcut(x), inplace=True)
+
+
+class ResNet(nn.Module):
+    def __init__(self, cfg, num_classes: int):
+        super().__init__()
+        if cfg.stem == "imagenet":
+            stem = [*_conv_bn(3, cfg.width, 7, 2), nn.ReLU(inplace=True), nn.MaxPool2d(3, 2, 1)]
+        elif cfg.stem == "small":
+            stem = [*_conv_bn(3, cfg.width, 3, 1), nn.ReLU(inplace=True)]
+        else:
+            raise ValueError(f"unknown stem {cfg.stem!r}")
+        blocks, cin = [], cfg.width
+        for stage, depth in enumerate(cfg.layers):
+            width = cfg.width * 2**stage
+            for i in range(depth):
+                stride = 2 if stage > 0 and i == 0 else 1
+                blocks.append(Bottleneck(cin, width, width * cfg.expansion, stride,
+                                         cfg.zero_init_last_bn))
+                cin = width * cfg.expansion
+        self.features = nn.Sequential(*stem, *blocks)
+        self.fc = nn.Linear(cin, num_classes)
+        self.label_smoothing = cfg.label_smoothing
+        for m in self.modules():
+            if isinstance(m, nn.Conv2d):
+                nn.init.kaiming_normal_(m.weight, mode="fan_out", nonlinearity="relu")
+
+    def forward(self, x):
+        x = self.features(x)
+        return self.fc(torch.flatten(F.adaptive_avg_pool2d(x, 1), 1))
+
+
+def build(cfg, num_classes: int | None = None, **_data_info) -> ResNet:
+    return ResNet(cfg, num_classes or cfg.num_classes)
+
+
+def synthetic_batch(cfg, batch_size: int, generator: torch.Generator, num_classes: int | None = None,
+                    image_size: int | None = None, **_data_info) -> dict[str, torch.Tensor]:
+    """Random uint8 NHWC images and labels, like a prepared `images` dataset's batches."""
+    size = image_size or cfg.image_size
+    return {
+        "images": torch.randint(0, 256, (batch_size, size, size, 3), dtype=torch.uint8,
+                                generator=generator),
+        "labels": torch.randint(0, num_classes or cfg.num_classes, (batch_size,),
+                                dtype=torch.int64, generator=generator),
+    }
+
+
+def loss_and_stats(model: ResNet, batch: dict[str, torch.Tensor]):
+    logits = model(batch["images"])
+    labels = batch["labels"]
+    loss = F.cross_entropy(logits.float(), labels, label_smoothing=model.label_smoothing)
+    correct = (logits.argmax(dim=1) == labels).sum()
+    return loss, {"correct": correct, "total": torch.tensor(labels.numel(), device=labels.device)}

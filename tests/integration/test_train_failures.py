@@ -1,0 +1,48 @@
+"""A failing `hvdbench train` job ends as a whole, promptly, with its error shown once: a dataset
+missing on the ranks, a bad argument, and a rank that raises mid-run (HVDBENCH_INJECT_FAULT=crash),
+under horovodrun's Gloo and MPI controllers. The pytest timeouts turn a hang into a failure."""
+
+import json
+
+import pytest
+from conftest import launch_env, run
+
+pytestmark = pytest.mark.integration
+
+
+def hvdrun(horovodrun, controller, *argv):
+    return [horovodrun, "-np", "2", "-H", "localhost:2", f"--{controller}", *argv]
+
+
+@pytest.mark.timeout(120)
+def test_missing_dataset_ends_every_rank_with_one_message(tmp_path, horovodrun, hvdbench_bin):
+    missing = tmp_path / "no-such-dataset"
+    proc = run(hvdrun(horovodrun, "gloo", hvdbench_bin, "train", "resnet50", "--flavor", "debug",
+                      "--data", missing, "--out", tmp_path / "run"), check=False)
+    output = proc.stdout + proc.stderr
+    assert proc.returncode != 0
+    assert output.count(f"{missing} does not exist") == 1, output  # both ranks agree; rank 0 says it
+    record = json.loads((tmp_path / "run" / "result.json").read_text())
+    assert record["status"] == "failed" and "does not exist" in record["error"]
+
+
+@pytest.mark.timeout(120)
+def test_bad_argument_is_reported_once(tmp_path, horovodrun, hvdbench_bin):
+    proc = run(hvdrun(horovodrun, "gloo", hvdbench_bin, "train", "resnet50", "--precision", "fp8",
+                      "--synthetic", "--out", tmp_path / "run"), check=False)
+    output = proc.stdout + proc.stderr
+    assert proc.returncode != 0
+    assert output.count("Invalid value for '--precision'") == 1, output
+
+
+@pytest.mark.timeout(150)
+@pytest.mark.parametrize("controller", ["gloo", "mpi"])
+def test_a_rank_that_raises_ends_the_whole_job(controller, tmp_path, horovodrun, hvdbench_bin):
+    # Enough steps that the surviving rank would wait in its allreduce for a long time.
+    env = launch_env(HVDBENCH_INJECT_FAULT="crash", HVDBENCH_INJECT_FAULT_STEP="3")
+    proc = run(hvdrun(horovodrun, controller, hvdbench_bin, "train", "resnet50", "--flavor", "debug",
+                      "--synthetic", "--steps", "100000", "--out", tmp_path / "run"), check=False, env=env)
+    output = proc.stdout + proc.stderr
+    assert proc.returncode != 0
+    assert output.count("Error: rank 1 on ") == 1 and output.count("injected fault") == 1, output
+    assert "throughput:" not in output  # it did not run to the end

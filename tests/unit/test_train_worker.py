@@ -1,0 +1,121 @@
+"""The framework-neutral parts of `hvdbench train`: learning-rate schedule and scaling, fault
+injection, launcher detection, the output-directory guard, and the CLI's behaviour under a launcher
+(only rank 0 reports a bad argument; --help imports no framework)."""
+
+import json
+import math
+import subprocess
+import sys
+from types import SimpleNamespace
+
+import pytest
+
+from hvdbench import worker
+from hvdbench.cli.train import _parse_set
+from hvdbench.errors import ConfigError
+
+
+def test_lr_warms_up_linearly_then_decays_polynomially_to_the_end_value():
+    lrs = [worker.lr_at(s, peak=1.0, warmup_steps=4, total_steps=14, end_lr=0.01, power=2) for s in range(14)]
+    assert lrs[:4] == [0.25, 0.5, 0.75, 1.0]
+    assert lrs[4] == 1.0 and all(a > b for a, b in zip(lrs[4:], lrs[5:]))
+    assert lrs[9] == pytest.approx(0.01 + 0.99 * 0.5**2)
+    assert worker.lr_at(14, 1.0, 4, 14, 0.01, 2) == pytest.approx(0.01)
+    assert worker.lr_at(99, 1.0, 4, 14, 0.01, 2) == pytest.approx(0.01)  # clamped past the end
+    assert worker.lr_at(3, 1.0, 0, 0, 0.0, 2) == 1.0  # no schedule: constant
+
+
+@pytest.mark.parametrize("scaling, expected", [("linear", 0.4), ("sqrt", 0.2), ("none", 0.1)])
+def test_lr_scales_with_the_global_batch(scaling, expected):
+    cfg = SimpleNamespace(lr=0.1, lr_base_batch=256, lr_scaling=scaling)
+    assert worker.scaled_lr(cfg, 1024) == pytest.approx(expected)
+
+
+def test_fault_fires_on_the_chosen_rank_and_step_only():
+    env = {"HVDBENCH_INJECT_FAULT": "crash"}
+    last = worker.Fault(rank=3, size=4, env=env)  # default rank: the last; default step: 2
+    other = worker.Fault(rank=0, size=4, env=env)
+    last.check(1)
+    other.check(2)
+    with pytest.raises(RuntimeError, match="injected fault"):
+        last.check(2)
+    chosen = worker.Fault(rank=0, size=4, env={**env, "HVDBENCH_INJECT_FAULT_RANK": "0",
+                                              "HVDBENCH_INJECT_FAULT_STEP": "5"})
+    chosen.check(2)
+    with pytest.raises(RuntimeError):
+        chosen.check(5)
+    worker.Fault(rank=0, size=1, env={}).check(2)  # not armed
+
+
+def test_unknown_fault_kinds_are_refused():
+    with pytest.raises(ConfigError, match="HVDBENCH_INJECT_FAULT='explode'"):
+        worker.Fault(0, 2, env={"HVDBENCH_INJECT_FAULT": "explode"})
+    with pytest.raises(ConfigError, match="must be integers"):
+        worker.Fault(0, 2, env={"HVDBENCH_INJECT_FAULT": "hang", "HVDBENCH_INJECT_FAULT_STEP": "x"})
+
+
+@pytest.mark.parametrize("env, launcher, rank", [
+    ({"HOROVOD_RANK": "1", "HOROVOD_GLOO_RENDEZVOUS_ADDR": "h"}, "horovodrun", 1),
+    ({"OMPI_COMM_WORLD_RANK": "3", "PMIX_RANK": "3"}, "mpirun", 3),
+    ({"HVDBENCH_LAUNCHER": "horovodrun", "OMPI_COMM_WORLD_RANK": "2"}, "horovodrun", 2),
+    ({"SLURM_PROCID": "5", "SLURM_STEP_ID": "0"}, "srun", 5),
+    ({"SLURM_PROCID": "0", "SLURM_JOB_ID": "7"}, "single", 0),  # a batch script, not a step
+    ({}, "single", 0),
+])
+def test_launcher_and_rank_come_from_the_environment(env, launcher, rank):
+    assert worker.detect_launcher(env) == launcher
+    assert worker.launcher_rank(env) == rank
+
+
+def test_a_finished_run_is_never_overwritten_but_a_failed_one_may_be(tmp_path):
+    (tmp_path / "result.json").write_text(json.dumps({"status": "success"}))
+    with pytest.raises(ConfigError, match="holds a finished run"):
+        worker._check_out(tmp_path)
+    (tmp_path / "result.json").write_text(json.dumps({"status": "failed"}))
+    (tmp_path / "mllog.txt").write_text(":::MLLOG {}\n")
+    worker._check_out(tmp_path)
+    assert not (tmp_path / "mllog.txt").exists()  # the rerun starts a fresh event log
+    worker._check_out(tmp_path / "new")
+
+
+def test_set_options_reach_nested_keys_with_yaml_values():
+    assert _parse_set(["momentum=0.95", "submission.org=acme", "synthetic=true"]) == {
+        "momentum": 0.95, "submission": {"org": "acme"}, "synthetic": True}
+    with pytest.raises(ConfigError, match="expected KEY=VALUE"):
+        _parse_set(["momentum"])
+
+
+def test_std_and_run_ids():
+    assert worker._std([1.0]) == 0.0
+    assert worker._std([1.0, 3.0]) == pytest.approx(math.sqrt(2))
+    a, b = worker.new_run_id(), worker.new_run_id()
+    assert a != b and a[:8].isdigit()
+
+
+def hvdbench(*args, env=None):
+    import os
+
+    return subprocess.run([sys.executable, "-m", "hvdbench.cli.main", *args], capture_output=True,
+                          text=True, env={**os.environ, **(env or {})})
+
+
+def test_help_imports_no_framework():
+    code = ("import sys\nfrom click.testing import CliRunner\nfrom hvdbench.cli.main import cli\n"
+            "r = CliRunner().invoke(cli, ['train', '--help'])\nassert r.exit_code == 0, r.output\n"
+            "assert 'Example:' in r.output\n"
+            "print(sorted(m for m in ('torch', 'tensorflow', 'horovod', 'keras') if m in sys.modules))")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "[]"
+
+
+@pytest.mark.parametrize("args, code, message", [
+    (["train", "resnet50", "--bogus"], 2, "No such option"),
+    (["train", "resnet50", "--synthetic"], 1, "Error: no output directory given"),
+])
+def test_bad_arguments_are_reported_by_rank_0_only(args, code, message):
+    """Every rank parses the same argv; N copies of one error would bury it."""
+    rank0 = hvdbench(*args, env={"OMPI_COMM_WORLD_RANK": "0"})
+    rank1 = hvdbench(*args, env={"OMPI_COMM_WORLD_RANK": "1"})
+    assert rank0.returncode == code and message in rank0.stderr
+    assert rank1.returncode == code and rank1.stdout + rank1.stderr == ""
