@@ -188,6 +188,11 @@ def run(cfg: config_mod.TrainConfig, state: dict) -> None:
 
     spec = get_spec(cfg.model)
     flavor_cfg = spec.flavor(cfg.flavor)
+    if detect_launcher() != "single":
+        # A rank started over ssh (horovodrun's Gloo controller) is not signalled when its launcher
+        # is ended: ask the kernel to end it with its parent. Not for a lone process: nohup works.
+        from hvdbench.launchers.runner import die_with_parent
+        die_with_parent()
     fw = frameworks.load(cfg.framework)
     dist = fw.init_dist(cfg.threads)
     state.update(rank=dist.rank, dist=dist)
@@ -220,6 +225,7 @@ def run(cfg: config_mod.TrainConfig, state: dict) -> None:
     record.nodes, record.gpus_per_node, record.layout = dist.cross_size, dist.local_size, layout
     record.scale = "up" if dist.cross_size == 1 else "out"
     record.controller = dist.controller
+    record.parameters = trainer.num_parameters()
     record.hosts, record.devices = ";".join(hosts), ";".join(devices)
     record.versions = ";".join(f"{k}={v}" for k, v in
                                {"python": platform.python_version(), **dist.versions}.items())

@@ -46,3 +46,19 @@ def test_a_rank_that_raises_ends_the_whole_job(controller, tmp_path, horovodrun,
     assert proc.returncode != 0
     assert output.count("Error: rank 1 on ") == 1 and output.count("injected fault") == 1, output
     assert "throughput:" not in output  # it did not run to the end
+
+
+@pytest.mark.timeout(180)
+def test_an_out_dir_holding_a_finished_run_is_refused_on_every_rank(tmp_path, horovodrun, hvdbench_bin):
+    # Rank 0 finds the finished run and the other rank does not look: the ranks then exchange
+    # different objects (an error text, None). This once hung forever; it must end with the error.
+    out = tmp_path / "run"
+    args = ["train", "resnet50", "--flavor", "debug", "--synthetic", "--steps", "2",
+            "--warmup-steps", "1", "--out", out]
+    run([hvdbench_bin, *args])
+    before = (out / "result.json").read_bytes()
+    proc = run(hvdrun(horovodrun, "gloo", hvdbench_bin, *args), check=False, timeout=150)
+    output = proc.stdout + proc.stderr
+    assert proc.returncode != 0
+    assert output.count("holds a finished run") == 1, output
+    assert (out / "result.json").read_bytes() == before  # the finished run's record is intact

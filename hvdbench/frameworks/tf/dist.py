@@ -50,7 +50,9 @@ class Dist:
         self.versions = {"tensorflow": tf.__version__, "keras": _keras_version(), "horovod": horovod.__version__}
 
     def allgather_object(self, obj) -> list:
-        return hvd.allgather_object(obj)
+        # A fixed name: Horovod otherwise names the op after the object's type, and ranks sending
+        # different types (an error string on one, None on the others) would wait forever.
+        return hvd.allgather_object(obj, name="hvdbench.allgather_object")
 
     def allreduce_sum(self, values) -> np.ndarray:
         t = tf.constant(np.asarray(values, dtype=np.float64))
