@@ -4,13 +4,15 @@
     horovodrun -np 2 -H localhost:2 --mpi  python -m hvdbench.frameworks.smoke --framework tensorflow
 
 Rank r contributes [r+1, 2(r+1), 3(r+1), 4(r+1)]; the sum over n ranks is k*n(n+1)/2 in slot k. Each
-rank prints one line `SMOKE {json}` and exits 1 if a value or the topology is not what was expected.
+rank prints one line `SMOKE {json}` (and, with --report-dir, writes it to DIR/rank-<r>.json: launchers
+may interleave the ranks' output) and exits 1 if a value or the topology is not what was expected.
 """
 
 import argparse
 import json
 import socket
 import sys
+from pathlib import Path
 
 
 def expected_sum(size: int) -> list[float]:
@@ -43,6 +45,7 @@ def main(argv=None) -> int:
     parser.add_argument("--expect-size", type=int)
     parser.add_argument("--expect-local-size", type=int)
     parser.add_argument("--expect-cross-size", type=int)
+    parser.add_argument("--report-dir", type=Path, help="Also write each rank's report to DIR/rank-<r>.json.")
     args = parser.parse_args(argv)
 
     frameworks = ["torch", "tensorflow"] if args.framework == "both" else [args.framework]
@@ -63,7 +66,11 @@ def main(argv=None) -> int:
             failures.append(f"{fw}: local_rank {topo['local_rank']} outside local_size {topo['local_size']}")
         report[fw] = {**topo, "allreduce": total}
     report["ok"] = not failures
-    print("SMOKE " + json.dumps(report, sort_keys=True), flush=True)
+    text = json.dumps(report, sort_keys=True)
+    print("SMOKE " + text, flush=True)
+    if args.report_dir:
+        args.report_dir.mkdir(parents=True, exist_ok=True)
+        (args.report_dir / f"rank-{report[frameworks[0]]['rank']}.json").write_text(text + "\n")
     for failure in failures:
         print(f"Error: rank {report[frameworks[0]]['rank']}: {failure}", file=sys.stderr, flush=True)
     return 1 if failures else 0
