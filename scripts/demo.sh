@@ -34,7 +34,7 @@ else
 fi
 
 echo "== 3. sweep: ResNet-50 debug x $REPEATS repeats"
-"$HVD" sweep resnet50 "${HOSTS[@]}" --repeats "$REPEATS" --timeout 300 --out "$RUN/sweep" \
+"$HVD" sweep resnet50 "${HOSTS[@]}" --repeats "$REPEATS" --timeout 300 --name demo --out "$RUN/sweep" \
     -- "${TRAIN_ARGS[@]}"
 
 echo "== 4. report"

@@ -74,6 +74,9 @@ def _cluster_settings(name, launcher, launcher_args, env):
               help="Set in every run's environment (forwarded to remote ranks). Repeatable.")
 @click.option("--launcher-arg", "launcher_args", multiple=True, metavar="ARG",
               help="Extra launcher argument before the worker, e.g. --launcher-arg=--verbose. Repeatable.")
+@click.option("--allreduce-bench", metavar="MAX_BYTES",
+              help="Also run `hvdbench bench allreduce --max-bytes MAX_BYTES` once per layout (e.g. 64M), "
+                   "so the report shows each layout's bus bandwidth beside its throughput.")
 @click.option("--retry-failed", is_flag=True, help="Rerun runs recorded as failed or timeout.")
 @click.option("--name", help="Sweep name in the records [default: the name of --out].")
 @click.option("--dry-run", is_flag=True, help="Print the plan and the exact commands; run nothing.")
@@ -86,7 +89,7 @@ def _cluster_settings(name, launcher, launcher_args, env):
 @click.option("--out", required=True, type=click.Path(file_okay=False, path_type=Path),
               help="Sweep directory: runs.csv and one directory per run.")
 def sweep(model, train_args, hostfile, hosts, cluster_name, gpus_per_node, gpus, layouts, repeats, launcher,
-          controller, config_name, timeout, kill_grace, env, launcher_args, retry_failed, name,
+          controller, config_name, timeout, kill_grace, env, launcher_args, allreduce_bench, retry_failed, name,
           dry_run, submit, sbatch_args, time_limit, template, out):
     """Run MODEL over every nodes x GPUs layout and repeat; one row per run in OUT/runs.csv.
 
@@ -140,7 +143,8 @@ def sweep(model, train_args, hostfile, hosts, cluster_name, gpus_per_node, gpus,
         model=model, out=out, entries=entries, repeats=repeats, name=name or "",
         launcher="srun" if launcher == "slurm" else launcher, controller=controller, timeout=timeout,
         train_args=tuple(train_args), user_env=env, launcher_args=tuple(launcher_args),
-        retry_failed=retry_failed, config_path=cfg.path if cfg else None, grace_s=kill_grace)
+        retry_failed=retry_failed, config_path=cfg.path if cfg else None, grace_s=kill_grace,
+        allreduce_bench=allreduce_bench)
     console = Console()
 
     if launcher == "slurm":

@@ -45,7 +45,7 @@ from hvdbench import launchers
 from hvdbench.errors import ConfigError
 from hvdbench.launchers import runner
 from hvdbench.results.schema import RunResult, atomic_write_text
-from hvdbench.results.store import append_run, read_runs
+from hvdbench.results.store import append_run, read_rows, read_runs
 from hvdbench.sweep.plan import DONE, PlannedRun, interleave, latest_status, pending
 from hvdbench.sweep.record import build_result
 from hvdbench.topology import write_hostfile
@@ -70,6 +70,7 @@ class SweepSpec:
     retry_failed: bool = False
     config_path: Path | None = None
     grace_s: float = 10.0
+    allreduce_bench: str | None = None  # max message size: run `bench allreduce` once per layout
 
     def __post_init__(self):
         self.out = Path(self.out).absolute()
@@ -153,6 +154,8 @@ def run_sweep(spec: SweepSpec, console) -> Counter:
     with _signals_raise() as signals, Progress(
             TextColumn("{task.description}"), BarColumn(bar_width=24), MofNCompleteColumn(), TimeElapsedColumn(),
             _CurrentRun(), console=console) as progress:
+        if spec.allreduce_bench:
+            _bench_layouts(spec, progress.console)
         overall = progress.add_task(f"sweep {spec.name}", total=len(runs), completed=len(runs) - len(todo))
         for run in todo:
             progress.update(overall, run=f"running {run.run_id}", run_start=time.monotonic())
@@ -164,6 +167,33 @@ def run_sweep(spec: SweepSpec, console) -> Counter:
             progress.update(overall, advance=1, run="")
     status = latest_status(_rows(spec))
     return Counter(status.get(run.run_id, "not run") for run in runs)
+
+
+def _bench_layouts(spec: SweepSpec, console) -> None:
+    """`hvdbench bench allreduce` once per layout, through the same launcher and hosts, into
+    SWEEP/bench_allreduce.csv, where `hvdbench report` reads it to put the interconnect's bus
+    bandwidth beside each layout's training throughput. A layout the file already has is skipped,
+    so a resumed sweep does not measure it again."""
+    from hvdbench.bench.allreduce_report import AllreduceRow
+
+    csv_path = spec.out / "bench_allreduce.csv"
+    done = {row.layout for row in read_rows(csv_path, AllreduceRow)} if csv_path.exists() else set()
+    for layout in dict.fromkeys(entry.layout for entry in spec.entries):
+        if layout.name in done:
+            continue
+        rdir = spec.out / f"bench-allreduce-{layout.name}"
+        _set_aside(rdir)
+        worker = (str(launchers.bin_dir() / "hvdbench"), "bench", "allreduce",
+                  "--max-bytes", spec.allreduce_bench, "--out", str(spec.out))
+        job = launchers.Job(layout, worker, rdir, spec.controller, spec.launcher_args, tuple(spec.user_env))
+        argv, env = launchers.build(spec.launcher, job, launchers.launch_env(spec.user_env))
+        (rdir / "logs").mkdir(parents=True, exist_ok=True)
+        atomic_write_text(rdir / "command.txt", shlex.join(argv) + "\n")
+        outcome = runner.run(argv, env, rdir / "launch.log", rdir / "launch.json",
+                             timeout=spec.timeout, grace_s=spec.grace_s)
+        ok = outcome.status == "exited" and outcome.returncode == 0
+        said = "done" if ok else f"{outcome.status} (see {rdir / 'launch.log'})"
+        console.print(f"bench allreduce {layout.name:>6}  {outcome.wall_s:7.1f} s  {said}")
 
 
 class _CurrentRun(ProgressColumn):

@@ -184,3 +184,26 @@ def test_killed_sweep_resumes_with_one_row_per_run(tmp_path, digits, hvdbench_bi
         ("1x1x16x1-r1", "success", 16), ("1x1x16x1-r2", "success", 16)]
     assert (out / "runs.csv").read_bytes().startswith(first)
     assert "2 runs: 2 success" in proc.stdout
+
+
+@pytest.mark.timeout(420)
+def test_allreduce_bench_runs_once_per_layout_and_reaches_the_report(tmp_path, hvdbench_bin, digits):
+    from hvdbench.bench.allreduce_report import AllreduceRow
+    from hvdbench.results.store import read_rows
+
+    out = tmp_path / "sweep"
+    argv = sweep_argv(hvdbench_bin, out, "--layouts", "1x1,1x2", "--allreduce-bench", "64K",
+                      train=[*STEPS, "--data", digits])
+    run(argv, timeout=400)
+    rows = read_rows(out / "bench_allreduce.csv", AllreduceRow)
+    assert {r.layout for r in rows} == {"1x1", "1x2"}
+    assert max(r.bytes for r in rows) == 64 * 1024
+    assert all(r.busbw_gb_s > 0 for r in rows if r.layout == "1x2")  # busbw is 0 by definition at n=1
+    assert [r.status for r in read_runs(out / "runs.csv")] == ["success", "success"]
+
+    run(argv, timeout=200)  # resumed: nothing left to train, and no layout measured twice
+    assert len(read_rows(out / "bench_allreduce.csv", AllreduceRow)) == len(rows)
+
+    run([hvdbench_bin, "report", out, "--out", tmp_path / "report", "--format", "csv"])
+    comm = (tmp_path / "report" / "comm_vs_training.csv").read_text()
+    assert "1x2" in comm
