@@ -8,9 +8,9 @@ The loop is framework-neutral; `hvdbench.frameworks.<fw>.train` supplies the Tra
 DistributedOptimizer/DistributedGradientTape, evaluation) and `Dist` (Horovod collectives).
 
 Two modes:
-- throughput (`--steps N --warmup-steps W`, always with `--synthetic`): W untimed steps, then N
-  steps between two synchronised points; global samples/s = N x global batch / the slowest rank's
-  elapsed time (not rank 0's rate x size).
+- throughput (`--steps N --warmup-steps W`, on real data or `--synthetic`, which implies it): W
+  untimed steps, then N steps between two synchronised points; global samples/s = N x global
+  batch / the slowest rank's elapsed time (not rank 0's rate x size).
 - time-to-accuracy (`--data` without `--steps`): train, evaluate on the whole validation split
   every `eval_every` epochs (or samples), stop at the target (success) or at max_epochs (aborted).
   time-to-train = run_start -> run_stop, as in MLPerf.
@@ -131,7 +131,7 @@ class Measures:
 
 def main(cfg: config_mod.TrainConfig) -> None:
     """Run the worker and exit the process: 0 for success or aborted, 1 for a failure."""
-    state = {"rank": launcher_rank(), "host": platform.node(), "dist": None, "t0": time.time()}
+    state = {"rank": launcher_rank(), "host": platform.node(), "t0": time.time()}
     if not cfg.run_id:
         cfg.run_id = new_run_id()  # rank 0's is the one recorded
     try:
@@ -195,7 +195,7 @@ def run(cfg: config_mod.TrainConfig, state: dict) -> None:
         die_with_parent()
     fw = frameworks.load(cfg.framework)
     dist = fw.init_dist(cfg.threads)
-    state.update(rank=dist.rank, dist=dist)
+    state["rank"] = dist.rank
     fault = Fault(dist.rank, dist.size)
     ds = _preflight(cfg, spec, dist)
     out = Path(cfg.out)

@@ -1,0 +1,269 @@
+"""Benchmarks of `hvdbench train` against baselines measured in the same run, alternately.
+
+    .venv/bin/python benchmarks/bench_train.py                    # all three
+    .venv/bin/python benchmarks/bench_train.py --only bare --rounds 8 --steps 200
+
+1. bare (np=1): hvdbench's throughput loop (`worker.Loop.throughput`: its Trainer, Horovod's
+   DistributedOptimizer, synchronised timing) vs a bare PyTorch loop on the same model, batch and
+   fixed synthetic batch, alternating in one process -> ratio of step rates (goal >= 0.97).
+2. horovod (np=2, `horovodrun -np 2`): the same hvdbench loop vs Horovod's own synthetic-benchmark
+   method re-implemented (a second model with DistributedOptimizer, one fixed batch, timeit over
+   groups of batches, img/s = rank 0's mean x size), alternating in one job -> ratio (goal >= 1).
+3. data (np=1): `hvdbench train` on real HDF5 data (the built-in digits) vs `--synthetic`, each
+   its own process as users run it -> the gap in %.
+
+Alternating inside one process/job means both sides see the same machine, the same moment and
+the same process state; the order is swapped every other round (ABBA). Ratios are per round; the
+median is reported. Prints a table and writes benchmarks/results/bench_train.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+BIN = Path(sys.executable).parent
+HVDBENCH = str(BIN / "hvdbench")
+HOROVODRUN = str(BIN / "horovodrun")
+
+
+def env(threads: int) -> dict:
+    e = dict(os.environ)
+    e.update(OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1", TF_CPP_MIN_LOG_LEVEL="2",
+             OMP_NUM_THREADS=str(threads), PATH=f"{BIN}{os.pathsep}{e.get('PATH', '')}")
+    return e
+
+
+def call(argv, threads: int) -> subprocess.CompletedProcess:
+    proc = subprocess.run([str(a) for a in argv], capture_output=True, text=True, env=env(threads))
+    if proc.returncode != 0:
+        raise SystemExit(f"{' '.join(map(str, argv))} failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
+    return proc
+
+
+def bench_line(stdout: str) -> dict:
+    for line in reversed(stdout.splitlines()):
+        if "BENCH " in line:
+            return json.loads(line.split("BENCH ", 1)[1])
+    raise SystemExit(f"no BENCH line in:\n{stdout[-2000:]}")
+
+
+# --- comparisons 1 and 2: one process (np=1) or one horovodrun job (np=2) ----------------------
+
+def interleaved(args, np: int) -> dict:
+    inner = [sys.executable, __file__, "interleaved", "--flavor", args.flavor, "--batch", args.batch,
+             "--steps", args.steps, "--warmup", args.warmup, "--threads", args.threads, "--rounds", args.rounds]
+    argv = inner if np == 1 else [HOROVODRUN, "-np", np, "-H", f"localhost:{np}", f"--{args.controller}", *inner]
+    return bench_line(call(argv, args.threads).stdout)
+
+
+def interleaved_main(a) -> None:
+    """Runs inside the measured process(es): hvdbench's loop and the baseline, ABBA."""
+    import numpy as np
+
+    from hvdbench import config, frameworks, worker
+    from hvdbench.events import EventLog
+    from hvdbench.models import get_spec
+
+    with tempfile.TemporaryDirectory() as tmp:
+        cfg = config.resolve({"model": "resnet50", "flavor": a.flavor, "synthetic": True, "out": tmp,
+                              "batch_per_gpu": a.batch, "steps": a.steps, "warmup_steps": a.warmup,
+                              "threads": a.threads})
+    fw = frameworks.load("torch")
+    dist = fw.init_dist(a.threads)
+    trainer = fw.Trainer(cfg, get_spec("resnet50").flavor(a.flavor), {}, dist)
+    global_batch = a.batch * dist.size
+    loop = worker.Loop(cfg, dist, trainer, EventLog(None), worker.Fault(dist.rank, dist.size, env={}),
+                       None, global_batch, worker.scaled_lr(cfg, global_batch))
+    # The same hyperparameters on both sides: the learning rate changes the values the CPU
+    # multiplies (tiny values can be denormal and slow), so it must not differ.
+    lr = worker.scaled_lr(cfg, global_batch)
+    baseline = _bare_loop(a, lr, cfg) if dist.size == 1 else _horovod_method(a, lr, cfg)
+
+    ours, theirs = [], []
+    for r in range(a.rounds):
+        if r % 2 == 0:
+            ours.append(loop.throughput().throughput)
+            theirs.append(baseline())
+        else:
+            theirs.append(baseline())
+            ours.append(loop.throughput().throughput)
+    if dist.rank == 0:
+        ratios = [o / t for o, t in zip(ours, theirs)]
+        result = {"hvdbench": ours, "baseline": theirs, "ratios": ratios,
+                  "median_ratio": float(np.median(ratios)), "size": dist.size}
+        if hasattr(baseline, "aggregate"):
+            result["baseline_aggregate"] = baseline.aggregate
+            result["median_ratio_aggregate"] = float(np.median([o / t for o, t in zip(ours, baseline.aggregate)]))
+        print("BENCH " + json.dumps(result), flush=True)
+
+
+def _model_and_batch(flavor: str, batch: int):
+    import torch
+
+    from hvdbench.frameworks.torch.data import DeviceBatches
+    from hvdbench.frameworks.torch.models import resnet
+    from hvdbench.models import get_spec
+
+    cfg = get_spec("resnet50").flavor(flavor)
+    torch.manual_seed(0)
+    model = resnet.build(cfg)
+    fixed = DeviceBatches(torch.device("cpu"))(resnet.synthetic_batch(cfg, batch, torch.Generator().manual_seed(0)))
+    return model, fixed
+
+
+def _bare_loop(a, lr, cfg):
+    """The plainest PyTorch training loop on its own copy of the model: fixed batch, SGD."""
+    import torch
+    import torch.nn.functional as F
+
+    model, batch = _model_and_batch(a.flavor, a.batch)
+    opt = torch.optim.SGD(model.parameters(), lr=lr, momentum=cfg.momentum, weight_decay=cfg.weight_decay)
+    model.train()
+    x, y = batch["images"], batch["labels"]
+
+    def step():
+        opt.zero_grad()
+        F.cross_entropy(model(x), y).backward()
+        opt.step()
+
+    def rate() -> float:
+        for _ in range(a.warmup):
+            step()
+        t0 = time.perf_counter()
+        for _ in range(a.steps):
+            step()
+        return a.steps * a.batch / (time.perf_counter() - t0)
+
+    return rate
+
+
+def _horovod_method(a, lr, cfg, per_iter: int = 10):
+    """Horovod's pytorch_synthetic_benchmark.py: DistributedOptimizer, broadcast, one fixed batch,
+    timeit over `per_iter` batches, img/s = mean over iterations on rank 0, x size for the total
+    (its "Total img/sec on N GPU(s)" line)."""
+    import timeit
+
+    import horovod.torch as hvd
+    import numpy as np
+    import torch
+    import torch.nn.functional as F
+
+    model, batch = _model_and_batch(a.flavor, a.batch)
+    opt = torch.optim.SGD(model.parameters(), lr=lr, momentum=cfg.momentum, weight_decay=cfg.weight_decay)
+    # Its own names, so its allreduces never meet hvdbench's model's in Horovod's caches.
+    named = [(f"horovod_method.{n}", p) for n, p in model.named_parameters()]
+    opt = hvd.DistributedOptimizer(opt, named_parameters=named)
+    hvd.broadcast_parameters(model.state_dict(), root_rank=0)
+    hvd.broadcast_optimizer_state(opt, root_rank=0)
+    model.train()
+    x, y = batch["images"], batch["labels"]
+
+    def step():
+        opt.zero_grad()
+        F.cross_entropy(model(x), y).backward()
+        opt.step()
+
+    def rate() -> float:
+        timeit.timeit(step, number=a.warmup)
+        iters = max(1, a.steps // per_iter)
+        times = [timeit.timeit(step, number=per_iter) for _ in range(iters)]
+        # Also the same samples over the total time: the mean of per-iteration rates is higher
+        # whenever iteration times vary (a busy machine), whatever the loop.
+        rate.aggregate.append(a.batch * per_iter * iters * hvd.size() / sum(times))
+        return float(np.mean([a.batch * per_iter / t for t in times])) * hvd.size()
+
+    rate.aggregate = []
+    return rate
+
+
+# --- comparison 3: real data vs synthetic, as users run it -------------------------------------
+
+def hvdbench_rate(args, tmp: Path, name: str, data: str | None = None) -> float:
+    out = tmp / name
+    call([HVDBENCH, "train", "resnet50", "--flavor", args.flavor, "--batch-per-gpu", args.batch,
+          "--steps", args.steps, "--warmup-steps", args.warmup, "--threads", args.threads, "--out", out,
+          *(["--data", data] if data else ["--synthetic"])], args.threads)
+    return json.loads((out / "result.json").read_text())["throughput"]
+
+
+def data_gap(args, tmp: Path) -> dict:
+    digits = tmp / "digits"
+    call([HVDBENCH, "prepare", "digits", "--out", digits, "--size", "16"], args.threads)
+    real, synthetic = [], []
+    for r in range(args.rounds):
+        first, second = (real, synthetic) if r % 2 == 0 else (synthetic, real)
+        for side in (first, second):
+            side.append(hvdbench_rate(args, tmp, f"{'real' if side is real else 'syn'}{r}",
+                                      data=str(digits) if side is real else None))
+        print(f"  data round {r + 1}: real {real[-1]:,.1f}  synthetic {synthetic[-1]:,.1f}", flush=True)
+    ratios = [a / b for a, b in zip(real, synthetic)]
+    return {"real": real, "synthetic": synthetic, "ratios": ratios,
+            "gap_percent": 100 * (1 - statistics.median(ratios))}
+
+
+def main(argv=None) -> None:
+    p = argparse.ArgumentParser(description="hvdbench train benchmarks")
+    p.add_argument("--only", choices=["bare", "horovod", "data"], action="append")
+    p.add_argument("--rounds", type=int, default=6)
+    p.add_argument("--flavor", default="debug")
+    p.add_argument("--batch", type=int, default=32)
+    p.add_argument("--steps", type=int, default=100)
+    p.add_argument("--warmup", type=int, default=10)
+    p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--controller", choices=["gloo", "mpi"], default="gloo")
+    p.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "bench_train.json")
+    args = p.parse_args(argv)
+    only = args.only or ["bare", "horovod", "data"]
+    results = {"settings": {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()},
+               "cpu_count": os.cpu_count(), "load_avg_start": os.getloadavg()}
+    if "bare" in only:
+        results["bare"] = interleaved(args, np=1)
+        _show("1. hvdbench np=1 vs bare PyTorch loop, one process (samples/s)", results["bare"], "bare")
+    if "horovod" in only:
+        results["horovod"] = interleaved(args, np=2)
+        _show(f"2. hvdbench np=2 vs Horovod's synthetic-benchmark method, one {args.controller} job (samples/s)",
+              results["horovod"], "horovod's method")
+    if "data" in only:
+        print("3. hvdbench train np=1 on real HDF5 digits vs --synthetic (samples/s)")
+        with tempfile.TemporaryDirectory() as tmp:
+            results["data"] = data_gap(args, Path(tmp))
+    results["load_avg_end"] = os.getloadavg()
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(results, indent=2) + "\n")
+    print("\nsummary (median over rounds):")
+    if "bare" in results:
+        print(f"  hvdbench / bare PyTorch, np=1:     {results['bare']['median_ratio']:.3f}  (goal >= 0.97)")
+    if "horovod" in results:
+        print(f"  hvdbench / Horovod's method, np=2: {results['horovod']['median_ratio']:.3f}  (goal >= 1); "
+              f"over the same total time: {results['horovod']['median_ratio_aggregate']:.3f}")
+    if "data" in results:
+        print(f"  real HDF5 vs synthetic gap, np=1:  {results['data']['gap_percent']:.1f} %")
+    print(f"  load average {results['load_avg_start'][0]:.1f} -> {results['load_avg_end'][0]:.1f}; "
+          f"written: {args.out}")
+
+
+def _show(title: str, r: dict, label: str) -> None:
+    print(title)
+    for i, (a, b, q) in enumerate(zip(r["hvdbench"], r["baseline"], r["ratios"])):
+        print(f"  round {i + 1}: hvdbench {a:,.1f}  {label} {b:,.1f}  ratio {q:.3f}")
+
+
+if __name__ == "__main__":
+    if len(sys.argv) > 1 and sys.argv[1] == "interleaved":
+        q = argparse.ArgumentParser()
+        q.add_argument("mode")
+        for name, default in (("--flavor", "debug"), ("--batch", 32), ("--steps", 100), ("--warmup", 10),
+                              ("--threads", 1), ("--rounds", 6)):
+            q.add_argument(name, type=type(default), default=default)
+        interleaved_main(q.parse_args())
+    else:
+        main()
