@@ -12,6 +12,7 @@ import re
 import signal
 import subprocess
 import sys
+import tempfile
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -82,19 +83,23 @@ def _env(name):
     return launch_env(**launch_settings(name, path=base["PATH"]).env)
 
 
-def launch(name, launcher, hosts, *args, np_=2):
-    """Run the probe on the cluster: launcher is 'gloo', 'mpi' (horovodrun) or 'mpirun'."""
+def launch(name, launcher, hosts, mode, *args, np_=2):
+    """Run the probe on the cluster (launcher: 'gloo' or 'mpi' through horovodrun, or 'mpirun') and
+    return what its ranks wrote: {"rank-0": {...}, ...} or {"train": {...}}. Reports come back as
+    files because Open MPI may splice two ranks' stdout lines into one."""
     s = launch_settings(name)
     if launcher == "mpirun":
         argv = ["mpirun", "--allow-run-as-root", "-np", str(np_), "-H", hosts, *s.mpirun_args]
     else:
         argv = [str(Path(sys.executable).parent / "horovodrun"), "-np", str(np_), "-H", hosts,
                 *s.horovodrun_args, f"--{launcher}"]
-    return run(argv + [sys.executable, PROBE, *args], timeout=240, env=_env(name)).stdout
+    with tempfile.TemporaryDirectory(prefix="hvdbench-probe-") as reports:
+        run(argv + [sys.executable, PROBE, mode, reports, *args], timeout=240, env=_env(name))
+        return {p.stem: json.loads(p.read_text()) for p in Path(reports).glob("*.json")}
 
 
-def probes(stdout: str) -> list[dict]:
-    return sorted((json.loads(m) for m in re.findall(r"PROBE (\{.*\})", stdout)), key=lambda r: r["rank"])
+def probes(reports: dict) -> list[dict]:
+    return sorted(reports.values(), key=lambda r: r["rank"])
 
 
 @pytest.mark.timeout(600)
@@ -131,8 +136,7 @@ def test_a_slow_link_makes_scale_out_slower_than_scale_up(hvdbench_bin):
         assert status.count("tbf rate 100mbit") == 2, status
         tput = {}
         for layout, hosts in (("1x2", "itbw-node1:2"), ("2x1", "itbw-node1:1,itbw-node2:1")):
-            out = launch("itbw", "gloo", hosts, "train", "--width", "1024", "--steps", "3")
-            report = json.loads(re.search(r"TRAIN (\{.*\})", out).group(1))
+            report = launch("itbw", "gloo", hosts, "train", "--width", "1024", "--steps", "3")["train"]
             assert report["cross_size"] == (1 if layout == "1x2" else 2)
             tput[layout] = report["samples_per_s"]
         print(f"\nsamples/s over a 100mbit link: 1x2 (scale-up) {tput['1x2']:.1f}, "
