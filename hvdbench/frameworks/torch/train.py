@@ -34,9 +34,10 @@ class Trainer:
         torch.manual_seed(cfg.seed)
         device = dist.device
         model = self.module.build(flavor_cfg, **data_info).to(device)
+        # On a GPU, images go in channels-last (NHWC): cuDNN then runs its NHWC kernels and every
+        # activation stays NHWC. The parameters keep the default layout: Horovod's collectives
+        # (broadcast, gradient allreduce) refuse tensors that are not contiguous in it.
         channels_last = device.type == "cuda" and data_info.get("kind") == "images"
-        if channels_last:
-            model = model.to(memory_format=torch.channels_last)
         self.model = model
         self.device_batch = DeviceBatches(device, channels_last)
 
