@@ -83,10 +83,13 @@ python_packages() {
   echo "$want" >"$stamp"
 }
 
-# The versions a Horovod build is bound to; a cached wheel is reused only when they all match.
-# Read from package metadata (no framework import), so checking it takes a fraction of a second.
+# The versions a Horovod build is bound to, and the build recipe (the two scripts that patch and
+# build it); a cached wheel is reused only when they all match. Read from package metadata (no
+# framework import), so checking it takes a fraction of a second.
 build_key() {
-  "$VENV/bin/python" - "$CUDA" <<'PY'
+  local recipe
+  recipe="$(cat "$ROOT/scripts/build_horovod.sh" "$ROOT/scripts/patch_horovod.py" | sha256sum | cut -c1-8)"
+  "$VENV/bin/python" - "$CUDA" "$recipe" <<'PY'
 import platform, subprocess, sys
 from importlib.metadata import version, PackageNotFoundError
 def v(*names):
@@ -98,7 +101,7 @@ def v(*names):
     return "none"
 mpi = subprocess.run(["mpirun", "--version"], capture_output=True, text=True).stdout.splitlines()[0]
 key = (f"py{platform.python_version()}-torch{v('torch')}-tf{v('tensorflow-cpu', 'tensorflow')}"
-       f"-{mpi}-cuda{sys.argv[1]}")
+       f"-{mpi}-cuda{sys.argv[1]}-recipe{sys.argv[2]}")
 print(key.replace(" ", "_").replace("(", "").replace(")", ""))
 PY
 }
@@ -124,31 +127,6 @@ check_build() {
   if [ "$CUDA" = 1 ]; then echo "$out" | grep -q "\[X\] NCCL" || { echo "lacks NCCL"; return 1; }; fi
 }
 
-# Patch the released sdist so it builds against PyTorch >= 2.1 and TensorFlow 2.21 (see DESIGN.md).
-# Every replacement must match exactly once, so a changed sdist fails loudly instead of silently.
-patch_horovod() {
-  "$VENV/bin/python" - "$1" <<'PY'
-import pathlib, sys
-src = pathlib.Path(sys.argv[1])
-edits = [
-    # PyTorch and TensorFlow headers need C++17; 0.28.1 asks for C++14 in two places.
-    ("CMakeLists.txt", "set(CMAKE_CXX_STANDARD 14)", "set(CMAKE_CXX_STANDARD 17)"),
-    ("horovod/torch/CMakeLists.txt", "set(CMAKE_CXX_STANDARD 14)", "set(CMAKE_CXX_STANDARD 17)"),
-    # Optional XLA ops include XLA headers that moved in TF 2.21; leave them out of the build.
-    ("horovod/tensorflow/CMakeLists.txt",
-     'list(APPEND TF_SOURCES "${PROJECT_SOURCE_DIR}/horovod/tensorflow/xla_mpi_ops.cc")',
-     "# hvdbench: xla_mpi_ops.cc left out (XLA headers moved in TensorFlow 2.21)"),
-]
-for rel, old, new in edits:
-    path = src / rel
-    text = path.read_text()
-    if text.count(old) != 1:
-        sys.exit(f"patch: expected exactly one {old!r} in {path}, found {text.count(old)}")
-    path.write_text(text.replace(old, new))
-    print(f"patched {rel}")
-PY
-}
-
 build_horovod() {
   if horovod_ok; then echo "Horovod $HOROVOD_VERSION already built with the needed frameworks"; return 0; fi
   local key wheeldir
@@ -157,17 +135,8 @@ build_horovod() {
   if ! ls "$wheeldir"/horovod-*.whl >/dev/null 2>&1; then
     local work; work="$(mktemp -d)"
     "$VENV/bin/pip" download --no-deps --no-binary :all: -d "$work" "horovod==$HOROVOD_VERSION"
-    tar -xzf "$work/horovod-$HOROVOD_VERSION.tar.gz" -C "$work"
-    patch_horovod "$work/horovod-$HOROVOD_VERSION"
-    export HOROVOD_WITH_PYTORCH=1 HOROVOD_WITH_TENSORFLOW=1 HOROVOD_WITH_MPI=1 HOROVOD_WITH_GLOO=1 \
-           HOROVOD_WITHOUT_MXNET=1 CMAKE_POLICY_VERSION_MINIMUM=3.5 MAKEFLAGS="-j$(nproc)"
-    if [ "$CUDA" = 1 ]; then
-      # NCCL headers and library come with the nvidia-nccl wheel PyTorch depends on.
-      local nccl; nccl="$("$VENV/bin/python" -c 'import nvidia.nccl, os; print(os.path.dirname(nvidia.nccl.__file__))' 2>/dev/null || true)"
-      export HOROVOD_GPU_OPERATIONS=NCCL
-      [ -n "$nccl" ] && export HOROVOD_NCCL_HOME="$nccl"
-    fi
-    "$VENV/bin/pip" wheel -v --no-deps --no-build-isolation -w "$work/dist" "$work/horovod-$HOROVOD_VERSION"
+    # Patches the sdist (scripts/patch_horovod.py) and picks frameworks, controllers and NCCL.
+    bash "$ROOT/scripts/build_horovod.sh" "$work/horovod-$HOROVOD_VERSION.tar.gz" "$work/dist" "$VENV/bin/python"
     mkdir -p "$wheeldir"
     cp "$work"/dist/horovod-*.whl "$wheeldir/"
     rm -rf "$work"

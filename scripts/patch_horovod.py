@@ -1,0 +1,46 @@
+"""Patch Horovod 0.28.1's unpacked sdist so it builds against today's frameworks and toolchains.
+
+    python scripts/patch_horovod.py /tmp/horovod-0.28.1
+
+Used by scripts/build_horovod.sh (and so by `make setup`). Nothing of Horovod is kept in this
+repository: the released sdist is downloaded and edited in place. Every replacement must match
+exactly once, so a changed sdist fails loudly instead of building something else.
+"""
+
+import pathlib
+import sys
+
+EDITS = [
+    # PyTorch (>= 2.1) and TensorFlow headers need C++17; 0.28.1 asks for C++14 in two places.
+    ("CMakeLists.txt", "set(CMAKE_CXX_STANDARD 14)", "set(CMAKE_CXX_STANDARD 17)"),
+    ("horovod/torch/CMakeLists.txt", "set(CMAKE_CXX_STANDARD 14)", "set(CMAKE_CXX_STANDARD 17)"),
+    # Optional XLA ops (used only with HOROVOD_ENABLE_XLA_OPS) include XLA headers that moved in
+    # TensorFlow 2.21: leave them out of the build.
+    ("horovod/tensorflow/CMakeLists.txt",
+     'list(APPEND TF_SOURCES "${PROJECT_SOURCE_DIR}/horovod/tensorflow/xla_mpi_ops.cc")',
+     "# hvdbench: xla_mpi_ops.cc left out (XLA headers moved in TensorFlow 2.21)"),
+    # The CUDA kernels (GPU builds only) are compiled as C++11, which CUDA 13's headers no longer
+    # accept; C++17 is supported by every CUDA since 11.
+    ("horovod/common/ops/cuda/CMakeLists.txt", "set(CMAKE_CUDA_STANDARD 11)", "set(CMAKE_CUDA_STANDARD 17)"),
+    # Headers that use std::string and std::logic_error without including them: GCC 13's standard
+    # library no longer brings them in through <mutex>, <queue> or <memory> (seen with GCC 13.3 on
+    # a CUDA 13 machine; GCC 12 still does).
+    ("horovod/common/group_table.h", "#include <queue>\n", "#include <queue>\n#include <string>\n"),
+    ("horovod/common/common.h", "#include <memory>\n", "#include <memory>\n#include <stdexcept>\n"),
+]
+
+
+def patch(src: pathlib.Path) -> None:
+    for rel, old, new in EDITS:
+        path = src / rel
+        text = path.read_text()
+        if text.count(old) != 1:
+            sys.exit(f"patch_horovod: expected exactly one {old!r} in {path}, found {text.count(old)}")
+        path.write_text(text.replace(old, new))
+        print(f"patched {rel}")
+
+
+if __name__ == "__main__":
+    if len(sys.argv) != 2:
+        sys.exit("usage: python scripts/patch_horovod.py UNPACKED_SDIST_DIR")
+    patch(pathlib.Path(sys.argv[1]))
