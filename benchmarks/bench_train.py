@@ -6,7 +6,7 @@
 1. bare (np=1): hvdbench's throughput loop (`worker.Loop.throughput`: its Trainer, Horovod's
    DistributedOptimizer, synchronised timing) vs a bare PyTorch loop on the same model, batch and
    fixed synthetic batch, alternating in one process -> ratio of step rates (goal >= 0.97).
-2. horovod (np=2, `horovodrun -np 2`): the same hvdbench loop vs Horovod's own synthetic-benchmark
+2. horovod (np=2, `horovodrun -np 2`; --horovod-np): the same hvdbench loop vs Horovod's own synthetic-benchmark
    method re-implemented (a second model with DistributedOptimizer, one fixed batch, timeit over
    groups of batches, img/s = rank 0's mean x size), alternating in one job -> ratio (goal >= 1).
 3. data (np=1): `hvdbench train` on real HDF5 data (the built-in digits) vs `--synthetic`, each
@@ -58,10 +58,11 @@ def bench_line(stdout: str) -> dict:
 
 # --- comparisons 1 and 2: one process (np=1) or one horovodrun job (np=2) ----------------------
 
-def interleaved(args, np: int) -> dict:
-    inner = [sys.executable, __file__, "interleaved", "--flavor", args.flavor, "--batch", args.batch,
-             "--steps", args.steps, "--warmup", args.warmup, "--threads", args.threads, "--rounds", args.rounds]
-    argv = inner if np == 1 else [HOROVODRUN, "-np", np, "-H", f"localhost:{np}", f"--{args.controller}", *inner]
+def interleaved(args, np: int, baseline: str) -> dict:
+    inner = [sys.executable, __file__, "interleaved", "--baseline", baseline, "--flavor", args.flavor, "--batch", args.batch,
+             "--steps", args.steps, "--warmup", args.warmup, "--threads", args.threads, "--rounds", args.rounds,
+             "--precision", args.precision, *(["--bare-nhwc-params"] if args.bare_nhwc_params else [])]
+    argv = inner if baseline == "bare" else [HOROVODRUN, "-np", np, "-H", f"localhost:{np}", f"--{args.controller}", *inner]
     return bench_line(call(argv, args.threads).stdout)
 
 
@@ -76,17 +77,17 @@ def interleaved_main(a) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         cfg = config.resolve({"model": "resnet50", "flavor": a.flavor, "synthetic": True, "out": tmp,
                               "batch_per_gpu": a.batch, "steps": a.steps, "warmup_steps": a.warmup,
-                              "threads": a.threads})
+                              "threads": a.threads, "precision": a.precision})
     fw = frameworks.load("torch")
     dist = fw.init_dist(a.threads)
-    trainer = fw.Trainer(cfg, get_spec("resnet50").flavor(a.flavor), {}, dist)
+    trainer = fw.Trainer(cfg, get_spec("resnet50").flavor(a.flavor), {"kind": "images"}, dist)
     global_batch = a.batch * dist.size
     loop = worker.Loop(cfg, dist, trainer, EventLog(None), worker.Fault(dist.rank, dist.size, env={}),
                        None, global_batch, worker.scaled_lr(cfg, global_batch))
     # The same hyperparameters on both sides: the learning rate changes the values the CPU
     # multiplies (tiny values can be denormal and slow), so it must not differ.
     lr = worker.scaled_lr(cfg, global_batch)
-    baseline = _bare_loop(a, lr, cfg) if dist.size == 1 else _horovod_method(a, lr, cfg)
+    baseline = _bare_loop(a, lr, cfg) if a.baseline == "bare" else _horovod_method(a, lr, cfg)
 
     ours, theirs = [], []
     for r in range(a.rounds):
@@ -106,7 +107,11 @@ def interleaved_main(a) -> None:
         print("BENCH " + json.dumps(result), flush=True)
 
 
-def _model_and_batch(flavor: str, batch: int):
+def _model_and_batch(flavor: str, batch: int, nhwc_params: bool = False):
+    """The model and one fixed batch on this rank's device. On a GPU the images are channels-last
+    (NHWC, what tensor cores want) and, as in hvdbench's trainer, the parameters keep the default
+    layout (Horovod refuses non-contiguous tensors); `nhwc_params` converts them too, which a bare
+    loop without Horovod may do. On a CPU everything stays NCHW."""
     import torch
 
     from hvdbench.frameworks.torch.data import DeviceBatches
@@ -115,9 +120,34 @@ def _model_and_batch(flavor: str, batch: int):
 
     cfg = get_spec("resnet50").flavor(flavor)
     torch.manual_seed(0)
-    model = resnet.build(cfg)
-    fixed = DeviceBatches(torch.device("cpu"))(resnet.synthetic_batch(cfg, batch, torch.Generator().manual_seed(0)))
+    cuda = torch.cuda.is_available()
+    device = torch.device("cuda", torch.cuda.current_device()) if cuda else torch.device("cpu")
+    model = resnet.build(cfg).to(device)
+    if cuda and nhwc_params:
+        model = model.to(memory_format=torch.channels_last)
+    fixed = DeviceBatches(device, channels_last=cuda)(
+        resnet.synthetic_batch(cfg, batch, torch.Generator().manual_seed(0)))
     return model, fixed
+
+
+def _autocast(precision: str):
+    """Mixed precision as the trainer applies it (fp32: nothing)."""
+    import contextlib
+
+    import torch
+
+    dtypes = {"bf16": torch.bfloat16, "fp16": torch.float16}
+    if precision not in dtypes:
+        return contextlib.nullcontext()
+    return torch.autocast("cuda" if torch.cuda.is_available() else "cpu", dtype=dtypes[precision])
+
+
+def _synchronize() -> None:
+    """GPU work is queued: wait for it before reading a clock (a no-op on the CPU)."""
+    import torch
+
+    if torch.cuda.is_available():
+        torch.cuda.synchronize()
 
 
 def _bare_loop(a, lr, cfg):
@@ -125,22 +155,26 @@ def _bare_loop(a, lr, cfg):
     import torch
     import torch.nn.functional as F
 
-    model, batch = _model_and_batch(a.flavor, a.batch)
+    model, batch = _model_and_batch(a.flavor, a.batch, nhwc_params=a.bare_nhwc_params)
     opt = torch.optim.SGD(model.parameters(), lr=lr, momentum=cfg.momentum, weight_decay=cfg.weight_decay)
     model.train()
     x, y = batch["images"], batch["labels"]
 
     def step():
         opt.zero_grad()
-        F.cross_entropy(model(x), y).backward()
+        with _autocast(a.precision):
+            loss = F.cross_entropy(model(x), y)
+        loss.backward()
         opt.step()
 
     def rate() -> float:
         for _ in range(a.warmup):
             step()
+        _synchronize()
         t0 = time.perf_counter()
         for _ in range(a.steps):
             step()
+        _synchronize()
         return a.steps * a.batch / (time.perf_counter() - t0)
 
     return rate
@@ -169,13 +203,21 @@ def _horovod_method(a, lr, cfg, per_iter: int = 10):
 
     def step():
         opt.zero_grad()
-        F.cross_entropy(model(x), y).backward()
+        with _autocast(a.precision):
+            loss = F.cross_entropy(model(x), y)
+        loss.backward()
         opt.step()
+
+    def timed_batches() -> None:  # its timeit closes over the queue's end on a GPU
+        for _ in range(per_iter):
+            step()
+        _synchronize()
 
     def rate() -> float:
         timeit.timeit(step, number=a.warmup)
+        _synchronize()
         iters = max(1, a.steps // per_iter)
-        times = [timeit.timeit(step, number=per_iter) for _ in range(iters)]
+        times = [timeit.timeit(timed_batches, number=1) for _ in range(iters)]
         # Also the same samples over the total time: the mean of per-iteration rates is higher
         # whenever iteration times vary (a busy machine), whatever the loop.
         rate.aggregate.append(a.batch * per_iter * iters * hvd.size() / sum(times))
@@ -219,18 +261,24 @@ def main(argv=None) -> None:
     p.add_argument("--steps", type=int, default=100)
     p.add_argument("--warmup", type=int, default=10)
     p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--precision", choices=["fp32", "bf16", "fp16"], default="fp32")
+    p.add_argument("--bare-nhwc-params", action="store_true",
+                   help="GPU: the bare loop also keeps its parameters channels-last (hvdbench cannot: Horovod "
+                        "needs contiguous tensors), to measure what that costs.")
     p.add_argument("--controller", choices=["gloo", "mpi"], default="gloo")
+    p.add_argument("--horovod-np", type=int, default=2, help="Ranks of comparison 2 (1 on a one-GPU machine).")
     p.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "bench_train.json")
     args = p.parse_args(argv)
     only = args.only or ["bare", "horovod", "data"]
     results = {"settings": {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()},
                "cpu_count": os.cpu_count(), "load_avg_start": os.getloadavg()}
     if "bare" in only:
-        results["bare"] = interleaved(args, np=1)
+        results["bare"] = interleaved(args, np=1, baseline="bare")
         _show("1. hvdbench np=1 vs bare PyTorch loop, one process (samples/s)", results["bare"], "bare")
     if "horovod" in only:
-        results["horovod"] = interleaved(args, np=2)
-        _show(f"2. hvdbench np=2 vs Horovod's synthetic-benchmark method, one {args.controller} job (samples/s)",
+        results["horovod"] = interleaved(args, np=args.horovod_np, baseline="horovod")
+        _show(f"2. hvdbench np={args.horovod_np} vs Horovod's synthetic-benchmark method, one {args.controller} job "
+              "(samples/s)",
               results["horovod"], "horovod's method")
     if "data" in only:
         print("3. hvdbench train np=1 on real HDF5 digits vs --synthetic (samples/s)")
@@ -243,7 +291,7 @@ def main(argv=None) -> None:
     if "bare" in results:
         print(f"  hvdbench / bare PyTorch, np=1:     {results['bare']['median_ratio']:.3f}  (goal >= 0.97)")
     if "horovod" in results:
-        print(f"  hvdbench / Horovod's method, np=2: {results['horovod']['median_ratio']:.3f}  (goal >= 1); "
+        print(f"  hvdbench / Horovod's method, np={args.horovod_np}: {results['horovod']['median_ratio']:.3f}  (goal >= 1); "
               f"over the same total time: {results['horovod']['median_ratio_aggregate']:.3f}")
     if "data" in results:
         print(f"  real HDF5 vs synthetic gap, np=1:  {results['data']['gap_percent']:.1f} %")
@@ -261,9 +309,11 @@ if __name__ == "__main__":
     if len(sys.argv) > 1 and sys.argv[1] == "interleaved":
         q = argparse.ArgumentParser()
         q.add_argument("mode")
+        q.add_argument("--baseline", choices=["bare", "horovod"], required=True)
         for name, default in (("--flavor", "debug"), ("--batch", 32), ("--steps", 100), ("--warmup", 10),
-                              ("--threads", 1), ("--rounds", 6)):
+                              ("--threads", 1), ("--rounds", 6), ("--precision", "fp32")):
             q.add_argument(name, type=type(default), default=default)
+        q.add_argument("--bare-nhwc-params", action="store_true")
         interleaved_main(q.parse_args())
     else:
         main()
