@@ -58,7 +58,8 @@ def images(src, out, size, samples_per_shard, val_fraction, strict, seed, worker
 
 @prepare.command()
 @OUT
-@click.option("--size", type=click.IntRange(min=8), default=32, show_default=True, help="Upsample 8x8 to SIZE x SIZE.")
+@click.option("--size", type=click.IntRange(min=8), default=16, show_default=True,
+              help="Upsample 8x8 to SIZE x SIZE (16: the ResNet debug flavor's size, tuned to its target).")
 @click.option("--val-fraction", type=click.FloatRange(0, 1, min_open=True, max_open=True), default=0.2,
               show_default=True, help="Stratified validation share.")
 @click.option("--samples-per-shard", type=click.IntRange(min=1), default=1024, show_default=True)

@@ -1,6 +1,6 @@
 """Built-in real images: scikit-learn's bundled handwritten digits, no download.
 
-    hvdbench prepare digits --out data/digits --size 32
+    hvdbench prepare digits --out data/digits --size 16
 
 1,797 real 8x8 greyscale scans (values 0..16) of the digits 0-9 (the UCI "optdigits" test set, shipped
 inside scikit-learn). Values are scaled to 0..255, upsampled to `size` x `size`, repeated over three
@@ -39,7 +39,7 @@ def load(size: int, val_fraction: float, seed: int) -> dict[str, tuple[np.ndarra
     return {"train": (x_train, y_train), "val": (x_val, y_val)}
 
 
-def prepare_digits(out: Path, *, size: int = 32, val_fraction: float = 0.2, samples_per_shard: int = 1024,
+def prepare_digits(out: Path, *, size: int = 16, val_fraction: float = 0.2, samples_per_shard: int = 1024,
                    seed: int = 0, overwrite: bool = False, command: str | None = None) -> dict:
     out = Path(out)
     if size < 8:

@@ -80,3 +80,14 @@ def test_debug_resnet_reaches_its_target_on_digits(framework, controller, digits
     assert checked.returncode == 0, checked.stdout + checked.stderr
     # Rank 0 speaks, rank 1 stays quiet.
     assert proc.stdout.count("parameters identical on all 2 ranks: True") == 1
+
+
+@pytest.mark.timeout(300)
+def test_debug_resnet_alone_reaches_its_target_on_default_digits(tmp_path, hvdbench_bin):
+    """The quick start without a launcher: one process, `prepare digits` with its defaults."""
+    data, out = tmp_path / "digits", tmp_path / "run"
+    run([hvdbench_bin, "prepare", "digits", "--out", data])
+    run([hvdbench_bin, "train", "resnet50", "--flavor", "debug", "--data", data, "--out", out])
+    record, _ = read_result(out / "result.json")
+    assert (record.status, record.world_size, record.launcher) == ("success", 1, "single")
+    assert record.final_metric >= 0.95 and record.epochs_to_target <= 12
