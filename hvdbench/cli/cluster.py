@@ -111,6 +111,7 @@ def down(name):
 
 def _usage(name: str) -> None:
     from hvdbench.cluster.launch import launch_settings
+    from hvdbench.frameworks import SHARED_MACHINE_ENV
 
     s = launch_settings(name)
     np_ = sum(int(h.rsplit(":", 1)[1]) for h in s.hosts)
@@ -119,8 +120,9 @@ def _usage(name: str) -> None:
     # horovodrun needs the interface named: on a single remote node it would otherwise pick loopback
     # for its rendezvous address, which the ranks cannot reach from their namespace.
     click.echo(f"Hostfile: {s.hostfile}\n"
-               "Launch from this shell (the ssh wrapper on PATH carries the cluster's key and host keys):\n"
-               f"  export PATH={s.env['PATH'].split(os.pathsep, 1)[0]}:$PATH\n"
+               "Launch from this shell (the ssh wrapper on PATH carries the cluster's key and host keys;\n"
+               f"{SHARED_MACHINE_ENV}=1 gives each rank its share of this machine's cores):\n"
+               f"  export PATH={s.env['PATH'].split(os.pathsep, 1)[0]}:$PATH {SHARED_MACHINE_ENV}=1\n"
                f"  horovodrun -np {np_} --hostfile {s.hostfile} {hvd_args} --gloo python ...\n"
                f"  horovodrun -np {np_} --hostfile {s.hostfile} {hvd_args} --mpi python ...\n"
                f"  mpirun -np {np_} --hostfile {s.hostfile} {' '.join(s.mpirun_args)} python ...\n"

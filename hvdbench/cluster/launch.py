@@ -9,8 +9,11 @@ For cluster `hvd` (state in /run/hvdbench-cluster/hvd) that is:
         -mca btl_tcp_if_include hvd-br -mca oob_tcp_if_include hvd-br -x PATH python -m ...
 
 Naming the interface skips horovodrun's interface probe (a round of ssh sessions) and keeps Open
-MPI off the nodes' loopback. The ranks need the launcher's PATH (the venv's python, the wrapper):
-horovodrun forwards it by itself, a direct mpirun with `-x PATH`.
+MPI off the nodes' loopback. The ranks need the launcher's PATH (the venv's python, the wrapper)
+and HVDBENCH_SHARED_MACHINE=1: horovodrun forwards both by itself, a direct mpirun with `-x`.
+HVDBENCH_SHARED_MACHINE tells the workers that all "nodes" share this machine's cores, so each rank
+takes cores / world size math threads rather than cores / ranks per node: oversubscribed, the
+2x1 layout of the demo ran 25 times slower than its link allows.
 """
 
 import os
@@ -19,6 +22,7 @@ from pathlib import Path
 
 from hvdbench.cluster.plan import STATE_ROOT, ClusterError, state_dir_for
 from hvdbench.cluster.state import Journal
+from hvdbench.frameworks import SHARED_MACHINE_ENV
 
 
 @dataclass(frozen=True)
@@ -45,8 +49,9 @@ def launch_settings(name: str = "hvd", state_root: Path = STATE_ROOT, path: str 
         hosts=tuple(f"{n.name}:{plan.slots}" for n in plan.nodes),
         horovodrun_args=("--network-interfaces", plan.bridge),
         mpirun_args=("-mca", "btl_tcp_if_include", plan.bridge, "-mca", "oob_tcp_if_include", plan.bridge,
-                     "-x", "PATH"),
-        env={"PATH": os.pathsep.join(p for p in [str(plan.state_dir / "bin"), base] if p)},
+                     "-x", "PATH", "-x", SHARED_MACHINE_ENV),
+        env={"PATH": os.pathsep.join(p for p in [str(plan.state_dir / "bin"), base] if p),
+             SHARED_MACHINE_ENV: "1"},
     )
 
 

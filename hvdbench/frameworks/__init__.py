@@ -29,15 +29,23 @@ def model_module(framework: str, model: str):
     return importlib.import_module(f"{PACKAGES[framework]}.models.{MODEL_MODULES[model]}")
 
 
-def math_threads(requested: int, local_size: int) -> int:
+# Set by an emulated cluster's launch settings (`hvdbench cluster`): its "nodes" are namespaces of
+# one machine, so every rank of the job shares that machine's cores.
+SHARED_MACHINE_ENV = "HVDBENCH_SHARED_MACHINE"
+
+
+def math_threads(requested: int, local_size: int, size: int | None = None, env=os.environ) -> int:
     """CPU math threads for one rank: --threads, else OMP_NUM_THREADS, else the cores shared out
-    among the ranks of this host (two ranks each spinning a thread per core fight for them)."""
+    among the ranks of this machine (two ranks each spinning a thread per core fight for them, and
+    oversubscribed OpenMP barriers are slower by orders of magnitude). Those are the `local_size`
+    ranks of this host, or all `size` ranks when HVDBENCH_SHARED_MACHINE=1 (an emulated cluster)."""
     if requested > 0:
         return requested
-    env = os.environ.get("OMP_NUM_THREADS", "")
-    if env.isdigit() and int(env) > 0:
-        return int(env)
-    return max(1, (os.cpu_count() or 1) // local_size)
+    omp = env.get("OMP_NUM_THREADS", "")
+    if omp.isdigit() and int(omp) > 0:
+        return int(omp)
+    sharing = size if env.get(SHARED_MACHINE_ENV) == "1" and size else local_size
+    return max(1, (os.cpu_count() or 1) // sharing)
 
 
 def cpu_mpi_settings(on_gpu: bool, env=os.environ) -> None:

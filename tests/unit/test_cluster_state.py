@@ -117,8 +117,8 @@ def test_launch_settings_of_a_running_cluster(tmp_path):
     assert s.hosts == ("hvd-node1:2", "hvd-node2:2")
     assert s.horovodrun_args == ("--network-interfaces", "hvd-br")
     assert s.mpirun_args == ("-mca", "btl_tcp_if_include", "hvd-br", "-mca", "oob_tcp_if_include", "hvd-br",
-                             "-x", "PATH")
-    assert s.env == {"PATH": f"{tmp_path / 'hvd' / 'bin'}:/usr/bin:/bin"}
+                             "-x", "PATH", "-x", "HVDBENCH_SHARED_MACHINE")
+    assert s.env == {"PATH": f"{tmp_path / 'hvd' / 'bin'}:/usr/bin:/bin", "HVDBENCH_SHARED_MACHINE": "1"}
 
 
 def test_launch_settings_refuse_a_missing_or_half_made_cluster(tmp_path):

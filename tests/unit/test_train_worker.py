@@ -11,6 +11,7 @@ from types import SimpleNamespace
 import pytest
 
 from hvdbench import worker
+from hvdbench.frameworks import math_threads
 from hvdbench.cli.train import _parse_set
 from hvdbench.errors import ConfigError
 
@@ -119,3 +120,14 @@ def test_bad_arguments_are_reported_by_rank_0_only(args, code, message):
     rank1 = hvdbench(*args, env={"OMPI_COMM_WORLD_RANK": "1"})
     assert rank0.returncode == code and message in rank0.stderr
     assert rank1.returncode == code and rank1.stdout + rank1.stderr == ""
+
+
+@pytest.mark.parametrize("env, expected", [
+    ({}, 8),                                         # 16 cores, 2 ranks on this host
+    ({"HVDBENCH_SHARED_MACHINE": "1"}, 4),           # emulated cluster: 4 ranks share the 16 cores
+    ({"OMP_NUM_THREADS": "3", "HVDBENCH_SHARED_MACHINE": "1"}, 3),  # the user's setting wins
+])
+def test_math_threads_share_the_cores_of_one_machine(monkeypatch, env, expected):
+    monkeypatch.setattr("os.cpu_count", lambda: 16)
+    assert math_threads(0, local_size=2, size=4, env=env) == expected
+    assert math_threads(5, local_size=2, size=4, env=env) == 5  # --threads wins over all

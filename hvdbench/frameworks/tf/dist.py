@@ -35,7 +35,7 @@ class Dist:
         self.cross_size = hvd.cross_size()
         self.controller = "mpi" if hvd.mpi_enabled() else "gloo" if hvd.gloo_enabled() else ""
         # Thread pools must be sized before TensorFlow's runtime starts (the first op).
-        self.threads = math_threads(threads, self.local_size)
+        self.threads = math_threads(threads, self.local_size, self.size)
         tf.config.threading.set_intra_op_parallelism_threads(self.threads)
         tf.config.threading.set_inter_op_parallelism_threads(min(2, self.threads))
         gpus = tf.config.list_physical_devices("GPU")

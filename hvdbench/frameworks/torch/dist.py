@@ -29,7 +29,7 @@ class Dist:
         self.cross_size = hvd.cross_size()
         self.controller = "mpi" if hvd.mpi_enabled() else "gloo" if hvd.gloo_enabled() else ""
         # Two ranks sharing a CPU must not each start one thread per core (they would fight).
-        self.threads = math_threads(threads, self.local_size)
+        self.threads = math_threads(threads, self.local_size, self.size)
         torch.set_num_threads(self.threads)
         if torch.cuda.is_available():
             torch.cuda.set_device(self.local_rank)
