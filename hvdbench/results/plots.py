@@ -5,7 +5,7 @@
     layouts_bars.png         for each GPU count run with several layouts, a bar per layout ± 2σ
     time_to_train.png        MLPerf time-to-train score vs GPUs, ± 2σ, the ideal (1/N) line
 
-Layout families: "scale-up (1 node)" holds every single-node layout; "scale-out (G GPUs/node)"
+Layout families: "scale-up (1 node)" holds every single-node layout; "scale-out (G GPU(s)/node)"
 adds nodes of G GPUs each (starting from the 1xG point), so scale-up and scale-out read as
 separate lines from a shared start. Each `*_figure` returns the Figure; `series_labels` lists
 each panel's legend entries (what the tests count).
@@ -46,7 +46,7 @@ def families(rows: list[dict], value: str) -> dict[str, list[dict]]:
     rows = [r for r in rows if r[value] is not None and r["gpus"]]
     fams = {"scale-up (1 node)": [r for r in rows if r["nodes"] == 1]}
     for g in sorted({r["gpus_per_node"] for r in rows if r["nodes"] > 1}):
-        fams[f"scale-out ({g} GPUs/node)"] = [r for r in rows if r["gpus_per_node"] == g]
+        fams[f"scale-out ({g} GPU{'s' if g > 1 else ''}/node)"] = [r for r in rows if r["gpus_per_node"] == g]
     fams["layout unknown"] = [r for r in rows if not r["nodes"]]
     return {name: sorted(rs, key=lambda r: (r["gpus"], r["nodes"])) for name, rs in fams.items() if rs}
 

@@ -150,8 +150,8 @@ def _ttt_md(rows):
 
 def _epochs_md(rows):
     return _table(
-        ["GPUs", "global batch", "avg time per epoch (min)", "epochs", "precision", "runs (converged)"],
-        [[r["gpus"] or DASH, r["global_batch"] or DASH, _num(r["time_per_epoch_min"], ".2f"),
+        ["GPUs", "layout", "global batch", "avg time per epoch (min)", "epochs", "precision", "runs (converged)"],
+        [[r["gpus"] or DASH, r["layout"] or DASH, r["global_batch"] or DASH, _num(r["time_per_epoch_min"], ".2f"),
           _num(r["epochs_mean"], ".2f"), r["precision"] or DASH, f"{r['runs']} ({r['converged']})"]
          for r in rows])
 

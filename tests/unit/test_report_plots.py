@@ -23,7 +23,7 @@ def test_throughput_plot_has_a_line_per_layout_family_and_the_ideal():
     # panels: tensorflow (1x1, 1x2: scale-up only), torch (1x1, 1x2, 1x4 up; 2x1, 2x2 out)
     assert plots.series_labels(fig) == [
         ["ideal (linear)", "scale-up (1 node)"],
-        ["ideal (linear)", "scale-up (1 node)", "scale-out (1 GPUs/node)", "scale-out (2 GPUs/node)"],
+        ["ideal (linear)", "scale-up (1 node)", "scale-out (1 GPU/node)", "scale-out (2 GPUs/node)"],
     ]
     torch = fig.axes[1]
     ideal = next(l for l in torch.get_lines() if l.get_label() == "ideal (linear)")
