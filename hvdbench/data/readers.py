@@ -290,19 +290,28 @@ class Loader:
             k += 1
 
     def _gather(self, picks: np.ndarray) -> dict[str, np.ndarray]:
-        """One batch: samples grouped by shard (the order inside a batch carries no meaning), each
-        group copied with one numpy take per field into the batch arrays."""
+        """One batch: samples grouped by shard (the order inside a batch carries no meaning). Runs
+        of consecutive samples (BERT's shuffle unit) are copied as slices, anything else with one
+        numpy take per field and shard into the batch arrays."""
         picks = picks[np.lexsort((picks[:, 1], picks[:, 0]))]
         out = self._alloc(len(picks))
         if not len(picks):
             return dict(out)
-        cuts = (np.flatnonzero(picks[1:, 0] != picks[:-1, 0]) + 1).tolist()
+        new_shard = picks[1:, 0] != picks[:-1, 0]
+        cuts = (np.flatnonzero(new_shard | (picks[1:, 1] != picks[:-1, 1] + 1)) + 1).tolist()
+        if len(cuts) * 8 >= len(picks):  # short runs: a take per shard beats many tiny slices
+            cuts = (np.flatnonzero(new_shard) + 1).tolist()
         for a, z in zip([0, *cuts], [*cuts, len(picks)]):
             arrays = self.ds.arrays(self.files[int(picks[a, 0])])
             rows = picks[a:z, 1]
+            first = int(rows[0])
+            contiguous = int(rows[-1]) - first == z - a - 1
             for n in self.names:
-                # mode="clip": the rows are valid, and "raise" would copy through a buffer
-                arrays[n].take(rows, 0, out[n][a:z], "clip")
+                if contiguous:
+                    out[n][a:z] = arrays[n][first:first + z - a]
+                else:
+                    # mode="clip": the rows are valid, and "raise" would copy through a buffer
+                    arrays[n].take(rows, 0, out[n][a:z], "clip")
         return dict(out)
 
     def _alloc(self, n: int) -> dict[str, np.ndarray]:

@@ -55,6 +55,17 @@ def test_without_drop_last_every_sample_exactly_once_and_equal_steps(tmp_path, s
     assert sorted(everything.tolist()) == list(range(201))
 
 
+@pytest.mark.parametrize("run", [2, 10, 40])
+def test_runs_copied_as_slices_keep_rows_whole_and_cover_every_sample_once(tmp_path, run):
+    # Runs of consecutive samples (BERT's shuffle unit) are copied as slices when a batch is made
+    # of long runs, and gathered row by row when the runs are short: both must give the same rows.
+    ds = open_dataset(id_dataset(tmp_path / "d"))
+    for epoch in (0, 1):
+        per_rank, lengths = epoch_ids(ds, "train", 16, 2, epoch=epoch, drop_last=False, run_samples=run)
+        assert len(set(lengths)) == 1
+        assert sorted(np.concatenate(per_rank).tolist()) == list(range(201))
+
+
 @pytest.mark.parametrize("size", [1, 2, 3, 5])
 def test_with_drop_last_full_equal_batches_disjoint_and_few_dropped(tmp_path, size):
     ds = open_dataset(id_dataset(tmp_path / "d"))
