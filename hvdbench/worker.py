@@ -206,7 +206,7 @@ def run(cfg: config_mod.TrainConfig, state: dict) -> None:
     events.start(C.INIT_START)
 
     kind = ds.kind if ds else spec.data_kinds[0]
-    # The kind travels with the sizes: the torch trainer keeps image models channels-last on GPUs.
+    # The kind travels with the sizes: on GPUs the torch trainer feeds images channels-last.
     data_info = {"kind": kind, **(ds.data_info if ds else {})}
     trainer = fw.Trainer(cfg, flavor_cfg, data_info, dist)
     trainer.compile(_example_batch(ds))
