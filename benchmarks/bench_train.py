@@ -130,16 +130,27 @@ def _model_and_batch(flavor: str, batch: int, nhwc_params: bool = False):
     return model, fixed
 
 
-def _autocast(precision: str):
-    """Mixed precision as the trainer applies it (fp32: nothing)."""
+def _plain_step(model, opt, x, y, precision: str):
+    """One SGD step as plain PyTorch code writes it, under autocast as the trainer applies it
+    (the trainer's precision names; fp32: no autocast)."""
     import contextlib
 
     import torch
+    import torch.nn.functional as F
 
-    dtypes = {"bf16": torch.bfloat16, "fp16": torch.float16}
-    if precision not in dtypes:
-        return contextlib.nullcontext()
-    return torch.autocast("cuda" if torch.cuda.is_available() else "cpu", dtype=dtypes[precision])
+    from hvdbench.frameworks.torch.train import DTYPES
+
+    autocast = (torch.autocast(x.device.type, dtype=DTYPES[precision]) if precision in DTYPES
+                else contextlib.nullcontext())
+
+    def step():
+        opt.zero_grad()
+        with autocast:
+            loss = F.cross_entropy(model(x), y)
+        loss.backward()
+        opt.step()
+
+    return step
 
 
 def _synchronize() -> None:
@@ -153,19 +164,11 @@ def _synchronize() -> None:
 def _bare_loop(a, lr, cfg):
     """The plainest PyTorch training loop on its own copy of the model: fixed batch, SGD."""
     import torch
-    import torch.nn.functional as F
 
     model, batch = _model_and_batch(a.flavor, a.batch, nhwc_params=a.bare_nhwc_params)
     opt = torch.optim.SGD(model.parameters(), lr=lr, momentum=cfg.momentum, weight_decay=cfg.weight_decay)
     model.train()
-    x, y = batch["images"], batch["labels"]
-
-    def step():
-        opt.zero_grad()
-        with _autocast(a.precision):
-            loss = F.cross_entropy(model(x), y)
-        loss.backward()
-        opt.step()
+    step = _plain_step(model, opt, batch["images"], batch["labels"], a.precision)
 
     def rate() -> float:
         for _ in range(a.warmup):
@@ -189,7 +192,6 @@ def _horovod_method(a, lr, cfg, per_iter: int = 10):
     import horovod.torch as hvd
     import numpy as np
     import torch
-    import torch.nn.functional as F
 
     model, batch = _model_and_batch(a.flavor, a.batch)
     opt = torch.optim.SGD(model.parameters(), lr=lr, momentum=cfg.momentum, weight_decay=cfg.weight_decay)
@@ -199,16 +201,9 @@ def _horovod_method(a, lr, cfg, per_iter: int = 10):
     hvd.broadcast_parameters(model.state_dict(), root_rank=0)
     hvd.broadcast_optimizer_state(opt, root_rank=0)
     model.train()
-    x, y = batch["images"], batch["labels"]
+    step = _plain_step(model, opt, batch["images"], batch["labels"], a.precision)
 
-    def step():
-        opt.zero_grad()
-        with _autocast(a.precision):
-            loss = F.cross_entropy(model(x), y)
-        loss.backward()
-        opt.step()
-
-    def timed_batches() -> None:  # its timeit closes over the queue's end on a GPU
+    def timed_batches() -> None:  # on a GPU, a timed group ends when its queued work has run
         for _ in range(per_iter):
             step()
         _synchronize()
