@@ -1,6 +1,7 @@
 """Readers: disjoint seeded shares per rank, every sample once per epoch, equal steps, clear errors."""
 
 import json
+import time
 
 import numpy as np
 import pytest
@@ -212,3 +213,49 @@ def test_a_shard_replaced_after_open_is_read_with_its_new_layout(tmp_path):
         assert f["labels"].id.get_offset() != before
     ids = np.concatenate([b["labels"] for b in ds.loader("train", 10, drop_last=False)])
     assert sorted(ids.tolist()) == list(range(50))
+
+
+def test_the_producer_stays_at_most_prefetch_batches_ahead(tmp_path, monkeypatch):
+    from hvdbench.data.readers import Loader
+
+    built = []
+    gather = Loader._gather
+    monkeypatch.setattr(Loader, "_gather", lambda self, picks: built.append(1) or gather(self, picks))
+    loader = open_dataset(id_dataset(tmp_path / "d")).loader("train", 2, prefetch=2)
+    batches = iter(loader)
+    next(batches)
+    deadline = time.monotonic() + 10
+    while len(built) < 4 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    time.sleep(0.3)  # time enough to run away through the other 96 batches, were nothing to stop it
+    # two waiting in the queue, one in the producer's hand waiting for a ticket, one taken
+    assert len(built) == 2 + 1 + 1
+    assert sum(1 for _ in batches) == len(loader) - 1
+
+
+def test_an_error_while_reading_reaches_the_caller(tmp_path, monkeypatch):
+    from hvdbench.data.readers import Loader
+
+    def broken(self, picks):
+        raise DatasetError("shard x: cannot read")
+
+    monkeypatch.setattr(Loader, "_gather", broken)
+    loader = open_dataset(id_dataset(tmp_path / "d")).loader("train", 2)
+    with pytest.raises(DatasetError, match="shard x: cannot read"):
+        list(loader)
+
+
+def test_residency_check_sees_touched_pages_only():
+    import mmap
+
+    from hvdbench.data.readers import _resident
+
+    mm = mmap.mmap(-1, 64 * mmap.PAGESIZE)
+    view = np.frombuffer(mm, np.uint8)
+    address = view.ctypes.data
+    assert not _resident(address, len(mm))  # anonymous pages exist once written
+    view[: 8 * mmap.PAGESIZE] = 1
+    assert _resident(address, 8 * mmap.PAGESIZE)
+    assert not _resident(address, 9 * mmap.PAGESIZE)
+    del view
+    mm.close()
