@@ -259,3 +259,61 @@ def test_residency_check_sees_touched_pages_only():
     assert not _resident(address, 9 * mmap.PAGESIZE)
     del view
     mm.close()
+
+
+def test_read_ahead_advises_only_ranges_not_in_memory(tmp_path, monkeypatch):
+    """First look at a range: three pages stand for it (a whole-range check of pages this process
+    has not mapped costs as much as the advice); later looks check the whole range. Advice goes
+    only to ranges found missing."""
+    from hvdbench.data import readers
+    from hvdbench.data.synthetic import prepare_synthetic
+
+    prepare_synthetic("images", 300, tmp_path / "d", size=64, samples_per_shard=100, val_fraction=0)
+    ds = open_dataset(tmp_path / "d")
+    loader = ds.loader("train", 10)
+    window = loader.plan()
+    assert len(window) == 3  # one read per shard, each 1.2 MB of images and 800 bytes of labels
+
+    advised, probes, answer = [], [], {"resident": False}
+
+    class Advice:  # stands in for the map and records the advice given to it
+        def madvise(self, option, start, length):
+            advised.append((option, start, length))
+
+    mapped = ds._mapped
+    monkeypatch.setattr(ds, "_mapped", lambda file: (*mapped(file)[:1], Advice(), *mapped(file)[2:]))
+    monkeypatch.setattr(readers, "_resident", lambda address, length: probes.append(length) or answer["resident"])
+
+    loader._read_ahead(window)  # first look, nothing in memory: the first page answers for each range
+    assert probes == [1, 1, 1] and len(advised) == 3  # labels (800 bytes) are left to the kernel
+    image_bytes = 100 * 64 * 64 * 3
+    assert all(option == readers.mmap.MADV_WILLNEED and image_bytes <= length < image_bytes + readers.mmap.PAGESIZE
+               for option, _, length in advised)
+
+    probes.clear(), advised.clear()
+    answer["resident"] = True
+    loader._read_ahead(window)  # later look, all in memory: one whole-range check each, no advice
+    assert [length >= image_bytes for length in probes] == [True] * 3 and advised == []
+
+    probes.clear()
+    new = [(shard, first + 50, count - 50) for shard, first, count in window]  # not looked at before
+    loader._read_ahead(new)  # first look, in memory: first, middle and last page each, no advice
+    assert probes == [1] * 9 and advised == []
+
+
+def test_epochs_with_read_ahead_at_work_cover_every_sample_once(tmp_path):
+    """Shards big enough for the reader to advise the kernel (the small test sets above are not)."""
+    from hvdbench.data.synthetic import prepare_synthetic
+
+    prepare_synthetic("images", 300, tmp_path / "d", size=64, samples_per_shard=100, val_fraction=0)
+    ds = open_dataset(tmp_path / "d")
+    stored = sorted(bytes(row) for f in ds.manifest["splits"]["train"]["shards"]
+                    for row in ds.arrays(f["file"])["images"])
+    loaders = [ds.loader("train", 7, rank=r, size=2, drop_last=False) for r in range(2)]
+    for epoch in range(3):
+        seen = []
+        for loader in loaders:
+            loader.set_epoch(epoch)
+            seen += [bytes(row) for batch in loader for row in batch["images"]]
+        assert sorted(seen) == stored
+    assert all(loader._checked for loader in loaders)  # the read-ahead did look at the ranges
