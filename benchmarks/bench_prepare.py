@@ -174,30 +174,30 @@ def bench_reader(work: Path, like: str, samples: int, batch: int, **kw) -> dict:
     # its first epoch maps the shards, the timed ones after it do not fault.
     loader = new_loader()
     assert loader_epoch(loader) == nbytes
-    warm = _interleaved(5, {"raw": lambda: raw_read(path), "raw_batch": lambda: raw_read(path, batch),
+    warm = _interleaved(5, {"raw": lambda r: raw_read(path), "raw_batch": lambda r: raw_read(path, batch),
                             "loader": lambda r: loader_epoch(loader, r + 1)})
     # 2. The first epoch of a new reader (a new training process) on files in the page cache. Opening
     # the dataset is timed; unmapping it afterwards (a process pays that when it exits) is not.
-    readers = []
+    opened = []  # the new reader of the round, kept until the next round
 
     def first_epoch(r):
-        readers.append(new_loader())
-        return loader_epoch(readers[-1], r)
+        opened.append(new_loader())
+        return loader_epoch(opened[-1], r)
 
     def drop_readers():
-        readers.clear()
+        opened.clear()
         gc.collect()
 
-    first = _interleaved(3, {"raw": lambda: raw_read(path), "loader": first_epoch}, before=drop_readers)
+    first = _interleaved(3, {"raw": lambda r: raw_read(path), "loader": first_epoch}, before=drop_readers)
     loader = None  # drop the maps: mapped pages would stay in the page cache
     # 3. From disk: the files evicted from the page cache before every read; a new reader each time.
-    cold = _interleaved(3, {"raw": lambda: raw_read(path), "loader": first_epoch},
+    cold = _interleaved(3, {"raw": lambda r: raw_read(path), "loader": first_epoch},
                         before=lambda: (drop_readers(), evict(path)))
     drop_readers()
     # 4. Cached again, by those reads from disk (small folios), one reader across epochs.
     loader = new_loader()
     loader_epoch(loader)
-    reread = _interleaved(3, {"raw": lambda: raw_read(path), "loader": lambda r: loader_epoch(loader, r + 1)})
+    reread = _interleaved(3, {"raw": lambda r: raw_read(path), "loader": lambda r: loader_epoch(loader, r + 1)})
     w, c = ({key: min(v) for key, v in d.items()} for d in warm)
     mb = nbytes / 1e6
     return {"kind": like, "samples": n, "batch": batch, "mb": mb,
@@ -212,9 +212,7 @@ def bench_reader(work: Path, like: str, samples: int, batch: int, **kw) -> dict:
 
 def _interleaved(rounds: int, fns: dict, before=None) -> tuple[dict, dict]:
     """Wall-clock and CPU seconds of each function over rounds, interleaved so that load from
-    elsewhere hits all alike. A function of one argument is given the round number."""
-    import inspect
-
+    elsewhere hits all alike. Each function is given the round number."""
     wall: dict = {k: [] for k in fns}
     cpu: dict = {k: [] for k in fns}
     for r in range(rounds):
@@ -222,7 +220,7 @@ def _interleaved(rounds: int, fns: dict, before=None) -> tuple[dict, dict]:
             if before:
                 before()
             t, c = time.perf_counter(), time.process_time()
-            fn(r) if inspect.signature(fn).parameters else fn()
+            fn(r)
             wall[name].append(time.perf_counter() - t)
             cpu[name].append(time.process_time() - c)
     return wall, cpu
