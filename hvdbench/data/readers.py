@@ -19,10 +19,9 @@ How the bytes are read. Shard fields are stored contiguous and uncompressed (see
 reader maps each shard file and views every field as an (n, ...) numpy array at the offset HDF5
 reports for it. A batch is one numpy take per field and shard (or one slice per run of consecutive
 samples), straight from the page cache into the batch arrays: one copy per byte and no HDF5 call per
-sample. A background thread builds batches
-ahead of the caller (numpy copies without holding the GIL), asks the kernel to start reading those
-parts of the coming windows that are not in memory yet (mincore, then madvise WILLNEED), and refills
-batch arrays the caller has let go of.
+sample. A background thread builds batches ahead of the caller (numpy copies without holding the
+GIL), asks the kernel to start reading those parts of the coming windows that are not in memory yet
+(mincore, then madvise WILLNEED), and refills batch arrays the caller has let go of.
 """
 
 from __future__ import annotations
