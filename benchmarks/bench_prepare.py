@@ -21,7 +21,7 @@
    and the time SPFHP takes on a histogram of 1M sequences.
 
    The Wikipedia-like histogram is made by this project's own BERT instance generator
-   (hvdbench.data.bert.document_pairs, the published algorithm) run on synthetic documents whose
+   (hvdbench.models.bert.prepare.document_pairs, the published algorithm) run on synthetic documents whose
    sizes follow a log-normal model of English Wikipedia articles: sentences per article log-normal
    with median 12 (sigma 1.0), WordPiece tokens per sentence log-normal with median 26 (sigma 0.5).
    Many articles are shorter than 512 tokens, which is why the real dataset has so many short
@@ -78,7 +78,7 @@ def make_photos(root: Path, count: int) -> list[Path]:
 def bench_image_prepare(work: Path, count: int) -> dict:
     from PIL import Image
 
-    from hvdbench.data.images import decode_image, prepare_images
+    from hvdbench.models.resnet50.prepare import decode_image, prepare_images
 
     files = make_photos(work / "photos", count)
     size = 224
@@ -234,7 +234,7 @@ def _state(times: dict, mb: float) -> dict:
 # --- 3. packing -------------------------------------------------------------------------------------
 
 def wikipedia_like_lengths(articles: int, max_len: int = 512, seed: int = 0) -> np.ndarray:
-    from hvdbench.data.bert import BertOptions, document_pairs
+    from hvdbench.models.bert.prepare import BertOptions, document_pairs
 
     rng = np.random.default_rng(seed)
     docs = []
@@ -248,8 +248,8 @@ def wikipedia_like_lengths(articles: int, max_len: int = 512, seed: int = 0) -> 
 
 
 def bench_packing(work: Path) -> dict:
-    from hvdbench.data.bert import BertOptions, prepare_bert
-    from hvdbench.data.packing import histogram, nnlshp, spfhp, stats
+    from hvdbench.models.bert.prepare import BertOptions, prepare_bert
+    from hvdbench.models.bert.packing import histogram, nnlshp, spfhp, stats
     from hvdbench.data.readers import open_dataset
 
     results = {}
@@ -284,9 +284,10 @@ def main() -> None:
     work.mkdir(parents=True, exist_ok=True)
     try:
         figures = {"image_prepare": bench_image_prepare(work, args.images),
-                   "reader": [bench_reader(work, "images", 2048, 64, size=224, samples_per_shard=512),
-                              bench_reader(work, "bert", 65536, 256, max_seq_len=512, max_predictions=76,
-                                           vocab_size=30522, samples_per_shard=16384)],
+                   "reader": [bench_reader(work, "images", 2048, 64, samples_per_shard=512,
+                                           info={"image_size": 224, "num_classes": 1000}),
+                              bench_reader(work, "bert", 65536, 256, samples_per_shard=16384,
+                                           info={"max_seq_len": 512, "max_predictions": 76, "vocab_size": 30522})],
                    "packing": bench_packing(work)}
     finally:
         if args.workdir is None:

@@ -3,7 +3,7 @@
     .venv/bin/python benchmarks/bench_train.py                    # all three
     .venv/bin/python benchmarks/bench_train.py --only bare --rounds 8 --steps 200
 
-1. bare (np=1): hvdbench's throughput loop (`worker.Loop.throughput`: its Trainer, Horovod's
+1. bare (np=1): hvdbench's throughput loop (`hvdbench.train.loop.Loop.throughput`: its Trainer, Horovod's
    DistributedOptimizer, synchronised timing) vs a bare PyTorch loop on the same model, batch and
    fixed synthetic batch, alternating in one process -> ratio of step rates (goal >= 0.97).
 2. horovod (np=2, `horovodrun -np 2`; --horovod-np): the same hvdbench loop vs Horovod's own synthetic-benchmark
@@ -70,9 +70,13 @@ def interleaved_main(a) -> None:
     """Runs inside the measured process(es): hvdbench's loop and the baseline, ABBA."""
     import numpy as np
 
-    from hvdbench import config, frameworks, worker
+    from hvdbench import frameworks
     from hvdbench.events import EventLog
     from hvdbench.models import get_spec
+    from hvdbench.train import config
+    from hvdbench.train.faults import Fault
+    from hvdbench.train.loop import Loop
+    from hvdbench.train.schedule import scaled_lr
 
     with tempfile.TemporaryDirectory() as tmp:
         cfg = config.resolve({"model": "resnet50", "flavor": a.flavor, "synthetic": True, "out": tmp,
@@ -80,13 +84,17 @@ def interleaved_main(a) -> None:
                               "threads": a.threads, "precision": a.precision})
     fw = frameworks.load("torch")
     dist = fw.init_dist(a.threads)
-    trainer = fw.Trainer(cfg, get_spec("resnet50").flavor(a.flavor), {"kind": "images"}, dist)
+    spec = get_spec("resnet50")
+    flavor = spec.flavor(a.flavor)
+    info = spec.synthetic_info(flavor)
+    trainer = fw.Trainer(cfg, spec.framework_module("torch"), flavor, info, dist)
+    synthetic = trainer.device_batch(spec.kinds[0].synthetic(a.batch, info, np.random.default_rng(0)))
     global_batch = a.batch * dist.size
-    loop = worker.Loop(cfg, dist, trainer, EventLog(None), worker.Fault(dist.rank, dist.size, env={}),
-                       None, global_batch, worker.scaled_lr(cfg, global_batch))
+    loop = Loop(cfg, dist, trainer, EventLog(None), Fault(dist.rank, dist.size, env={}),
+                None, global_batch, scaled_lr(cfg, global_batch), synthetic=synthetic)
     # The same hyperparameters on both sides: the learning rate changes the values the CPU
     # multiplies (tiny values can be denormal and slow), so it must not differ.
-    lr = worker.scaled_lr(cfg, global_batch)
+    lr = scaled_lr(cfg, global_batch)
     baseline = _bare_loop(a, lr, cfg) if a.baseline == "bare" else _horovod_method(a, lr, cfg)
 
     ours, theirs = [], []
@@ -112,21 +120,23 @@ def _model_and_batch(flavor: str, batch: int, nhwc_params: bool = False):
     (NHWC, what tensor cores want) and, as in hvdbench's trainer, the parameters keep the default
     layout (Horovod refuses non-contiguous tensors); `nhwc_params` converts them too, which a bare
     loop without Horovod may do. On a CPU everything stays NCHW."""
+    import numpy as np
     import torch
 
     from hvdbench.frameworks.torch.data import DeviceBatches
-    from hvdbench.frameworks.torch.models import resnet
     from hvdbench.models import get_spec
+    from hvdbench.models.resnet50 import torch as resnet
 
-    cfg = get_spec("resnet50").flavor(flavor)
+    spec = get_spec("resnet50")
+    cfg = spec.flavor(flavor)
     torch.manual_seed(0)
     cuda = torch.cuda.is_available()
     device = torch.device("cuda", torch.cuda.current_device()) if cuda else torch.device("cpu")
     model = resnet.build(cfg).to(device)
     if cuda and nhwc_params:
         model = model.to(memory_format=torch.channels_last)
-    fixed = DeviceBatches(device, channels_last=cuda)(
-        resnet.synthetic_batch(cfg, batch, torch.Generator().manual_seed(0)))
+    fixed = DeviceBatches(device, resnet.on_device)(
+        spec.kinds[0].synthetic(batch, spec.synthetic_info(cfg), np.random.default_rng(0)))
     return model, fixed
 
 

@@ -1,11 +1,14 @@
-"""MLPerf-format event log: `:::MLLOG {json}` lines written with MLCommons' own `mlperf-logging`.
+"""MLPerf-format event log, the writing side: `:::MLLOG {json}` lines written with MLCommons' own
+`mlperf-logging`.
 
-Rank 0 writes `<out>/mllog.txt`; every other rank gets a log whose calls do nothing, so the
-training loop calls it unconditionally. The file can be checked with the official checker:
+`EventLog(path)` appends to `path`; `EventLog(None)` is a log whose calls do nothing, so a training
+loop calls it unconditionally and only the rank given a path (rank 0's `<out>/mllog.txt`) writes.
+The file can be checked with the official checker:
 
     python -m mlperf_logging.compliance_checker --usage training --ruleset 4.0.0 <out>/mllog.txt
 
-(4.0.0 is the last training ruleset that still has ResNet-50; it has BERT too.)
+(4.0.0 is the last training ruleset that still has ResNet-50; it has BERT too.) It is read back by
+the one :::MLLOG parser, `hvdbench.results.mllog` (`read_events`, or `read_event_dicts` for plain dicts).
 """
 
 from __future__ import annotations
@@ -15,10 +18,6 @@ from pathlib import Path
 
 from mlperf_logging.mllog import constants
 from mlperf_logging.mllog.mllog import MLLogger
-
-# MLPerf's benchmark names for hvdbench's models (the checker's `submission_benchmark` values).
-BENCHMARK_NAMES = {"resnet50": "resnet", "bert": "bert"}
-
 
 class EventLog:
     """`start`/`end`/`event` as in mllog; `key` is an mllog constant or its string value."""
@@ -67,8 +66,9 @@ class EventLog:
 
     # --- groups of events every run writes ---------------------------------------------------
 
-    def submission(self, model: str, org: str, platform: str, division: str, status: str) -> None:
-        self.event(constants.SUBMISSION_BENCHMARK, BENCHMARK_NAMES.get(model, model))
+    def submission(self, benchmark: str, org: str, platform: str, division: str, status: str) -> None:
+        """`benchmark`: MLPerf's name for it (the checker's `submission_benchmark`), ModelSpec.benchmark."""
+        self.event(constants.SUBMISSION_BENCHMARK, benchmark)
         self.event(constants.SUBMISSION_ORG, org)
         self.event(constants.SUBMISSION_DIVISION, division)
         self.event(constants.SUBMISSION_STATUS, status)
@@ -79,13 +79,3 @@ class EventLog:
         for key, value in values.items():
             self.event(key, value)
 
-
-def read_events(path: str | Path) -> list[dict]:
-    """The events of an mllog file as dicts (tests and reports): key, value, metadata, time_ms..."""
-    import json
-
-    events = []
-    for line in Path(path).read_text().splitlines():
-        if line.startswith(":::MLLOG "):
-            events.append(json.loads(line[len(":::MLLOG "):]))
-    return events

@@ -167,7 +167,7 @@ def scontrol_argv(nodelist: str) -> list[str]:
 
 
 def _run_scontrol(argv: list[str]) -> str:
-    from hvdbench.launchers.runner import capture  # the one module that runs commands
+    from hvdbench.launchers.guard import capture  # the one module that runs commands
 
     return capture(argv)
 

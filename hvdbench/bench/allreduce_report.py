@@ -1,5 +1,6 @@
-"""`hvdbench bench allreduce`, framework-neutral part: the row schema, the sweep over message sizes,
-the Horovod/MPI comparison, the terminal table and the busbw plot.
+"""`hvdbench bench allreduce`, framework-neutral part: the sweep over message sizes, the
+Horovod/MPI comparison, the terminal table and the busbw plot. Its CSV row, `AllreduceRow`, is
+declared in `hvdbench.results.schema` with every other CSV's columns (and importable from here).
 
     horovodrun -np 2 -H localhost:2 --mpi hvdbench bench allreduce --max-bytes 16777216 --out results/demo
 
@@ -12,12 +13,14 @@ Horovod and for raw MPI, so the two columns differ only in the library being tim
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import Callable
 
 from hvdbench.bench import formulas as F
-from hvdbench.bench.rows import BenchRow, append_rows, new_run_id
+from hvdbench.bench.rows import run_identity
+from hvdbench.results.store import append_rows
+from hvdbench.results.schema import AllreduceRow
 
 CSV_NAME = "bench_allreduce.csv"
 IMPLS = ("horovod", "mpi")
@@ -29,46 +32,13 @@ DEFINITIONS = (
     "(= ratio of their bandwidths). In-place sum; each size is checked once before timing "
     "(wrong = elements differing from the expected sum).")
 
-
-@dataclass
-class AllreduceRow(BenchRow):
-    SCHEMA_VERSION = 1
-
-    run_id: str = ""
-    started_at: str = ""  # ISO 8601, UTC
-    impl: str = ""  # horovod | mpi
-    dtype: str = ""  # fp32 | fp16
-    bytes: int = 0
-    elements: int = 0
-    iters: int = 0  # timed operations (scaled down for large messages, see formulas.iterations)
-    warmup_iters: int = 0
-    time_mean_s: float | None = None  # per operation; mean over ranks
-    time_min_s: float | None = None
-    time_max_s: float | None = None
-    algbw_gb_s: float | None = None  # bytes / time_mean_s / 1e9
-    busbw_gb_s: float | None = None  # algbw x 2(n-1)/n
-    wrong: int = 0  # elements that differed from the expected sum in the check before timing
-    vs_mpi: float | None = None  # horovod rows: mpi time / horovod time at the same dtype and size
-    note: str = ""
-    # layout (same meaning as in runs.csv)
-    world_size: int = 0
-    nodes: int = 0
-    gpus_per_node: int = 0
-    layout: str = ""
-    scale: str = ""
-    hosts: str = ""
-    controller: str = ""
-    launcher: str = ""
-    schema_version: int = SCHEMA_VERSION
-
-
 Timer = Callable[[str, int, int, int], tuple[float, int]]
 Gather = Callable[[object], list]
 
 
 def new_run(layout: dict) -> AllreduceRow:
     """The identity and layout shared by every row of one `bench allreduce` run."""
-    run_id, started_at = new_run_id()
+    run_id, started_at = run_identity()
     return AllreduceRow(run_id=run_id, started_at=started_at, **layout)
 
 

@@ -15,18 +15,12 @@ from __future__ import annotations
 
 import statistics
 
+from hvdbench.bench.defaults import BUDGET_BYTES
 from hvdbench.errors import ConfigError
 
 GB = 1e9  # nccl-tests' bandwidth unit
 MIB = 1 << 20
-DEFAULT_MIN_BYTES = 4
-DEFAULT_MAX_BYTES = 256 * MIB
-DEFAULT_ITERS = 20  # nccl-tests' defaults: -n 20 -w 5
-DEFAULT_WARMUP_ITERS = 5
-# Large messages get fewer iterations: about this many bytes per (size, dtype, implementation),
-# so a sweep up to 256 MiB finishes in minutes on a laptop and still times >= 2 operations.
-DEFAULT_BUDGET_BYTES = 1 << 30
-MIN_ITERS = 2
+MIN_ITERS = 2  # even the largest message is timed over at least this many operations
 
 DTYPE_BYTES = {"fp32": 4, "fp16": 2}
 
@@ -66,7 +60,7 @@ def message_sizes(min_bytes: int, max_bytes: int, dtype: str) -> list[int]:
     return sizes
 
 
-def iterations(nbytes: int, iters: int, warmup_iters: int, budget_bytes: int = DEFAULT_BUDGET_BYTES) -> tuple[int, int]:
+def iterations(nbytes: int, iters: int, warmup_iters: int, budget_bytes: int = BUDGET_BYTES) -> tuple[int, int]:
     """(timed, warm-up) operations for one message size:
     timed = max(2, min(iters, budget / size)); warm-up = max(1, min(warmup_iters, budget / size / 4)).
     Small messages get the full counts; a 256 MiB message with a 1 GiB budget gets 4 timed and 1 warm-up."""

@@ -8,11 +8,11 @@ Each pass reads the whole split once across the ranks, three ways, one after the
 - `reader`: exactly as training does — `open_dataset(DIR).loader(split, batch, rank, size, seed,
   shuffle=True, drop_last=False)` (per-rank share, block shuffle, prefetch thread): the batches as
   the training loop receives them, before they go to the device.
-- `reader+decode`: the same, each batch then decoded on the CPU to the training tensor: images
-  uint8 NHWC -> float32 NCHW normalised with ImageNet's channel mean and deviation (the arithmetic
-  of `frameworks/torch/data.py`, in numpy). On a GPU node the worker does this on the device, so
-  `reader` is what storage must feed there and `reader+decode` what a CPU-only run pays. BERT
-  fields are already the int32 tensors training consumes (decoding is a no-op).
+- `reader+decode`: the same, each batch then decoded on the CPU to the training tensor by its
+  dataset kind's `host_decode` (the model's on-device preprocessing, in numpy: for images uint8
+  NHWC -> normalised float32 NCHW; nothing for BERT's fields, already the int tensors training
+  consumes). On a GPU node the worker does this on the device, so `reader` is what storage must
+  feed there and `reader+decode` what a CPU-only run pays.
 - `h5py`: the reference — an equal share of the same shard files (rank r reads the r-th contiguous
   n-th of the split, shards in manifest order) read sequentially with plain h5py slices of at most
   64 MiB per field, no shuffle, no decoding.
@@ -41,9 +41,12 @@ from typing import Callable
 
 import numpy as np
 
-from hvdbench.bench.rows import BenchRow, append_rows, new_run_id
+from hvdbench.bench import defaults
+from hvdbench.bench.rows import run_identity
+from hvdbench.results.store import append_rows
 from hvdbench.data.readers import open_dataset
 from hvdbench.errors import ConfigError, DatasetError, HvdbenchError
+from hvdbench.results.schema import IoRow
 
 CSV_NAME = "bench_io.csv"
 IMPLS = ("reader", "reader+decode", "h5py")
@@ -51,50 +54,6 @@ DROP_CACHES = Path("/proc/sys/vm/drop_caches")
 MEMINFO = Path("/proc/meminfo")
 RAW_SLICE_BYTES = 64 << 20
 MB = 1e6
-# ImageNet channel statistics on the 0..255 scale, as frameworks/torch/data.py normalises images.
-MEAN = np.array([0.485 * 255, 0.456 * 255, 0.406 * 255], np.float32).reshape(1, 3, 1, 1)
-STD = np.array([0.229 * 255, 0.224 * 255, 0.225 * 255], np.float32).reshape(1, 3, 1, 1)
-
-
-@dataclass
-class IoRow(BenchRow):
-    SCHEMA_VERSION = 1
-
-    run_id: str = ""
-    started_at: str = ""
-    dataset: str = ""
-    kind: str = ""
-    split: str = ""
-    impl: str = ""  # reader | reader+decode | h5py
-    pass_index: int = 0
-    batch_size: int = 0
-    samples: int = 0  # read in this pass, all ranks
-    dataset_samples: int = 0  # in the split: samples == dataset_samples means every sample once
-    bytes: int = 0  # stored bytes read, all ranks
-    elapsed_s: float | None = None  # the slowest rank's time
-    samples_s: float | None = None  # all ranks
-    mb_s: float | None = None  # all ranks, 1e6 bytes
-    rank_samples_s_min: float | None = None
-    rank_samples_s_max: float | None = None
-    rank_mb_s_min: float | None = None
-    rank_mb_s_max: float | None = None
-    vs_h5py: float | None = None  # reader rows: their samples/s / h5py samples/s in the same pass
-    caches_dropped: bool = False
-    dataset_bytes: int = 0  # size of the split's shard files
-    mem_available_bytes: int = 0  # MemAvailable on rank 0's node at the start
-    fits_in_cache: bool = False
-    demand_samples_s: float | None = None
-    demand_source: str = ""
-    feed_fraction: float | None = None  # min(1, samples_s / demand)
-    world_size: int = 0
-    nodes: int = 0
-    gpus_per_node: int = 0
-    layout: str = ""
-    scale: str = ""
-    hosts: str = ""
-    controller: str = ""
-    launcher: str = ""
-    schema_version: int = SCHEMA_VERSION
 
 
 class LocalComm:
@@ -125,30 +84,25 @@ class PassStats:
 
 # --- one pass on one rank ----------------------------------------------------------------------
 
-def normalise_images(images: np.ndarray) -> np.ndarray:
-    """uint8 (B,H,W,3) -> float32 (B,3,H,W), (x - mean) / std per channel: the training tensor."""
-    b, h, w, c = images.shape
-    x = np.empty((b, c, h, w), np.float32)
-    np.copyto(x, images.transpose(0, 3, 1, 2), casting="unsafe")  # one strided copy into NCHW
-    x -= MEAN
-    x /= STD
-    return x
+def decoder(kind: str) -> Callable[[dict], dict]:
+    """The host-side decoding of a dataset kind's batches to the training tensors: its model's
+    on-device preprocessing, done with numpy (`DatasetKind.host_decode`)."""
+    from hvdbench.models import get_kind  # lazily: the model registry
 
-
-def decode(batch: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-    return {name: normalise_images(v) if name == "images" else v for name, v in batch.items()}
+    return get_kind(kind).host_decode
 
 
 def reader_pass(ds, split: str, batch_size: int, rank: int, size: int, seed: int, epoch: int,
                 decode_batches: bool = False, on_batch: Callable[[dict], None] = lambda batch: None) -> PassStats:
     """This rank's share of one epoch through the training reader (decoded to the training tensor
     when asked); `on_batch` sees each batch as the reader delivers it."""
+    decode = decoder(ds.kind) if decode_batches else None
     loader = ds.loader(split, batch_size, rank=rank, size=size, seed=seed, shuffle=True, drop_last=False)
     loader.set_epoch(epoch)
     stats = PassStats()
     start = time.perf_counter()
     for batch in loader:
-        if decode_batches:
+        if decode:
             decode(batch)
         on_batch(batch)
         stats.samples += len(next(iter(batch.values())))
@@ -236,10 +190,10 @@ def demand_from(path: str | os.PathLike) -> float:
 class IoOptions:
     data: str
     out: str
-    split: str = "train"
-    batch_size: int = 256
-    passes: int = 2
-    seed: int = 0
+    split: str = defaults.IO_SPLIT
+    batch_size: int = defaults.IO_BATCH_SIZE
+    passes: int = defaults.IO_PASSES
+    seed: int = defaults.IO_SEED
     drop_caches: bool = False
     demand: float | None = None
     demand_from: str | None = None
@@ -274,7 +228,7 @@ def run(opts: IoOptions, comm, say: Callable[[str], None] = print) -> list[IoRow
     ds = open_everywhere(comm, opts.data)
     total = ds.num_samples(opts.split)  # a missing split: DatasetError naming the dataset
     size_bytes, available = dataset_bytes(ds, opts.split), mem_available()
-    run_id, started_at = comm.allgather(new_run_id())[0]
+    run_id, started_at = comm.allgather(run_identity())[0]  # rank 0's, on every rank
     base = IoRow(run_id=run_id, started_at=started_at, dataset=str(opts.data),
                  kind=ds.kind, split=opts.split, batch_size=opts.batch_size, dataset_samples=total,
                  dataset_bytes=size_bytes, mem_available_bytes=available,

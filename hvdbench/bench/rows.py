@@ -1,31 +1,26 @@
-"""The bench CSV rows: each bench declares its columns once, as a dataclass with a schema_version.
+"""What the benches share: their run identity and their terminal output.
 
-    append_rows(out / "bench_allreduce.csv", rows)     # atomic: old bytes + new rows, fsync, rename
-    rows = read_rows(out / "bench_allreduce.csv", AllreduceRow)
+    run_id, started_at = run_identity()
+    for line in render(table).splitlines(): print(line)
 
-The same record and store machinery as runs.csv (`hvdbench.results.schema.CsvRecord`,
-`hvdbench.results.store`): rows are only ever added, a crash leaves the old file or the new one, a
-file written by another schema version is refused with its name.
+Their rows (`AllreduceRow`, `IoRow`, their `BenchRow` base with the layout columns) are declared
+in `hvdbench.results.schema` beside runs.csv's `RunResult`, and stored with the same machinery
+(`hvdbench.results.store`: append_rows / read_rows): rows are only ever added, a crash leaves the
+old file or the new one, a file written by another schema version is refused with its name.
 """
 
 from __future__ import annotations
 
 import io
-import uuid
 from datetime import datetime, timezone
 
-from hvdbench.results.schema import CsvRecord as BenchRow  # noqa: F401 - the bench rows' base
-from hvdbench.results.store import append_rows, read_rows  # noqa: F401 - re-exported for the benches
-
-# The layout columns every bench row carries, so bench CSVs sit in a sweep folder beside runs.csv
-# and join with it on `layout` (same meaning as RunResult's fields of the same names).
-LAYOUT_COLUMNS = ("world_size", "nodes", "gpus_per_node", "layout", "scale", "hosts", "controller", "launcher")
+from hvdbench.results.schema import new_run_id
 
 
-def new_run_id() -> tuple[str, str]:
-    """(run id, start time): time + random, as training runs are named; ISO 8601 UTC."""
+def run_identity() -> tuple[str, str]:
+    """(run id, start time as ISO 8601 UTC) of a bench run, from one clock reading, so the two agree."""
     now = datetime.now(timezone.utc)
-    return f"{now:%Y%m%dT%H%M%SZ}-{uuid.uuid4().hex[:8]}", now.isoformat(timespec="seconds")
+    return new_run_id(now), now.isoformat(timespec="seconds")
 
 
 def render(renderable, width: int = 150) -> str:

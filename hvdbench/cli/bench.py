@@ -7,10 +7,13 @@ import sys
 
 import click
 
+from hvdbench.bench import defaults as D
+from hvdbench.bench.formulas import DTYPE_BYTES
 from hvdbench.cli.train import WorkerCommand
 from hvdbench.errors import HvdbenchError
 
 _SIZE = re.compile(r"^\s*(\d+)\s*([KMG]i?B?|B)?\s*$", re.IGNORECASE)
+_UNITS = {"B": 0, "K": 10, "M": 20, "G": 30}
 
 
 class ByteSize(click.ParamType):
@@ -25,15 +28,29 @@ class ByteSize(click.ParamType):
         if not m:
             self.fail(f"{value!r} is not a size (e.g. 4, 64K, 16M, 256M)", param, ctx)
         unit = (m[2] or "B")[0].upper()
-        return int(m[1]) << {"B": 0, "K": 10, "M": 20, "G": 30}[unit]
+        return int(m[1]) << _UNITS[unit]
+
+    @staticmethod
+    def text(n: int) -> str:
+        """A size as one would type it, in the largest unit that divides it: 4, 64K, 256M, 1G."""
+        for unit in ("G", "M", "K"):
+            if n and n % (1 << _UNITS[unit]) == 0:
+                return f"{n >> _UNITS[unit]}{unit}"
+        return str(n)
 
 
 def _dtypes(ctx, param, value: str) -> list[str]:
     chosen = [d.strip() for d in value.split(",") if d.strip()]
-    bad = [d for d in chosen if d not in ("fp32", "fp16")]
+    bad = [d for d in chosen if d not in DTYPE_BYTES]
     if bad or not chosen:
-        raise click.BadParameter(f"{','.join(bad) or repr(value)}: choose from fp32,fp16")
+        raise click.BadParameter(f"{','.join(bad) or repr(value)}: choose from {','.join(DTYPE_BYTES)}")
     return list(dict.fromkeys(chosen))
+
+
+def _size_option(name: str, default: int, help_text: str):
+    """A byte-size option whose --help shows its default as one would type it (256M, not 268435456):
+    the default is given as that text, which ByteSize converts like any value."""
+    return click.option(name, type=ByteSize(), default=ByteSize.text(default), show_default=True, help=help_text)
 
 
 def _rank0_or_quiet(fn):
@@ -41,7 +58,7 @@ def _rank0_or_quiet(fn):
     try:
         return fn()
     except HvdbenchError:
-        from hvdbench.worker import launcher_rank
+        from hvdbench.train.launch_info import launcher_rank
 
         if launcher_rank() != 0:
             sys.exit(1)
@@ -61,24 +78,26 @@ def bench():
 
 
 @bench.command(cls=WorkerCommand)
-@click.option("--min-bytes", type=ByteSize(), default="4", show_default=True, help="Smallest message (power of two).")
-@click.option("--max-bytes", type=ByteSize(), default="256M", show_default=True, help="Largest message (power of two).")
-@click.option("--dtype", "dtypes", default="fp32,fp16", show_default=True, callback=_dtypes,
+@_size_option("--min-bytes", D.MIN_BYTES, help_text="Smallest message (power of two).")
+@_size_option("--max-bytes", D.MAX_BYTES, help_text="Largest message (power of two).")
+@click.option("--dtype", "dtypes", default=",".join(D.DTYPES), show_default=True, callback=_dtypes,
               help="Comma-separated element types.")
-@click.option("--iters", type=int, default=20, show_default=True, help="Timed operations per size (at most).")
-@click.option("--warmup-iters", type=int, default=5, show_default=True, help="Untimed operations first (at most).")
-@click.option("--budget-bytes", type=ByteSize(), default="1G", show_default=True,
-              help="Large sizes get fewer iterations: timed = max(2, min(iters, budget/size)), "
-                   "warm-up = max(1, min(warmup-iters, budget/size/4)).")
+@click.option("--iters", type=int, default=D.ITERS, show_default=True, help="Timed operations per size (at most).")
+@click.option("--warmup-iters", type=int, default=D.WARMUP_ITERS, show_default=True,
+              help="Untimed operations first (at most).")
+@_size_option("--budget-bytes", D.BUDGET_BYTES,
+              help_text="Large sizes get fewer iterations: timed = max(2, min(iters, budget/size)), "
+                        "warm-up = max(1, min(warmup-iters, budget/size/4)).")
 @click.option("--mpi-reference/--no-mpi-reference", default=True, show_default=True,
               help="Also time raw MPI (mpi4py Allreduce) at every size; needs an MPI launch "
                    "(mpirun, horovodrun --mpi): under --gloo it is reported unavailable.")
 @click.option("--out", required=True, type=click.Path(file_okay=False), help="Folder for bench_allreduce.csv and the plot.")
 def allreduce(min_bytes, max_bytes, dtypes, iters, warmup_iters, budget_bytes, mpi_reference, out):
     """Horovod allreduce over message sizes from --min-bytes to --max-bytes (x2 steps), fp32 and
-    fp16, against raw MPI (mpi4py) at the same sizes. Run it under horovodrun/mpirun/srun like
-    `hvdbench train`: every rank runs it, rank 0 prints the table and appends to
-    OUT/bench_allreduce.csv, and draws OUT/bench_allreduce_<layout>_<controller>.png (busbw vs size).
+    fp16 (--dtype), against raw MPI (mpi4py) at the same sizes. Run it under
+    horovodrun/mpirun/srun like `hvdbench train`: every rank runs it, rank 0 prints the table and
+    appends to OUT/bench_allreduce.csv, and draws OUT/bench_allreduce_<layout>_<controller>.png
+    (busbw vs size).
 
     time = mean over ranks of each rank's average time per op; algbw = bytes/time;
     busbw = algbw x 2(n-1)/n (nccl-tests' definitions).
@@ -100,10 +119,10 @@ def allreduce(min_bytes, max_bytes, dtypes, iters, warmup_iters, budget_bytes, m
 
 @bench.command(cls=WorkerCommand)
 @click.option("--data", required=True, type=click.Path(), help="A dataset prepared by `hvdbench prepare`.")
-@click.option("--split", default="train", show_default=True)
-@click.option("--batch-size", type=int, default=256, show_default=True, help="Samples per rank per batch.")
-@click.option("--passes", type=int, default=2, show_default=True, help="Full reads of the split, each way.")
-@click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--split", default=D.IO_SPLIT, show_default=True)
+@click.option("--batch-size", type=int, default=D.IO_BATCH_SIZE, show_default=True, help="Samples per rank per batch.")
+@click.option("--passes", type=int, default=D.IO_PASSES, show_default=True, help="Full reads of the split, each way.")
+@click.option("--seed", type=int, default=D.IO_SEED, show_default=True)
 @click.option("--drop-caches", is_flag=True, help="Drop the page cache before each pass (root).")
 @click.option("--demand", type=float, metavar="SAMPLES_PER_S", help="Samples/s the accelerators consume.")
 @click.option("--demand-from", type=click.Path(dir_okay=False), metavar="RESULT_JSON",
@@ -129,7 +148,7 @@ def io(data, split, batch_size, passes, seed, drop_caches, demand, demand_from, 
     if demand is not None and demand_from:
         raise click.UsageError("give --demand or --demand-from, not both")
     from hvdbench.bench import io as bio
-    from hvdbench.worker import detect_launcher
+    from hvdbench.train.launch_info import detect_launcher
 
     opts = bio.IoOptions(data=data, out=out, split=split, batch_size=batch_size, passes=passes, seed=seed,
                          drop_caches=drop_caches, demand=demand, demand_from=demand_from)

@@ -4,7 +4,7 @@ import os
 
 import click
 
-from hvdbench.cluster.plan import DEFAULT_NAME, DEFAULT_SUBNET
+from hvdbench.cluster.blueprint import DEFAULT_NAME, DEFAULT_SUBNET
 
 name_option = click.option("--name", default=DEFAULT_NAME, show_default=True,
                            help="Cluster name (1-8 lowercase letters/digits); nodes are NAME-node1...")
@@ -44,7 +44,7 @@ def up(nodes, slots, bandwidth, latency, subnet, hostfile, name):
       hvdbench cluster up --bandwidth 10gbit --latency 50us    # a delay needs sch_netem
     """
     from hvdbench.cluster.lifecycle import up as cluster_up
-    from hvdbench.cluster.plan import make_plan
+    from hvdbench.cluster.blueprint import make_plan
 
     plan = make_plan(name=name, nodes=nodes, slots=slots, subnet=subnet, bandwidth=bandwidth,
                      latency=latency, hostfile=hostfile)

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import click
 
+# Options every prepare command shares (the model folders' cli.py use them too).
 WORKERS = click.option("--workers", type=click.IntRange(min=1), default=None,
                        help="Worker processes per rank (default: all cores, shared among local MPI ranks).")
 OVERWRITE = click.option("--overwrite", is_flag=True,
@@ -14,7 +15,33 @@ OUT = click.option("--out", required=True, type=click.Path(path_type=Path, file_
                    help="Dataset directory to write (created; a rerun of the same command resumes).")
 
 
-@click.group()
+class PrepareGroup(click.Group):
+    """`prepare`'s own commands (synthetic, verify) plus those each model folder lists in its
+    spec's `prepare_commands` ("module:attribute" of a click command), loaded on demand so
+    `hvdbench prepare --help` imports no framework."""
+
+    def _model_commands(self) -> dict[str, str]:
+        from hvdbench.models import specs
+
+        return {ref.rsplit(":", 1)[1]: ref for spec in specs() for ref in spec.prepare_commands}
+
+    def list_commands(self, ctx):
+        return sorted({*super().list_commands(ctx), *self._model_commands()})
+
+    def get_command(self, ctx, name):
+        found = super().get_command(ctx, name)
+        if found is not None:
+            return found
+        ref = self._model_commands().get(name)
+        if ref is None:
+            return None
+        import importlib
+
+        module, attr = ref.rsplit(":", 1)
+        return getattr(importlib.import_module(module), attr)
+
+
+@click.group(cls=PrepareGroup)
 def prepare():
     """Prepare datasets into HDF5 shards with a manifest (images, BERT text, packed BERT, synthetic).
 
@@ -30,137 +57,26 @@ def prepare():
 
 
 @prepare.command()
-@click.option("--src", required=True, type=click.Path(path_type=Path),
-              help="ImageNet-style tree: SRC/train/<class>/*.JPEG and optionally SRC/val/<class>/*.")
-@OUT
-@click.option("--size", type=click.IntRange(min=1), default=224, show_default=True,
-              help="Output images are SIZE x SIZE (shorter side resized, centre crop).")
-@click.option("--samples-per-shard", type=click.IntRange(min=1), default=1024, show_default=True)
-@click.option("--val-fraction", type=click.FloatRange(0, 1, max_open=True), default=0.05, show_default=True,
-              help="Held out per class when SRC has no val/ folder.")
-@click.option("--strict", is_flag=True, help="Fail on the first unreadable or non-image file instead of skipping it.")
-@click.option("--seed", type=int, default=0, show_default=True, help="Seeds the shuffle of files into shards.")
-@WORKERS
-@OVERWRITE
-def images(src, out, size, samples_per_shard, val_fraction, strict, seed, workers, overwrite):
-    """An image folder tree -> HDF5 shards of uint8 images and int64 labels.
-
-    \b
-    Example:
-      hvdbench prepare images --src /data/imagenet --out data/imagenet --size 224
-      mpirun -np 8 hvdbench prepare images --src /data/imagenet --out data/imagenet
-    """
-    from hvdbench.data.images import prepare_images
-
-    _summary(prepare_images(src, out, size=size, samples_per_shard=samples_per_shard, workers=workers,
-                            strict=strict, val_fraction=val_fraction, seed=seed, overwrite=overwrite), out)
-
-
-@prepare.command()
-@OUT
-@click.option("--size", type=click.IntRange(min=8), default=16, show_default=True,
-              help="Upsample 8x8 to SIZE x SIZE (16: the ResNet debug flavor's size, tuned to its target).")
-@click.option("--val-fraction", type=click.FloatRange(0, 1, min_open=True, max_open=True), default=0.2,
-              show_default=True, help="Stratified validation share.")
-@click.option("--samples-per-shard", type=click.IntRange(min=1), default=1024, show_default=True)
-@click.option("--seed", type=int, default=0, show_default=True)
-@OVERWRITE
-def digits(out, size, val_fraction, samples_per_shard, seed, overwrite):
-    """scikit-learn's bundled handwritten digits (1,797 real images, 10 classes) as an image dataset.
-
-    \b
-    Example:
-      hvdbench prepare digits --out data/digits
-      hvdbench prepare digits --out data/digits64 --size 64 --seed 1
-    """
-    from hvdbench.data.digits import prepare_digits
-
-    _summary(prepare_digits(out, size=size, val_fraction=val_fraction, samples_per_shard=samples_per_shard,
-                            seed=seed, overwrite=overwrite), out)
-
-
-@prepare.command()
-@click.option("--src", "sources", required=True, multiple=True,
-              help="Text file or folder (one sentence per line, blank line between documents), or "
-                   "builtin:pydoc; repeat for several. Each file becomes one train and one val shard.")
-@OUT
-@click.option("--vocab", type=click.Path(path_type=Path, dir_okay=False, exists=True),
-              help="A WordPiece vocab.txt to use as is.")
-@click.option("--vocab-size", type=click.IntRange(min=16), help="Train a WordPiece vocabulary of this size on --src.")
-@click.option("--lowercase/--cased", default=True, show_default=True)
-@click.option("--max-seq-len", type=int, default=128, show_default=True)
-@click.option("--max-predictions", type=int, default=20, show_default=True)
-@click.option("--masked-lm-prob", type=float, default=0.15, show_default=True)
-@click.option("--short-seq-prob", type=float, default=0.1, show_default=True)
-@click.option("--dupe-factor", type=int, default=5, show_default=True,
-              help="Passes over the text, each with a different masking (MLPerf: 10).")
-@click.option("--val-fraction", type=click.FloatRange(0, 1, max_open=True), default=0.05, show_default=True,
-              help="Share of each file's documents held out for evaluation.")
-@click.option("--seed", type=int, default=12345, show_default=True)
-@WORKERS
-@OVERWRITE
-def bert(sources, out, vocab, vocab_size, lowercase, max_seq_len, max_predictions, masked_lm_prob,
-         short_seq_prob, dupe_factor, val_fraction, seed, workers, overwrite):
-    """Text -> WordPiece -> BERT pre-training instances (MLPerf HDF5 fields).
-
-    \b
-    Example:
-      hvdbench prepare bert --src builtin:pydoc --vocab-size 4000 --out data/pydoc
-      hvdbench prepare bert --src wiki/ --vocab vocab.txt --max-seq-len 512 \\
-          --max-predictions 76 --dupe-factor 10 --out data/wiki
-    """
-    from hvdbench.data.bert import BertOptions, prepare_bert
-
-    opts = BertOptions(max_seq_len=max_seq_len, max_predictions=max_predictions, masked_lm_prob=masked_lm_prob,
-                       short_seq_prob=short_seq_prob, dupe_factor=dupe_factor, seed=seed)
-    _summary(prepare_bert(list(sources), out, vocab=vocab, vocab_size=vocab_size, lowercase=lowercase, opts=opts,
-                          val_fraction=val_fraction, workers=workers, overwrite=overwrite), out)
-
-
-@prepare.command()
-@click.option("--src", required=True, type=click.Path(path_type=Path, file_okay=False),
-              help="A prepared bert dataset (from `hvdbench prepare bert`).")
-@OUT
-@click.option("--strategy", type=click.Choice(["spfhp", "nnlshp"]), default="spfhp", show_default=True,
-              help="spfhp: shortest-pack-first (fast); nnlshp: non-negative least squares (fuller packs).")
-@click.option("--max-seqs-per-pack", type=click.IntRange(min=1), default=3, show_default=True)
-@click.option("--seed", type=int, default=0, show_default=True)
-@WORKERS
-@OVERWRITE
-def pack(src, out, strategy, max_seqs_per_pack, seed, workers, overwrite):
-    """Pack BERT sequences several to a sample (histogram -> strategy -> packed HDF5).
-
-    Writes per_seqlen.json (the length histogram) and packing.json (the report) beside the shards.
-
-    \b
-    Example:
-      hvdbench prepare pack --src data/pydoc --out data/pydoc-packed
-      hvdbench prepare pack --src data/wiki --out data/wiki-packed --strategy nnlshp
-    """
-    from hvdbench.data.packing import prepare_pack
-
-    _summary(prepare_pack(src, out, strategy=strategy, max_seqs_per_pack=max_seqs_per_pack, seed=seed,
-                          workers=workers, overwrite=overwrite), out)
-
-
-@prepare.command()
-@click.option("--like", required=True, type=click.Choice(["images", "bert"]))
+@click.option("--like", required=True, metavar="KIND",
+              help="Dataset kind to imitate: images, bert, or any registered model's kind.")
 @click.option("--samples", required=True, type=click.IntRange(min=1), help="Total samples (train + val).")
 @OUT
-@click.option("--size", type=click.IntRange(min=1), default=224, show_default=True, help="images: side length.")
-@click.option("--num-classes", type=click.IntRange(min=1), default=1000, show_default=True)
-@click.option("--vocab-size", type=click.IntRange(min=6), default=30522, show_default=True)
-@click.option("--max-seq-len", type=int, default=128, show_default=True)
-@click.option("--max-predictions", type=int, default=20, show_default=True)
+@click.option("--size", type=click.IntRange(min=1), help="images: side length [default: 224].")
+@click.option("--num-classes", type=click.IntRange(min=1), help="images: classes [default: 1000].")
+@click.option("--vocab-size", type=click.IntRange(min=6), help="bert: vocabulary [default: 30522].")
+@click.option("--max-seq-len", type=int, help="bert: tokens per sequence [default: 128].")
+@click.option("--max-predictions", type=int, help="bert: masked tokens per sequence [default: 20].")
+@click.option("--info", "info_pairs", multiple=True, metavar="KEY=VALUE",
+              help="Any other size of the kind (its manifest keys), e.g. --info features=8.")
 @click.option("--samples-per-shard", type=click.IntRange(min=1), default=None,
-              help="Default 1024 (images), 32768 (bert).")
+              help="Default: the kind's (1024 images, 32768 bert).")
 @click.option("--val-fraction", type=click.FloatRange(0, 1, max_open=True), default=0.05, show_default=True)
 @click.option("--seed", type=int, default=0, show_default=True)
 @WORKERS
 @OVERWRITE
-def synthetic(like, samples, out, size, num_classes, vocab_size, max_seq_len, max_predictions, samples_per_shard,
-              val_fraction, seed, workers, overwrite):
-    """Seeded random data in the images or bert format, any size (storage tests at scale).
+def synthetic(like, samples, out, size, num_classes, vocab_size, max_seq_len, max_predictions, info_pairs,
+              samples_per_shard, val_fraction, seed, workers, overwrite):
+    """Seeded random data in any dataset kind's format, any size (storage tests at scale).
 
     \b
     Example:
@@ -168,12 +84,20 @@ def synthetic(like, samples, out, size, num_classes, vocab_size, max_seq_len, ma
       hvdbench prepare synthetic --like bert --samples 1000000 --max-seq-len 512 \\
           --max-predictions 76 --out /scratch/synth-bert
     """
+    import yaml
+
     from hvdbench.data.synthetic import prepare_synthetic
 
-    _summary(prepare_synthetic(like, samples, out, size=size, num_classes=num_classes, vocab_size=vocab_size,
-                               max_seq_len=max_seq_len, max_predictions=max_predictions,
-                               samples_per_shard=samples_per_shard, val_fraction=val_fraction, seed=seed,
-                               workers=workers, overwrite=overwrite), out)
+    info = {k: v for k, v in {"image_size": size, "num_classes": num_classes, "vocab_size": vocab_size,
+                              "max_seq_len": max_seq_len, "max_predictions": max_predictions}.items()
+            if v is not None}
+    for pair in info_pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise click.BadParameter(f"{pair!r}: expected KEY=VALUE", param_hint="--info")
+        info[key] = yaml.safe_load(value)
+    summary(prepare_synthetic(like, samples, out, info=info, samples_per_shard=samples_per_shard,
+                               val_fraction=val_fraction, seed=seed, workers=workers, overwrite=overwrite), out)
 
 
 @prepare.command()
@@ -205,7 +129,7 @@ def verify(directory):
     click.echo(f"ok: {sum(r['samples'] for r in report.rows)} samples in {len(report.rows)} shards")
 
 
-def _summary(manifest: dict, out: Path) -> None:
+def summary(manifest: dict, out: Path) -> None:
     """What was made, on rank 0 only: samples per split, skipped inputs, the packing report."""
     from hvdbench.data.parallel import env_rank
 

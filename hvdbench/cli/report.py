@@ -37,6 +37,8 @@ def report(sweeps, mllogs, out, formats, baseline):
     """Speed-up, scaling efficiency, scale-up vs scale-out and MLPerf time-to-train (olympic mean,
     mean ± 2σ) from SWEEP_DIR/runs.csv files and published MLPerf logs. Writes scaling.csv,
     layouts.csv, time_to_train.csv, epochs.csv, summary.md and PNG plots; prints the tables.
+    With `hvdbench bench` results in a sweep folder, comm_vs_training.csv and io_vs_training.csv
+    put them beside the training throughput of the same layout.
 
     \b
     Example:

@@ -34,6 +34,17 @@ def _env_pairs(ctx, param, values):
     return env
 
 
+def _check_train_args(model: str, train_args) -> None:
+    """Parse the arguments after `--` with `hvdbench train`'s own options (built from TrainConfig's
+    fields), so a misspelt option or a wrong type fails here, not once per launched run."""
+    from hvdbench.cli.train import train as train_command
+
+    try:
+        train_command.make_context("hvdbench train", [model, *train_args, "--out", "-"])
+    except click.UsageError as e:
+        raise click.UsageError(f"train argument after --: {e.format_message()}") from None
+
+
 def _cluster_settings(name, launcher, launcher_args, env):
     """The emulated cluster's hostfile, launcher options and PATH (its ssh wrapper) for this sweep."""
     from hvdbench.cluster.launch import launch_settings
@@ -116,9 +127,10 @@ def sweep(model, train_args, hostfile, hosts, cluster_name, gpus_per_node, gpus,
 
     from hvdbench import topology
     from hvdbench.models import get_spec
-    from hvdbench.sweep import batch, config as sweep_config, plan, run as sweep_run
+    from hvdbench.sweep import batch, layout_config as sweep_config, plan, run as sweep_run
 
     get_spec(model)  # an unknown model is an error before anything is written
+    _check_train_args(model, train_args)
     if sum(bool(x) for x in (hostfile, hosts, cluster_name)) > 1:
         raise click.UsageError("give one of --hostfile, --hosts or --cluster")
     if cluster_name:

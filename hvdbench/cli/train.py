@@ -11,7 +11,8 @@ from hvdbench.errors import HvdbenchError
 
 # How long a quiet rank waits before exiting: launchers kill the whole job when the first rank
 # exits, and rank 0 (which parses the same argv) must get to print the error before that.
-QUIET_EXIT_DELAY_S = 5
+# HVDBENCH_QUIET_EXIT_DELAY_S overrides it (tests of the quiet exit set 0).
+QUIET_EXIT_DELAY_S = 5.0
 
 
 class WorkerCommand(click.Command):
@@ -27,10 +28,12 @@ class WorkerCommand(click.Command):
 
 
 def _quiet_unless_rank0(code: int) -> None:
-    from hvdbench.worker import launcher_rank
+    import os
+
+    from hvdbench.train.launch_info import launcher_rank
 
     if launcher_rank() != 0:
-        time.sleep(QUIET_EXIT_DELAY_S)
+        time.sleep(float(os.environ.get("HVDBENCH_QUIET_EXIT_DELAY_S", QUIET_EXIT_DELAY_S)))
         sys.exit(code)
 
 
@@ -57,33 +60,38 @@ def _parse_set(values) -> dict:
     return out
 
 
+def _config_options(command):
+    """One `--name` option per TrainConfig field marked `cli` (its type, choices and help come from
+    the field), so every option is defined once, in hvdbench/train/config.py."""
+    import dataclasses
+    import typing
+
+    from hvdbench.train.config import TrainConfig
+
+    hints = typing.get_type_hints(TrainConfig)
+    for f in reversed(dataclasses.fields(TrainConfig)):
+        if not f.metadata.get("cli"):
+            continue
+        flag, hint = "--" + f.name.replace("_", "-"), hints[f.name]
+        kwargs = {"help": f.metadata["help"], "default": None}
+        if hint is bool:
+            kwargs["is_flag"] = True
+        elif f.metadata.get("choices"):
+            kwargs["type"] = click.Choice(f.metadata["choices"])
+        elif f.name in ("data", "out"):
+            kwargs["type"] = click.Path()
+        else:
+            kwargs["type"] = hint
+        command = click.option(flag, f.name, **kwargs)(command)
+    return command
+
+
 @click.command(cls=WorkerCommand)
 @click.argument("model")
-@click.option("--framework", type=click.Choice(["torch", "tensorflow"]), help="Default: torch.")
-@click.option("--flavor", help="Network size, e.g. full/debug (resnet50), large/base/debug (bert).")
-@click.option("--data", type=click.Path(), help="A dataset prepared by `hvdbench prepare`.")
-@click.option("--synthetic", is_flag=True, default=None,
-              help="One fixed random batch kept on the device (takes the data pipeline out).")
-@click.option("--batch-per-gpu", type=int, help="Samples per rank per micro-batch.")
-@click.option("--accum-steps", type=int, help="Micro-batches per optimizer step (gradient accumulation).")
-@click.option("--lr", type=float, help="Peak learning rate for a global batch of lr_base_batch (scaled).")
-@click.option("--precision", type=click.Choice(["fp32", "bf16", "fp16"]),
-              help="bf16/fp16: autocast (Keras mixed policy); fp16 on CUDA adds loss scaling.")
-@click.option("--fp16-allreduce", is_flag=True, default=None, help="Compress gradients to fp16 on the wire.")
-@click.option("--steps", type=int, help="Throughput mode: timed steps.")
-@click.option("--warmup-steps", type=int, help="Throughput mode: untimed steps first (default 10).")
-@click.option("--target", type=float, help="Time-to-accuracy target (default: the model's MLPerf target).")
-@click.option("--max-epochs", type=float, help="Stop (status aborted) after this many epochs.")
-@click.option("--eval-every", type=float, help="Evaluate every N epochs (BERT: samples).")
-@click.option("--seed", type=int)
-@click.option("--threads", type=int, help="CPU math threads per rank (default: cores / local ranks).")
-@click.option("--out", type=click.Path(), help="Directory for result.json, mllog.txt, config.yaml.")
+@_config_options
 @click.option("--config", "config_file", type=click.Path(), help="YAML file of config keys (options win).")
 @click.option("--set", "set_values", multiple=True, metavar="KEY=VALUE",
               help="Any other config key, e.g. --set momentum=0.95 --set submission.org=acme.")
-@click.option("--run-id", help="Label for the result record (default: time + random).")
-@click.option("--sweep-name", help="Sweep this run belongs to (recorded).")
-@click.option("--repeat", type=int, help="Repeat index within the sweep (recorded).")
 def train(model, config_file, set_values, **options):
     """Train MODEL as one Horovod worker; run it under horovodrun, mpirun or srun (or alone).
 
@@ -101,7 +109,7 @@ def train(model, config_file, set_values, **options):
           hvdbench train resnet50 --synthetic --steps 100 --precision bf16 --out runs/r50
       mpirun -np 2 hvdbench train resnet50 --framework tensorflow --flavor debug --synthetic --out runs/tf
     """
-    from hvdbench import config as config_mod
+    from hvdbench.train import config as config_mod
 
     try:
         given = {k: v for k, v in options.items() if v is not None}
@@ -110,6 +118,6 @@ def train(model, config_file, set_values, **options):
     except HvdbenchError:
         _quiet_unless_rank0(1)
         raise
-    from hvdbench import worker
+    from hvdbench.train import worker
 
     worker.main(cfg)  # exits the process

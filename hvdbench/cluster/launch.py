@@ -20,7 +20,7 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from hvdbench.cluster.plan import STATE_ROOT, ClusterError, state_dir_for
+from hvdbench.cluster.blueprint import STATE_ROOT, ClusterError, state_dir_for
 from hvdbench.cluster.state import Journal
 from hvdbench.frameworks import SHARED_MACHINE_ENV
 

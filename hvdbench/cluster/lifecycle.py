@@ -20,7 +20,7 @@ from pathlib import Path
 import psutil
 
 from hvdbench.cluster import netns, runner, shaping, sshd
-from hvdbench.cluster.plan import STATE_ROOT, ClusterError, ClusterPlan, state_dir_for
+from hvdbench.cluster.blueprint import STATE_ROOT, ClusterError, ClusterPlan, state_dir_for
 from hvdbench.cluster.state import (ETC_HOSTS, Journal, make_state_dir, rewrite_etc_hosts,
                                     with_hosts_block, without_hosts_block)
 from hvdbench.results.schema import atomic_write_text
@@ -281,19 +281,49 @@ class NodeStatus:
     sshd_answers: bool
 
 
-def status(name: str, state_root: Path = STATE_ROOT) -> tuple[Journal, list[NodeStatus]]:
+@dataclass
+class LinkShaping:
+    """A node's link as the kernel has it: the root qdisc on each end of its veth, as `tc -j -s`
+    prints it (kind, options with rates in bytes/s, counters). None where that end is gone."""
+
+    node: str
+    transmit: dict | None  # the node's end, inside its namespace: what the node sends
+    receive: dict | None   # the root-namespace end on the bridge (NAME-vK): what the node receives
+
+
+def _load(name: str, state_root: Path) -> Journal:
     journal = Journal.load(state_dir_for(name, state_root))
     if journal is None:
         raise ClusterError(f"no cluster named {name!r} (no {state_dir_for(name, state_root)}); "
                            "start one with `hvdbench cluster up`")
+    return journal
+
+
+def _links(plan: ClusterPlan, spaces: set) -> list[LinkShaping]:
+    ifnames = {link.get("ifname") for link in runner.run_json(netns.list_links())}
+    return [LinkShaping(
+        node.name,
+        shaping.root_qdisc(runner.run_json(shaping.show_node_qdisc(plan, node))) if node.name in spaces else None,
+        shaping.root_qdisc(runner.run_json(shaping.show_host_qdisc(node))) if node.host_veth in ifnames else None)
+        for node in plan.nodes]
+
+
+def inspect_links(name: str, state_root: Path = STATE_ROOT) -> list[LinkShaping]:
+    """The shaping of every node's link of the cluster `name`, both ends, read back from the kernel."""
+    journal = _load(name, state_root)
+    return _links(journal.plan, {n.get("name") for n in runner.run_json(netns.list_netns())})
+
+
+def status(name: str, state_root: Path = STATE_ROOT) -> tuple[Journal, list[NodeStatus]]:
+    journal = _load(name, state_root)
     plan = journal.plan
     spaces = {n.get("name") for n in runner.run_json(netns.list_netns())}
+    links = {link.node: link for link in _links(plan, spaces)}
     pids = {e["node"]: e for e in journal.created if e["kind"] == "sshd"}
     rows = []
     for node in plan.nodes:
-        shaped = "absent"
-        if node.name in spaces:
-            shaped = shaping.describe_qdiscs(runner.run_json(shaping.show_node_qdisc(plan, node)))
+        transmit = links[node.name].transmit
+        shaped = "absent" if node.name not in spaces else shaping.describe_qdiscs([transmit] if transmit else [])
         proc = _ours(pids[node.name]) if node.name in pids else None
         rows.append(NodeStatus(node.name, node.address, plan.slots, shaped, proc.pid if proc else None,
                                sshd.ssh_banner(node.address, timeout=1.0) is not None))

@@ -15,7 +15,7 @@ for node k of cluster `hvd` on 10.213.0.0/24, are exactly:
 import ipaddress
 from pathlib import Path
 
-from hvdbench.cluster.plan import ClusterPlan, Node
+from hvdbench.cluster.blueprint import ClusterPlan, Node
 
 NETNS_ETC = Path("/etc/netns")  # `ip netns exec NS` bind-mounts /etc/netns/NS/hosts over /etc/hosts
 

@@ -6,7 +6,7 @@ import shutil
 import subprocess
 from pathlib import Path
 
-from hvdbench.cluster.plan import ClusterError
+from hvdbench.cluster.blueprint import ClusterError
 
 
 def search_path() -> str:

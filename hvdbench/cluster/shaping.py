@@ -15,7 +15,7 @@ tbf is in every kernel with traffic control; netem (sch_netem) is needed only fo
 `hvdbench cluster up --latency` says so clearly when the kernel lacks it.
 """
 
-from hvdbench.cluster.plan import ClusterPlan, Node, Shaping, format_rate
+from hvdbench.cluster.blueprint import ClusterPlan, Node, Shaping, format_rate
 
 _TBF_QUEUE = "50ms"        # how long a packet may wait in tbf's queue before it is dropped
 _NETEM_LIMIT = "100000"    # packets netem may hold (its default of 1000 drops at high delay x rate)
@@ -59,26 +59,36 @@ def shape_node(plan: ClusterPlan, node: Node) -> list[list[str]]:
 
 
 def show_node_qdisc(plan: ClusterPlan, node: Node) -> list[str]:
-    return ["tc", "-j", "-n", node.name, "qdisc", "show", "dev", plan.bridge]
+    """The qdiscs on the node's transmit side, with their counters (`-s`: bytes, packets, drops)."""
+    return ["tc", "-j", "-s", "-n", node.name, "qdisc", "show", "dev", plan.bridge]
+
+
+def show_host_qdisc(node: Node) -> list[str]:
+    """The qdiscs on the node's receive side (the root-namespace veth end), with their counters."""
+    return ["tc", "-j", "-s", "qdisc", "show", "dev", node.host_veth]
+
+
+def root_qdisc(qdiscs: list[dict]) -> dict | None:
+    """The root qdisc of a device from `tc -j qdisc show` output, as tc printed it (rates in
+    bytes/s, tbf's burst in bytes, netem's delay in seconds; with -s, the counters too)."""
+    return next((q for q in qdiscs if q.get("root")), None)
 
 
 def describe_qdiscs(qdiscs: list[dict]) -> str:
     """`tc -j qdisc show` output -> 'tbf rate 100Mbit' / 'netem delay 100us rate 1Gbit' / 'unshaped'."""
-    for q in qdiscs:
-        if not q.get("root"):
-            continue
-        kind, opts = q.get("kind"), q.get("options", {})
-        if kind == "tbf":
-            return f"tbf rate {_bits(opts.get('rate'))}"
-        if kind == "netem":
-            parts = ["netem"]
-            delay = opts.get("delay", {})
-            if isinstance(delay, dict) and delay.get("delay"):  # seconds
-                parts.append(f"delay {delay['delay'] * 1e6:g}us")
-            rate = opts.get("rate", {})
-            if isinstance(rate, dict) and rate.get("rate"):
-                parts.append(f"rate {_bits(rate['rate'])}")
-            return " ".join(parts)
+    q = root_qdisc(qdiscs) or {}
+    kind, opts = q.get("kind"), q.get("options", {})
+    if kind == "tbf":
+        return f"tbf rate {_bits(opts.get('rate'))}"
+    if kind == "netem":
+        parts = ["netem"]
+        delay = opts.get("delay", {})
+        if isinstance(delay, dict) and delay.get("delay"):  # seconds
+            parts.append(f"delay {delay['delay'] * 1e6:g}us")
+        rate = opts.get("rate", {})
+        if isinstance(rate, dict) and rate.get("rate"):
+            parts.append(f"rate {_bits(rate['rate'])}")
+        return " ".join(parts)
     return "unshaped"
 
 

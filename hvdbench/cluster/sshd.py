@@ -22,7 +22,7 @@ import socket
 import sys
 from pathlib import Path
 
-from hvdbench.cluster.plan import ClusterPlan, Node
+from hvdbench.cluster.blueprint import ClusterPlan, Node
 
 SSH_PORT = 22  # each node has its own network namespace, so every sshd can have the usual port
 CLIENT_KEY = "id_ed25519"

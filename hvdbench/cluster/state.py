@@ -21,7 +21,7 @@ import os
 from dataclasses import asdict
 from pathlib import Path
 
-from hvdbench.cluster.plan import ClusterError, ClusterPlan, Node, Shaping
+from hvdbench.cluster.blueprint import ClusterError, ClusterPlan, Node, Shaping
 from hvdbench.results.schema import atomic_write_text
 
 STATE_FILE = "state.json"

@@ -3,7 +3,7 @@
 Every prepare command writes it last (atomically, rank 0 only), so a directory with a manifest is a
 complete dataset and one without is an interrupted prepare that a rerun of the same command finishes.
 
-    {"format": "hvdbench-dataset", "format_version": 1, "kind": "images" | "bert" | "bert_packed",
+    {"format": "hvdbench-dataset", "format_version": 1, "kind": a registered DatasetKind's name,
      "splits": {"train": {"samples": N, "shards": [{"file": ..., "samples": n, "sha256": ...}]}, "val": ...},
      "fields": {name: {"shape": [per-sample shape], "dtype": "uint8"}}, "seed": ..., "params": {...},
      "command": "hvdbench prepare ...", "created_at": "...", plus kind-specific keys}
@@ -24,8 +24,6 @@ from hvdbench.errors import DatasetError
 FORMAT = "hvdbench-dataset"
 FORMAT_VERSION = 1
 MANIFEST = "manifest.json"
-KINDS = ("images", "bert", "bert_packed")
-SPLITS = ("train", "val")
 
 
 def command_line(argv: list[str] | None = None) -> str:
@@ -38,14 +36,6 @@ def command_line(argv: list[str] | None = None) -> str:
 
 def now_iso() -> str:
     return datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
-
-
-def sha256_file(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
 
 
 def params_hash(params: dict) -> str:
@@ -93,8 +83,13 @@ def read_manifest(directory: Path) -> dict:
     for key in ("kind", "splits", "fields"):
         if key not in manifest:
             raise DatasetError(f"{path}: key {key!r} missing")
-    if manifest["kind"] not in KINDS:
-        raise DatasetError(f"{path}: unknown kind {manifest['kind']!r}; valid: {', '.join(KINDS)}")
+    from hvdbench.errors import ConfigError
+    from hvdbench.models import get_kind
+
+    try:
+        get_kind(manifest["kind"])
+    except ConfigError as e:
+        raise DatasetError(f"{path}: {e}") from None
     for split, info in manifest["splits"].items():
         if not isinstance(info, dict) or "shards" not in info or "samples" not in info:
             raise DatasetError(f"{path}: split {split!r} lacks 'samples' or 'shards'")

@@ -41,6 +41,7 @@ import numpy as np
 from hvdbench.data.manifest import read_manifest
 from hvdbench.data.shards import ATTR_SAMPLES, open_shard
 from hvdbench.errors import DatasetError
+from hvdbench.models import get_kind
 
 BLOCK_BYTES = 8 << 20  # consecutive samples read as one sequential range
 WINDOW_BLOCKS = 8  # blocks shuffled together (at least 4 batches' worth)
@@ -60,6 +61,7 @@ class Dataset:
         self.path = Path(path)
         self.manifest = read_manifest(self.path)
         self.kind: str = self.manifest["kind"]
+        self.kind_spec = get_kind(self.kind)  # read_manifest checked it is a registered kind
         self.fields: dict[str, dict] = self.manifest["fields"]
         self._maps: OrderedDict[str, tuple] = OrderedDict()  # file -> (field arrays, mmap, field offsets)
         self._lock = threading.Lock()
@@ -104,9 +106,9 @@ class Dataset:
 
     @property
     def data_info(self) -> dict:
-        """What a model needs to know about the data (num_classes, vocab_size, max_seq_len, ...)."""
-        keys = ("num_classes", "image_size", "vocab_size", "max_seq_len", "max_predictions", "max_seqs_per_pack")
-        return {k: self.manifest[k] for k in keys if k in self.manifest}
+        """What a model needs to know about the data: its kind's info keys (num_classes,
+        vocab_size, max_seq_len, ...); DatasetError naming the manifest for a missing one."""
+        return self.kind_spec.data_info(self.manifest, str(self.path / "manifest.json"))
 
     def _split(self, split: str) -> dict:
         if split not in self.manifest["splits"]:
@@ -183,12 +185,12 @@ class Loader:
                   for i, s in enumerate(shards) for lo in range(0, s["samples"], self.block)]
         self.blocks = np.asarray(blocks, dtype=np.int64).reshape(-1, 3)
         self.window = max(window_blocks or WINDOW_BLOCKS, math.ceil(4 * batch_size / self.block))
-        # Images are shuffled one by one (many epochs, each should mix them anew). BERT instances are
-        # shuffled in runs of consecutive ones, about RUN_BYTES each, whose boundaries move every
-        # epoch: gathering 1-2 KB rows one at a time runs at half the speed of a contiguous read,
-        # prepare already put a shard's instances in random order, and a pre-training run sees
-        # each instance about once.
-        self.run = run_samples or (1 if ds.kind == "images" else max(1, RUN_BYTES // row_bytes))
+        # Samples written in source order (images) are shuffled one by one (many epochs, each should
+        # mix them anew). Samples prepare already put in random order (BERT instances) are shuffled
+        # in runs of consecutive ones, about RUN_BYTES each, whose boundaries move every epoch:
+        # gathering 1-2 KB rows one at a time runs at half the speed of a contiguous read, and a
+        # pre-training run sees each instance about once.
+        self.run = run_samples or (max(1, RUN_BYTES // row_bytes) if ds.kind_spec.shuffled_when_written else 1)
         self._pool: list[dict[str, np.ndarray]] = []  # batch arrays to recycle (see _alloc)
         self._checked: set[tuple[int, int, int]] = set()  # reads whose residency was checked before
 

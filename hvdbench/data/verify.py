@@ -2,9 +2,9 @@
 
 For each shard: the file exists and opens (not truncated), holds the manifest's sample count, every
 field has the manifest's per-sample shape and dtype, all data reads back to the end and hashes to the
-sha256 recorded when it was written (so flipped bytes are found), and values are in range: labels
-below num_classes, token ids below vocab_size, positions inside the sequence, masks 0/1 (or a
-sequence index up to max_seqs_per_pack when packed). The vocabulary file must match its sha256.
+sha256 recorded when it was written (so flipped bytes are found), and values are in the ranges the
+dataset kind declares (`DatasetKind.limits`: labels below num_classes, token ids below vocab_size,
+...). A vocabulary file named by the manifest must match its sha256.
 """
 
 from __future__ import annotations
@@ -36,20 +36,10 @@ class Report:
 
 
 def value_limits(manifest: dict) -> dict[str, tuple[int, int]]:
-    """Inclusive (low, high) per field that has a known range."""
-    kind = manifest["kind"]
-    if kind == "images":
-        return {"labels": (0, manifest["num_classes"] - 1)}
-    vocab, length = manifest["vocab_size"] - 1, manifest["max_seq_len"] - 1
-    limits = {"input_ids": (0, vocab), "masked_lm_ids": (0, vocab), "masked_lm_positions": (0, length),
-              "segment_ids": (0, 1), "next_sentence_labels": (0, 1)}
-    if kind == "bert":
-        limits["input_mask"] = (0, 1)
-    else:
-        slots = manifest["max_seqs_per_pack"]
-        limits.update(input_mask=(0, slots), masked_lm_weights=(0, slots), positions=(0, length),
-                      packed_input_len=(0, length + 1), packed_masked_lm_len=(0, manifest["max_predictions"]))
-    return limits
+    """Inclusive (low, high) per field that has a known range: the dataset kind's rules."""
+    from hvdbench.models import get_kind
+
+    return get_kind(manifest["kind"]).limits(manifest)
 
 
 def verify(path: str | Path) -> Report:

@@ -1,14 +1,17 @@
-"""Framework code: the only package that imports torch, tensorflow or horovod.<framework>.
+"""Horovod per framework: with the model folders' torch.py / tf.py, the only code that imports
+torch, tensorflow or horovod.<framework>.
 
-Each framework package (`torch`, `tf`) has the same four modules:
+Each framework package (`torch`, `tf`) has the same three modules:
 
     dist.py    Horovod: init, device pinning, thread count, collectives the worker needs
-    data.py    numpy batches -> device tensors (images normalised on the device)
-    train.py   `Trainer`: model + distributed optimizer; one optimizer step, evaluation, digests
-    models/    single-device networks (build, synthetic_batch, loss_and_stats); no horovod there
+               (the framework-neutral half is `dist_base.DistBase`)
+    data.py    numpy batches -> device tensors, then the model's own `on_device` preprocessing
+    train.py   `Trainer`: a model module + distributed optimizer; one optimizer step, evaluation
+               into the model's Metric, parameter digests
 
-`hvdbench.worker` drives either through the same small interface, so the measurement logic
-(timing, epochs, evaluation, events) exists once.
+The networks are single-device code in `hvdbench/models/<name>/torch.py` and `tf.py`.
+`hvdbench.train.worker` drives either framework through the same small interface, so the
+measurement logic (timing, epochs, evaluation, events) exists once.
 """
 
 import importlib
@@ -16,17 +19,10 @@ import os
 
 PACKAGES = {"torch": "hvdbench.frameworks.torch", "tensorflow": "hvdbench.frameworks.tf"}
 
-# model name -> module under <framework>/models/
-MODEL_MODULES = {"resnet50": "resnet", "bert": "bert"}
-
 
 def load(framework: str):
     """The framework's `train` module (imports the framework and Horovod: call it in a worker only)."""
     return importlib.import_module(f"{PACKAGES[framework]}.train")
-
-
-def model_module(framework: str, model: str):
-    return importlib.import_module(f"{PACKAGES[framework]}.models.{MODEL_MODULES[model]}")
 
 
 # Set by an emulated cluster's launch settings (`hvdbench cluster`): its "nodes" are namespaces of

@@ -1,11 +1,11 @@
 """Launch commands: each launcher module turns a `Job` into `(argv, env)` and runs nothing.
 
     argv, env = build("mpirun", job, env=launch_env({"HVDBENCH_X": "1"}))
-    outcome = runner.run(argv, env, log=run_dir / "launch.log", timeout=600)
+    outcome = guard.run(argv, env, log=run_dir / "launch.log", record=run_dir / "launch.json", timeout=600)
 
-`runner` is the only module that starts processes. Every argv element is a separate string
-(no shell), hostnames were validated by `hvdbench.topology`, so user values cannot become options
-or shell syntax.
+`guard` runs the launch commands (hvdbench.sweep.launch is the sweep's one way to it). Every argv
+element is a separate string (no shell), hostnames were validated by `hvdbench.topology`, so user
+values cannot become options or shell syntax.
 
 The worker is `<venv>/bin/hvdbench train ...`, by absolute path: the console script beside
 `sys.executable`. mpirun/srun/ssh start it on other nodes with a non-interactive shell whose PATH

@@ -10,7 +10,7 @@ every rank (Gloo: on the ssh command line; MPI: as `-x` for each variable), so n
 Ending a run: with `--mpi`, mpirun's daemons end the remote ranks when mpirun goes. With `--gloo`
 on several hosts the remote ranks hang off ssh sessions, which do not signal them when the
 connection drops; they end only if the worker asks the kernel for its parent's death signal
-(`runner.die_with_parent()`, to be called by the worker at start).
+(`guard.die_with_parent()`, to be called by the worker at start).
 
 Horovod 0.28.1 with Gloo crashes on `--output-filename` for a single process (`math domain error`
 padding the rank number: log10(0)), so a one-process Gloo run has no per-rank files; its output

@@ -1,56 +1,90 @@
-"""Framework-neutral model specs: flavors, metric, MLPerf target, default hyperparameters.
+"""The model registry: one line per model folder, or an entry point in another package.
 
-A spec is data. The framework code that builds the network lives in
-`hvdbench/frameworks/<fw>/models/<name>.py` and is imported only inside a worker.
-
-    from hvdbench.models import get_spec
+    from hvdbench.models import get_spec, get_kind
     spec = get_spec("resnet50")          # unknown names: ConfigError listing the valid ones
     cfg = spec.flavor("debug")           # the flavor's dataclass config
+    kind = get_kind("images")            # a dataset kind, by the name its manifests carry
+
+A model lives in `hvdbench/models/<name>/` (see `contracts.py` and docs/adding-a-model.md). A
+package outside hvdbench registers its own with an entry point in the `hvdbench.models` group,
+`<name> = <module that defines SPEC>`, e.g. in its pyproject.toml:
+
+    [project.entry-points."hvdbench.models"]
+    toy = "toy_model"
 """
 
 from __future__ import annotations
 
 import importlib
-from dataclasses import dataclass, field
-from typing import Any
+from functools import lru_cache
 
 from hvdbench.errors import ConfigError
+from hvdbench.models.contracts import DatasetKind, ModelSpec
 
-# name -> module under hvdbench.models that defines SPEC. Imported lazily (specs are cheap, but
-# this keeps `hvdbench --help` from touching them at all).
+# name -> module defining SPEC. Imported lazily: `hvdbench --help` touches no spec.
 REGISTRY = {
     "resnet50": "hvdbench.models.resnet50",
     "bert": "hvdbench.models.bert",
 }
+ENTRY_POINT_GROUP = "hvdbench.models"
 
 
-@dataclass(frozen=True)
-class ModelSpec:
-    name: str
-    flavors: dict[str, Any]  # flavor name -> dataclass instance (the network's size)
-    default_flavor: str
-    frameworks: tuple[str, ...]  # "torch", "tensorflow"
-    data_kinds: tuple[str, ...]  # dataset kinds it trains on: "images", "bert", "bert_packed"
-    metric_name: str  # e.g. "top1_accuracy", "masked_lm_accuracy"
-    mlperf_target: float  # MLPerf's quality target for the full-size flavors
-    flavor_targets: dict[str, float] = field(default_factory=dict)  # e.g. debug on built-in data
-    defaults: dict[str, Any] = field(default_factory=dict)  # batch_per_gpu, lr, warmup_epochs, ...
+@lru_cache(maxsize=1)
+def _modules() -> dict[str, str]:
+    """Built-in models and those of installed packages (a built-in name cannot be taken over)."""
+    from importlib.metadata import entry_points
 
-    def flavor(self, name: str | None) -> Any:
-        name = name or self.default_flavor
-        if name not in self.flavors:
-            raise ConfigError(f"model {self.name} has no flavor {name!r}; valid: {', '.join(self.flavors)}")
-        return self.flavors[name]
-
-    def target(self, flavor: str | None) -> float:
-        return self.flavor_targets.get(flavor or self.default_flavor, self.mlperf_target)
+    found = {ep.name: ep.value for ep in entry_points(group=ENTRY_POINT_GROUP)}
+    return {**found, **REGISTRY}
 
 
 def model_names() -> list[str]:
-    return sorted(REGISTRY)
+    return sorted(_modules())
 
 
+@lru_cache(maxsize=None)
 def get_spec(name: str) -> ModelSpec:
-    if name not in REGISTRY:
+    modules = _modules()
+    if name not in modules:
         raise ConfigError(f"unknown model {name!r}; valid: {', '.join(model_names())}")
-    return importlib.import_module(REGISTRY[name]).SPEC
+    module = importlib.import_module(modules[name])
+    spec = getattr(module, "SPEC", None)
+    if not isinstance(spec, ModelSpec) or spec.name != name:
+        raise ConfigError(f"model {name!r}: {modules[name]} does not define SPEC = ModelSpec(name={name!r}, ...)")
+    # Where torch.py / tf.py are: the spec's own package.
+    object.__setattr__(spec, "package", module.__name__)
+    return spec
+
+
+def specs() -> list[ModelSpec]:
+    return [get_spec(name) for name in model_names()]
+
+
+def kind_names() -> list[str]:
+    return sorted({k.name for spec in specs() for k in spec.kinds})
+
+
+def get_kind(name: str) -> DatasetKind:
+    """The dataset kind a manifest names (shared kinds are one object, listed by several models)."""
+    for spec in specs():
+        for kind in spec.kinds:
+            if kind.name == name:
+                return kind
+    raise ConfigError(f"unknown dataset kind {name!r}; valid: {', '.join(kind_names())}")
+
+
+def expected_parameters(model: str, flavor: str) -> int | None:
+    """The exact parameter count a model's flavor is known to have (None when not recorded)."""
+    try:
+        return get_spec(model).parameters.get(flavor)
+    except ConfigError:
+        return None
+
+
+def counts_samples(benchmark: str) -> bool:
+    """Whether the MLPerf benchmark evaluates every N samples (its `epoch_num` is then a sample
+    count, as in MLPerf BERT's logs); False for benchmarks hvdbench has no model for."""
+    for spec in specs():
+        if spec.benchmark == benchmark:
+            return spec.defaults.get("eval_unit") == "samples"
+    return False

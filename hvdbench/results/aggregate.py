@@ -4,7 +4,8 @@ speed-up and scaling efficiency, scale-up vs scale-out deltas, and MLPerf's olym
     runs = load_sweeps(["results/demo"]) + read_mllog_dir("training_results_v3.0")
     tables = build_tables(runs, baseline=None)      # Tables(scaling, layouts, time_to_train, epochs)
 
-Every table row is a dict (column -> value, None where undefined); tables.py writes them.
+Every table row is a dict (column -> value, None where undefined); tables.py writes them, in the
+columns `hvdbench.results.schema.REPORT_COLUMNS` declares.
 Rules (also printed in the report's notes, `NOTES`):
 - std is the sample standard deviation (ddof=1); two-sigma = 2 x std; with one run both are empty.
 - Only successful runs with a throughput feed throughput statistics; every row still counts its
@@ -23,13 +24,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from hvdbench.errors import ConfigError
-from hvdbench.results.schema import RunResult, SchemaError
+from hvdbench.results.schema import EPOCH_COLUMNS, SCALING_GROUP, TTT_GROUP, RunResult, SchemaError
 from hvdbench.results.store import read_runs
 
 # MLPerf drops the fastest and slowest run; we do so from this many runs on (MLPerf itself asks
 # 5 runs for vision models and 10 for BERT; 3 is the least that leaves a run after dropping two).
 OLYMPIC_MIN_RUNS = 3
-NOT_CONVERGED = ("aborted", "failed", "timeout")
 
 NOTES = [
     "std: sample standard deviation (ddof=1) over repeated runs; 2σ = 2 × std; empty with one run.",
@@ -168,10 +168,6 @@ def _pick_baseline(rows: list[dict], value: str, baseline: tuple[int, int] | Non
 
 # --- tables --------------------------------------------------------------------------------
 
-SCALING_GROUP = ("system", "model", "flavor", "framework", "precision", "mode", "batch_per_gpu", "accum_steps")
-TTT_GROUP = ("system", "model", "flavor", "framework", "precision")
-
-
 def _scaling_key(r: RunResult) -> tuple:
     return (system_of(r), r.model, r.flavor, r.framework, r.precision, r.mode, r.batch_per_gpu, r.accum_steps)
 
@@ -270,10 +266,6 @@ def time_to_train_rows(runs: list[RunResult], baseline: tuple[int, int] | None =
                 row["efficiency"] = row["speedup"] / (row["gpus"] / base["gpus"])
             out.append(row)
     return out
-
-
-EPOCH_COLUMNS = ("system", "model", "flavor", "framework", "gpus", "layout", "global_batch",
-                 "time_per_epoch_min", "epochs_mean", "precision", "runs", "converged")
 
 
 def epoch_rows(ttt: list[dict]) -> list[dict]:

@@ -27,23 +27,14 @@ import statistics
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from hvdbench.bench.allreduce_report import CSV_NAME as ALLREDUCE_CSV, AllreduceRow
-from hvdbench.bench.io import CSV_NAME as IO_CSV, IoRow
-from hvdbench.bench.rows import read_rows
-from hvdbench.results.schema import RunResult, atomic_write_text
+from hvdbench.bench.allreduce_report import CSV_NAME as ALLREDUCE_CSV
+from hvdbench.bench.io import CSV_NAME as IO_CSV
+from hvdbench.results.schema import COMM_COLUMNS, IO_COLUMNS, AllreduceRow, IoRow, RunResult, atomic_write_text
+from hvdbench.results.store import read_rows
+from hvdbench.results.tables import DASH, markdown_table, to_csv
 
 FUSION_THRESHOLD_BYTES = 128 << 20  # Horovod >= 0.21's default HOROVOD_FUSION_THRESHOLD
 GRADIENT_BYTES_PER_PARAMETER = 4  # fp32 gradients (Horovod allreduces them in fp32 unless compressed)
-# Parameter counts where the run record has none (documented in hvdbench/models/<name>.py).
-KNOWN_PARAMETERS = {("resnet50", "full"): 25_557_032}
-
-COMM_COLUMNS = ("model", "flavor", "framework", "precision", "layout", "gpus", "nodes", "controller",
-                "throughput_mean", "step_ms", "gradient_mib", "message_mib", "busbw_gb_s",
-                "mpi_busbw_gb_s", "allreduce_ms", "comm_share", "bench_run_id")
-IO_COLUMNS = ("model", "flavor", "framework", "layout", "gpus", "throughput_mean", "dataset", "kind",
-              "caches_dropped", "io_samples_s", "io_samples_s_min", "decoded_samples_s", "h5py_samples_s",
-              "reader_vs_h5py",
-              "feed", "bench_run_id")
 
 
 @dataclass
@@ -92,7 +83,13 @@ def interpolate(points: list[tuple[float, float]], x: float) -> float | None:
 
 
 def parameters_of(run: RunResult) -> int | None:
-    count = run.parameters or KNOWN_PARAMETERS.get((run.model, run.flavor))
+    """The run's trainable parameters: its record's count, else what the model's spec documents for
+    that flavor (a run recorded without one, e.g. a published log); None when neither knows."""
+    if run.parameters:
+        return int(run.parameters)
+    from hvdbench.models import expected_parameters  # lazily: the report needs no spec otherwise
+
+    count = expected_parameters(run.model, run.flavor)
     return int(count) if count else None
 
 
@@ -177,31 +174,26 @@ def build(sweeps, runs: list[RunResult]) -> BenchTables:
 
 def _cell(v, fmt=".3g") -> str:
     if v is None:
-        return "–"
+        return DASH
     if isinstance(v, bool):
         return "yes" if v else "no"
     return f"{v:{fmt}}" if isinstance(v, float) else str(v)
 
 
-def _md(header, lines) -> str:
-    out = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
-    return "\n".join(out + ["| " + " | ".join(str(c).replace("|", "\\|") for c in line) + " |" for line in lines])
-
-
 def markdown(tables: BenchTables) -> str:
     parts = []
     if tables.comm:
-        parts.append("## Interconnect: allreduce at the gradient size vs training\n\n" + _md(
+        parts.append("## Interconnect: allreduce at the gradient size vs training\n\n" + markdown_table(
             ["model", "layout", "controller", "samples/s", "step ms", "gradients MiB", "message MiB",
              "busbw GB/s", "MPI busbw GB/s", "allreduce ms", "allreduce / step"],
             [[f"{r['model']}/{r['flavor']}", r["layout"], r["controller"], _cell(r["throughput_mean"], ",.1f"),
               _cell(r["step_ms"], ".1f"), _cell(r["gradient_mib"], ".1f"), _cell(r["message_mib"], ".1f"),
               _cell(r["busbw_gb_s"]), _cell(r["mpi_busbw_gb_s"]), _cell(r["allreduce_ms"], ".1f"),
-              "–" if r["comm_share"] is None else f"{100 * r['comm_share']:.0f} %"] for r in tables.comm])
+              DASH if r["comm_share"] is None else f"{100 * r['comm_share']:.0f} %"] for r in tables.comm])
             + "\n\nbusbw = algbw × 2(n−1)/n (nccl-tests) at min(gradient bytes, 128 MiB fusion buffer), "
               "interpolated on the measured curve; allreduce ms = fp32 gradient bytes / algbw.\n")
     if tables.io:
-        parts.append("## Storage: reader throughput vs training\n\n" + _md(
+        parts.append("## Storage: reader throughput vs training\n\n" + markdown_table(
             ["model", "layout", "training samples/s", "dataset", "caches dropped", "reader samples/s (min)",
              "+ CPU decode", "h5py samples/s", "reader / h5py", "feed"],
             [[f"{r['model']}/{r['flavor']}", r["layout"], _cell(r["throughput_mean"], ",.1f"), r["dataset"],
@@ -215,8 +207,6 @@ def markdown(tables: BenchTables) -> str:
 
 
 def write_csvs(tables: BenchTables, out) -> list[Path]:
-    from hvdbench.results.tables import to_csv
-
     written = []
     for name, rows, columns in (("comm_vs_training", tables.comm, COMM_COLUMNS),
                                 ("io_vs_training", tables.io, IO_COLUMNS)):

@@ -159,7 +159,8 @@ def dedupe(events: Iterable[Event]) -> tuple[list[Event], int]:
 
 
 def read_events(path: str | os.PathLike) -> tuple[list[Event], int, int]:
-    """(de-duplicated events, duplicates dropped, unreadable marker lines) of one log file."""
+    """(de-duplicated events, duplicates dropped, unreadable marker lines) of one log file: the one
+    :::MLLOG parser (`read_event_dicts` and every report go through it)."""
     raw, bad = [], 0
     with open(path, encoding="utf-8", errors="replace") as f:  # raw job logs hold any bytes
         for lineno, line in enumerate(f, 1):
@@ -172,6 +173,17 @@ def read_events(path: str | os.PathLike) -> tuple[list[Event], int, int]:
                 raw.append(event)
     events, dropped = dedupe(raw)
     return events, dropped, bad
+
+
+def read_event_dicts(path: str | os.PathLike) -> list[dict]:
+    """The events of one run's own log as plain dicts with the :::MLLOG record's keys (time_ms,
+    event_type, key, value, metadata), de-duplicated as `read_events` does: for checking what a run
+    logged (tests). A worker's log is written whole, so an unreadable marker line here is an error."""
+    events, _, bad = read_events(path)
+    if bad:
+        raise SchemaError(f"{path}: {bad} unreadable :::MLLOG line(s)")
+    return [{"time_ms": e.time_ms, "event_type": e.event_type, "key": e.key, "value": e.value,
+             "metadata": e.metadata} for e in events]
 
 
 # --- one run ---------------------------------------------------------------------------------
@@ -219,18 +231,22 @@ def _int(event: Event | None) -> int:
 
 def _epoch_reader(events: list[Event], benchmark: str, run_start_ms: float | None):
     """How to read the epochs done at an evaluation. `epoch_num` counts epochs, except where the
-    log counts samples: metadata with `samples_count`, and MLPerf BERT, whose `epoch_num` is a
-    sample count. Samples become epochs only when `train_samples` (the training set size) was
-    logged before run_start, as hvdbench does; published BERT logs give the samples trained at
-    the end instead, and their epochs stay unknown (None) rather than wrong."""
+    log counts samples: metadata with `samples_count`, and benchmarks that evaluate every N samples
+    (MLPerf BERT), whose `epoch_num` is a sample count. Samples become epochs only when
+    `train_samples` (the training set size) was logged before run_start, as hvdbench does;
+    published BERT logs give the samples trained at the end instead, and their epochs stay unknown
+    (None) rather than wrong."""
+    from hvdbench.models import counts_samples  # lazily: the model registry, only when a log is read
+
     sizes = [e for e in events if e.key == C.TRAIN_SAMPLES and isinstance(e.value, (int, float))
              and run_start_ms is not None and e.time_ms <= run_start_ms]
     dataset = float(sizes[0].value) if sizes and sizes[0].value > 0 else None
+    epoch_num_is_samples = counts_samples(benchmark)
 
     def epoch_of(e: Event) -> float | None:
         if C.SAMPLES_COUNT in e.metadata:
             samples = e.metadata[C.SAMPLES_COUNT]
-        elif C.EPOCH_NUM in e.metadata and benchmark == "bert" and dataset is None:
+        elif C.EPOCH_NUM in e.metadata and epoch_num_is_samples:
             samples = e.metadata[C.EPOCH_NUM]
         elif C.EPOCH_NUM in e.metadata:
             return float(e.metadata[C.EPOCH_NUM])

@@ -21,7 +21,8 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.ticker import FixedLocator, FuncFormatter, LogLocator, NullLocator, ScalarFormatter
 
-from hvdbench.results.aggregate import SCALING_GROUP, TTT_GROUP, Tables
+from hvdbench.results.aggregate import Tables
+from hvdbench.results.schema import SCALING_GROUP, TTT_GROUP
 
 IDEAL = "ideal (linear)"
 

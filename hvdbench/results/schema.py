@@ -1,9 +1,18 @@
-"""The one result schema. Every CSV column hvdbench writes or reads is declared here, once.
+"""The one result schema: the columns of every CSV hvdbench writes are declared here, once.
 
-A worker writes one `RunResult` as `result.json` (plus the resolved config); a sweep appends the same
-record as one row of `runs.csv`; `hvdbench report` reads only that CSV. Bump SCHEMA_VERSION whenever a
-field is added, removed or changes meaning, so old stores are refused with a clear message instead
-of being misread.
+    runs.csv                    RunResult: one row per training run (a retry appends another);
+                                a worker writes the same record as result.json
+    bench_allreduce.csv         AllreduceRow: one row per implementation, dtype and message size
+    bench_io.csv                IoRow: one row per pass and way of reading
+    <report>/<table>.csv        REPORT_COLUMNS (scaling, layouts, time_to_train, epochs), and
+                                COMM_COLUMNS / IO_COLUMNS (comm_vs_training, io_vs_training)
+
+runs.csv and the bench CSVs share their layout columns (`LayoutFields`), so a bench row joins the
+training runs of its layout. A worker writes one `RunResult` as `result.json` (plus the resolved
+config); a sweep appends the same record as one row of `runs.csv`; `hvdbench report` reads runs.csv
+and the bench CSVs back through these classes. Bump a record's SCHEMA_VERSION whenever a field is
+added, removed or changes meaning, so old files are refused with a clear message instead of being
+misread.
 """
 
 from __future__ import annotations
@@ -11,7 +20,9 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import uuid
 from dataclasses import dataclass, fields
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
@@ -27,9 +38,18 @@ class SchemaError(HvdbenchError):
     """A record or CSV that does not match this schema; the message names the file and the field."""
 
 
+def new_run_id(now: datetime | None = None) -> str:
+    """A run's id, for training and bench runs alike: its UTC start time to the second, then 8
+    random hex digits (runs started in the same second still differ), e.g. 20260101T120000Z-1a2b3c4d.
+    Ids sort by start time. `now` (UTC) lets a caller stamp the id and its start time from one reading."""
+    now = now or datetime.now(timezone.utc)
+    return f"{now:%Y%m%dT%H%M%SZ}-{uuid.uuid4().hex[:8]}"
+
+
 class CsvRecord:
     """Mixin for a @dataclass whose fields are the columns of one CSV file (runs.csv, the bench
-    CSVs). The class sets SCHEMA_VERSION and has a `schema_version: int = SCHEMA_VERSION` field."""
+    CSVs), in field order unless the class says otherwise (see BenchRow). The class sets
+    SCHEMA_VERSION and has a `schema_version: int = SCHEMA_VERSION` field."""
 
     SCHEMA_VERSION = 0
 
@@ -77,10 +97,26 @@ def _parse(f: dataclasses.Field, cell: str, where: str):
 
 
 @dataclass
-class RunResult(CsvRecord):
-    SCHEMA_VERSION = SCHEMA_VERSION  # a class attribute (no annotation), not a column
+class LayoutFields:
+    """Where a run ran: the layout columns of runs.csv and of the bench CSVs, declared once, so a
+    bench row joins the training runs of its layout (on `layout`)."""
 
-    # identity
+    world_size: int = 0  # nodes x gpus_per_node
+    nodes: int = 0
+    gpus_per_node: int = 0
+    layout: str = ""  # the "NxG" string
+    scale: str = ""  # "up" (one node) or "out" (several)
+    launcher: str = ""  # what started the ranks, e.g. horovodrun, mpirun, srun, single
+    controller: str = ""  # gloo | mpi
+    hosts: str = ""  # ';'-joined, rank order de-duplicated
+
+
+# --- runs.csv / result.json --------------------------------------------------------------------
+
+@dataclass
+class _RunIdentity:
+    """RunResult's first columns: what ran, with which batch."""
+
     run_id: str = ""
     sweep: str = ""
     repeat: int = 0
@@ -94,15 +130,14 @@ class RunResult(CsvRecord):
     batch_per_gpu: int = 0
     accum_steps: int = 1
     global_batch: int = 0
-    # topology: world_size = nodes x gpus_per_node; layout is the "NxG" string
-    world_size: int = 0
-    nodes: int = 0
-    gpus_per_node: int = 0
-    layout: str = ""
-    scale: str = ""  # "up" (one node) or "out" (several)
-    launcher: str = ""
-    controller: str = ""  # gloo | mpi
-    hosts: str = ""  # ';'-joined, rank order de-duplicated
+
+
+# A dataclass takes its bases' fields in reverse order of the bases, then its own: runs.csv's
+# columns are _RunIdentity's, then LayoutFields', then RunResult's own (schema version 1's order).
+@dataclass
+class RunResult(LayoutFields, _RunIdentity, CsvRecord):
+    SCHEMA_VERSION = SCHEMA_VERSION  # a class attribute (no annotation), not a column
+
     devices: str = ""  # ';'-joined distinct device names
     versions: str = ""  # 'name=version;...'
     parameters: int = 0  # trainable parameters: the gradient bytes each step allreduces (x dtype size)
@@ -148,6 +183,116 @@ class RunResult(CsvRecord):
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
+
+
+# --- the bench CSVs ----------------------------------------------------------------------------
+
+# The order of the layout columns in the bench CSVs, which end with them (then schema_version):
+# their first files were written with hosts, controller and launcher in this order, and rows are
+# appended under the header a file already has, so that order cannot change.
+BENCH_LAYOUT_COLUMNS = ("world_size", "nodes", "gpus_per_node", "layout", "scale", "hosts", "controller", "launcher")
+
+
+@dataclass
+class BenchRow(LayoutFields, CsvRecord):
+    """Base of the bench CSV rows: the bench's own columns, then the layout, then schema_version."""
+
+    @classmethod
+    def columns(cls) -> list[str]:
+        own = [name for name in super().columns() if name not in BENCH_LAYOUT_COLUMNS and name != "schema_version"]
+        return [*own, *BENCH_LAYOUT_COLUMNS, "schema_version"]
+
+
+@dataclass
+class AllreduceRow(BenchRow):
+    """A row of bench_allreduce.csv: one implementation, dtype and message size of one run."""
+
+    SCHEMA_VERSION = 1
+
+    run_id: str = ""
+    started_at: str = ""  # ISO 8601, UTC
+    impl: str = ""  # horovod | mpi
+    dtype: str = ""  # fp32 | fp16
+    bytes: int = 0
+    elements: int = 0
+    iters: int = 0  # timed operations (scaled down for large messages, see bench.formulas.iterations)
+    warmup_iters: int = 0
+    time_mean_s: float | None = None  # per operation; mean over ranks
+    time_min_s: float | None = None
+    time_max_s: float | None = None
+    algbw_gb_s: float | None = None  # bytes / time_mean_s / 1e9
+    busbw_gb_s: float | None = None  # algbw x 2(n-1)/n
+    wrong: int = 0  # elements that differed from the expected sum in the check before timing
+    vs_mpi: float | None = None  # horovod rows: mpi time / horovod time at the same dtype and size
+    note: str = ""
+    schema_version: int = SCHEMA_VERSION
+
+
+@dataclass
+class IoRow(BenchRow):
+    """A row of bench_io.csv: one way of reading (reader, reader+decode, h5py) in one pass of one run."""
+
+    SCHEMA_VERSION = 1
+
+    run_id: str = ""
+    started_at: str = ""  # ISO 8601, UTC
+    dataset: str = ""
+    kind: str = ""
+    split: str = ""
+    impl: str = ""  # reader | reader+decode | h5py
+    pass_index: int = 0
+    batch_size: int = 0
+    samples: int = 0  # read in this pass, all ranks
+    dataset_samples: int = 0  # in the split: samples == dataset_samples means every sample once
+    bytes: int = 0  # stored bytes read, all ranks
+    elapsed_s: float | None = None  # the slowest rank's time
+    samples_s: float | None = None  # all ranks
+    mb_s: float | None = None  # all ranks, 1e6 bytes
+    rank_samples_s_min: float | None = None
+    rank_samples_s_max: float | None = None
+    rank_mb_s_min: float | None = None
+    rank_mb_s_max: float | None = None
+    vs_h5py: float | None = None  # reader rows: their samples/s / h5py samples/s in the same pass
+    caches_dropped: bool = False
+    dataset_bytes: int = 0  # size of the split's shard files
+    mem_available_bytes: int = 0  # MemAvailable on rank 0's node at the start
+    fits_in_cache: bool = False
+    demand_samples_s: float | None = None
+    demand_source: str = ""
+    feed_fraction: float | None = None  # min(1, samples_s / demand)
+    schema_version: int = SCHEMA_VERSION
+
+
+# --- the report's tables (hvdbench report: REPORT/<name>.csv) ----------------------------------
+
+# The keys a table's rows are grouped by (one Markdown section and one plot panel per group).
+SCALING_GROUP = ("system", "model", "flavor", "framework", "precision", "mode", "batch_per_gpu", "accum_steps")
+TTT_GROUP = ("system", "model", "flavor", "framework", "precision")
+_COUNTS = ("runs", "ok", "failed", "aborted", "timeout")
+_LAYOUT = ("layout", "nodes", "gpus_per_node", "gpus", "scale")
+
+EPOCH_COLUMNS = ("system", "model", "flavor", "framework", "gpus", "layout", "global_batch",
+                 "time_per_epoch_min", "epochs_mean", "precision", "runs", "converged")
+# Columns in order. Throughput is samples/s over all GPUs; *_min columns are minutes.
+REPORT_COLUMNS = {
+    "scaling": SCALING_GROUP + _LAYOUT + _COUNTS + (
+        "n_throughput", "throughput_mean", "throughput_std", "throughput_2sigma",
+        "throughput_per_gpu", "baseline", "speedup", "efficiency"),
+    "layouts": SCALING_GROUP + ("gpus", "layout", "nodes", "gpus_per_node", "scale", "reference") + _COUNTS + (
+        "throughput_mean", "throughput_2sigma", "relative", "delta_pct", "noise_2sigma_pct", "within_noise"),
+    "time_to_train": TTT_GROUP + _LAYOUT + (
+        "global_batch", "runs", "converged", "failed", "aborted", "timeout", "epochs_mean",
+        "time_per_epoch_min", "ttt_min", "scoring", "ttt_mean_min", "ttt_std_min", "ttt_2sigma_min",
+        "final_metric_mean", "baseline", "speedup", "efficiency"),
+    "epochs": EPOCH_COLUMNS,
+}
+# The bench results beside training (hvdbench.results.bench_tables), written when there are any.
+COMM_COLUMNS = ("model", "flavor", "framework", "precision", "layout", "gpus", "nodes", "controller",
+                "throughput_mean", "step_ms", "gradient_mib", "message_mib", "busbw_gb_s",
+                "mpi_busbw_gb_s", "allreduce_ms", "comm_share", "bench_run_id")
+IO_COLUMNS = ("model", "flavor", "framework", "layout", "gpus", "throughput_mean", "dataset", "kind",
+              "caches_dropped", "io_samples_s", "io_samples_s_min", "decoded_samples_s", "h5py_samples_s",
+              "reader_vs_h5py", "feed", "bench_run_id")
 
 
 # --- result.json -----------------------------------------------------------------------------

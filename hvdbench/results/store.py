@@ -2,7 +2,9 @@
 
 Rows are only ever added. Each append writes the previous bytes verbatim plus the new rows to a
 temporary file, fsyncs it and renames it over the store, so a crash or kill at any moment leaves
-either the old file or the new one, never a partial row. The header is checked, never rewritten.
+either the old file or the new one, never a partial row. The header is never rewritten: an append
+checks that it has every column of the record (not their order: new rows are written in the
+record's column order, which is why a record's column order never changes, see schema.BenchRow).
 """
 
 from __future__ import annotations

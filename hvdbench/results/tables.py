@@ -1,7 +1,7 @@
 """The report's tables as CSV (full precision, one flat row per line) and as Markdown (one small
 table per model group, rounded, the way published scaling studies print them).
 
-    write_csvs(tables, Path("report"))                 # scaling.csv, layouts.csv, ...
+    write_csvs(tables, Path("report"))                 # scaling.csv, layouts.csv, ... (schema.REPORT_COLUMNS)
     text = markdown(tables, sources=["results/demo"])  # also printed by `hvdbench report`
     write_markdown(text, Path("report"))               # summary.md
 """
@@ -12,25 +12,8 @@ import csv
 import io
 from pathlib import Path
 
-from hvdbench.results.aggregate import EPOCH_COLUMNS, NOTES, SCALING_GROUP, TTT_GROUP, Tables
-from hvdbench.results.schema import atomic_write_text
-
-COUNTS = ("runs", "ok", "failed", "aborted", "timeout")
-LAYOUT = ("layout", "nodes", "gpus_per_node", "gpus", "scale")
-
-# CSV columns, in order. Throughput is samples/s over all GPUs; *_min columns are minutes.
-CSV_COLUMNS = {
-    "scaling": SCALING_GROUP + LAYOUT + COUNTS + (
-        "n_throughput", "throughput_mean", "throughput_std", "throughput_2sigma",
-        "throughput_per_gpu", "baseline", "speedup", "efficiency"),
-    "layouts": SCALING_GROUP + ("gpus", "layout", "nodes", "gpus_per_node", "scale", "reference") + COUNTS + (
-        "throughput_mean", "throughput_2sigma", "relative", "delta_pct", "noise_2sigma_pct", "within_noise"),
-    "time_to_train": TTT_GROUP + LAYOUT + (
-        "global_batch", "runs", "converged", "failed", "aborted", "timeout", "epochs_mean",
-        "time_per_epoch_min", "ttt_min", "scoring", "ttt_mean_min", "ttt_std_min", "ttt_2sigma_min",
-        "final_metric_mean", "baseline", "speedup", "efficiency"),
-    "epochs": EPOCH_COLUMNS,
-}
+from hvdbench.results.aggregate import NOTES, Tables
+from hvdbench.results.schema import REPORT_COLUMNS, SCALING_GROUP, TTT_GROUP, atomic_write_text
 
 
 def _cell(value) -> str:
@@ -42,6 +25,7 @@ def _cell(value) -> str:
 
 
 def to_csv(rows: list[dict], columns) -> str:
+    """Every report CSV: a header of `columns`, one line per row; None is an empty cell."""
     buf = io.StringIO()
     writer = csv.writer(buf, lineterminator="\n")
     writer.writerow(columns)
@@ -52,7 +36,7 @@ def to_csv(rows: list[dict], columns) -> str:
 
 def write_csvs(tables: Tables, out: Path) -> list[Path]:
     written = []
-    for name, columns in CSV_COLUMNS.items():
+    for name, columns in REPORT_COLUMNS.items():
         path = Path(out) / f"{name}.csv"
         atomic_write_text(path, to_csv(getattr(tables, name), columns))
         written.append(path)
@@ -88,11 +72,13 @@ def _counts(row: dict) -> str:
     return f"{row['runs']} ({row['ok']}/{row['failed']}/{row['aborted']}/{row['timeout']})"
 
 
-def _table(header: list[str], lines: list[list[str]]) -> str:
-    esc = lambda s: str(s).replace("|", "\\|")  # noqa: E731
-    out = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
-    out += ["| " + " | ".join(esc(c) for c in line) + " |" for line in lines]
-    return "\n".join(out)
+def markdown_table(header: list[str], lines: list[list]) -> str:
+    """Every Markdown table of the report (this module's and bench_tables'). A `|` inside a cell
+    is escaped, so a value such as a system name cannot split its row into extra columns."""
+    def row(cells) -> str:
+        return "| " + " | ".join(str(c).replace("|", "\\|") for c in cells) + " |"
+
+    return "\n".join([row(header), "|" + "|".join("---" for _ in header) + "|", *map(row, lines)])
 
 
 def _title(row: dict, group: tuple) -> str:
@@ -119,7 +105,7 @@ def _sections(rows: list[dict], group: tuple, render) -> list[str]:
 
 
 def _scaling_md(rows):
-    return _table(
+    return markdown_table(
         ["layout", "GPUs", "scale", "runs (ok/failed/aborted/timeout)", "samples/s mean ± 2σ", "std",
          "per GPU", "speed-up", "efficiency"],
         [[r["layout"], r["gpus"], r["scale"], _counts(r), _pm(r["throughput_mean"], r["throughput_2sigma"]),
@@ -128,7 +114,7 @@ def _scaling_md(rows):
 
 
 def _layouts_md(rows):
-    return _table(
+    return markdown_table(
         ["GPUs", "layout", "vs", "runs (ok/failed/aborted/timeout)", "samples/s mean ± 2σ",
          "relative", "Δ", "2σ noise", "within noise"],
         [[r["gpus"], r["layout"], "reference" if r["layout"] == r["reference"] else r["reference"],
@@ -138,7 +124,7 @@ def _layouts_md(rows):
 
 
 def _ttt_md(rows):
-    return _table(
+    return markdown_table(
         ["layout", "GPUs", "global batch", "runs", "converged", "epochs", "min/epoch",
          "time to train (min)", "mean ± 2σ (min)", "speed-up", "efficiency", "scoring"],
         [[r["layout"] or DASH, r["gpus"] or DASH, r["global_batch"] or DASH, r["runs"], r["converged"],
@@ -149,7 +135,7 @@ def _ttt_md(rows):
 
 
 def _epochs_md(rows):
-    return _table(
+    return markdown_table(
         ["GPUs", "layout", "global batch", "avg time per epoch (min)", "epochs", "precision", "runs (converged)"],
         [[r["gpus"] or DASH, r["layout"] or DASH, r["global_batch"] or DASH, _num(r["time_per_epoch_min"], ".2f"),
           _num(r["epochs_mean"], ".2f"), r["precision"] or DASH, f"{r['runs']} ({r['converged']})"]

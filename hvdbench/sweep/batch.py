@@ -15,10 +15,10 @@ import shlex
 from pathlib import Path
 
 from hvdbench import launchers
-from hvdbench.launchers import runner
+from hvdbench.launchers import guard
 from hvdbench.launchers.slurm import load_template, render, sbatch_argv
 from hvdbench.results.schema import atomic_write_text
-from hvdbench.sweep.run import SweepSpec, check_sweep_record
+from hvdbench.sweep.spec import SweepSpec, check_sweep_record
 
 
 def slurm_jobs(spec: SweepSpec, template: Path | None = None, time_limit: str = "02:00:00",
@@ -65,7 +65,7 @@ def write_slurm_jobs(spec: SweepSpec, jobs, submit: bool, echo=print) -> None:
         atomic_write_text(script, body)
         script.chmod(0o755)
         if submit:
-            job_id = runner.capture(argv).strip()
+            job_id = guard.capture(argv).strip()
             with open(script.with_suffix(".jobids"), "a") as f:
                 f.write(job_id + "\n")
             echo(f"{name}: submitted job {job_id} ({script})")

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 from hvdbench.errors import TopologyError
 from hvdbench.results.schema import RunResult
-from hvdbench.sweep.config import LayoutConfig, SweepConfig
+from hvdbench.sweep.layout_config import LayoutConfig, SweepConfig
 from hvdbench.topology import Layout
 
 DONE = ("success", "aborted")  # aborted: ran to the end without reaching the target

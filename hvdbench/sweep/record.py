@@ -17,9 +17,9 @@ from typing import TYPE_CHECKING
 from hvdbench.results.schema import RunResult, SchemaError, read_result
 
 if TYPE_CHECKING:
-    from hvdbench.launchers.runner import Outcome
+    from hvdbench.launchers.guard import Outcome
     from hvdbench.sweep.plan import PlannedRun
-    from hvdbench.sweep.run import SweepSpec
+    from hvdbench.sweep.spec import SweepSpec
 
 _ERROR_LINE = re.compile(r"\b(error|exception|fault|abort(ed)?|killed|refused|failed|timeout|timed out)\b",
                          re.I)

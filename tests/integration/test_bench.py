@@ -5,7 +5,7 @@ from conftest import run
 
 from hvdbench.bench.allreduce_report import CSV_NAME as AR_CSV, AllreduceRow
 from hvdbench.bench.io import CSV_NAME as IO_CSV, IoRow
-from hvdbench.bench.rows import read_rows
+from hvdbench.results.store import read_rows
 
 pytestmark = pytest.mark.integration
 
@@ -53,7 +53,7 @@ def test_allreduce_under_gloo_says_the_mpi_reference_is_unavailable(horovodrun, 
 
 @pytest.mark.timeout(240)
 def test_io_two_ranks_read_every_sample_once_per_pass(horovodrun, hvdbench_bin, tmp_path):
-    from hvdbench.data.digits import prepare_digits
+    from hvdbench.models.resnet50.digits import prepare_digits
 
     prepare_digits(tmp_path / "digits", size=8, samples_per_shard=300)
     run(hvdrun(horovodrun, "mpi", hvdbench_bin, "bench", "io", "--data", tmp_path / "digits", "--passes", "2",

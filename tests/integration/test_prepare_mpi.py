@@ -6,7 +6,7 @@ import shlex
 import pytest
 from conftest import run
 
-from hvdbench.data.digits import write_tree
+from hvdbench.models.resnet50.digits import write_tree
 from hvdbench.data.readers import open_dataset
 
 pytestmark = [pytest.mark.integration]

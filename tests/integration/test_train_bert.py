@@ -13,7 +13,7 @@ import pytest
 from conftest import run
 
 from hvdbench.data.readers import open_dataset
-from hvdbench.events import read_events
+from hvdbench.results.mllog import read_event_dicts as read_events
 from hvdbench.models import get_spec
 from hvdbench.results.schema import read_result
 
@@ -97,7 +97,7 @@ def test_packed_dataset_scores_like_unpacked(pydoc):
     data: the same masked-LM cross-entropy, correct predictions and next-sentence loss summed over
     the val split (a sum, because packing reorders the sequences)."""
     torch = pytest.importorskip("torch")
-    from hvdbench.frameworks.torch.models import bert
+    from hvdbench.models.bert import torch as bert
 
     torch.manual_seed(0)
     model = bert.build(get_spec("bert").flavor("debug"), vocab_size=VOCAB, max_seq_len=64).eval()

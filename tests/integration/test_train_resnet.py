@@ -11,7 +11,7 @@ import sys
 import pytest
 from conftest import run
 
-from hvdbench.events import read_events
+from hvdbench.results.mllog import read_event_dicts as read_events
 from hvdbench.results.schema import read_result
 
 pytestmark = pytest.mark.integration

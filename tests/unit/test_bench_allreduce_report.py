@@ -8,7 +8,7 @@ from click.testing import CliRunner
 
 from hvdbench.bench import allreduce_report as AR
 from hvdbench.bench.formulas import busbw
-from hvdbench.bench.rows import append_rows, read_rows
+from hvdbench.results.store import append_rows, read_rows
 from hvdbench.cli.main import cli
 from hvdbench.results.schema import SchemaError
 
@@ -139,3 +139,14 @@ def test_byte_sizes():
     convert = ByteSize().convert
     assert [convert(v, None, None) for v in ("4", "64K", "16M", "256MiB", "1G", "8B")] == \
         [4, 65536, 16 << 20, 256 << 20, 1 << 30, 8]
+
+
+def test_a_run_is_named_by_its_start_time():
+    import re
+    from datetime import datetime
+
+    base = AR.new_run(LAYOUT)
+    assert re.fullmatch(r"\d{8}T\d{6}Z-[0-9a-f]{8}", base.run_id)
+    started = datetime.fromisoformat(base.started_at)
+    assert started.utcoffset().total_seconds() == 0 and base.run_id[:16] == f"{started:%Y%m%dT%H%M%SZ}"
+    assert AR.new_run(LAYOUT).run_id != base.run_id

@@ -2,7 +2,7 @@
 
 import pytest
 
-from hvdbench.bench import formulas as F
+from hvdbench.bench import defaults, formulas as F
 from hvdbench.errors import ConfigError
 
 
@@ -27,7 +27,7 @@ def test_sizes_double_from_min_to_max_and_skip_sizes_below_one_element():
     assert F.message_sizes(4, 64, "fp32") == [4, 8, 16, 32, 64]
     assert F.message_sizes(1, 16, "fp16") == [2, 4, 8, 16]  # 1 byte holds no fp16 element
     assert F.message_sizes(1, 2, "fp32") == []
-    default = F.message_sizes(F.DEFAULT_MIN_BYTES, F.DEFAULT_MAX_BYTES, "fp32")
+    default = F.message_sizes(defaults.MIN_BYTES, defaults.MAX_BYTES, "fp32")
     assert default[0] == 4 and default[-1] == 256 << 20 and len(default) == 27
 
 

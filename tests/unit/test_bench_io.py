@@ -9,7 +9,7 @@ import pytest
 from click.testing import CliRunner
 
 from hvdbench.bench import io as bio
-from hvdbench.bench.rows import read_rows
+from hvdbench.results.store import read_rows
 from hvdbench.cli.main import cli
 from hvdbench.data import manifest as mf
 from hvdbench.data.readers import open_dataset
@@ -76,15 +76,18 @@ def test_raw_pass_reads_each_ranks_share_in_consecutive_runs(dataset):
     assert len(covered) == len(set(covered)) == TRAIN
 
 
-def test_images_are_normalised_as_the_torch_adapter_does():
+def test_images_are_decoded_as_the_torch_model_does_on_the_device():
     torch = pytest.importorskip("torch")
-    from hvdbench.frameworks.torch.data import DeviceBatches
+    from hvdbench.models import get_spec
 
     images = np.random.default_rng(1).integers(0, 256, (4, 5, 6, 3), dtype=np.uint8)
-    ours = bio.normalise_images(images)
-    theirs = DeviceBatches(torch.device("cpu"))({"images": images})["images"].numpy()
-    assert ours.shape == (4, 3, 5, 6) and ours.dtype == np.float32
-    np.testing.assert_allclose(ours, theirs, rtol=1e-6, atol=1e-5)
+    labels = np.arange(4, dtype=np.int64)
+    ours = bio.decoder("images")({"images": images, "labels": labels})
+    on_device = get_spec("resnet50").framework_module("torch").on_device
+    theirs = on_device({"images": torch.from_numpy(images), "labels": torch.from_numpy(labels)}, torch.device("cpu"))
+    assert ours["images"].shape == (4, 3, 5, 6) and ours["images"].dtype == np.float32
+    np.testing.assert_allclose(ours["images"], theirs["images"].numpy(), rtol=1e-6, atol=1e-5)
+    assert ours["labels"] is labels
 
 
 def test_run_alone_writes_rows_that_add_up(dataset, tmp_path):

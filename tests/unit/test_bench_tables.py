@@ -7,7 +7,7 @@ import pytest
 
 from hvdbench.bench.allreduce_report import CSV_NAME as AR_CSV, AllreduceRow
 from hvdbench.bench.io import CSV_NAME as IO_CSV, IoRow
-from hvdbench.bench.rows import append_rows
+from hvdbench.results.store import append_rows
 from hvdbench.results import bench_tables as BT
 from hvdbench.results.aggregate import load_sweeps
 from hvdbench.results.schema import RunResult
@@ -105,3 +105,39 @@ def test_interpolation_stays_inside_the_measured_range():
     assert BT.interpolate(points, 1024) == 1.0 and BT.interpolate(points, 4096) == 4.0
     assert BT.interpolate(points, 512) is None and BT.interpolate(points, 8192) is None
     assert BT.interpolate([], 10) is None
+
+
+def test_the_csv_formats_and_their_shared_layout_columns():
+    """The column order of runs.csv and the bench CSVs is their file format: rows are appended under
+    the header a file already has, so it never changes. The layout columns are declared once."""
+    from dataclasses import fields
+
+    from hvdbench.results.schema import LayoutFields
+
+    layout = [f.name for f in fields(LayoutFields)]
+    assert RunResult.columns()[12:20] == layout == [
+        "world_size", "nodes", "gpus_per_node", "layout", "scale", "launcher", "controller", "hosts"]
+    bench_layout = ["world_size", "nodes", "gpus_per_node", "layout", "scale", "hosts", "controller", "launcher"]
+    assert AllreduceRow.columns() == [
+        "run_id", "started_at", "impl", "dtype", "bytes", "elements", "iters", "warmup_iters", "time_mean_s",
+        "time_min_s", "time_max_s", "algbw_gb_s", "busbw_gb_s", "wrong", "vs_mpi", "note",
+        *bench_layout, "schema_version"]
+    assert IoRow.columns() == [
+        "run_id", "started_at", "dataset", "kind", "split", "impl", "pass_index", "batch_size", "samples",
+        "dataset_samples", "bytes", "elapsed_s", "samples_s", "mb_s", "rank_samples_s_min", "rank_samples_s_max",
+        "rank_mb_s_min", "rank_mb_s_max", "vs_h5py", "caches_dropped", "dataset_bytes", "mem_available_bytes",
+        "fits_in_cache", "demand_samples_s", "demand_source", "feed_fraction", *bench_layout, "schema_version"]
+    assert RunResult.columns()[:12] == [
+        "run_id", "sweep", "repeat", "model", "flavor", "framework", "precision", "mode", "dataset",
+        "batch_per_gpu", "accum_steps", "global_batch"]
+    assert RunResult.columns()[20:] == [
+        "devices", "versions", "parameters", "steps", "warmup_steps", "throughput", "throughput_per_gpu",
+        "step_time_mean_s", "step_time_std_s", "metric_name", "target", "final_metric", "epochs",
+        "epochs_to_target", "time_per_epoch_s", "time_to_train_s", "status", "error", "started_at", "wall_s",
+        "schema_version"]
+
+
+def test_markdown_cells_with_a_bar_stay_one_cell():
+    from hvdbench.results.tables import markdown_table
+
+    assert markdown_table(["a", "b"], [["x|y", 2]]) == "| a | b |\n|---|---|\n| x\\|y | 2 |"

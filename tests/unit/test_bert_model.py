@@ -10,7 +10,10 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from hvdbench.errors import ConfigError  # noqa: E402
-from hvdbench.frameworks.torch.models import bert  # noqa: E402
+import numpy as np  # noqa: E402
+
+from hvdbench.models.bert import torch as bert  # noqa: E402
+from hvdbench.models.bert.data import BERT  # noqa: E402
 from hvdbench.models import get_spec  # noqa: E402
 
 SPEC = get_spec("bert")
@@ -45,7 +48,7 @@ def test_published_sizes():
     # bert-base-uncased with its pre-training heads has 110,106,428 parameters; BERT-large
     # (MLPerf's) 336,226,108 (the "340M" of the paper).
     assert count(SPEC.flavor("base")) == 110_106_428
-    assert count(SPEC.flavor("large")) == 336_226_108
+    assert count(SPEC.flavor("large")) == 336_226_108 == SPEC.parameters["large"]
     large = SPEC.flavor("large")
     assert (large.num_layers, large.hidden, large.heads, large.intermediate) == (24, 1024, 16, 4096)
 
@@ -69,7 +72,7 @@ def test_decoder_is_tied_to_word_embeddings():
 
 
 def test_spec_registry_and_errors():
-    assert SPEC.metric_name == "masked_lm_accuracy"
+    assert SPEC.metric.name == "masked_lm_accuracy" and SPEC.metric.higher_is_better
     assert SPEC.target("large") == pytest.approx(0.720)
     assert 0 < SPEC.target("debug") < 0.720
     assert set(SPEC.data_kinds) == {"bert", "bert_packed"}
@@ -79,9 +82,12 @@ def test_spec_registry_and_errors():
         get_spec("bret")
 
 
-def synthetic(batch_size, max_seq_len=48, seed=0, **kw):
-    g = torch.Generator().manual_seed(seed)
-    return bert.synthetic_batch(DEBUG, batch_size, g, vocab_size=VOCAB, max_seq_len=max_seq_len, **kw)
+def synthetic(batch_size, max_seq_len=48, seed=0, max_predictions=None):
+    """The `bert` kind's random instances (what --synthetic trains on), as torch tensors."""
+    info = {"vocab_size": VOCAB, "max_seq_len": max_seq_len,
+            "max_predictions": max_predictions or DEBUG.max_predictions}
+    arrays = BERT.synthetic(batch_size, info, np.random.default_rng(seed))
+    return {k: torch.from_numpy(v) for k, v in arrays.items()}
 
 
 def test_synthetic_batch_is_plausible():
@@ -103,8 +109,7 @@ def test_synthetic_batch_is_plausible():
 
 
 def test_default_synthetic_is_mlperf_shaped():
-    g = torch.Generator().manual_seed(0)
-    b = bert.synthetic_batch(SPEC.flavor("large"), 2, g)
+    b = BERT.synthetic(2, SPEC.synthetic_info(SPEC.flavor("large")), np.random.default_rng(0))
     assert b["input_ids"].shape == (2, 512) and b["masked_lm_positions"].shape == (2, 76)
 
 

@@ -3,7 +3,7 @@
 import sys
 
 from hvdbench.cluster import netns, shaping, sshd
-from hvdbench.cluster.plan import make_plan
+from hvdbench.cluster.blueprint import make_plan
 
 
 def _plan(tmp_path, **kw):
@@ -104,6 +104,24 @@ def test_describe_qdiscs_from_tc_json():
         "delay": {"delay": 0.0001}, "rate": {"rate": 125000000}}}]) == "netem delay 100us rate 1gbit"
     assert shaping.describe_qdiscs([{"kind": "noqueue", "root": True, "options": {}}]) == "unshaped"
     assert shaping.describe_qdiscs([]) == "unshaped"
+
+
+def test_both_ends_of_a_link_are_read_back_with_their_counters(tmp_path):
+    plan = _plan(tmp_path, bandwidth="100mbit")
+    node = plan.nodes[0]
+    assert shaping.show_node_qdisc(plan, node) == ["tc", "-j", "-s", "-n", "hvd-node1", "qdisc", "show", "dev",
+                                                   "hvd-br"]
+    assert shaping.show_host_qdisc(node) == ["tc", "-j", "-s", "qdisc", "show", "dev", "hvd-v1"]
+    # as `tc -j -s qdisc show` (iproute2 6.1) prints `tbf rate 100mbit burst 65536 latency 50ms` and a
+    # child qdisc under it (burst comes back rounded to the kernel's ticks)
+    shown = [{"kind": "tbf", "handle": "8001:", "root": True, "refcnt": 3,
+              "options": {"rate": 12500000, "burst": 65525, "lat": 50000},
+              "bytes": 90, "packets": 1, "drops": 0, "overlimits": 0, "requeues": 0, "backlog": 0, "qlen": 0},
+             {"kind": "bfifo", "handle": "1:", "parent": "8001:", "options": {"limit": 690000}}]
+    assert shaping.root_qdisc(shown) is shown[0]
+    assert shaping.root_qdisc(shown[1:]) is None and shaping.root_qdisc([]) is None
+    assert shaping.describe_qdiscs(shown) == "tbf rate 100mbit"
+    assert shaping.describe_qdiscs(shown[1:]) == "unshaped"
 
 
 def test_sshd_is_started_without_a_shell_and_with_its_own_hostname(tmp_path):

@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from hvdbench.cluster.plan import (MAX_NODES, ClusterError, format_rate, make_plan, parse_delay,
+from hvdbench.cluster.blueprint import (MAX_NODES, ClusterError, format_rate, make_plan, parse_delay,
                                    parse_rate, state_dir_for)
 
 

@@ -13,7 +13,7 @@ from click.testing import CliRunner
 from hvdbench.cli.main import cli
 from hvdbench.cluster import sshd
 from hvdbench.cluster.lifecycle import ROOT_MESSAGE, preflight
-from hvdbench.cluster.plan import ClusterError
+from hvdbench.cluster.blueprint import ClusterError
 
 
 def test_not_root_is_refused_in_one_line():

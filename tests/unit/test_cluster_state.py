@@ -11,7 +11,7 @@ import pytest
 
 from hvdbench.cluster.launch import cluster_launch_args, launch_settings
 from hvdbench.cluster.lifecycle import _ours, _stop_sshd
-from hvdbench.cluster.plan import ClusterError, make_plan
+from hvdbench.cluster.blueprint import ClusterError, make_plan
 from hvdbench.cluster.state import (Journal, make_state_dir, plan_from_dict, plan_to_dict, rewrite_etc_hosts,
                                     with_hosts_block, without_hosts_block)
 

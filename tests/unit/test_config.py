@@ -6,8 +6,8 @@ import dataclasses
 import pytest
 import yaml
 
-from hvdbench import config
-from hvdbench.config import TrainConfig, from_dict, resolve
+from hvdbench.train import config
+from hvdbench.train.config import TrainConfig, from_dict, resolve
 from hvdbench.errors import ConfigError
 
 BASE = {"model": "resnet50", "synthetic": True, "out": "runs/x"}
@@ -86,7 +86,7 @@ def test_errors_in_the_yaml_file_name_the_file(tmp_path):
     ({"out": ""}, "no output directory"),
     ({"batch_per_gpu": 0}, "batch_per_gpu must be at least 1"),
     ({"run_id": "a b;rm"}, "run_id 'a b;rm'"),
-    ({"synthetic": False, "data": "d", "target": 1.5}, r"target must be in \(0, 1\]"),
+    ({"synthetic": False, "data": "d", "target": 1.5}, r"target for top1_accuracy must be in \(0, 1\]"),
     ({"synthetic": False, "data": "d", "eval_every": 1.5}, "whole epochs"),
 ])
 def test_invalid_runs_are_refused_before_any_framework_starts(change, message):

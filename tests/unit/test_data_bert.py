@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from hvdbench.data import text
-from hvdbench.data.bert import BertOptions, document_pairs, mask_tokens, prepare_bert, truncate_pair
+from hvdbench.models.bert.prepare import BertOptions, document_pairs, mask_tokens, prepare_bert, truncate_pair
 from hvdbench.data.readers import open_dataset
 from hvdbench.data.verify import verify
 from hvdbench.data.vocab import read_vocab, train_vocab, vocab_sha256

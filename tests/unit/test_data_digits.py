@@ -3,7 +3,7 @@
 import numpy as np
 from sklearn.datasets import load_digits
 
-from hvdbench.data.digits import prepare_digits
+from hvdbench.models.resnet50.digits import prepare_digits
 from hvdbench.data.readers import open_dataset
 from hvdbench.data.verify import verify
 

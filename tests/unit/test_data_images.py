@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from hvdbench.data.digits import write_tree
-from hvdbench.data.images import decode_image, prepare_images, scan_tree
+from hvdbench.models.resnet50.digits import write_tree
+from hvdbench.models.resnet50.prepare import decode_image, prepare_images, scan_tree
 from hvdbench.data.readers import open_dataset
 from hvdbench.data.verify import verify
 from hvdbench.errors import DatasetError

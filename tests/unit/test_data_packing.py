@@ -5,8 +5,8 @@ import json
 import numpy as np
 import pytest
 
-from hvdbench.data.bert import BertOptions, prepare_bert
-from hvdbench.data.packing import (assign, exact_combinations, histogram, nnlshp, pack_arrays, prepare_pack,
+from hvdbench.models.bert.prepare import BertOptions, prepare_bert
+from hvdbench.models.bert.packing import (assign, exact_combinations, histogram, nnlshp, pack_arrays, prepare_pack,
                                    spfhp, stats)
 from hvdbench.data.readers import open_dataset
 from hvdbench.data.verify import verify
@@ -140,7 +140,7 @@ def test_prepare_pack(bert256, tmp_path, strategy):
 
 
 def test_pack_refuses_non_bert_and_same_dir(tmp_path, bert256):
-    from hvdbench.data.digits import prepare_digits
+    from hvdbench.models.resnet50.digits import prepare_digits
 
     prepare_digits(tmp_path / "digits", size=8)
     with pytest.raises(DatasetError, match="packing needs a 'bert' one"):

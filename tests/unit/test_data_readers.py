@@ -177,7 +177,7 @@ def test_manifest_disagreeing_with_a_shard_is_refused(tmp_path):
 def test_bert_runs_cover_every_sample_once_and_change_per_epoch(tmp_path):
     from hvdbench.data.synthetic import prepare_synthetic
 
-    prepare_synthetic("bert", 3000, tmp_path / "b", vocab_size=30000, max_seq_len=32, max_predictions=4,
+    prepare_synthetic("bert", 3000, tmp_path / "b", info={"vocab_size": 30000, "max_seq_len": 32, "max_predictions": 4},
                       samples_per_shard=700, val_fraction=0)
     ds = open_dataset(tmp_path / "b")
     orders = []
@@ -268,7 +268,7 @@ def test_read_ahead_advises_only_ranges_not_in_memory(tmp_path, monkeypatch):
     from hvdbench.data import readers
     from hvdbench.data.synthetic import prepare_synthetic
 
-    prepare_synthetic("images", 300, tmp_path / "d", size=64, samples_per_shard=100, val_fraction=0)
+    prepare_synthetic("images", 300, tmp_path / "d", info={"image_size": 64}, samples_per_shard=100, val_fraction=0)
     ds = open_dataset(tmp_path / "d")
     loader = ds.loader("train", 10)
     window = loader.plan()
@@ -305,7 +305,7 @@ def test_epochs_with_read_ahead_at_work_cover_every_sample_once(tmp_path):
     """Shards big enough for the reader to advise the kernel (the small test sets above are not)."""
     from hvdbench.data.synthetic import prepare_synthetic
 
-    prepare_synthetic("images", 300, tmp_path / "d", size=64, samples_per_shard=100, val_fraction=0)
+    prepare_synthetic("images", 300, tmp_path / "d", info={"image_size": 64}, samples_per_shard=100, val_fraction=0)
     ds = open_dataset(tmp_path / "d")
     stored = sorted(bytes(row) for f in ds.manifest["splits"]["train"]["shards"]
                     for row in ds.arrays(f["file"])["images"])

@@ -7,7 +7,7 @@ import pytest
 from click.testing import CliRunner
 
 from hvdbench.cli.main import cli
-from hvdbench.data.digits import prepare_digits
+from hvdbench.models.resnet50.digits import prepare_digits
 from hvdbench.data.shards import write_shard
 from hvdbench.data.verify import verify
 
@@ -74,7 +74,7 @@ def test_out_of_range_labels_and_count_mismatch(digits):
 def test_vocab_mismatch_is_found(tmp_path):
     from hvdbench.data.synthetic import prepare_synthetic
 
-    prepare_synthetic("bert", 100, tmp_path / "b", vocab_size=50, max_seq_len=16, max_predictions=3)
+    prepare_synthetic("bert", 100, tmp_path / "b", info={"vocab_size": 50, "max_seq_len": 16, "max_predictions": 3})
     with open(tmp_path / "b" / "vocab.txt", "a") as f:
         f.write("extra\n")
     assert verify(tmp_path / "b").problems[0].endswith("sha256 differs from the manifest's vocab_sha256")

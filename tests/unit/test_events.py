@@ -4,9 +4,11 @@ write nothing, and a log shaped like a worker's passes MLCommons' compliance che
 import subprocess
 import sys
 
+import pytest
 from mlperf_logging.mllog import constants as C
 
-from hvdbench.events import EventLog, read_events
+from hvdbench.events import EventLog
+from hvdbench.results.mllog import read_event_dicts
 
 
 def test_lines_are_mllog_json_with_the_callers_location(tmp_path):
@@ -17,17 +19,29 @@ def test_lines_are_mllog_json_with_the_callers_location(tmp_path):
     log.close()
     lines = (tmp_path / "mllog.txt").read_text().splitlines()
     assert all(line.startswith(":::MLLOG {") for line in lines)
-    events = read_events(tmp_path / "mllog.txt")
+    events = read_event_dicts(tmp_path / "mllog.txt")
     assert [(e["key"], e["event_type"]) for e in events] == [
         ("global_batch_size", "POINT_IN_TIME"), ("run_start", "INTERVAL_START"), ("run_stop", "INTERVAL_END")]
     assert events[0]["value"] == 64 and events[2]["metadata"]["status"] == "success"
     assert events[0]["metadata"]["file"] == __file__  # the call site, not events.py
 
 
+def test_an_unreadable_line_in_a_runs_own_log_is_an_error(tmp_path):
+    from hvdbench.results.schema import SchemaError
+
+    log = EventLog(tmp_path / "mllog.txt")
+    log.event(C.SEED, 1)
+    log.close()
+    with open(tmp_path / "mllog.txt", "a") as f:
+        f.write(':::MLLOG {"namespace": "", "time_ms": 1\n')
+    with pytest.raises(SchemaError, match="1 unreadable"):
+        read_event_dicts(tmp_path / "mllog.txt")
+
+
 def test_a_disabled_log_writes_nothing_and_does_not_print(tmp_path, capsys):
     log = EventLog(None)
     log.event(C.GLOBAL_BATCH_SIZE, 64)
-    log.submission("resnet50", "org", "1x2 cpu", "open", "research")
+    log.submission("resnet", "org", "1x2 cpu", "open", "research")
     assert not log.enabled and list(tmp_path.iterdir()) == []
     assert capsys.readouterr() == ("", "")
 
@@ -45,14 +59,14 @@ def test_two_logs_in_one_process_do_not_mix(tmp_path):
     b.event(C.SEED, 2)
     a.close()
     b.close()
-    assert [e["value"] for e in read_events(tmp_path / "a.txt")] == [1]
-    assert [e["value"] for e in read_events(tmp_path / "b.txt")] == [2]
+    assert [e["value"] for e in read_event_dicts(tmp_path / "a.txt")] == [1]
+    assert [e["value"] for e in read_event_dicts(tmp_path / "b.txt")] == [2]
 
 
 def write_run(log: EventLog, epochs=3, accuracies=(0.5, 0.8, 0.96)):
     """The events hvdbench's worker writes for a ResNet time-to-accuracy run, in its order."""
     log.start(C.INIT_START)
-    log.submission("resnet50", "hvdbench", "1x2 cpu", "open", "research")
+    log.submission("resnet", "hvdbench", "1x2 cpu", "open", "research")  # MLPerf's name for resnet50
     log.event(C.CACHE_CLEAR, False)
     log.hyperparameters({C.SEED: 0, C.GLOBAL_BATCH_SIZE: 32, C.GRADIENT_ACCUMULATION_STEPS: 1,
                          C.OPT_NAME: "sgd", C.OPT_BASE_LR: 0.1})

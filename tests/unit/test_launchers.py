@@ -6,6 +6,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -13,7 +14,7 @@ import psutil
 import pytest
 
 from hvdbench.errors import ConfigError, HvdbenchError
-from hvdbench.launchers import (Job, build, forwarded_names, horovodrun, launch_env, mpirun, runner,
+from hvdbench.launchers import (Job, build, forwarded_names, guard, horovodrun, launch_env, mpirun,
                                 slurm, srun, worker_argv)
 from hvdbench.topology import Layout
 
@@ -204,7 +205,7 @@ def gone(pids, timeout=10.0):
         left = [p for p in pids if psutil.pid_exists(p) and psutil.Process(p).status() != psutil.STATUS_ZOMBIE]
         if not left:
             return True
-        time.sleep(0.2)
+        time.sleep(0.05)
     return False
 
 
@@ -221,19 +222,19 @@ def group_members(pgid):
 
 @pytest.mark.timeout(60)
 def test_runner_normal_exit_records_outcome_and_ends_stragglers(tmp_path):
-    out = runner.run([sys.executable, "-c", TREE], {**os.environ, "EXIT": "3"}, tmp_path / "launch.log",
-                     tmp_path / "launch.json", grace_s=1)
+    out = guard.run([sys.executable, "-c", TREE], {**os.environ, "EXIT": "3"}, tmp_path / "launch.log",
+                    tmp_path / "launch.json", grace_s=1)
     assert (out.status, out.returncode, out.leftover) == ("exited", 3, [])
     assert gone(tree_pids(tmp_path))  # the launcher exited; its helpers were ended too
     record = json.loads((tmp_path / "launch.json").read_text())
     assert record["status"] == "exited" and record["pgid"] == out.pgid and record["pid"] == out.pid
-    assert runner.read_outcome(tmp_path / "launch.json") == out
+    assert guard.read_outcome(tmp_path / "launch.json") == out
 
 
 @pytest.mark.timeout(60)
 def test_runner_timeout_kills_the_whole_tree(tmp_path):
-    out = runner.run([sys.executable, "-c", TREE], dict(os.environ), tmp_path / "launch.log",
-                     tmp_path / "launch.json", timeout=2, grace_s=1)
+    out = guard.run([sys.executable, "-c", TREE], dict(os.environ), tmp_path / "launch.log",
+                    tmp_path / "launch.json", timeout=2, grace_s=1)
     assert out.status == "timeout" and out.returncode is None and out.leftover == []
     pids = tree_pids(tmp_path)
     record = json.loads((tmp_path / "launch.json").read_text())
@@ -243,20 +244,33 @@ def test_runner_timeout_kills_the_whole_tree(tmp_path):
     assert "timeout after 2 s" in (tmp_path / "launch.log").read_text()
 
 
+def wait_for_tree(tmp_path, timeout=30.0):
+    """Until the launcher's tree has started (it prints its pids first)."""
+    log = tmp_path / "launch.log"
+    deadline = time.monotonic() + timeout
+    while "tree " not in (log.read_text() if log.exists() else ""):
+        assert time.monotonic() < deadline, "the tree never started"
+        time.sleep(0.05)
+
+
 @pytest.mark.timeout(60)
 def test_runner_interrupted_caller_ends_the_run(tmp_path):
     def interrupt(signum, frame):
         raise KeyboardInterrupt
 
+    def once_running():  # the caller is interrupted while its run is under way, as soon as it is
+        wait_for_tree(tmp_path)
+        os.kill(os.getpid(), signal.SIGALRM)
+
     old = signal.signal(signal.SIGALRM, interrupt)
-    signal.alarm(3)
+    threading.Thread(target=once_running, daemon=True).start()
     try:
         with pytest.raises(KeyboardInterrupt):
-            runner.run([sys.executable, "-c", TREE], dict(os.environ), tmp_path / "launch.log",
-                       tmp_path / "launch.json", grace_s=1)
+            guard.run([sys.executable, "-c", TREE], dict(os.environ), tmp_path / "launch.log",
+                      tmp_path / "launch.json", grace_s=1)
     finally:
         signal.signal(signal.SIGALRM, old)
-    record = runner.read_outcome(tmp_path / "launch.json")
+    record = guard.read_outcome(tmp_path / "launch.json")
     assert record.status == "interrupted" and record.leftover == []
     assert gone(tree_pids(tmp_path) + [record.pid])
 
@@ -264,8 +278,8 @@ def test_runner_interrupted_caller_ends_the_run(tmp_path):
 PARENT = """
 import sys
 from pathlib import Path
-from hvdbench.launchers import runner
-runner.run([sys.executable, "-c", sys.argv[1]], {}, Path(sys.argv[2]) / "launch.log", Path(sys.argv[2]) / "launch.json")
+from hvdbench.launchers import guard
+guard.run([sys.executable, "-c", sys.argv[1]], {}, Path(sys.argv[2]) / "launch.log", Path(sys.argv[2]) / "launch.json")
 """
 
 
@@ -273,16 +287,13 @@ runner.run([sys.executable, "-c", sys.argv[1]], {}, Path(sys.argv[2]) / "launch.
 def test_runner_parent_killed_with_sigkill_leaves_nothing(tmp_path):
     parent = subprocess.Popen([sys.executable, "-c", PARENT, TREE, str(tmp_path)], env={**os.environ})
     try:
-        deadline = time.monotonic() + 30
-        while "tree " not in ((tmp_path / "launch.log").read_text() if (tmp_path / "launch.log").exists() else ""):
-            assert time.monotonic() < deadline, "the tree never started"
-            time.sleep(0.2)
+        wait_for_tree(tmp_path)
         pids = tree_pids(tmp_path)
         parent.kill()  # SIGKILL: the parent cannot clean up; the guard's parent-death signal does
         parent.wait()
         assert gone(pids, timeout=20)
         deadline = time.monotonic() + 20
-        while (record := runner.read_outcome(tmp_path / "launch.json")) is None:
+        while (record := guard.read_outcome(tmp_path / "launch.json")) is None:
             assert time.monotonic() < deadline
             time.sleep(0.2)
         assert record.status == "interrupted" and record.leftover == []
@@ -301,8 +312,8 @@ def test_reap_stale_ends_survivors_of_a_recorded_run(tmp_path):
         (tmp_path / "launch.json").write_text(json.dumps(
             {"pgid": survivor.pid, "create_time": ctime, "pid": survivor.pid,
              "descendants": {str(survivor.pid): ctime}}))
-        assert runner.read_outcome(tmp_path / "launch.json") is None  # no outcome: cut off
-        assert runner.reap_stale(tmp_path / "launch.json", grace_s=1) == [survivor.pid]
+        assert guard.read_outcome(tmp_path / "launch.json") is None  # no outcome: cut off
+        assert guard.reap_stale(tmp_path / "launch.json", grace_s=1) == [survivor.pid]
         assert gone([survivor.pid])
     finally:
         if survivor.poll() is None:
@@ -310,22 +321,22 @@ def test_reap_stale_ends_survivors_of_a_recorded_run(tmp_path):
 
 
 def test_runner_missing_program_is_an_exit_status(tmp_path):
-    out = runner.run(["/no/such/launcher"], dict(os.environ), tmp_path / "launch.log", tmp_path / "launch.json")
+    out = guard.run(["/no/such/launcher"], dict(os.environ), tmp_path / "launch.log", tmp_path / "launch.json")
     assert (out.status, out.returncode) == ("exited", 127)
     assert "cannot run /no/such/launcher" in (tmp_path / "launch.log").read_text()
 
 
 def test_capture():
-    assert runner.capture([sys.executable, "-c", "print('gpu01')"]) == "gpu01\n"
+    assert guard.capture([sys.executable, "-c", "print('gpu01')"]) == "gpu01\n"
     with pytest.raises(HvdbenchError, match="command not found"):
-        runner.capture(["/no/such/scontrol"])
+        guard.capture(["/no/such/scontrol"])
     with pytest.raises(HvdbenchError, match="exited 2: boom"):
-        runner.capture([sys.executable, "-c", "import sys; sys.stderr.write('boom\\n'); sys.exit(2)"])
+        guard.capture([sys.executable, "-c", "import sys; sys.stderr.write('boom\\n'); sys.exit(2)"])
 
 
 CHILD = """
 import sys, time
-from hvdbench.launchers.runner import die_with_parent
+from hvdbench.launchers.guard import die_with_parent
 print("child", die_with_parent(), flush=True)
 time.sleep(300)
 """

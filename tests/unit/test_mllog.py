@@ -231,6 +231,17 @@ def test_published_bert_logs_count_samples_not_epochs(tmp_path):
     assert s.epochs is None  # 2621440 is a sample count, and the training set size is not logged
 
 
+def test_bert_epoch_num_is_a_sample_count_even_when_the_dataset_size_is_known(tmp_path):
+    """epoch_num of a BERT log is samples: with train_samples logged before run_start, epochs are
+    samples / training set size, never the sample count itself."""
+    lines = [l.replace('"resnet"', '"bert"') for l in mlperf_lines(evals=((3000, 0.72),))]
+    size = ':::MLLOG {"namespace": "", "time_ms": %d, "event_type": "POINT_IN_TIME", "key": "train_samples", ' \
+           '"value": 1000, "metadata": {"file": "x.py", "lineno": 1}}' % T0
+    (tmp_path / "result_0.txt").write_text("\n".join([lines[0], size, *lines[1:]]))
+    s = mllog.read_run_log(tmp_path / "result_0.txt")
+    assert s.benchmark == "bert" and s.epochs == pytest.approx(3.0)  # 3000 samples of 1000
+
+
 @pytest.mark.parametrize("name, family", [
     ("2xXE8545x4A100-SXM-80GB", "XE8545x4A100-SXM-80GB"), ("1xXE8545x4A100-SXM-80GB", "XE8545x4A100-SXM-80GB"),
     ("DGXA100_2x8x56x1", "DGXA100"), ("dgxa100_n8_ngc21.05_mxnet", "dgxa100_ngc21.05_mxnet"),
@@ -246,7 +257,7 @@ def test_reads_what_hvdbench_events_writes(tmp_path):
 
     def write(folder, evals, samples=False, throughput=None):
         log = EventLog(tmp_path / folder / "mllog.txt")
-        log.submission("resnet50", "hvdbench", "1x2 cpu", "open", "onprem")
+        log.submission("resnet", "hvdbench", "1x2 cpu", "open", "onprem")  # MLPerf's name for resnet50
         log.hyperparameters({C.GLOBAL_BATCH_SIZE: 64})
         log.event(C.TRAIN_SAMPLES, 1000)
         log.start(C.RUN_START)

@@ -1,5 +1,6 @@
 """ResNet-50 v1.5 in PyTorch: the real network's size, v1.5's stride placement, the debug flavor,
-and the model interface (build, synthetic_batch, loss_and_stats) the worker relies on."""
+and the model interface (build, on_device, loss_and_stats) the worker relies on, on batches of
+the `images` kind."""
 
 import pytest
 
@@ -7,7 +8,10 @@ torch = pytest.importorskip("torch")  # noqa: E402  (installed by `make setup`; 
 
 from torch import nn  # noqa: E402
 
-from hvdbench.frameworks.torch.models import resnet  # noqa: E402
+import numpy as np  # noqa: E402
+
+from hvdbench.models.resnet50 import torch as resnet  # noqa: E402
+from hvdbench.models.resnet50.data import IMAGES  # noqa: E402
 from hvdbench.models import get_spec  # noqa: E402
 
 SPEC = get_spec("resnet50")
@@ -19,7 +23,7 @@ def n_params(model):
 
 def test_full_flavor_is_resnet50_with_25_6m_parameters():
     model = resnet.build(SPEC.flavor("full"))
-    assert n_params(model) == 25_557_032
+    assert n_params(model) == 25_557_032 == SPEC.parameters["full"]
     convs = [m for m in model.modules() if isinstance(m, nn.Conv2d)]
     assert len(convs) == 53  # 1 stem + 16 blocks x 3 + 4 shortcut projections
     assert len([m for m in model.modules() if isinstance(m, resnet.Bottleneck)]) == 16
@@ -42,11 +46,13 @@ def test_debug_flavor_is_small_and_trains_on_small_images():
     cfg = SPEC.flavor("debug")
     model = resnet.build(cfg)
     assert n_params(model) < 200_000
-    gen = torch.Generator().manual_seed(0)
-    batch = resnet.synthetic_batch(cfg, 8, gen)
-    assert batch["images"].dtype == torch.uint8 and batch["images"].shape == (8, 16, 16, 3)  # NHWC
-    assert batch["labels"].dtype == torch.int64 and int(batch["labels"].max()) < 10
-    x = batch["images"].permute(0, 3, 1, 2).float() / 255
+    raw = IMAGES.synthetic(8, SPEC.synthetic_info(cfg), np.random.default_rng(0))
+    assert raw["images"].dtype == np.uint8 and raw["images"].shape == (8, 16, 16, 3)  # NHWC
+    assert raw["labels"].dtype == np.int64 and int(raw["labels"].max()) < 10
+    batch = resnet.on_device({k: torch.from_numpy(v) for k, v in raw.items()}, torch.device("cpu"))
+    assert batch["images"].dtype == torch.float32 and batch["images"].shape == (8, 3, 16, 16)  # NCHW
+    assert abs(float(batch["images"].mean())) < 0.5  # normalised around 0
+    x = batch["images"]
     opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
     losses = []
     for _ in range(15):  # overfit one batch: the loss must fall

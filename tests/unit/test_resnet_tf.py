@@ -7,7 +7,8 @@ import pytest
 tf = pytest.importorskip("tensorflow")  # noqa: E402
 keras = pytest.importorskip("keras")  # noqa: E402
 
-from hvdbench.frameworks.tf.models import resnet  # noqa: E402
+from hvdbench.models.resnet50 import tf as resnet  # noqa: E402
+from hvdbench.models.resnet50.data import IMAGES  # noqa: E402
 from hvdbench.models import get_spec  # noqa: E402
 
 SPEC = get_spec("resnet50")
@@ -41,9 +42,10 @@ def test_debug_flavor_matches_the_pytorch_debug_size():
 def test_debug_flavor_learns_one_batch():
     cfg = SPEC.flavor("debug")
     model = resnet.build(cfg)
-    batch = resnet.synthetic_batch(cfg, 8, np.random.default_rng(0))
+    batch = IMAGES.synthetic(8, SPEC.synthetic_info(cfg), np.random.default_rng(0))
     assert batch["images"].dtype == np.uint8 and batch["images"].shape == (8, 16, 16, 3)
-    x = {"images": tf.cast(batch["images"], tf.float32) / 255.0, "labels": batch["labels"]}
+    x = resnet.on_device({k: tf.convert_to_tensor(v) for k, v in batch.items()})
+    assert x["images"].dtype == tf.float32 and abs(float(tf.reduce_mean(x["images"]))) < 0.5
     opt = keras.optimizers.SGD(0.1, momentum=0.9)
     losses = []
     for _ in range(15):

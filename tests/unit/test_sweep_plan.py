@@ -2,20 +2,25 @@
 for failed runs, sweep.json, Slurm jobs and the command line (dry run, errors)."""
 
 import json
+import os
 import shlex
+import signal
+import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
 
+from hvdbench import launchers
 from hvdbench.cli.main import cli
 from hvdbench.errors import ConfigError, TopologyError
-from hvdbench.launchers.runner import Outcome
+from hvdbench.launchers import guard
+from hvdbench.launchers.guard import Outcome
 from hvdbench.results.schema import RunResult, write_result
 from hvdbench.results.store import read_runs
-from hvdbench.sweep import config as sweep_config
-from hvdbench.sweep import batch, record
+from hvdbench.sweep import layout_config as sweep_config
+from hvdbench.sweep import batch, launch, locks, record, signals
 from hvdbench.sweep import run as sweep_run
 from hvdbench.sweep.plan import Entry, interleave, pending, plan_entries
 from hvdbench.topology import Host, Layout, select_layouts
@@ -233,6 +238,121 @@ def test_an_interrupted_attempt_is_set_aside(tmp_path):
     assert (rdir / "attempts" / "2" / "launch.log").read_text() == "second attempt\n"
 
 
+# --- launching and locking: real processes ---------------------------------------------------
+
+def fake_launcher(tmp_path, monkeypatch, name="srun"):
+    """`srun` on PATH (Slurm is not installed here) that prints its argv and exits 0."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    path = bin_dir / name
+    path.write_text(f"#!{sys.executable}\nimport sys\nprint('launched', *sys.argv[1:])\n")
+    path.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}:/usr/bin:/bin")
+    return str(path)
+
+
+def test_a_run_and_a_layout_bench_take_the_same_launch_path(tmp_path, monkeypatch):
+    srun = fake_launcher(tmp_path, monkeypatch)
+    s = spec(tmp_path, launcher="srun", entries=entries("1x2"), repeats=1, allreduce_bench="64K",
+             user_env={"HVDBENCH_X": "a b"}, timeout=60)
+    run = s.runs[0]
+    train_dir = s.out / "1x2-r1"
+    launched = {
+        train_dir: (launch.launch_run(s, run),
+                    ["train", "resnet50", "--flavor", "debug", "--synthetic", "--out", str(train_dir),
+                     "--run-id", "1x2-r1", "--sweep-name", "sw", "--repeat", "1"]),
+        s.out / "bench-allreduce-1x2": (launch.launch_bench(s, run.layout),
+                                        ["bench", "allreduce", "--max-bytes", "64K", "--out", str(s.out)]),
+    }
+    for rdir, ((started_at, outcome), worker) in launched.items():
+        assert (outcome.status, outcome.returncode) == ("exited", 0) and started_at
+        assert guard.read_outcome(rdir / "launch.json") == outcome
+        assert (rdir / "hostfile").read_text() == "h slots=2\n"
+        *env_lines, command_line = (rdir / "command.txt").read_text().splitlines()
+        assert "HVDBENCH_X='a b' \\" in env_lines
+        argv = shlex.split(command_line)
+        assert argv[0] == srun and argv[argv.index(HVDBENCH) + 1:] == worker
+        assert (rdir / "logs").is_dir()
+        assert (rdir / "launch.log").read_text() == f"launched {shlex.join(argv[1:])}\n"
+    assert launch.command(s, run)[0] == shlex.split((train_dir / "command.txt").read_text().splitlines()[-1])
+
+
+HOLDER = """
+import sys
+from pathlib import Path
+from hvdbench.sweep import locks
+sweep_dir, name = Path(sys.argv[1]), sys.argv[2]
+with locks.store_lock(sweep_dir) if name == "runs.csv" else locks.claim(sweep_dir, name):
+    print("held", flush=True)
+    sys.stdin.readline()
+print("released", flush=True)
+sys.stdin.readline()
+"""
+
+
+def hold(sweep_dir, name):
+    """Another process holding a lock of the sweep (as a concurrent sweep would); it says when."""
+    holder = subprocess.Popen([sys.executable, "-c", HOLDER, str(sweep_dir), name], stdin=subprocess.PIPE,
+                              stdout=subprocess.PIPE, text=True)
+    assert holder.stdout.readline() == "held\n"
+    return holder
+
+
+def test_a_run_another_sweep_claimed_is_skipped_until_that_sweep_dies(tmp_path):
+    from rich.console import Console
+
+    s = spec(tmp_path, repeats=1, entries=entries("1x1"))
+    holder = hold(s.out, "1x1-r1")
+    try:
+        with locks.claim(s.out, "1x1-r1") as mine:
+            assert not mine
+        counts = sweep_run.run_sweep(s, Console(file=open("/dev/null", "w")))
+        assert counts == {"not run": 1} and not (s.out / "1x1-r1").exists() and not s.store.exists()
+        holder.kill()  # SIGKILL: the holder cannot clean up; the kernel releases its flock
+        holder.wait()
+        with locks.claim(s.out, "1x1-r1") as mine:
+            assert mine
+            with locks.claim(s.out, "1x1-r2") as other:
+                assert other  # one lock per run
+    finally:
+        if holder.poll() is None:
+            holder.kill()
+        holder.wait()
+
+
+def test_appends_to_runs_csv_are_serialised(tmp_path):
+    from filelock import FileLock, Timeout
+
+    holder = hold(tmp_path, "runs.csv")
+    try:
+        with pytest.raises(Timeout):
+            FileLock(locks.lock_path(tmp_path, "runs.csv")).acquire(blocking=False)
+        holder.stdin.write("\n")
+        holder.stdin.flush()
+        assert holder.stdout.readline() == "released\n"
+        with locks.store_lock(tmp_path):
+            pass
+    finally:
+        holder.kill()
+        holder.wait()
+
+
+def test_a_signal_while_a_row_is_appended_waits_for_the_row():
+    before = signal.getsignal(signal.SIGTERM)
+    written = []
+    with signals.raising_signals() as guard:
+        with pytest.raises(signals.SweepInterrupted) as stopped:
+            with guard.deferred():
+                os.kill(os.getpid(), signal.SIGTERM)
+                written.append("row")
+        assert written == ["row"] and stopped.value.signum == signal.SIGTERM
+        os.kill(os.getpid(), signal.SIGINT)  # already stopping: ignored, the cleanup goes on
+    assert signal.getsignal(signal.SIGTERM) is before
+    with pytest.raises(signals.SweepInterrupted):  # outside deferred(): at once
+        signals.SignalGuard().handler(signal.SIGHUP, None)
+    assert sweep_run.SweepInterrupted is signals.SweepInterrupted
+
+
 def test_slurm_jobs_rerun_the_sweep_inside_each_allocation(tmp_path):
     s = spec(tmp_path, entries=entries("1x1", "1x2"), timeout=600, user_env={"A": "b c"}, repeats=3)
     jobs = batch.slurm_jobs(s, time_limit="00:30:00", sbatch_args=("--partition=gpu",))
@@ -322,7 +442,7 @@ def test_slurm_dry_run_and_render(tmp_path):
     assert result.exit_code == 0, result.output
     assert (out / "slurm" / "2x4.sub").read_text().startswith("#!/bin/bash\n")
     assert f"2x4: sbatch --parsable {out}/slurm/2x4.sub" in result.output.replace(
-        sweep_run.launchers.resolve_binary("sbatch"), "sbatch")
+        launchers.resolve_binary("sbatch"), "sbatch")
 
 
 def test_submit_runs_sbatch_and_records_job_ids(tmp_path, monkeypatch):

@@ -10,49 +10,51 @@ from types import SimpleNamespace
 
 import pytest
 
-from hvdbench import worker
+from hvdbench.results.schema import new_run_id
+from hvdbench.train import launch_info, loop, result, schedule
+from hvdbench.train.faults import Fault
 from hvdbench.frameworks import math_threads
 from hvdbench.cli.train import _parse_set
 from hvdbench.errors import ConfigError
 
 
 def test_lr_warms_up_linearly_then_decays_polynomially_to_the_end_value():
-    lrs = [worker.lr_at(s, peak=1.0, warmup_steps=4, total_steps=14, end_lr=0.01, power=2) for s in range(14)]
+    lrs = [schedule.lr_at(s, peak=1.0, warmup_steps=4, total_steps=14, end_lr=0.01, power=2) for s in range(14)]
     assert lrs[:4] == [0.25, 0.5, 0.75, 1.0]
     assert lrs[4] == 1.0 and all(a > b for a, b in zip(lrs[4:], lrs[5:]))
     assert lrs[9] == pytest.approx(0.01 + 0.99 * 0.5**2)
-    assert worker.lr_at(14, 1.0, 4, 14, 0.01, 2) == pytest.approx(0.01)
-    assert worker.lr_at(99, 1.0, 4, 14, 0.01, 2) == pytest.approx(0.01)  # clamped past the end
-    assert worker.lr_at(3, 1.0, 0, 0, 0.0, 2) == 1.0  # no schedule: constant
+    assert schedule.lr_at(14, 1.0, 4, 14, 0.01, 2) == pytest.approx(0.01)
+    assert schedule.lr_at(99, 1.0, 4, 14, 0.01, 2) == pytest.approx(0.01)  # clamped past the end
+    assert schedule.lr_at(3, 1.0, 0, 0, 0.0, 2) == 1.0  # no schedule: constant
 
 
 @pytest.mark.parametrize("scaling, expected", [("linear", 0.4), ("sqrt", 0.2), ("none", 0.1)])
 def test_lr_scales_with_the_global_batch(scaling, expected):
     cfg = SimpleNamespace(lr=0.1, lr_base_batch=256, lr_scaling=scaling)
-    assert worker.scaled_lr(cfg, 1024) == pytest.approx(expected)
+    assert schedule.scaled_lr(cfg, 1024) == pytest.approx(expected)
 
 
 def test_fault_fires_on_the_chosen_rank_and_step_only():
     env = {"HVDBENCH_INJECT_FAULT": "crash"}
-    last = worker.Fault(rank=3, size=4, env=env)  # default rank: the last; default step: 2
-    other = worker.Fault(rank=0, size=4, env=env)
+    last = Fault(rank=3, size=4, env=env)  # default rank: the last; default step: 2
+    other = Fault(rank=0, size=4, env=env)
     last.check(1)
     other.check(2)
     with pytest.raises(RuntimeError, match="injected fault"):
         last.check(2)
-    chosen = worker.Fault(rank=0, size=4, env={**env, "HVDBENCH_INJECT_FAULT_RANK": "0",
+    chosen = Fault(rank=0, size=4, env={**env, "HVDBENCH_INJECT_FAULT_RANK": "0",
                                               "HVDBENCH_INJECT_FAULT_STEP": "5"})
     chosen.check(2)
     with pytest.raises(RuntimeError):
         chosen.check(5)
-    worker.Fault(rank=0, size=1, env={}).check(2)  # not armed
+    Fault(rank=0, size=1, env={}).check(2)  # not armed
 
 
 def test_unknown_fault_kinds_are_refused():
     with pytest.raises(ConfigError, match="HVDBENCH_INJECT_FAULT='explode'"):
-        worker.Fault(0, 2, env={"HVDBENCH_INJECT_FAULT": "explode"})
+        Fault(0, 2, env={"HVDBENCH_INJECT_FAULT": "explode"})
     with pytest.raises(ConfigError, match="must be integers"):
-        worker.Fault(0, 2, env={"HVDBENCH_INJECT_FAULT": "hang", "HVDBENCH_INJECT_FAULT_STEP": "x"})
+        Fault(0, 2, env={"HVDBENCH_INJECT_FAULT": "hang", "HVDBENCH_INJECT_FAULT_STEP": "x"})
 
 
 @pytest.mark.parametrize("env, launcher, rank", [
@@ -64,19 +66,19 @@ def test_unknown_fault_kinds_are_refused():
     ({}, "single", 0),
 ])
 def test_launcher_and_rank_come_from_the_environment(env, launcher, rank):
-    assert worker.detect_launcher(env) == launcher
-    assert worker.launcher_rank(env) == rank
+    assert launch_info.detect_launcher(env) == launcher
+    assert launch_info.launcher_rank(env) == rank
 
 
 def test_a_finished_run_is_never_overwritten_but_a_failed_one_may_be(tmp_path):
     (tmp_path / "result.json").write_text(json.dumps({"status": "success"}))
     with pytest.raises(ConfigError, match="holds a finished run"):
-        worker._check_out(tmp_path)
+        result.check_out(tmp_path)
     (tmp_path / "result.json").write_text(json.dumps({"status": "failed"}))
     (tmp_path / "mllog.txt").write_text(":::MLLOG {}\n")
-    worker._check_out(tmp_path)
+    result.check_out(tmp_path)
     assert not (tmp_path / "mllog.txt").exists()  # the rerun starts a fresh event log
-    worker._check_out(tmp_path / "new")
+    result.check_out(tmp_path / "new")
 
 
 def test_set_options_reach_nested_keys_with_yaml_values():
@@ -87,9 +89,9 @@ def test_set_options_reach_nested_keys_with_yaml_values():
 
 
 def test_std_and_run_ids():
-    assert worker._std([1.0]) == 0.0
-    assert worker._std([1.0, 3.0]) == pytest.approx(math.sqrt(2))
-    a, b = worker.new_run_id(), worker.new_run_id()
+    assert loop.std([1.0]) == 0.0
+    assert loop.std([1.0, 3.0]) == pytest.approx(math.sqrt(2))
+    a, b = new_run_id(), new_run_id()
     assert a != b and a[:8].isdigit()
 
 
@@ -117,7 +119,8 @@ def test_help_imports_no_framework():
 def test_bad_arguments_are_reported_by_rank_0_only(args, code, message):
     """Every rank parses the same argv; N copies of one error would bury it."""
     rank0 = hvdbench(*args, env={"OMPI_COMM_WORLD_RANK": "0"})
-    rank1 = hvdbench(*args, env={"OMPI_COMM_WORLD_RANK": "1"})
+    # The quiet rank's delay (rank 0 must get to print first under a launcher) is not needed here.
+    rank1 = hvdbench(*args, env={"OMPI_COMM_WORLD_RANK": "1", "HVDBENCH_QUIET_EXIT_DELAY_S": "0"})
     assert rank0.returncode == code and message in rank0.stderr
     assert rank1.returncode == code and rank1.stdout + rank1.stderr == ""
 

@@ -11,14 +11,13 @@ Same attributes and collectives as the PyTorch `Dist`, so the worker drives eith
 
 from __future__ import annotations
 
-import socket
-
 import horovod
 import horovod.tensorflow as hvd
 import numpy as np
 import tensorflow as tf
 
-from hvdbench.frameworks import cpu_mpi_settings, math_threads
+from hvdbench.frameworks import cpu_mpi_settings
+from hvdbench.frameworks.dist_base import DistBase
 
 
 def backing(variables) -> list:
@@ -26,16 +25,11 @@ def backing(variables) -> list:
     return [v.value if hasattr(v, "value") and not isinstance(v, tf.Variable) else v for v in variables]
 
 
-class Dist:
+class Dist(DistBase):
     def __init__(self, threads: int = 0):
         cpu_mpi_settings(on_gpu=bool(tf.config.list_physical_devices("GPU")))
-        hvd.init()
-        self.rank, self.size = hvd.rank(), hvd.size()
-        self.local_rank, self.local_size = hvd.local_rank(), hvd.local_size()
-        self.cross_size = hvd.cross_size()
-        self.controller = "mpi" if hvd.mpi_enabled() else "gloo" if hvd.gloo_enabled() else ""
+        super().__init__(hvd, threads)
         # Thread pools must be sized before TensorFlow's runtime starts (the first op).
-        self.threads = math_threads(threads, self.local_size, self.size)
         tf.config.threading.set_intra_op_parallelism_threads(self.threads)
         tf.config.threading.set_inter_op_parallelism_threads(min(2, self.threads))
         gpus = tf.config.list_physical_devices("GPU")
@@ -46,29 +40,15 @@ class Dist:
             self.device_name = tf.config.experimental.get_device_details(gpu).get("device_name", gpu.name)
         else:
             self.device_name = "cpu"
-        self.hostname = socket.gethostname()
         self.versions = {"tensorflow": tf.__version__, "keras": _keras_version(), "horovod": horovod.__version__}
 
-    def allgather_object(self, obj) -> list:
-        # A fixed name: Horovod otherwise names the op after the object's type, and ranks sending
-        # different types (an error string on one, None on the others) would wait forever.
-        return hvd.allgather_object(obj, name="hvdbench.allgather_object")
-
-    def allreduce_sum(self, values) -> np.ndarray:
-        t = tf.constant(np.asarray(values, dtype=np.float64))
-        return hvd.allreduce(t, op=hvd.Sum, name="hvdbench.sum").numpy()
-
-    def allreduce_max(self, value: float) -> float:
-        t = tf.constant([value], dtype=tf.float64)
-        return float(hvd.allreduce(t, op=hvd.Max, name="hvdbench.max").numpy()[0])
+    def tensor(self, values: np.ndarray) -> tf.Tensor:
+        return tf.constant(values)
 
     def sync(self) -> None:
         """A synchronised point. Eager ops run in order and the allreduce's result is read back on
         the host, so the device has finished what was queued before it."""
         hvd.allreduce(tf.zeros([1]), op=hvd.Sum, name="hvdbench.sync").numpy()
-
-    def shutdown(self) -> None:
-        hvd.shutdown()
 
     # --- training state ----------------------------------------------------------------------
 

@@ -2,9 +2,10 @@
 gradients go through `hvd.DistributedGradientTape`, one optimizer step at a time.
 
     dist = init_dist(threads=0)
-    trainer = Trainer(cfg, flavor_cfg, data_info, dist)
+    trainer = Trainer(cfg, spec.framework_module("tensorflow"), flavor_cfg, data_info, dist)
+    trainer.compile(example_batch)                        # traces the step and evaluation graphs
     trainer.train_step([trainer.device_batch(b) for b in micro_batches])
-    correct, total = trainer.evaluate(val_loader)        # this rank's counts
+    state = trainer.evaluate(val_loader, spec.metric)     # this rank's metric state
 
 Precision: bf16/fp16 set Keras' mixed policy (float32 variables, low-precision compute); fp16 wraps
 the optimizer in Keras' LossScaleOptimizer. Gradient accumulation sums local gradients over the
@@ -19,11 +20,30 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from hvdbench.frameworks import model_module
+from hvdbench.errors import ConfigError
 from hvdbench.frameworks.tf.data import DeviceBatches
 from hvdbench.frameworks.tf.dist import Dist, backing
 
 POLICIES = {"fp32": "float32", "bf16": "mixed_bfloat16", "fp16": "mixed_float16"}
+
+# cfg.optimizer -> the Keras optimizer (a model may bring its own: make_optimizer(cfg)).
+OPTIMIZERS = {
+    "sgd": lambda cfg: keras.optimizers.SGD(learning_rate=cfg.lr, momentum=cfg.momentum,
+                                            weight_decay=cfg.weight_decay or None),
+    "adamw": lambda cfg: keras.optimizers.AdamW(learning_rate=cfg.lr, weight_decay=cfg.weight_decay,
+                                                epsilon=1e-6),
+    "adam": lambda cfg: keras.optimizers.Adam(learning_rate=cfg.lr, epsilon=1e-8),
+}
+
+
+def make_optimizer(cfg):
+    if cfg.optimizer not in OPTIMIZERS:
+        raise ConfigError(f"optimizer {cfg.optimizer!r} has no TensorFlow implementation here; "
+                          f"valid: {', '.join(OPTIMIZERS)}")
+    opt = OPTIMIZERS[cfg.optimizer](cfg)
+    # No weight decay on biases and BatchNorm parameters (MLPerf's references).
+    opt.exclude_from_weight_decay(var_names=["_bn", "bias"])
+    return opt
 
 
 def init_dist(threads: int = 0) -> Dist:
@@ -31,22 +51,19 @@ def init_dist(threads: int = 0) -> Dist:
 
 
 class Trainer:
-    def __init__(self, cfg, flavor_cfg, data_info: dict, dist: Dist):
+    def __init__(self, cfg, module, flavor_cfg, data_info: dict, dist: Dist):
+        """`module`: the model folder's tf.py (build, loss_and_stats, optional on_device and
+        make_optimizer)."""
         self.cfg, self.flavor_cfg, self.data_info, self.dist = cfg, flavor_cfg, data_info, dist
-        self.module = model_module("tensorflow", cfg.model)
+        self.module = module
         keras.utils.set_random_seed(cfg.seed)
         keras.mixed_precision.set_global_policy(POLICIES[cfg.precision])
-        self.model = self.module.build(flavor_cfg, **data_info)
+        self.model = module.build(flavor_cfg, **data_info)
         self.device_batch = DeviceBatches()
+        # The model's preprocessing (e.g. image normalisation) runs inside the traced graphs.
+        self._on_device = getattr(module, "on_device", lambda batch: batch)
 
-        if cfg.optimizer == "sgd":
-            opt = keras.optimizers.SGD(learning_rate=cfg.lr, momentum=cfg.momentum,
-                                       weight_decay=cfg.weight_decay or None)
-        else:
-            opt = keras.optimizers.AdamW(learning_rate=cfg.lr, weight_decay=cfg.weight_decay,
-                                         epsilon=1e-6)
-        # No weight decay on biases and BatchNorm parameters (MLPerf's references).
-        opt.exclude_from_weight_decay(var_names=["_bn", "bias"])
+        opt = getattr(module, "make_optimizer", make_optimizer)(cfg)
         if cfg.precision == "fp16":
             opt = keras.optimizers.LossScaleOptimizer(opt)
         opt.build(self.model.trainable_variables)
@@ -61,11 +78,9 @@ class Trainer:
 
     def compile(self, example: dict) -> None:
         """Trace the step and evaluation graphs now, before the clock starts (MLPerf counts
-        compilation as initialisation). The batch dimension is left open, so the validation
-        split's shorter last batch does not trigger a second trace."""
-        if example is None:  # synthetic data: a batch like the ones the model makes
-            example = self.module.synthetic_batch(self.flavor_cfg, 1, np.random.default_rng(0),
-                                                  **self.data_info)
+        compilation as initialisation), from a one-sample numpy batch of the dataset's fields. The
+        batch dimension is left open, so the validation split's shorter last batch does not
+        trigger a second trace."""
         specs = [{name: tf.TensorSpec([None, *t.shape[1:]], t.dtype)
                   for name, t in self.device_batch(example).items()}]
         self._train = tf.function(self._train_fn, input_signature=specs)
@@ -80,12 +95,6 @@ class Trainer:
     def num_parameters(self) -> int:
         return int(sum(np.prod(v.shape) for v in self.model.trainable_variables))
 
-    def synthetic_batch(self) -> dict:
-        """One fixed random batch, converted to device tensors once and reused every step."""
-        rng = np.random.default_rng([self.cfg.seed, self.dist.rank])
-        return self.device_batch(self.module.synthetic_batch(self.flavor_cfg, self.cfg.batch_per_gpu,
-                                                             rng, **self.data_info))
-
     def set_lr(self, lr: float) -> None:
         self.optimizer.learning_rate.assign(lr)
 
@@ -97,7 +106,7 @@ class Trainer:
     def _train_fn(self, batch):
         variables = self.model.trainable_variables
         with tf.GradientTape() as tape:
-            loss, _ = self.module.loss_and_stats(self.model, batch, training=True)
+            loss, _ = self.module.loss_and_stats(self.model, self._on_device(batch), training=True)
             loss = self._scaled(loss)
         tape = self.dist.gradient_tape(tape, self.cfg.fp16_allreduce)
         grads = tape.gradient(loss, backing(variables))
@@ -106,7 +115,7 @@ class Trainer:
     def _accumulate_fn(self, batch):
         variables = self.model.trainable_variables
         with tf.GradientTape() as tape:
-            loss, _ = self.module.loss_and_stats(self.model, batch, training=True)
+            loss, _ = self.module.loss_and_stats(self.model, self._on_device(batch), training=True)
             loss = self._scaled(loss) / self.cfg.accum_steps
         for total, g in zip(self._sums, tape.gradient(loss, backing(variables))):
             total.assign_add(tf.cast(g, tf.float32))
@@ -130,20 +139,18 @@ class Trainer:
     # --- evaluation --------------------------------------------------------------------------
 
     def _eval_fn(self, batch):
-        _, stats = self.module.loss_and_stats(self.model, batch, training=False)
-        return stats["correct"], stats["total"]
+        _, stats = self.module.loss_and_stats(self.model, self._on_device(batch), training=False)
+        return stats
 
-    def evaluate(self, batches) -> tuple[float, float]:
-        """This rank's (correct, total) over `batches` (numpy dicts)."""
+    def evaluate(self, batches, metric):
+        """This rank's metric state over `batches` (numpy dicts), ready for `metric.reduce`."""
         self.dist.average_variables(self.model.non_trainable_variables)
-        correct = total = 0
+        state = metric.start()
         for batch in batches:
             if len(batch[next(iter(batch))]) == 0:  # drop_last=False can leave a rank one batch short
                 continue
-            c, t = self._eval(self.device_batch(batch))
-            correct += int(c)
-            total += int(t)
-        return float(correct), float(total)
+            state = metric.update(state, self._eval(self.device_batch(batch)))
+        return metric.local(state)
 
     def param_digest(self) -> str:
         """sha256 of every trainable variable's bytes, in order: equal digests = equal models."""

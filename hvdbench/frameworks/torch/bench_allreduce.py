@@ -34,7 +34,9 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
+from hvdbench.bench import defaults
 from hvdbench.bench.formulas import DTYPE_BYTES
+from hvdbench.train.launch_info import launcher_rank
 
 # Set by Open MPI's mpirun (hence horovodrun --mpi), MPICH/Slurm PMI, and PMIx launchers.
 MPI_LAUNCH_VARIABLES = ("OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK")
@@ -67,7 +69,7 @@ class HorovodComm:
 
     def layout(self) -> dict:
         """The layout columns of a bench row (same meaning as in runs.csv)."""
-        from hvdbench.worker import detect_launcher
+        from hvdbench.train.launch_info import detect_launcher
 
         hosts = list(dict.fromkeys(self.allgather(self.hostname)))
         return {"world_size": self.size, "nodes": self.cross_size, "gpus_per_node": self.local_size,
@@ -149,19 +151,19 @@ def mpi_timer(comm):
 @dataclass
 class AllreduceOptions:
     out: str
-    dtypes: list[str] = field(default_factory=lambda: ["fp32", "fp16"])
-    min_bytes: int = 4
-    max_bytes: int = 256 << 20
-    iters: int = 20
-    warmup_iters: int = 5
-    budget_bytes: int = 1 << 30
+    dtypes: list[str] = field(default_factory=lambda: list(defaults.DTYPES))
+    min_bytes: int = defaults.MIN_BYTES
+    max_bytes: int = defaults.MAX_BYTES
+    iters: int = defaults.ITERS
+    warmup_iters: int = defaults.WARMUP_ITERS
+    budget_bytes: int = defaults.BUDGET_BYTES
     mpi_reference: bool = True
 
 
 def main(opts: AllreduceOptions) -> None:
     """Run the bench on this rank; rank 0 prints and writes. A failure prints one line and ends this
     rank at once (as the training worker does), so the launcher tears the job down."""
-    rank = _launcher_rank()
+    rank = launcher_rank()
     try:
         _run(opts)
     except BaseException as e:  # noqa: BLE001 - any failure ends this rank loudly
@@ -173,12 +175,6 @@ def main(opts: AllreduceOptions) -> None:
         print(f"Error: rank {rank} on {socket.gethostname()}: {text}", file=sys.stderr, flush=True)
         sys.stdout.flush()
         os._exit(1)
-
-
-def _launcher_rank() -> int:
-    from hvdbench.worker import launcher_rank
-
-    return launcher_rank()
 
 
 def _run(opts: AllreduceOptions) -> None:

@@ -5,31 +5,25 @@
     dist.broadcast_state(model, opt)
     dist.allreduce_sum(np.array([correct, total]))
 
-The worker uses only the attributes and methods of `Dist`; the TensorFlow twin has the same ones.
+The worker uses only the attributes and methods of `Dist`; the TensorFlow twin has the same ones
+(their common half is `hvdbench.frameworks.dist_base.DistBase`).
 """
 
 from __future__ import annotations
-
-import socket
 
 import horovod
 import horovod.torch as hvd
 import numpy as np
 import torch
 
-from hvdbench.frameworks import cpu_mpi_settings, math_threads
+from hvdbench.frameworks import cpu_mpi_settings
+from hvdbench.frameworks.dist_base import DistBase
 
 
-class Dist:
+class Dist(DistBase):
     def __init__(self, threads: int = 0):
         cpu_mpi_settings(on_gpu=torch.cuda.is_available())
-        hvd.init()
-        self.rank, self.size = hvd.rank(), hvd.size()
-        self.local_rank, self.local_size = hvd.local_rank(), hvd.local_size()
-        self.cross_size = hvd.cross_size()
-        self.controller = "mpi" if hvd.mpi_enabled() else "gloo" if hvd.gloo_enabled() else ""
-        # Two ranks sharing a CPU must not each start one thread per core (they would fight).
-        self.threads = math_threads(threads, self.local_size, self.size)
+        super().__init__(hvd, threads)
         torch.set_num_threads(self.threads)
         if torch.cuda.is_available():
             torch.cuda.set_device(self.local_rank)
@@ -41,32 +35,16 @@ class Dist:
         else:
             self.device = torch.device("cpu")
             self.device_name = "cpu"
-        self.hostname = socket.gethostname()
         self.versions = {"torch": torch.__version__.split("+")[0], "horovod": horovod.__version__}
 
-    # --- collectives the worker needs --------------------------------------------------------
-
-    def allgather_object(self, obj) -> list:
-        # A fixed name: Horovod otherwise names the op after the object's type, and ranks sending
-        # different types (an error string on one, None on the others) would wait forever.
-        return hvd.allgather_object(obj, name="hvdbench.allgather_object")
-
-    def allreduce_sum(self, values: np.ndarray) -> np.ndarray:
-        t = torch.as_tensor(np.asarray(values, dtype=np.float64))
-        return hvd.allreduce(t, op=hvd.Sum, name="hvdbench.sum").numpy()
-
-    def allreduce_max(self, value: float) -> float:
-        t = torch.tensor([value], dtype=torch.float64)
-        return float(hvd.allreduce(t, op=hvd.Max, name="hvdbench.max")[0])
+    def tensor(self, values: np.ndarray) -> torch.Tensor:
+        return torch.as_tensor(values)
 
     def sync(self) -> None:
         """A synchronised point: the device has finished its queued work on every rank."""
         if self.device.type == "cuda":
             torch.cuda.synchronize()
         hvd.allreduce(torch.zeros(1), op=hvd.Sum, name="hvdbench.sync")
-
-    def shutdown(self) -> None:
-        hvd.shutdown()
 
     # --- training state ----------------------------------------------------------------------
 

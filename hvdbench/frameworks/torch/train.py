@@ -1,9 +1,9 @@
 """The PyTorch trainer the worker drives: a model, Horovod's DistributedOptimizer, one step at a time.
 
     dist = init_dist(threads=0)
-    trainer = Trainer(cfg, flavor_cfg, data_info, dist)
+    trainer = Trainer(cfg, spec.framework_module("torch"), flavor_cfg, data_info, dist)
     trainer.train_step([trainer.device_batch(b) for b in micro_batches])
-    correct, total = trainer.evaluate(val_loader)        # this rank's counts
+    state = trainer.evaluate(val_loader, spec.metric)     # this rank's metric state
 
 Precision: bf16/fp16 run the forward pass under autocast; fp16 on CUDA scales the loss
 (GradScaler) so small gradients survive, synchronising Horovod's allreduce before the unscale.
@@ -16,40 +16,53 @@ import hashlib
 
 import torch
 
-from hvdbench.frameworks import model_module
+from hvdbench.errors import ConfigError
 from hvdbench.frameworks.torch.data import DeviceBatches
 from hvdbench.frameworks.torch.dist import Dist
 
 DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
+
+# cfg.optimizer -> the optimizer over parameter groups (a model may bring its own: make_optimizer).
+OPTIMIZERS = {
+    "sgd": lambda groups, cfg: torch.optim.SGD(groups, lr=cfg.lr, momentum=cfg.momentum),
+    "adamw": lambda groups, cfg: torch.optim.AdamW(groups, lr=cfg.lr, betas=(0.9, 0.999), eps=1e-6),
+    "adam": lambda groups, cfg: torch.optim.Adam(groups, lr=cfg.lr, betas=(0.9, 0.999), eps=1e-8),
+}
 
 
 def init_dist(threads: int = 0) -> Dist:
     return Dist(threads)
 
 
+def param_groups(model, cfg) -> list[dict]:
+    """No weight decay on biases and BatchNorm/LayerNorm parameters (MLPerf's references); frozen
+    parameters (a LoRA base) are left out."""
+    params = [p for p in model.parameters() if p.requires_grad]
+    return [{"params": [p for p in params if p.ndim > 1], "weight_decay": cfg.weight_decay},
+            {"params": [p for p in params if p.ndim <= 1], "weight_decay": 0.0}]
+
+
+def make_optimizer(groups: list[dict], cfg):
+    if cfg.optimizer not in OPTIMIZERS:
+        raise ConfigError(f"optimizer {cfg.optimizer!r} has no PyTorch implementation here; "
+                          f"valid: {', '.join(OPTIMIZERS)}")
+    return OPTIMIZERS[cfg.optimizer](groups, cfg)
+
+
 class Trainer:
-    def __init__(self, cfg, flavor_cfg, data_info: dict, dist: Dist):
+    def __init__(self, cfg, module, flavor_cfg, data_info: dict, dist: Dist):
+        """`module`: the model folder's torch.py (build, loss_and_stats, optional on_device,
+        param_groups, make_optimizer)."""
         self.cfg, self.flavor_cfg, self.data_info, self.dist = cfg, flavor_cfg, data_info, dist
-        self.module = model_module("torch", cfg.model)
+        self.module = module
         torch.manual_seed(cfg.seed)
         device = dist.device
-        model = self.module.build(flavor_cfg, **data_info).to(device)
-        # On a GPU, images go in channels-last (NHWC): cuDNN then runs its NHWC kernels and every
-        # activation stays NHWC. The parameters keep the default layout: Horovod's collectives
-        # (broadcast, gradient allreduce) refuse tensors that are not contiguous in it.
-        channels_last = device.type == "cuda" and data_info.get("kind") == "images"
+        model = module.build(flavor_cfg, **data_info).to(device)
         self.model = model
-        self.device_batch = DeviceBatches(device, channels_last)
+        self.device_batch = DeviceBatches(device, getattr(module, "on_device", None))
 
-        # No weight decay on biases and BatchNorm/LayerNorm parameters (MLPerf's references).
-        decay = [p for p in model.parameters() if p.ndim > 1]
-        no_decay = [p for p in model.parameters() if p.ndim <= 1]
-        groups = [{"params": decay, "weight_decay": cfg.weight_decay},
-                  {"params": no_decay, "weight_decay": 0.0}]
-        if cfg.optimizer == "sgd":
-            opt = torch.optim.SGD(groups, lr=cfg.lr, momentum=cfg.momentum)
-        else:
-            opt = torch.optim.AdamW(groups, lr=cfg.lr, betas=(0.9, 0.999), eps=1e-6)
+        groups = getattr(module, "param_groups", param_groups)(model, cfg)
+        opt = getattr(module, "make_optimizer", make_optimizer)(groups, cfg)
         self.optimizer = dist.distributed_optimizer(opt, model, cfg.accum_steps, cfg.fp16_allreduce)
         dist.broadcast_state(model, self.optimizer)
 
@@ -64,13 +77,6 @@ class Trainer:
 
     def num_parameters(self) -> int:
         return sum(p.numel() for p in self.model.parameters())
-
-    def synthetic_batch(self) -> dict[str, torch.Tensor]:
-        """One fixed random batch, moved to the device once and reused every step."""
-        gen = torch.Generator().manual_seed(self.cfg.seed + self.dist.rank)
-        batch = self.module.synthetic_batch(self.flavor_cfg, self.cfg.batch_per_gpu, gen,
-                                            **self.data_info)
-        return self.device_batch(batch)
 
     def set_lr(self, lr: float) -> None:
         for group in self.optimizer.param_groups:
@@ -101,19 +107,18 @@ class Trainer:
             self.optimizer.step()
 
     @torch.no_grad()
-    def evaluate(self, batches) -> tuple[float, float]:
-        """This rank's (correct, total) over `batches` (numpy dicts)."""
+    def evaluate(self, batches, metric):
+        """This rank's metric state over `batches` (numpy dicts), ready for `metric.reduce`."""
         self.dist.average_buffers(self.model)
         self._mode(False)
-        correct = total = 0
+        state = metric.start()
         for batch in batches:
             if len(batch[next(iter(batch))]) == 0:  # drop_last=False can leave a rank one batch short
                 continue
             with self.autocast:
                 _, stats = self.module.loss_and_stats(self.model, self.device_batch(batch))
-            correct += stats["correct"]
-            total += stats["total"]
-        return float(correct), float(total)
+            state = metric.update(state, stats)
+        return metric.local(state)
 
     def param_digest(self) -> str:
         """sha256 of every trainable parameter's bytes, in order: equal digests = equal models."""

@@ -4,16 +4,16 @@
     hvdbench train resnet50 --framework tensorflow --synthetic --steps 100 --warmup-steps 10 --out runs/r50
 
 v1.5 puts the stride of a down-sampling bottleneck on its 3x3 convolution (v1 put it on the first
-1x1). The network is in `hvdbench/frameworks/torch/models/resnet.py` and
-`hvdbench/frameworks/tf/models/resnet.py`; both build exactly 25,557,032 parameters for the full
-flavor with 1000 classes.
+1x1). The network is in `torch.py` and `tf.py` beside this file; both build exactly 25,557,032
+parameters for the full flavor with 1000 classes. It trains on the `images` kind (`data.py`).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from hvdbench.models import ModelSpec
+from hvdbench.models.contracts import ModelSpec, accuracy
+from hvdbench.models.resnet50.data import IMAGES
 
 
 @dataclass(frozen=True)
@@ -41,8 +41,9 @@ SPEC = ModelSpec(
     flavors=FLAVORS,
     default_flavor="full",
     frameworks=("torch", "tensorflow"),
-    data_kinds=("images",),
-    metric_name="top1_accuracy",
+    kinds=(IMAGES,),
+    metric=accuracy("top1_accuracy"),
+    mlperf_benchmark="resnet",
     mlperf_target=0.759,
     # The debug flavor on the built-in digits (`hvdbench prepare digits`) reaches 0.95 in a few epochs.
     flavor_targets={"debug": 0.95},
@@ -66,4 +67,14 @@ SPEC = ModelSpec(
         "debug": {"batch_per_gpu": 16, "lr": 0.8, "warmup_epochs": 0.5, "max_epochs": 12.0,
                   "eval_every": 1.0},
     },
+    # What MLPerf's ResNet reference logs beside the common keys (seed, batch, optimizer, base lr).
+    mllog_hyperparameters={
+        "opt_learning_rate_warmup_epochs": "warmup_epochs",
+        "opt_end_learning_rate": "end_lr",
+        "opt_learning_rate_decay_poly_power": "decay_power",
+        "opt_weight_decay": "weight_decay",
+        "opt_momentum": "momentum",
+    },
+    parameters={"full": 25_557_032},
+    prepare_commands=("hvdbench.models.resnet50.cli:images", "hvdbench.models.resnet50.cli:digits"),
 )

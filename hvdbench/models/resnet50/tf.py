@@ -2,9 +2,10 @@
 
     cfg = get_spec("resnet50").flavor("full")
     model = build(cfg, num_classes=1000)     # 25,557,032 trainable parameters, like the PyTorch one
-    loss, stats = loss_and_stats(model, {"images": x, "labels": y}, training=True)
+    batch = on_device({"images": uint8_nhwc, "labels": y})     # normalised float NHWC
+    loss, stats = loss_and_stats(model, batch, training=True)
 
-Layer for layer the same network as `frameworks/torch/models/resnet.py` (bias-free convolutions
+Layer for layer the same network as `torch.py` beside this file (bias-free convolutions
 followed by BatchNorm, stride on the 3x3 convolution, zero-initialised last BN of each block).
 BatchNorm momentum 0.9 here is PyTorch's 0.1 (Keras counts the other way round).
 """
@@ -12,9 +13,10 @@ BatchNorm momentum 0.9 here is PyTorch's 0.1 (Keras counts the other way round).
 from __future__ import annotations
 
 import keras
-import numpy as np
 import tensorflow as tf
 from keras import layers
+
+from hvdbench.models.resnet50.data import MEAN, STD
 
 
 def _conv_bn(x, filters: int, kernel: int, stride: int, name: str, zero_gamma: bool = False):
@@ -59,12 +61,10 @@ def build(cfg, num_classes: int | None = None, image_size: int | None = None, **
     return model
 
 
-def synthetic_batch(cfg, batch_size: int, generator: np.random.Generator, num_classes: int | None = None,
-                    image_size: int | None = None, **_data_info) -> dict[str, np.ndarray]:
-    """Random uint8 NHWC images and int64 labels, like a prepared `images` dataset's batches."""
-    size = image_size or cfg.image_size
-    return {"images": generator.integers(0, 256, (batch_size, size, size, 3), dtype=np.uint8),
-            "labels": generator.integers(0, num_classes or cfg.num_classes, (batch_size,), dtype=np.int64)}
+def on_device(batch: dict) -> dict:
+    """uint8 NHWC images -> normalised float NHWC (TensorFlow's CPU and GPU convolutions both take
+    NHWC); traced into the step's graph."""
+    return {**batch, "images": (tf.cast(batch["images"], tf.float32) - MEAN) / STD}
 
 
 def loss_and_stats(model: keras.Model, batch: dict, training: bool):

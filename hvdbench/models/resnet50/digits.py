@@ -20,6 +20,7 @@ from hvdbench.data import manifest as mf
 from hvdbench.data.parallel import ShardJob, World, finish, run_jobs, start
 from hvdbench.data.shards import shard_name, write_shard
 from hvdbench.errors import DatasetError
+from hvdbench.models.resnet50.data import IMAGES
 
 
 def load(size: int, val_fraction: float, seed: int) -> dict[str, tuple[np.ndarray, np.ndarray]]:
@@ -57,10 +58,10 @@ def prepare_digits(out: Path, *, size: int = 16, val_fraction: float = 0.2, samp
             arrays = {"images": images[part], "labels": labels[part]}
             source = hashlib.sha256((mf.params_hash(params) + str(k)).encode()).hexdigest()
             jobs.append(ShardJob.single(split, shard_name(split, k, count), source, arrays))
-    start(out, "images", params, overwrite, world)
+    start(out, IMAGES.name, params, overwrite, world)
     records = run_jobs(out, jobs, _write, world=world, workers=1, label="digits")
-    fields = {"images": mf.field_spec((size, size, 3), "uint8"), "labels": mf.field_spec((), "int64")}
-    manifest = mf.new_manifest("images", fields, seed, params, command, num_classes=10,
+    fields = IMAGES.fields({"image_size": size})
+    manifest = mf.new_manifest(IMAGES.name, fields, seed, params, command, num_classes=10,
                                class_names=[str(d) for d in range(10)], image_size=size,
                                source="sklearn.datasets.load_digits")
     return finish(out, jobs, records, manifest, world)

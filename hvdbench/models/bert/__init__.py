@@ -4,15 +4,16 @@
     hvdbench train bert --flavor large --synthetic --steps 100 --warmup-steps 10 --out runs/bert-large
 
 Trains on the `bert` (one sequence per row) and `bert_packed` (several sequences per row,
-block-diagonal attention) datasets written by `hvdbench prepare bert` / `hvdbench prepare pack`.
-The network lives in `hvdbench/frameworks/torch/models/bert.py`.
+block-diagonal attention) kinds (`data.py`) written by `hvdbench prepare bert` / `hvdbench prepare
+pack`. The network is in `torch.py` beside this file.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from hvdbench.models import ModelSpec
+from hvdbench.models.bert.data import BERT, BERT_PACKED
+from hvdbench.models.contracts import ModelSpec, accuracy
 
 
 @dataclass(frozen=True)
@@ -51,8 +52,9 @@ SPEC = ModelSpec(
     flavors=FLAVORS,
     default_flavor="large",
     frameworks=("torch",),
-    data_kinds=("bert", "bert_packed"),
-    metric_name="masked_lm_accuracy",
+    kinds=(BERT, BERT_PACKED),
+    metric=accuracy("masked_lm_accuracy"),
+    mlperf_benchmark="bert",
     mlperf_target=0.720,
     # Measured with the debug defaults below on 2 CPU ranks (global batch 16) on
     # `hvdbench prepare bert --src builtin:pydoc --vocab-size 4000`: 0.12 is passed in ~1.2 epochs
@@ -80,4 +82,13 @@ SPEC = ModelSpec(
         "debug": {"batch_per_gpu": 8, "lr": 3e-3, "lr_base_batch": 32, "warmup_epochs": 0.1,
                   "max_epochs": 3.0, "eval_every": 2000.0},
     },
+    # Beside the common keys; the loop adds opt_learning_rate_warmup_steps/_training_steps.
+    mllog_hyperparameters={
+        "opt_learning_rate_warmup_epochs": "warmup_epochs",
+        "opt_end_learning_rate": "end_lr",
+        "opt_learning_rate_decay_poly_power": "decay_power",
+        "opt_weight_decay": "weight_decay",
+    },
+    parameters={"large": 336_226_108},
+    prepare_commands=("hvdbench.models.bert.cli:bert", "hvdbench.models.bert.cli:pack"),
 )

@@ -9,7 +9,7 @@
       2x4x64x2: {lr: 0.8, warmup_epochs: 2}
 
 Loading is strict: an unknown key anywhere, a wrong type or a malformed name is a ConfigError
-naming the file and the key (the keys are checked against `hvdbench.config.TrainConfig`). Each run
+naming the file and the key (the keys are checked against `hvdbench.train.config.TrainConfig`). Each run
 of a layout gets the merged settings as `<run dir>/layout.yaml`, passed as `hvdbench train
 --config`; options after `--` on the sweep command line still reach train, but one that sets the
 same key as the config is refused, so a run is never silently different from its name.
@@ -20,7 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from hvdbench import config as train_config
+from hvdbench.train import config as train_config
 from hvdbench.errors import ConfigError
 from hvdbench.launchers.slurm import DEFAULT_TEMPLATE
 

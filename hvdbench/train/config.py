@@ -30,7 +30,7 @@ from hvdbench.errors import ConfigError
 
 FRAMEWORKS = ("torch", "tensorflow")
 PRECISIONS = ("fp32", "bf16", "fp16")
-OPTIMIZERS = ("sgd", "adamw")
+OPTIMIZERS = ("sgd", "adamw", "adam")  # each framework's Trainer implements these
 LR_SCALINGS = ("linear", "sqrt", "none")  # how the learning rate grows with the global batch
 EVAL_UNITS = ("epochs", "samples")
 DIVISIONS = ("open", "closed")
@@ -47,47 +47,59 @@ class SubmissionConfig:
     status: str = "research"
 
 
+def option(default, help: str, cli: bool = False, choices: tuple[str, ...] | None = None):
+    """A TrainConfig field with its help text: `cli=True` makes it a `hvdbench train --<name>`
+    option (cli/train.py builds them from these fields); every field can be set with
+    `--set name=value` or in a YAML file. `choices` are checked by `validate`."""
+    return field(default=default, metadata={"help": help, "cli": cli, "choices": choices})
+
+
 @dataclass
 class TrainConfig:
-    model: str = ""
-    framework: str = "torch"
-    flavor: str = ""  # empty: the spec's default flavor
+    model: str = option("", "The model's registered name (the command's MODEL argument).")
+    framework: str = option("torch", "Framework of the model's implementation.", cli=True, choices=FRAMEWORKS)
+    flavor: str = option("", "Network size, e.g. full/debug (resnet50), large/base/debug (bert) "
+                             "[default: the model's].", cli=True)
     # data: a prepared dataset directory, or one fixed random batch kept on the device
-    data: str = ""
-    synthetic: bool = False
+    data: str = option("", "A dataset prepared by `hvdbench prepare`.", cli=True)
+    synthetic: bool = option(False, "One fixed random batch kept on the device (takes the data pipeline out).",
+                             cli=True)
     # batch: each optimizer step sees batch_per_gpu x accum_steps x world size samples
-    batch_per_gpu: int = 32
-    eval_batch_per_gpu: int = 0  # 0: same as batch_per_gpu
-    accum_steps: int = 1
-    precision: str = "fp32"
-    fp16_allreduce: bool = False
+    batch_per_gpu: int = option(32, "Samples per rank per micro-batch.", cli=True)
+    eval_batch_per_gpu: int = option(0, "Samples per rank per evaluation batch (0: batch_per_gpu).")
+    accum_steps: int = option(1, "Micro-batches per optimizer step (gradient accumulation).", cli=True)
+    precision: str = option("fp32", "bf16/fp16: autocast (Keras mixed policy); fp16 on CUDA adds loss "
+                                    "scaling.", cli=True, choices=PRECISIONS)
+    fp16_allreduce: bool = option(False, "Compress gradients to fp16 on the wire.", cli=True)
     # optimizer; lr is the peak rate for a global batch of lr_base_batch, scaled by lr_scaling
-    optimizer: str = "sgd"
-    lr: float = 0.1
-    lr_base_batch: int = 256
-    lr_scaling: str = "linear"
-    warmup_epochs: float = 0.0
-    end_lr: float = 0.0001  # polynomial decay from the peak down to this at the last step
-    decay_power: float = 2.0
-    momentum: float = 0.9
-    weight_decay: float = 5e-5
+    optimizer: str = option("sgd", f"Optimizer: {', '.join(OPTIMIZERS)}, or the one the model brings.")
+    lr: float = option(0.1, "Peak learning rate for a global batch of lr_base_batch (scaled).", cli=True)
+    lr_base_batch: int = option(256, "Global batch the peak learning rate is given for.")
+    lr_scaling: str = option("linear", "How the learning rate grows with the global batch.",
+                             choices=LR_SCALINGS)
+    warmup_epochs: float = option(0.0, "Linear warm-up of the learning rate, in epochs.")
+    end_lr: float = option(0.0001, "Polynomial decay from the peak down to this at the last step.")
+    decay_power: float = option(2.0, "Power of the polynomial decay.")
+    momentum: float = option(0.9, "SGD momentum.")
+    weight_decay: float = option(5e-5, "Weight decay (not on biases and norms).")
     # throughput mode (--steps; also the mode with --synthetic): warm-up steps are not timed
-    steps: int = 0
-    warmup_steps: int = 10
+    steps: int = option(0, "Throughput mode: timed steps.", cli=True)
+    warmup_steps: int = option(10, "Throughput mode: untimed steps first (default 10).", cli=True)
     # time-to-accuracy mode (--data without --steps)
-    target: float = 0.0  # 0: the spec's target for the flavor
-    max_epochs: float = 10.0
-    eval_every: float = 1.0
-    eval_unit: str = "epochs"
+    target: float = option(0.0, "Time-to-accuracy target (0: the model's MLPerf target).", cli=True)
+    max_epochs: float = option(10.0, "Stop (status aborted) after this many epochs.", cli=True)
+    eval_every: float = option(1.0, "Evaluate every N eval_units (epochs; BERT: samples).", cli=True)
+    eval_unit: str = option("epochs", "Unit of eval_every.", choices=EVAL_UNITS)
     # plumbing
-    seed: int = 0
-    prefetch: int = 2  # batches read ahead by the dataset loader's thread
-    threads: int = 0  # math threads per rank; 0: cpu_count // local_size
-    out: str = ""
-    run_id: str = ""
-    sweep_name: str = ""
-    repeat: int = 0
-    submission: SubmissionConfig = field(default_factory=SubmissionConfig)
+    seed: int = option(0, "Seed of the weights, the shuffling and synthetic batches.", cli=True)
+    prefetch: int = option(2, "Batches read ahead by the dataset loader's thread.")
+    threads: int = option(0, "CPU math threads per rank (0: cores / local ranks).", cli=True)
+    out: str = option("", "Directory for result.json, mllog.txt, config.yaml.", cli=True)
+    run_id: str = option("", "Label for the result record (default: time + random).", cli=True)
+    sweep_name: str = option("", "Sweep this run belongs to (recorded).", cli=True)
+    repeat: int = option(0, "Repeat index within the sweep (recorded).", cli=True)
+    submission: SubmissionConfig = field(default_factory=SubmissionConfig,
+                                         metadata={"help": "MLPerf submission fields of the event log."})
 
     @property
     def mode(self) -> str:
@@ -220,14 +232,14 @@ def validate(cfg: TrainConfig, spec) -> None:
         if value not in valid:
             raise ConfigError(f"{key} {value!r} is not one of {', '.join(valid)}")
 
-    choice("framework", cfg.framework, FRAMEWORKS)
+    for f in fields(TrainConfig):
+        if f.metadata.get("choices"):
+            choice(f.name, getattr(cfg, f.name), f.metadata["choices"])
     if cfg.framework not in spec.frameworks:
         raise ConfigError(f"model {spec.name} has no {cfg.framework} implementation "
                           f"(frameworks: {', '.join(spec.frameworks)})")
-    choice("precision", cfg.precision, PRECISIONS)
-    choice("optimizer", cfg.optimizer, OPTIMIZERS)
-    choice("lr_scaling", cfg.lr_scaling, LR_SCALINGS)
-    choice("eval_unit", cfg.eval_unit, EVAL_UNITS)
+    # A model folder may implement its reference's own optimizer (make_optimizer), named as its default.
+    choice("optimizer", cfg.optimizer, tuple(dict.fromkeys([*OPTIMIZERS, spec.defaults.get("optimizer", "sgd")])))
     choice("submission.division", cfg.submission.division, DIVISIONS)
     choice("submission.status", cfg.submission.status, SUBMISSION_STATUSES)
     if bool(cfg.data) == cfg.synthetic:
@@ -241,8 +253,7 @@ def validate(cfg: TrainConfig, spec) -> None:
     if not (cfg.lr > 0 and cfg.end_lr >= 0 and cfg.warmup_epochs >= 0 and cfg.weight_decay >= 0):
         raise ConfigError("lr must be > 0; end_lr, warmup_epochs and weight_decay must be >= 0")
     if cfg.mode == "time_to_accuracy":
-        if not 0 < cfg.target <= 1:
-            raise ConfigError(f"target must be in (0, 1], got {cfg.target}")
+        spec.metric.check_target(cfg.target)
         if cfg.max_epochs <= 0 or cfg.eval_every <= 0:
             raise ConfigError("max_epochs and eval_every must be > 0")
         if cfg.eval_unit == "epochs" and cfg.eval_every != int(cfg.eval_every):

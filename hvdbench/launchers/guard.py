@@ -1,11 +1,11 @@
-"""The one place hvdbench starts processes: run a launch command, capture its output, enforce a
-timeout, and leave nothing behind.
+"""Where hvdbench runs launch commands (a sweep's runs and benches) and short queries (sbatch,
+scontrol): run one, capture its output, enforce a timeout, and leave nothing behind.
 
     outcome = run(argv, env, log=run_dir / "launch.log", record=run_dir / "launch.json", timeout=600)
     outcome.status      # "exited" | "timeout" | "interrupted"; .returncode, .pid, .pgid, .wall_s
     capture(["scontrol", "show", "hostnames", "node[1-4]"])   # a short query: its stdout
 
-Each launch runs under a small *guard* process (`python -m hvdbench.launchers.runner guard ...`),
+Each launch runs under a small *guard* process (`python -m hvdbench.launchers.guard guard ...`),
 started in a new session, so the guard, the launcher and everything they fork share one process
 group that is neither the sweep's nor the terminal's. The guard:
 - starts the launcher and records its descendants by pid and creation time while it runs (some
@@ -59,7 +59,7 @@ def run(argv: list[str], env: Mapping[str, str], log: Path, record: Path, *,
     """Run `argv` to completion (or `timeout` seconds) under a guard; stdout and stderr go to `log`.
     An exception in the caller while waiting (the sweep's SIGTERM/SIGINT handler raises one) ends
     the run's whole process tree before it propagates."""
-    guard = [sys.executable, "-m", "hvdbench.launchers.runner", "guard", "--parent", str(os.getpid()),
+    guard = [sys.executable, "-m", "hvdbench.launchers.guard", "guard", "--parent", str(os.getpid()),
              "--record", str(record), "--timeout", str(timeout or 0), "--grace", str(grace_s),
              "--", *map(str, argv)]
     log.parent.mkdir(parents=True, exist_ok=True)
@@ -304,14 +304,14 @@ def _track(psutil, pid: int, tracked: dict[int, float], save) -> None:
 
 
 def _main(args: list[str]) -> int:
-    # python -m hvdbench.launchers.runner guard --parent PID --record FILE --timeout S --grace S -- ARGV
+    # python -m hvdbench.launchers.guard guard --parent PID --record FILE --timeout S --grace S -- ARGV
     try:
         sep = args.index("--")
         opts = dict(zip(args[1:sep:2], args[2:sep:2]))
         return _guard(int(opts["--parent"]), Path(opts["--record"]), float(opts["--timeout"]),
                       float(opts["--grace"]), args[sep + 1:])
     except (ValueError, KeyError, IndexError):
-        print("usage: python -m hvdbench.launchers.runner guard --parent PID --record FILE "
+        print("usage: python -m hvdbench.launchers.guard guard --parent PID --record FILE "
               "--timeout S --grace S -- ARGV...", file=sys.stderr)
         return 2
 

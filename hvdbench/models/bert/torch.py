@@ -1,13 +1,13 @@
 """BERT for pre-training (masked LM + next sentence), single-device PyTorch code.
 
     from hvdbench.models import get_spec
-    from hvdbench.frameworks.torch.models import bert
+    from hvdbench.models.bert import torch as bert
     model = bert.build(get_spec("bert").flavor("debug"), vocab_size=2000, max_seq_len=128)
     loss, stats = bert.loss_and_stats(model, batch)   # stats: masked-LM {"correct", "total"}
 
 Post-LayerNorm transformer with GELU and the MLM decoder tied to the word embeddings, as in the
 original BERT and MLPerf's reference. A batch is either unpacked (one sequence per row) or packed
-(several sequences per row; see COMMON.md for the fields). Packed rows are detected by the
+(several sequences per row; the fields are in hvdbench/data/packing.py). Packed rows are detected by the
 `packed_input_len` field and handled so that every sequence sees exactly what it would see alone:
 
 - attention is block-diagonal: token i attends token j iff input_mask[i] == input_mask[j]. With
@@ -31,10 +31,6 @@ import torch.nn.functional as F
 from torch import nn
 
 from hvdbench.errors import ConfigError
-
-# Ids used in synthetic batches, as in the standard uncased WordPiece vocabulary.
-_CLS, _SEP, _MASK, _FIRST_WORD = 101, 102, 103, 1000
-
 
 class SelfAttention(nn.Module):
     def __init__(self, cfg):
@@ -194,35 +190,3 @@ def loss_and_stats(model, batch):
     nsp = per["nsp_loss"].sum() / per["valid"].sum().clamp(min=1)
     stats = {"correct": per["mlm_correct"].sum().detach(), "total": total.detach()}
     return mlm + nsp, stats
-
-
-def synthetic_batch(cfg, batch_size, generator, vocab_size=None, max_seq_len=None,
-                    max_predictions=None, **_):
-    """An unpacked batch with the dataset's fields and dtypes: each row is [CLS] A [SEP] B [SEP]
-    of random length and content, ~15 % of its tokens masked at increasing non-zero positions."""
-    v = int(vocab_size or cfg.vocab_size)
-    l = int(max_seq_len or cfg.max_seq_len)
-    p = int(max_predictions or cfg.max_predictions)
-    g = generator
-    first_word = _FIRST_WORD if v > 2 * _FIRST_WORD else 5  # tiny vocabularies: skip few specials
-    cls, sep, mask_id = (_CLS, _SEP, _MASK) if v > _FIRST_WORD else (1, 2, 3)
-    fields = {k: torch.zeros(batch_size, n, dtype=torch.int32)
-              for k, n in [("input_ids", l), ("input_mask", l), ("segment_ids", l),
-                           ("masked_lm_positions", p), ("masked_lm_ids", p)]}
-    fields["next_sentence_labels"] = torch.randint(0, 2, (batch_size,), generator=g, dtype=torch.int32)
-    for r in range(batch_size):
-        n = int(torch.randint(max(5, l // 2), l + 1, (1,), generator=g))  # tokens incl. specials
-        a = int(torch.randint(1, n - 3, (1,), generator=g))  # words in segment A
-        ids = torch.randint(first_word, v, (n,), generator=g, dtype=torch.int32)
-        ids[0], ids[a + 1], ids[n - 1] = cls, sep, sep
-        fields["segment_ids"][r, a + 2:n] = 1
-        words = torch.tensor([i for i in range(1, n - 1) if i != a + 1])
-        k = min(p, max(1, round(0.15 * len(words))))
-        pos = words[torch.randperm(len(words), generator=g)[:k]].sort().values
-        fields["masked_lm_positions"][r, :k] = pos.int()
-        fields["masked_lm_ids"][r, :k] = ids[pos]
-        ids[pos] = mask_id
-        fields["input_ids"][r, :n] = ids
-        fields["input_mask"][r, :n] = 1
-    return fields
-

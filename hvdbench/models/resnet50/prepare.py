@@ -24,6 +24,7 @@ from hvdbench.data import manifest as mf
 from hvdbench.data.parallel import ShardJob, World, finish, run_jobs, start
 from hvdbench.data.shards import shard_name, write_shard
 from hvdbench.errors import DatasetError
+from hvdbench.models.resnet50.data import IMAGES
 
 IMAGE_SUFFIXES = {".jpg", ".jpeg", ".png", ".bmp", ".gif", ".tif", ".tiff", ".webp", ".ppm"}
 REPORT_FIRST = 5  # skipped paths named in the report
@@ -129,13 +130,13 @@ def prepare_images(src: Path, out: Path, *, size: int = 224, samples_per_shard: 
     for job in jobs:
         job.work = {"src": str(src), "size": size, "strict": strict,
                     "items": [(rel, label) for rel, label, *_ in job.work]}
-    start(out, "images", params, overwrite, world)
+    start(out, IMAGES.name, params, overwrite, world)
     records = run_jobs(out, jobs, _make_shard, world=world, workers=workers, label="images")
     skipped = list(tree["ignored"])
     for job in jobs:
         skipped += records[job.file]["info"].get("skipped", [])
-    fields = {"images": mf.field_spec((size, size, 3), "uint8"), "labels": mf.field_spec((), "int64")}
-    manifest = mf.new_manifest("images", fields, seed, params, command,
+    fields = IMAGES.fields({"image_size": size})
+    manifest = mf.new_manifest(IMAGES.name, fields, seed, params, command,
                                num_classes=len(tree["class_names"]), class_names=tree["class_names"],
                                image_size=size, skipped={"count": len(skipped), "first": skipped[:REPORT_FIRST]})
     return finish(out, jobs, records, manifest, world)

@@ -1,0 +1,50 @@
+"""The framework-neutral half of `Dist`, shared by `frameworks/torch/dist.py` and `tf/dist.py`:
+Horovod's init, the attributes the worker reads, and the collectives on host values.
+
+    dist = Dist(threads=0)                  # a subclass: hvd.init(), device, thread pools
+    dist.rank, dist.size, dist.local_size, dist.cross_size, dist.controller, dist.hostname
+    dist.allgather_object(obj)              # every rank's obj, in rank order
+    dist.allreduce_sum(np.array([3.0, 4.0]))
+"""
+
+from __future__ import annotations
+
+import socket
+
+import numpy as np
+
+from hvdbench.frameworks import math_threads
+
+
+class DistBase:
+    def __init__(self, hvd, threads: int = 0):
+        """`hvd`: horovod.torch or horovod.tensorflow, already imported by the subclass."""
+        self.hvd = hvd
+        hvd.init()
+        self.rank, self.size = hvd.rank(), hvd.size()
+        self.local_rank, self.local_size = hvd.local_rank(), hvd.local_size()
+        self.cross_size = hvd.cross_size()
+        self.controller = "mpi" if hvd.mpi_enabled() else "gloo" if hvd.gloo_enabled() else ""
+        # Two ranks sharing a CPU must not each start one thread per core (they would fight).
+        self.threads = math_threads(threads, self.local_size, self.size)
+        self.hostname = socket.gethostname()
+
+    def tensor(self, values: np.ndarray):
+        """A host tensor of the framework holding `values`."""
+        raise NotImplementedError
+
+    def allgather_object(self, obj) -> list:
+        # A fixed name: Horovod otherwise names the op after the object's type, and ranks sending
+        # different types (an error string on one, None on the others) would wait forever.
+        return self.hvd.allgather_object(obj, name="hvdbench.allgather_object")
+
+    def allreduce_sum(self, values) -> np.ndarray:
+        t = self.tensor(np.asarray(values, dtype=np.float64))
+        return np.asarray(self.hvd.allreduce(t, op=self.hvd.Sum, name="hvdbench.sum").numpy())
+
+    def allreduce_max(self, value: float) -> float:
+        t = self.tensor(np.array([value], dtype=np.float64))
+        return float(self.hvd.allreduce(t, op=self.hvd.Max, name="hvdbench.max").numpy()[0])
+
+    def shutdown(self) -> None:
+        self.hvd.shutdown()

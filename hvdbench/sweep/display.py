@@ -1,0 +1,110 @@
+"""What a sweep shows: the plan and exact commands of --dry-run, and, while it runs, a progress
+bar with the run in flight and one line per finished run (and per layout's allreduce bench).
+
+    hvdbench sweep resnet50 --hosts localhost:2 --dry-run --out results/demo -- --synthetic
+    ->  dry_run(spec, console)
+    hvdbench sweep resnet50 --hosts localhost:2 --out results/demo -- --synthetic
+    ->  with SweepProgress(spec, console) as shown:
+            shown.bench(layout, outcome, rdir)    # `bench allreduce 1x2   12.3 s  done`
+            shown.start(total, done)
+            shown.running(run) ... shown.finished(run, result)   # `1x2-r1  1x2  repeat 1  41.0 s  success`
+"""
+
+from __future__ import annotations
+
+import shlex
+import time
+from pathlib import Path
+
+from rich.progress import (BarColumn, MofNCompleteColumn, Progress, ProgressColumn, TextColumn,
+                           TimeElapsedColumn)
+from rich.table import Table
+from rich.text import Text
+
+from hvdbench.launchers.guard import Outcome
+from hvdbench.results.schema import RunResult
+from hvdbench.sweep.launch import command, env_additions
+from hvdbench.sweep.plan import PlannedRun
+from hvdbench.sweep.spec import SweepSpec
+from hvdbench.topology import Layout
+
+
+def dry_run(spec: SweepSpec, console) -> None:
+    table = Table(title=f"sweep {spec.name}: {spec.model}, {len(spec.runs)} runs "
+                        f"({len(spec.entries)} layouts x {spec.repeats} repeats)")
+    columns = ["#", "run", "layout", "scale", "GPUs", "hosts"] + (["settings"] if spec.config_path else [])
+    for col in columns:
+        table.add_column(col)
+    for i, run in enumerate(spec.runs, 1):
+        settings = run.entry.config.settings if run.entry.config else {}
+        table.add_row(str(i), run.run_id, run.layout.name, run.layout.scale, str(run.layout.world_size),
+                      ",".join(map(str, run.layout.host_slots)),
+                      *([" ".join(f"{k}={v}" for k, v in settings.items())] if spec.config_path else []))
+    console.print(table)
+    extra = env_additions(spec)
+    if extra:
+        print("environment added: " + " ".join(f"{k}={shlex.quote(v)}" for k, v in sorted(extra.items())))
+    for run in spec.runs:  # plain print: an exact command must not be wrapped or restyled
+        print(f"{run.run_id}: {shlex.join(command(spec, run)[0])}")
+
+
+def plan_line(spec: SweepSpec, todo: int) -> str:
+    return (f"sweep {spec.name}: {len(spec.runs)} runs ({len(spec.entries)} layouts x {spec.repeats} "
+            f"repeats), {todo} to do; store {spec.store}")
+
+
+def run_line(run: PlannedRun, result: RunResult) -> str:
+    return (f"{run.run_id:<16} {run.layout.name:>6}  repeat {run.repeat}  {result.wall_s or 0:7.1f} s  "
+            f"{result.status}" + (f"  {result.error[:120]}" if result.error else ""))
+
+
+def bench_line(layout: Layout, outcome: Outcome, rdir: Path) -> str:
+    ok = outcome.status == "exited" and outcome.returncode == 0
+    said = "done" if ok else f"{outcome.status} (see {rdir / 'launch.log'})"
+    return f"bench allreduce {layout.name:>6}  {outcome.wall_s:7.1f} s  {said}"
+
+
+class _CurrentRun(ProgressColumn):
+    """Progress column: the run in flight and how long it has been going."""
+
+    def render(self, task) -> Text:
+        if not task.fields.get("run"):
+            return Text("")
+        elapsed = int(time.monotonic() - task.fields["run_start"])
+        return Text(f"{task.fields['run']} {elapsed // 60}:{elapsed % 60:02d}")
+
+
+class SweepProgress:
+    """The live display of a running sweep (a rich Progress); lines printed through it appear
+    above the bar."""
+
+    def __init__(self, spec: SweepSpec, console):
+        self.spec = spec
+        self.progress = Progress(TextColumn("{task.description}"), BarColumn(bar_width=24), MofNCompleteColumn(),
+                                 TimeElapsedColumn(), _CurrentRun(), console=console)
+        self.task = None
+
+    def __enter__(self) -> SweepProgress:
+        self.progress.__enter__()
+        return self
+
+    def __exit__(self, *exc):
+        return self.progress.__exit__(*exc)
+
+    def print(self, line: str) -> None:
+        self.progress.console.print(line)
+
+    def bench(self, layout: Layout, outcome: Outcome, rdir: Path) -> None:
+        self.print(bench_line(layout, outcome, rdir))
+
+    def start(self, total: int, done: int) -> None:
+        self.task = self.progress.add_task(f"sweep {self.spec.name}", total=total, completed=done)
+
+    def running(self, run: PlannedRun) -> None:
+        self.progress.update(self.task, run=f"running {run.run_id}", run_start=time.monotonic())
+
+    def finished(self, run: PlannedRun, result: RunResult | None) -> None:
+        """A run ended: its line (none when another sweep had it or had recorded it), and a step."""
+        if result is not None:
+            self.print(run_line(run, result))
+        self.progress.update(self.task, advance=1, run="")

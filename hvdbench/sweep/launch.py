@@ -1,0 +1,102 @@
+"""The one way a sweep starts anything: a training run and the per-layout allreduce bench alike.
+
+    hvdbench sweep resnet50 --hosts localhost:2 --allreduce-bench 64M --out results/demo -- --synthetic
+    ->  argv, env = command(spec, run)                  # the launcher around `hvdbench train ...`
+        started_at, outcome = launch_run(spec, run)     # results/demo/1x2-r1/
+        started_at, outcome = launch_bench(spec, layout)  # results/demo/bench-allreduce-1x2/
+
+`launch` builds the command with hvdbench.launchers (the sweep's launcher, controller, launcher
+arguments and --env), writes what the launch directory keeps of it (hostfile, command.txt with
+the environment the sweep adds, logs/, and any extra files such as layout.yaml), and runs it
+under the guard (hvdbench.launchers.guard: timeout, grace, launch.log, launch.json).
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Mapping, NamedTuple
+
+from hvdbench import launchers
+from hvdbench.launchers import guard
+from hvdbench.results.schema import atomic_write_text
+from hvdbench.sweep.plan import PlannedRun
+from hvdbench.sweep.spec import SweepSpec, run_dir
+from hvdbench.topology import Layout, write_hostfile
+
+
+class Launched(NamedTuple):
+    started_at: str  # UTC, ISO 8601, to the second
+    outcome: guard.Outcome
+
+
+def job_command(spec: SweepSpec, layout: Layout, worker: list[str] | tuple[str, ...], rdir: Path,
+                base_env: Mapping[str, str] | None = None) -> tuple[list[str], dict[str, str]]:
+    """(argv, env): `layout.world_size` copies of `worker` through the sweep's launcher."""
+    job = launchers.Job(layout, tuple(worker), rdir, spec.controller, spec.launcher_args,
+                        tuple(spec.user_env))
+    return launchers.build(spec.launcher, job, launchers.launch_env(spec.user_env, base=base_env))
+
+
+def train_worker(spec: SweepSpec, run: PlannedRun) -> list[str]:
+    """`hvdbench train MODEL [--config RUN_DIR/layout.yaml] TRAIN_ARGS --out RUN_DIR --run-id ...`."""
+    rdir = run_dir(spec, run)
+    config_args = ["--config", str(rdir / "layout.yaml")] if run.entry.config else []
+    return launchers.worker_argv(spec.model, [
+        *config_args, *spec.train_args, "--out", str(rdir), "--run-id", run.run_id,
+        "--sweep-name", spec.name, "--repeat", str(run.repeat)])
+
+
+def command(spec: SweepSpec, run: PlannedRun, base_env=None) -> tuple[list[str], dict[str, str]]:
+    """(argv, env) of one run: the launcher around `hvdbench train MODEL ... --out RUN_DIR`."""
+    return job_command(spec, run.layout, train_worker(spec, run), run_dir(spec, run), base_env)
+
+
+def env_additions(spec: SweepSpec) -> dict[str, str]:
+    """What the sweep adds to the environment (shown by --dry-run and in command.txt)."""
+    return {k: v for k, v in launchers.launch_env(spec.user_env).items() if os.environ.get(k) != v}
+
+
+def command_text(spec: SweepSpec, argv: list[str]) -> str:
+    """command.txt: the added environment, one `KEY=value \\` line each, then the exact argv."""
+    env_lines = "".join(f"{k}={shlex.quote(v)} \\\n" for k, v in sorted(env_additions(spec).items()))
+    return env_lines + shlex.join(argv) + "\n"
+
+
+def launch(spec: SweepSpec, layout: Layout, worker: list[str] | tuple[str, ...], rdir: Path,
+           files: Mapping[str, str] | None = None) -> Launched:
+    """Run `worker` over `layout` with its files in `rdir`; returns when it ended (or was ended)."""
+    argv, env = job_command(spec, layout, worker, rdir)
+    (rdir / "logs").mkdir(parents=True, exist_ok=True)
+    write_hostfile(rdir / "hostfile", layout.host_slots)
+    for name, text in (files or {}).items():
+        atomic_write_text(rdir / name, text)
+    atomic_write_text(rdir / "command.txt", command_text(spec, argv))
+    started = datetime.now(timezone.utc).isoformat(timespec="seconds")
+    outcome = guard.run(argv, env, rdir / "launch.log", rdir / "launch.json",
+                        timeout=spec.timeout, grace_s=spec.grace_s)
+    return Launched(started, outcome)
+
+
+def launch_run(spec: SweepSpec, run: PlannedRun) -> Launched:
+    """One training run in RUN_DIR, with its layout.yaml when the sweep has a config."""
+    files = {}
+    if run.entry.config:
+        import yaml
+
+        files["layout.yaml"] = yaml.safe_dump(run.entry.config.settings, sort_keys=False)
+    return launch(spec, run.layout, train_worker(spec, run), run_dir(spec, run), files)
+
+
+def bench_dir(spec: SweepSpec, layout: Layout) -> Path:
+    return spec.out / f"bench-allreduce-{layout.name}"
+
+
+def launch_bench(spec: SweepSpec, layout: Layout) -> Launched:
+    """`hvdbench bench allreduce --max-bytes MAX --out SWEEP` over `layout`, in bench_dir(); the
+    bench appends its rows to SWEEP/bench_allreduce.csv itself."""
+    worker = [str(launchers.bin_dir() / "hvdbench"), "bench", "allreduce",
+              "--max-bytes", spec.allreduce_bench, "--out", str(spec.out)]
+    return launch(spec, layout, worker, bench_dir(spec, layout))

@@ -1,0 +1,87 @@
+"""What a sweep is: its model, directory, layouts, repeats and launch options, and the record
+(sweep.json) that keeps a resume from mixing in runs made with other arguments.
+
+    hvdbench sweep resnet50 --hosts localhost:2 --repeats 2 --out results/demo -- --synthetic
+    ->  spec = SweepSpec(model="resnet50", out=Path("results/demo"), entries=plan_entries(...),
+                         repeats=2, train_args=("--synthetic",))
+        check_sweep_record(spec)     # writes results/demo/sweep.json, or refuses a mismatch
+        run_dir(spec, run)           # results/demo/<run_id>
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+
+from hvdbench.errors import ConfigError
+from hvdbench.results.schema import atomic_write_text
+from hvdbench.sweep.plan import PlannedRun, interleave
+
+# Train options the sweep sets for every run: not allowed after `--`.
+SWEEP_OWNED = ("--out", "--run-id", "--sweep-name", "--repeat")
+
+
+@dataclass
+class SweepSpec:
+    model: str
+    out: Path
+    entries: list  # plan.Entry
+    repeats: int = 1
+    name: str = ""  # default: the name of --out
+    launcher: str = "horovodrun"
+    controller: str = "gloo"
+    timeout: float | None = None
+    train_args: tuple[str, ...] = ()
+    user_env: dict[str, str] = field(default_factory=dict)
+    launcher_args: tuple[str, ...] = ()
+    retry_failed: bool = False
+    config_path: Path | None = None
+    grace_s: float = 10.0
+    allreduce_bench: str | None = None  # max message size: run `bench allreduce` once per layout
+
+    def __post_init__(self):
+        self.out = Path(self.out).absolute()
+        self.name = self.name or self.out.name
+        for arg in self.train_args:
+            if arg.split("=", 1)[0] in SWEEP_OWNED:
+                raise ConfigError(f"train argument {arg.split('=', 1)[0]} is set by the sweep for every run")
+
+    @property
+    def store(self) -> Path:
+        return self.out / "runs.csv"
+
+    @property
+    def runs(self) -> list[PlannedRun]:
+        return interleave(self.entries, self.repeats)
+
+    @property
+    def controller_name(self) -> str:
+        return self.controller if self.launcher == "horovodrun" else "mpi"
+
+
+def run_dir(spec: SweepSpec, run: PlannedRun) -> Path:
+    return spec.out / run.run_id
+
+
+def check_sweep_record(spec: SweepSpec) -> None:
+    """Write sweep.json the first time; later, refuse a sweep whose model, train arguments or
+    config differ (its rows would not be comparable with the ones already there). Layouts,
+    repeats, launcher and timeout may change: that is how a sweep is extended."""
+    path = spec.out / "sweep.json"
+    identity = {"model": spec.model, "train_args": list(spec.train_args),
+                "config": str(spec.config_path.resolve()) if spec.config_path else None}
+    if path.exists():
+        try:
+            old = json.loads(path.read_text())
+        except ValueError:
+            raise ConfigError(f"{path}: not valid JSON") from None
+        for key, value in identity.items():
+            if old.get(key) != value:
+                raise ConfigError(f"{path}: this sweep was made with {key} {old.get(key)!r}, not "
+                                  f"{value!r}; use another --out for a different sweep")
+        return
+    atomic_write_text(path, json.dumps({
+        **identity, "name": spec.name, "created_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "hvdbench": __import__("hvdbench").__version__}, indent=2) + "\n")

@@ -1,0 +1,34 @@
+"""Fault injection, so tests and users can see what a sweep does with a crashed or hung rank.
+
+    HVDBENCH_INJECT_FAULT=hang HVDBENCH_INJECT_FAULT_STEP=3 horovodrun -np 2 hvdbench train ...
+"""
+
+from __future__ import annotations
+
+import os
+import time
+
+from hvdbench.errors import ConfigError
+
+
+class Fault:
+    """HVDBENCH_INJECT_FAULT=crash|hang on rank HVDBENCH_INJECT_FAULT_RANK (default: the last) at
+    training step HVDBENCH_INJECT_FAULT_STEP (default 2; steps count from 0, warm-up included)."""
+
+    def __init__(self, rank: int, size: int, env=os.environ):
+        self.kind = env.get("HVDBENCH_INJECT_FAULT", "")
+        if self.kind not in ("", "crash", "hang"):
+            raise ConfigError(f"HVDBENCH_INJECT_FAULT={self.kind!r}: use crash or hang")
+        try:
+            target_rank = int(env.get("HVDBENCH_INJECT_FAULT_RANK", size - 1))
+            self.step = int(env.get("HVDBENCH_INJECT_FAULT_STEP", 2))
+        except ValueError:
+            raise ConfigError("HVDBENCH_INJECT_FAULT_RANK and _STEP must be integers") from None
+        self.armed = bool(self.kind) and target_rank == rank
+
+    def check(self, step: int) -> None:
+        if self.armed and step == self.step:
+            if self.kind == "crash":
+                raise RuntimeError("injected fault")
+            while True:  # "hang": what a deadlocked or stuck rank looks like to the launcher
+                time.sleep(3600)

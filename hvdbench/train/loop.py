@@ -1,0 +1,206 @@
+"""The framework-neutral training loop and what it measures, in two modes.
+
+- throughput (`--steps N --warmup-steps W`, on real data or `--synthetic`, which implies it): W
+  untimed steps, then N steps between two synchronised points; global samples/s = N x global
+  batch / the slowest rank's elapsed time (not rank 0's rate x size).
+- time-to-accuracy (`--data` without `--steps`): train, evaluate the model's metric on the whole
+  validation split every `eval_every` epochs (or samples), stop when the target is reached in the
+  metric's direction (success) or at max_epochs (aborted). time-to-train = run_start -> run_stop,
+  as in MLPerf.
+
+    loop = Loop(cfg, dist, trainer, events, fault, ds, global_batch, peak_lr, metric, synthetic)
+    measures = loop.throughput()   or   loop.time_to_accuracy()
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import math
+import time
+from dataclasses import dataclass, field
+
+from mlperf_logging.mllog import constants as C
+
+from hvdbench.errors import DatasetError
+from hvdbench.train.schedule import lr_at
+
+
+@dataclass
+class Measures:
+    status: str = "success"
+    steps: int = 0
+    warmup_steps: int = 0
+    throughput: float | None = None
+    step_time_mean_s: float | None = None
+    step_time_std_s: float | None = None
+    final_metric: float | None = None
+    epochs: float | None = None
+    epochs_to_target: float | None = None
+    time_per_epoch_s: float | None = None
+    time_to_train_s: float | None = None
+    evals: list = field(default_factory=list)
+
+
+class Loop:
+    def __init__(self, cfg, dist, trainer, events, fault, ds, global_batch, peak_lr, metric=None,
+                 synthetic=None):
+        """`ds`: the opened dataset (None with --synthetic); `metric`: the model's Metric (for
+        time-to-accuracy); `synthetic`: one fixed batch on the device (for --synthetic)."""
+        self.cfg, self.dist, self.trainer, self.events, self.fault = cfg, dist, trainer, events, fault
+        self.ds, self.global_batch, self.peak_lr = ds, global_batch, peak_lr
+        self.metric, self.synthetic = metric, synthetic
+
+    def _train_loader(self):
+        cfg, dist = self.cfg, self.dist
+        loader = self.ds.loader("train", cfg.batch_per_gpu, rank=dist.rank, size=dist.size,
+                                seed=cfg.seed, shuffle=True, drop_last=True, prefetch=cfg.prefetch)
+        steps_per_epoch = len(loader) // cfg.accum_steps
+        if steps_per_epoch == 0:
+            raise DatasetError(f"{cfg.data}: {self.ds.num_samples('train')} training samples are fewer "
+                               f"than one global batch of {self.global_batch}")
+        return loader, steps_per_epoch
+
+    def _step_batches(self, loader, steps_per_epoch):
+        """(epoch, micro-batches on the device) for every optimizer step, epoch after epoch."""
+        accum = self.cfg.accum_steps
+        for epoch in itertools.count():
+            loader.set_epoch(epoch)
+            batches = iter(loader)
+            try:
+                for _ in range(steps_per_epoch):
+                    yield epoch, [self.trainer.device_batch(next(batches)) for _ in range(accum)]
+            finally:
+                batches.close()
+
+    def _step(self, step: int, micro_batches, lr: float) -> None:
+        self.fault.check(step)
+        self.trainer.set_lr(lr)
+        self.trainer.train_step(micro_batches)
+
+    # --- throughput ------------------------------------------------------------------------
+
+    def throughput(self) -> Measures:
+        cfg, dist, events = self.cfg, self.dist, self.events
+        if cfg.synthetic:
+            fixed = [self.synthetic] * cfg.accum_steps
+            batches = ((0, fixed) for _ in itertools.count())
+            events.event(C.TRAIN_SAMPLES, 0)
+        else:
+            loader, steps_per_epoch = self._train_loader()
+            batches = self._step_batches(loader, steps_per_epoch)
+            events.event(C.TRAIN_SAMPLES, self.ds.num_samples("train"))
+        warmup, steps = cfg.warmup_steps, cfg.steps
+        dist.sync()
+        events.end(C.INIT_STOP)
+        events.start(C.RUN_START)
+        times = []
+        for i in range(warmup + steps):
+            if i == warmup:  # the timed window opens at a point every rank has reached
+                dist.sync()
+                t0 = last = time.perf_counter()
+            _, micro = next(batches)
+            self._step(i, micro, lr_at(i, self.peak_lr, warmup, warmup + steps, self.peak_lr, 1.0))
+            if i >= warmup:
+                now = time.perf_counter()
+                times.append(now - last)
+                last = now
+        dist.sync()
+        elapsed = dist.allreduce_max(time.perf_counter() - t0)
+        with contextlib.suppress(AttributeError):
+            batches.close()
+        m = Measures(steps=steps, warmup_steps=warmup, throughput=steps * self.global_batch / elapsed)
+        m.step_time_mean_s = sum(times) / len(times)
+        m.step_time_std_s = std(times)
+        events.event("tracked_stats", {"throughput": m.throughput}, metadata={"step": warmup + steps})
+        events.end(C.RUN_STOP, metadata={"status": "success"})
+        say(dist, f"throughput: {m.throughput:,.1f} samples/s ({m.throughput / dist.size:,.1f} per rank), "
+                  f"step {1e3 * m.step_time_mean_s:.1f} ± {1e3 * m.step_time_std_s:.1f} ms "
+                  f"over {steps} steps after {warmup} warm-up")
+        return m
+
+    # --- time to accuracy -------------------------------------------------------------------
+
+    def time_to_accuracy(self) -> Measures:
+        cfg, dist, events, ds, metric = self.cfg, self.dist, self.events, self.ds, self.metric
+        loader, steps_per_epoch = self._train_loader()
+        val = ds.loader("val", cfg.eval_batch_per_gpu, rank=dist.rank, size=dist.size, seed=cfg.seed,
+                        shuffle=False, drop_last=False, prefetch=cfg.prefetch)
+        by_epoch = cfg.eval_unit == "epochs"
+        max_steps = math.ceil(cfg.max_epochs * steps_per_epoch)
+        eval_steps = (int(cfg.eval_every) * steps_per_epoch if by_epoch
+                      else max(1, math.ceil(cfg.eval_every / self.global_batch)))
+        warmup = round(cfg.warmup_epochs * steps_per_epoch)
+        events.event(C.TRAIN_SAMPLES, ds.num_samples("train"))
+        events.event(C.EVAL_SAMPLES, ds.num_samples("val"))
+        events.event("opt_learning_rate_warmup_steps", warmup)
+        events.event("opt_learning_rate_training_steps", max_steps)
+
+        def where(step):  # MLPerf metadata: epochs for ResNet, samples for BERT
+            if by_epoch:
+                return {"epoch_num": step // steps_per_epoch}
+            return {"epoch_num": step * self.global_batch, "samples_count": step * self.global_batch}
+
+        def block_start(step):
+            meta = ({"first_epoch_num": step // steps_per_epoch + 1, "epoch_count": int(cfg.eval_every)}
+                    if by_epoch else {"samples_count": step * self.global_batch})
+            events.start(C.BLOCK_START, metadata=meta)
+            return meta
+
+        m = Measures(status="aborted")
+        dist.sync()
+        events.end(C.INIT_STOP)
+        events.start(C.RUN_START)
+        run_start, eval_s, step = time.time(), 0.0, 0
+        block = block_start(0)
+        batches = self._step_batches(loader, steps_per_epoch)
+        for epoch, micro in batches:
+            if by_epoch and step % steps_per_epoch == 0:
+                events.start(C.EPOCH_START, metadata={"epoch_num": epoch + 1})
+            self._step(step, micro, lr_at(step, self.peak_lr, warmup, max_steps, cfg.end_lr, cfg.decay_power))
+            step += 1
+            if by_epoch and (step % steps_per_epoch == 0 or step == max_steps):
+                events.end(C.EPOCH_STOP, metadata={"epoch_num": epoch + 1})
+            if step % eval_steps and step < max_steps:
+                continue
+            dist.sync()
+            t_eval = time.time()
+            events.end(C.BLOCK_STOP, metadata=block if not by_epoch else
+                       {"first_epoch_num": block["first_epoch_num"]})
+            events.start(C.EVAL_START, metadata=where(step))
+            reduced = metric.reduce(self.trainer.evaluate(val, metric), dist)
+            m.final_metric = metric.value(reduced)
+            events.end(C.EVAL_STOP, metadata=where(step))
+            # MLPerf logs every benchmark's quality as eval_accuracy (an eval loss too).
+            events.event(C.EVAL_ACCURACY, m.final_metric, metadata=where(step))
+            m.evals.append({"step": step, "epochs": step / steps_per_epoch, "metric": m.final_metric,
+                            "samples": metric.samples(reduced)})
+            eval_s += time.time() - t_eval
+            say(dist, f"epoch {step / steps_per_epoch:.2f}: {metric.name} {m.final_metric:.4f} "
+                      f"(target {cfg.target}) after {time.time() - run_start:.1f} s")
+            if metric.reached(m.final_metric, cfg.target):
+                m.status, m.epochs_to_target = "success", step / steps_per_epoch
+                break
+            if step >= max_steps:
+                break
+            block = block_start(step)
+        batches.close()
+        run_stop = time.time()
+        events.end(C.RUN_STOP, metadata={"status": m.status, **where(step)})
+        m.steps, m.epochs = step, step / steps_per_epoch
+        m.time_to_train_s = run_stop - run_start
+        m.time_per_epoch_s = (m.time_to_train_s - eval_s) / m.epochs
+        return m
+
+
+def std(values) -> float:
+    if len(values) < 2:
+        return 0.0
+    mean = sum(values) / len(values)
+    return math.sqrt(sum((v - mean) ** 2 for v in values) / (len(values) - 1))
+
+
+def say(dist, message: str) -> None:
+    """A progress line, printed once (by rank 0)."""
+    if dist.rank == 0:
+        print(f"[hvdbench] {message}", flush=True)

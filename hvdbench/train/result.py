@@ -1,0 +1,99 @@
+"""The run's record: `result.json` (one `RunResult`, the row a sweep appends to runs.csv),
+`checks.json` (every rank's parameter digest and the evaluations), and the closing lines.
+
+A finished run's record is never overwritten; a failed one is, by its rerun.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import platform
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+
+from hvdbench.errors import ConfigError
+from hvdbench.results.schema import RunResult, atomic_write_text, write_result
+from hvdbench.train.launch_info import detect_launcher
+from hvdbench.train.loop import say
+
+MEASURED = ("status", "steps", "warmup_steps", "throughput", "step_time_mean_s", "step_time_std_s",
+            "final_metric", "epochs", "epochs_to_target", "time_per_epoch_s", "time_to_train_s")
+
+
+def identity(cfg, t0: float) -> RunResult:
+    """What the run is, known before it starts (a failed run's record carries this much)."""
+    return RunResult(
+        run_id=cfg.run_id, sweep=cfg.sweep_name, repeat=cfg.repeat, model=cfg.model,
+        flavor=cfg.flavor, framework=cfg.framework, precision=cfg.precision, mode=cfg.mode,
+        dataset="synthetic" if cfg.synthetic else str(cfg.data), batch_per_gpu=cfg.batch_per_gpu,
+        accum_steps=cfg.accum_steps, steps=cfg.steps, warmup_steps=cfg.warmup_steps,
+        launcher=detect_launcher(), started_at=datetime.fromtimestamp(t0, timezone.utc)
+        .isoformat(timespec="seconds"))
+
+
+def describe_job(record: RunResult, dist, hosts: list[str], devices: list[str], parameters: int) -> None:
+    """The layout, system and stack the run had, from Horovod's view of the job."""
+    record.world_size = dist.size
+    record.global_batch = record.batch_per_gpu * record.accum_steps * dist.size
+    record.nodes, record.gpus_per_node = dist.cross_size, dist.local_size
+    record.layout = f"{dist.cross_size}x{dist.local_size}"
+    record.scale = "up" if dist.cross_size == 1 else "out"
+    record.controller = dist.controller
+    record.parameters = parameters
+    record.hosts, record.devices = ";".join(hosts), ";".join(devices)
+    record.versions = ";".join(f"{k}={v}" for k, v in
+                               {"python": platform.python_version(), **dist.versions}.items())
+
+
+def finish(record: RunResult, cfg, measures, metric_name: str, out: Path, digests: list[str],
+           t0: float, dist) -> None:
+    """Rank 0: fill in the measures, write checks.json and result.json, say where they are."""
+    for name in MEASURED:
+        setattr(record, name, getattr(measures, name))
+    if measures.throughput is not None:
+        record.throughput_per_gpu = measures.throughput / record.world_size
+    record.metric_name = metric_name
+    record.target = cfg.target if cfg.mode == "time_to_accuracy" else None
+    record.wall_s = time.time() - t0
+    # What every rank ended with: equal digests mean Horovod kept the replicas identical.
+    identical = len(set(digests)) == 1
+    checks = {"param_digests": digests, "params_identical": identical, "evals": measures.evals}
+    atomic_write_text(out / "checks.json", json.dumps(checks, indent=2) + "\n")
+    write_result(out / "result.json", record, cfg.to_dict())
+    if record.mode == "time_to_accuracy":
+        say(dist, f"{record.status}: {record.metric_name} {record.final_metric:.4f} (target {record.target}) "
+                  f"after {record.epochs:g} epochs, time-to-train {record.time_to_train_s:.1f} s, "
+                  f"{record.time_per_epoch_s:.2f} s/epoch")
+    say(dist, f"parameters identical on all {record.world_size} ranks: {identical}; "
+              f"result: {out / 'result.json'}")
+
+
+def record_failure(cfg, t0: float, message: str) -> None:
+    """Best effort: a failed record in --out, unless a finished run is there."""
+    if not cfg.out or finished(Path(cfg.out)):
+        return
+    with contextlib.suppress(Exception):  # the error line the caller printed is what matters
+        record = identity(cfg, t0)
+        record.status, record.error = "failed", message
+        record.wall_s = time.time() - t0
+        write_result(Path(cfg.out) / "result.json", record, cfg.to_dict())
+
+
+def finished(out: Path) -> str | None:
+    """The status of a finished run recorded in `out` (success/aborted), else None."""
+    try:
+        status = json.loads((out / "result.json").read_text()).get("status")
+    except (OSError, ValueError, AttributeError):
+        return None
+    return status if status in ("success", "aborted") else None
+
+
+def check_out(out: Path) -> None:
+    """A finished run's record is never overwritten (a failed one may be, by its rerun)."""
+    status = finished(out)
+    if status:
+        raise ConfigError(f"{out / 'result.json'} holds a finished run ({status}); choose another --out")
+    with contextlib.suppress(FileNotFoundError):  # the log of the failed attempt being rerun
+        (out / "mllog.txt").unlink()

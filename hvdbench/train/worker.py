@@ -1,0 +1,196 @@
+"""What every Horovod process runs: config -> model folder + framework trainer -> loop -> events
+-> RunResult.
+
+    horovodrun -np 2 -H localhost:2 --gloo hvdbench train resnet50 --flavor debug --data data/digits --out runs/a
+    mpirun -np 2 hvdbench train resnet50 --synthetic --steps 100 --warmup-steps 10 --out runs/b
+    srun hvdbench train bert --flavor base --data data/bert_packed --out runs/c
+
+The model comes from its folder (`hvdbench.models.get_spec`: network, dataset kind, metric), the
+Trainer and `Dist` from `hvdbench.frameworks.<fw>`, the timed loop from `loop.py`, the record from
+`result.py`. Nothing here knows which model it runs.
+
+Failures: an error the ranks agree on (bad dataset on any rank) is printed once by rank 0; any
+other exception is printed once by the rank that raised it, which then exits at once (no Horovod
+shutdown handshake) so that horovodrun/mpirun/srun tear the job down in seconds.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import sys
+import time
+import traceback
+from pathlib import Path
+
+import numpy as np
+from mlperf_logging.mllog import constants as C
+
+from hvdbench.errors import DatasetError, HvdbenchError
+from hvdbench.events import EventLog
+from hvdbench.results.schema import new_run_id
+from hvdbench.train import config as config_mod
+from hvdbench.train import result as result_mod
+from hvdbench.train.faults import Fault
+from hvdbench.train.launch_info import detect_launcher, launcher_rank
+from hvdbench.train.loop import Loop, say
+from hvdbench.train.schedule import scaled_lr
+
+
+class AgreedError(HvdbenchError):
+    """An error every rank knows about (after an allgather); only rank 0 prints it."""
+
+
+# --- entry point -----------------------------------------------------------------------------
+
+def main(cfg: config_mod.TrainConfig) -> None:
+    """Run the worker and exit the process: 0 for success or aborted, 1 for a failure."""
+    state = {"rank": launcher_rank(), "host": platform.node(), "t0": time.time()}
+    if not cfg.run_id:
+        cfg.run_id = new_run_id()  # rank 0's is the one recorded
+    try:
+        run(cfg, state)
+    except AgreedError as e:
+        if state["rank"] == 0:
+            _report_failure(cfg, state, str(e))
+        _exit(1)
+    except BaseException as e:  # noqa: BLE001 - every failure ends this rank cleanly and loudly
+        if isinstance(e, KeyboardInterrupt):
+            _exit(130)
+        if type(e).__name__ == "HorovodInternalError":
+            message = "stopped because another rank failed (see its error above)"
+        elif isinstance(e, HvdbenchError):
+            message = str(e)
+        else:
+            tb = traceback.extract_tb(e.__traceback__)[-1]
+            message = f"{type(e).__name__}: {_first_line(e)} (at {Path(tb.filename).name}:{tb.lineno})"
+            if os.environ.get("HVDBENCH_DEBUG"):
+                traceback.print_exc()
+        _report_failure(cfg, state, f"rank {state['rank']} on {state['host']}: {message}")
+        _exit(1)
+    _exit(0)
+
+
+def _first_line(e: BaseException) -> str:
+    text = str(e).strip()
+    return text.splitlines()[0] if text else type(e).__name__
+
+
+def _report_failure(cfg, state, message: str) -> None:
+    print(f"Error: {message}", file=sys.stderr, flush=True)
+    if state["rank"] == 0:
+        result_mod.record_failure(cfg, state["t0"], message)
+
+
+def _exit(code: int) -> None:
+    """Leave now. A normal interpreter exit would run Horovod's shutdown handshake, which waits for
+    peers that may be dead or stuck; the launcher needs this rank gone to end the job."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
+
+
+# --- the run ---------------------------------------------------------------------------------
+
+def run(cfg: config_mod.TrainConfig, state: dict) -> None:
+    from hvdbench import frameworks
+    from hvdbench.models import get_spec
+
+    spec = get_spec(cfg.model)
+    flavor_cfg = spec.flavor(cfg.flavor)
+    if detect_launcher() != "single":
+        # A rank started over ssh (horovodrun's Gloo controller) is not signalled when its launcher
+        # is ended: ask the kernel to end it with its parent. Not for a lone process: nohup works.
+        from hvdbench.launchers.guard import die_with_parent
+        die_with_parent()
+    fw = frameworks.load(cfg.framework)
+    dist = fw.init_dist(cfg.threads)
+    state["rank"] = dist.rank
+    fault = Fault(dist.rank, dist.size)
+    ds, kind, info = _preflight(cfg, spec, flavor_cfg, dist)
+    out = Path(cfg.out)
+    if dist.rank == 0:
+        out.mkdir(parents=True, exist_ok=True)
+        config_mod.save_yaml(out / "config.yaml", cfg)
+    events = EventLog(out / "mllog.txt" if dist.rank == 0 else None)
+    events.start(C.INIT_START)
+
+    trainer = fw.Trainer(cfg, spec.framework_module(cfg.framework), flavor_cfg, info, dist)
+    # One sample with the dataset's fields, shapes and dtypes (TensorFlow traces its graphs on it).
+    rng = np.random.default_rng([cfg.seed, dist.rank])
+    trainer.compile(kind.synthetic(1, info, rng) if ds is None else _example_batch(ds))
+    # --synthetic: one fixed random batch, moved to the device once and reused every step.
+    synthetic = trainer.device_batch(kind.synthetic(cfg.batch_per_gpu, info, rng)) if ds is None else None
+    hosts = _unique(dist.allgather_object(dist.hostname))
+    devices = _unique(dist.allgather_object(dist.device_name))
+    global_batch = cfg.batch_per_gpu * cfg.accum_steps * dist.size
+    peak_lr = scaled_lr(cfg, global_batch)
+    layout = f"{dist.cross_size}x{dist.local_size}"
+    say(dist, f"{cfg.model}/{cfg.flavor} {cfg.framework} {cfg.precision}: {dist.size} rank(s) ({layout}, "
+              f"{dist.controller}), {trainer.num_parameters():,} parameters, global batch {global_batch}, "
+              f"peak lr {peak_lr:.4g}, {kind.name} data {'synthetic' if cfg.synthetic else cfg.data}")
+
+    _log_run_facts(events, cfg, spec, dist, layout, devices[0], global_batch, peak_lr)
+    record = result_mod.identity(cfg, state["t0"])
+    result_mod.describe_job(record, dist, hosts, devices, trainer.num_parameters())
+    loop = Loop(cfg, dist, trainer, events, fault, ds, global_batch, peak_lr, spec.metric, synthetic)
+    measures = loop.throughput() if cfg.mode == "throughput" else loop.time_to_accuracy()
+
+    digests = dist.allgather_object(trainer.param_digest())
+    if dist.rank == 0:
+        result_mod.finish(record, cfg, measures, spec.metric.name, out, digests, state["t0"], dist)
+    events.close()
+    dist.shutdown()
+
+
+def _log_run_facts(events, cfg, spec, dist, layout, device, global_batch, peak_lr) -> None:
+    """The MLPerf header of the event log: submission, scale and hyperparameters."""
+    events.submission(spec.benchmark, cfg.submission.org, cfg.submission.platform or f"{layout} {device}",
+                      cfg.submission.division, cfg.submission.status)
+    events.event(C.CACHE_CLEAR, False)  # hvdbench does not drop the page cache
+    # What MLPerf's result summarizer reads for the system's scale.
+    events.event("number_of_nodes", dist.cross_size)
+    events.event("accelerators_per_node", dist.local_size)
+    events.hyperparameters({
+        C.SEED: cfg.seed, C.GLOBAL_BATCH_SIZE: global_batch,
+        C.GRADIENT_ACCUMULATION_STEPS: cfg.accum_steps, C.OPT_NAME: cfg.optimizer,
+        C.OPT_BASE_LR: peak_lr,
+        **{key: getattr(cfg, name) for key, name in spec.mllog_hyperparameters.items()},
+    })
+
+
+def _preflight(cfg, spec, flavor_cfg, dist):
+    """Open the dataset on every rank and check the output directory on rank 0, then agree on
+    the outcome: a dataset missing on one node fails the whole job at once, with one message
+    naming the rank and host. Returns (dataset or None for synthetic data, its kind, the data
+    sizes the model is built for)."""
+    from hvdbench.data.readers import open_dataset
+
+    found, error = (None, spec.kinds[0], None), None
+    try:
+        if dist.rank == 0:
+            result_mod.check_out(Path(cfg.out))
+        if cfg.synthetic:
+            found = (None, spec.kinds[0], spec.synthetic_info(flavor_cfg))
+        else:
+            ds = open_dataset(cfg.data)
+            if ds.kind not in spec.data_kinds:
+                raise DatasetError(f"{cfg.data}: a {ds.kind!r} dataset; {spec.name} trains on "
+                                   f"{', '.join(spec.data_kinds)}")
+            found = (ds, spec.kind(ds.kind), ds.data_info)
+    except HvdbenchError as e:
+        error = f"rank {dist.rank} on {dist.hostname}: {e}"
+    errors = [e for e in dist.allgather_object(error) if e]
+    if errors:
+        more = f" (and {len(errors) - 1} more rank(s))" if len(errors) > 1 else ""
+        raise AgreedError(errors[0] + more)
+    return found
+
+
+def _example_batch(ds) -> dict:
+    """A one-sample batch with the dataset's fields, shapes and dtypes (for tracing graphs)."""
+    return {name: np.zeros((1, *spec["shape"]), spec["dtype"]) for name, spec in ds.fields.items()}
+
+
+def _unique(items) -> list[str]:
+    return list(dict.fromkeys(str(i) for i in items))
