@@ -44,6 +44,12 @@ step() {
 }
 
 SYSTEM_PACKAGES=(openmpi-bin libopenmpi-dev openssh-client openssh-server iproute2 build-essential cmake git procps)
+# Packages whose German message catalogs (/usr/share/locale/de/LC_MESSAGES/*.mo) make the built-in
+# English->German corpus of `hvdbench prepare translation --src builtin:gettext-de` (a fixed list, so
+# the corpus is the same on every machine set up by this script; its manifest records the versions).
+GETTEXT_PACKAGES=(git coreutils gnupg-l10n libc-l10n findutils grep diffutils sed tar gettext wget make
+                  binutils-common libglib2.0-data dpkg apt bash procps psmisc xz-utils m4)
+SYSTEM_PACKAGES+=("${GETTEXT_PACKAGES[@]}")
 
 system_packages() {
   local missing=()
@@ -80,6 +86,9 @@ python_packages() {
   # mpi4py is built against the system Open MPI so Horovod and mpi4py share one MPI library.
   "$VENV/bin/pip" install --no-binary mpi4py "mpi4py>=3.1"
   "$VENV/bin/pip" install -e "$ROOT[dev]"
+  # recbole's wheel ships MovieLens-100K (the built-in data of `prepare movielens`); only that file
+  # is read, and recbole's own dependencies pin old packages, so it is installed without them.
+  "$VENV/bin/pip" install --no-deps "recbole==1.2.1"
   echo "$want" >"$stamp"
 }
 
