@@ -9,6 +9,7 @@ under an MPI launcher, so a plain `hvdbench prepare` never initialises MPI.
 from __future__ import annotations
 
 import contextlib
+import sys
 import functools
 import multiprocessing
 import os
@@ -106,18 +107,40 @@ class ShardJob:
         return cls([(split, file)], source, work)
 
 
+PLAIN_PROGRESS_S = 15.0  # a line this often when stderr is not a terminal
+
+
 @contextlib.contextmanager
 def progress(label: str, total: int, completed: int = 0, enabled: bool = True) -> Iterator[Callable[[], None]]:
-    """A rich progress bar on stderr (rank 0 only); yields the function that advances it by one."""
+    """Progress on stderr (rank 0 only): a rich bar on a terminal, else a plain line every
+    PLAIN_PROGRESS_S seconds (a pipe or a batch job's log); yields the function that advances it."""
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     console = Console(stderr=True)
+    if enabled and not console.is_terminal:
+        yield _plain_progress(label, total, completed)
+        return
     bar = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                   console=console, disable=not (enabled and console.is_terminal), transient=False)
+                   console=console, disable=not enabled, transient=False)
     with bar:
         task = bar.add_task(label, total=total, completed=completed)
         yield lambda: bar.advance(task)
+
+
+def _plain_progress(label: str, total: int, completed: int) -> Callable[[], None]:
+    import time
+
+    state = {"done": completed, "start": time.monotonic(), "last": time.monotonic()}
+
+    def advance() -> None:
+        state["done"] += 1
+        now = time.monotonic()
+        if now - state["last"] >= PLAIN_PROGRESS_S or state["done"] == total:
+            state["last"] = now
+            print(f"{label}: {state['done']}/{total} shards, {now - state['start']:.0f} s", file=sys.stderr,
+                  flush=True)
+    return advance
 
 
 def _make_one(make: Callable[[ShardJob, Path], dict | list[dict]], out: str, job: ShardJob) -> list[dict]:

@@ -211,6 +211,9 @@ class ModelSpec:
     # optimizer name, base learning rate): what the reference logs for this benchmark.
     mllog_hyperparameters: dict[str, str] = field(default_factory=dict)
     parameters: dict[str, int] = field(default_factory=dict)  # flavor -> exact parameter count
+    # flavor -> framework -> bytes one sample's activations take in a fp32 training step on a CPU,
+    # measured by benchmarks/bench_memory.py (hvdbench/train/memory.py refuses runs that cannot fit).
+    memory_per_sample: dict[str, dict[str, int]] = field(default_factory=dict)
     # Commands `hvdbench prepare` gains from this folder: "module:attribute" of click commands
     # that write its dataset kinds (the attribute is the command's name).
     prepare_commands: tuple[str, ...] = ()

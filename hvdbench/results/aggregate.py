@@ -257,6 +257,8 @@ def time_to_train_rows(runs: list[RunResult], baseline: tuple[int, int] | None =
                          "epochs_mean": epochs.mean, "time_per_epoch_min": per_epoch.mean,
                          "ttt_min": score.minutes, "scoring": score.rule, "ttt_mean_min": st.mean,
                          "ttt_std_min": st.std, "ttt_2sigma_min": st.two_sigma,
+                         "metric": _one(r.metric_name for r in layout_runs),
+                         "target": _one(r.target for r in layout_runs),
                          "final_metric_mean": stats(r.final_metric for r in done).mean})
         base = _pick_baseline(rows, "ttt_min", baseline)
         for row in sorted(rows, key=lambda row: (row["gpus"], row["nodes"], row["global_batch"])):
@@ -266,6 +268,12 @@ def time_to_train_rows(runs: list[RunResult], baseline: tuple[int, int] | None =
                 row["efficiency"] = row["speedup"] / (row["gpus"] / base["gpus"])
             out.append(row)
     return out
+
+
+def _one(values):
+    """The value every run agrees on; several distinct ones joined with '|' (a table must show that)."""
+    distinct = list(dict.fromkeys(v for v in values if v not in (None, "")))
+    return distinct[0] if len(distinct) == 1 else "|".join(map(str, distinct)) or None
 
 
 def epoch_rows(ttt: list[dict]) -> list[dict]:

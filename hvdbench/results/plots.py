@@ -34,12 +34,27 @@ def _groups(rows: list[dict], keys: tuple) -> list[list[dict]]:
     return list(out.values())
 
 
-def _title(row: dict) -> str:
+def _on_cpus(row: dict) -> bool:
+    """hvdbench's own CPU runs record their device as "cpu": their "GPUs" are CPU processes."""
+    return str(row.get("system") or "").lower() == "cpu"
+
+
+def _unit(row: dict) -> str:
+    return "CPU rank" if _on_cpus(row) else "GPU"
+
+
+def _title(row: dict, group: list[dict] | None = None) -> str:
     parts = [row["model"], row.get("flavor"), row.get("framework"), row.get("precision")]
     if row.get("batch_per_gpu"):
-        parts.append(f"{row['batch_per_gpu']}/GPU")
+        parts.append(f"{row['batch_per_gpu']}/{_unit(row)}")
     title = " · ".join(str(p) for p in parts if p)
-    return title + (f"\n{row['system']}" if row.get("system") else "")
+    context = []
+    if row.get("system"):
+        context.append("devices: CPUs (no GPU)" if _on_cpus(row) else str(row["system"]))
+    repeats = sorted({r["runs"] for r in group or [] if r.get("runs")})
+    if repeats:
+        context.append(f"{repeats[-1] if len(repeats) == 1 else f'{repeats[0]}-{repeats[-1]}'} run(s) per point")
+    return title + (f"\n{' · '.join(context)}" if context else "")
 
 
 def families(rows: list[dict], value: str) -> dict[str, list[dict]]:
@@ -61,13 +76,20 @@ def _grid(n: int) -> tuple[Figure, list]:
     return fig, axes
 
 
-def _gpu_axis(ax, gpus) -> None:
+def _gpu_axis(ax, gpus, row: dict) -> None:
     ax.set_xscale("log", base=2)
     ax.xaxis.set_major_locator(FixedLocator(sorted(set(gpus))))
     ax.xaxis.set_major_formatter(ScalarFormatter())
     ax.xaxis.set_minor_locator(NullLocator())
-    ax.set_xlabel("GPUs")
+    ax.set_xlabel("CPU ranks (processes; no GPU)" if _on_cpus(row) else "GPUs")
     ax.grid(True, alpha=0.3)
+
+
+def _yerr(values, errors, log_y: bool):
+    """Error bars as (below, above): on a log axis the bar below stops short of zero instead of
+    running off the axis (a 2σ larger than the mean says the spread is huge, not negative)."""
+    below = [e if not log_y or e != e or e < v else 0.95 * v for v, e in zip(values, errors)]
+    return [below, errors]
 
 
 def _baseline(rows: list[dict], value: str) -> dict | None:
@@ -81,22 +103,23 @@ def _lines_figure(rows, keys, value, err, ylabel, ideal, log_y=True) -> Figure:
         fams = families(group, value)
         for name, rs in fams.items():
             up = name.startswith("scale-up")  # on top and thicker: scale-out lines share its points
-            ax.errorbar([r["gpus"] for r in rs], [r[value] for r in rs],
-                        yerr=[_nan(r.get(err)) for r in rs] if err else None, capsize=3, label=name,
+            ys = [r[value] for r in rs]
+            ax.errorbar([r["gpus"] for r in rs], ys,
+                        yerr=_yerr(ys, [_nan(r.get(err)) for r in rs], log_y) if err else None, capsize=3, label=name,
                         marker="o" if up else "s", markersize=7 if up else 5,
                         linewidth=2.4 if up else 1.4, zorder=3 if up else 2)
         xs = sorted({r["gpus"] for rs in fams.values() for r in rs})
         base = _baseline(group, value)
         if ideal and base:
             ax.plot(xs, [ideal(base, x) for x in xs], "k--", linewidth=1, label=IDEAL)
-        _gpu_axis(ax, xs)
+        _gpu_axis(ax, xs, group[0])
         if log_y:  # log-log: ideal scaling is a straight line; plain numbers on the ticks
             ax.set_yscale("log")
             ax.yaxis.set_major_locator(LogLocator(base=10, subs=(1, 2, 3, 5)))
             ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
             ax.yaxis.set_minor_locator(NullLocator())
         ax.set_ylabel(ylabel)
-        ax.set_title(_title(group[0]), fontsize=10)
+        ax.set_title(_title(group[0], group), fontsize=10)
         ax.legend(fontsize=8)
     if not groups:
         axes[0].text(0.5, 0.5, "no data", ha="center", va="center", transform=axes[0].transAxes)
@@ -129,23 +152,32 @@ def time_to_train_figure(ttt: list[dict]) -> Figure:
                          lambda b, x: b["ttt_min"] * b["gpus"] / x)
 
 
-def layouts_figure(layouts: list[dict]) -> Figure:
-    """One panel per group; one bar container per GPU count, one bar per layout, 2σ error bars."""
+def layouts_figure(layouts: list[dict], scaling: list[dict] | None = None) -> Figure:
+    """One panel per group; one bar container per GPU count, one bar per layout, 2σ error bars, and
+    per GPU count the ideal: the single-device (baseline) throughput times the device count."""
     groups = _groups([r for r in layouts if r["throughput_mean"] is not None], SCALING_GROUP)
     fig, axes = _grid(len(groups))
     for ax, group in zip(axes, groups):
-        ticks, labels, x = [], [], 0
+        key = tuple(group[0][k] for k in SCALING_GROUP)
+        base = _baseline([r for r in scaling or [] if tuple(r[k] for k in SCALING_GROUP) == key], "throughput_mean")
+        ticks, labels, x, ideal_drawn = [], [], 0, False
         for rows in _groups(group, ("gpus",)):
             xs = [x + i for i in range(len(rows))]
             ax.bar(xs, [r["throughput_mean"] for r in rows], yerr=[_nan(r["throughput_2sigma"]) for r in rows],
-                   capsize=4, label=f"{rows[0]['gpus']} GPUs")
+                   capsize=4, label=f"{rows[0]['gpus']} {_unit(rows[0])}s")
+            if base and base["gpus"]:
+                ideal = base["throughput_mean"] * rows[0]["gpus"] / base["gpus"]
+                ax.hlines(ideal, xs[0] - 0.45, xs[-1] + 0.45, colors="k", linestyles="--", linewidth=1,
+                          label=None if ideal_drawn else f"ideal: {base['layout']} x N")
+                ideal_drawn = True
             ticks += xs
             labels += [r["layout"] for r in rows]
             x += len(rows) + 1
         ax.set_xticks(ticks, labels)
-        ax.set_xlabel("layout (nodes x GPUs per node)")
+        ax.set_ylim(bottom=0)  # a 2σ bar longer than its bar stops at zero
+        ax.set_xlabel("layout (nodes x " + ("CPU ranks" if _on_cpus(group[0]) else "GPUs") + " per node)")
         ax.set_ylabel("throughput (samples/s), mean ± 2σ")
-        ax.set_title(_title(group[0]), fontsize=10)
+        ax.set_title(_title(group[0], group), fontsize=10)
         ax.legend(fontsize=8)
     return fig
 
@@ -165,7 +197,7 @@ PLOTS = {
                                lambda t: throughput_figure(t.scaling), "no successful throughput runs"),
     "efficiency_vs_gpus.png": (lambda t: _any(t.scaling, "efficiency"),
                                lambda t: efficiency_figure(t.scaling), "no speed-up could be computed"),
-    "layouts_bars.png": (lambda t: _any(t.layouts, "throughput_mean"), lambda t: layouts_figure(t.layouts),
+    "layouts_bars.png": (lambda t: _any(t.layouts, "throughput_mean"), lambda t: layouts_figure(t.layouts, t.scaling),
                          "no GPU count was run with more than one layout"),
     "time_to_train.png": (lambda t: _any(t.time_to_train, "ttt_min"),
                           lambda t: time_to_train_figure(t.time_to_train), "no time-to-train score"),

@@ -160,6 +160,10 @@ class RunResult(LayoutFields, _RunIdentity, CsvRecord):
     status: str = "success"  # one of STATUSES
     error: str = ""
     started_at: str = ""  # ISO 8601, UTC
+    # Seconds the run took, end to end. In runs.csv, for every status (success, aborted, failed,
+    # timeout): the launch as the sweep measured it, from starting the launcher to its exit (process
+    # start-up and teardown included). In a result.json that `hvdbench train` writes itself (no
+    # launcher to time): rank 0's time from the worker's start to its record.
     wall_s: float | None = None
     schema_version: int = SCHEMA_VERSION
 
@@ -283,7 +287,7 @@ REPORT_COLUMNS = {
     "time_to_train": TTT_GROUP + _LAYOUT + (
         "global_batch", "runs", "converged", "failed", "aborted", "timeout", "epochs_mean",
         "time_per_epoch_min", "ttt_min", "scoring", "ttt_mean_min", "ttt_std_min", "ttt_2sigma_min",
-        "final_metric_mean", "baseline", "speedup", "efficiency"),
+        "metric", "target", "final_metric_mean", "baseline", "speedup", "efficiency"),
     "epochs": EPOCH_COLUMNS,
 }
 # The bench results beside training (hvdbench.results.bench_tables), written when there are any.

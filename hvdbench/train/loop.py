@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from mlperf_logging.mllog import constants as C
 
 from hvdbench.errors import DatasetError
+from hvdbench.output import line
 from hvdbench.train.schedule import lr_at
 
 
@@ -40,6 +41,50 @@ class Measures:
     time_per_epoch_s: float | None = None
     time_to_train_s: float | None = None
     evals: list = field(default_factory=list)
+
+
+class Progress:
+    """A plain progress line from rank 0 every `interval_s` seconds while a run runs (it goes to a
+    pipe or a log under a launcher, so no cursor tricks): steps and epochs done, the rate, the
+    last metric, and an ETA to the end of the run.
+
+        [hvdbench] step 240/600 (epoch 2.0/5), 812 samples/s, top1_accuracy 0.8123, 0:31 left
+    """
+
+    def __init__(self, dist, total_steps: int, samples_per_step: int, steps_per_epoch: int | None = None,
+                 interval_s: float | None = None):
+        import os
+
+        self.dist, self.total, self.samples_per_step = dist, total_steps, samples_per_step
+        self.steps_per_epoch = steps_per_epoch
+        self.interval = interval_s if interval_s is not None else float(os.environ.get("HVDBENCH_PROGRESS_S", 15))
+        self.start = self.last = time.monotonic()
+        self.start_step = 0
+        self.metric = ""
+
+    def restart(self, step: int) -> None:
+        """The rate and ETA count from here (after warm-up, or after an evaluation's pause)."""
+        self.start, self.start_step = time.monotonic(), step
+
+    def tick(self, step: int) -> None:
+        if self.dist.rank != 0 or self.interval <= 0:
+            return
+        now = time.monotonic()
+        if now - self.last < self.interval:
+            return
+        self.last = now
+        rate = (step - self.start_step) / max(now - self.start, 1e-9)  # steps per second
+        parts = [f"step {step}/{self.total}"]
+        if self.steps_per_epoch:
+            parts[0] += f" (epoch {step / self.steps_per_epoch:.1f}/{self.total / self.steps_per_epoch:g})"
+        parts.append(f"{rate * self.samples_per_step:,.0f} samples/s")
+        if self.metric:
+            parts.append(self.metric)
+        if rate > 0:
+            left = int((self.total - step) / rate)
+            parts.append(f"at most {left // 60}:{left % 60:02d} left" if self.steps_per_epoch
+                         else f"{left // 60}:{left % 60:02d} left")
+        say(self.dist, ", ".join(parts))
 
 
 class Loop:
@@ -91,6 +136,7 @@ class Loop:
             batches = self._step_batches(loader, steps_per_epoch)
             events.event(C.TRAIN_SAMPLES, self.ds.num_samples("train"))
         warmup, steps = cfg.warmup_steps, cfg.steps
+        progress = Progress(dist, warmup + steps, self.global_batch)
         dist.sync()
         events.end(C.INIT_STOP)
         events.start(C.RUN_START)
@@ -99,12 +145,14 @@ class Loop:
             if i == warmup:  # the timed window opens at a point every rank has reached
                 dist.sync()
                 t0 = last = time.perf_counter()
+                progress.restart(i)
             _, micro = next(batches)
             self._step(i, micro, lr_at(i, self.peak_lr, warmup, warmup + steps, self.peak_lr, 1.0))
             if i >= warmup:
                 now = time.perf_counter()
                 times.append(now - last)
                 last = now
+            progress.tick(i + 1)
         dist.sync()
         elapsed = dist.allreduce_max(time.perf_counter() - t0)
         with contextlib.suppress(AttributeError):
@@ -148,6 +196,7 @@ class Loop:
             return meta
 
         m = Measures(status="aborted")
+        progress = Progress(dist, max_steps, self.global_batch, steps_per_epoch)
         dist.sync()
         events.end(C.INIT_STOP)
         events.start(C.RUN_START)
@@ -159,6 +208,7 @@ class Loop:
                 events.start(C.EPOCH_START, metadata={"epoch_num": epoch + 1})
             self._step(step, micro, lr_at(step, self.peak_lr, warmup, max_steps, cfg.end_lr, cfg.decay_power))
             step += 1
+            progress.tick(step)
             if by_epoch and (step % steps_per_epoch == 0 or step == max_steps):
                 events.end(C.EPOCH_STOP, metadata={"epoch_num": epoch + 1})
             if step % eval_steps and step < max_steps:
@@ -183,6 +233,8 @@ class Loop:
                 break
             if step >= max_steps:
                 break
+            progress.metric = f"{metric.name} {m.final_metric:.4f}"
+            progress.restart(step)  # the evaluation's pause is not training speed
             block = block_start(step)
         batches.close()
         run_stop = time.time()
@@ -203,4 +255,4 @@ def std(values) -> float:
 def say(dist, message: str) -> None:
     """A progress line, printed once (by rank 0)."""
     if dist.rank == 0:
-        print(f"[hvdbench] {message}", flush=True)
+        line(f"[hvdbench] {message}")

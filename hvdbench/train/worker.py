@@ -26,14 +26,16 @@ from pathlib import Path
 import numpy as np
 from mlperf_logging.mllog import constants as C
 
-from hvdbench.errors import DatasetError, HvdbenchError
+from hvdbench.errors import ConfigError, DatasetError, HvdbenchError
 from hvdbench.events import EventLog
+from hvdbench.output import line
 from hvdbench.results.schema import new_run_id
 from hvdbench.train import config as config_mod
 from hvdbench.train import result as result_mod
 from hvdbench.train.faults import Fault
 from hvdbench.train.launch_info import detect_launcher, launcher_rank
 from hvdbench.train.loop import Loop, say
+from hvdbench.train.memory import check_fits
 from hvdbench.train.schedule import scaled_lr
 
 
@@ -77,7 +79,7 @@ def _first_line(e: BaseException) -> str:
 
 
 def _report_failure(cfg, state, message: str) -> None:
-    print(f"Error: {message}", file=sys.stderr, flush=True)
+    line(f"Error: {message}", sys.stderr)
     if state["rank"] == 0:
         result_mod.record_failure(cfg, state["t0"], message)
 
@@ -116,6 +118,15 @@ def run(cfg: config_mod.TrainConfig, state: dict) -> None:
     events.start(C.INIT_START)
 
     trainer = fw.Trainer(cfg, spec.framework_module(cfg.framework), flavor_cfg, info, dist)
+    if dist.device_name == "cpu":
+        # A batch that cannot fit is refused now, with the batch that would, instead of the kernel
+        # killing a rank mid-step. Every rank computes the same estimate; rank 0 says it.
+        # (The ranks of an emulated cluster all share this machine's memory.)
+        sharing = dist.size if os.environ.get(frameworks.SHARED_MACHINE_ENV) == "1" else dist.local_size
+        try:
+            check_fits(spec, cfg, sharing, trainer.num_parameters())
+        except ConfigError as e:
+            raise AgreedError(str(e)) from None
     # One sample with the dataset's fields, shapes and dtypes (TensorFlow traces its graphs on it).
     rng = np.random.default_rng([cfg.seed, dist.rank])
     trainer.compile(kind.synthetic(1, info, rng) if ds is None else _example_batch(ds))

@@ -39,14 +39,27 @@ def test_efficiency_plot_series():
 
 
 def test_layout_bars_one_container_per_gpu_count_with_error_bars():
-    fig = plots.layouts_figure(tables().layouts)
+    t = tables()
+    fig = plots.layouts_figure(t.layouts, t.scaling)
     [ax] = fig.axes  # only the torch group ran several layouts at one GPU count
     bars = [c for c in ax.containers if c.__class__.__name__ == "BarContainer"]
-    assert [c.get_label() for c in bars] == ["2 GPUs", "4 GPUs"]
+    # The fixture's runs are on CPUs: the plot says so instead of calling them GPUs.
+    assert [c.get_label() for c in bars] == ["2 CPU ranks", "4 CPU ranks"]
+    assert "CPU ranks" in ax.get_xlabel() and "devices: CPUs" in ax.get_title()
+    # The reference per GPU count: the 1x1 baseline (100 samples/s) times the count.
+    [ideal] = [c for c in ax.collections if c.get_label().startswith("ideal")]
+    assert [seg[0][1] for seg in ideal.get_segments()] == [200]
+    assert ax.get_ylim()[0] == 0
     assert [len(c.patches) for c in bars] == [2, 2]
     assert [p.get_height() for c in bars for p in c.patches] == [200, 175, 400, 390]
     assert [t.get_text() for t in ax.get_xticklabels()] == ["1x2", "2x1", "1x4", "2x2"]
     assert all(c.errorbar is not None for c in bars)
+
+
+def test_error_bars_below_a_mean_stop_above_zero_on_log_axes():
+    below, above = plots._yerr([10.0, 10.0], [4.0, 30.0], log_y=True)
+    assert below == [4.0, 9.5] and above == [4.0, 30.0]
+    assert plots._yerr([10.0], [30.0], log_y=False) == [[30.0], [30.0]]
 
 
 def test_time_to_train_plot_series():

@@ -75,6 +75,10 @@ SPEC = ModelSpec(
         "opt_weight_decay": "weight_decay",
         "opt_momentum": "momentum",
     },
-    parameters={"full": 25_557_032},
+    parameters={"full": 25_557_032, "debug": 130_002},
+    # Activations of one sample in a fp32 training step on a CPU (benchmarks/bench_memory.py: peak
+    # RSS at two batch sizes); 224 px for full, 16 px for debug.
+    memory_per_sample={"full": {"torch": 98_000_000, "tensorflow": 94_000_000},
+                       "debug": {"torch": 800_000, "tensorflow": 400_000}},
     prepare_commands=("hvdbench.models.resnet50.cli:images", "hvdbench.models.resnet50.cli:digits"),
 )

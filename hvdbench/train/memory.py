@@ -1,0 +1,98 @@
+"""How much host memory a CPU run needs, known before it starts, so a run that cannot fit is refused
+with an estimate and the batch that fits instead of being killed by the kernel mid-step.
+
+    est = estimate(get_spec("resnet50"), "full", "tensorflow", batch=256, precision="fp32")
+    est.total       # bytes: fixed + batch x per_sample
+    check_fits(spec, cfg, local_ranks=1)   # ConfigError "~25.6 GB for batch 256 ...; try ..."
+    HVDBENCH_HOST_MEMORY_GB=8 hvdbench train ...   # what runs may use (default: available now)
+
+The formula, per rank: the framework's runtime (libraries, allocator pools) + parameters x (weights,
+gradients and optimizer state, 4 bytes each in fp32: SGD with momentum keeps one state, Adam two)
++ Horovod's 64 MiB fusion buffer + batch x the bytes one sample's activations take in a training
+step. That last figure is measured per flavor and framework (`ModelSpec.memory_per_sample`, from
+benchmarks/bench_memory.py, which also prints estimate / measured peak RSS); a flavor without one is
+not checked. Measured in fp32: bf16/fp16 runs are estimated with it too, which errs towards "does
+not fit" (their activations are smaller).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from hvdbench.errors import ConfigError
+
+GB = 1e9
+# The frameworks' own footprint (interpreter, libraries, allocator pools), measured with the debug
+# flavors (whose parameters and activations are a few MB): the fixed part of the peak RSS of 2-step
+# synthetic runs (benchmarks/bench_memory.py: 0.36-0.43 GB torch, 0.78 GB TensorFlow).
+RUNTIME_BYTES = {"torch": 0.45e9, "tensorflow": 0.8e9}
+STATE_BYTES = {"sgd": 4, "adamw": 8, "adam": 8}  # optimizer state per parameter in fp32
+# Copies of the per-parameter state a framework holds: measured on ResNet-50 full (25.6M parameters,
+# SGD): torch 13 bytes per parameter (weights, gradients, momentum), TensorFlow 26 (its graph keeps
+# a second copy of variables and gradients).
+PARAM_COPIES = {"torch": 1.0, "tensorflow": 2.2}
+FUSION_BUFFER = 64 << 20  # HOROVOD_FUSION_THRESHOLD's default
+
+
+@dataclass(frozen=True)
+class Estimate:
+    fixed: int  # bytes that do not grow with the batch
+    per_sample: int  # bytes per sample of the per-rank batch
+    batch: int
+
+    @property
+    def total(self) -> int:
+        return self.fixed + self.per_sample * self.batch
+
+    def batch_within(self, limit: int) -> int:
+        """The largest power-of-two batch whose estimate stays within `limit` bytes (0: none)."""
+        b = 1
+        while self.fixed + self.per_sample * b * 2 <= limit:
+            b *= 2
+        return b if self.fixed + self.per_sample * b <= limit else 0
+
+
+def estimate(spec, flavor: str, framework: str, batch: int, precision: str, optimizer: str | None = None,
+             parameters: int | None = None) -> Estimate:
+    """The estimate for one rank; per_sample is 0 when the flavor's activations were not measured."""
+    params = parameters if parameters is not None else spec.parameters.get(flavor, 0)
+    optimizer = optimizer or spec.defaults.get("optimizer", "sgd")
+    fixed = (RUNTIME_BYTES.get(framework, RUNTIME_BYTES["torch"])
+             + params * (8 + STATE_BYTES.get(optimizer, 8)) * PARAM_COPIES.get(framework, 1.0))
+    per_sample = spec.memory_per_sample.get(flavor, {}).get(framework, 0)
+    return Estimate(int(fixed + FUSION_BUFFER), int(per_sample), batch)
+
+
+def available_bytes(env=None) -> int:
+    """The memory runs may use: HVDBENCH_HOST_MEMORY_GB when set (a share of a shared machine),
+    else what the kernel reports available now."""
+    import os
+
+    import psutil
+
+    env = os.environ if env is None else env
+    if env.get("HVDBENCH_HOST_MEMORY_GB"):
+        try:
+            return int(float(env["HVDBENCH_HOST_MEMORY_GB"]) * GB)
+        except ValueError:
+            raise ConfigError(f"HVDBENCH_HOST_MEMORY_GB={env['HVDBENCH_HOST_MEMORY_GB']!r}: give a number of GB") from None
+    return int(psutil.virtual_memory().available)
+
+
+def check_fits(spec, cfg, local_ranks: int, parameters: int | None = None, available: int | None = None) -> None:
+    """On a machine without GPUs: refuse a run whose estimate exceeds this rank's share of the
+    available memory, naming the estimate and a batch (or flavor) that fits."""
+    est = estimate(spec, cfg.flavor, cfg.framework, cfg.batch_per_gpu, cfg.precision, cfg.optimizer, parameters)
+    if not est.per_sample:
+        return  # not measured for this flavor: nothing to say
+    share = (available if available is not None else available_bytes()) // max(1, local_ranks)
+    if est.total <= share:
+        return
+    fits = est.batch_within(share)
+    hint = (f"try --batch-per-gpu {fits}" if fits else "it does not fit at any batch")
+    smallest = min(spec.flavors, key=lambda f: estimate(spec, f, cfg.framework, 1, cfg.precision).total)
+    if smallest != cfg.flavor:
+        hint = f"try --flavor {smallest}" + (f" or --batch-per-gpu {fits}" if fits else "")
+    raise ConfigError(f"{spec.name}/{cfg.flavor} ({cfg.framework}) needs ~{est.total / GB:.1f} GB for batch "
+                      f"{cfg.batch_per_gpu} per rank, and this machine has {share / GB:.1f} GB available per "
+                      f"rank ({local_ranks} on this host); {hint}")

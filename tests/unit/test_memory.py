@@ -1,0 +1,55 @@
+"""The host-memory estimate behind `hvdbench train`'s refusal of runs that cannot fit on a CPU
+machine: the formula, the batch it suggests, and the one-line refusal. (Estimate against measured
+peak RSS: benchmarks/bench_memory.py.)"""
+
+from types import SimpleNamespace
+
+import pytest
+
+from hvdbench.errors import ConfigError
+from hvdbench.models import get_spec
+from hvdbench.train import memory
+
+SPEC = get_spec("resnet50")
+
+
+def test_the_formula():
+    est = memory.estimate(SPEC, "full", "torch", 256, "fp32")
+    params = 25_557_032
+    fixed = memory.RUNTIME_BYTES["torch"] + params * (4 + 4 + 4) + memory.FUSION_BUFFER  # SGD: one state
+    assert (est.fixed, est.per_sample, est.batch) == (int(fixed), 98_000_000, 256)
+    assert est.total == int(fixed) + 256 * 98_000_000
+    tf = memory.estimate(SPEC, "full", "tensorflow", 256, "fp32")
+    assert tf.fixed > est.fixed  # TensorFlow holds a second copy of its variables
+    adam = memory.estimate(SPEC, "full", "torch", 256, "fp32", optimizer="adam")
+    assert adam.fixed - est.fixed == params * 4  # a second moment per parameter
+
+
+def test_the_batch_that_fits():
+    est = memory.Estimate(fixed=1_000, per_sample=100, batch=256)
+    assert est.batch_within(1_000 + 100 * 40) == 32  # the largest power of two within the limit
+    assert est.batch_within(1_050) == 0  # not even one sample
+
+
+def cfg(**kw):
+    base = dict(flavor="full", framework="tensorflow", batch_per_gpu=256, precision="fp32", optimizer="sgd")
+    return SimpleNamespace(**{**base, **kw})
+
+
+def test_a_run_that_cannot_fit_is_refused_in_one_line_naming_what_fits():
+    with pytest.raises(ConfigError) as e:
+        memory.check_fits(SPEC, cfg(), local_ranks=1, available=24 * 10**9)
+    message = str(e.value)
+    assert "\n" not in message
+    assert "resnet50/full (tensorflow) needs ~25.6 GB for batch 256 per rank" in message
+    assert "24.0 GB available per rank" in message and "try --flavor debug or --batch-per-gpu 128" in message
+
+
+def test_a_run_that_fits_passes_and_ranks_share_the_machine():
+    memory.check_fits(SPEC, cfg(batch_per_gpu=16), local_ranks=1, available=24 * 10**9)
+    with pytest.raises(ConfigError, match="12.0 GB available per rank .2 on this host"):
+        memory.check_fits(SPEC, cfg(batch_per_gpu=128), local_ranks=2, available=24 * 10**9)
+
+
+def test_a_flavor_without_a_measurement_is_not_checked():
+    memory.check_fits(get_spec("bert"), cfg(flavor="base", framework="torch"), local_ranks=1, available=1)
