@@ -25,6 +25,7 @@ from hvdbench.models.contracts import DatasetKind, ModelSpec
 REGISTRY = {
     "resnet50": "hvdbench.models.resnet50",
     "bert": "hvdbench.models.bert",
+    "ncf": "hvdbench.models.ncf",
 }
 ENTRY_POINT_GROUP = "hvdbench.models"
 
