@@ -30,6 +30,9 @@ from hvdbench.errors import TopologyError
 _LABEL = r"[A-Za-z0-9_](?:[A-Za-z0-9_-]{0,61}[A-Za-z0-9_])?"
 _HOSTNAME = re.compile(rf"^{_LABEL}(?:\.{_LABEL})*$")
 _LAYOUT = re.compile(r"^([1-9][0-9]*)x([1-9][0-9]*)$")
+# Slots (processes) per host: GPUs, or cores for CPU runs. Above this a number is a typo, not a
+# machine, and would plan layouts up to an absurd -np.
+MAX_SLOTS = 1024
 
 
 @dataclass(frozen=True)
@@ -81,6 +84,8 @@ def parse_hostfile(path: str | os.PathLike) -> list[Host]:
     """Read a horovodrun hostfile: `host slots=N` per line; blank lines and `#` comments allowed;
     Open MPI's `max_slots=M` (or `max-slots=M`) is accepted and ignored (M must be >= N)."""
     path = Path(path)
+    if path.exists() and not path.is_file():  # a folder, a FIFO or /dev/zero: reading would fail or never end
+        raise TopologyError(f"{path}: not a regular file (a hostfile is 'HOST slots=N' lines)")
     try:
         text = path.read_text()
     except FileNotFoundError:
@@ -121,11 +126,16 @@ def _parse_hostfile_line(line: str, where: str) -> Host:
 
 
 def _slots(value: str, where: str) -> int:
-    if not value.isdigit():
-        raise TopologyError(f"{where}: slots must be a whole number, got {value!r}")
-    if int(value) == 0:
+    # ASCII digits only: str.isdigit() also takes '²' or '٣', which int() then refuses or reads.
+    if not re.fullmatch(r"[0-9]+", value):
+        raise TopologyError(f"{where}: slots must be a whole number (digits 0-9), got {value!r}")
+    digits = value.lstrip("0")
+    if len(digits) > len(str(MAX_SLOTS)) or int(digits or 0) > MAX_SLOTS:  # int() of 5000 digits fails
+        shown = value if len(value) <= 24 else value[:20] + "..."
+        raise TopologyError(f"{where}: {shown} slots is above the limit of {MAX_SLOTS} per host")
+    if not digits:
         raise TopologyError(f"{where}: zero slots")
-    return int(value)
+    return int(digits)
 
 
 def _check_unique(hosts: list[Host], where: str) -> list[Host]:
@@ -139,6 +149,8 @@ def _check_unique(hosts: list[Host], where: str) -> list[Host]:
 
 def parse_hosts_arg(spec: str) -> list[Host]:
     """`--hosts node1:8,node2:8` -> hosts. Every entry needs its slots."""
+    if not spec.strip():
+        raise TopologyError("--hosts is empty (expected HOST:SLOTS[,HOST:SLOTS...], e.g. localhost:2)")
     hosts = []
     for item in spec.split(","):
         item = item.strip()

@@ -43,7 +43,7 @@ import numpy as np
 
 from hvdbench.bench import defaults
 from hvdbench.bench.rows import run_identity
-from hvdbench.results.store import append_rows
+from hvdbench.results.store import append_or_rescue
 from hvdbench.data.readers import open_dataset
 from hvdbench.errors import ConfigError, DatasetError, HvdbenchError
 from hvdbench.results.schema import IoRow
@@ -316,4 +316,6 @@ def table(rows: list[IoRow]):
 
 
 def write_outputs(rows: list[IoRow], out: str | os.PathLike) -> list[Path]:
-    return [append_rows(Path(out) / CSV_NAME, rows)]
+    """Append to OUT/bench_io.csv; if it cannot be written, the rows are saved elsewhere and an
+    OutputError says where (a finished measurement is never lost to an output error)."""
+    return [append_or_rescue(Path(out) / CSV_NAME, rows)]

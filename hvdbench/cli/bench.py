@@ -65,6 +65,17 @@ def _rank0_or_quiet(fn):
         raise
 
 
+def _check_output(out: str, csv_name: str, row_class) -> None:
+    """--out can be written and its CSV (if any) appended to: checked before a bench measures."""
+    from pathlib import Path
+
+    from hvdbench.cli.writable import check_writable_dir
+    from hvdbench.results.store import check_appendable
+
+    check_writable_dir(out, "--out")
+    check_appendable(Path(out) / csv_name, row_class)
+
+
 @click.group()
 def bench():
     """Allreduce and storage micro-benchmarks, run with the same launchers and layouts as training;
@@ -108,9 +119,11 @@ def allreduce(min_bytes, max_bytes, dtypes, iters, warmup_iters, budget_bytes, m
       mpirun -np 2 hvdbench bench allreduce --dtype fp32 --max-bytes 16M --out results/demo
       horovodrun -np 4 -H node1:2,node2:2 --gloo hvdbench bench allreduce --out results/demo
     """
-    from hvdbench.bench.allreduce_report import plan
+    from hvdbench.bench.allreduce_report import CSV_NAME, plan
+    from hvdbench.results.schema import AllreduceRow
 
     _rank0_or_quiet(lambda: plan(dtypes, min_bytes, max_bytes))  # bad sizes: one error, before Horovod starts
+    _rank0_or_quiet(lambda: _check_output(out, CSV_NAME, AllreduceRow))  # and an unwritable --out
     from hvdbench.frameworks.torch.bench_allreduce import AllreduceOptions, main
 
     main(AllreduceOptions(out=out, dtypes=dtypes, min_bytes=min_bytes, max_bytes=max_bytes, iters=iters,
@@ -148,10 +161,12 @@ def io(data, split, batch_size, passes, seed, drop_caches, demand, demand_from, 
     if demand is not None and demand_from:
         raise click.UsageError("give --demand or --demand-from, not both")
     from hvdbench.bench import io as bio
+    from hvdbench.results.schema import IoRow
     from hvdbench.train.launch_info import detect_launcher
 
     opts = bio.IoOptions(data=data, out=out, split=split, batch_size=batch_size, passes=passes, seed=seed,
                          drop_caches=drop_caches, demand=demand, demand_from=demand_from)
+    _rank0_or_quiet(lambda: _check_output(out, bio.CSV_NAME, IoRow))  # before measuring, not after
     if detect_launcher() == "single":
         comm = bio.LocalComm()
     else:
@@ -164,7 +179,13 @@ def io(data, split, batch_size, passes, seed, drop_caches, demand, demand_from, 
     if comm.rank == 0:
         from hvdbench.bench.rows import render
 
-        written = bio.write_outputs(rows, out)
-        for line in [*render(bio.table(rows)).splitlines(), *(f"wrote {path}" for path in written)]:
+        for line in render(bio.table(rows)).splitlines():  # shown before anything can fail to write
             click.echo(line.rstrip())
+        try:
+            written = bio.write_outputs(rows, out)  # saved elsewhere, and said where, if it fails
+        finally:
+            comm.shutdown()
+        for path in written:
+            click.echo(f"wrote {path}")
+        return
     comm.shutdown()

@@ -66,7 +66,7 @@ def status(name):
     Example:
       hvdbench cluster status --name hvd
     """
-    from rich.console import Console
+    from hvdbench.output import console
     from rich.table import Table
 
     from hvdbench.cluster.lifecycle import status as cluster_status
@@ -78,10 +78,7 @@ def status(name):
     for r in rows:
         table.add_row(r.name, r.address, str(r.slots), r.shaping, str(r.sshd_pid or "-"),
                       "yes" if r.sshd_answers else "NO")
-    console = Console()
-    if not console.is_terminal:
-        console = Console(width=200)  # piped: whole lines, never wrapped cells (scripts grep them)
-    console.print(table)
+    console().print(table)  # piped: whole lines, never wrapped cells (scripts grep them)
     if journal.phase == "up":
         _usage(name)
     else:

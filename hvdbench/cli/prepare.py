@@ -6,12 +6,15 @@ from pathlib import Path
 
 import click
 
+from hvdbench.cli.writable import writable_out
+
 # Options every prepare command shares (the model folders' cli.py use them too).
 WORKERS = click.option("--workers", type=click.IntRange(min=1), default=None,
                        help="Worker processes per rank (default: all cores, shared among local MPI ranks).")
 OVERWRITE = click.option("--overwrite", is_flag=True,
                          help="Replace a different dataset already in --out (default: refuse).")
 OUT = click.option("--out", required=True, type=click.Path(path_type=Path, file_okay=False),
+                   callback=writable_out,  # a read-only --out fails before any shard is made
                    help="Dataset directory to write (created; a rerun of the same command resumes).")
 
 
@@ -111,9 +114,9 @@ def verify(directory):
     Example:
       hvdbench prepare verify data/digits
     """
-    from rich.console import Console
     from rich.table import Table
 
+    from hvdbench.output import console
     from hvdbench.data.verify import verify as run_verify
     from hvdbench.errors import DatasetError
 
@@ -123,7 +126,7 @@ def verify(directory):
         table.add_column(column, justify="right" if column == "samples" else "left")
     for row in report.rows:
         table.add_row(row["split"], row["file"], str(row["samples"]), row["status"])
-    Console().print(table)
+    console().print(table)
     if report.problems:
         raise DatasetError(f"{len(report.problems)} problem(s); first: {report.problems[0]}")
     click.echo(f"ok: {sum(r['samples'] for r in report.rows)} samples in {len(report.rows)} shards")
@@ -135,19 +138,19 @@ def summary(manifest: dict, out: Path) -> None:
 
     if env_rank() != 0:
         return
-    from rich.console import Console
+    from hvdbench.output import console
     from rich.table import Table
 
-    console = Console()
+    out_console = console()
     table = Table(title=f"{out} ({manifest['kind']})")
     for column in ("split", "samples", "shards"):
         table.add_column(column, justify="right" if column != "split" else "left")
     for split, info in manifest["splits"].items():
         table.add_row(split, str(info["samples"]), str(len(info["shards"])))
-    console.print(table)
+    out_console.print(table)
     skipped = manifest.get("skipped", {})
     if skipped.get("count"):
-        console.print(f"skipped {skipped['count']} unreadable or non-image file(s), e.g.: "
+        out_console.print(f"skipped {skipped['count']} unreadable or non-image file(s), e.g.: "
                       + ", ".join(skipped["first"]))
     packing = manifest.get("packing")
     if packing:
@@ -160,4 +163,4 @@ def summary(manifest: dict, out: Path) -> None:
         for split in manifest["splits"]:
             row = packing[split]
             report.add_row(split, *(f"{row[c]:.4f}" if isinstance(row[c], float) else str(row[c]) for c in columns))
-        console.print(report)
+        out_console.print(report)

@@ -10,6 +10,7 @@ from pathlib import Path
 import click
 
 from hvdbench.launchers import CONTROLLERS, LAUNCHERS
+from hvdbench.topology import MAX_SLOTS
 
 
 def _int_list(ctx, param, value):
@@ -45,6 +46,44 @@ def _check_train_args(model: str, train_args) -> None:
         raise click.UsageError(f"train argument after --: {e.format_message()}") from None
 
 
+def _check_runs(spec) -> None:
+    """Resolve every layout's train configuration the way its worker will (`hvdbench train MODEL
+    [--config RUN_DIR/layout.yaml] TRAIN-ARGS --out RUN_DIR ...` -> hvdbench.train.config.resolve,
+    the validation `train` itself does), so a run `train` would refuse fails here, in one line,
+    before anything is launched or written (and in --dry-run)."""
+    import tempfile
+
+    import yaml
+
+    from hvdbench.cli.train import parse_train_args
+    from hvdbench.errors import ConfigError, HvdbenchError
+    from hvdbench.sweep.plan import PlannedRun
+    from hvdbench.sweep.spec import run_dir
+    from hvdbench.train.config import resolve
+
+    overrides, config_file = parse_train_args(spec.model, spec.train_args)
+    with tempfile.TemporaryDirectory(prefix="hvdbench-sweep-check-") as tmp:
+        for entry in spec.entries:
+            run = PlannedRun(entry, 1)
+            given = {**overrides, "out": str(run_dir(spec, run)), "run_id": run.run_id,
+                     "sweep_name": spec.name, "repeat": run.repeat}
+            layout_file = config_file
+            if entry.config:  # the worker's layout.yaml, written as launch_run writes it
+                layout_file = Path(tmp) / "layout.yaml"
+                layout_file.write_text(yaml.safe_dump(entry.config.settings, sort_keys=False))
+            try:
+                resolve(given, layout_file)
+            except HvdbenchError as e:
+                message = str(e)
+                if entry.config:
+                    message = message.replace(f"{layout_file}: ", "").replace(str(layout_file), "the layout")
+                    where = f"{spec.config_path}: layouts.{entry.name}" + (
+                        " with the train arguments after --" if spec.train_args else "")
+                else:
+                    where = "train arguments after --" if spec.train_args else f"sweep of {spec.model}"
+                raise ConfigError(f"{where}: {message}") from None
+
+
 def _cluster_settings(name, launcher, launcher_args, env):
     """The emulated cluster's hostfile, launcher options and PATH (its ssh wrapper) for this sweep."""
     from hvdbench.cluster.launch import launch_settings
@@ -65,7 +104,7 @@ def _cluster_settings(name, launcher, launcher_args, env):
 @click.option("--cluster", "cluster_name", metavar="NAME",
               help="Run on the emulated cluster NAME (`hvdbench cluster up --name NAME`): its hostfile, "
                    "ssh and network interface.")
-@click.option("--gpus-per-node", type=click.IntRange(min=1),
+@click.option("--gpus-per-node", type=click.IntRange(min=1, max=MAX_SLOTS),
               help="Slots per host of the Slurm allocation [default: SLURM_NTASKS_PER_NODE].")
 @click.option("--gpus", callback=_int_list, help="Total GPU counts, e.g. 1,2,4 [default: powers of two "
               "up to the capacity].")
@@ -123,22 +162,29 @@ def sweep(model, train_args, hostfile, hosts, cluster_name, gpus_per_node, gpus,
       hvdbench sweep resnet50 --hostfile hostfiles/example-2node --launcher slurm --submit \\
           --sbatch-arg=--partition=gpu --out results/r50 -- --synthetic
     """
-    from rich.console import Console
+    from hvdbench.output import console as output_console
 
     from hvdbench import topology
     from hvdbench.models import get_spec
     from hvdbench.sweep import batch, layout_config as sweep_config, plan, run as sweep_run
+    from hvdbench.cli.writable import check_writable_dir
+    from hvdbench.results.schema import RunResult
+    from hvdbench.results.store import check_appendable
 
     get_spec(model)  # an unknown model is an error before anything is written
     _check_train_args(model, train_args)
-    if sum(bool(x) for x in (hostfile, hosts, cluster_name)) > 1:
+    # Given, even empty (`--hosts ''`), is given: it is named in the error, not taken for "use Slurm".
+    if sum(x is not None for x in (hostfile, hosts, cluster_name)) > 1:
         raise click.UsageError("give one of --hostfile, --hosts or --cluster")
-    if cluster_name:
+    if cluster_name is not None:
         hostfile, launcher_args, env = _cluster_settings(cluster_name, launcher, launcher_args, env)
     if submit and launcher != "slurm":
         raise click.UsageError("--submit goes with --launcher slurm")
-    host_list = (topology.parse_hostfile(hostfile) if hostfile else topology.parse_hosts_arg(hosts)
-                 if hosts else topology.hosts_from_slurm(os.environ, gpus_per_node))
+    # The sweep folder can be written and its runs.csv read back whole, before any run is launched.
+    check_writable_dir(out, "--out")
+    check_appendable(out / "runs.csv", RunResult)
+    host_list = (topology.parse_hostfile(hostfile) if hostfile is not None else topology.parse_hosts_arg(hosts)
+                 if hosts is not None else topology.hosts_from_slurm(os.environ, gpus_per_node))
 
     cfg = None
     if config_name:
@@ -157,7 +203,8 @@ def sweep(model, train_args, hostfile, hosts, cluster_name, gpus_per_node, gpus,
         train_args=tuple(train_args), user_env=env, launcher_args=tuple(launcher_args),
         retry_failed=retry_failed, config_path=cfg.path if cfg else None, grace_s=kill_grace,
         allreduce_bench=allreduce_bench)
-    console = Console()
+    _check_runs(spec)  # every layout's run resolved as `train` will: refused here, not once per run
+    console = output_console()
 
     if launcher == "slurm":
         jobs = batch.slurm_jobs(spec, template, time_limit, tuple(sbatch_args))

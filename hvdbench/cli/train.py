@@ -60,6 +60,22 @@ def _parse_set(values) -> dict:
     return out
 
 
+def overrides_from_options(model: str, set_values, options: dict) -> dict:
+    """The `resolve` overrides of a train command line: --set pairs, then the options given (None:
+    not given), then MODEL. `hvdbench sweep` resolves each layout's run through this too."""
+    given = {k: v for k, v in options.items() if v is not None}
+    return {**_parse_set(set_values), **given, "model": model}
+
+
+def parse_train_args(model: str, args) -> tuple[dict, str | None]:
+    """(overrides, --config file) of `hvdbench train MODEL ARGS...`, parsed by the train command
+    itself; click.UsageError for a misspelt option or a wrong type."""
+    ctx = train.make_context("hvdbench train", [model, *args])
+    params = dict(ctx.params)
+    model, config_file, set_values = params.pop("model"), params.pop("config_file"), params.pop("set_values")
+    return overrides_from_options(model, set_values, params), config_file
+
+
 def _config_options(command):
     """One `--name` option per TrainConfig field marked `cli` (its type, choices and help come from
     the field), so every option is defined once, in hvdbench/train/config.py."""
@@ -112,9 +128,12 @@ def train(model, config_file, set_values, **options):
     from hvdbench.train import config as config_mod
 
     try:
-        given = {k: v for k, v in options.items() if v is not None}
-        overrides = {**_parse_set(set_values), **given, "model": model}
-        cfg = config_mod.resolve(overrides, config_file)
+        cfg = config_mod.resolve(overrides_from_options(model, set_values, options), config_file)
+        from hvdbench.cli.writable import check_writable_dir
+        from hvdbench.train.launch_info import launcher_rank
+
+        if launcher_rank() == 0:  # the rank that writes: checked before a framework starts
+            check_writable_dir(cfg.out, "--out")
     except HvdbenchError:
         _quiet_unless_rank0(1)
         raise

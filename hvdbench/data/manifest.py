@@ -14,7 +14,9 @@ from __future__ import annotations
 import datetime
 import hashlib
 import json
+import math
 import os
+import re
 import shlex
 import sys
 from pathlib import Path
@@ -86,16 +88,114 @@ def read_manifest(directory: Path) -> dict:
     from hvdbench.errors import ConfigError
     from hvdbench.models import get_kind
 
+    if not isinstance(manifest["kind"], str):
+        raise DatasetError(f"{path}: key 'kind' must be a dataset kind's name, got {manifest['kind']!r}")
     try:
         get_kind(manifest["kind"])
     except ConfigError as e:
         raise DatasetError(f"{path}: {e}") from None
-    for split, info in manifest["splits"].items():
-        if not isinstance(info, dict) or "shards" not in info or "samples" not in info:
-            raise DatasetError(f"{path}: split {split!r} lacks 'samples' or 'shards'")
-        if sum(s["samples"] for s in info["shards"]) != info["samples"]:
-            raise DatasetError(f"{path}: split {split!r}: shard sample counts do not add up to {info['samples']}")
+    check_schema(manifest, path)
     return manifest
+
+
+def data_info(manifest: dict, where: str) -> dict:
+    """The kind's info keys of a manifest (`DatasetKind.data_info`: the data's sizes, such as
+    num_classes or vocab_size), each a whole number; DatasetError naming `where` and the key. What
+    a model is built with (Dataset.data_info) and what `prepare verify`'s value limits come from."""
+    from hvdbench.models import get_kind
+
+    info = get_kind(manifest["kind"]).data_info(manifest, where)
+    for key, value in info.items():
+        _count(value, f"{where}: {key}")
+    return info
+
+
+# --- the schema: every key the readers, verify and bench io use, checked on open ---------------
+
+_FIELD_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$")  # an HDF5 dataset at the root
+MAX_SAMPLE_BYTES = 1 << 40  # one sample of one field; above this a shape is a typo
+
+
+def check_schema(manifest: dict, path: Path) -> None:
+    """Types and limits of `splits` (samples, shards: file, samples, sha256) and `fields` (shape,
+    dtype), shard and vocabulary files inside the dataset folder, and shard counts that add up;
+    DatasetError naming the file and the key."""
+    splits, fields = manifest["splits"], manifest["fields"]
+    if not isinstance(splits, dict):
+        raise DatasetError(f"{path}: key 'splits' must map split names to their shards")
+    seen: set[str] = set()
+    for split, info in splits.items():
+        where = f"{path}: splits.{split}"
+        if not isinstance(info, dict) or "shards" not in info or "samples" not in info:
+            raise DatasetError(f"{where} lacks 'samples' or 'shards'")
+        total = _count(info["samples"], f"{where}.samples")
+        if not isinstance(info["shards"], list):
+            raise DatasetError(f"{where}.shards must be a list of shards")
+        for i, shard in enumerate(info["shards"]):
+            at = f"{where}.shards[{i}]"
+            if not isinstance(shard, dict):
+                raise DatasetError(f"{at} must be a mapping with file, samples and sha256")
+            for key in ("file", "samples"):
+                if key not in shard:
+                    raise DatasetError(f"{at}: key {key!r} missing")
+            _count(shard["samples"], f"{at}.samples")
+            if "sha256" in shard and not (isinstance(shard["sha256"], str)
+                                         and re.fullmatch(r"[0-9a-f]{64}", shard["sha256"])):
+                raise DatasetError(f"{at}.sha256 must be 64 hex digits, got {shard['sha256']!r}")
+            file = inside(shard["file"], f"{at}.file")
+            if file in seen:
+                raise DatasetError(f"{at}.file {file!r} is listed twice")
+            seen.add(file)
+        if sum(s["samples"] for s in info["shards"]) != total:
+            raise DatasetError(f"{path}: split {split!r}: shard sample counts do not add up to {total}")
+    if not isinstance(fields, dict) or not fields:
+        raise DatasetError(f"{path}: key 'fields' must map field names to their shape and dtype")
+    for name, spec in fields.items():
+        at = f"{path}: fields.{name}"
+        if not _FIELD_NAME.match(name):
+            raise DatasetError(f"{at}: not a field name (letters, digits, '_', '.', '-')")
+        if not isinstance(spec, dict) or "shape" not in spec or "dtype" not in spec:
+            raise DatasetError(f"{at} lacks 'shape' or 'dtype'")
+        shape = spec["shape"]
+        if not isinstance(shape, list):
+            raise DatasetError(f"{at}.shape must be a list of sizes, got {shape!r}")
+        for size in shape:
+            _count(size, f"{at}.shape")
+        try:
+            import numpy as np
+
+            dtype = np.dtype(spec["dtype"]) if isinstance(spec["dtype"], str) else None
+        except Exception:  # noqa: BLE001 - numpy's parser raises TypeError, ValueError, SyntaxError...
+            dtype = None
+        if dtype is None or dtype.kind not in "biuf":
+            raise DatasetError(f"{at}.dtype {spec['dtype']!r} is not a numeric type (e.g. uint8, int32, float32)")
+        if math.prod(shape) * dtype.itemsize > MAX_SAMPLE_BYTES:
+            raise DatasetError(f"{at}.shape {shape}: one sample would take over {MAX_SAMPLE_BYTES >> 40} TiB")
+    if "vocab_sha256" in manifest:  # the vocabulary verify checks (bert kinds)
+        if not isinstance(manifest["vocab_sha256"], str):
+            raise DatasetError(f"{path}: key 'vocab_sha256' must be a string")
+        inside(manifest.get("vocab_file", "vocab.txt"), f"{path}: vocab_file")
+        if "vocab_size" not in manifest:
+            raise DatasetError(f"{path}: key 'vocab_size' missing (the manifest names a vocabulary)")
+        _count(manifest["vocab_size"], f"{path}: vocab_size")
+
+
+def inside(file, where: str) -> str:
+    """A file name of the manifest, relative and inside the dataset folder (no '..', no absolute
+    path), or DatasetError naming the key."""
+    if not isinstance(file, str) or not file or any(ord(c) < 32 for c in file):
+        raise DatasetError(f"{where} must be a file name inside the dataset folder, got {file!r}")
+    parts = Path(file).parts
+    if Path(file).is_absolute() or ".." in parts or not parts or file.endswith("/"):
+        raise DatasetError(f"{where} {file!r} points outside the dataset folder (shards must be inside it)")
+    return file
+
+
+def _count(value, where: str) -> int:
+    """A whole number >= 0 (not a bool, not a float)."""
+    if not isinstance(value, int) or isinstance(value, bool) or value < 0 or value >= 1 << 62:
+        raise DatasetError(f"{where} must be a whole number >= 0, got {value!r}")
+    return value
 
 
 def check_reusable(directory: Path, kind: str, params: dict, overwrite: bool) -> None:

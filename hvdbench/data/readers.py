@@ -38,7 +38,7 @@ from typing import Iterator
 
 import numpy as np
 
-from hvdbench.data.manifest import read_manifest
+from hvdbench.data.manifest import data_info, read_manifest
 from hvdbench.data.shards import ATTR_SAMPLES, open_shard
 from hvdbench.errors import DatasetError
 from hvdbench.models import get_kind
@@ -108,7 +108,7 @@ class Dataset:
     def data_info(self) -> dict:
         """What a model needs to know about the data: its kind's info keys (num_classes,
         vocab_size, max_seq_len, ...); DatasetError naming the manifest for a missing one."""
-        return self.kind_spec.data_info(self.manifest, str(self.path / "manifest.json"))
+        return data_info(self.manifest, str(self.path / "manifest.json"))
 
     def _split(self, split: str) -> dict:
         if split not in self.manifest["splits"]:

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
-from hvdbench.data.manifest import read_manifest
+from hvdbench.data.manifest import MANIFEST, data_info, read_manifest
 from hvdbench.data.shards import ATTR_SAMPLES, ATTR_SHA256, open_shard
 from hvdbench.data.vocab import vocab_sha256
 from hvdbench.errors import DatasetError
@@ -35,11 +35,22 @@ class Report:
         return not self.problems
 
 
-def value_limits(manifest: dict) -> dict[str, tuple[int, int]]:
-    """Inclusive (low, high) per field that has a known range: the dataset kind's rules."""
+def value_limits(manifest: dict, where: str = "manifest") -> dict[str, tuple[int, int]]:
+    """Inclusive (low, high) per field that has a known range: the dataset kind's rules, from the
+    kind's info keys, checked as `Dataset.data_info` checks them (DatasetError naming `where`)."""
     from hvdbench.models import get_kind
 
-    return get_kind(manifest["kind"]).limits(manifest)
+    kind = get_kind(manifest["kind"])
+    info = data_info(manifest, where)  # a missing key or a non-number: DatasetError naming file and key
+    try:
+        return kind.limits(manifest)
+    except KeyError as e:
+        raise DatasetError(f"{where}: key {e.args[0]!r} missing (the {kind.name!r} value limits need it)") from None
+    except (TypeError, ValueError, ArithmeticError):
+        bad = {k: v for k, v in info.items() if not (isinstance(v, int) and not isinstance(v, bool))}
+        shown = ", ".join(f"{k}={v!r}" for k, v in bad.items()) or ", ".join(f"{k}={v!r}" for k, v in info.items())
+        raise DatasetError(f"{where}: {shown}: not usable as the {kind.name!r} value limits "
+                           "(whole numbers expected)") from None
 
 
 def verify(path: str | Path) -> Report:
@@ -52,9 +63,9 @@ def verify(path: str | Path) -> Report:
             report.problems.append(f"{vocab}: vocabulary file missing")
         elif vocab_sha256(vocab) != manifest["vocab_sha256"]:
             report.problems.append(f"{vocab}: sha256 differs from the manifest's vocab_sha256")
-        elif len(vocab.read_text(encoding="utf-8").splitlines()) != manifest["vocab_size"]:
+        elif len(vocab.read_bytes().decode("utf-8", errors="replace").splitlines()) != manifest["vocab_size"]:
             report.problems.append(f"{vocab}: line count differs from vocab_size {manifest['vocab_size']}")
-    limits = value_limits(manifest)
+    limits = value_limits(manifest, str(path / MANIFEST))
     for split, info in manifest["splits"].items():
         for shard in info["shards"]:
             problem = check_shard(path / shard["file"], shard, manifest["fields"], limits)
@@ -97,6 +108,6 @@ def check_shard(path: Path, shard: dict, fields: dict, limits: dict) -> str | No
                     if block.min() < low or block.max() > high:
                         bad = int(block.min()) if block.min() < low else int(block.max())
                         return f"field {name!r} holds {bad}, outside [{low}, {high}]"
-        if digest.hexdigest() != f.attrs[ATTR_SHA256] or digest.hexdigest() != shard.get("sha256", digest.hexdigest()):
+        if digest.hexdigest() != f.attrs.get(ATTR_SHA256) or digest.hexdigest() != shard.get("sha256", digest.hexdigest()):
             return "data does not match its sha256 checksum (corrupt)"
     return None

@@ -15,6 +15,7 @@ import os
 from pathlib import Path
 from typing import Iterable, TypeVar
 
+from hvdbench.errors import HvdbenchError, OutputError, StoreError, os_error_line
 from hvdbench.results.schema import CsvRecord, RunResult, SchemaError
 
 R = TypeVar("R", bound=CsvRecord)
@@ -29,18 +30,37 @@ def read_runs(store: str | os.PathLike) -> list[RunResult]:
     return read_rows(store, RunResult, what="run store")
 
 
+def check_appendable(path: str | os.PathLike, cls: type[CsvRecord]) -> bytes:
+    """The bytes of a store rows may be appended to (b"" when there is none yet); StoreError or
+    SchemaError naming the file (and line) when it cannot be read back whole, so a store that is
+    not ours, or damaged, is never rewritten. A symbolic link is refused: an append replaces the
+    file atomically (rename), which would turn the link into a regular file."""
+    path = Path(path)
+    if path.is_symlink():
+        raise StoreError(f"{path} is a symbolic link (to {os.readlink(path)}): an append replaces the store "
+                         f"atomically, which would replace the link; give --out {Path(os.path.realpath(path)).parent} "
+                         "or put the file itself in place of the link")
+    if not path.exists():
+        return b""
+    if not path.is_file():
+        raise StoreError(f"{path} is not a regular file")
+    old = path.read_bytes()
+    _parse(old, cls, path)  # every row must read back before one is added
+    return old
+
+
 def append_rows(path: str | os.PathLike, rows: Iterable[CsvRecord]) -> Path:
     """Append rows, all of one record class, atomically."""
     rows, path = list(rows), Path(path)
     if not rows:
         return path
     cls = type(rows[0])
-    old = path.read_bytes() if path.exists() else b""
+    old = check_appendable(path, cls)
     buf = io.StringIO()
     writer = csv.DictWriter(buf, fieldnames=cls.columns(), lineterminator="\n")
-    if old:
-        _check_header(old.split(b"\n", 1)[0].decode(), cls, path)
-    else:
+    if old and not old.endswith(b"\n"):
+        old += b"\n"  # a last line without its end (an edited file): the new rows start a line
+    if not old:
         writer.writeheader()
     writer.writerows(row.to_row() for row in rows)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -54,23 +74,87 @@ def append_rows(path: str | os.PathLike, rows: Iterable[CsvRecord]) -> Path:
     return path
 
 
+def append_or_rescue(path: str | os.PathLike, rows: Iterable[CsvRecord]) -> Path:
+    """append_rows for a finished measurement (the bench CSVs): when the store cannot be written
+    (a read-only --out, a full disk, a damaged store), the rows go to a new file in the temporary
+    folder or the working directory instead, and an OutputError names both files, so the
+    measurement is never lost to an output error."""
+    rows, path = list(rows), Path(path)
+    try:
+        return append_rows(path, rows)
+    except (OSError, HvdbenchError) as e:
+        if isinstance(e, OSError):
+            reason = e.strerror or str(e) if e.filename in (None, str(path)) else os_error_line(e)
+        else:
+            reason = str(e).removeprefix(f"{path}: ").removeprefix(f"{path}")
+        saved = rescue_rows(path.name, rows)
+        where = f"saved in {saved}" if saved else "printed above only (no writable folder for a copy)"
+        raise OutputError(f"{path}: rows not appended ({reason}); the measurement is {where}") from None
+
+
+def rescue_rows(name: str, rows: list[CsvRecord]) -> Path | None:
+    """Write `rows` with their header to a new file named after `name` in the temporary folder,
+    else in the working directory; its path, or None when neither can be written."""
+    import tempfile
+
+    stem, dot, ext = name.rpartition(".")
+    for folder in (tempfile.gettempdir(), os.getcwd()):
+        try:
+            fd, tmp = tempfile.mkstemp(prefix=f"{stem or name}-", suffix=f".{ext}" if dot else "", dir=folder)
+            with os.fdopen(fd, "w", newline="") as f:
+                writer = csv.DictWriter(f, fieldnames=type(rows[0]).columns(), lineterminator="\n")
+                writer.writeheader()
+                writer.writerows(row.to_row() for row in rows)
+            return Path(tmp)
+        except OSError:
+            continue
+    return None
+
+
 def read_rows(path: str | os.PathLike, cls: type[R], what: str = "results file") -> list[R]:
     path = Path(path)
-    if not path.is_file():
+    if not path.exists():
         raise SchemaError(f"{path}: no such {what}")
-    with open(path, newline="") as f:
-        reader = csv.DictReader(f)
-        if reader.fieldnames is None:
+    if not path.is_file():  # a folder, or a FIFO (reading it would wait forever)
+        raise StoreError(f"{path}: not a regular file (expected a {what})")
+    return _parse(path.read_bytes(), cls, path)
+
+
+def _parse(data: bytes, cls: type[R], path: Path) -> list[R]:
+    """Every row of a store's bytes; StoreError/SchemaError naming the file and line of the first
+    thing that is not a row of `cls` (not UTF-8, not CSV, a row of the wrong length, a bad cell)."""
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        line = data.count(b"\n", 0, e.start) + 1
+        raise StoreError(f"{path}:{line}: not a CSV text file (byte {e.start} is not UTF-8)") from None
+    reader = csv.reader(io.StringIO(text, newline=""), strict=True)
+    try:
+        header = next(reader, None)
+        if header is None:
             return []
-        _check_header(",".join(reader.fieldnames), cls, path)
-        return [cls.from_row(row, where=f"{path}:{i + 2}") for i, row in enumerate(reader)]
+        _check_header(header, cls, path)
+        rows = []
+        for cells in reader:
+            where = f"{path}:{reader.line_num}"
+            if not cells:
+                continue  # a blank line
+            if len(cells) != len(header):
+                raise StoreError(f"{where}: {len(cells)} cell(s), the header has {len(header)} columns "
+                                 "(a truncated or edited row)")
+            rows.append(cls.from_row(dict(zip(header, cells)), where=where))
+        return rows
+    except csv.Error as e:
+        raise StoreError(f"{path}:{reader.line_num}: not valid CSV ({e})") from None
 
 
-def _check_header(header: str, cls: type[CsvRecord], path: Path) -> None:
-    have = next(csv.reader([header]))
+def _check_header(have: list[str], cls: type[CsvRecord], path: Path) -> None:
     missing = [c for c in cls.columns() if c not in have]
     if missing:
         raise SchemaError(f"{path}: missing column(s) {', '.join(missing)}")
+    duplicate = sorted({c for c in have if have.count(c) > 1})
+    if duplicate:
+        raise StoreError(f"{path}:1: column(s) {', '.join(duplicate)} appear more than once")
 
 
 def _fsync_dir(path: Path) -> None:

@@ -100,11 +100,18 @@ class SweepProgress:
     def start(self, total: int, done: int) -> None:
         self.task = self.progress.add_task(f"sweep {self.spec.name}", total=total, completed=done)
 
-    def running(self, run: PlannedRun) -> None:
-        self.progress.update(self.task, run=f"running {run.run_id}", run_start=time.monotonic())
+    def running(self, run: PlannedRun, waiting: bool = False) -> None:
+        what = "waiting for another sweep's" if waiting else "running"
+        self.progress.update(self.task, run=f"{what} {run.run_id}", run_start=time.monotonic())
 
-    def finished(self, run: PlannedRun, result: RunResult | None) -> None:
-        """A run ended: its line (none when another sweep had it or had recorded it), and a step."""
+    def held(self, run: PlannedRun) -> None:
+        """Another sweep in this folder is running `run`: said now, awaited at the end."""
+        self.print(f"{run.run_id:<16} {run.layout.name:>6}  repeat {run.repeat}  held by another sweep "
+                   "(running it now); its row is awaited at the end")
+        self.progress.update(self.task, run="")
+
+    def finished(self, run: PlannedRun, result: RunResult | None, by_other: bool = False) -> None:
+        """A run ended: its line (saying so when another sweep recorded it), and a step."""
         if result is not None:
-            self.print(run_line(run, result))
+            self.print(run_line(run, result) + ("  (recorded by another sweep)" if by_other else ""))
         self.progress.update(self.task, advance=1, run="")

@@ -82,6 +82,10 @@ def load_sweep_config(path: str | Path, model: str) -> SweepConfig:
             raise ConfigError(f"{where}: layouts: {e}") from None
         settings = {**common, **_settings(overrides or {}, where, f"layouts.{name}"),
                     "batch_per_gpu": batch, "accum_steps": accum}
+        try:  # values `train` would refuse whatever else the run is (steps: -5, lr: -1.0)
+            train_config.check_ranges(train_config.from_dict(settings, where=where))
+        except ConfigError as e:
+            raise ConfigError(f"{where}: layouts.{name}: {e}") from None
         entries.append(LayoutConfig(str(name), nodes, gpus, batch, accum, settings))
     return SweepConfig(path, model, tuple(entries))
 

@@ -3,7 +3,7 @@
 
     with claim(spec.out, run.run_id) as mine:     # SWEEP/.locks/<run_id>.lock, never waits
         if mine:                                   # False: another sweep is running it: skip it
-            ...run it...
+            ...run it...                           # (and come back with wait=True at the end)
             with store_lock(spec.out):             # SWEEP/.locks/runs.csv.lock, waits its turn
                 append_run(spec.store, result)
 
@@ -30,12 +30,12 @@ def lock_path(sweep_dir: Path, name: str) -> Path:
 
 
 @contextmanager
-def claim(sweep_dir: Path, run_id: str) -> Iterator[bool]:
+def claim(sweep_dir: Path, run_id: str, wait: bool = False) -> Iterator[bool]:
     """Hold the run's lock for the block; yields False at once (holding nothing) when another
-    process holds it."""
+    process holds it, or with `wait`, waits until that process lets it go (finished or died)."""
     lock = FileLock(lock_path(sweep_dir, run_id))
     try:
-        lock.acquire(blocking=False)
+        lock.acquire(blocking=wait)
     except Timeout:
         yield False
         return

@@ -80,8 +80,9 @@ def _fill(result: RunResult, spec: SweepSpec, run: PlannedRun, started_at: str, 
     result.scale = result.scale or lay.scale
     result.hosts = result.hosts or ";".join(lay.hosts)
     result.started_at = result.started_at or started_at
-    if result.wall_s is None:
-        result.wall_s = round(wall_s, 3)
+    # One meaning in runs.csv, whatever the status: the launch's wall-clock time as the sweep's guard
+    # measured it (launcher start to exit), not the worker's own time that its result.json carries.
+    result.wall_s = round(wall_s, 3)
     if not result.global_batch and result.batch_per_gpu:
         result.global_batch = result.batch_per_gpu * result.accum_steps * lay.world_size
 

@@ -22,7 +22,9 @@ off by a killed sweep: its files move to attempts/<k>/ and it runs again.
 
 Concurrent sweeps in one directory (the per-layout Slurm jobs) are safe: a run is claimed with a
 lock file (.locks/<run_id>.lock, released by the kernel even on SIGKILL) and appends are
-serialised by .locks/runs.csv.lock (hvdbench.sweep.locks).
+serialised by .locks/runs.csv.lock (hvdbench.sweep.locks). A run another sweep holds is skipped
+("held by another sweep") and awaited after the others: its row is that sweep's, or this sweep runs
+it if that one died first; either way it is counted, so two identical sweeps both exit 0.
 
 The parts: spec (SweepSpec, sweep.json), launch (the one launch path, for runs and benches),
 display (dry run, progress, per-run lines), locks, signals (stopping between rows); their public
@@ -37,7 +39,7 @@ from pathlib import Path
 
 from hvdbench.launchers import guard
 from hvdbench.results.schema import RunResult
-from hvdbench.results.store import append_run, read_rows, read_runs
+from hvdbench.results.store import append_run, check_appendable, read_rows, read_runs
 from hvdbench.sweep import locks
 from hvdbench.sweep.display import SweepProgress, dry_run, plan_line
 from hvdbench.sweep.launch import bench_dir, command, env_additions, launch_bench, launch_run
@@ -51,19 +53,35 @@ __all__ = ["SWEEP_OWNED", "SweepInterrupted", "SweepSpec", "check_sweep_record",
 
 
 def run_sweep(spec: SweepSpec, console) -> Counter:
-    """Run what is pending; returns the latest status of every planned run."""
+    """Run what is pending; returns the latest status of every planned run.
+
+    A run another sweep in the same folder is running (its lock is held) is skipped, and waited
+    for once everything else is done: its row then comes from that sweep, or, if that sweep died
+    without recording it, this one runs it. So every planned run ends up recorded by one of them."""
+    check_appendable(spec.store, RunResult)  # read back whole before anything is written or run
     spec.out.mkdir(parents=True, exist_ok=True)
     check_sweep_record(spec)
     runs = spec.runs
-    todo = pending(runs, _rows(spec), spec.retry_failed)
+    rows = _rows(spec)
+    todo = pending(runs, rows, spec.retry_failed)
+    seen = Counter(row.run_id for row in rows)  # rows per run when planned: more later = another sweep's
     console.print(plan_line(spec, len(todo)))
     with raising_signals() as signals, SweepProgress(spec, console) as shown:
         if spec.allreduce_bench:
             _bench_layouts(spec, shown)
         shown.start(total=len(runs), done=len(runs) - len(todo))
+        held = []
         for run in todo:
             shown.running(run)
-            shown.finished(run, _do_run(spec, run, signals))
+            result = _do_run(spec, run, signals, seen)
+            if result is HELD:
+                held.append(run)
+                shown.held(run)
+            else:
+                shown.finished(run, *result)
+        for run in held:  # their sweep may still be running them: wait, then take its row (or run it)
+            shown.running(run, waiting=True)
+            shown.finished(run, *_do_run(spec, run, signals, seen, wait=True))
     status = latest_status(_rows(spec))
     return Counter(status.get(run.run_id, "not run") for run in runs)
 
@@ -89,15 +107,22 @@ def _rows(spec: SweepSpec) -> list[RunResult]:
     return read_runs(spec.store) if spec.store.exists() else []
 
 
-def _do_run(spec: SweepSpec, run: PlannedRun, signals: SignalGuard) -> RunResult | None:
-    """Claim, (re)run or recover, and record one run; None when another sweep holds it or it
-    turned out to be recorded already."""
-    with locks.claim(spec.out, run.run_id) as claimed:
+HELD = "held by another sweep"
+
+
+def _do_run(spec: SweepSpec, run: PlannedRun, signals: SignalGuard, seen: Counter,
+            wait: bool = False) -> tuple[RunResult | None, bool] | str:
+    """Claim, (re)run or recover, and record one run: (its row, False); (the row another sweep
+    recorded meanwhile, True); or HELD when another sweep is running it (and not `wait`)."""
+    with locks.claim(spec.out, run.run_id, wait=wait) as claimed:
         if not claimed:
-            return None  # another sweep process is running it right now
-        status = latest_status(_rows(spec)).get(run.run_id)  # re-read: a concurrent sweep may have
-        if status is not None and not (spec.retry_failed and status not in DONE):  # recorded it
-            return None
+            return HELD  # another sweep process is running it right now
+        rows = [row for row in _rows(spec) if row.run_id == run.run_id]  # re-read: a concurrent
+        if len(rows) > seen[run.run_id]:  # sweep recorded it since this one planned
+            return rows[-1], True
+        status = rows[-1].status if rows else None
+        if status is not None and not (spec.retry_failed and status not in DONE):
+            return rows[-1], True
         rdir = run_dir(spec, run)
         outcome = guard.read_outcome(rdir / "launch.json")
         if status is None and outcome is not None and outcome.status != "interrupted":
@@ -109,7 +134,7 @@ def _do_run(spec: SweepSpec, run: PlannedRun, signals: SignalGuard) -> RunResult
         if result is not None:
             with signals.deferred(), locks.store_lock(spec.out):
                 append_run(spec.store, result)
-        return result
+        return result, False
 
 
 def _set_aside(rdir: Path) -> None:

@@ -75,8 +75,10 @@ def check_sweep_record(spec: SweepSpec) -> None:
     if path.exists():
         try:
             old = json.loads(path.read_text())
-        except ValueError:
+        except ValueError:  # UnicodeDecodeError too
             raise ConfigError(f"{path}: not valid JSON") from None
+        if not isinstance(old, dict):
+            raise ConfigError(f"{path}: not a sweep record (a JSON object with model and train_args)")
         for key, value in identity.items():
             if old.get(key) != value:
                 raise ConfigError(f"{path}: this sweep was made with {key} {old.get(key)!r}, not "

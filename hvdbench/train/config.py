@@ -158,10 +158,14 @@ def load_yaml(path: str | Path) -> dict:
     import yaml
 
     path = Path(path)
+    if path.exists() and not path.is_file():  # a folder, a FIFO or /dev/zero
+        raise ConfigError(f"{path}: not a regular file (expected a YAML config file)")
     try:
         data = yaml.safe_load(path.read_text())
     except FileNotFoundError:
         raise ConfigError(f"{path}: no such config file") from None
+    except UnicodeDecodeError as e:
+        raise ConfigError(f"{path}: not a YAML text file (byte {e.start} is not UTF-8)") from None
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
         at = f" at line {mark.line + 1}" if mark else ""
@@ -199,6 +203,11 @@ def resolve(overrides: dict, config_file: str | Path | None = None) -> TrainConf
     from hvdbench.models import get_spec
 
     overrides = {k: v for k, v in overrides.items() if v is not None}
+    if type(overrides.get("steps")) is int and overrides["steps"] == 0:  # (not False: a type error below)
+        # 0 is the field's "not given" (time-to-accuracy with --data, 100 steps with --synthetic),
+        # so a 0 the user typed would silently mean something else: refuse it.
+        raise ConfigError("--steps 0: give at least 1 timed step, or leave --steps out (time-to-accuracy "
+                          "with --data; 100 steps with --synthetic)")
     file_values = load_yaml(config_file) if config_file else {}
     model = overrides.get("model") or file_values.get("model")
     if not model:
@@ -227,14 +236,38 @@ def resolve(overrides: dict, config_file: str | Path | None = None) -> TrainConf
     return cfg
 
 
+def check_ranges(cfg: TrainConfig) -> None:
+    """The limits of single keys, whatever the rest of the run (also checked on a sweep config's
+    layout settings when it is loaded): ConfigError naming the key and the value."""
+    import math
+
+    for f in fields(TrainConfig):
+        valid = f.metadata.get("choices")
+        if valid and getattr(cfg, f.name) not in valid:
+            raise ConfigError(f"{f.name} {getattr(cfg, f.name)!r} is not one of {', '.join(valid)}")
+    for key in ("batch_per_gpu", "eval_batch_per_gpu", "accum_steps", "lr_base_batch"):
+        if getattr(cfg, key) < 1 and not (key == "eval_batch_per_gpu" and cfg.eval_batch_per_gpu == 0):
+            raise ConfigError(f"{key} must be at least 1, got {getattr(cfg, key)}")
+    for key in ("steps", "warmup_steps", "repeat", "threads", "prefetch"):
+        if getattr(cfg, key) < 0:
+            raise ConfigError(f"{key} must not be negative, got {getattr(cfg, key)}")
+    for f in fields(TrainConfig):  # nan and inf pass every comparison below but mean nothing
+        value = getattr(cfg, f.name)
+        if isinstance(value, float) and not math.isfinite(value):
+            raise ConfigError(f"{f.name} must be a finite number, got {value}")
+    if not cfg.lr > 0:
+        raise ConfigError(f"lr must be > 0, got {cfg.lr}")
+    for key in ("end_lr", "warmup_epochs", "weight_decay"):
+        if getattr(cfg, key) < 0:
+            raise ConfigError(f"{key} must be >= 0, got {getattr(cfg, key)}")
+
+
 def validate(cfg: TrainConfig, spec) -> None:
     def choice(key, value, valid):
         if value not in valid:
             raise ConfigError(f"{key} {value!r} is not one of {', '.join(valid)}")
 
-    for f in fields(TrainConfig):
-        if f.metadata.get("choices"):
-            choice(f.name, getattr(cfg, f.name), f.metadata["choices"])
+    check_ranges(cfg)  # the choices and limits of single keys
     if cfg.framework not in spec.frameworks:
         raise ConfigError(f"model {spec.name} has no {cfg.framework} implementation "
                           f"(frameworks: {', '.join(spec.frameworks)})")
@@ -244,14 +277,6 @@ def validate(cfg: TrainConfig, spec) -> None:
     choice("submission.status", cfg.submission.status, SUBMISSION_STATUSES)
     if bool(cfg.data) == cfg.synthetic:
         raise ConfigError("give exactly one of --data DIR and --synthetic")
-    for key in ("batch_per_gpu", "eval_batch_per_gpu", "accum_steps", "lr_base_batch"):
-        if getattr(cfg, key) < 1:
-            raise ConfigError(f"{key} must be at least 1, got {getattr(cfg, key)}")
-    for key in ("steps", "warmup_steps", "repeat", "threads", "prefetch"):
-        if getattr(cfg, key) < 0:
-            raise ConfigError(f"{key} must not be negative, got {getattr(cfg, key)}")
-    if not (cfg.lr > 0 and cfg.end_lr >= 0 and cfg.warmup_epochs >= 0 and cfg.weight_decay >= 0):
-        raise ConfigError("lr must be > 0; end_lr, warmup_epochs and weight_decay must be >= 0")
     if cfg.mode == "time_to_accuracy":
         spec.metric.check_target(cfg.target)
         if cfg.max_epochs <= 0 or cfg.eval_every <= 0:

@@ -40,7 +40,8 @@ def allreduce_rows(layout, run_id, started_at, scale):
 def sweep(tmp_path):
     for r in (run("resnet50", "full", "1x4", 1000.0), run("resnet50", "full", "1x4", 1200.0),
               run("resnet50", "full", "1x4", None, status="failed"), run("resnet50", "full", "2x2", 800.0),
-              run("resnet50", "debug", "1x4", 5000.0), run("bert", "large", "1x4", 100.0)):
+              run("resnet50", "debug", "1x4", 5000.0), run("bert", "base", "1x4", 300.0),
+              run("bert", "large", "1x4", 100.0)):
         append_run(tmp_path / "runs.csv", r)
     append_rows(tmp_path / AR_CSV, allreduce_rows("1x4", "old", "2026-01-01T00:00:00+00:00", 100.0))
     append_rows(tmp_path / AR_CSV, allreduce_rows("1x4", "new", "2026-02-01T00:00:00+00:00", 1.0))
@@ -55,7 +56,8 @@ def sweep(tmp_path):
 def test_busbw_at_the_gradient_size_beside_throughput(sweep):
     tables = BT.build([sweep], load_sweeps([sweep]))
     rows = {(r["model"], r["flavor"], r["layout"]): r for r in tables.comm}
-    assert set(rows) == {("resnet50", "full", "1x4"), ("resnet50", "debug", "1x4"), ("bert", "large", "1x4")}
+    assert set(rows) == {("resnet50", "full", "1x4"), ("resnet50", "debug", "1x4"), ("bert", "base", "1x4"),
+                         ("bert", "large", "1x4")}
     r = rows[("resnet50", "full", "1x4")]
     assert r["bench_run_id"] == "new"  # the later run of that layout supersedes the earlier one
     assert r["throughput_mean"] == pytest.approx(1100.0)  # successful runs only
@@ -65,7 +67,9 @@ def test_busbw_at_the_gradient_size_beside_throughput(sweep):
     assert r["allreduce_ms"] == pytest.approx(1e3 * GRAD / (r["busbw_gb_s"] / 1.5 * 1e9))
     assert r["step_ms"] == pytest.approx(1e3 * 512 / 1100.0)
     assert r["comm_share"] == pytest.approx(r["allreduce_ms"] / r["step_ms"])
-    assert rows[("resnet50", "debug", "1x4")]["busbw_gb_s"] is None  # parameter count unknown
+    # 130,002 parameters: 0.5 MB, below the measured message sizes (no extrapolation)
+    assert rows[("resnet50", "debug", "1x4")]["busbw_gb_s"] is None
+    assert rows[("bert", "base", "1x4")]["busbw_gb_s"] is None  # parameter count not recorded
     assert any("gradient size unknown" in n for n in tables.notes)
     assert ("resnet50", "full", "2x2") not in rows  # no bench run of that layout
 
@@ -89,7 +93,7 @@ def test_markdown_and_csvs(sweep, tmp_path):
     assert [p.name for p in written] == ["comm_vs_training.csv", "io_vs_training.csv"]
     with open(written[0]) as f:
         rows = list(csv.DictReader(f))
-    assert tuple(rows[0]) == BT.COMM_COLUMNS and len(rows) == 3
+    assert tuple(rows[0]) == BT.COMM_COLUMNS and len(rows) == 4
 
 
 def test_a_sweep_without_bench_results_adds_nothing(tmp_path):

@@ -188,7 +188,7 @@ def test_worker_result_is_completed_and_checked(tmp_path):
                                                  throughput=100.0, wall_s=2.0))
     result = record.build_result(s, run, rdir, Outcome("exited", 0, 10, 9, 5.0), "t0")
     assert (result.status, result.throughput, result.wall_s, result.run_id, result.launcher) == (
-        "success", 100.0, 2.0, "1x2-r1", "horovodrun")
+        "success", 100.0, 5.0, "1x2-r1", "horovodrun")  # wall_s: the launch's time, as on failed rows
     write_result(rdir / "result.json", RunResult(model="resnet50", world_size=1))
     wrong = record.build_result(s, run, rdir, Outcome("exited", 0, 10, 9, 5.0), "t0")
     assert wrong.status == "failed" and "worker saw 1 ranks, layout 1x2 has 2" in wrong.error
@@ -298,17 +298,25 @@ def hold(sweep_dir, name):
     return holder
 
 
-def test_a_run_another_sweep_claimed_is_skipped_until_that_sweep_dies(tmp_path):
+def test_a_run_another_sweep_claimed_is_skipped_until_that_sweep_dies(tmp_path, monkeypatch):
+    import threading
+
     from rich.console import Console
 
-    s = spec(tmp_path, repeats=1, entries=entries("1x1"))
+    fake_launcher(tmp_path, monkeypatch)  # prints and exits 0 without a result: a failed row
+    s = spec(tmp_path, repeats=1, entries=entries("1x1"), launcher="srun")
     holder = hold(s.out, "1x1-r1")
     try:
         with locks.claim(s.out, "1x1-r1") as mine:
             assert not mine
+        # SIGKILL while the sweep waits for the run: the holder cannot clean up; the kernel releases
+        # its flock, and the sweep, finding no row, runs it itself.
+        killer = threading.Timer(1.0, holder.kill)
+        killer.start()
         counts = sweep_run.run_sweep(s, Console(file=open("/dev/null", "w")))
-        assert counts == {"not run": 1} and not (s.out / "1x1-r1").exists() and not s.store.exists()
-        holder.kill()  # SIGKILL: the holder cannot clean up; the kernel releases its flock
+        killer.join()
+        assert counts == {"failed": 1} and (s.out / "1x1-r1" / "launch.log").exists()
+        assert [row.run_id for row in read_runs(s.store)] == ["1x1-r1"]
         holder.wait()
         with locks.claim(s.out, "1x1-r1") as mine:
             assert mine

@@ -35,6 +35,7 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from hvdbench.bench import defaults
+from hvdbench.output import line
 from hvdbench.bench.formulas import DTYPE_BYTES
 from hvdbench.train.launch_info import launcher_rank
 
@@ -172,7 +173,7 @@ def main(opts: AllreduceOptions) -> None:
         if os.environ.get("HVDBENCH_DEBUG"):
             traceback.print_exc()
         text = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-        print(f"Error: rank {rank} on {socket.gethostname()}: {text}", file=sys.stderr, flush=True)
+        line(f"Error: rank {rank} on {socket.gethostname()}: {text}", sys.stderr)
         sys.stdout.flush()
         os._exit(1)
 
@@ -196,7 +197,7 @@ def _run(opts: AllreduceOptions) -> None:
     base = replace(AR.new_run(comm.layout()), note=note)
     run_id, started_at = comm.allgather((base.run_id, base.started_at))[0]  # rank 0's, on every rank
     base = replace(base, run_id=run_id, started_at=started_at)
-    say = (lambda text: print(f"[hvdbench] {text}", flush=True)) if comm.rank == 0 else (lambda text: None)
+    say = (lambda text: line(f"[hvdbench] {text}")) if comm.rank == 0 else (lambda text: None)
     say(f"allreduce over {comm.size} rank(s) ({base.layout}, {comm.controller} controller, hosts {base.hosts}): "
         f"{len(points)} sizes x {'horovod + mpi' if mpi_world is not None else 'horovod'}")
     if note:
@@ -212,11 +213,22 @@ def _run(opts: AllreduceOptions) -> None:
     if comm.rank != 0:
         return
     rows = AR.compare(rows)
-    written = AR.write_outputs(rows, opts.out)
     from hvdbench.bench.rows import render
 
     text = render(AR.table(rows, title=f"allreduce: {base.world_size} ranks, {base.layout}, "
                                         f"{base.controller} controller"))
-    for line in [*text.splitlines(), *([note] if note else []), *AR.summary(rows),
-                 *(f"wrote {path}" for path in written)]:
-        print(line.rstrip(), flush=True)
+    for row in [*text.splitlines(), *([note] if note else []), *AR.summary(rows)]:
+        line(row.rstrip())  # shown before anything can fail to write
+    try:
+        written = AR.write_outputs(rows, opts.out)
+    except Exception as e:  # noqa: BLE001 - OSError, a damaged CSV, a plot that cannot be drawn
+        # A finished measurement is never lost to an output error: the rows go elsewhere, said where.
+        from hvdbench.errors import OutputError, os_error_line
+        from hvdbench.results.store import rescue_rows
+
+        saved = rescue_rows(AR.CSV_NAME, rows)
+        reason = os_error_line(e) if isinstance(e, OSError) else str(e)
+        where = f"saved in {saved}" if saved else "printed above only"
+        raise OutputError(f"{opts.out}: results not written ({reason}); the measurement is {where}") from None
+    for path in written:
+        line(f"wrote {path}")
