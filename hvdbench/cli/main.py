@@ -4,7 +4,7 @@ import importlib
 
 import click
 
-from hvdbench.errors import HvdbenchError
+from hvdbench.errors import HvdbenchError, os_error_line
 
 # name -> (module, attribute, one-line help). The help is here so `hvdbench --help` needs no imports.
 COMMANDS = {
@@ -13,9 +13,14 @@ COMMANDS = {
     "train": ("hvdbench.cli.train", "train", "Train a model as a Horovod worker (run under horovodrun/mpirun/srun)."),
     "sweep": ("hvdbench.cli.sweep", "sweep", "Run a model over every nodes x GPUs layout and repeat."),
     "report": ("hvdbench.cli.report", "report", "Scaling, layout and time-to-train tables and plots from sweeps."),
+    "export": ("hvdbench.cli.export", "export", "Time-to-accuracy sweeps as an MLPerf results tree (result_summarizer)."),
     "cluster": ("hvdbench.cli.cluster", "cluster", "An emulated multi-node cluster on this machine (root)."),
     "bench": ("hvdbench.cli.bench", "bench", "Allreduce and storage micro-benchmarks."),
 }
+
+
+def _one_line(message: str) -> str:
+    return " ".join(part.strip() for part in message.splitlines() if part.strip()) or "failed"
 
 
 class LazyGroup(click.Group):
@@ -29,11 +34,15 @@ class LazyGroup(click.Group):
         return getattr(importlib.import_module(module), attr)
 
     def invoke(self, ctx):
-        # A user error is one line on stderr and exit 1, never a traceback.
+        # A user error is one line on stderr and exit 1, never a traceback. An OSError that no
+        # command turned into a HvdbenchError (a read-only --out, a full disk, a path under /proc)
+        # is one too, naming the file: this is the one place that does it.
         try:
             return super().invoke(ctx)
         except HvdbenchError as e:
-            raise click.ClickException(str(e)) from None
+            raise click.ClickException(_one_line(str(e))) from None
+        except OSError as e:
+            raise click.ClickException(_one_line(os_error_line(e))) from None
 
     def format_commands(self, ctx, formatter):
         rows = [(name, COMMANDS[name][2]) for name in self.list_commands(ctx)]

@@ -15,6 +15,14 @@ def _formats(ctx, param, value: str) -> tuple[str, ...]:
     return chosen
 
 
+def _ruleset(ctx, param, value):
+    import re
+
+    if value is not None and not re.fullmatch(r"\d+\.\d+\.\d+", value):
+        raise click.BadParameter(f"{value!r}: a training ruleset such as 4.0.0")
+    return value
+
+
 def _default_out(sweeps) -> Path:
     """FIRST_SWEEP/report (beside its runs.csv), or ./report when there is no sweep."""
     if not sweeps:
@@ -26,14 +34,21 @@ def _default_out(sweeps) -> Path:
 @click.command()
 @click.argument("sweeps", nargs=-1, metavar="[SWEEP_DIR]...", type=click.Path(path_type=Path))
 @click.option("--mllog", "mllogs", multiple=True, type=click.Path(path_type=Path),
-              help="Folder of MLPerf result logs (result_N.txt, mllog.txt), searched recursively. Repeatable.")
+              help="Folder of MLPerf logs, searched recursively: every text file with :::MLLOG lines "
+              "(result_N.txt, mllog.txt, *.log, slurm-*.out, with or without srun -l rank prefixes). Repeatable.")
+@click.option("--group-by", default="submitter+system", show_default=True, metavar="KEYS",
+              help="How --mllog runs are grouped into systems (one table and one speed-up each): '+'-joined "
+              "keys of submitter, system (systems JSON system_name, else the results/<system> folder), "
+              "platform (the log's submission_platform), folder, accelerator; sizes are removed.")
+@click.option("--ruleset", metavar="X.Y.Z", callback=_ruleset, help="MLPerf training ruleset whose RCPs closed-division --mllog "
+              "runs are checked against [default: from a training_results_vX.Y folder in the path, else 4.0.0].")
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path),
               help="Where the report goes [default: FIRST_SWEEP/report, or ./report with only --mllog].")
 @click.option("--format", "formats", default="csv,md,png", show_default=True, callback=_formats,
               help="Comma-separated files to write: csv, md (summary.md), png.")
 @click.option("--baseline", metavar="NxG", help="Layout (NODESxGPUS) that speed-up and efficiency are "
               "measured against [default: the smallest GPU count present, single-node first].")
-def report(sweeps, mllogs, out, formats, baseline):
+def report(sweeps, mllogs, out, formats, baseline, group_by, ruleset):
     """Speed-up, scaling efficiency, scale-up vs scale-out and MLPerf time-to-train (olympic mean,
     mean ± 2σ) from SWEEP_DIR/runs.csv files and published MLPerf logs. Writes scaling.csv,
     layouts.csv, time_to_train.csv, epochs.csv, summary.md and PNG plots; prints the tables.
@@ -44,7 +59,8 @@ def report(sweeps, mllogs, out, formats, baseline):
     Example:
       hvdbench report results/demo
       hvdbench report results/a100 results/h100 --baseline 1x1 --out reports/cmp
-      hvdbench report --mllog training_results_v3.0/Dell/results --format csv,md
+      hvdbench report --mllog training_results_v4.0/Oracle --format csv,md
+      hvdbench report --mllog vendor-logs --group-by submitter+platform --ruleset 4.0.0
     """
     from rich.progress import track
 
@@ -52,21 +68,26 @@ def report(sweeps, mllogs, out, formats, baseline):
 
     if not sweeps and not mllogs:
         raise click.UsageError("give at least one SWEEP_DIR or --mllog DIR")
+    keys = mllog.parse_group_by(group_by)
+    from hvdbench.cli.writable import check_writable_dir
+
+    out = check_writable_dir(out or _default_out(sweeps), "--out")  # before reading anything
     # Read and compute everything before writing anything: bad input leaves the old report intact.
     runs, superseded = aggregate.current_runs(aggregate.load_sweeps(sweeps))
     notes = [f"{superseded} earlier attempt(s) of retried runs are kept in runs.csv and superseded "
              "by their retry in these tables"] if superseded else []
     for root in mllogs:
         more, said = mllog.load(root, lambda files: track(files, description=f"reading {root}",
-                                                          transient=True, disable=len(files) < 50))
+                                                          transient=True, disable=len(files) < 50),
+                                keys, ruleset)
         runs, notes = runs + more, notes + said
     tables = aggregate.build_tables(runs, baseline)
     sources = [str(p) for p in (*sweeps, *mllogs)]
     # Interconnect and storage figures (hvdbench bench) beside the training numbers, when present.
     bench = bench_tables.build(sweeps, runs)
-    text = "\n".join(part for part in (tab.markdown(tables, sources), bench_tables.markdown(bench)) if part)
+    text = "\n".join(part for part in (tab.markdown(tables, sources, notes), bench_tables.markdown(bench)) if part)
+    notes = []  # in the text above
 
-    out = out or _default_out(sweeps)
     written = []
     if "csv" in formats:
         written += tab.write_csvs(tables, out)

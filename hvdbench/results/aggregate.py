@@ -1,7 +1,7 @@
 """From run records to the report's tables: grouping, mean / sample standard deviation / two-sigma,
 speed-up and scaling efficiency, scale-up vs scale-out deltas, and MLPerf's olympic time-to-train.
 
-    runs = load_sweeps(["results/demo"]) + read_mllog_dir("training_results_v3.0")
+    runs = load_sweeps(["results/demo"]) + read_mllog_dir("training_results_v4.0/Oracle")
     tables = build_tables(runs, baseline=None)      # Tables(scaling, layouts, time_to_train, epochs)
 
 Every table row is a dict (column -> value, None where undefined); tables.py writes them, in the
@@ -13,6 +13,9 @@ Rules (also printed in the report's notes, `NOTES`):
 - speed-up = throughput(N) / throughput(baseline); efficiency = (throughput(N)/N) /
   (throughput(baseline)/baseline GPUs). Baseline: `--baseline NxG`, else the smallest GPU count
   with data in the group; at equal GPU count the layout with the fewest nodes (scale-up).
+- Time to train is MLPerf's score (`olympic_score`), as the official result summarizer computes
+  it; for closed-division MLPerf logs also after the summarizer's RCP rescale, computed by
+  mlperf-logging's own RCP checker (`hvdbench.results.mllog.rcp_check`).
 """
 
 from __future__ import annotations
@@ -24,12 +27,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from hvdbench.errors import ConfigError
+from hvdbench.results.mllog import rcp_check
 from hvdbench.results.schema import EPOCH_COLUMNS, SCALING_GROUP, TTT_GROUP, RunResult, SchemaError
 from hvdbench.results.store import read_runs
 
 # MLPerf drops the fastest and slowest run; we do so from this many runs on (MLPerf itself asks
 # 5 runs for vision models and 10 for BERT; 3 is the least that leaves a run after dropping two).
 OLYMPIC_MIN_RUNS = 3
+# Runs dropped from each end, by MLPerf benchmark: the summarizer's max_dropped_scores (1 for the others).
+OLYMPIC_DROP = {"unet3d": 4}
+SWEEP_SOURCE = "hvdbench sweep"  # the layout source of runs.csv rows (the sweep's own plan)
 
 NOTES = [
     "std: sample standard deviation (ddof=1) over repeated runs; 2σ = 2 × std; empty with one run.",
@@ -43,7 +50,15 @@ NOTES = [
     f"Time to train (MLPerf): run_start → run_stop. With ≥ {OLYMPIC_MIN_RUNS} runs the fastest "
     "and slowest are dropped (olympic mean); one run that did not converge (aborted, failed, "
     "timeout) counts as the slowest; with more than one, or with fewer runs and any, the score "
-    "is DNF. mean ± 2σ is over converged runs. Time-to-train speed-up = TTT(baseline)/TTT(N).",
+    "is DNF (MLPerf UNet3D: 4 dropped from each end, up to 4 non-converged). mean ± 2σ is over "
+    "converged runs. Time-to-train speed-up = TTT(baseline)/TTT(N).",
+    "RCP (closed-division MLPerf logs): mlperf-logging's RCP checker, called as the official result "
+    "summarizer calls it, compares the runs' olympic mean epochs (samples) to converge with the "
+    "reference convergence point for their global batch; faster than the RCP mean but within its "
+    "allowed speed-up, the score is multiplied by RCP mean / runs' mean (the summarizer's "
+    "scaling.json); faster than that, the check fails. RCP-normalised = raw × factor.",
+    "Sample-based logs (BERT and others that evaluate every N samples) give samples to target and "
+    "minutes per 1M samples; their epochs are known only when the log gives the training set size.",
 ]
 
 
@@ -72,21 +87,26 @@ class Score:
     rule: str
 
 
-def olympic_score(minutes: list[float], not_converged: int) -> Score:
+def olympic_score(minutes: list[float], not_converged: int, drop: int = 1) -> Score:
     """MLPerf's time-to-train score from the converged runs' minutes and the count of runs that
-    did not converge (each counts as infinitely slow)."""
+    did not converge (each counts as infinitely slow): `drop` runs dropped from each end, at most
+    `drop` non-converged (the summarizer's max_dropped_scores)."""
     n = len(minutes) + not_converged
     if n == 0:
         return Score(None, "no runs")
-    if not_converged > 1:
+    if not_converged > drop:
         return Score(None, f"DNF: {not_converged} of {n} runs did not converge")
-    if n < OLYMPIC_MIN_RUNS:
+    if n < max(OLYMPIC_MIN_RUNS, 2 * drop + 1):
         if not_converged:
-            return Score(None, f"DNF: 1 of {n} runs did not converge (< {OLYMPIC_MIN_RUNS} runs, none dropped)")
+            return Score(None, f"DNF: {not_converged} of {n} runs did not converge "
+                               f"(< {max(OLYMPIC_MIN_RUNS, 2 * drop + 1)} runs, none dropped)")
         return Score(statistics.fmean(minutes), f"mean of {n}")
     ordered = sorted(minutes) + [math.inf] * not_converged
-    kept = ordered[1:-1]
-    dropped = "fastest and the non-converged run" if not_converged else "fastest and slowest"
+    kept = ordered[drop:-drop]
+    each = "" if drop == 1 else f"{drop} "
+    dropped = (f"{each}fastest and the non-converged run{'s' if not_converged > 1 else ''}"
+               + (f" and {drop - not_converged} slowest" if 0 < not_converged < drop else "")
+               if not_converged else f"{each}fastest and {each}slowest")
     return Score(statistics.fmean(kept), f"olympic mean of {len(kept)} of {n} (dropped {dropped})")
 
 
@@ -147,6 +167,12 @@ def _layout_cols(run: RunResult) -> dict:
             "scale": run.scale or ("" if not run.nodes else "up" if run.nodes == 1 else "out")}
 
 
+def layout_source(runs: list[RunResult]) -> str:
+    """Where the runs' layout came from: an MLPerf log's source (systems JSON, an NxGxBxA name,
+    the platform text, see hvdbench.results.mllog), or the sweep's plan for runs.csv rows."""
+    return _one(getattr(r, "layout_source", "") or SWEEP_SOURCE for r in runs) or ""
+
+
 def _group_by(runs, key) -> dict[tuple, list[RunResult]]:
     groups: dict[tuple, list[RunResult]] = {}
     for r in runs:
@@ -187,7 +213,8 @@ def scaling_rows(runs: list[RunResult], baseline: tuple[int, int] | None = None)
                          **_counts(layout_runs),
                          "throughput_mean": st.mean, "throughput_std": st.std,
                          "throughput_2sigma": st.two_sigma, "n_throughput": st.n,
-                         "throughput_per_gpu": st.mean / gpus if st.mean is not None and gpus else None})
+                         "throughput_per_gpu": st.mean / gpus if st.mean is not None and gpus else None,
+                         "layout_source": layout_source(layout_runs)})
         base = _pick_baseline(rows, "throughput_mean", baseline)
         for row in sorted(rows, key=_order):
             row.update(baseline=base["layout"] if base else "", speedup=None, efficiency=None)
@@ -241,12 +268,14 @@ def time_to_train_rows(runs: list[RunResult], baseline: tuple[int, int] | None =
     tta = [r for r in runs if r.mode == "time_to_accuracy"]
     for key, group in sorted(_group_by(tta, _ttt_key).items()):
         rows = []
-        by_layout = _group_by(group, lambda r: (r.nodes, r.gpus_per_node, r.layout, r.global_batch))
+        by_layout = _group_by(group, _batch_key(group))
         for (_, _, _, global_batch), layout_runs in by_layout.items():
             done = [r for r in layout_runs if r.status == "success" and r.time_to_train_s is not None]
             missed = len(layout_runs) - len(done)
             minutes = [r.time_to_train_s / 60 for r in done]
-            score, st = olympic_score(minutes, missed), stats(minutes)
+            score, st = olympic_score(minutes, missed, OLYMPIC_DROP.get(key[1], 1)), stats(minutes)
+            samples = [(r.time_to_train_s / 60, getattr(r, "samples_to_target", None)) for r in done]
+            samples = [(m, n) for m, n in samples if n]
             epochs = stats(r.epochs_to_target if r.epochs_to_target is not None else r.epochs for r in done)
             per_epoch = stats(r.time_per_epoch_s / 60 for r in layout_runs
                               if r.time_per_epoch_s is not None and r.status in ("success", "aborted"))
@@ -259,15 +288,46 @@ def time_to_train_rows(runs: list[RunResult], baseline: tuple[int, int] | None =
                          "ttt_std_min": st.std, "ttt_2sigma_min": st.two_sigma,
                          "metric": _one(r.metric_name for r in layout_runs),
                          "target": _one(r.target for r in layout_runs),
-                         "final_metric_mean": stats(r.final_metric for r in done).mean})
+                         "final_metric_mean": stats(r.final_metric for r in done).mean,
+                         "samples_to_target_mean": stats(n for _, n in samples).mean,
+                         "time_per_1m_samples_min": stats(m / n * 1e6 for m, n in samples).mean,
+                         "layout_source": layout_source(layout_runs),
+                         **_rcp_cols(rcp_check(layout_runs), score.minutes)})
         base = _pick_baseline(rows, "ttt_min", baseline)
         for row in sorted(rows, key=lambda row: (row["gpus"], row["nodes"], row["global_batch"])):
-            row.update(baseline=base["layout"] if base else "", speedup=None, efficiency=None)
+            row.update(baseline=base["layout"] if base else "", speedup=None, efficiency=None, speedup_rcp=None)
             if base and row["ttt_min"] and row["gpus"] and base["gpus"]:
                 row["speedup"] = base["ttt_min"] / row["ttt_min"]
                 row["efficiency"] = row["speedup"] / (row["gpus"] / base["gpus"])
+            if base and row["ttt_rcp_min"] and base["ttt_rcp_min"]:
+                row["speedup_rcp"] = base["ttt_rcp_min"] / row["ttt_rcp_min"]
             out.append(row)
     return out
+
+
+def _batch_key(group: list[RunResult]):
+    """The time-to-train row key of a run: layout and global batch. A run that died before
+    logging its batch (global_batch 0) joins its layout's row when the layout ran one batch."""
+    batches: dict[tuple, set] = {}
+    for r in group:
+        if r.global_batch:
+            batches.setdefault((r.nodes, r.gpus_per_node, r.layout), set()).add(r.global_batch)
+
+    def key(r: RunResult) -> tuple:
+        layout = (r.nodes, r.gpus_per_node, r.layout)
+        known = batches.get(layout, set())
+        return (*layout, r.global_batch or (next(iter(known)) if len(known) == 1 else 0))
+    return key
+
+
+def _rcp_cols(rcp, minutes: float | None) -> dict:
+    """The RCP columns of a time-to-train row; empty for runs that are not MLPerf logs."""
+    if rcp is None:
+        return dict.fromkeys(("ttt_rcp_min", "rcp_factor", "rcp_check", "rcp_note", "ruleset", "rcp_mean",
+                              "rcp_min", "converge_mean"))
+    return {"ttt_rcp_min": None if minutes is None or rcp.factor is None else minutes * rcp.factor,
+            "rcp_factor": rcp.factor, "rcp_check": rcp.check, "rcp_note": rcp.note, "ruleset": rcp.ruleset,
+            "rcp_mean": rcp.rcp_mean, "rcp_min": rcp.rcp_min, "converge_mean": rcp.converge_mean}
 
 
 def _one(values):

@@ -174,6 +174,18 @@ class RunResult(LayoutFields, _RunIdentity, CsvRecord):
             raise SchemaError(f"mode {self.mode!r} is not one of {', '.join(MODES)}")
 
     @classmethod
+    def from_row(cls, row: dict[str, str], where: str = "row") -> "RunResult":
+        """A runs.csv row; an infinite figure is refused here, naming the file, line and column (an
+        empty cell or nan is "not measured", which the report leaves out; inf would end its
+        statistics)."""
+        record = super().from_row(row, where)
+        for f in fields(cls):
+            value = getattr(record, f.name)
+            if isinstance(value, float) and value in (float("inf"), float("-inf")):
+                raise SchemaError(f"{where}: column {f.name} has {row[f.name]!r}, not a finite number")
+        return record
+
+    @classmethod
     def from_dict(cls, data: dict[str, Any], where: str = "record") -> "RunResult":
         known = {f.name for f in fields(cls)}
         unknown = sorted(set(data) - known)
@@ -281,13 +293,18 @@ EPOCH_COLUMNS = ("system", "model", "flavor", "framework", "gpus", "layout", "gl
 REPORT_COLUMNS = {
     "scaling": SCALING_GROUP + _LAYOUT + _COUNTS + (
         "n_throughput", "throughput_mean", "throughput_std", "throughput_2sigma",
-        "throughput_per_gpu", "baseline", "speedup", "efficiency"),
+        "throughput_per_gpu", "baseline", "speedup", "efficiency", "layout_source"),
     "layouts": SCALING_GROUP + ("gpus", "layout", "nodes", "gpus_per_node", "scale", "reference") + _COUNTS + (
         "throughput_mean", "throughput_2sigma", "relative", "delta_pct", "noise_2sigma_pct", "within_noise"),
+    # ttt_min: MLPerf's score (olympic mean); ttt_rcp_min: the same after the official summarizer's
+    # RCP rescale (x rcp_factor; closed-division MLPerf logs, see hvdbench.results.mllog.rcp_check);
+    # samples_*: sample-based logs (BERT), whose epochs are often unknown.
     "time_to_train": TTT_GROUP + _LAYOUT + (
         "global_batch", "runs", "converged", "failed", "aborted", "timeout", "epochs_mean",
-        "time_per_epoch_min", "ttt_min", "scoring", "ttt_mean_min", "ttt_std_min", "ttt_2sigma_min",
-        "metric", "target", "final_metric_mean", "baseline", "speedup", "efficiency"),
+        "time_per_epoch_min", "samples_to_target_mean", "time_per_1m_samples_min", "ttt_min",
+        "ttt_rcp_min", "rcp_factor", "rcp_check", "scoring", "ttt_mean_min", "ttt_std_min", "ttt_2sigma_min",
+        "metric", "target", "final_metric_mean", "baseline", "speedup", "efficiency", "speedup_rcp",
+        "layout_source", "ruleset", "rcp_note", "rcp_mean", "rcp_min", "converge_mean"),
     "epochs": EPOCH_COLUMNS,
 }
 # The bench results beside training (hvdbench.results.bench_tables), written when there are any.
@@ -317,6 +334,10 @@ def read_result(path: str | os.PathLike) -> tuple[RunResult, dict]:
         raise SchemaError(f"{path}: no result record") from None
     except json.JSONDecodeError as e:
         raise SchemaError(f"{path}: not valid JSON ({e.msg} at line {e.lineno})") from None
+    except (OSError, UnicodeDecodeError) as e:  # a read error has no file name of its own: name it
+        raise SchemaError(f"{path}: unreadable result record ({getattr(e, 'strerror', None) or e})") from None
+    if not isinstance(data, dict):
+        raise SchemaError(f"{path}: not a result record (a JSON object)")
     config = data.pop("config", {})
     return RunResult.from_dict(data, where=str(path)), config
 

@@ -2,7 +2,7 @@
 table per model group, rounded, the way published scaling studies print them).
 
     write_csvs(tables, Path("report"))                 # scaling.csv, layouts.csv, ... (schema.REPORT_COLUMNS)
-    text = markdown(tables, sources=["results/demo"])  # also printed by `hvdbench report`
+    text = markdown(tables, sources=["results/demo"], notes=reading_notes)  # also printed by `hvdbench report`
     write_markdown(text, Path("report"))               # summary.md
 """
 
@@ -12,7 +12,8 @@ import csv
 import io
 from pathlib import Path
 
-from hvdbench.results.aggregate import NOTES, Tables
+from hvdbench.results.aggregate import NOTES, SWEEP_SOURCE, Tables
+from hvdbench.results.mllog import NOT_CHECKED
 from hvdbench.results.schema import REPORT_COLUMNS, SCALING_GROUP, TTT_GROUP, atomic_write_text
 
 
@@ -91,17 +92,30 @@ def _title(row: dict, group: tuple) -> str:
     return title + (f" — {row['system']}" if row.get("system") else "")
 
 
-def _sections(rows: list[dict], group: tuple, render) -> list[str]:
+def _sections(rows: list[dict], group: tuple, render, footer=lambda rows: "") -> list[str]:
     out, current, chunk = [], None, []
     for row in rows + [None]:
         key = None if row is None else tuple(row[k] for k in group)
         if chunk and key != current:
-            out.append(f"### {_title(chunk[0], group)}\n\n{render(chunk)}\n")
+            below = footer(chunk)
+            out.append(f"### {_title(chunk[0], group)}\n\n{render(chunk)}\n" + (f"\n{below}\n" if below else ""))
             chunk = []
         current = key
         if row is not None:
             chunk.append(row)
     return out
+
+
+def _layout_sources(rows: list[dict]) -> str:
+    """The line under a group's table saying where each layout came from (MLPerf logs only: a
+    sweep's layouts are its own plan)."""
+    sources = [(r["layout"] or DASH, r.get("layout_source") or "") for r in rows]
+    if all(src in ("", SWEEP_SOURCE) for _, src in sources):
+        return ""
+    distinct = list(dict.fromkeys(src for _, src in sources))
+    if len(distinct) == 1:
+        return f"Layout from: {distinct[0]}."
+    return "Layout from: " + "; ".join(f"{layout} {src}" for layout, src in dict.fromkeys(sources)) + "."
 
 
 def _scaling_md(rows):
@@ -131,15 +145,52 @@ def _target(row: dict) -> str:
     return f"{row['metric'] or 'metric'} {reached} (target {row['target'] if row['target'] is not None else DASH})"
 
 
+def _rcp(row: dict) -> str:
+    """'Pass ×1.0294 (34 vs RCP 35)': the RCP check of a row and the rescale it brought."""
+    check, factor = row.get("rcp_check"), row.get("rcp_factor")
+    if not check:
+        return DASH
+    if check == NOT_CHECKED:
+        return f"not checked ({(row.get('rcp_note') or '').split(':')[0]})"
+    versus = ""
+    if row.get("converge_mean") is not None and row.get("rcp_mean") is not None:
+        bound = "RCP" if check == "Pass" else "lowest accepted"
+        value = row["rcp_mean"] if check == "Pass" or row.get("rcp_min") is None else row["rcp_min"]
+        versus = f" ({row['converge_mean']:.6g} vs {bound} {value:.6g})"
+    if check == "Pass":
+        return (f"Pass ×{factor:.4f}" if factor and factor != 1 else "Pass") + versus
+    return check + (versus or f": {row.get('rcp_note')}")
+
+
 def _ttt_md(rows):
-    return markdown_table(
-        ["layout", "GPUs", "global batch", "runs", "converged", "reached (mean of converged)", "epochs",
-         "min/epoch", "time to train (min)", "mean ± 2σ (min)", "speed-up", "efficiency", "scoring"],
-        [[r["layout"] or DASH, r["gpus"] or DASH, r["global_batch"] or DASH, r["runs"], r["converged"],
-          _target(r), _num(r["epochs_mean"], ".2f"), _num(r["time_per_epoch_min"], ".2f"),
-          "DNF" if r["ttt_min"] is None and r["runs"] else _num(r["ttt_min"], ".2f"),
-          _pm(r["ttt_mean_min"], r["ttt_2sigma_min"], ".2f"), _num(r["speedup"], ".2f", "×"),
-          _pct(r["efficiency"]), r["scoring"]] for r in rows])
+    """One group's time-to-train table. Epoch columns for epoch-based logs, samples columns for
+    sample-based ones (BERT), RCP columns for MLPerf logs; the CSV has them all."""
+    samples = any(r.get("samples_to_target_mean") is not None for r in rows)
+    epochs = any(r["epochs_mean"] is not None or r["time_per_epoch_min"] is not None for r in rows) or not samples
+    rcp = any(r.get("rcp_check") for r in rows)
+    rescaled = any(r.get("rcp_factor") not in (None, 1.0) for r in rows)
+    header = ["layout", "GPUs", "global batch", "runs", "converged", "reached (mean of converged)"]
+    header += ["epochs", "min/epoch"] * epochs + ["samples to target", "min per 1M samples"] * samples
+    header += ["time to train (min)"] + ["RCP-normalised (min)", "RCP"] * rcp
+    header += ["mean ± 2σ (min)", "speed-up"] + ["speed-up (RCP)"] * rescaled + ["efficiency", "scoring"]
+    lines = []
+    for r in rows:
+        line = [r["layout"] or DASH, r["gpus"] or DASH, r["global_batch"] or DASH, r["runs"], r["converged"],
+                _target(r)]
+        if epochs:
+            line += [_num(r["epochs_mean"], ".2f"), _num(r["time_per_epoch_min"], ".2f")]
+        if samples:
+            line += [_num(r.get("samples_to_target_mean"), ",.0f"), _num(r.get("time_per_1m_samples_min"), ".2f")]
+        line.append("DNF" if r["ttt_min"] is None and r["runs"] else _num(r["ttt_min"], ".2f"))
+        if rcp:
+            line += ["DNF" if r.get("ttt_rcp_min") is None and r["runs"] and r.get("rcp_factor")
+                     else _num(r.get("ttt_rcp_min"), ".2f"), _rcp(r)]
+        line += [_pm(r["ttt_mean_min"], r["ttt_2sigma_min"], ".2f"), _num(r["speedup"], ".2f", "×")]
+        if rescaled:
+            line.append(_num(r.get("speedup_rcp"), ".2f", "×"))
+        line += [_pct(r["efficiency"]), r["scoring"]]
+        lines.append(line)
+    return markdown_table(header, lines)
 
 
 def _epochs_md(rows):
@@ -150,19 +201,25 @@ def _epochs_md(rows):
          for r in rows])
 
 
-def markdown(tables: Tables, sources=()) -> str:
+def markdown(tables: Tables, sources=(), notes=()) -> str:
+    """The report's Markdown: every table, one section per group, then `notes` (what reading the
+    inputs found: files read and skipped, with the reasons) and the rules."""
     parts = ["# hvdbench report", ""]
     if sources:
         parts += [f"{tables.runs} runs from: " + ", ".join(f"`{s}`" for s in sources), ""]
     sections = (
-        ("Scaling (throughput, samples/s)", tables.scaling, SCALING_GROUP, _scaling_md),
-        ("Scale-up vs scale-out (same GPU count, different layouts)", tables.layouts, SCALING_GROUP, _layouts_md),
-        ("Time to train (MLPerf: run_start → run_stop)", tables.time_to_train, TTT_GROUP, _ttt_md),
-        ("Epochs and time per epoch", tables.epochs, TTT_GROUP[:4], _epochs_md),
+        ("Scaling (throughput, samples/s)", tables.scaling, SCALING_GROUP, _scaling_md, _layout_sources),
+        ("Scale-up vs scale-out (same GPU count, different layouts)", tables.layouts, SCALING_GROUP, _layouts_md,
+         lambda rows: ""),
+        ("Time to train (MLPerf: run_start → run_stop)", tables.time_to_train, TTT_GROUP, _ttt_md, _layout_sources),
+        ("Epochs and time per epoch", tables.epochs, TTT_GROUP[:4], _epochs_md, lambda rows: ""),
     )
-    for heading, rows, group, render in sections:
+    for heading, rows, group, render, footer in sections:
         parts.append(f"## {heading}\n")
-        parts += _sections(rows, group, render) or ["(no runs of this kind)\n"]
+        parts += _sections(rows, group, render, footer) or ["(no runs of this kind)\n"]
+    if notes:
+        parts.append("## Inputs\n")
+        parts += [f"- {note}" for note in notes] + [""]
     parts.append("## Notes\n")
     parts += [f"- {note}" for note in NOTES]
     return "\n".join(parts) + "\n"

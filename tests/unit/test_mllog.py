@@ -1,10 +1,16 @@
 """The :::MLLOG parser on logs written in the official line format (by mlperf_logging's own
 MLLogger), with the launcher prefixes of srun -l, Open MPI and horovodrun, junk lines and every
-rank logging: events counted once, runs scored as MLPerf scores them."""
+rank logging: events counted once, runs scored as MLPerf scores them. Published folders of four
+shapes (a submission tree with systems JSONs, NxGxBxA folder names, raw srun -l logs, a placeholder
+platform two submitters share) come out with the right layouts, groups and counts, and the RCP
+rescale is the official summarizer's, run here on the same files."""
 
+import csv
 import io
 import json
 import logging
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -13,22 +19,27 @@ from mlperf_logging.mllog import constants as C
 from mlperf_logging.mllog.mllog import MLLogger
 
 from hvdbench.cli.main import cli
+from hvdbench.errors import ConfigError
 from hvdbench.results import mllog
 from hvdbench.results.aggregate import build_tables
 from hvdbench.results.schema import SchemaError
+from hvdbench.results.tables import markdown
 
 T0 = 1_700_000_000_000  # ms
 
 
 def mlperf_lines(minutes=30.0, status=C.SUCCESS, evals=((1, 0.50), (2, 0.70), (3, 0.759)),
-                 platform="DGXA100", batch=3264, shift_ms=0, layout=None, epoch_s=None):
+                 platform="DGXA100", batch=3264, shift_ms=0, layout=None, epoch_s=None, benchmark="resnet",
+                 org=None, throughput=None):
     """One run's events, written by mlperf_logging itself (exact official format)."""
     buf = io.StringIO()
     logger = logging.Logger(f"fixture{id(buf)}")
     logger.addHandler(logging.StreamHandler(buf))
     log = MLLogger(logger=logger)
     t = T0 + shift_ms
-    log.event(C.SUBMISSION_BENCHMARK, "resnet", time_ms=t)
+    log.event(C.SUBMISSION_BENCHMARK, benchmark, time_ms=t)
+    if org:
+        log.event(C.SUBMISSION_ORG, org, time_ms=t)
     log.event(C.SUBMISSION_PLATFORM, platform, time_ms=t)
     log.event(C.GLOBAL_BATCH_SIZE, batch, time_ms=t)
     if layout:
@@ -40,8 +51,75 @@ def mlperf_lines(minutes=30.0, status=C.SUCCESS, evals=((1, 0.50), (2, 0.70), (3
             log.start(C.EPOCH_START, metadata={C.EPOCH_NUM: epoch}, time_ms=t + 1000 + i * epoch_s * 1000)
             log.end(C.EPOCH_STOP, metadata={C.EPOCH_NUM: epoch}, time_ms=t + 1000 + (i + 1) * epoch_s * 1000)
         log.event(C.EVAL_ACCURACY, acc, metadata={C.EPOCH_NUM: epoch}, time_ms=t + 2000 + i)
+    if throughput:
+        log.event(mllog.TRACKED_STATS, {"throughput": throughput}, metadata={"step": 10}, time_ms=t + 3000)
     log.end(C.RUN_STOP, metadata={C.STATUS: status}, time_ms=t + 1000 + int(minutes * 60_000))
     return buf.getvalue().splitlines()
+
+
+def compliant_lines(minutes, epochs, *, division="open", batch=64, org="hvdbench", platform="1x2 cpu",
+                    layout=None, status=C.SUCCESS, t0=T0, final=0.80):
+    """A whole ResNet run's log that passes the official compliance checker (training 4.0.0), as
+    hvdbench's worker writes it; closed division with ResNet's SGD keys. Evaluations every 4
+    epochs and at `epochs` (where the accuracy reaches `final`)."""
+    buf = io.StringIO()
+    logger = logging.Logger(f"compliant{id(buf)}")
+    logger.addHandler(logging.StreamHandler(buf))
+    log = MLLogger(logger=logger)
+    t = t0
+    log.event(C.CACHE_CLEAR, False, time_ms=t)
+    log.start(C.INIT_START, time_ms=t)
+    header = [(C.SUBMISSION_BENCHMARK, "resnet"), (C.SUBMISSION_ORG, org), (C.SUBMISSION_DIVISION, division),
+              (C.SUBMISSION_STATUS, "onprem"), (C.SUBMISSION_PLATFORM, platform)]
+    if layout:
+        header += [(mllog.NUMBER_OF_NODES, layout[0]), (mllog.ACCELERATORS_PER_NODE, layout[1])]
+    header += [(C.SEED, 1), (C.GLOBAL_BATCH_SIZE, batch), (C.GRADIENT_ACCUMULATION_STEPS, 1), (C.OPT_NAME, "sgd"),
+               (C.OPT_BASE_LR, 0.1)]
+    if division == "closed":
+        header += [("sgd_opt_base_learning_rate", 10.0), ("sgd_opt_end_learning_rate", 0.0001),
+                   ("sgd_opt_learning_rate_decay_poly_power", 2), ("sgd_opt_learning_rate_decay_steps", 1000),
+                   ("sgd_opt_weight_decay", 0.00005), ("sgd_opt_momentum", 0.9), ("model_bn_span", 32),
+                   ("opt_learning_rate_warmup_epochs", 2)]
+    header += [(C.TRAIN_SAMPLES, 1281167), (C.EVAL_SAMPLES, 50000)]
+    for key, value in header:
+        log.event(key, value, time_ms=t)
+    log.end(C.INIT_STOP, time_ms=t + 500)
+    start = t + 1000
+    log.start(C.RUN_START, time_ms=start)
+    per_epoch = minutes * 60_000 / epochs
+
+    def done(e):  # the end of epoch e
+        return start + e * per_epoch - 10
+    for e in range(1, epochs + 1):
+        log.start(C.EPOCH_START, metadata={C.EPOCH_NUM: e}, time_ms=start + (e - 1) * per_epoch)
+        log.end(C.EPOCH_STOP, metadata={C.EPOCH_NUM: e}, time_ms=done(e) - 5)
+        if e % 4 == 0 or e == epochs:
+            log.start(C.EVAL_START, metadata={C.EPOCH_NUM: e}, time_ms=done(e) - 4)
+            log.end(C.EVAL_STOP, metadata={C.EPOCH_NUM: e}, time_ms=done(e) - 2)
+            accuracy = final if e == epochs else 0.4 + 0.3 * e / epochs
+            log.event(C.EVAL_ACCURACY, accuracy, metadata={C.EPOCH_NUM: e}, time_ms=done(e) - 1)
+    log.end(C.RUN_STOP, metadata={C.STATUS: status, C.EPOCH_NUM: epochs}, time_ms=start + minutes * 60_000)
+    return buf.getvalue().splitlines()
+
+
+def write(path, lines, prefix=""):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("".join(f"{prefix}{line}\n" for line in lines))
+    return path
+
+
+def system_json(path, name, nodes, gpus, submitter="Org", division="closed"):
+    """A systems/<system>.json with every field the official checker asks for."""
+    from hvdbench.results.export import SYSTEM_FIELDS
+
+    desc = {**dict.fromkeys(SYSTEM_FIELDS, ""), "submitter": submitter, "division": division,
+            "status": "Available on-premise", "system_name": name, "number_of_nodes": str(nodes),
+            "host_processors_per_node": "2", "accelerators_per_node": str(gpus),
+            "accelerator_model_name": "NVIDIA H100-SXM5-80GB", "framework": "PyTorch NVIDIA Release 24.04",
+            "other_software_stack": {}}
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(desc, indent=4))
+    return path
 
 
 def test_official_line_format_parses():
@@ -126,13 +204,28 @@ def test_epoch_times_from_epoch_events(tmp_path):
 
 
 @pytest.mark.parametrize("name, layout", [
-    ("DGXA100_2x8x56x1", (2, 8)), ("4x4", (4, 4)), ("config_1cc_04x08x32", (4, 8)),
-    ("1xXE8545x4A100-SXM-80GB", (1, 4)), ("8xA100", (1, 8)),
-    ("2xDSS8440x8A100-PCIE-40GB", (2, 8)), ("DSS8440x8A100-PCIE-40GB", (1, 8)),
+    ("DGXA100_2x8x56x1", (2, 8)), ("4x4", (4, 4)), ("config_1cc_04x08x32", (4, 8)), ("1x2 cpu", (1, 2)),
+    ("1xXE8545x4A100-SXM-80GB", None), ("8xA100", None), ("16xBM.GPU.H100.8", None),
     ("dgxa100_n1_ngc20.06_mxnet", None), ("resnet", None), ("XE8545", None),
 ])
-def test_layout_from_folder_names(name, layout):
+def test_nxgxbxa_names(name, layout):
+    """Only the MLPerf config convention NODESxGPUS[xBATCHxACCUM] is a name's layout."""
     assert mllog.layout_from_name(name) == layout
+
+
+@pytest.mark.parametrize("text, layout", [
+    ("DGXA100_2x8x56x1", (2, 8)), ("1x2 cpu", (1, 2)),
+    ("1xXE8545x4A100-SXM-80GB", (1, 4)), ("2xDSS8440x8A100-PCIE-40GB", (2, 8)),  # N x server x G accelerators
+    ("8xA100", (1, 8)), ("ESC8000A-E12-8xH100-PCIE-80GB", (1, 8)), ("4xMI250", (1, 4)),  # N accelerators
+    ("8xNVIDIA DGX H100", (8, 8)), ("2xDGX-2", (2, 16)), ("16xBM.GPU.H100.8", (16, 8)),  # N servers
+    ("DSS8440x8A100-PCIE-40GB", (1, 8)), ("XE8640x4H100-SXM-80GB", (1, 4)), ("R760xax4L40S", (1, 4)),
+    ("GX2560M7_H100_SXM_80GBx4", (1, 4)),
+    ("1xSUBMISSION_PLATFORM_PLACEHOLDER", None),  # one node, accelerators unknown
+    ("dgxa100_n1_ngc20.06_mxnet", None), ("resnet", None), ("XE8545", None), ("Eos_n8", None),
+])
+def test_layout_from_platform_text(text, layout):
+    """A size prefix on a server is nodes (8xNVIDIA DGX H100 is 8 nodes), on an accelerator GPUs."""
+    assert mllog.layout_from_text(text) == layout
 
 
 def published_tree(root, times=(30.0, 31.0, 33.0, 35.0, None), system="DGXA100_2x8x56x1"):
@@ -155,7 +248,9 @@ def test_published_logs_become_time_to_train(tmp_path):
     assert sorted(r.status for r in runs) == ["aborted", "success", "success", "success", "success"]
     aborted = next(r for r in runs if r.status == "aborted")
     assert aborted.epochs == 2.0 and aborted.epochs_to_target is None and "aborted" in aborted.error
-    assert {(r.model, r.devices, r.global_batch, r.mode) for r in runs} == {("resnet", "DGXA100", 3264, "time_to_accuracy")}
+    assert {(r.model, r.devices, r.global_batch, r.mode) for r in runs} == {
+        ("resnet", "Org / DGXA100", 3264, "time_to_accuracy")}  # submitter (the folder above results/) / system
+    assert {r.layout_source for r in runs} == {"NxGxBxA name (DGXA100_2x8x56x1)"}
 
     [row] = build_tables(runs).time_to_train
     assert (row["runs"], row["converged"], row["aborted"]) == (5, 4, 1)
@@ -166,21 +261,24 @@ def test_published_logs_become_time_to_train(tmp_path):
 
 def test_layout_from_the_log_then_system_json_then_folder(tmp_path):
     root = published_tree(tmp_path / "a", times=(10.0,), system="8xA100")
-    assert mllog.read_mllog_dir(root)[0].layout == "1x8"  # folder name
+    run = mllog.read_mllog_dir(root)[0]
+    assert (run.layout, run.layout_source) == ("1x8", "system folder name (8xA100)")
     systems = root / "Org" / "systems"
     systems.mkdir()
     (systems / "8xA100.json").write_text(json.dumps({
         "system_name": "Big box", "number_of_nodes": "4", "accelerators_per_node": "2",
         "framework": "PyTorch NVIDIA Release 23.09"}))
     run = mllog.read_mllog_dir(root)[0]
-    assert (run.layout, run.framework) == ("4x2", "pytorch")  # systems/<system>.json
+    assert (run.layout, run.framework, run.devices) == ("4x2", "pytorch", "Org / Big box")  # systems/<system>.json
+    assert run.layout_source == "systems JSON (8xA100.json)"
     bench = root / "Org" / "results" / "8xA100" / "resnet"
     (bench / "result_0.txt").write_text("\n".join(mlperf_lines(layout=(2, 4))))
-    assert mllog.read_mllog_dir(root)[0].layout == "2x4"  # number_of_nodes / accelerators_per_node
+    run = mllog.read_mllog_dir(root)[0]
+    assert (run.layout, run.layout_source) == ("2x4", "log events")  # number_of_nodes / accelerators_per_node
 
 
 def test_empty_or_missing_directory_is_a_clear_error(tmp_path):
-    with pytest.raises(SchemaError, match="no result_"):
+    with pytest.raises(SchemaError, match="no file holds a readable :::MLLOG event"):
         mllog.read_mllog_dir(tmp_path)
     with pytest.raises(SchemaError, match="no such directory"):
         mllog.read_mllog_dir(tmp_path / "nope")
@@ -245,7 +343,8 @@ def test_bert_epoch_num_is_a_sample_count_even_when_the_dataset_size_is_known(tm
 @pytest.mark.parametrize("name, family", [
     ("2xXE8545x4A100-SXM-80GB", "XE8545x4A100-SXM-80GB"), ("1xXE8545x4A100-SXM-80GB", "XE8545x4A100-SXM-80GB"),
     ("DGXA100_2x8x56x1", "DGXA100"), ("dgxa100_n8_ngc21.05_mxnet", "dgxa100_ngc21.05_mxnet"),
-    ("1x2 cpu", "cpu"), ("NVIDIA H100 80GB HBM3", "NVIDIA H100 80GB HBM3"),
+    ("1x2 cpu", "cpu"), ("NVIDIA H100 80GB HBM3", "NVIDIA H100 80GB HBM3"), ("Eos_n8", "Eos"),
+    ("16xBM.GPU.H100.8", "BM.GPU.H100.8"), ("Acme H100 2-node", "Acme H100"), ("Box (4 nodes)", "Box"),
 ])
 def test_system_family_drops_the_size(name, family):
     assert mllog.system_family(name) == family
@@ -276,7 +375,7 @@ def test_reads_what_hvdbench_events_writes(tmp_path):
     tta, bert, tput = runs["tta"], runs["bert"], runs["tput"]
     assert (tta.mode, tta.status, tta.epochs, tta.final_metric, tta.global_batch) == (
         "time_to_accuracy", "success", 2.0, 0.9, 64)
-    assert (tta.layout, tta.world_size, tta.devices, tta.model) == ("1x2", 2, "cpu", "resnet")
+    assert (tta.layout, tta.world_size, tta.devices, tta.model) == ("1x2", 2, "hvdbench / cpu", "resnet")
     assert tta.time_to_train_s is not None and tta.time_to_train_s >= 0
     assert bert.epochs == pytest.approx(2.5)  # 2500 samples / 1000 training samples
     assert (tput.mode, tput.throughput, tput.throughput_per_gpu, tput.time_to_train_s) == (
@@ -289,6 +388,266 @@ def test_unreadable_lines_are_reported(tmp_path):
     log.write_text(log.read_text() + ' 0: :::MLLOG {"namespace": "", "time_ms": 17\n')
     runs, notes = mllog.load(root)
     assert len(runs) == 2 and all(r.status == "success" for r in runs)
-    assert notes == [f"{root}: 1 unreadable :::MLLOG line(s) skipped in 1 file(s), first {log}"]
+    assert notes == [f"{root}: 2 run(s) from 2 log file(s)",
+                     f"{root}: 1 unreadable :::MLLOG line(s) skipped in 1 file(s), first {log}"]
     result = CliRunner().invoke(cli, ["report", "--mllog", str(root), "--out", str(tmp_path / "r"), "--format", "md"])
-    assert result.exit_code == 0 and notes[0] in result.output
+    assert result.exit_code == 0 and notes[1] in result.output
+    assert notes[1] in (tmp_path / "r" / "summary.md").read_text()  # the inputs are in summary.md too
+
+
+# --- published folders of four shapes ------------------------------------------------------------
+
+def shape_submission_tree(root):
+    """1) An MLCommons submission tree with systems JSONs: a 1/2/4/8-node campaign of one system
+    whose platform text says `8xH100` everywhere (read alone: one node of 8, four times)."""
+    org = root / "training_results_v4.0" / "NVIDIA"
+    for nodes in (1, 2, 4, 8):
+        system = f"eos_n{nodes}_ngc24.04_pytorch"
+        system_json(org / "systems" / f"{system}.json", f"Eos_n{nodes}", nodes, 8, submitter="NVIDIA", division="open")
+        for i in range(5):
+            write(org / "results" / system / "resnet" / f"result_{i}.txt",
+                  mlperf_lines(minutes=40.0 / nodes + i / 10, platform="8xH100", org="NVIDIA"))
+    return root / "training_results_v4.0"
+
+
+def shape_nxgxbxa_names(root):
+    """2) Folders named the MLPerf config way NODESxGPUSxBATCHxACCUM, no systems JSON; the platform
+    text `8xNVIDIA DGX H100` (8 nodes) is wrong for all but one of them."""
+    for nodes, batch in ((1, 56), (2, 28), (4, 14)):
+        for i in range(3):
+            write(root / "campaign" / f"DGXH100_{nodes}x8x{batch}x1" / f"run{i}" / "mllog.txt",
+                  mlperf_lines(minutes=30.0 / nodes, platform="8xNVIDIA DGX H100", org="Cluster"))
+    return root / "campaign"
+
+
+def shape_raw_srun_logs(root):
+    """3) A cloud vendor's raw Slurm logs: `*.log` and `slurm-*.out`, every rank's lines behind
+    `srun -l` prefixes, the platform text the only layout source; one job ran two trials; code,
+    a binary and a log without MLLOG lines lie beside them."""
+    vendor = root / "vendor-logs"
+    for nodes in (1, 2):
+        for i in range(3):
+            lines = []
+            for rank in reversed(range(nodes * 8)):  # every rank logs every event
+                lines += [f"{rank:>2}: {line}" for line in mlperf_lines(
+                    minutes=20.0 / nodes + i, shift_ms=rank * 3, platform=f"{nodes}xNVIDIA DGX H100", org="Cloud",
+                    throughput=1000.0 * nodes)]
+            name = f"resnet-{nodes}node/slurm-{100 + i}.out" if i else f"resnet-{nodes}node/train_{nodes}n.log"
+            write(vendor / name, ["srun: job started"] + sorted(lines, key=lambda l: l[4:]))
+    # one Slurm job looping over two trials: two runs in one file
+    two = [f" 0: {l}" for l in mlperf_lines(minutes=11.0, platform="1xNVIDIA DGX H100", org="Cloud")]
+    two += [f" 0: {l}" for l in mlperf_lines(minutes=12.0, shift_ms=10**8, platform="1xNVIDIA DGX H100", org="Cloud")]
+    write(vendor / "resnet-1node" / "slurm-200.out", two)
+    write(vendor / "run.sub", ['echo ":::MLLOG {\\"key\\": \\"run_start\\"}"'])  # code quoting the marker
+    write(vendor / "notes.txt", ["no events here"])
+    (vendor / "core.bin").write_bytes(b"\0\1:::MLLOG\0")
+    write(vendor / "resnet-2node" / "broken.log", [":::MLLOG {not json"])
+    write(vendor / "power" / "result_0" / "node_0.txt", [  # an MLPerf power log: no run in it
+        ':::MLLOG {"namespace": "", "time_ms": 1, "event_type": "POINT_IN_TIME", "key": "power_reading", '
+        '"value": 2795, "metadata": ""}'])
+    return vendor
+
+
+def shape_shared_placeholder(root):
+    """4) Two submitters whose logs say the same placeholder platform; their system folders differ."""
+    for org, system, minutes in (("A", "1xXE8640x4H100-SXM-80GB", 30.0), ("B", "ESC8000A-8xH100-PCIE", 15.0)):
+        for i in range(5):
+            write(root / "pub" / org / "results" / system / "resnet" / f"result_{i}.txt",
+                  mlperf_lines(minutes=minutes + i, platform="SUBMISSION_PLATFORM_PLACEHOLDER", org=org))
+    return root / "pub"
+
+
+def rows_of(runs):
+    tables = build_tables(runs)
+    return [(r["system"], r["layout"], r["scale"], r["runs"], r["layout_source"]) for r in tables.time_to_train]
+
+
+def test_a_submission_tree_takes_its_layouts_from_the_systems_json(tmp_path):
+    runs, notes = mllog.load(shape_submission_tree(tmp_path))
+    assert rows_of(runs) == [
+        ("NVIDIA / Eos", "1x8", "up", 5, "systems JSON (eos_n1_ngc24.04_pytorch.json)"),
+        ("NVIDIA / Eos", "2x8", "out", 5, "systems JSON (eos_n2_ngc24.04_pytorch.json)"),
+        ("NVIDIA / Eos", "4x8", "out", 5, "systems JSON (eos_n4_ngc24.04_pytorch.json)"),
+        ("NVIDIA / Eos", "8x8", "out", 5, "systems JSON (eos_n8_ngc24.04_pytorch.json)")]
+    assert notes == [f"{tmp_path / 'training_results_v4.0'}: 20 run(s) from 20 log file(s); 4 file(s) skipped: "
+                     "4 code, configuration or documents (e.g. NVIDIA/systems/eos_n1_ngc24.04_pytorch.json)"]
+    row = build_tables(runs).time_to_train[-1]
+    assert row["speedup"] == pytest.approx(40.2 / 5.2)  # one group: a speed-up per layout (olympic means)
+    assert (row["rcp_check"], row["ruleset"]) == ("not checked", "4.0.0")  # open division; v4.0 from the path
+
+
+def test_nxgxbxa_folder_names_come_before_the_platform_text(tmp_path):
+    runs, _ = mllog.load(shape_nxgxbxa_names(tmp_path))
+    assert rows_of(runs) == [
+        ("Cluster / NVIDIA DGX H100", "1x8", "up", 3, "NxGxBxA name (DGXH100_1x8x56x1)"),
+        ("Cluster / NVIDIA DGX H100", "2x8", "out", 3, "NxGxBxA name (DGXH100_2x8x28x1)"),
+        ("Cluster / NVIDIA DGX H100", "4x8", "out", 3, "NxGxBxA name (DGXH100_4x8x14x1)")]
+
+
+def test_raw_srun_logs_are_read_and_skipped_files_are_counted(tmp_path):
+    root = shape_raw_srun_logs(tmp_path)
+    runs, notes = mllog.load(root)
+    assert rows_of(runs) == [
+        ("Cloud / NVIDIA DGX H100", "1x8", "up", 5, "platform text (1xNVIDIA DGX H100)"),
+        ("Cloud / NVIDIA DGX H100", "2x8", "out", 3, "platform text (2xNVIDIA DGX H100)")]
+    assert sorted(r.run_id for r in runs if "slurm-200" in r.run_id) == [
+        "resnet-1node/slurm-200.out#1", "resnet-1node/slurm-200.out#2"]  # two trials in one job's log
+    one = next(r for r in runs if r.run_id == "resnet-2node/train_2n.log")
+    assert one.time_to_train_s == pytest.approx(10 * 60)  # rank 0's events, each once, among 16 ranks'
+    assert notes[0] == (f"{root}: 8 run(s) from 7 log file(s); 5 file(s) skipped: "
+                        "1 binary (e.g. core.bin), 1 code, configuration or documents (e.g. run.sub), "
+                        "1 with only unreadable :::MLLOG lines (e.g. resnet-2node/broken.log), "
+                        "1 without :::MLLOG lines (e.g. notes.txt), "
+                        "1 without run events (power readings or the like) (e.g. power/result_0/node_0.txt)")
+    scaling = build_tables(runs).scaling  # tracked_stats throughput, where the logs have it
+    assert [(r["layout"], r["throughput_mean"], r["n_throughput"]) for r in scaling] == [
+        ("1x8", 1000.0, 3), ("2x8", 2000.0, 3)]
+
+
+def test_a_shared_placeholder_platform_does_not_pool_two_submitters(tmp_path):
+    root = shape_shared_placeholder(tmp_path)
+    runs, _ = mllog.load(root)
+    assert rows_of(runs) == [
+        ("A / XE8640x4H100-SXM-80GB", "1x4", "up", 5, "system folder name (1xXE8640x4H100-SXM-80GB)"),
+        ("B / ESC8000A-H100-PCIE", "1x8", "up", 5, "system folder name (ESC8000A-8xH100-PCIE)")]
+    # --group-by names another grouping: by the platform text the two pool into one group
+    runs, _ = mllog.load(root, group_by="platform")
+    assert {r.devices for r in runs} == {"SUBMISSION_PLATFORM_PLACEHOLDER"}
+    with pytest.raises(ConfigError, match="joined keys of submitter, system, platform"):
+        mllog.load(root, group_by="submitter+colour")
+
+
+def test_report_cli_on_the_four_shapes(tmp_path):
+    roots = [shape(tmp_path) for shape in (shape_submission_tree, shape_nxgxbxa_names, shape_raw_srun_logs,
+                                           shape_shared_placeholder)]
+    out = tmp_path / "report"
+    args = ["report", *[a for root in roots for a in ("--mllog", str(root))], "--out", str(out), "--format", "csv,md"]
+    result = CliRunner().invoke(cli, args)
+    assert result.exit_code == 0, result.output
+    with open(out / "time_to_train.csv", newline="") as f:
+        rows = list(csv.DictReader(f))
+    assert len(rows) == 4 + 3 + 2 + 2 and len({r["system"] for r in rows}) == 5
+    summary = (out / "summary.md").read_text()
+    assert "Layout from: 1x8 systems JSON (eos_n1_ngc24.04_pytorch.json); 2x8 systems JSON" in summary
+    assert "Layout from: 1x8 platform text (1xNVIDIA DGX H100); 2x8 platform text (2xNVIDIA DGX H100)." in summary
+    assert "1 without :::MLLOG lines (e.g. notes.txt)" in summary  # the inputs, with what was skipped
+    assert summary in result.output
+    bad = CliRunner().invoke(cli, ["report", "--mllog", str(roots[0]), "--group-by", "colour", "--out", str(out)])
+    assert bad.exit_code == 1 and "--group-by 'colour'" in bad.output
+
+
+# --- sample-based logs (BERT) ---------------------------------------------------------------------
+
+def test_bert_logs_show_samples_to_target_not_a_wrong_epoch_time(tmp_path):
+    """A published BERT log counts samples in epoch_num and brackets the whole run with one
+    epoch_start/epoch_stop: no epochs and no time per epoch, but samples and time per 1M samples."""
+    for i, (minutes, samples) in enumerate(((20.0, 2_500_000), (21.0, 2_600_000), (22.0, 2_700_000))):
+        lines = mlperf_lines(minutes=minutes, evals=((samples // 2, 0.70), (samples, 0.721)), epoch_s=None,
+                             benchmark="bert", batch=448, org="Org")
+        start = ':::MLLOG {"namespace": "", "time_ms": %d, "event_type": "INTERVAL_START", "key": "epoch_start", ' \
+                '"value": null, "metadata": {"epoch_num": 0}}' % (T0 + 1000)
+        stop = ':::MLLOG {"namespace": "", "time_ms": %d, "event_type": "INTERVAL_END", "key": "epoch_stop", ' \
+               '"value": null, "metadata": {"epoch_num": %d}}' % (T0 + 1000 + minutes * 60_000, samples)
+        write(tmp_path / "Org" / "results" / "box_1x8x56x1" / "bert" / f"result_{i}.txt", [start, *lines, stop])
+    runs = mllog.read_mllog_dir(tmp_path)
+    assert {(r.epochs, r.time_per_epoch_s) for r in runs} == {(None, None)}
+    [row] = build_tables(runs).time_to_train
+    assert row["samples_to_target_mean"] == pytest.approx(2_600_000)
+    assert row["time_per_1m_samples_min"] == pytest.approx((20 / 2.5 + 21 / 2.6 + 22 / 2.7) / 3)
+    assert (row["epochs_mean"], row["time_per_epoch_min"]) == (None, None)
+    text = markdown(build_tables(runs))
+    assert "| samples to target | min per 1M samples |" in text and "| epochs | min/epoch |" not in text
+    assert "| 1x8 | 8 | 448 | 3 | 3 | eval_accuracy 0.721 (target –) | 2,600,000 | 8.08 | 21.00 |" in text
+
+
+# --- reference convergence points: ours against the official summarizer ---------------------------
+
+def summarize_officially(org, cwd):
+    """`python -m mlperf_logging.result_summarizer ORG training 4.0.0`: {system folder: {benchmark
+    column: value}} from its detailed CSV."""
+    proc = subprocess.run([sys.executable, "-m", "mlperf_logging.result_summarizer", str(org), "training", "4.0.0",
+                           "--csv", "summary.csv"], cwd=cwd, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    with open(Path(cwd) / "summary_detailed.csv", newline="") as f:
+        return {row["details_url"].rsplit("/", 1)[-1].removesuffix(".json"): row for row in csv.DictReader(f)}
+
+
+def test_rcp_rescale_is_the_official_summarizers(tmp_path):
+    """Closed-division ResNet: at batch 1632 (RCP mean 35.0 epochs, lowest accepted mean 33.80)
+    runs converging in 34 epochs pass and are rescaled x 35/34; at batch 3264 (RCP 35.15, lowest
+    34.31) runs converging in 33 epochs fail. The summarizer, run twice on the same tree (its first
+    run's RCP check writes scaling.json, as the package checker would; the second applies it),
+    agrees with the report on both."""
+    org = tmp_path / "training_results_v4.0" / "Org"
+    for system, nodes, batch, epochs in (("box_n1", 1, 1632, 34), ("box_n2", 2, 3264, 33)):
+        system_json(org / "systems" / f"{system}.json", "Box", nodes, 8)
+        for i, minutes in enumerate((30.0, 31.0, 33.0, 35.0, 36.0)):
+            write(org / "results" / system / "resnet" / f"result_{i}.txt",
+                  compliant_lines(minutes / nodes, epochs, division="closed", batch=batch, org="Org",
+                                  platform=f"{nodes}xBox", t0=T0 + i * 10**8))
+    runs, _ = mllog.load(tmp_path)  # ruleset 4.0.0 from training_results_v4.0 in the path
+    rows = {r["layout"]: r for r in build_tables(runs).time_to_train}
+    passed, failed = rows["1x8"], rows["2x8"]
+    assert (passed["rcp_check"], failed["rcp_check"]) == ("Pass", "Fail")
+    assert passed["rcp_factor"] == pytest.approx(35.0 / 34.0) and failed["rcp_factor"] == 1.0
+    assert (passed["rcp_mean"], passed["converge_mean"]) == (pytest.approx(35.0), pytest.approx(34.0))
+    assert failed["converge_mean"] == pytest.approx(33.0) and failed["rcp_min"] == pytest.approx(34.31, abs=0.01)
+    assert passed["ttt_min"] == pytest.approx(33.0)  # raw olympic mean of 31, 33, 35
+    assert passed["ttt_rcp_min"] == pytest.approx(33.0 * 35.0 / 34.0)
+
+    summarize_officially(org, tmp_path)  # writes results/box_n1/resnet/scaling.json
+    official = summarize_officially(org, tmp_path)
+    assert (org / "results" / "box_n1" / "resnet" / "scaling.json").is_file()
+    assert official["box_n1"]["resnet:RCP"] == "Pass" and official["box_n2"]["resnet:RCP"] == "Fail"
+    for system, row in (("box_n1", passed), ("box_n2", failed)):
+        assert float(official[system]["resnet:rcp_scaling_factor"]) == pytest.approx(row["rcp_factor"], rel=1e-12)
+        assert float(official[system]["resnet:time_to_train"]) == pytest.approx(row["ttt_rcp_min"], rel=1e-12)
+        assert float(official[system]["resnet:samples_to_converge"]) == pytest.approx(row["converge_mean"])
+
+    # the published scaling.json is now beside the logs: read again, the report agrees with it
+    again = {r["layout"]: r for r in build_tables(mllog.load(tmp_path)[0]).time_to_train}
+    assert "published scaling.json" not in again["1x8"]["rcp_note"]
+    text = markdown(build_tables(runs))
+    assert "| 33.00 | 33.97 | Pass ×1.0294 (34 vs RCP 35) |" in text
+    assert "| 16.50 | 16.50 | Fail (33 vs lowest accepted 34.3096) |" in text
+
+
+def test_rcp_not_checked_where_the_summarizer_does_not_check(tmp_path):
+    root = tmp_path / "logs"
+    for i in range(2):  # closed, but fewer than 3 runs
+        write(root / "Org" / "results" / "box_1x8x204x1" / "resnet" / f"result_{i}.txt",
+              compliant_lines(30.0, 34, division="closed", batch=1632, org="Org"))
+    for i in range(3):  # open division
+        write(root / "Org" / "results" / "box_2x8x204x1" / "resnet" / f"result_{i}.txt",
+              compliant_lines(15.0, 34, division="open", batch=3264, org="Org"))
+    runs, notes = mllog.load(root)
+    rows = {r["layout"]: r for r in build_tables(runs).time_to_train}
+    assert (rows["1x8"]["rcp_check"], rows["1x8"]["rcp_note"]) == (
+        "not checked", "2 run(s): the checker's olympic mean needs 3")
+    assert rows["2x8"]["rcp_note"].startswith("open division: the summarizer checks RCPs in the closed division only")
+    assert rows["2x8"]["ttt_rcp_min"] == rows["2x8"]["ttt_min"] == pytest.approx(15.0)
+    assert any("ruleset 4.0.0 (no training_results_vX.Y folder in the path" in n for n in notes)
+    rows = {r["layout"]: r for r in build_tables(mllog.load(root, ruleset="3.1.0")[0]).time_to_train}
+    assert rows["2x8"]["ruleset"] == "3.1.0"
+
+
+@pytest.mark.parametrize("text, framework", [
+    ("PyTorch NVIDIA Release 24.04", "pytorch"), ("NVIDIA NeMo Framework Release 24.04", "nemo"),
+    ("MXNet NVIDIA Release 24.04 or PyTorch NVIDIA Release 24.04", ""),  # which one ran is not said
+    ("CUDA 12.3", ""), ("", ""),
+])
+def test_framework_from_a_systems_json(text, framework):
+    assert mllog.framework_of(text) == framework
+
+
+def test_a_trailing_node_count_in_a_system_name_is_its_size(tmp_path):
+    """Supermicro names its 1- and 8-node systems SYS-421GE-TNHR2-LCC-1 and -8: one system."""
+    org = tmp_path / "Supermicro"
+    for nodes in (1, 8):
+        system = f"SYS-421GE-TNHR2-LCC-{nodes}"
+        system_json(org / "systems" / f"{system}.json", system, nodes, 8, submitter="Supermicro", division="open")
+        for i in range(3):
+            write(org / "results" / system / "resnet" / f"result_{i}.txt", mlperf_lines(minutes=24.0 / nodes + i))
+    rows = build_tables(mllog.read_mllog_dir(tmp_path)).time_to_train
+    assert [(r["system"], r["layout"], r["speedup"]) for r in rows] == [
+        ("Supermicro / SYS-421GE-TNHR2-LCC", "1x8", 1.0), ("Supermicro / SYS-421GE-TNHR2-LCC", "8x8", 25.0 / 4.0)]

@@ -209,3 +209,23 @@ def test_a_retried_run_counts_once_in_its_current_state():
     assert [(r.sweep, r.run_id, r.status) for r in current] == [
         ("s", "1x1-r1", "success"), ("s", "1x2-r1", "success"), ("other", "1x1-r1", "timeout"),
         ("", "", "success"), ("", "", "aborted")]
+
+
+@pytest.mark.parametrize("drop, minutes, not_converged", [
+    (1, [30, 31, 33, 35, 40], 0), (1, [30, 31, 33, 40], 1), (1, [5, 6, 7], 0),
+    (4, [float(m) for m in range(10, 50)], 0), (4, [float(m) for m in range(10, 47)], 3),  # UNet3D: 40 runs
+])
+def test_olympic_score_is_the_summarizers(drop, minutes, not_converged):
+    """Against mlperf-logging's own _compute_olympic_average (max_dropped_scores 4 for UNet3D)."""
+    from mlperf_logging.result_summarizer.result_summarizer import _compute_olympic_average
+
+    ours = olympic_score(minutes, not_converged, drop)
+    assert ours.minutes == pytest.approx(_compute_olympic_average(list(minutes), not_converged, drop))
+    assert olympic_score(minutes, drop + 1, drop).minutes is None  # more non-converged runs than dropped: DNF
+
+
+def test_a_run_without_a_logged_batch_joins_its_layouts_row():
+    runs = [tta("1x8", m, global_batch=256) for m in (30, 31, 32)] + [tta("1x8", None, status="failed", global_batch=0)]
+    [row] = build_tables(runs).time_to_train
+    assert (row["global_batch"], row["runs"], row["converged"], row["failed"]) == (256, 4, 3, 1)
+    assert row["ttt_min"] == pytest.approx((31 + 32) / 2)  # dropped: 30 and the failed run

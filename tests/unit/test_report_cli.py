@@ -129,6 +129,8 @@ def test_bad_status_value_names_the_file(sweep):
     (["--format", "csv,pdf"], "pdf: choose from csv,md,png"),
     (["--baseline", "one"], "expected NODESxGPUS"),
     (["--baseline", "8x8"], "8x8: no run has that layout"),
+    (["--ruleset", "4.0"], "'4.0': a training ruleset such as 4.0.0"),
+    (["--group-by", "system+rack"], "--group-by 'system+rack': '+'-joined keys of submitter, system, platform"),
 ])
 def test_bad_options(sweep, args, message):
     result = invoke(sweep, *args)
