@@ -13,6 +13,7 @@ bar with the run in flight and one line per finished run (and per layout's allre
 from __future__ import annotations
 
 import shlex
+import threading
 import time
 from pathlib import Path
 
@@ -25,7 +26,7 @@ from hvdbench.launchers.guard import Outcome
 from hvdbench.results.schema import RunResult
 from hvdbench.sweep.launch import command, env_additions
 from hvdbench.sweep.plan import PlannedRun
-from hvdbench.sweep.spec import SweepSpec
+from hvdbench.sweep.spec import SweepSpec, run_dir
 from hvdbench.topology import Layout
 
 
@@ -64,14 +65,43 @@ def bench_line(layout: Layout, outcome: Outcome, rdir: Path) -> str:
     return f"bench allreduce {layout.name:>6}  {outcome.wall_s:7.1f} s  {said}"
 
 
+PLAIN_STATUS_S = 30.0  # in a pipe, a line on the run in flight this often
+
+
+def latest_progress(log: Path | None) -> str:
+    """The worker's last progress line in a run's launch.log ("step 120/600 (epoch 2.0/10), ...",
+    or an evaluation's), without launcher tags; empty when there is none yet."""
+    if log is None:
+        return ""
+    try:
+        with open(log, "rb") as f:
+            f.seek(0, 2)
+            f.seek(max(0, f.tell() - 8192))
+            tail = f.read().decode("utf-8", "replace")
+    except OSError:
+        return ""
+    for line in reversed(tail.splitlines()):
+        _, marker, text = line.partition("[hvdbench] ")
+        if marker and (text.startswith(("step ", "epoch ")) or ": " in text and "target" in text):
+            return text.strip()
+    return ""
+
+
+def current_line(fields: dict) -> str:
+    """'1x2-r1 1:05 step 120/600 (epoch 2.0/10), 812 samples/s, ...' for the run in flight."""
+    if not fields.get("run"):
+        return ""
+    elapsed = int(time.monotonic() - fields["run_start"])
+    said = latest_progress(fields.get("log"))
+    return f"{fields['run']} {elapsed // 60}:{elapsed % 60:02d}" + (f"  {said}" if said else "")
+
+
 class _CurrentRun(ProgressColumn):
-    """Progress column: the run in flight and how long it has been going."""
+    """Progress column: the run in flight, how long it has been going, and the worker's last
+    progress line (steps or epochs done, the metric, the time left)."""
 
     def render(self, task) -> Text:
-        if not task.fields.get("run"):
-            return Text("")
-        elapsed = int(time.monotonic() - task.fields["run_start"])
-        return Text(f"{task.fields['run']} {elapsed // 60}:{elapsed % 60:02d}")
+        return Text(current_line(task.fields))
 
 
 class SweepProgress:
@@ -83,13 +113,27 @@ class SweepProgress:
         self.progress = Progress(TextColumn("{task.description}"), BarColumn(bar_width=24), MofNCompleteColumn(),
                                  TimeElapsedColumn(), _CurrentRun(), console=console)
         self.task = None
+        # Not a terminal (a pipe, a batch job's log): no live bar, so a plain status line on the
+        # run in flight every PLAIN_STATUS_S seconds, from a thread (the loop waits on the launch).
+        self._plain = None if console.is_terminal else threading.Event()
 
     def __enter__(self) -> SweepProgress:
         self.progress.__enter__()
+        if self._plain is not None:
+            threading.Thread(target=self._status_lines, name="sweep-status", daemon=True).start()
         return self
 
     def __exit__(self, *exc):
+        if self._plain is not None:
+            self._plain.set()
         return self.progress.__exit__(*exc)
+
+    def _status_lines(self) -> None:
+        while not self._plain.wait(PLAIN_STATUS_S):
+            task = next((t for t in self.progress.tasks if t.id == self.task), None)
+            said = current_line(task.fields) if task is not None else ""
+            if said:
+                self.print(f"  {said}")
 
     def print(self, line: str) -> None:
         self.progress.console.print(line)
@@ -102,7 +146,8 @@ class SweepProgress:
 
     def running(self, run: PlannedRun, waiting: bool = False) -> None:
         what = "waiting for another sweep's" if waiting else "running"
-        self.progress.update(self.task, run=f"{what} {run.run_id}", run_start=time.monotonic())
+        self.progress.update(self.task, run=f"{what} {run.run_id}", run_start=time.monotonic(),
+                             log=None if waiting else run_dir(self.spec, run) / "launch.log")
 
     def held(self, run: PlannedRun) -> None:
         """Another sweep in this folder is running `run`: said now, awaited at the end."""

@@ -72,3 +72,19 @@ def test_prepare_progress_is_plain_lines_in_a_pipe(monkeypatch, capsys):
         for _ in range(3):
             advance()
     assert capsys.readouterr().err.splitlines()[-1].startswith("digits: 3/3 shards, ")
+
+
+def test_the_sweep_view_shows_the_workers_last_progress_line(tmp_path):
+    from hvdbench.sweep.display import current_line, latest_progress
+
+    log = tmp_path / "launch.log"
+    log.write_text("[1,0]<stdout>:[hvdbench] resnet50/debug torch fp32: 2 rank(s)\n"
+                   "[1,0]<stdout>:[hvdbench] step 120/600 (epoch 2.0/10), 812 samples/s, at most 0:40 left\n"
+                   "[1,1]<stderr>:some warning\n")
+    assert latest_progress(log) == "step 120/600 (epoch 2.0/10), 812 samples/s, at most 0:40 left"
+    assert latest_progress(tmp_path / "missing.log") == ""
+    import time
+
+    fields = {"run": "running 1x2-r1", "run_start": time.monotonic() - 65, "log": log}
+    assert current_line(fields) == "running 1x2-r1 1:05  step 120/600 (epoch 2.0/10), 812 samples/s, at most 0:40 left"
+    assert current_line({}) == ""
