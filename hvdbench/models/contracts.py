@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import importlib
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -192,6 +193,34 @@ def eval_loss(name: str = "eval_loss") -> RatioMetric:
 # --- the spec --------------------------------------------------------------------------------
 
 @dataclass(frozen=True)
+class RunFacts:
+    """What a run's MLLOG hyperparameters may need beyond its config, known once the loop has laid
+    the run out (the dataset's epoch in steps, the schedule's length)."""
+
+    global_batch: int
+    peak_lr: float  # the scaled peak learning rate
+    steps_per_epoch: int | None  # None with --synthetic
+    max_steps: int  # the schedule's last step (time-to-accuracy) or warm-up + timed steps
+    warmup_steps: int  # of the learning rate
+
+
+# An `mllog_hyperparameters` value: a TrainConfig field name, or a callable of (cfg, RunFacts) for a
+# value known only once the run is laid out; a callable's None is not logged (e.g. a key of an
+# optimizer the run does not use).
+MllogValue = str | Callable[[Any, RunFacts], Any]
+
+
+def only_with(optimizer: str, value: MllogValue) -> Callable[[Any, RunFacts], Any]:
+    """An `mllog_hyperparameters` value logged only when the run trains with `optimizer` (the keys
+    of that optimizer's own, e.g. MLPerf's `sgd_opt_momentum` or `opt_lamb_beta_1`)."""
+    def get(cfg, facts):
+        if cfg.optimizer != optimizer:
+            return None
+        return value(cfg, facts) if callable(value) else getattr(cfg, value)
+    return get
+
+
+@dataclass(frozen=True)
 class ModelSpec:
     """Everything framework-neutral about a model; data only (cheap to import, no framework)."""
 
@@ -207,9 +236,10 @@ class ModelSpec:
     # TrainConfig defaults with why-comments (batch_per_gpu, optimizer, lr, schedule, eval_every...),
     # with per-flavor overrides under the flavor's name.
     defaults: dict[str, Any] = field(default_factory=dict)
-    # MLLOG hyperparameter key -> TrainConfig field, logged beyond the common ones (seed, batch,
-    # optimizer name, base learning rate): what the reference logs for this benchmark.
-    mllog_hyperparameters: dict[str, str] = field(default_factory=dict)
+    # MLLOG hyperparameter key -> TrainConfig field or callable (see MllogValue), logged beyond the
+    # common ones (seed, batch, optimizer name, base learning rate): what the reference logs for
+    # this benchmark (MLPerf's closed division checks its optimizer's and schedule's keys).
+    mllog_hyperparameters: dict[str, MllogValue] = field(default_factory=dict)
     parameters: dict[str, int] = field(default_factory=dict)  # flavor -> exact parameter count
     # flavor -> framework -> bytes one sample's activations take in a fp32 training step on a CPU,
     # measured by benchmarks/bench_memory.py (hvdbench/train/memory.py refuses runs that cannot fit).
@@ -227,6 +257,16 @@ class ModelSpec:
 
     def target(self, flavor: str | None) -> float:
         return self.flavor_targets.get(flavor or self.default_flavor, self.mlperf_target)
+
+    def mllog_values(self, cfg, facts: RunFacts) -> dict[str, Any]:
+        """`mllog_hyperparameters` for one run: field names read from `cfg`, callables called with
+        (cfg, facts); None values left out."""
+        values = {}
+        for key, source in self.mllog_hyperparameters.items():
+            value = source(cfg, facts) if callable(source) else getattr(cfg, source)
+            if value is not None:
+                values[key] = value
+        return values
 
     @property
     def data_kinds(self) -> tuple[str, ...]:
@@ -286,3 +326,4 @@ class TensorFlowModel(Protocol):
         """(scalar loss, stats for the metric's update); traced into a tf.function."""
 
     # Optional: on_device(batch: dict[str, tf.Tensor]) -> dict   (traced preprocessing)
+    #           make_optimizer(cfg) -> keras optimizer          default: by cfg.optimizer

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from mlperf_logging.mllog import constants as C
 
 from hvdbench.errors import DatasetError
+from hvdbench.models.contracts import RunFacts
 from hvdbench.output import line
 from hvdbench.train.schedule import lr_at
 
@@ -89,12 +90,19 @@ class Progress:
 
 class Loop:
     def __init__(self, cfg, dist, trainer, events, fault, ds, global_batch, peak_lr, metric=None,
-                 synthetic=None):
+                 synthetic=None, hyperparameters=None):
         """`ds`: the opened dataset (None with --synthetic); `metric`: the model's Metric (for
-        time-to-accuracy); `synthetic`: one fixed batch on the device (for --synthetic)."""
+        time-to-accuracy); `synthetic`: one fixed batch on the device (for --synthetic);
+        `hyperparameters`: RunFacts -> {MLLOG key: value}, the model's own keys
+        (`ModelSpec.mllog_values`), logged once the run is laid out."""
         self.cfg, self.dist, self.trainer, self.events, self.fault = cfg, dist, trainer, events, fault
         self.ds, self.global_batch, self.peak_lr = ds, global_batch, peak_lr
         self.metric, self.synthetic = metric, synthetic
+        self.hyperparameters = hyperparameters or (lambda facts: {})
+
+    def _log_hyperparameters(self, steps_per_epoch, max_steps: int, warmup_steps: int) -> None:
+        facts = RunFacts(self.global_batch, self.peak_lr, steps_per_epoch, max_steps, warmup_steps)
+        self.events.hyperparameters(self.hyperparameters(facts))
 
     def _train_loader(self):
         cfg, dist = self.cfg, self.dist
@@ -130,12 +138,14 @@ class Loop:
         if cfg.synthetic:
             fixed = [self.synthetic] * cfg.accum_steps
             batches = ((0, fixed) for _ in itertools.count())
+            steps_per_epoch = None
             events.event(C.TRAIN_SAMPLES, 0)
         else:
             loader, steps_per_epoch = self._train_loader()
             batches = self._step_batches(loader, steps_per_epoch)
             events.event(C.TRAIN_SAMPLES, self.ds.num_samples("train"))
         warmup, steps = cfg.warmup_steps, cfg.steps
+        self._log_hyperparameters(steps_per_epoch, warmup + steps, warmup)
         progress = Progress(dist, warmup + steps, self.global_batch)
         dist.sync()
         events.end(C.INIT_STOP)
@@ -183,6 +193,7 @@ class Loop:
         events.event(C.EVAL_SAMPLES, ds.num_samples("val"))
         events.event("opt_learning_rate_warmup_steps", warmup)
         events.event("opt_learning_rate_training_steps", max_steps)
+        self._log_hyperparameters(steps_per_epoch, max_steps, warmup)
 
         def where(step):  # MLPerf metadata: epochs for ResNet, samples for BERT
             if by_epoch:

@@ -144,7 +144,8 @@ def run(cfg: config_mod.TrainConfig, state: dict) -> None:
     _log_run_facts(events, cfg, spec, dist, layout, devices[0], global_batch, peak_lr)
     record = result_mod.identity(cfg, state["t0"])
     result_mod.describe_job(record, dist, hosts, devices, trainer.num_parameters())
-    loop = Loop(cfg, dist, trainer, events, fault, ds, global_batch, peak_lr, spec.metric, synthetic)
+    loop = Loop(cfg, dist, trainer, events, fault, ds, global_batch, peak_lr, spec.metric, synthetic,
+                hyperparameters=lambda facts: spec.mllog_values(cfg, facts))
     measures = loop.throughput() if cfg.mode == "throughput" else loop.time_to_accuracy()
 
     digests = dist.allgather_object(trainer.param_digest())
@@ -155,7 +156,9 @@ def run(cfg: config_mod.TrainConfig, state: dict) -> None:
 
 
 def _log_run_facts(events, cfg, spec, dist, layout, device, global_batch, peak_lr) -> None:
-    """The MLPerf header of the event log: submission, scale and hyperparameters."""
+    """The MLPerf header of the event log: submission, scale and the common hyperparameters (the
+    model's own, `ModelSpec.mllog_hyperparameters`, are logged by the loop, which knows the
+    schedule's steps)."""
     events.submission(spec.benchmark, cfg.submission.org, cfg.submission.platform or f"{layout} {device}",
                       cfg.submission.division, cfg.submission.status)
     events.event(C.CACHE_CLEAR, False)  # hvdbench does not drop the page cache
@@ -166,7 +169,6 @@ def _log_run_facts(events, cfg, spec, dist, layout, device, global_batch, peak_l
         C.SEED: cfg.seed, C.GLOBAL_BATCH_SIZE: global_batch,
         C.GRADIENT_ACCUMULATION_STEPS: cfg.accum_steps, C.OPT_NAME: cfg.optimizer,
         C.OPT_BASE_LR: peak_lr,
-        **{key: getattr(cfg, name) for key, name in spec.mllog_hyperparameters.items()},
     })
 
 

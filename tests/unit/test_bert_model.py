@@ -76,6 +76,7 @@ def test_spec_registry_and_errors():
     assert SPEC.target("large") == pytest.approx(0.720)
     assert 0 < SPEC.target("debug") < 0.720
     assert set(SPEC.data_kinds) == {"bert", "bert_packed"}
+    assert SPEC.frameworks == ("torch", "tensorflow") and SPEC.defaults["optimizer"] == "lamb"
     with pytest.raises(ConfigError, match=r"no flavor 'huge'.*large, base, debug"):
         SPEC.flavor("huge")
     with pytest.raises(ConfigError, match="unknown model 'bret'.*bert"):
@@ -260,3 +261,22 @@ def test_packed_batch_trains_under_bf16_autocast(packed_case):
     loss.backward()
     assert torch.isfinite(loss) and stats["total"] == int((b["masked_lm_positions"] > 0).sum())
     assert model.word_embeddings.weight.grad is not None
+
+
+def test_mllog_hyperparameters_are_the_references():
+    """What MLPerf's closed division requires of BERT (training_4.0.0/closed_bert.yaml) beside the
+    common keys and the loop's opt_learning_rate_warmup_steps/_training_steps; LAMB's keys only
+    when the run trains with LAMB."""
+    from hvdbench.models.contracts import RunFacts
+    from hvdbench.train import config as config_mod
+
+    facts = RunFacts(global_batch=256, peak_lr=3.5e-4, steps_per_epoch=1000, max_steps=900, warmup_steps=12)
+    cfg = config_mod.resolve({"model": "bert", "flavor": "large", "synthetic": True, "out": "x"})
+    values = SPEC.mllog_values(cfg, facts)
+    assert {k: values[k] for k in ("opt_lamb_beta_1", "opt_lamb_beta_2", "opt_lamb_epsilon",
+                                   "opt_lamb_weight_decay_rate", "num_warmup_steps", "start_warmup_step")} == \
+        {"opt_lamb_beta_1": 0.9, "opt_lamb_beta_2": 0.999, "opt_lamb_epsilon": 1e-6,
+         "opt_lamb_weight_decay_rate": 0.01, "num_warmup_steps": 12, "start_warmup_step": 0}
+    adamw = config_mod.resolve({"model": "bert", "flavor": "large", "synthetic": True, "out": "x",
+                                "optimizer": "adamw", "lr": 1e-4})
+    assert not [k for k in SPEC.mllog_values(adamw, facts) if "lamb" in k]

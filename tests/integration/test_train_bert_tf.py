@@ -1,0 +1,80 @@
+"""`hvdbench train bert --framework tensorflow` (Keras 3 under hvd.DistributedGradientTape, LAMB)
+under real two-rank Horovod launches on the built-in pydoc corpus, unpacked (Gloo) and packed
+(MPI): the debug flavor reaches its target, both ranks end with identical parameters, the network
+has the PyTorch model's parameter count for the same data, and the event log passes the compliance
+checker. The PyTorch twin is test_train_bert.py.
+
+    .venv/bin/python -m pytest tests/integration/test_train_bert_tf.py
+"""
+
+import json
+import subprocess
+import sys
+
+import pytest
+from conftest import run
+
+from hvdbench.models import get_spec
+from hvdbench.results.schema import read_result
+
+pytestmark = pytest.mark.integration
+
+VOCAB = 4000
+
+
+@pytest.fixture(scope="module")
+def pydoc(tmp_path_factory, hvdbench_bin):
+    base = tmp_path_factory.mktemp("bert_tf")
+    # As test_train_bert.py: 64 tokens, every sequence of a random length (so packs hold several).
+    run([hvdbench_bin, "prepare", "bert", "--src", "builtin:pydoc", "--vocab-size", VOCAB, "--max-seq-len", "64",
+         "--max-predictions", "10", "--short-seq-prob", "1.0", "--out", base / "pydoc"])
+    run([hvdbench_bin, "prepare", "pack", "--src", base / "pydoc", "--out", base / "packed"])
+    return {"bert": base / "pydoc", "bert_packed": base / "packed"}
+
+
+def torch_parameters(**info) -> int:
+    torch = pytest.importorskip("torch")
+    from hvdbench.models.bert import torch as bert_torch
+
+    with torch.device("meta"):
+        return sum(p.numel() for p in bert_torch.build(get_spec("bert").flavor("debug"), **info).parameters())
+
+
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("kind, controller", [("bert", "gloo"), ("bert_packed", "mpi")])
+def test_tf_debug_bert_reaches_its_target(kind, controller, pydoc, tmp_path, horovodrun, hvdbench_bin):
+    out = tmp_path / "run"
+    target = get_spec("bert").target("debug")
+    run([horovodrun, "-np", "2", "-H", "localhost:2", f"--{controller}", hvdbench_bin, "train", "bert",
+         "--framework", "tensorflow", "--flavor", "debug", "--data", pydoc[kind], "--eval-every", "1600",
+         "--max-epochs", "1.5", "--out", out])
+    record, config = read_result(out / "result.json")
+    assert (record.framework, record.controller, record.world_size) == ("tensorflow", controller, 2)
+    assert (config["optimizer"], record.status, record.target) == ("lamb", "success", target)
+    assert record.final_metric >= target
+    assert record.parameters == torch_parameters(vocab_size=VOCAB, max_seq_len=64)
+    print(f"{kind}: masked-LM accuracy {record.final_metric:.4f} after {record.epochs:.2f} epochs, "
+          f"time-to-train {record.time_to_train_s:.1f} s, {record.parameters:,} parameters")
+
+    checks = json.loads((out / "checks.json").read_text())
+    assert len(checks["param_digests"]) == 2 and checks["param_digests"][0] == checks["param_digests"][1]
+    evals = [e["metric"] for e in checks["evals"]]
+    assert len(evals) >= 2 and evals[-1] > evals[0] + 0.01
+
+    checked = subprocess.run([sys.executable, "-m", "mlperf_logging.compliance_checker", "--usage", "training",
+                              "--ruleset", "4.0.0", "--werror", "--log_output", str(tmp_path / "cc.log"),
+                              str(out / "mllog.txt")], capture_output=True, text=True, cwd=tmp_path)
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+
+
+@pytest.mark.timeout(180)
+def test_tf_bert_throughput_mode(tmp_path, horovodrun, hvdbench_bin):
+    """--synthetic: the timed steps of one fixed batch, as for every other model and framework."""
+    out = tmp_path / "run"
+    run([horovodrun, "-np", "2", "-H", "localhost:2", "--gloo", hvdbench_bin, "train", "bert", "--framework",
+         "tensorflow", "--flavor", "debug", "--synthetic", "--steps", "6", "--warmup-steps", "2", "--out", out])
+    record, _ = read_result(out / "result.json")
+    assert (record.mode, record.status, record.steps, record.framework) == ("throughput", "success", 6, "tensorflow")
+    assert record.throughput > 0 and record.parameters == torch_parameters()
+    checks = json.loads((out / "checks.json").read_text())
+    assert checks["param_digests"][0] == checks["param_digests"][1]
