@@ -25,6 +25,8 @@ from hvdbench.models.contracts import DatasetKind, ModelSpec
 REGISTRY = {
     "resnet50": "hvdbench.models.resnet50",
     "bert": "hvdbench.models.bert",
+    "transformer": "hvdbench.models.transformer",
+    "gnmt": "hvdbench.models.gnmt",
     "ncf": "hvdbench.models.ncf",
 }
 ENTRY_POINT_GROUP = "hvdbench.models"
