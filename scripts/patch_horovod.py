@@ -27,6 +27,12 @@ EDITS = [
     # a CUDA 13 machine; GCC 12 still does).
     ("horovod/common/group_table.h", "#include <queue>\n", "#include <queue>\n#include <string>\n"),
     ("horovod/common/common.h", "#include <memory>\n", "#include <memory>\n#include <stdexcept>\n"),
+    # horovodrun asks each framework's extension, in this order, whether Horovod was built with MPI
+    # or Gloo, importing the framework to do so; TensorFlow's import prints absl/oneDNN start-up
+    # lines that no environment variable silences, on every launch, PyTorch runs included. Asking
+    # PyTorch first gives the same answer (the extensions are built from one tree) in silence.
+    ("horovod/common/util.py", "EXTENSIONS = ['tensorflow', 'torch', 'mxnet']",
+     "EXTENSIONS = ['torch', 'tensorflow', 'mxnet']"),
 ]
 
 
