@@ -21,7 +21,6 @@ statistics as for the Transformer (hvdbench/models/transformer/torch.py shares t
 from __future__ import annotations
 
 import math
-from dataclasses import replace
 
 import torch
 import torch.nn.functional as F
@@ -34,11 +33,11 @@ from hvdbench.models.transformer.torch import (
     batch_bleu,
     beam_search,
     decode_steps,
-    flush_denormals,
     greedy_search,
     groups_with_clip,
     make_adam,
     shift_right,
+    sized,
     smoothed_loss,
     trim,
 )
@@ -144,12 +143,7 @@ class GNMT(nn.Module):
 def build(cfg, vocab_size: int | None = None, max_len: int | None = None, **_) -> GNMT:
     """The network for a flavor; vocab_size and max_len of a dataset's manifest override the
     flavor's (the synthetic defaults)."""
-    flush_denormals()
-    if vocab_size is not None:
-        cfg = replace(cfg, vocab_size=int(vocab_size))
-    if max_len is not None:
-        cfg = replace(cfg, max_len=int(max_len))
-    return GNMT(cfg)
+    return GNMT(sized(cfg, vocab_size, max_len))
 
 
 def loss_and_stats(model, batch):

@@ -45,6 +45,17 @@ def flush_denormals() -> None:
         torch.set_flush_denormal(True)
 
 
+def sized(cfg, vocab_size: int | None, max_len: int | None):
+    """The flavor with a dataset manifest's vocab_size and max_len (when given), denormals flushed:
+    what every translation network's build does first (gnmt's too)."""
+    flush_denormals()
+    if vocab_size is not None:
+        cfg = replace(cfg, vocab_size=int(vocab_size))
+    if max_len is not None:
+        cfg = replace(cfg, max_len=int(max_len))
+    return cfg
+
+
 def trim(batch: dict) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
     """(src, src_len, tgt, tgt_len) with the batch's common padding cut off (batches hold
     sentences of similar length: prepare buckets them)."""
@@ -313,11 +324,7 @@ class DecoderCache:
 def build(cfg, vocab_size: int | None = None, max_len: int | None = None, **_) -> Transformer:
     """The network for a flavor; vocab_size and max_len of a dataset's manifest override the
     flavor's (the synthetic defaults)."""
-    flush_denormals()
-    if vocab_size is not None:
-        cfg = replace(cfg, vocab_size=int(vocab_size))
-    if max_len is not None:
-        cfg = replace(cfg, max_len=int(max_len))
+    cfg = sized(cfg, vocab_size, max_len)
     if cfg.d_model % cfg.heads:
         raise ConfigError(f"transformer: d_model {cfg.d_model} is not a multiple of heads {cfg.heads}")
     cfg = replace(cfg, max_positions=max(cfg.max_positions, cfg.max_len))
