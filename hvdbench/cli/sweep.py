@@ -35,6 +35,12 @@ def _env_pairs(ctx, param, values):
     return env
 
 
+def _one_line(ctx, param, value):
+    if value is not None and (not value.strip() or len(value) > 200 or not value.isprintable()):
+        raise click.BadParameter(f"{value!r}: one printable line of at most 200 characters")
+    return value
+
+
 def _check_train_args(model: str, train_args) -> None:
     """Parse the arguments after `--` with `hvdbench train`'s own options (built from TrainConfig's
     fields), so a misspelt option or a wrong type fails here, not once per launched run."""
@@ -92,7 +98,7 @@ def _cluster_settings(name, launcher, launcher_args, env):
     if launcher not in ("horovodrun", "mpirun"):
         raise click.UsageError(f"--cluster runs with --launcher horovodrun or mpirun, not {launcher}")
     extra = settings.horovodrun_args if launcher == "horovodrun" else settings.mpirun_args
-    return settings.hostfile, (*extra, *launcher_args), {**settings.env, **env}
+    return settings.hostfile, (*extra, *launcher_args), {**settings.env, **env}, settings.link
 
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"]})
@@ -127,6 +133,9 @@ def _cluster_settings(name, launcher, launcher_args, env):
 @click.option("--allreduce-bench", metavar="MAX_BYTES",
               help="Also run `hvdbench bench allreduce --max-bytes MAX_BYTES` once per layout (e.g. 64M), "
                    "so the report shows each layout's bus bandwidth beside its throughput.")
+@click.option("--link", metavar="TEXT", callback=_one_line, help="The inter-node link, in words, for the report and its plots, e.g. "
+              "'HDR InfiniBand 200 Gb/s' [default: with --cluster, the emulated link and its shaping; "
+              "on a resume, the one recorded in OUT/sweep.json].")
 @click.option("--retry-failed", is_flag=True, help="Rerun runs recorded as failed or timeout.")
 @click.option("--name", help="Sweep name in the records [default: the name of --out].")
 @click.option("--dry-run", is_flag=True, help="Print the plan and the exact commands; run nothing.")
@@ -139,7 +148,7 @@ def _cluster_settings(name, launcher, launcher_args, env):
 @click.option("--out", required=True, type=click.Path(file_okay=False, path_type=Path),
               help="Sweep directory: runs.csv and one directory per run.")
 def sweep(model, train_args, hostfile, hosts, cluster_name, gpus_per_node, gpus, layouts, repeats, launcher,
-          controller, config_name, timeout, kill_grace, env, launcher_args, allreduce_bench, retry_failed, name,
+          controller, config_name, timeout, kill_grace, env, launcher_args, allreduce_bench, link, retry_failed, name,
           dry_run, submit, sbatch_args, time_limit, template, out):
     """Run MODEL over every nodes x GPUs layout and repeat; one row per run in OUT/runs.csv.
 
@@ -177,7 +186,10 @@ def sweep(model, train_args, hostfile, hosts, cluster_name, gpus_per_node, gpus,
     if sum(x is not None for x in (hostfile, hosts, cluster_name)) > 1:
         raise click.UsageError("give one of --hostfile, --hosts or --cluster")
     if cluster_name is not None:
-        hostfile, launcher_args, env = _cluster_settings(cluster_name, launcher, launcher_args, env)
+        hostfile, launcher_args, env, cluster_link = _cluster_settings(cluster_name, launcher, launcher_args, env)
+        if link and link != cluster_link:
+            raise click.UsageError(f"--link {link!r}: cluster {cluster_name!r} has its own ({cluster_link!r})")
+        link = cluster_link
     if submit and launcher != "slurm":
         raise click.UsageError("--submit goes with --launcher slurm")
     # The sweep folder can be written and its runs.csv read back whole, before any run is launched.
@@ -202,7 +214,7 @@ def sweep(model, train_args, hostfile, hosts, cluster_name, gpus_per_node, gpus,
         launcher="srun" if launcher == "slurm" else launcher, controller=controller, timeout=timeout,
         train_args=tuple(train_args), user_env=env, launcher_args=tuple(launcher_args),
         retry_failed=retry_failed, config_path=cfg.path if cfg else None, grace_s=kill_grace,
-        allreduce_bench=allreduce_bench)
+        allreduce_bench=allreduce_bench, link=(link or "").strip())
     _check_runs(spec)  # every layout's run resolved as `train` will: refused here, not once per run
     console = output_console()
 

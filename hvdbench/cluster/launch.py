@@ -33,6 +33,7 @@ class ClusterLaunch:
     horovodrun_args: tuple[str, ...]   # extra options for horovodrun (Gloo and MPI controllers)
     mpirun_args: tuple[str, ...]       # extra options for a direct Open MPI mpirun
     env: dict[str, str] = field(default_factory=dict)  # variables to set on top of the caller's
+    link: str = ""  # the inter-node link, as a sweep records it: "emulated veth bridge, 100 Mbit/s"
 
 
 def launch_settings(name: str = "hvd", state_root: Path = STATE_ROOT, path: str | None = None) -> ClusterLaunch:
@@ -52,6 +53,7 @@ def launch_settings(name: str = "hvd", state_root: Path = STATE_ROOT, path: str 
                      "-x", "PATH", "-x", SHARED_MACHINE_ENV),
         env={"PATH": os.pathsep.join(p for p in [str(plan.state_dir / "bin"), base] if p),
              SHARED_MACHINE_ENV: "1"},
+        link=f"emulated veth bridge, {plan.shaping.describe()}",
     )
 
 

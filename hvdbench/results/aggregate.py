@@ -120,10 +120,27 @@ def load_sweeps(paths) -> list[RunResult]:
         if not store.is_file():
             raise SchemaError(f"{store}: no such run store (a sweep folder holds runs.csv)")
         try:
-            runs.extend(read_runs(store))
+            rows = read_runs(store)
         except SchemaError as e:  # a bad cell value's message may lack the file: add it
             raise (e if str(store) in str(e) else SchemaError(f"{store}: {e}")) from None
+        link = _sweep_link(store.parent / "sweep.json")
+        for row in rows:
+            row.link = link  # not a runs.csv column: one per sweep, from its record
+        runs.extend(rows)
     return runs
+
+
+def _sweep_link(path: Path) -> str:
+    """The inter-node link a sweep recorded in its sweep.json (`sweep --link`, or the emulated
+    cluster's), '' when it named none or has no record (a runs.csv copied alone)."""
+    from hvdbench.sweep.spec import read_sweep_record
+
+    if not path.is_file():
+        return ""
+    try:
+        return str(read_sweep_record(path).get("link") or "")
+    except ConfigError as e:
+        raise SchemaError(str(e)) from None
 
 
 def current_runs(runs: list[RunResult]) -> tuple[list[RunResult], int]:
@@ -161,16 +178,38 @@ def _counts(runs: list[RunResult]) -> dict:
             "timeout": sum(r.status == "timeout" for r in runs)}
 
 
-def _layout_cols(run: RunResult) -> dict:
+def _layout_cols(runs: list[RunResult]) -> dict:
+    """A layout's columns, from its runs: the layout itself, the hosts it ran on, and the link
+    between them (one-node layouts have none)."""
+    run = runs[0]
+    hosts = dict.fromkeys(h for r in runs for h in (r.hosts or "").split(";") if h)
     return {"layout": run.layout, "nodes": run.nodes, "gpus_per_node": run.gpus_per_node,
             "gpus": run.world_size,
-            "scale": run.scale or ("" if not run.nodes else "up" if run.nodes == 1 else "out")}
+            "scale": run.scale or ("" if not run.nodes else "up" if run.nodes == 1 else "out"),
+            "hosts": ";".join(hosts),
+            "link": "" if run.nodes == 1 else _one(getattr(r, "link", "") for r in runs) or ""}
 
 
 def layout_source(runs: list[RunResult]) -> str:
     """Where the runs' layout came from: an MLPerf log's source (systems JSON, an NxGxBxA name,
     the platform text, see hvdbench.results.mllog), or the sweep's plan for runs.csv rows."""
     return _one(getattr(r, "layout_source", "") or SWEEP_SOURCE for r in runs) or ""
+
+
+def where_ran(rows: list[dict], most: int = 4) -> str:
+    """'hosts: hvd-node1, hvd-node2 · inter-node link: emulated veth bridge, 100mbit' for a group of
+    report rows (the plots' subtitle and the Markdown tables' footer); multi-node layouts whose
+    sweep named no link say so."""
+    hosts = list(dict.fromkeys(h for r in rows for h in (r.get("hosts") or "").split(";") if h))
+    parts = []
+    if hosts:
+        shown = ", ".join(hosts[:most]) + (f" +{len(hosts) - most} more" if len(hosts) > most else "")
+        parts.append(f"host{'s' if len(hosts) > 1 else ''}: {shown}")
+    multi = [r for r in rows if (r.get("nodes") or 0) > 1]
+    if multi:
+        links = list(dict.fromkeys(r.get("link") for r in multi if r.get("link")))
+        parts.append("inter-node link: " + (" | ".join(links) if links else "not recorded (sweep --link)"))
+    return " · ".join(parts)
 
 
 def _group_by(runs, key) -> dict[tuple, list[RunResult]]:
@@ -209,7 +248,7 @@ def scaling_rows(runs: list[RunResult], baseline: tuple[int, int] | None = None)
         for _, layout_runs in _group_by(group, lambda r: (r.nodes, r.gpus_per_node, r.layout)).items():
             st = stats(r.throughput for r in layout_runs if r.status == "success")
             gpus = layout_runs[0].world_size
-            rows.append({**dict(zip(SCALING_GROUP, key)), **_layout_cols(layout_runs[0]),
+            rows.append({**dict(zip(SCALING_GROUP, key)), **_layout_cols(layout_runs),
                          **_counts(layout_runs),
                          "throughput_mean": st.mean, "throughput_std": st.std,
                          "throughput_2sigma": st.two_sigma, "n_throughput": st.n,
@@ -249,7 +288,7 @@ def layout_rows(scaling: list[dict]) -> list[dict]:
             out.append({**{k: row[k] for k in SCALING_GROUP}, "gpus": row["gpus"],
                         "layout": row["layout"], "nodes": row["nodes"],
                         "gpus_per_node": row["gpus_per_node"], "scale": row["scale"],
-                        "reference": ref["layout"],
+                        "hosts": row["hosts"], "link": row["link"], "reference": ref["layout"],
                         **{k: row[k] for k in ("runs", "ok", "failed", "aborted", "timeout")},
                         "throughput_mean": row["throughput_mean"],
                         "throughput_2sigma": row["throughput_2sigma"], "relative": relative,
@@ -280,7 +319,7 @@ def time_to_train_rows(runs: list[RunResult], baseline: tuple[int, int] | None =
             per_epoch = stats(r.time_per_epoch_s / 60 for r in layout_runs
                               if r.time_per_epoch_s is not None and r.status in ("success", "aborted"))
             counts = _counts(layout_runs)
-            rows.append({**dict(zip(TTT_GROUP, key)), **_layout_cols(layout_runs[0]),
+            rows.append({**dict(zip(TTT_GROUP, key)), **_layout_cols(layout_runs),
                          "global_batch": global_batch, "runs": counts["runs"], "converged": counts["ok"],
                          **{k: counts[k] for k in ("failed", "aborted", "timeout")},
                          "epochs_mean": epochs.mean, "time_per_epoch_min": per_epoch.mean,

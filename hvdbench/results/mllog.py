@@ -190,6 +190,7 @@ class MllogRun(RunResult):
     ruleset_assumed: bool = False  # no --ruleset and no training_results_vX.Y in the path
     published_scaling: float | None = None  # scaling.json beside the log (the published RCP rescale)
     rcp_lines: list[str] = field(default_factory=list, repr=False)
+    link: str = ""  # the systems JSON's host_networking: what joins the nodes
 
 
 # --- lines and events ----------------------------------------------------------------------
@@ -684,7 +685,8 @@ def to_run_result(s: LogSummary, root: str | os.PathLike, group_by: tuple[str, .
         wall_s=ttt, layout_source=source, submitter=parts["submitter"], system_name=parts["_system_name"],
         division=s.division or str(where.desc.get("division") or ""), ruleset=rules, ruleset_assumed=assumed,
         published_scaling=_scaling_factor(scaling) if where.system_dir is not None else None,
-        rcp_lines=s.rcp_lines)
+        rcp_lines=s.rcp_lines,
+        link=str(where.desc.get("host_networking") or s.sysjson.get("host_networking") or "").strip())
     if s.throughput is not None:
         record.throughput = s.throughput
         record.throughput_per_gpu = s.throughput / world if world else None

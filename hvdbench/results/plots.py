@@ -21,7 +21,7 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.ticker import FixedLocator, FuncFormatter, LogLocator, NullLocator, ScalarFormatter
 
-from hvdbench.results.aggregate import Tables
+from hvdbench.results.aggregate import Tables, where_ran
 from hvdbench.results.schema import SCALING_GROUP, TTT_GROUP
 
 IDEAL = "ideal (linear)"
@@ -54,7 +54,8 @@ def _title(row: dict, group: list[dict] | None = None) -> str:
     repeats = sorted({r["runs"] for r in group or [] if r.get("runs")})
     if repeats:
         context.append(f"{repeats[-1] if len(repeats) == 1 else f'{repeats[0]}-{repeats[-1]}'} run(s) per point")
-    return title + (f"\n{' · '.join(context)}" if context else "")
+    where = where_ran(group or [row])
+    return title + (f"\n{' · '.join(context)}" if context else "") + (f"\n{where}" if where else "")
 
 
 def families(rows: list[dict], value: str) -> dict[str, list[dict]]:

@@ -286,6 +286,9 @@ SCALING_GROUP = ("system", "model", "flavor", "framework", "precision", "mode", 
 TTT_GROUP = ("system", "model", "flavor", "framework", "precision")
 _COUNTS = ("runs", "ok", "failed", "aborted", "timeout")
 _LAYOUT = ("layout", "nodes", "gpus_per_node", "gpus", "scale")
+# Where a layout ran: its hosts (';'-joined) and the inter-node link (sweep.json's, or a published
+# log's systems JSON host_networking); empty for one node.
+_WHERE = ("hosts", "link")
 
 EPOCH_COLUMNS = ("system", "model", "flavor", "framework", "gpus", "layout", "global_batch",
                  "time_per_epoch_min", "epochs_mean", "precision", "runs", "converged")
@@ -293,9 +296,9 @@ EPOCH_COLUMNS = ("system", "model", "flavor", "framework", "gpus", "layout", "gl
 REPORT_COLUMNS = {
     "scaling": SCALING_GROUP + _LAYOUT + _COUNTS + (
         "n_throughput", "throughput_mean", "throughput_std", "throughput_2sigma",
-        "throughput_per_gpu", "baseline", "speedup", "efficiency", "layout_source"),
+        "throughput_per_gpu", "baseline", "speedup", "efficiency", "layout_source") + _WHERE,
     "layouts": SCALING_GROUP + ("gpus", "layout", "nodes", "gpus_per_node", "scale", "reference") + _COUNTS + (
-        "throughput_mean", "throughput_2sigma", "relative", "delta_pct", "noise_2sigma_pct", "within_noise"),
+        "throughput_mean", "throughput_2sigma", "relative", "delta_pct", "noise_2sigma_pct", "within_noise") + _WHERE,
     # ttt_min: MLPerf's score (olympic mean); ttt_rcp_min: the same after the official summarizer's
     # RCP rescale (x rcp_factor; closed-division MLPerf logs, see hvdbench.results.mllog.rcp_check);
     # samples_*: sample-based logs (BERT), whose epochs are often unknown.
@@ -304,7 +307,7 @@ REPORT_COLUMNS = {
         "time_per_epoch_min", "samples_to_target_mean", "time_per_1m_samples_min", "ttt_min",
         "ttt_rcp_min", "rcp_factor", "rcp_check", "scoring", "ttt_mean_min", "ttt_std_min", "ttt_2sigma_min",
         "metric", "target", "final_metric_mean", "baseline", "speedup", "efficiency", "speedup_rcp",
-        "layout_source", "ruleset", "rcp_note", "rcp_mean", "rcp_min", "converge_mean"),
+        "layout_source", "ruleset", "rcp_note", "rcp_mean", "rcp_min", "converge_mean") + _WHERE,
     "epochs": EPOCH_COLUMNS,
 }
 # The bench results beside training (hvdbench.results.bench_tables), written when there are any.

@@ -12,7 +12,7 @@ import csv
 import io
 from pathlib import Path
 
-from hvdbench.results.aggregate import NOTES, SWEEP_SOURCE, Tables
+from hvdbench.results.aggregate import NOTES, SWEEP_SOURCE, Tables, where_ran
 from hvdbench.results.mllog import NOT_CHECKED
 from hvdbench.results.schema import REPORT_COLUMNS, SCALING_GROUP, TTT_GROUP, atomic_write_text
 
@@ -118,6 +118,16 @@ def _layout_sources(rows: list[dict]) -> str:
     return "Layout from: " + "; ".join(f"{layout} {src}" for layout, src in dict.fromkeys(sources)) + "."
 
 
+def _where(rows: list[dict]) -> str:
+    """The line under a group's table naming its hosts and inter-node link (as on its plot)."""
+    text = where_ran(rows, most=8)
+    return text[0].upper() + text[1:] + "." if text else ""
+
+
+def _footer(*parts):
+    return lambda rows: "\n\n".join(p for p in (f(rows) for f in parts) if p)
+
+
 def _scaling_md(rows):
     return markdown_table(
         ["layout", "GPUs", "scale", "runs (ok/failed/aborted/timeout)", "samples/s mean ± 2σ", "std",
@@ -208,10 +218,12 @@ def markdown(tables: Tables, sources=(), notes=()) -> str:
     if sources:
         parts += [f"{tables.runs} runs from: " + ", ".join(f"`{s}`" for s in sources), ""]
     sections = (
-        ("Scaling (throughput, samples/s)", tables.scaling, SCALING_GROUP, _scaling_md, _layout_sources),
+        ("Scaling (throughput, samples/s)", tables.scaling, SCALING_GROUP, _scaling_md,
+         _footer(_where, _layout_sources)),
         ("Scale-up vs scale-out (same GPU count, different layouts)", tables.layouts, SCALING_GROUP, _layouts_md,
-         lambda rows: ""),
-        ("Time to train (MLPerf: run_start → run_stop)", tables.time_to_train, TTT_GROUP, _ttt_md, _layout_sources),
+         _where),
+        ("Time to train (MLPerf: run_start → run_stop)", tables.time_to_train, TTT_GROUP, _ttt_md,
+         _footer(_where, _layout_sources)),
         ("Epochs and time per epoch", tables.epochs, TTT_GROUP[:4], _epochs_md, lambda rows: ""),
     )
     for heading, rows, group, render, footer in sections:

@@ -40,6 +40,7 @@ class SweepSpec:
     config_path: Path | None = None
     grace_s: float = 10.0
     allreduce_bench: str | None = None  # max message size: run `bench allreduce` once per layout
+    link: str = ""  # the inter-node link, in words (--link, or the emulated cluster's); sweep.json keeps it
 
     def __post_init__(self):
         self.out = Path(self.out).absolute()
@@ -73,17 +74,33 @@ def check_sweep_record(spec: SweepSpec) -> None:
     identity = {"model": spec.model, "train_args": list(spec.train_args),
                 "config": str(spec.config_path.resolve()) if spec.config_path else None}
     if path.exists():
-        try:
-            old = json.loads(path.read_text())
-        except ValueError:  # UnicodeDecodeError too
-            raise ConfigError(f"{path}: not valid JSON") from None
-        if not isinstance(old, dict):
-            raise ConfigError(f"{path}: not a sweep record (a JSON object with model and train_args)")
+        old = read_sweep_record(path)
         for key, value in identity.items():
             if old.get(key) != value:
                 raise ConfigError(f"{path}: this sweep was made with {key} {old.get(key)!r}, not "
                                   f"{value!r}; use another --out for a different sweep")
+        # The link is what the report names beside the rows: a resume on another link would mix
+        # measurements of two interconnects under one name. A resume that names none keeps it.
+        recorded = old.get("link") or ""
+        if spec.link and recorded and spec.link != recorded:
+            raise ConfigError(f"{path}: this sweep was measured over the link {recorded!r}, not "
+                              f"{spec.link!r}; use another --out for another interconnect")
+        if spec.link and not recorded:
+            atomic_write_text(path, json.dumps({**old, "link": spec.link}, indent=2) + "\n")
+        spec.link = spec.link or recorded
         return
     atomic_write_text(path, json.dumps({
-        **identity, "name": spec.name, "created_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        **identity, "name": spec.name, "link": spec.link,
+        "created_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "hvdbench": __import__("hvdbench").__version__}, indent=2) + "\n")
+
+
+def read_sweep_record(path: Path) -> dict:
+    """sweep.json as a dict; ConfigError naming the file when it is not one."""
+    try:
+        old = json.loads(Path(path).read_text())
+    except ValueError:  # UnicodeDecodeError too
+        raise ConfigError(f"{path}: not valid JSON") from None
+    if not isinstance(old, dict):
+        raise ConfigError(f"{path}: not a sweep record (a JSON object with model and train_args)")
+    return old

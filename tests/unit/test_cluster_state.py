@@ -102,8 +102,8 @@ def test_bind_mounted_hosts_file_is_rewritten_in_place(tmp_path, monkeypatch):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["hosts"]
 
 
-def _up_journal(tmp_path, phase="up"):
-    plan = _plan(tmp_path)
+def _up_journal(tmp_path, phase="up", **kw):
+    plan = _plan(tmp_path, **kw)
     make_state_dir(plan.state_dir)
     journal = Journal(plan, phase=phase)
     journal.save()
@@ -119,6 +119,12 @@ def test_launch_settings_of_a_running_cluster(tmp_path):
     assert s.mpirun_args == ("-mca", "btl_tcp_if_include", "hvd-br", "-mca", "oob_tcp_if_include", "hvd-br",
                              "-x", "PATH", "-x", "HVDBENCH_SHARED_MACHINE")
     assert s.env == {"PATH": f"{tmp_path / 'hvd' / 'bin'}:/usr/bin:/bin", "HVDBENCH_SHARED_MACHINE": "1"}
+    assert s.link == "emulated veth bridge, unshaped"
+
+
+def test_launch_settings_name_the_shaped_link(tmp_path):
+    _up_journal(tmp_path, bandwidth="100mbit", latency="2ms")
+    assert launch_settings("hvd", state_root=tmp_path).link == "emulated veth bridge, 100mbit, 2000us one-way"
 
 
 def test_launch_settings_refuse_a_missing_or_half_made_cluster(tmp_path):

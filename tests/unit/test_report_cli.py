@@ -160,3 +160,15 @@ def test_help_has_an_example():
     result = CliRunner().invoke(cli, ["report", "--help"])
     assert result.exit_code == 0 and "Example:" in result.output and "hvdbench report results/demo" in result.output
     assert RunResult.columns()  # the schema the report reads
+
+
+def test_report_names_the_link_a_sweep_recorded(sweep):
+    (sweep / "sweep.json").write_text('{"model": "resnet50", "train_args": [], "link": "HDR InfiniBand 200 Gb/s"}')
+    result = invoke(sweep)
+    assert result.exit_code == 0, result.output
+    rows = {r["layout"]: r for r in read_csv(sweep / "report" / "scaling.csv")}
+    assert rows["2x2"]["link"] == "HDR InfiniBand 200 Gb/s" and rows["1x4"]["link"] == ""
+    assert "Inter-node link: HDR InfiniBand 200 Gb/s." in (sweep / "report" / "summary.md").read_text()
+    (sweep / "sweep.json").write_text("[1, 2]")
+    result = invoke(sweep)
+    assert result.exit_code != 0 and "sweep.json: not a sweep record" in result.output

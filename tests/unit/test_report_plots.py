@@ -78,3 +78,21 @@ def test_write_plots_makes_valid_pngs(tmp_path):
         height, width, channels = matplotlib.image.imread(path).shape
         assert (height, width) == sizes[path.name] and channels in (3, 4)
     assert not list(tmp_path.glob(".*tmp*"))  # no temporary file left behind
+
+
+def test_titles_name_the_hosts_and_the_inter_node_link():
+    runs = [run("1x1", 100, hosts="node1"), run("1x2", 190, hosts="node1"),
+            run("2x1", 170, hosts="node1;node2"), run("2x1", 180, hosts="node1;node2")]
+    for r in runs:
+        r.link = "emulated veth bridge, 100mbit"  # as load_sweeps sets it from sweep.json
+    t = build_tables(runs)
+    assert {r["layout"]: r["link"] for r in t.scaling} == {"1x1": "", "1x2": "", "2x1": "emulated veth bridge, 100mbit"}
+    title = plots.throughput_figure(t.scaling).axes[0].get_title()
+    assert title.endswith("hosts: node1, node2 · inter-node link: emulated veth bridge, 100mbit")
+    assert "hosts: node1, node2 · inter-node link" in plots.layouts_figure(t.layouts, t.scaling).axes[0].get_title()
+    for r in runs:
+        r.link = ""
+    title = plots.throughput_figure(build_tables(runs).scaling).axes[0].get_title()
+    assert title.endswith("inter-node link: not recorded (sweep --link)")
+    one_node = plots.throughput_figure(build_tables(runs[:2]).scaling).axes[0].get_title()
+    assert one_node.endswith("host: node1")  # one node: no link to name

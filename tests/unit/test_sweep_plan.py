@@ -208,6 +208,24 @@ def test_sweep_json_guards_a_resume_with_other_arguments(tmp_path):
         sweep_run.check_sweep_record(spec(tmp_path, train_args=("--synthetic",)))
 
 
+def test_sweep_json_keeps_the_link_and_refuses_a_resume_over_another(tmp_path):
+    s = spec(tmp_path, link="emulated veth bridge, 100mbit")
+    s.out.mkdir(parents=True)
+    sweep_run.check_sweep_record(s)
+    assert json.loads((s.out / "sweep.json").read_text())["link"] == "emulated veth bridge, 100mbit"
+    resumed = spec(tmp_path)  # a resume that names no link keeps the recorded one
+    sweep_run.check_sweep_record(resumed)
+    assert resumed.link == "emulated veth bridge, 100mbit"
+    with pytest.raises(ConfigError, match="measured over the link 'emulated veth bridge, 100mbit', not '1gbit'"):
+        sweep_run.check_sweep_record(spec(tmp_path, link="1gbit"))
+    # A record from before links were recorded takes the first link named, and keeps everything else.
+    record = json.loads((s.out / "sweep.json").read_text())
+    del record["link"]
+    (s.out / "sweep.json").write_text(json.dumps(record))
+    sweep_run.check_sweep_record(spec(tmp_path, link="HDR InfiniBand 200 Gb/s"))
+    assert json.loads((s.out / "sweep.json").read_text()) == {**record, "link": "HDR InfiniBand 200 Gb/s"}
+
+
 def test_unrecorded_finished_run_is_recovered_without_rerunning(tmp_path):
     # The sweep was killed after the guard recorded the outcome but before the row was appended.
     s = spec(tmp_path, repeats=1, entries=entries("1x1"))
