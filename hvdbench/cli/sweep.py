@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import re
 import sys
 from pathlib import Path
@@ -39,66 +38,6 @@ def _one_line(ctx, param, value):
     if value is not None and (not value.strip() or len(value) > 200 or not value.isprintable()):
         raise click.BadParameter(f"{value!r}: one printable line of at most 200 characters")
     return value
-
-
-def _check_train_args(model: str, train_args) -> None:
-    """Parse the arguments after `--` with `hvdbench train`'s own options (built from TrainConfig's
-    fields), so a misspelt option or a wrong type fails here, not once per launched run."""
-    from hvdbench.cli.train import train as train_command
-
-    try:
-        train_command.make_context("hvdbench train", [model, *train_args, "--out", "-"])
-    except click.UsageError as e:
-        raise click.UsageError(f"train argument after --: {e.format_message()}") from None
-
-
-def _check_runs(spec) -> None:
-    """Resolve every layout's train configuration the way its worker will (`hvdbench train MODEL
-    [--config RUN_DIR/layout.yaml] TRAIN-ARGS --out RUN_DIR ...` -> hvdbench.train.config.resolve,
-    the validation `train` itself does), so a run `train` would refuse fails here, in one line,
-    before anything is launched or written (and in --dry-run)."""
-    import tempfile
-
-    import yaml
-
-    from hvdbench.cli.train import parse_train_args
-    from hvdbench.errors import ConfigError, HvdbenchError
-    from hvdbench.sweep.plan import PlannedRun
-    from hvdbench.sweep.spec import run_dir
-    from hvdbench.train.config import resolve
-
-    overrides, config_file = parse_train_args(spec.model, spec.train_args)
-    with tempfile.TemporaryDirectory(prefix="hvdbench-sweep-check-") as tmp:
-        for entry in spec.entries:
-            run = PlannedRun(entry, 1)
-            given = {**overrides, "out": str(run_dir(spec, run)), "run_id": run.run_id,
-                     "sweep_name": spec.name, "repeat": run.repeat}
-            layout_file = config_file
-            if entry.config:  # the worker's layout.yaml, written as launch_run writes it
-                layout_file = Path(tmp) / "layout.yaml"
-                layout_file.write_text(yaml.safe_dump(entry.config.settings, sort_keys=False))
-            try:
-                resolve(given, layout_file)
-            except HvdbenchError as e:
-                message = str(e)
-                if entry.config:
-                    message = message.replace(f"{layout_file}: ", "").replace(str(layout_file), "the layout")
-                    where = f"{spec.config_path}: layouts.{entry.name}" + (
-                        " with the train arguments after --" if spec.train_args else "")
-                else:
-                    where = "train arguments after --" if spec.train_args else f"sweep of {spec.model}"
-                raise ConfigError(f"{where}: {message}") from None
-
-
-def _cluster_settings(name, launcher, launcher_args, env):
-    """The emulated cluster's hostfile, launcher options and PATH (its ssh wrapper) for this sweep."""
-    from hvdbench.cluster.launch import launch_settings
-
-    settings = launch_settings(name)
-    if launcher not in ("horovodrun", "mpirun"):
-        raise click.UsageError(f"--cluster runs with --launcher horovodrun or mpirun, not {launcher}")
-    extra = settings.horovodrun_args if launcher == "horovodrun" else settings.mpirun_args
-    return settings.hostfile, (*extra, *launcher_args), {**settings.env, **env}, settings.link
 
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"]})
@@ -172,50 +111,17 @@ def sweep(model, train_args, hostfile, hosts, cluster_name, gpus_per_node, gpus,
           --sbatch-arg=--partition=gpu --out results/r50 -- --synthetic
     """
     from hvdbench.output import console as output_console
+    from hvdbench.sweep import batch, plan, run as sweep_run
+    from hvdbench.sweep.build import build_spec
 
-    from hvdbench import topology
-    from hvdbench.models import get_spec
-    from hvdbench.sweep import batch, layout_config as sweep_config, plan, run as sweep_run
-    from hvdbench.cli.writable import check_writable_dir
-    from hvdbench.results.schema import RunResult
-    from hvdbench.results.store import check_appendable
-
-    get_spec(model)  # an unknown model is an error before anything is written
-    _check_train_args(model, train_args)
-    # Given, even empty (`--hosts ''`), is given: it is named in the error, not taken for "use Slurm".
-    if sum(x is not None for x in (hostfile, hosts, cluster_name)) > 1:
-        raise click.UsageError("give one of --hostfile, --hosts or --cluster")
-    if cluster_name is not None:
-        hostfile, launcher_args, env, cluster_link = _cluster_settings(cluster_name, launcher, launcher_args, env)
-        if link and link != cluster_link:
-            raise click.UsageError(f"--link {link!r}: cluster {cluster_name!r} has its own ({cluster_link!r})")
-        link = cluster_link
     if submit and launcher != "slurm":
         raise click.UsageError("--submit goes with --launcher slurm")
-    # The sweep folder can be written and its runs.csv read back whole, before any run is launched.
-    check_writable_dir(out, "--out")
-    check_appendable(out / "runs.csv", RunResult)
-    host_list = (topology.parse_hostfile(hostfile) if hostfile is not None else topology.parse_hosts_arg(hosts)
-                 if hosts is not None else topology.hosts_from_slurm(os.environ, gpus_per_node))
-
-    cfg = None
-    if config_name:
-        cfg = sweep_config.load_sweep_config(sweep_config.find_config(config_name), model)
-        for entry in cfg.layouts:
-            sweep_config.check_no_conflict(entry.settings, train_args, str(cfg.path))
-    if cfg and layouts == "all" and gpus is None:
-        layouts = ",".join(dict.fromkeys(entry.layout for entry in cfg.layouts))  # the config's own
-    chosen = topology.select_layouts(host_list, gpus, layouts)
-    explicit = layouts not in ("all", "packed", "spread")
-    entries = plan.plan_entries(chosen, cfg, strict=explicit)
-
-    spec = sweep_run.SweepSpec(
-        model=model, out=out, entries=entries, repeats=repeats, name=name or "",
-        launcher="srun" if launcher == "slurm" else launcher, controller=controller, timeout=timeout,
-        train_args=tuple(train_args), user_env=env, launcher_args=tuple(launcher_args),
-        retry_failed=retry_failed, config_path=cfg.path if cfg else None, grace_s=kill_grace,
-        allreduce_bench=allreduce_bench, link=(link or "").strip())
-    _check_runs(spec)  # every layout's run resolved as `train` will: refused here, not once per run
+    spec = build_spec(
+        model, train_args, hostfile=hostfile, hosts=hosts, cluster_name=cluster_name,
+        gpus_per_node=gpus_per_node, gpus=gpus, layouts=layouts, repeats=repeats, launcher=launcher,
+        controller=controller, config_name=config_name, timeout=timeout, kill_grace=kill_grace, env=env,
+        launcher_args=launcher_args, allreduce_bench=allreduce_bench, link=link, retry_failed=retry_failed,
+        name=name, out=out)
     console = output_console()
 
     if launcher == "slurm":

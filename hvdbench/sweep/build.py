@@ -1,0 +1,128 @@
+"""A sweep's spec from what a user asked for: hosts, layouts, per-layout config and train arguments,
+each checked the way the run itself will check it, before anything is launched or written.
+
+    spec = build_spec("resnet50", ("--flavor", "debug", "--synthetic"), hosts="localhost:2",
+                      repeats=2, out=Path("results/demo"))
+    # the same as: hvdbench sweep resnet50 --hosts localhost:2 --repeats 2 --out results/demo \\
+    #                  -- --flavor debug --synthetic
+
+`hvdbench sweep` and `hvdbench study run` (one sweep per model and mode) both build their sweeps here.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+
+import click
+import yaml
+
+from hvdbench import topology
+from hvdbench.errors import ConfigError, HvdbenchError
+from hvdbench.models import get_spec
+from hvdbench.results.schema import RunResult
+from hvdbench.results.store import check_appendable
+from hvdbench.sweep import layout_config as sweep_config, plan
+from hvdbench.sweep.plan import PlannedRun
+from hvdbench.sweep.spec import SweepSpec, run_dir
+
+
+def build_spec(model: str, train_args=(), *, out: Path, hostfile=None, hosts=None, cluster_name=None,
+               gpus_per_node=None, gpus=None, layouts: str = "all", repeats: int = 1,
+               launcher: str = "horovodrun", controller: str = "gloo", config_name=None, timeout=None,
+               kill_grace: float = 10.0, env=None, launcher_args=(), allreduce_bench=None, link=None,
+               retry_failed: bool = False, name: str | None = None) -> SweepSpec:
+    """The SweepSpec `hvdbench sweep` runs (its options, by the same names); HvdbenchError (or
+    click.UsageError for options that do not go together) naming what is wrong."""
+    env = dict(env or {})
+    get_spec(model)  # an unknown model is an error before anything is written
+    check_train_args(model, train_args)
+    # Given, even empty (`--hosts ''`), is given: it is named in the error, not taken for "use Slurm".
+    if sum(x is not None for x in (hostfile, hosts, cluster_name)) > 1:
+        raise click.UsageError("give one of --hostfile, --hosts or --cluster")
+    if cluster_name is not None:
+        hostfile, launcher_args, env, cluster_link = cluster_settings(cluster_name, launcher, launcher_args, env)
+        if link and link != cluster_link:
+            raise click.UsageError(f"--link {link!r}: cluster {cluster_name!r} has its own ({cluster_link!r})")
+        link = cluster_link
+    from hvdbench.cli.writable import check_writable_dir
+
+    # The sweep folder can be written and its runs.csv read back whole, before any run is launched.
+    check_writable_dir(out, "--out")
+    check_appendable(Path(out) / "runs.csv", RunResult)
+    host_list = (topology.parse_hostfile(hostfile) if hostfile is not None else topology.parse_hosts_arg(hosts)
+                 if hosts is not None else topology.hosts_from_slurm(os.environ, gpus_per_node))
+
+    cfg = None
+    if config_name:
+        cfg = sweep_config.load_sweep_config(sweep_config.find_config(str(config_name)), model)
+        for entry in cfg.layouts:
+            sweep_config.check_no_conflict(entry.settings, train_args, str(cfg.path))
+    if cfg and layouts == "all" and gpus is None:
+        layouts = ",".join(dict.fromkeys(entry.layout for entry in cfg.layouts))  # the config's own
+    chosen = topology.select_layouts(host_list, gpus, layouts)
+    explicit = layouts not in ("all", "packed", "spread")
+    entries = plan.plan_entries(chosen, cfg, strict=explicit)
+
+    spec = SweepSpec(
+        model=model, out=out, entries=entries, repeats=repeats, name=name or "",
+        launcher="srun" if launcher == "slurm" else launcher, controller=controller, timeout=timeout,
+        train_args=tuple(train_args), user_env=env, launcher_args=tuple(launcher_args),
+        retry_failed=retry_failed, config_path=cfg.path if cfg else None, grace_s=kill_grace,
+        allreduce_bench=allreduce_bench, link=(link or "").strip())
+    check_runs(spec)  # every layout's run resolved as `train` will: refused here, not once per run
+    return spec
+
+
+def check_train_args(model: str, train_args) -> None:
+    """Parse the arguments after `--` with `hvdbench train`'s own options (built from TrainConfig's
+    fields), so a misspelt option or a wrong type fails here, not once per launched run."""
+    from hvdbench.cli.train import train as train_command
+
+    try:
+        train_command.make_context("hvdbench train", [model, *train_args, "--out", "-"])
+    except click.UsageError as e:
+        raise click.UsageError(f"train argument after --: {e.format_message()}") from None
+
+
+def check_runs(spec: SweepSpec) -> None:
+    """Resolve every layout's train configuration the way its worker will (`hvdbench train MODEL
+    [--config RUN_DIR/layout.yaml] TRAIN-ARGS --out RUN_DIR ...` -> hvdbench.train.config.resolve,
+    the validation `train` itself does), so a run `train` would refuse fails here, in one line,
+    before anything is launched or written (and in --dry-run)."""
+    from hvdbench.cli.train import parse_train_args
+    from hvdbench.train.config import resolve
+
+    overrides, config_file = parse_train_args(spec.model, spec.train_args)
+    with tempfile.TemporaryDirectory(prefix="hvdbench-sweep-check-") as tmp:
+        for entry in spec.entries:
+            run = PlannedRun(entry, 1)
+            given = {**overrides, "out": str(run_dir(spec, run)), "run_id": run.run_id,
+                     "sweep_name": spec.name, "repeat": run.repeat}
+            layout_file = config_file
+            if entry.config:  # the worker's layout.yaml, written as launch_run writes it
+                layout_file = Path(tmp) / "layout.yaml"
+                layout_file.write_text(yaml.safe_dump(entry.config.settings, sort_keys=False))
+            try:
+                resolve(given, layout_file)
+            except HvdbenchError as e:
+                message = str(e)
+                if entry.config:
+                    message = message.replace(f"{layout_file}: ", "").replace(str(layout_file), "the layout")
+                    where = f"{spec.config_path}: layouts.{entry.name}" + (
+                        " with the train arguments after --" if spec.train_args else "")
+                else:
+                    where = "train arguments after --" if spec.train_args else f"sweep of {spec.model}"
+                raise ConfigError(f"{where}: {message}") from None
+
+
+def cluster_settings(name, launcher, launcher_args, env):
+    """The emulated cluster's hostfile, launcher options, PATH (its ssh wrapper) and link for this sweep."""
+    from hvdbench.cluster.launch import launch_settings
+
+    settings = launch_settings(name)
+    if launcher not in ("horovodrun", "mpirun"):
+        raise click.UsageError(f"--cluster runs with --launcher horovodrun or mpirun, not {launcher}")
+    extra = settings.horovodrun_args if launcher == "horovodrun" else settings.mpirun_args
+    return settings.hostfile, (*extra, *launcher_args), {**settings.env, **env}, settings.link
