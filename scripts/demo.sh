@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
-# make demo: the main job on built-in data, end to end.
-#   1. prepare scikit-learn's bundled digits into HDF5 shards;
-#   2. as root, bring up a 2-node emulated cluster (network namespaces, 2 slots each) with the
+# make demo: the main job on built-in data, end to end, as a study (studies/demo.yaml).
+#   1. as root, bring up a 2-node emulated cluster (network namespaces, 2 slots each) with the
 #      inter-node link shaped to $DEMO_BANDWIDTH; otherwise run local layouts only, and say so;
-#   3. sweep ResNet-50 (debug flavor, PyTorch) over 1x1, 1x2 and 2x1 with 3 repeats: throughput,
-#      then time-to-accuracy (to the debug flavor's 0.95 top-1 on the digits);
-#   4. report throughput, speed-up, efficiency, scale-up vs scale-out and MLPerf time-to-train;
-#      print the file paths.
-# Each demo writes a new directory under demo-out/, so earlier results are never touched.
+#   2. study: every model with a debug flavor (ResNet-50, BERT, Transformer, GNMT, NCF) over 1x1,
+#      1x2 and 2x1, throughput, 2 repeats; each model's built-in data is prepared on first use;
+#   3. sweep ResNet-50 (debug flavor) for time-to-accuracy (0.95 top-1 on the digits), 3 repeats;
+#   4. report throughput, speed-up, efficiency, scale-up vs scale-out, MLPerf time-to-train and,
+#      last, the speed-up across models; print the file paths.
+# Each demo writes a new directory under demo-out/ (the prepared data is shared and kept).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BIN="$PWD/.venv/bin"
@@ -16,15 +16,11 @@ OUT="${DEMO_OUT:-$PWD/demo-out}"
 RUN="$OUT/$(date +%Y%m%d-%H%M%S)"
 BANDWIDTH="${DEMO_BANDWIDTH:-100mbit}"
 REPEATS="${DEMO_REPEATS:-3}"
+STUDY_REPEATS="${DEMO_STUDY_REPEATS:-2}"
 CLUSTER=hvddemo
-TRAIN_ARGS=(--framework torch --flavor debug --data "$OUT/digits" --batch-per-gpu 32
-            --steps 150 --warmup-steps 20)
 t0=$SECONDS
 
-echo "== 1. built-in data: scikit-learn digits -> $OUT/digits"
-[ -f "$OUT/digits/manifest.json" ] || "$HVD" prepare digits --out "$OUT/digits"
-
-echo "== 2. hosts"
+echo "== 1. hosts"
 if [ "$(id -u)" = 0 ] && "$HVD" cluster up --name "$CLUSTER" --nodes 2 --slots 2 \
       --bandwidth "$BANDWIDTH" --subnet 10.231.7.0/24; then
   trap '"$HVD" cluster down --name "$CLUSTER" >/dev/null' EXIT
@@ -35,14 +31,14 @@ else
   echo "NOTE: no emulated cluster (needs root and network namespaces): local layouts 1x1 and 1x2 only"
 fi
 
-echo "== 3a. sweep: ResNet-50 debug throughput x $REPEATS repeats"
-"$HVD" sweep resnet50 "${HOSTS[@]}" --repeats "$REPEATS" --timeout 300 --name demo --out "$RUN/sweep" \
-    -- "${TRAIN_ARGS[@]}"
+echo "== 2. study: every debug model, throughput x ${STUDY_REPEATS} repeats (studies/demo.yaml)"
+"$HVD" study run studies/demo.yaml "${HOSTS[@]}" --repeats "$STUDY_REPEATS" --out "$RUN/study"
 
-echo "== 3b. sweep: ResNet-50 debug time-to-accuracy (top-1 0.95) x $REPEATS repeats"
+echo "== 3. sweep: ResNet-50 debug time-to-accuracy (top-1 0.95) x $REPEATS repeats"
+[ -f "$OUT/digits/manifest.json" ] || "$HVD" prepare digits --out "$OUT/digits"
 "$HVD" sweep resnet50 "${HOSTS[@]}" --repeats "$REPEATS" --timeout 300 --name demo-tta --out "$RUN/sweep-tta" \
     -- --framework torch --flavor debug --data "$OUT/digits"
 
 echo "== 4. report"
-"$HVD" report "$RUN/sweep" "$RUN/sweep-tta" --out "$RUN/report"
+"$HVD" report "$RUN/sweep-tta" "$RUN/study" --out "$RUN/report"
 echo "demo finished in $((SECONDS - t0))s; results: $RUN"

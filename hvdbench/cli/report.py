@@ -31,6 +31,26 @@ def _default_out(sweeps) -> Path:
     return (first.parent if first.suffix == ".csv" else first) / "report"
 
 
+def _expand_studies(paths) -> tuple[list[Path], dict[str, dict]]:
+    """Each study folder (`hvdbench study run --out DIR`: DIR/study.json) becomes its sweep folders;
+    returns the sweep folders and each study's record (name -> study.json), for the study tables."""
+    from hvdbench.errors import ConfigError
+    from hvdbench.study.run import read_study_record, study_sweep_dirs
+
+    sweeps, studies = [], {}
+    for path in map(Path, paths):
+        record = read_study_record(path) if path.is_dir() else None
+        if record is None:
+            sweeps.append(path)
+            continue
+        found = study_sweep_dirs(path)
+        if not found:
+            raise ConfigError(f"{path}: a study folder with no runs yet (no <model>/<mode>/runs.csv)")
+        sweeps += found
+        studies[record["study"]] = record
+    return sweeps, studies
+
+
 @click.command()
 @click.argument("sweeps", nargs=-1, metavar="[SWEEP_DIR]...", type=click.Path(path_type=Path))
 @click.option("--mllog", "mllogs", multiple=True, type=click.Path(path_type=Path),
@@ -50,7 +70,8 @@ def _default_out(sweeps) -> Path:
               "measured against [default: the smallest GPU count present, single-node first].")
 def report(sweeps, mllogs, out, formats, baseline, group_by, ruleset):
     """Speed-up, scaling efficiency, scale-up vs scale-out and MLPerf time-to-train (olympic mean,
-    mean ± 2σ) from SWEEP_DIR/runs.csv files and published MLPerf logs. Writes scaling.csv,
+    mean ± 2σ) from SWEEP_DIR/runs.csv files, study folders (`hvdbench study run --out DIR`: its
+    sweeps, plus the speed-up across models, study_speedup.csv/.png) and published MLPerf logs. Writes scaling.csv,
     layouts.csv, time_to_train.csv, epochs.csv, summary.md and PNG plots; prints the tables.
     With `hvdbench bench` results in a sweep folder, comm_vs_training.csv and io_vs_training.csv
     put them beside the training throughput of the same layout.
@@ -58,13 +79,14 @@ def report(sweeps, mllogs, out, formats, baseline, group_by, ruleset):
     \b
     Example:
       hvdbench report results/demo
+      hvdbench report results/demo-study
       hvdbench report results/a100 results/h100 --baseline 1x1 --out reports/cmp
       hvdbench report --mllog training_results_v4.0/Oracle --format csv,md
       hvdbench report --mllog vendor-logs --group-by submitter+platform --ruleset 4.0.0
     """
     from rich.progress import track
 
-    from hvdbench.results import aggregate, bench_tables, mllog, tables as tab
+    from hvdbench.results import aggregate, bench_tables, mllog, study_tables, tables as tab
 
     if not sweeps and not mllogs:
         raise click.UsageError("give at least one SWEEP_DIR or --mllog DIR")
@@ -72,6 +94,7 @@ def report(sweeps, mllogs, out, formats, baseline, group_by, ruleset):
     from hvdbench.cli.writable import check_writable_dir
 
     out = check_writable_dir(out or _default_out(sweeps), "--out")  # before reading anything
+    sweeps, studies = _expand_studies(sweeps)
     # Read and compute everything before writing anything: bad input leaves the old report intact.
     runs, superseded = aggregate.current_runs(aggregate.load_sweeps(sweeps))
     notes = [f"{superseded} earlier attempt(s) of retried runs are kept in runs.csv and superseded "
@@ -85,7 +108,11 @@ def report(sweeps, mllogs, out, formats, baseline, group_by, ruleset):
     sources = [str(p) for p in (*sweeps, *mllogs)]
     # Interconnect and storage figures (hvdbench bench) beside the training numbers, when present.
     bench = bench_tables.build(sweeps, runs)
-    text = "\n".join(part for part in (tab.markdown(tables, sources, notes), bench_tables.markdown(bench)) if part)
+    study_rows = {name: study_tables.speedup_rows(tables, record.get("published")) for name, record in studies.items()}
+    study_md = [study_tables.markdown(study_rows[name], name, record.get("reproduces", ""))
+                for name, record in studies.items()]
+    text = "\n".join(part for part in (tab.markdown(tables, sources, notes), *study_md, bench_tables.markdown(bench))
+                     if part)
     notes = []  # in the text above
 
     written = []
@@ -94,6 +121,8 @@ def report(sweeps, mllogs, out, formats, baseline, group_by, ruleset):
         written += bench_tables.write_csvs(bench, out)
     if "md" in formats:
         written.append(tab.write_markdown(text, out))
+    for name, rows in study_rows.items():
+        written += study_tables.write(rows, out if len(studies) == 1 else out / name, name, formats)
     if "png" in formats:
         from hvdbench.results import plots
         pngs, skipped = plots.write_plots(tables, out)

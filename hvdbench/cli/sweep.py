@@ -111,7 +111,7 @@ def sweep(model, train_args, hostfile, hosts, cluster_name, gpus_per_node, gpus,
           --sbatch-arg=--partition=gpu --out results/r50 -- --synthetic
     """
     from hvdbench.output import console as output_console
-    from hvdbench.sweep import batch, plan, run as sweep_run
+    from hvdbench.sweep import batch, run as sweep_run
     from hvdbench.sweep.build import build_spec
 
     if submit and launcher != "slurm":
@@ -135,13 +135,21 @@ def sweep(model, train_args, hostfile, hosts, cluster_name, gpus_per_node, gpus,
     if dry_run:
         sweep_run.dry_run(spec, console)
         return
+    run_to_the_end(f"sweep {spec.name}", spec.store, lambda: sweep_run.run_sweep(spec, console), f"({spec.store})")
+
+
+def run_to_the_end(label: str, where, start, after: str = "") -> None:
+    """Run `start()` (a sweep or a study; it returns the runs' status counts) and print the counts;
+    exit 128+N when signal N stopped it (finished runs are kept: the same command resumes), and 1
+    when a run did not succeed."""
+    from hvdbench.sweep import plan, run as sweep_run
+
     try:
-        counts = sweep_run.run_sweep(spec, console)
+        counts = start()
     except sweep_run.SweepInterrupted as e:
-        click.echo(f"sweep {spec.name}: {e}; finished runs are in {spec.store}; "
-                   "run the same command again to resume", err=True)
+        click.echo(f"{label}: {e}; finished runs are in {where}; run the same command again to resume", err=True)
         sys.exit(128 + e.signum)
     summary = ", ".join(f"{n} {status}" for status, n in sorted(counts.items()))
-    click.echo(f"sweep {spec.name}: {sum(counts.values())} runs: {summary} ({spec.store})")
+    click.echo(f"{label}: {sum(counts.values())} runs: {summary} {after}".rstrip())
     if set(counts) - set(plan.DONE):
         sys.exit(1)

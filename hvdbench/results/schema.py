@@ -310,6 +310,11 @@ REPORT_COLUMNS = {
         "layout_source", "ruleset", "rcp_note", "rcp_mean", "rcp_min", "converge_mean") + _WHERE,
     "epochs": EPOCH_COLUMNS,
 }
+# A study's speed-up across models (hvdbench.results.study_tables): one row per model and GPU count,
+# the fewest-node layout of that count, from time to train where the model has it, else throughput.
+STUDY_SPEEDUP_COLUMNS = ("system", "model", "flavor", "framework", "precision", "basis", "gpus", "layout",
+                         "baseline", "speedup", "efficiency", "published_speedup", "vs_published", "ttt_min",
+                         "published_ttt_min", "throughput_mean", "throughput_2sigma", "hosts", "link")
 # The bench results beside training (hvdbench.results.bench_tables), written when there are any.
 COMM_COLUMNS = ("model", "flavor", "framework", "precision", "layout", "gpus", "nodes", "controller",
                 "throughput_mean", "step_ms", "gradient_mib", "message_mib", "busbw_gb_s",

@@ -63,14 +63,17 @@ def find_config(name: str) -> Path:
 
 def load_sweep_config(path: str | Path, model: str) -> SweepConfig:
     path = Path(path)
-    where = str(path)
-    data = train_config.load_yaml(path)
+    return SweepConfig(path, model, parse_sweep_config(train_config.load_yaml(path), model, str(path)))
+
+
+def parse_sweep_config(data: dict, model: str, where: str) -> tuple[LayoutConfig, ...]:
+    """A config's layouts from its mapping (a file's, or a study's model section), checked strictly."""
     unknown = sorted(set(data) - set(TOP_KEYS))
     if unknown:
         raise ConfigError(f"{where}: unknown key {unknown[0]!r} (valid: {', '.join(TOP_KEYS)})")
     if data.get("model") not in (None, model):
         raise ConfigError(f"{where}: config is for model {data['model']!r}, the sweep runs {model!r}")
-    common = _settings(data.get("train") or {}, where, "train")
+    common = check_settings(data.get("train") or {}, where, "train")
     layouts = data.get("layouts")
     if not isinstance(layouts, dict) or not layouts:
         raise ConfigError(f"{where}: 'layouts' must map NODESxGPUSxBATCHxACCUM names to settings")
@@ -80,18 +83,19 @@ def load_sweep_config(path: str | Path, model: str) -> SweepConfig:
             nodes, gpus, batch, accum = train_config.parse_run_name(str(name))
         except ConfigError as e:
             raise ConfigError(f"{where}: layouts: {e}") from None
-        settings = {**common, **_settings(overrides or {}, where, f"layouts.{name}"),
+        settings = {**common, **check_settings(overrides or {}, where, f"layouts.{name}"),
                     "batch_per_gpu": batch, "accum_steps": accum}
         try:  # values `train` would refuse whatever else the run is (steps: -5, lr: -1.0)
             train_config.check_ranges(train_config.from_dict(settings, where=where))
         except ConfigError as e:
             raise ConfigError(f"{where}: layouts.{name}: {e}") from None
         entries.append(LayoutConfig(str(name), nodes, gpus, batch, accum, settings))
-    return SweepConfig(path, model, tuple(entries))
+    return tuple(entries)
 
 
-def _settings(values, where: str, prefix: str) -> dict:
-    """Check `values` as TrainConfig keys (types included), refusing the reserved ones."""
+def check_settings(values, where: str, prefix: str) -> dict:
+    """Check `values` as TrainConfig keys (types included), refusing the reserved ones; ConfigError
+    naming `where` and the key as `prefix.key`."""
     if not isinstance(values, dict):
         raise ConfigError(f"{where}: {prefix} must be a mapping of train settings")
     for key in values:

@@ -1,0 +1,147 @@
+"""`hvdbench study`: run a published scaling study's models, layouts and repeats from one file."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from hvdbench.cli.sweep import _env_pairs, _int_list, _one_line, run_to_the_end
+from hvdbench.launchers import LAUNCHERS
+from hvdbench.topology import MAX_SLOTS
+
+STUDIES_DIR = Path(__file__).resolve().parents[2] / "studies"  # the project's shipped study files
+
+
+def _names(ctx, param, value):
+    return tuple(v.strip() for v in (value or "").split(",") if v.strip())
+
+
+def find_study(name: str) -> Path:
+    """A path as given, else studies/NAME.yaml here, else in the hvdbench project."""
+    candidates = [Path(name), Path("studies") / f"{name}.yaml", STUDIES_DIR / f"{name}.yaml"]
+    for path in candidates:
+        if path.is_file():
+            return path
+    from hvdbench.errors import ConfigError
+    raise ConfigError(f"study {name!r} not found (looked for {', '.join(map(str, candidates))})")
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+def study():
+    """Studies: several models x layouts x repeats from one YAML file (studies/*.yaml).
+
+    \b
+    Example:
+      hvdbench study list
+      hvdbench study run demo --hosts localhost:2 --out results/demo-study
+      hvdbench report results/demo-study
+    """
+
+
+@study.command("list")
+def list_studies():
+    """The study files shipped in studies/, with what each reproduces.
+
+    \b
+    Example:
+      hvdbench study list
+    """
+    from hvdbench.errors import HvdbenchError
+    from hvdbench.study.schema import load_study
+
+    for path in sorted(STUDIES_DIR.glob("*.yaml")):
+        try:
+            s = load_study(path)
+            click.echo(f"{path.stem}: {', '.join(s.models)} — {s.reproduces}")
+        except HvdbenchError as e:
+            click.echo(f"{path.stem}: unreadable ({e})")
+
+
+@study.command("run")
+@click.argument("file", metavar="FILE|NAME")
+@click.option("--out", required=True, type=click.Path(file_okay=False, path_type=Path),
+              help="Study folder: one sweep folder per model and mode, study.json, configs/.")
+@click.option("--flavor", help="Run every model in this flavor (e.g. debug on a laptop); per-layout "
+              "settings of the file's flavor are then dropped and each model's 'debug' data is used.")
+@click.option("--hostfile", type=click.Path(dir_okay=False, path_type=Path),
+              help="horovodrun hostfile [default: the study's 'hostfile', else the Slurm allocation].")
+@click.option("--hosts", help="Hosts and slots, e.g. node1:8,node2:8.")
+@click.option("--cluster", "cluster_name", metavar="NAME", help="Run on the emulated cluster NAME.")
+@click.option("--gpus-per-node", type=click.IntRange(min=1, max=MAX_SLOTS),
+              help="Slots per host of the Slurm allocation [default: SLURM_NTASKS_PER_NODE].")
+@click.option("--layouts", help="NODESxGPUS list replacing the study's, e.g. 1x1,1x2,2x1.")
+@click.option("--gpus", callback=_int_list, help="GPU counts replacing the study's, e.g. 1,2.")
+@click.option("--repeats", type=click.IntRange(min=1), help="Repeats [default: the study's].")
+@click.option("--launcher", type=click.Choice(LAUNCHERS), help="[default: the study's].")
+@click.option("--timeout", type=click.FloatRange(min=1), help="Seconds per run [default: the study's].")
+@click.option("--only", callback=_names, metavar="MODEL,...", help="Run only these models of the study.")
+@click.option("--skip-missing", is_flag=True, help="Leave out models this hvdbench does not have (else an error).")
+@click.option("--retry-failed", is_flag=True, help="Rerun runs recorded as failed or timeout.")
+@click.option("--link", metavar="TEXT", callback=_one_line, help="The inter-node link, in words (see sweep --link).")
+@click.option("--env", "env", multiple=True, callback=_env_pairs, metavar="KEY=VALUE",
+              help="Set in every run's environment. Repeatable.")
+@click.option("--dry-run", is_flag=True, help="Print every sweep's plan and exact commands; run nothing.")
+@click.option("--submit", is_flag=True, help="With --launcher slurm: sbatch the rendered scripts.")
+@click.option("--sbatch-arg", "sbatch_args", multiple=True, metavar="ARG", help="With --launcher slurm. Repeatable.")
+@click.option("--time-limit", default="02:00:00", show_default=True, help="With --launcher slurm: per job.")
+def run(file, out, flavor, hostfile, hosts, cluster_name, gpus_per_node, layouts, gpus, repeats, launcher, timeout,
+        only, skip_missing, retry_failed, link, env, dry_run, submit, sbatch_args, time_limit):
+    """Run every model of study FILE (a path, or NAME for studies/NAME.yaml) over its layouts and
+    repeats, one sweep per model and mode in OUT; running it again resumes. `hvdbench report OUT`
+    then prints the study's tables, the speed-up across models among them.
+
+    \b
+    Example:
+      hvdbench study run demo --hosts localhost:2 --out results/demo-study
+      hvdbench study run dgx1-mlperf-v05-suite --dry-run --skip-missing --out results/dgx1
+      hvdbench study run dgx1-mlperf-v05-suite --flavor debug --hosts localhost:2 \\
+          --layouts 1x1,1x2 --skip-missing --out results/dgx1-debug
+      hvdbench study run h100-64gpu-bert-llama-sd --launcher slurm --submit --skip-missing \\
+          --sbatch-arg=--partition=gpu --out results/h100
+    """
+    import tempfile
+
+    from hvdbench.output import console as output_console
+    from hvdbench.study import run as study_run
+    from hvdbench.study.schema import load_study
+    from hvdbench.sweep import batch, run as sweep_run
+
+    if submit and (launcher or "") != "slurm":
+        raise click.UsageError("--submit goes with --launcher slurm")
+    s = load_study(find_study(file))
+    opts = study_run.StudyOptions(
+        out=out.absolute(), flavor=flavor, hostfile=hostfile, hosts=hosts, cluster_name=cluster_name,
+        gpus_per_node=gpus_per_node, layouts=layouts, gpus=gpus, repeats=repeats, launcher=launcher,
+        timeout=timeout, only=only, skip_missing=skip_missing, retry_failed=retry_failed, link=link, env=env)
+    console = output_console()
+    with tempfile.TemporaryDirectory(prefix="hvdbench-study-") as tmp:
+        # A dry run writes nothing in OUT: its configs go to a temporary folder.
+        config_dir = Path(tmp) if dry_run else opts.out / "configs"
+        sweeps, notes = study_run.plan_study(s, opts, config_dir)
+        for note in notes:
+            click.echo(f"study {s.name}: {note}")
+        runs = sum(len(sw.spec.runs) for sw in sweeps)
+        click.echo(f"study {s.name}: {len(sweeps)} sweeps, {runs} runs — {s.reproduces}")
+        if (launcher or s.launcher) == "slurm":
+            if not dry_run:
+                study_run.check_study_record(s, opts)
+            for sw in sweeps:
+                jobs = batch.slurm_jobs(sw.spec, None, time_limit, tuple(sbatch_args))
+                click.echo(f"== {sw.label}: {len(jobs)} batch jobs")
+                if dry_run:
+                    for _, script, body, argv in jobs:
+                        click.echo(f"# {script}\n{body}\n# submit: {' '.join(argv)}\n")
+                else:
+                    study_run.prepare_data(sw, console)
+                    batch.write_slurm_jobs(sw.spec, jobs, submit, echo=click.echo)
+            return
+        if dry_run:
+            for sw in sweeps:
+                if sw.prepare:
+                    click.echo(f"prepare first: hvdbench {' '.join(sw.prepare[3:])}")
+                sweep_run.dry_run(sw.spec, console)
+            click.echo(f"study {s.name}: {runs} launches")
+            return
+        run_to_the_end(f"study {s.name}", opts.out, lambda: study_run.run_study(s, sweeps, opts, console),
+                       f"(report: hvdbench report {opts.out})")

@@ -1,0 +1,142 @@
+"""A study's speed-up across models: the table the published suites print (speed-up at each GPU
+count against one GPU, one row per model), beside the published figures the study file gives.
+
+    rows = speedup_rows(tables, published={"speedup": {"resnet50": {"4": 4.76}}})
+    write(rows, Path("report"), study="dgx1-mlperf-v05-suite")   # study_speedup.csv, .png; -> Markdown
+
+Per model and GPU count the layout with the fewest nodes is taken (the scale-up layout; the layout
+table compares it with the scale-out ones). The basis is time to train (MLPerf's score, as the
+published suites measure speed-up) where the model has time-to-train rows, else throughput. Speed-up
+is against the model's baseline layout (the smallest GPU count run, see hvdbench.results.aggregate).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from hvdbench.results.aggregate import Tables, where_ran
+from hvdbench.results.schema import STUDY_SPEEDUP_COLUMNS, TTT_GROUP, atomic_write_text
+
+TTT_BASIS, THROUGHPUT_BASIS = "time to train", "throughput"
+
+
+def _published(published: dict, kind: str, model: str, gpus: int):
+    figures = (published or {}).get(kind, {}).get(model, {})
+    value = figures.get(str(gpus), figures.get(gpus))
+    return None if value is None else float(value)
+
+
+def speedup_rows(tables: Tables, published: dict | None = None) -> list[dict]:
+    """One row per model group and GPU count (see the module docstring)."""
+    out = []
+    groups: dict[tuple, tuple[str, list[dict]]] = {}
+    for basis, rows in ((TTT_BASIS, tables.time_to_train), (THROUGHPUT_BASIS, tables.scaling)):
+        for row in rows:
+            key = tuple(row[k] for k in TTT_GROUP)
+            value = row["ttt_min"] if basis == TTT_BASIS else row["throughput_mean"]
+            # Time to train wins over throughput: a model with both is on the time-to-train basis.
+            if row["gpus"] and value is not None and groups.get(key, (basis,))[0] == basis:
+                groups.setdefault(key, (basis, []))[1].append(row)
+    for key, (basis, rows) in sorted(groups.items(), key=lambda kv: tuple(map(str, kv[0]))):
+        best: dict[int, dict] = {}
+        for row in sorted((r for r in rows if r["gpus"]), key=lambda r: (r["gpus"], r["nodes"])):
+            best.setdefault(row["gpus"], row)
+        for gpus, row in sorted(best.items()):
+            model = row["model"]
+            pub = _published(published, "speedup", model, gpus)
+            out.append({**dict(zip(TTT_GROUP, key)), "basis": basis, "gpus": gpus, "layout": row["layout"],
+                        "baseline": row.get("baseline") or "", "speedup": row.get("speedup"),
+                        "efficiency": row.get("efficiency"), "published_speedup": pub,
+                        "vs_published": (row["speedup"] / pub if pub and row.get("speedup") is not None
+                                         else None),
+                        "ttt_min": row.get("ttt_min"), "published_ttt_min": _published(published,
+                                                                                        "time_to_train_min",
+                                                                                        model, gpus),
+                        "throughput_mean": row.get("throughput_mean"),
+                        "throughput_2sigma": row.get("throughput_2sigma"), "nodes": row["nodes"],
+                        "hosts": row.get("hosts") or "", "link": row.get("link") or ""})
+    return out
+
+
+def markdown(rows: list[dict], study: str, reproduces: str = "") -> str:
+    """The cross-model table: a row per model, a column per GPU count ('3.9× (published 4.76×)')."""
+    from hvdbench.results.tables import markdown_table
+
+    if not rows:
+        return ""
+    counts = sorted({r["gpus"] for r in rows})
+    models: dict[tuple, dict[int, dict]] = {}
+    for r in rows:
+        models.setdefault((r["model"], r["flavor"], r["framework"], r["precision"], r["basis"], r["baseline"]),
+                          {})[r["gpus"]] = r
+
+    def cell(r):
+        if r is None:
+            return "–"
+        text = "–" if r["speedup"] is None else f"{r['speedup']:.2f}× ({r['layout']})"
+        return text + (f" · published {r['published_speedup']:.2f}×" if r["published_speedup"] else "")
+
+    lines = [[m, " · ".join(str(x) for x in (flavor, framework, precision) if x), basis, baseline or "–",
+              *(cell(by_gpus.get(g)) for g in counts)]
+             for (m, flavor, framework, precision, basis, baseline), by_gpus in models.items()]
+    unit = "CPU rank" if any(str(r.get("system") or "").lower() == "cpu" for r in rows) else "GPU"
+    header = ["model", "run", "speed-up from", "vs", *(f"{g} {unit}{'s' if g > 1 else ''}" for g in counts)]
+    intro = f"Study `{study}`" + (f" — {reproduces}" if reproduces else "") + "."
+    return (f"## Speed-up across models\n\n{intro} Per GPU count the layout with the fewest nodes "
+            "(in brackets); speed-up against the model's smallest layout (`vs`).\n\n"
+            + markdown_table(header, lines) + "\n")
+
+
+def figure(rows: list[dict], study: str):
+    """Speed-up vs GPUs, a line per model, the ideal, and published figures as open markers."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+    from matplotlib.ticker import FixedLocator, ScalarFormatter, NullLocator
+
+    fig = Figure(figsize=(7.5, 5), layout="constrained")
+    FigureCanvasAgg(fig)
+    ax = fig.add_subplot()
+    models: dict[str, list[dict]] = {}
+    for r in rows:
+        models.setdefault(f"{r['model']} ({r['basis']})", []).append(r)
+    xs = sorted({r["gpus"] for r in rows})
+    for label, rs in models.items():
+        rs = [r for r in rs if r["speedup"] is not None]
+        line, = ax.plot([r["gpus"] for r in rs], [r["speedup"] for r in rs], marker="o", label=label)
+        pub = [r for r in rs if r["published_speedup"]]
+        if pub:
+            ax.plot([r["gpus"] for r in pub], [r["published_speedup"] for r in pub], linestyle=":", marker="o",
+                    markerfacecolor="none", color=line.get_color(), label=f"{label.split(' (')[0]}, published")
+    base = min(xs) if xs else 1
+    ax.plot(xs, [x / base for x in xs], "k--", linewidth=1, label="ideal (linear)")
+    ax.set_xscale("log", base=2)
+    ax.xaxis.set_major_locator(FixedLocator(xs))
+    ax.xaxis.set_major_formatter(ScalarFormatter())
+    ax.xaxis.set_minor_locator(NullLocator())
+    cpus = any(str(r.get("system") or "").lower() == "cpu" for r in rows)
+    ax.set_xlabel("CPU ranks (processes; no GPU)" if cpus else "GPUs")
+    ax.set_ylabel("speed-up (against each model's smallest layout)")
+    where = where_ran(rows)
+    ax.set_title(f"study {study}: speed-up across models" + ("\ndevices: CPUs (no GPU)" if cpus else "")
+                 + (f"\n{where}" if where else ""), fontsize=10)
+    ax.grid(True, alpha=0.3)
+    ax.legend(fontsize=8)
+    return fig
+
+
+def write(rows: list[dict], out: Path, study: str, formats=("csv", "png")) -> list[Path]:
+    from hvdbench.results.tables import to_csv
+
+    out, written = Path(out), []
+    if "csv" in formats:
+        path = out / "study_speedup.csv"
+        atomic_write_text(path, to_csv(rows, STUDY_SPEEDUP_COLUMNS))
+        written.append(path)
+    if "png" in formats and any(r["speedup"] is not None for r in rows):
+        path = out / "study_speedup.png"
+        tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
+        figure(rows, study).savefig(tmp, format="png", dpi=100)
+        os.replace(tmp, path)
+        written.append(path)
+    return written

@@ -1,0 +1,1 @@
+"""Studies: several models, their layouts and repeats from one file (studies/*.yaml)."""

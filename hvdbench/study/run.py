@@ -1,0 +1,295 @@
+"""A study run: one sweep per model and mode, in one folder, resumable, with one progress line
+over the whole study between the sweeps' own views.
+
+    hvdbench study run studies/dgx1-mlperf-v05-suite.yaml --flavor debug --hosts localhost:2 \\
+        --layouts 1x1,1x2 --skip-missing --out results/dgx1
+    ->  study = load_study(FILE)
+        sweeps, notes = plan_study(study, StudyOptions(out=..., flavor="debug", ...), config_dir)
+        counts = run_study(study, sweeps, options, console)
+
+The study folder (--out) holds:
+    study.json                      the study's name, file, identity (a resume must match) and
+                                    published figures (for `hvdbench report`)
+    configs/<model>-<mode>.yaml     each sweep's per-layout config (`hvdbench sweep --config`)
+    <model>/<mode>/                 an ordinary sweep folder: runs.csv, sweep.json, one folder per run
+
+A model's sweep is exactly `hvdbench sweep MODEL --config configs/<model>-<mode>.yaml --layouts ...
+--out <model>/<mode>`: the config carries the model's train settings (flavor, data, the study's
+and the model's `train:`, the throughput settings for throughput runs) and one NODESxGPUSxBATCHxACCUM
+entry per layout: the model's own per-layout settings when the study runs in its own flavor,
+otherwise the flavor's default batch for every layout the study selects.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import subprocess
+import sys
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import yaml
+
+from hvdbench import topology
+from hvdbench.errors import ConfigError, DatasetError, HvdbenchError
+from hvdbench.models import get_spec, specs
+from hvdbench.results.schema import atomic_write_text
+from hvdbench.study.schema import ModelPlan, Study
+from hvdbench.sweep.build import build_spec
+from hvdbench.sweep.spec import SweepSpec
+
+DEFAULT_THROUGHPUT = {"steps": 100}  # a throughput run on real data needs a step count
+MANIFEST = "manifest.json"
+
+
+@dataclass
+class StudyOptions:
+    """What the command line adds to or overrides in the study file."""
+
+    out: Path
+    flavor: str | None = None
+    hostfile: Path | None = None
+    hosts: str | None = None
+    cluster_name: str | None = None
+    gpus_per_node: int | None = None
+    layouts: str | None = None  # "1x1,1x2" (overrides the study's)
+    gpus: list[int] | None = None
+    repeats: int | None = None
+    launcher: str | None = None
+    timeout: float | None = None
+    only: tuple[str, ...] = ()
+    skip_missing: bool = False
+    retry_failed: bool = False
+    link: str | None = None
+    env: dict = field(default_factory=dict)
+
+
+@dataclass
+class StudySweep:
+    model: str
+    mode: str
+    spec: SweepSpec
+    data: str  # the dataset folder, "" for synthetic
+    prepare: list[str]  # argv that makes `data` when its manifest is missing ([] when nothing to do)
+
+    @property
+    def label(self) -> str:
+        return f"{self.model} · {self.mode.replace('_', '-')}"
+
+
+def sweep_dir(out: Path, model: str, mode: str) -> Path:
+    return Path(out) / model / mode
+
+
+def plan_study(study: Study, opts: StudyOptions, config_dir: Path) -> tuple[list[StudySweep], list[str]]:
+    """Every sweep of the study, built and checked as `hvdbench sweep` builds them; notes say what
+    was left out and why. Nothing is launched; each sweep's config is written in `config_dir`."""
+    notes: list[str] = []
+    unknown = [m for m in opts.only if m not in study.models]
+    if unknown:
+        raise ConfigError(f"--only {unknown[0]}: not a model of study {study.name} "
+                          f"({', '.join(study.models)})")
+    known = {s.name for s in specs()}
+    missing = [m for m in study.models if m not in known and (not opts.only or m in opts.only)]
+    if missing and not opts.skip_missing:
+        raise ConfigError(f"{study.path}: models.{missing[0]}: this hvdbench has no model {missing[0]!r} "
+                          f"(missing: {', '.join(missing)}; it has {', '.join(sorted(known))}); "
+                          "run the others with --skip-missing or --only")
+    notes += [f"{m}: skipped (no such model in this hvdbench)" for m in missing]
+    sweeps = []
+    for name, model in study.models.items():
+        if name in missing or (opts.only and name not in opts.only):
+            continue
+        for mode in study.modes:
+            made = _model_sweep(study, model, mode, opts, config_dir, notes)
+            if made:
+                sweeps.append(made)
+    if not sweeps:
+        raise ConfigError(f"{study.path}: nothing to run" + (f" ({'; '.join(notes)})" if notes else ""))
+    return sweeps, notes
+
+
+def _model_sweep(study: Study, model: ModelPlan, mode: str, opts: StudyOptions, config_dir: Path,
+                 notes: list[str]) -> StudySweep | None:
+    spec = get_spec(model.name)
+    file_flavor = model.flavor or study.flavor
+    flavor = opts.flavor or file_flavor or spec.default_flavor
+    own = opts.flavor is None or opts.flavor == file_flavor  # per-layout settings are for the file's flavor
+    use_debug = flavor == "debug" and model.debug
+    data = model.debug["data"] if use_debug else model.data
+    train = dict(model.debug["train"] if use_debug else model.train)
+    where = f"{study.path}: models.{model.name}"
+    if not data.synthetic and not data.path:
+        raise ConfigError(f"{where}: give 'data' (a prepared dataset folder) or 'synthetic: true'"
+                          + (" in its 'debug' section" if use_debug else ""))
+    if mode == "time_to_accuracy" and data.synthetic:
+        notes.append(f"{model.name}: no time-to-accuracy sweep (synthetic data has no accuracy to reach)")
+        return None
+    settings = {"flavor": flavor, **({"synthetic": True} if data.synthetic else {"data": data.path}), **train}
+    if mode == "throughput":
+        settings.update(study.throughput or ({} if data.synthetic else DEFAULT_THROUGHPUT))
+    else:
+        timed = [k for k in ("steps", "warmup_steps") if k in settings]
+        if timed:
+            raise ConfigError(f"{where}.train.{timed[0]}: a throughput setting; put it in the study's "
+                              "'throughput' section so the time-to-accuracy runs train to the target")
+
+    layouts = _layout_settings(study, model, own, opts, settings, where)
+    if not layouts:
+        notes.append(f"{model.name}: none of its layouts is selected")
+        return None
+    config = config_dir / f"{model.name}-{mode}.yaml"
+    atomic_write_text(config, yaml.safe_dump({"model": model.name, "train": settings, "layouts": layouts},
+                                             sort_keys=False))
+    chosen = ",".join(dict.fromkeys(name.rsplit("x", 2)[0] for name in layouts))
+    launcher = opts.launcher or study.launcher
+    sweep = build_spec(
+        model.name, (), out=sweep_dir(opts.out, model.name, mode), hostfile=_hostfile(study, opts),
+        hosts=opts.hosts, cluster_name=opts.cluster_name, gpus_per_node=opts.gpus_per_node, layouts=chosen,
+        repeats=opts.repeats or study.repeats, launcher=launcher, controller=study.controller,
+        config_name=config, timeout=opts.timeout or study.timeout, env=opts.env, link=opts.link,
+        retry_failed=opts.retry_failed, name=f"{study.name}-{model.name}-{mode}")
+    prepare = []
+    if data.path and not (Path(data.path) / MANIFEST).is_file():
+        if not data.prepare:
+            raise DatasetError(f"{where}: data {data.path}: no {MANIFEST} there, and no 'prepare' recipe "
+                               "to make it")
+        prepare = [sys.executable, "-m", "hvdbench", "prepare", *data.prepare, "--out", data.path]
+    return StudySweep(model.name, mode, sweep, data.path, prepare)
+
+
+def _layout_settings(study: Study, model: ModelPlan, own: bool, opts: StudyOptions, settings: dict,
+                     where: str) -> dict:
+    """NODESxGPUSxBATCHxACCUM -> settings for this model: its own per-layout settings in the
+    file's flavor (filtered by the selection), else the flavor's default batch on every selected layout."""
+    selected = opts.layouts.split(",") if opts.layouts else list(study.layouts)
+    gpus = opts.gpus or list(study.gpus)
+    if own and model.layouts:
+        out = {}
+        for name, values in model.layouts.items():
+            n, g = (int(v) for v in name.split("x")[:2])
+            if (not selected or f"{n}x{g}" in selected) and (not gpus or n * g in gpus):
+                out[name] = values
+        return out
+    from hvdbench.study.schema import BATCH_KEYS
+    from hvdbench.train.config import resolve, run_name
+
+    cfg = resolve({"model": model.name, "out": "-", **settings})
+    for key in BATCH_KEYS:  # in the layouts' names, not in the config's train settings
+        settings.pop(key, None)
+    if not selected:  # `gpus:` (or the model's own layouts, in another flavor): the hosts decide
+        if model.layouts and not gpus:
+            selected = list(dict.fromkeys("x".join(name.split("x")[:2]) for name in model.layouts))
+        else:
+            hosts = _host_list(study, opts)
+            selected = [lay.name for lay in topology.select_layouts(hosts, gpus, "packed")]
+    return {run_name(*map(int, lay.split("x")), cfg.batch_per_gpu, cfg.accum_steps): {} for lay in selected}
+
+
+def _hostfile(study: Study, opts: StudyOptions):
+    given = (opts.hostfile, opts.hosts, opts.cluster_name)
+    return opts.hostfile if any(v is not None for v in given) else study.hostfile
+
+
+def _host_list(study: Study, opts: StudyOptions):
+    import os
+
+    if opts.cluster_name is not None:
+        from hvdbench.cluster.launch import launch_settings
+        return topology.parse_hostfile(launch_settings(opts.cluster_name).hostfile)
+    hostfile = _hostfile(study, opts)
+    if hostfile is not None:
+        return topology.parse_hostfile(hostfile)
+    if opts.hosts is not None:
+        return topology.parse_hosts_arg(opts.hosts)
+    return topology.hosts_from_slurm(os.environ, opts.gpus_per_node)
+
+
+# --- the record --------------------------------------------------------------------------------
+
+def identity(study: Study, opts: StudyOptions) -> str:
+    """What makes two runs of a study comparable: its models' settings, the throughput settings and
+    the flavor (layouts, repeats, hosts and modes may change: that extends a study)."""
+    models = {name: [m.flavor, m.data.__dict__, m.train, m.layouts, {k: getattr(v, "__dict__", v)
+                                                                      for k, v in m.debug.items()}]
+              for name, m in study.models.items()}
+    text = json.dumps([models, study.throughput, study.flavor, opts.flavor], sort_keys=True, default=str)
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def check_study_record(study: Study, opts: StudyOptions) -> None:
+    """Write OUT/study.json the first time; refuse a resume with other model settings or flavor."""
+    path = Path(opts.out) / "study.json"
+    ident = identity(study, opts)
+    old = read_study_record(path.parent)
+    if old is not None:
+        if old.get("study") != study.name or old["identity"] != ident:
+            raise ConfigError(f"{path}: this folder holds study {old.get('study')!r} run with other model "
+                              f"settings or flavor ({old.get('flavor') or 'the file'}'s); use another --out")
+    atomic_write_text(path, json.dumps({
+        "study": study.name, "file": str(study.path.absolute()), "reproduces": study.reproduces,
+        "identity": ident, "flavor": opts.flavor or study.flavor,
+        "published": {kind: {m: {str(g): v for g, v in figures.items()} for m, figures in by_model.items()}
+                      for kind, by_model in study.published.items()}}, indent=2) + "\n")
+
+
+def read_study_record(folder: Path) -> dict | None:
+    """OUT/study.json, or None when `folder` is not a study folder."""
+    path = Path(folder) / "study.json"
+    if not path.is_file():
+        return None
+    try:
+        data = json.loads(path.read_text())
+    except ValueError:
+        raise ConfigError(f"{path}: not valid JSON") from None
+    if not isinstance(data, dict) or "study" not in data or "identity" not in data:
+        raise ConfigError(f"{path}: not a study record")
+    return data
+
+
+def study_sweep_dirs(folder: Path) -> list[Path]:
+    """The sweep folders of a study folder that hold runs: <model>/<mode>/runs.csv."""
+    return sorted(p.parent for p in Path(folder).glob("*/*/runs.csv"))
+
+
+# --- running -----------------------------------------------------------------------------------
+
+def prepare_data(sweep: StudySweep, console) -> None:
+    """Run the model's prepare recipe when its dataset is missing (once for all its sweeps)."""
+    if not sweep.prepare or (Path(sweep.data) / MANIFEST).is_file():
+        return
+    console.print(f"study: preparing {sweep.data}: hvdbench {' '.join(sweep.prepare[3:])}")
+    done = subprocess.run(sweep.prepare, stdin=subprocess.DEVNULL)
+    if done.returncode != 0 or not (Path(sweep.data) / MANIFEST).is_file():
+        raise DatasetError(f"{sweep.data}: `hvdbench {' '.join(sweep.prepare[3:])}` failed "
+                           f"(exit status {done.returncode})")
+
+
+def run_study(study: Study, sweeps: list[StudySweep], opts: StudyOptions, console) -> Counter:
+    """Run every sweep in order; a sweep whose data cannot be prepared is counted failed and the
+    study goes on. SweepInterrupted (SIGINT/SIGTERM) ends the study: run it again to resume."""
+    from hvdbench.results.store import read_runs
+    from hvdbench.sweep import run as sweep_run
+    from hvdbench.sweep.plan import pending
+
+    check_study_record(study, opts)
+    total = sum(len(s.spec.runs) for s in sweeps)
+    counts: Counter = Counter()
+    finished = 0
+    for k, sweep in enumerate(sweeps, 1):
+        rows = read_runs(sweep.spec.store) if sweep.spec.store.is_file() else []
+        todo = len(pending(sweep.spec.runs, rows, sweep.spec.retry_failed))
+        console.print(f"== study {study.name} [{k}/{len(sweeps)}] {sweep.label}: {len(sweep.spec.runs)} runs, "
+                      f"{todo} to do · study: {finished + len(sweep.spec.runs) - todo} of {total} runs done")
+        try:
+            prepare_data(sweep, console)
+        except HvdbenchError as e:
+            console.print(f"study: {sweep.label}: {e}; its runs are not started")
+            counts["not started"] += len(sweep.spec.runs)
+            finished += len(sweep.spec.runs)
+            continue
+        counts += sweep_run.run_sweep(sweep.spec, console)
+        finished += len(sweep.spec.runs)
+    return counts

@@ -1,0 +1,242 @@
+"""A study file: several models, their data, train and per-layout settings, the layouts, repeats
+and mode of one published scaling study (`studies/<name>.yaml`).
+
+    study = load_study("studies/dgx1-mlperf-v05-suite.yaml")
+    study.models["resnet50"].layouts        # {"1x8x256x1": {...}} or {}
+
+Loading is strict: an unknown key anywhere, a wrong type or a malformed layout is a ConfigError
+naming the file and the key (`studies/x.yaml: models.resnet50.train: unknown key 'lr_'`). Train
+settings are checked against `hvdbench.train.config.TrainConfig` and per-layout names the way
+`launch/configs/*.yaml` are (NODESxGPUSxBATCHxACCUM). Whether each model exists is checked by the
+runner (hvdbench.study.run), which can skip the missing ones when asked.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from hvdbench.errors import ConfigError
+from hvdbench.launchers import CONTROLLERS, LAUNCHERS
+from hvdbench.sweep import layout_config
+from hvdbench.train import config as train_config
+
+MODES = ("throughput", "time_to_accuracy", "both")
+NAME_RE = re.compile(r"[a-z0-9][a-z0-9_-]{0,63}")
+LAYOUT_RE = re.compile(r"([1-9]\d*)x([1-9]\d*)")
+
+TOP_KEYS = ("study", "reproduces", "hostfile", "mode", "layouts", "gpus", "repeats", "launcher", "controller",
+            "timeout", "flavor", "throughput", "published", "models")
+MODEL_KEYS = ("flavor", "data", "prepare", "synthetic", "train", "layouts", "debug")
+DEBUG_KEYS = ("data", "prepare", "synthetic", "train")
+PUBLISHED_KEYS = ("speedup", "time_to_train_min")
+BATCH_KEYS = ("batch_per_gpu", "accum_steps")
+
+
+@dataclass(frozen=True)
+class DataPlan:
+    """Where a model's data comes from: a prepared folder (made by `prepare` when missing) or synthetic."""
+
+    path: str = ""
+    prepare: tuple[str, ...] = ()  # `hvdbench prepare <these> --out <path>`
+    synthetic: bool = False
+
+
+@dataclass(frozen=True)
+class ModelPlan:
+    name: str
+    flavor: str | None
+    data: DataPlan
+    train: dict
+    layouts: dict  # NODESxGPUSxBATCHxACCUM -> settings (only with the study's own flavor)
+    debug: dict  # data / prepare / synthetic / train for --flavor debug
+
+
+@dataclass(frozen=True)
+class Study:
+    path: Path
+    name: str
+    reproduces: str
+    models: dict[str, ModelPlan]
+    mode: str = "throughput"
+    layouts: tuple[str, ...] = ()
+    gpus: tuple[int, ...] = ()
+    repeats: int = 1
+    launcher: str = "horovodrun"
+    controller: str = "gloo"
+    timeout: float | None = None
+    flavor: str | None = None
+    hostfile: Path | None = None
+    throughput: dict = field(default_factory=dict)
+    published: dict = field(default_factory=dict)  # "speedup" | "time_to_train_min" -> model -> {gpus: value}
+
+    @property
+    def modes(self) -> tuple[str, ...]:
+        return ("throughput", "time_to_accuracy") if self.mode == "both" else (self.mode,)
+
+
+def load_study(path: str | Path) -> Study:
+    path = Path(path)
+    where = str(path)
+    data = train_config.load_yaml(path)
+    _keys(data, TOP_KEYS, where, "")
+    for key in ("study", "reproduces", "models"):
+        if key not in data:
+            raise ConfigError(f"{where}: missing key '{key}'")
+    name = _str(data["study"], where, "study")
+    if not NAME_RE.fullmatch(name):
+        raise ConfigError(f"{where}: study {name!r}: lowercase letters, digits, '-' and '_' only")
+    mode = data.get("mode", "throughput")
+    if mode not in MODES:
+        raise ConfigError(f"{where}: mode {mode!r} is not one of {', '.join(MODES)}")
+    if "layouts" in data and "gpus" in data:
+        raise ConfigError(f"{where}: give 'layouts' or 'gpus', not both")
+    layouts = tuple(_layout(v, where, f"layouts[{i}]") for i, v in enumerate(_list(data.get("layouts", []), where,
+                                                                                    "layouts")))
+    gpus = tuple(_positive(v, where, f"gpus[{i}]") for i, v in enumerate(_list(data.get("gpus", []), where, "gpus")))
+    launcher = data.get("launcher", "horovodrun")
+    if launcher not in LAUNCHERS:
+        raise ConfigError(f"{where}: launcher {launcher!r} is not one of {', '.join(LAUNCHERS)}")
+    controller = data.get("controller", "gloo")
+    if controller not in CONTROLLERS:
+        raise ConfigError(f"{where}: controller {controller!r} is not one of {', '.join(CONTROLLERS)}")
+    timeout = data.get("timeout")
+    if timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or timeout <= 0):
+        raise ConfigError(f"{where}: timeout {timeout!r}: seconds, a positive number")
+    models_data = data["models"]
+    if not isinstance(models_data, dict) or not models_data:
+        raise ConfigError(f"{where}: 'models' must map model names to their settings")
+    models = {str(m): _model(str(m), section, where) for m, section in models_data.items()}
+    if not layouts and not gpus:
+        without = [m for m, plan in models.items() if not plan.layouts]
+        if without:
+            raise ConfigError(f"{where}: models.{without[0]} has no 'layouts' of its own and the study gives "
+                              "neither 'layouts' nor 'gpus'")
+    hostfile = data.get("hostfile")
+    return Study(
+        path=path, name=name, reproduces=_str(data["reproduces"], where, "reproduces"), models=models,
+        mode=mode, layouts=layouts, gpus=gpus, repeats=_positive(data.get("repeats", 1), where, "repeats"),
+        launcher=launcher, controller=controller, timeout=float(timeout) if timeout is not None else None,
+        flavor=_str(data["flavor"], where, "flavor") if "flavor" in data else None,
+        hostfile=_hostfile(_str(hostfile, where, "hostfile"), path) if hostfile is not None else None,
+        throughput=_train(data.get("throughput") or {}, where, "throughput"),
+        published=_published(data.get("published") or {}, where))
+
+
+def _model(name: str, section, where: str) -> ModelPlan:
+    at = f"models.{name}"
+    if section is None:
+        section = {}
+    if not isinstance(section, dict):
+        raise ConfigError(f"{where}: {at} must be a mapping")
+    _keys(section, MODEL_KEYS, where, at + ".")
+    debug = section.get("debug") or {}
+    if not isinstance(debug, dict):
+        raise ConfigError(f"{where}: {at}.debug must be a mapping")
+    _keys(debug, DEBUG_KEYS, where, at + ".debug.")
+    settings = dict(section.get("layouts") or {})
+    given = [k for k in BATCH_KEYS if k in (section.get("train") or {})]
+    if settings and given:
+        raise ConfigError(f"{where}: {at}.train.{given[0]}: the model's layouts name their batch "
+                          "(NODESxGPUSxBATCHxACCUM)")
+    if settings:  # checked as a launch/configs file is, against this model's train settings
+        config = {"train": section.get("train") or {}, "layouts": settings}
+        try:
+            layout_config.parse_sweep_config(config, name, where)
+        except ConfigError as e:
+            raise ConfigError(str(e).replace(f"{where}: ", f"{where}: {at}.", 1)) from None
+    return ModelPlan(
+        name=name, flavor=_str(section["flavor"], where, f"{at}.flavor") if "flavor" in section else None,
+        data=_data(section, where, at), train=_train(section.get("train") or {}, where, f"{at}.train"),
+        layouts={str(k): dict(v or {}) for k, v in settings.items()},
+        debug={"data": _data(debug, where, f"{at}.debug"), "train": _train(debug.get("train") or {}, where,
+                                                                          f"{at}.debug.train")} if debug else {})
+
+
+def _data(section: dict, where: str, at: str) -> DataPlan:
+    synthetic = section.get("synthetic", False)
+    if not isinstance(synthetic, bool):
+        raise ConfigError(f"{where}: {at}.synthetic must be true or false")
+    path = _str(section["data"], where, f"{at}.data") if "data" in section else ""
+    prepare = tuple(_str(a, where, f"{at}.prepare[{i}]")
+                    for i, a in enumerate(_list(section.get("prepare", []), where, f"{at}.prepare")))
+    if synthetic and (path or prepare):
+        raise ConfigError(f"{where}: {at}: synthetic data needs no 'data' or 'prepare'")
+    if prepare and not path:
+        raise ConfigError(f"{where}: {at}.prepare needs 'data': the folder it prepares")
+    if prepare and "--out" in prepare:
+        raise ConfigError(f"{where}: {at}.prepare: --out is the model's 'data' folder, set by the study")
+    return DataPlan(path, prepare, synthetic)
+
+
+def _train(values, where: str, at: str) -> dict:
+    if not isinstance(values, dict):
+        raise ConfigError(f"{where}: {at} must be a mapping of train settings")
+    for key in ("flavor", "data", "synthetic"):
+        if key in values:
+            raise ConfigError(f"{where}: {at}.{key}: set it in the model's section, not in train settings")
+    # The batch names each generated layout (NxGxBxA) where the model has no per-layout settings.
+    batch = {k: _positive(values[k], where, f"{at}.{k}") for k in BATCH_KEYS if k in values}
+    layout_config.check_settings({k: v for k, v in values.items() if k not in BATCH_KEYS}, where, at)
+    return {**values, **batch}
+
+
+def _published(values, where: str) -> dict:
+    if not isinstance(values, dict):
+        raise ConfigError(f"{where}: published must be a mapping")
+    _keys(values, PUBLISHED_KEYS, where, "published.")
+    out = {}
+    for kind, by_model in values.items():
+        if not isinstance(by_model, dict):
+            raise ConfigError(f"{where}: published.{kind} must map model names to {{GPUs: value}}")
+        out[kind] = {}
+        for model, figures in by_model.items():
+            at = f"published.{kind}.{model}"
+            if not isinstance(figures, dict):
+                raise ConfigError(f"{where}: {at} must map GPU counts to numbers")
+            out[kind][str(model)] = {}
+            for gpus, value in figures.items():
+                if isinstance(value, bool) or not isinstance(value, (int, float)):
+                    raise ConfigError(f"{where}: {at}.{gpus}: {value!r} is not a number")
+                out[kind][str(model)][_positive(gpus, where, f"{at} (GPU count {gpus!r})")] = float(value)
+    return out
+
+
+def _hostfile(text: str, study_path: Path) -> Path:
+    """As given (from the working directory), else from the project the study file lives in."""
+    given = Path(text)
+    if given.is_absolute() or given.exists():
+        return given
+    project = study_path.absolute().parent.parent / given
+    return project if project.exists() else given
+
+
+def _keys(data: dict, valid, where: str, prefix: str) -> None:
+    unknown = [k for k in data if k not in valid]
+    if unknown:
+        raise ConfigError(f"{where}: unknown key '{prefix}{unknown[0]}' (valid: {', '.join(valid)})")
+
+
+def _str(value, where: str, key: str) -> str:
+    if not isinstance(value, str) or not value.strip():
+        raise ConfigError(f"{where}: {key} must be a non-empty string, not {value!r}")
+    return value.strip()
+
+
+def _list(value, where: str, key: str) -> list:
+    if not isinstance(value, list):
+        raise ConfigError(f"{where}: {key} must be a list")
+    return value
+
+
+def _positive(value, where: str, key: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ConfigError(f"{where}: {key} {value!r}: a whole number of at least 1")
+    return value
+
+
+def _layout(value, where: str, key: str) -> str:
+    if not isinstance(value, str) or not LAYOUT_RE.fullmatch(value):
+        raise ConfigError(f"{where}: {key} {value!r} is not NODESxGPUS (e.g. 2x4)")
+    return value

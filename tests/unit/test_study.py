@@ -1,0 +1,171 @@
+"""Study files: the strict schema (every error names the file and key), the plan of sweeps a study
+becomes, a missing model refused before any launch, the shipped studies' dry runs, and the
+speed-up across models from a fixture store."""
+
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+from click.testing import CliRunner
+
+from hvdbench.cli.main import cli
+from hvdbench.errors import ConfigError
+from hvdbench.results import study_tables
+from hvdbench.results.aggregate import build_tables
+from hvdbench.study import run as study_run
+from hvdbench.study.schema import load_study
+
+from test_report_aggregate import run, tta
+
+ROOT = Path(__file__).resolve().parents[2]
+BASE = {"study": "t", "reproduces": "a test", "layouts": ["1x1", "1x2"],
+        "models": {"resnet50": {"data": "data/digits", "train": {"batch_per_gpu": 16}}}}
+
+
+def write(tmp_path, data, name="s.yaml"):
+    path = tmp_path / name
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    return path
+
+
+def digits(tmp_path):
+    data = tmp_path / "digits"
+    data.mkdir(exist_ok=True)
+    (data / "manifest.json").write_text("{}")  # the plan only looks for it
+    return str(data)
+
+
+def with_model(section, **top):
+    return {**BASE, **top, "models": {"resnet50": section}}
+
+
+@pytest.mark.parametrize("change, message", [
+    ({"colour": 1}, "unknown key 'colour'"),
+    ({"study": "Bad Name"}, "study 'Bad Name': lowercase letters"),
+    ({"mode": "fast"}, "mode 'fast' is not one of throughput, time_to_accuracy, both"),
+    ({"layouts": ["1x1", "2by2"]}, "layouts[1] '2by2' is not NODESxGPUS"),
+    ({"gpus": [1, 2]}, "give 'layouts' or 'gpus', not both"),
+    ({"repeats": 0}, "repeats 0: a whole number of at least 1"),
+    ({"launcher": "ssh"}, "launcher 'ssh' is not one of"),
+    ({"models": {}}, "'models' must map model names"),
+    ({"models": {"resnet50": {"train": {"lr_": 1}}}}, "models.resnet50.train"),
+    ({"models": {"resnet50": {"weights": 1}}}, "unknown key 'models.resnet50.weights'"),
+    ({"models": {"resnet50": {"debug": {"flavor": "x"}}}}, "unknown key 'models.resnet50.debug.flavor'"),
+    ({"models": {"resnet50": {"synthetic": True, "data": "d"}}}, "models.resnet50: synthetic data needs no"),
+    ({"models": {"resnet50": {"prepare": ["digits"]}}}, "models.resnet50.prepare needs 'data'"),
+    ({"models": {"resnet50": {"data": "d", "prepare": ["digits", "--out", "x"]}}}, "--out is the model's"),
+    ({"models": {"resnet50": {"train": {"batch_per_gpu": 8}, "layouts": {"1x1x16x1": {}}}}},
+     "models.resnet50.train.batch_per_gpu: the model's layouts name their batch"),
+    ({"models": {"resnet50": {"layouts": {"1x1": {}}}}}, "models.resnet50.layouts: '1x1' is not NODESxGPUSxBATCHxACCUM"),
+    ({"models": {"resnet50": {"train": {"data": "d"}}}}, "models.resnet50.train.data: set it in the model's section"),
+    ({"published": {"speedup": {"resnet50": {4: "fast"}}}}, "published.speedup.resnet50.4: 'fast' is not a number"),
+    ({"published": {"speedup": {"resnet50": {0: 1.0}}}}, "GPU count 0"),
+])
+def test_schema_errors_name_the_file_and_the_key(tmp_path, change, message):
+    path = write(tmp_path, {**BASE, **change})
+    with pytest.raises(ConfigError) as e:
+        load_study(path)
+    assert str(e.value).startswith(f"{path}: ") and message in str(e.value)
+
+
+def test_a_missing_model_is_refused_before_any_launch_unless_skipped(tmp_path):
+    data = digits(tmp_path)
+    study = load_study(write(tmp_path, {**BASE, "models": {"resnet50": {"data": data}, "ssd": {"synthetic": True}}}))
+    opts = study_run.StudyOptions(out=tmp_path / "out", hosts="localhost:2")
+    with pytest.raises(ConfigError, match=r"models.ssd: this hvdbench has no model 'ssd' .*--skip-missing"):
+        study_run.plan_study(study, opts, tmp_path / "configs")
+    assert not (tmp_path / "out").exists() and not (tmp_path / "configs").exists()
+    opts.skip_missing = True
+    sweeps, notes = study_run.plan_study(study, opts, tmp_path / "configs")
+    assert [s.model for s in sweeps] == ["resnet50"] and notes == ["ssd: skipped (no such model in this hvdbench)"]
+    # Through the command line: one line, exit 1, nothing written.
+    result = CliRunner().invoke(cli, ["study", "run", str(study.path), "--hosts", "localhost:2",
+                                      "--out", str(tmp_path / "cli")])
+    assert result.exit_code == 1 and result.output.count("\n") == 1 and "models.ssd" in result.output
+    assert not (tmp_path / "cli").exists()
+
+
+def test_a_study_becomes_one_sweep_per_model_and_mode(tmp_path):
+    data = digits(tmp_path)
+    study = load_study(write(tmp_path, {
+        **BASE, "mode": "both", "flavor": "debug", "throughput": {"steps": 7, "warmup_steps": 2},
+        "models": {"resnet50": {"data": data, "train": {"batch_per_gpu": 16, "lr": 0.2}},
+                   "bert": {"synthetic": True}}}))
+    sweeps, notes = study_run.plan_study(study, study_run.StudyOptions(out=tmp_path / "o", hosts="localhost:2"),
+                                         tmp_path / "configs")
+    assert [(s.model, s.mode) for s in sweeps] == [
+        ("resnet50", "throughput"), ("resnet50", "time_to_accuracy"), ("bert", "throughput")]
+    assert notes == ["bert: no time-to-accuracy sweep (synthetic data has no accuracy to reach)"]
+    throughput, tta_sweep, bert = sweeps
+    assert [r.run_id for r in throughput.spec.runs] == ["1x1x16x1-r1", "1x2x16x1-r1"]
+    assert throughput.spec.out == tmp_path / "o" / "resnet50" / "throughput"
+    config = yaml.safe_load((tmp_path / "configs" / "resnet50-throughput.yaml").read_text())
+    assert config["train"] == {"flavor": "debug", "data": data, "lr": 0.2, "steps": 7, "warmup_steps": 2}
+    tta_config = yaml.safe_load((tmp_path / "configs" / "resnet50-time_to_accuracy.yaml").read_text())
+    assert "steps" not in tta_config["train"] and list(tta_config["layouts"]) == ["1x1x16x1", "1x2x16x1"]
+    assert bert.spec.runs[0].entry.config.settings["synthetic"] is True
+
+
+def test_another_flavor_drops_the_per_layout_settings_and_uses_the_debug_section(tmp_path):
+    data = digits(tmp_path)
+    study = load_study(write(tmp_path, {
+        "study": "t", "reproduces": "x", "flavor": "full",
+        "models": {"resnet50": {"data": "data/imagenet", "train": {"precision": "bf16"},
+                                "layouts": {"1x8x256x1": {"warmup_epochs": 2}, "2x8x256x1": {"warmup_epochs": 3}},
+                                "debug": {"data": data}}}}))
+    opts = study_run.StudyOptions(out=tmp_path / "o", flavor="debug", hosts="localhost:2", layouts="1x1,1x2")
+    [sweep], _ = study_run.plan_study(study, opts, tmp_path / "c")
+    settings = sweep.spec.runs[0].entry.config.settings
+    assert settings["data"] == data and "precision" not in settings and "warmup_epochs" not in settings
+    assert [r.run_id for r in sweep.spec.runs] == ["1x1x16x1-r1", "1x2x16x1-r1"]  # the debug flavor's batch
+
+
+def test_missing_data_without_a_recipe_is_an_error_and_a_recipe_is_planned(tmp_path):
+    study = load_study(write(tmp_path, with_model({"data": str(tmp_path / "none")})))
+    opts = study_run.StudyOptions(out=tmp_path / "o", hosts="localhost:2")
+    with pytest.raises(Exception, match="none: no manifest.json there, and no 'prepare' recipe"):
+        study_run.plan_study(study, opts, tmp_path / "c")
+    study = load_study(write(tmp_path, with_model({"data": str(tmp_path / "none"), "prepare": ["digits"]})))
+    [sweep], _ = study_run.plan_study(study, opts, tmp_path / "c")
+    assert sweep.prepare[1:] == ["-m", "hvdbench", "prepare", "digits", "--out", str(tmp_path / "none")]
+
+
+def test_a_resume_with_other_model_settings_is_refused(tmp_path):
+    data = digits(tmp_path)
+    opts = study_run.StudyOptions(out=tmp_path / "o", hosts="localhost:2")
+    (tmp_path / "o").mkdir()
+    study_run.check_study_record(load_study(write(tmp_path, with_model({"data": data}))), opts)
+    record = json.loads((tmp_path / "o" / "study.json").read_text())
+    assert record["study"] == "t" and record["published"] == {}
+    study_run.check_study_record(load_study(write(tmp_path, with_model({"data": data}, repeats=3))), opts)
+    changed = load_study(write(tmp_path, with_model({"data": data, "train": {"lr": 0.5}})))
+    with pytest.raises(ConfigError, match="study.json: this folder holds study 't' run with other model settings"):
+        study_run.check_study_record(changed, opts)
+
+
+def test_cross_model_speedup_table_from_a_fixture_store():
+    runs = [run("1x1", 100, model="ncf"), run("1x2", 150, model="ncf"), run("2x1", 120, model="ncf")]
+    runs += [tta("1x1", m, global_batch=32) for m in (30, 32, 34)]
+    runs += [tta("1x2", m, global_batch=64) for m in (15, 16, 17)]
+    runs += [run("1x1", 100), run("1x2", 190)]  # resnet50 throughput: its time to train wins
+    rows = study_tables.speedup_rows(build_tables(runs), {"speedup": {"resnet50": {"2": 1.9}}})
+    got = [(r["model"], r["basis"], r["gpus"], r["layout"], r["speedup"], r["published_speedup"]) for r in rows]
+    assert got == [("ncf", "throughput", 1, "1x1", 1.0, None), ("ncf", "throughput", 2, "1x2", 1.5, None),
+                   ("resnet50", "time to train", 1, "1x1", 1.0, None),
+                   ("resnet50", "time to train", 2, "1x2", 2.0, 1.9)]
+    assert rows[-1]["vs_published"] == pytest.approx(2.0 / 1.9)
+    text = study_tables.markdown(rows, "t")
+    assert "| resnet50 | debug · torch · fp32 | time to train | 1x1 | 1.00× (1x1) | 2.00× (1x2) · published 1.90× |" in text
+    assert "| 2 CPU ranks |" in text.splitlines()[4] + " |"
+
+
+@pytest.mark.parametrize("path", sorted((ROOT / "studies").glob("*.yaml")), ids=lambda p: p.stem)
+def test_every_shipped_study_loads_and_dry_runs(path, tmp_path):
+    study = load_study(path)
+    assert study.reproduces and study.models
+    hosts = [] if study.hostfile or study.launcher == "slurm" else ["--hosts", "localhost:2", "--layouts", "1x1,1x2"]
+    result = CliRunner().invoke(cli, ["study", "run", str(path), "--dry-run", "--skip-missing", *hosts,
+                                      "--out", str(tmp_path / "o")])
+    assert result.exit_code == 0, result.output
+    assert not (tmp_path / "o").exists()  # a dry run writes nothing
