@@ -85,7 +85,8 @@ python_packages() {
   "$VENV/bin/pip" install "torch==$TORCH_VERSION" "$tf"
   # mpi4py is built against the system Open MPI so Horovod and mpi4py share one MPI library.
   "$VENV/bin/pip" install --no-binary mpi4py "mpi4py>=3.1"
-  "$VENV/bin/pip" install -e "$ROOT[dev]"
+  # torch is named again so no extra's dependency can move it off the pinned build.
+  "$VENV/bin/pip" install -e "$ROOT[dev,genai]" "torch==$TORCH_VERSION"
   # recbole's wheel ships MovieLens-100K (the built-in data of `prepare movielens`); only that file
   # is read, and recbole's own dependencies pin old packages, so it is installed without them.
   "$VENV/bin/pip" install --no-deps "recbole==1.2.1"
