@@ -55,7 +55,9 @@ def _title(row: dict, group: list[dict] | None = None) -> str:
     if repeats:
         context.append(f"{repeats[-1] if len(repeats) == 1 else f'{repeats[0]}-{repeats[-1]}'} run(s) per point")
     where = where_ran(group or [row])
-    return title + (f"\n{' · '.join(context)}" if context else "") + (f"\n{where}" if where else "")
+    # Hosts and link on lines of their own: a panel is too narrow for both on one.
+    return title + (f"\n{' · '.join(context)}" if context else "") + (f"\n{where.replace(' · ', chr(10))}"
+                                                                      if where else "")
 
 
 def families(rows: list[dict], value: str) -> dict[str, list[dict]]:

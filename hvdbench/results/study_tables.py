@@ -119,7 +119,7 @@ def figure(rows: list[dict], study: str):
     ax.set_ylabel("speed-up (against each model's smallest layout)")
     where = where_ran(rows)
     ax.set_title(f"study {study}: speed-up across models" + ("\ndevices: CPUs (no GPU)" if cpus else "")
-                 + (f"\n{where}" if where else ""), fontsize=10)
+                 + (f"\n{where.replace(' · ', chr(10))}" if where else ""), fontsize=10)
     ax.grid(True, alpha=0.3)
     ax.legend(fontsize=8)
     return fig

@@ -88,8 +88,8 @@ def test_titles_name_the_hosts_and_the_inter_node_link():
     t = build_tables(runs)
     assert {r["layout"]: r["link"] for r in t.scaling} == {"1x1": "", "1x2": "", "2x1": "emulated veth bridge, 100mbit"}
     title = plots.throughput_figure(t.scaling).axes[0].get_title()
-    assert title.endswith("hosts: node1, node2 · inter-node link: emulated veth bridge, 100mbit")
-    assert "hosts: node1, node2 · inter-node link" in plots.layouts_figure(t.layouts, t.scaling).axes[0].get_title()
+    assert title.endswith("hosts: node1, node2\ninter-node link: emulated veth bridge, 100mbit")
+    assert "hosts: node1, node2\ninter-node link" in plots.layouts_figure(t.layouts, t.scaling).axes[0].get_title()
     for r in runs:
         r.link = ""
     title = plots.throughput_figure(build_tables(runs).scaling).axes[0].get_title()
