@@ -44,6 +44,9 @@ step() {
 }
 
 SYSTEM_PACKAGES=(openmpi-bin libopenmpi-dev openssh-client openssh-server iproute2 build-essential cmake git procps)
+# A real Slurm for the emulated cluster (`hvdbench cluster up --slurm`). Installing them starts no
+# daemon where there is no systemd; the cluster runs its own from its state folder.
+SYSTEM_PACKAGES+=(slurmctld slurmd slurm-client munge)
 # Packages whose German message catalogs (/usr/share/locale/de/LC_MESSAGES/*.mo) make the built-in
 # English->German corpus of `hvdbench prepare translation --src builtin:gettext-de` (a fixed list, so
 # the corpus is the same on every machine set up by this script; its manifest records the versions).

@@ -33,21 +33,25 @@ def cluster():
 @click.option("--latency", metavar="DELAY", help="Add DELAY one-way between nodes, e.g. 100us (needs sch_netem).")
 @click.option("--subnet", default=DEFAULT_SUBNET, show_default=True, help="IPv4 subnet for the nodes; must be unused.")
 @click.option("--hostfile", type=click.Path(dir_okay=False), help="Write the hostfile here, not in the state directory (removed by `down`).")
+@click.option("--slurm", is_flag=True, help="Also run Slurm on it: munge, a slurmctld and one slurmd per node "
+              "(Debian packages slurmctld, slurmd, slurm-client, munge), from the cluster's own files.")
 @name_option
-def up(nodes, slots, bandwidth, latency, subnet, hostfile, name):
-    """Create the cluster: namespaces, bridge, veths, shaping, sshds, hostfile.
+def up(nodes, slots, bandwidth, latency, subnet, hostfile, slurm, name):
+    """Create the cluster: namespaces, bridge, veths, shaping, sshds, hostfile (and with --slurm a
+    real Slurm: partition `hvd`, one node per namespace).
 
     \b
     Example:
       hvdbench cluster up --nodes 2 --slots 2 --bandwidth 100mbit
       hvdbench cluster up --name lab --nodes 4 --subnet 10.214.0.0/24 --hostfile hostfiles/lab
       hvdbench cluster up --bandwidth 10gbit --latency 50us    # a delay needs sch_netem
+      hvdbench cluster up --name slm --nodes 2 --slots 2 --slurm --subnet 10.215.0.0/24
     """
     from hvdbench.cluster.lifecycle import up as cluster_up
     from hvdbench.cluster.blueprint import make_plan
 
     plan = make_plan(name=name, nodes=nodes, slots=slots, subnet=subnet, bandwidth=bandwidth,
-                     latency=latency, hostfile=hostfile)
+                     latency=latency, hostfile=hostfile, slurm=slurm)
     cluster_up(plan)
     nodes_text = f"{len(plan.nodes)} node{'s' if len(plan.nodes) != 1 else ''}"
     click.echo(f"Cluster {plan.name} is up: {nodes_text} x {plan.slots} slots on {plan.subnet}, "
@@ -79,6 +83,11 @@ def status(name):
         table.add_row(r.name, r.address, str(r.slots), r.shaping, str(r.sshd_pid or "-"),
                       "yes" if r.sshd_answers else "NO")
     console().print(table)  # piped: whole lines, never wrapped cells (scripts grep them)
+    if journal.plan.slurm:
+        from hvdbench.cluster import slurm
+
+        click.echo(f"Slurm (SLURM_CONF={slurm.conf_path(journal.plan)}):")
+        click.echo(slurm.sinfo_text(journal.plan))
     if journal.phase == "up":
         _usage(name)
     else:
@@ -124,4 +133,7 @@ def _usage(name: str) -> None:
                f"  horovodrun -np {np_} --hostfile {s.hostfile} {hvd_args} --mpi python ...\n"
                f"  mpirun -np {np_} --hostfile {s.hostfile} {' '.join(s.mpirun_args)} python ...\n"
                f"  hvdbench sweep MODEL --hostfile {s.hostfile} {sweep_args} --out DIR -- ...\n"
+               + (f"Slurm: export SLURM_CONF={s.env['SLURM_CONF']}, then sinfo, sbatch, srun, squeue, scancel;\n"
+                  f"  hvdbench sweep MODEL --hostfile {s.hostfile} --launcher slurm --submit --out DIR -- ...\n"
+                  if "SLURM_CONF" in s.env else "") +
                f"Remove it: hvdbench cluster down --name {name}")

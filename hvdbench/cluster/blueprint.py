@@ -76,6 +76,7 @@ class ClusterPlan:
     shaping: Shaping
     state_dir: Path
     hostfile: Path
+    slurm: bool = False  # munge, slurmctld and a slurmd per node (hvdbench.cluster.slurm)
 
     @property
     def prefixlen(self) -> int:
@@ -122,7 +123,7 @@ def format_rate(bits: int) -> str:
 
 def make_plan(name: str = DEFAULT_NAME, nodes: int = 2, slots: int = 1, subnet: str = DEFAULT_SUBNET,
               bandwidth: str | None = None, latency: str | None = None, hostfile: str | Path | None = None,
-              state_root: Path = STATE_ROOT) -> ClusterPlan:
+              state_root: Path = STATE_ROOT, slurm: bool = False) -> ClusterPlan:
     """Validate the options of `hvdbench cluster up` and derive every name and address from them."""
     validate_name(name)
     if not 1 <= nodes <= MAX_NODES:
@@ -146,4 +147,4 @@ def make_plan(name: str = DEFAULT_NAME, nodes: int = 2, slots: int = 1, subnet: 
                       for k in range(1, nodes + 1))
     return ClusterPlan(name=name, nodes=node_list, slots=slots, subnet=str(net), gateway=str(hosts[0]),
                        bridge=f"{name}-br", shaping=shaping, state_dir=state_dir,
-                       hostfile=Path(hostfile).absolute() if hostfile else state_dir / "hostfile")
+                       hostfile=Path(hostfile).absolute() if hostfile else state_dir / "hostfile", slurm=slurm)

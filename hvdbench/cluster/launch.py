@@ -20,6 +20,7 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from hvdbench.cluster import slurm
 from hvdbench.cluster.blueprint import STATE_ROOT, ClusterError, state_dir_for
 from hvdbench.cluster.state import Journal
 from hvdbench.frameworks import SHARED_MACHINE_ENV
@@ -52,7 +53,7 @@ def launch_settings(name: str = "hvd", state_root: Path = STATE_ROOT, path: str 
         mpirun_args=("-mca", "btl_tcp_if_include", plan.bridge, "-mca", "oob_tcp_if_include", plan.bridge,
                      "-x", "PATH", "-x", SHARED_MACHINE_ENV),
         env={"PATH": os.pathsep.join(p for p in [str(plan.state_dir / "bin"), base] if p),
-             SHARED_MACHINE_ENV: "1"},
+             SHARED_MACHINE_ENV: "1", **(slurm.client_env(plan) if plan.slurm else {})},
         link=f"emulated veth bridge, {plan.shaping.describe()}",
     )
 

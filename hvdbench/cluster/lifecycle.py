@@ -13,13 +13,14 @@ import os
 import platform
 import shutil
 import signal
+import subprocess
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
 import psutil
 
-from hvdbench.cluster import netns, runner, shaping, sshd
+from hvdbench.cluster import netns, runner, shaping, slurm, sshd
 from hvdbench.cluster.blueprint import STATE_ROOT, ClusterError, ClusterPlan, state_dir_for
 from hvdbench.cluster.state import (ETC_HOSTS, Journal, make_state_dir, rewrite_etc_hosts,
                                     with_hosts_block, without_hosts_block)
@@ -30,21 +31,25 @@ ROOT_MESSAGE = "hvdbench cluster needs root (network namespaces); run as root or
 TOOLS = {"ip": "iproute2", "tc": "iproute2", "sshd": "openssh-server", "ssh": "openssh-client",
          "ssh-keygen": "openssh-client", "unshare": "util-linux"}
 SSHD_START_TIMEOUT_S = 15.0
+SLURM_START_TIMEOUT_S = 30.0  # until every node is idle in sinfo
+SLURM_DRAIN_TIMEOUT_S = 20.0  # `down`: until the cancelled jobs are gone
 # Test hook: crash (SIGKILL ourselves) right after the named step, to leave a half-made cluster.
 CRASH_HOOK = "HVDBENCH_CLUSTER_INJECT_CRASH"
 
 
-def preflight(euid: int | None = None, system: str | None = None, which=shutil.which) -> dict[str, str]:
+def preflight(euid: int | None = None, system: str | None = None, which=shutil.which,
+              with_slurm: bool = False) -> dict[str, str]:
     """Refuse, in one line, where a cluster cannot be made; else return tool -> absolute path."""
     system = platform.system() if system is None else system
     if system != "Linux":
         raise ClusterError(f"hvdbench cluster needs Linux (network namespaces); this is {system}")
     if (os.geteuid() if euid is None else euid) != 0:
         raise ClusterError(ROOT_MESSAGE)
-    tools = {t: which(t, path=runner.search_path()) for t in TOOLS}
+    needed = {**TOOLS, **(slurm.TOOLS if with_slurm else {})}
+    tools = {t: which(t, path=runner.search_path()) for t in needed}
     missing = sorted(t for t, p in tools.items() if not p)
     if missing:
-        packages = " ".join(sorted({TOOLS[t] for t in missing}))
+        packages = " ".join(sorted({needed[t] for t in missing}))
         raise ClusterError(f"hvdbench cluster needs {', '.join(missing)}, not found on PATH or in "
                            f"/usr/sbin; install: {packages}")
     return {t: os.path.abspath(p) for t, p in tools.items()}
@@ -72,7 +77,7 @@ def _crash_point(step: str) -> None:
 
 
 def up(plan: ClusterPlan, wait_s: float = SSHD_START_TIMEOUT_S) -> Journal:
-    tools = preflight()
+    tools = preflight(with_slurm=plan.slurm)
     check_free(plan)
     make_state_dir(plan.state_dir)
     journal = Journal(plan)
@@ -82,6 +87,9 @@ def up(plan: ClusterPlan, wait_s: float = SSHD_START_TIMEOUT_S) -> Journal:
         _crash_point("network")
         _start_sshds(plan, journal, tools, wait_s)
         _crash_point("sshd")
+        if plan.slurm:
+            _start_slurm(plan, journal, tools)
+            _crash_point("slurm")
         journal.record("etc_hosts", path=str(ETC_HOSTS))
         rewrite_etc_hosts(lambda text: with_hosts_block(text, plan))
         if not plan.hostfile.is_relative_to(plan.state_dir):
@@ -165,6 +173,46 @@ def _start_sshds(plan: ClusterPlan, journal: Journal, tools: dict[str, str], wai
             time.sleep(0.1)
 
 
+def _start_slurm(plan: ClusterPlan, journal: Journal, tools: dict[str, str]) -> None:
+    """munged, slurmctld, then one slurmd per node; returns once every node is idle in sinfo."""
+    import socket
+    import sys
+
+    slurm.write_files(plan, socket.gethostname())
+    daemons = [("munged", slurm.munged_argv(plan, tools["munged"]), slurm.munge_dir(plan) / "munged.out",
+                str(slurm.munge_dir(plan) / "munge.key")),
+               ("slurmctld", slurm.slurmctld_argv(plan, tools["slurmctld"]), slurm.slurm_dir(plan) / "slurmctld.out",
+                str(slurm.conf_path(plan)))]
+    daemons += [(f"slurmd of {node.name}", slurm.slurmd_argv(plan, node, tools["slurmd"], sys.executable),
+                 sshd.node_dir(plan, node) / "slurmd.out", str(slurm.conf_path(plan))) for node in plan.nodes]
+    for name, argv, log, marker in daemons:
+        if name == "slurmctld":
+            _wait_for(lambda: slurm.munge_socket(plan).exists(), 10, "munged's socket", log=slurm.munge_dir(plan) /
+                      "munged.out")
+        proc = runner.spawn(argv, log)
+        journal.record("daemon", name=name, pid=proc.pid, create_time=psutil.Process(proc.pid).create_time(),
+                       config=marker)
+    env = {**os.environ, **slurm.client_env(plan)}
+
+    def all_idle() -> bool:
+        proc = subprocess.run([tools["sinfo"], "-h", "-N", "-o", "%N %T"], capture_output=True, text=True, env=env,
+                              stdin=subprocess.DEVNULL)
+        states = dict(line.split()[:2] for line in proc.stdout.splitlines() if len(line.split()) >= 2)
+        return proc.returncode == 0 and all(states.get(n.name, "").startswith("idle") for n in plan.nodes)
+    _wait_for(all_idle, SLURM_START_TIMEOUT_S, "every slurmd to register as idle",
+              log=slurm.slurm_dir(plan) / "slurmctld.log")
+
+
+def _wait_for(ready, timeout_s: float, what: str, log: Path) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not ready():
+        if time.monotonic() > deadline:
+            tail = log.read_text(errors="replace").strip().splitlines()[-1:] if log.exists() else []
+            raise ClusterError(f"timed out after {timeout_s:g} s waiting for {what} "
+                               f"({tail[0] if tail else 'no output'}; see {log})")
+        time.sleep(0.2)
+
+
 def write_hostfile(plan: ClusterPlan) -> None:
     # No comment line: horovodrun's hostfile parser takes every line for a host.
     atomic_write_text(plan.hostfile, "".join(f"{n.name} slots={plan.slots}\n" for n in plan.nodes))
@@ -181,17 +229,46 @@ def down(name: str, state_root: Path = STATE_ROOT) -> list[str]:
     return _undo(journal)
 
 
+def _cancel_jobs(plan: ClusterPlan) -> list[str]:
+    """Cancel every job of the cluster's own Slurm (its partition, through its own SLURM_CONF) and
+    wait until they are gone, so no job step outlives its slurmd."""
+    env = {**os.environ, **slurm.client_env(plan)}
+    which = {t: shutil.which(t, path=runner.search_path()) for t in ("scancel", "squeue")}
+    if not all(which.values()) or not slurm.conf_path(plan).exists():
+        return []
+
+    def jobs() -> list[str]:
+        proc = subprocess.run([which["squeue"], "-h", "-p", slurm.PARTITION, "-o", "%i"], capture_output=True,
+                              text=True, env=env, stdin=subprocess.DEVNULL, timeout=30)
+        return proc.stdout.split() if proc.returncode == 0 else []
+    pending = jobs()
+    if not pending:
+        return []
+    subprocess.run([which["scancel"], "-p", slurm.PARTITION], env=env, capture_output=True,
+                   stdin=subprocess.DEVNULL, timeout=30)
+    deadline = time.monotonic() + SLURM_DRAIN_TIMEOUT_S
+    while jobs() and time.monotonic() < deadline:
+        time.sleep(0.5)
+    return [f"cancelled Slurm job(s) {' '.join(pending)}"]
+
+
 def _undo(journal: Journal) -> list[str]:
     """Undo the journal in reverse order. Keeps going past failures, then reports them all; the state
     dir is removed only when everything is gone, so `down` can be run again."""
     done, failed = [], []
     links = {link.get("ifname") for link in runner.run_json(netns.list_links())}
     spaces = {n.get("name") for n in runner.run_json(netns.list_netns())}
+    ctld = next((e for e in journal.created if e.get("name") == "slurmctld"), None)
+    if ctld and _ours(ctld):  # jobs first, while the controller that can cancel them runs
+        try:
+            done += _cancel_jobs(journal.plan)
+        except (OSError, subprocess.SubprocessError) as e:
+            failed.append(f"cancelling Slurm jobs: {e}")
     for entry in reversed(journal.created):
         kind = entry["kind"]
         try:
-            if kind == "sshd":
-                done += _stop_sshd(entry)
+            if kind in ("sshd", "daemon"):
+                done += _stop_process(entry)
             elif kind == "etc_hosts":
                 rewrite_etc_hosts(lambda text: without_hosts_block(text, journal.plan.name), Path(entry["path"]))
                 done.append(f"removed the {journal.plan.name} block from {entry['path']}")
@@ -226,8 +303,10 @@ def _undo(journal: Journal) -> list[str]:
 
 
 def _ours(entry: dict) -> psutil.Process | None:
-    """The recorded sshd if it still runs, checked by start time and command line (so a recycled
-    process id is never taken for ours)."""
+    """The recorded sshd or daemon if it still runs, checked by start time and command line (so a
+    recycled process id is never taken for ours)."""
+    if "pid" not in entry:
+        return None
     try:
         p = psutil.Process(entry["pid"])
         if (abs(p.create_time() - entry["create_time"]) < 0.05 and entry["config"] in " ".join(p.cmdline())
@@ -238,8 +317,9 @@ def _ours(entry: dict) -> psutil.Process | None:
     return None
 
 
-def _stop_sshd(entry: dict) -> list[str]:
-    """Stop the recorded sshd and the sessions it started (their descendants, e.g. a stuck rank)."""
+def _stop_process(entry: dict) -> list[str]:
+    """Stop the recorded sshd or daemon and what it started (its descendants: a stuck rank, a job
+    step of a slurmd)."""
     p = _ours(entry)
     if p is None:
         return []
@@ -257,7 +337,8 @@ def _stop_sshd(entry: dict) -> list[str]:
             pass
     psutil.wait_procs(alive, timeout=5)
     _reap(entry["pid"])
-    return [f"stopped sshd of {entry['node']} (pid {entry['pid']}"
+    what = entry.get("name") or f"sshd of {entry['node']}"
+    return [f"stopped {what} (pid {entry['pid']}"
             + (f" and {len(procs) - 1} processes it started)" if len(procs) > 1 else ")")]
 
 

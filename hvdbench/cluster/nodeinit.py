@@ -1,19 +1,30 @@
 """Give a freshly unshared UTS namespace its node's hostname, then become the given program.
 
-    python -m hvdbench.cluster.nodeinit HOSTNAME PROGRAM [ARGS...]
+    python -m hvdbench.cluster.nodeinit [--bind SRC:DST] HOSTNAME PROGRAM [ARGS...]
 
 Run by `hvdbench cluster up` under `ip netns exec NODE unshare --uts --` so that each node's sshd,
 and everything started through it, sees its own hostname (Open MPI and Horovod tell nodes apart by
 hostname). No shell is involved: the hostname and the program are plain arguments.
+
+`--bind SRC:DST` (under `unshare --mount`, whose mounts are private) first bind-mounts the node's
+own folder SRC over DST, so daemons that expect a per-machine folder at one path (Slurm's PMIx
+client folder) each see their own, as on separate machines.
 """
 
 import os
 import re
 import socket
+import subprocess
 import sys
 
 
 def main(argv: list[str]) -> None:
+    if argv[:1] == ["--bind"] and len(argv) > 1:
+        src, sep, dst = argv[1].partition(":")
+        if not (sep and os.path.isabs(src) and os.path.isabs(dst)):
+            sys.exit("--bind takes /ABSOLUTE/SRC:/ABSOLUTE/DST")
+        subprocess.run(["mount", "--bind", src, dst], check=True)
+        argv = argv[2:]
     if len(argv) < 2 or not re.fullmatch(r"[a-z][a-z0-9-]{0,62}", argv[0]) or not os.path.isabs(argv[1]):
         sys.exit("usage: python -m hvdbench.cluster.nodeinit HOSTNAME /ABSOLUTE/PROGRAM [ARGS...]")
     socket.sethostname(argv[0])

@@ -39,7 +39,7 @@ def plan_from_dict(d: dict) -> ClusterPlan:
     return ClusterPlan(name=d["name"], nodes=tuple(Node(**n) for n in d["nodes"]), slots=d["slots"],
                        subnet=d["subnet"], gateway=d["gateway"], bridge=d["bridge"],
                        shaping=Shaping(**d["shaping"]), state_dir=Path(d["state_dir"]),
-                       hostfile=Path(d["hostfile"]))
+                       hostfile=Path(d["hostfile"]), slurm=bool(d.get("slurm", False)))
 
 
 class Journal:

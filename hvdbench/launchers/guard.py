@@ -241,6 +241,8 @@ def _guard(parent: int, record: Path, timeout: float, grace_s: float, argv: list
     tracked: dict[int, float] = {}
     data = {"argv": argv, "guard_pid": me, "pgid": me, "create_time": since,
             "started_at": datetime.now(timezone.utc).isoformat(timespec="seconds")}
+    if os.environ.get("SLURM_JOB_ID"):  # the Slurm job this run belongs to (sweep --launcher slurm)
+        data["slurm_job_id"] = os.environ["SLURM_JOB_ID"]
 
     def save(**extra):
         data.update(extra)

@@ -29,9 +29,9 @@ _PATH = re.compile(r"^[A-Za-z0-9._/%+@:=,-]+$")  # no blanks, quotes, '$' or new
 
 
 def render(template: str, layout: Layout, *, command: list[str], job_name: str, time_limit: str,
-           output: Path, script: Path, store: Path) -> str:
-    """The sbatch script for `layout`: `nodes` nodes with `gpus_per_node` tasks and GPUs each,
-    running `command` (argv)."""
+           output: Path, script: Path, store: Path, gpus: bool = True) -> str:
+    """The sbatch script for `layout`: `nodes` nodes with `gpus_per_node` tasks each, and as many
+    GPUs when `gpus` (a cluster without gpu GRES rejects any GPU request), running `command` (argv)."""
     if not _JOB_NAME.match(job_name):
         raise ConfigError(f"Slurm job name {job_name!r}: use letters, digits and ._- only")
     if not _TIME.match(time_limit):
@@ -40,7 +40,9 @@ def render(template: str, layout: Layout, *, command: list[str], job_name: str, 
         if not _PATH.match(str(path)):
             raise ConfigError(f"{what} path {str(path)!r} cannot go in an sbatch script: "
                               "use letters, digits and ._/%+@:=,- only")
-    fields = dict(job_name=job_name, nodes=layout.nodes, gpus_per_node=layout.gpus_per_node,
+    gpu_request = (f"#SBATCH --gpus-per-node={layout.gpus_per_node}" if gpus else
+                   "# no --gpus-per-node: this cluster's Slurm schedules no gpu GRES")
+    fields = dict(job_name=job_name, nodes=layout.nodes, gpus_per_node=layout.gpus_per_node, gpu_request=gpu_request,
                   time_limit=time_limit, output=output, script=script, store=store,
                   command=shlex.join(command))
     try:
@@ -64,3 +66,18 @@ def sbatch_argv(script: Path, sbatch_args: tuple[str, ...] = (), binary: str = B
     """`sbatch --parsable [ARGS] SCRIPT`: --parsable prints just the job id (';cluster' on
     federations), which the sweep records."""
     return [binary, "--parsable", *sbatch_args, str(script)]
+
+
+def schedules_gpus(sinfo: str | None) -> bool:
+    """Whether the Slurm that `sinfo` (a path, or None where there is none) reaches has gpu GRES on
+    some node. Without a Slurm to ask, a GPU cluster is assumed (the scripts are for one)."""
+    import subprocess
+
+    if sinfo is None:
+        return True
+    try:
+        proc = subprocess.run([sinfo, "-h", "-o", "%G"], capture_output=True, text=True, timeout=30,
+                              stdin=subprocess.DEVNULL)
+    except (OSError, subprocess.SubprocessError):
+        return True
+    return proc.returncode != 0 or "gpu" in proc.stdout

@@ -12,11 +12,12 @@ from __future__ import annotations
 
 import re
 import shlex
+import shutil
 from pathlib import Path
 
 from hvdbench import launchers
 from hvdbench.launchers import guard
-from hvdbench.launchers.slurm import load_template, render, sbatch_argv
+from hvdbench.launchers.slurm import load_template, render, sbatch_argv, schedules_gpus
 from hvdbench.results.schema import atomic_write_text
 from hvdbench.sweep.spec import SweepSpec, check_sweep_record
 
@@ -26,6 +27,7 @@ def slurm_jobs(spec: SweepSpec, template: Path | None = None, time_limit: str = 
     """One (layout, script path, script text, sbatch argv) per layout. Each job runs this sweep
     again inside its allocation with `--launcher srun --layouts NxG`."""
     text = load_template(template)
+    gpus = schedules_gpus(shutil.which("sinfo"))
     slurm_dir = spec.out / "slurm"
     jobs, seen = [], set()
     for entry in spec.entries:
@@ -51,7 +53,7 @@ def slurm_jobs(spec: SweepSpec, template: Path | None = None, time_limit: str = 
         script = slurm_dir / f"{lay.name}.sub"
         job_name = re.sub(r"[^A-Za-z0-9._-]", "_", f"hvd-{spec.name}-{lay.name}")[:128]
         body = render(text, lay, command=inner, job_name=job_name, time_limit=time_limit,
-                      output=slurm_dir / f"{lay.name}-%j.out", script=script, store=spec.store)
+                      output=slurm_dir / f"{lay.name}-%j.out", script=script, store=spec.store, gpus=gpus)
         jobs.append((lay.name, script, body, sbatch_argv(script, sbatch_args,
                                                          launchers.resolve_binary("sbatch"))))
     return jobs

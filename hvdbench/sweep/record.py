@@ -52,6 +52,22 @@ def build_result(spec: SweepSpec, run: PlannedRun, rdir: Path, outcome: Outcome,
     return result
 
 
+def time_limit_result(spec: SweepSpec, run: PlannedRun, rdir: Path, started_at: str) -> RunResult:
+    """The row of a run ended because its Slurm job reached its time limit: timeout, like a run
+    ended by --timeout, naming the job."""
+    from datetime import datetime
+
+    job = os.environ.get("SLURM_JOB_ID", "?")
+    result = _fallback(spec, run, "timeout", f"Slurm job {job} reached its time limit (SIGUSR1 from Slurm) "
+                       f"| {error_tail(rdir)}")
+    try:
+        wall = (datetime.now().astimezone() - datetime.fromisoformat(started_at)).total_seconds()
+    except ValueError:
+        wall = 0.0
+    _fill(result, spec, run, started_at, wall)
+    return result
+
+
 def _fallback(spec: SweepSpec, run: PlannedRun, status: str, error: str) -> RunResult:
     settings = dict(run.entry.config.settings) if run.entry.config else {}
     args = _train_options(spec.train_args)  # given after --, so they win over the config, as in train

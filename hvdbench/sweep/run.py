@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import json
 from collections import Counter
+from datetime import datetime, timezone
 from pathlib import Path
 
 from hvdbench.launchers import guard
@@ -44,7 +45,7 @@ from hvdbench.sweep import locks
 from hvdbench.sweep.display import SweepProgress, dry_run, plan_line
 from hvdbench.sweep.launch import bench_dir, command, env_additions, launch_bench, launch_run
 from hvdbench.sweep.plan import DONE, PlannedRun, latest_status, pending
-from hvdbench.sweep.record import build_result
+from hvdbench.sweep.record import build_result, time_limit_result
 from hvdbench.sweep.signals import SignalGuard, SweepInterrupted, raising_signals
 from hvdbench.sweep.spec import SWEEP_OWNED, SweepSpec, check_sweep_record, run_dir
 
@@ -129,7 +130,14 @@ def _do_run(spec: SweepSpec, run: PlannedRun, signals: SignalGuard, seen: Counte
             started = _started_at(rdir)  # finished but not appended: record it, do not rerun
         else:
             _set_aside(rdir)
-            started, outcome = launch_run(spec, run)
+            started = datetime.now(timezone.utc).isoformat(timespec="seconds")
+            try:
+                started, outcome = launch_run(spec, run)
+            except SweepInterrupted as e:
+                if e.time_limit:  # the job's end: this run cannot finish in it; record it as timed out
+                    with signals.deferred(), locks.store_lock(spec.out):
+                        append_run(spec.store, time_limit_result(spec, run, rdir, started))
+                raise
         result = build_result(spec, run, rdir, outcome, started)
         if result is not None:
             with signals.deferred(), locks.store_lock(spec.out):

@@ -16,17 +16,25 @@ import signal
 from contextlib import contextmanager
 from typing import Iterator
 
-SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGUSR1)
+# Slurm's warning that a job nears its time limit (`#SBATCH --signal=B:USR1@60` in launch/slurm/run.sub):
+# the run in flight cannot finish inside the job, so it is ended and recorded as timed out.
+TIME_LIMIT_SIGNAL = signal.SIGUSR1
 
 
 class SweepInterrupted(Exception):
     def __init__(self, signum: int):
-        super().__init__(f"interrupted by signal {signum}")
+        super().__init__("the Slurm job reached its time limit" if signum == TIME_LIMIT_SIGNAL
+                         else f"interrupted by signal {signum}")
         self.signum = signum
+
+    @property
+    def time_limit(self) -> bool:
+        return self.signum == TIME_LIMIT_SIGNAL
 
 
 class SignalGuard:
-    """SIGTERM/SIGINT/SIGHUP raise SweepInterrupted, except inside `deferred()` (appending a row),
+    """SIGTERM/SIGINT/SIGHUP/SIGUSR1 raise SweepInterrupted, except inside `deferred()` (appending a row),
     where the signal is held until the block ends, so a row is either written or not attempted."""
 
     def __init__(self):

@@ -52,7 +52,7 @@ def assert_nothing_left(name: str, state: dict) -> None:
     assert not set(nodes) & {n["name"] for n in _ip_json("netns", "list")}
     ours = {plan["bridge"]} | {n["host_veth"] for n in plan["nodes"]}
     assert not ours & {link["ifname"] for link in _ip_json("link", "show")}
-    pids = [e["pid"] for e in state["created"] if e["kind"] == "sshd"]
+    pids = [e["pid"] for e in state["created"] if e["kind"] in ("sshd", "daemon")]  # sshds, Slurm, munge
     assert not [p for p in pids if _alive(p)]
     assert f"hvdbench-cluster {name} begin" not in Path("/etc/hosts").read_text()
     assert not any(Path("/etc/netns", n).exists() for n in nodes)

@@ -10,7 +10,7 @@ import psutil
 import pytest
 
 from hvdbench.cluster.launch import cluster_launch_args, launch_settings
-from hvdbench.cluster.lifecycle import _ours, _stop_sshd
+from hvdbench.cluster.lifecycle import _ours, _stop_process
 from hvdbench.cluster.blueprint import ClusterError, make_plan
 from hvdbench.cluster.state import (Journal, make_state_dir, plan_from_dict, plan_to_dict, rewrite_etc_hosts,
                                     with_hosts_block, without_hosts_block)
@@ -155,8 +155,8 @@ def test_down_recognises_only_the_process_it_recorded(sleeper):
     # A recycled pid: same number, other start time or other command line -> never ours, never killed.
     assert _ours({**entry, "create_time": entry["create_time"] - 100}) is None
     assert _ours({**entry, "config": "/run/hvdbench-cluster/other/sshd_config"}) is None
-    assert _stop_sshd({**entry, "create_time": entry["create_time"] - 100}) == []
+    assert _stop_process({**entry, "create_time": entry["create_time"] - 100}) == []
     assert proc.poll() is None
-    assert _stop_sshd(entry) == [f"stopped sshd of hvd-node1 (pid {proc.pid})"]
+    assert _stop_process(entry) == [f"stopped sshd of hvd-node1 (pid {proc.pid})"]
     assert proc.wait(timeout=10) is not None
     assert _ours(entry) is None

@@ -135,6 +135,10 @@ def test_sbatch_script_renders_exactly():
 # Inside the allocation the sweep runs again with `--launcher srun`: it reads the hosts from the
 # allocation, runs every repeat of this layout with its timeout, and appends one row per run to
 # /res/demo/runs.csv (appends from concurrent layout jobs are serialised by a lock in that directory).
+# 60 s before the time limit Slurm sends SIGUSR1 to the sweep (the batch shell execs it): the run in
+# flight is ended and recorded as timed out. scancel (or preemption) sends SIGTERM: the run in flight
+# is ended and left unrecorded, and the next submission of the same script reruns it; a job requeued
+# by Slurm (sbatch --requeue) resumes the same way.
 #SBATCH --job-name=hvd-demo-2x4
 #SBATCH --nodes=2
 #SBATCH --ntasks-per-node=4
@@ -142,10 +146,28 @@ def test_sbatch_script_renders_exactly():
 #SBATCH --time=01:30:00
 #SBATCH --output=/res/demo/slurm/2x4-%j.out
 #SBATCH --exclusive
+#SBATCH --signal=B:USR1@60
 
 set -euo pipefail
 exec /venv/bin/hvdbench sweep resnet50 --layouts 2x4 -- --data '/data/my images'
 """
+
+
+def test_a_cluster_without_gpu_gres_gets_no_gpu_request():
+    text = render_example(gpus=False)
+    assert "#SBATCH --gpus-per-node" not in text and "#SBATCH --ntasks-per-node=4\n" in text
+
+
+def test_gpu_gres_is_asked_of_the_slurm_there_is(tmp_path):
+    def fake_sinfo(output, code=0):
+        path = tmp_path / f"sinfo{code}{len(output)}"
+        path.write_text(f"#!/bin/sh\nprintf '{output}'\nexit {code}\n")
+        path.chmod(0o755)
+        return str(path)
+    assert slurm.schedules_gpus(fake_sinfo("(null)\\n")) is False
+    assert slurm.schedules_gpus(fake_sinfo("gpu:h100:8(S:0-1)\\n")) is True
+    assert slurm.schedules_gpus(fake_sinfo("", code=1)) is True  # no answer: scripts for a GPU cluster
+    assert slurm.schedules_gpus(None) is True
 
 
 def test_shell_metacharacters_are_quoted_in_the_command():

@@ -1,0 +1,190 @@
+"""A real Slurm on the emulated cluster (`hvdbench cluster up --slurm`): munge, slurmctld and one
+slurmd per node from the cluster's own files. Submitted for real: srun ranks under Horovod, a
+2-layout sweep through sbatch, a prepare batch job, a job cancelled mid-sweep and resubmitted, a
+job that reaches its time limit; `cluster down` leaves nothing behind. Needs root and Linux (CI runs
+as root) and Debian's slurmctld, slurmd, slurm-client and munge (installed by `make setup`).
+"""
+
+import json
+import os
+import platform
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from conftest import launch_env, run
+from hvdbench.cluster.launch import launch_settings
+from hvdbench.results.store import read_runs
+from test_cluster import STATE_ROOT, cluster
+
+pytestmark = [pytest.mark.integration, pytest.mark.root,
+              pytest.mark.skipif(platform.system() != "Linux" or os.geteuid() != 0,
+                                 reason="network namespaces need root on Linux (CI runs as root)")]
+
+NAME, SUBNET = "itslurm", "10.213.41.0/24"
+TRAIN = ["--flavor", "debug", "--steps", "6", "--warmup-steps", "2", "--batch-per-gpu", "16"]
+
+
+@pytest.fixture(scope="module")
+def slurm_cluster(hvdbench_bin):
+    """A 2-node x 2-slot cluster with Slurm; taken down (and checked) after the module's tests."""
+    with cluster(hvdbench_bin, NAME, SUBNET, 2, 2, "--slurm") as state:
+        yield state
+    # `cluster` checked that every recorded process (sshds, munged, slurmctld, slurmds) is gone.
+    assert not any(e["kind"] == "daemon" and Path(f"/proc/{e['pid']}").exists() and
+                   str(e["config"]) in Path(f"/proc/{e['pid']}/cmdline").read_text()
+                   for e in state["created"])
+
+
+def slurm_env(**extra):
+    base = launch_env()
+    return launch_env(**launch_settings(NAME, path=base["PATH"]).env, **extra)
+
+
+def slurm(*argv, timeout=60, check=True):
+    return run(list(argv), timeout=timeout, check=check, env=slurm_env())
+
+
+def wait_for_jobs(timeout_s=300):
+    deadline = time.monotonic() + timeout_s
+    while slurm("squeue", "-h", "-o", "%i").stdout.split():
+        assert time.monotonic() < deadline, slurm("squeue").stdout
+        time.sleep(1)
+
+
+@pytest.fixture(scope="module")
+def digits(tmp_path_factory, hvdbench_bin):
+    out = tmp_path_factory.mktemp("data") / "digits"
+    run([hvdbench_bin, "prepare", "digits", "--out", out])
+    return out
+
+
+@pytest.mark.timeout(180)
+def test_the_cluster_runs_slurm_and_status_shows_sinfo(slurm_cluster, hvdbench_bin):
+    daemons = [e["name"] for e in slurm_cluster["created"] if e["kind"] == "daemon"]
+    assert daemons == ["munged", "slurmctld", f"slurmd of {NAME}-node1", f"slurmd of {NAME}-node2"]
+    conf = STATE_ROOT / NAME / "slurm" / "slurm.conf"
+    assert slurm_env()["SLURM_CONF"] == str(conf) and "/etc/slurm" not in conf.read_text()
+    status = run([hvdbench_bin, "cluster", "status", "--name", NAME]).stdout
+    assert f"{NAME}-node1 hvd* idle 2" in status and f"{NAME}-node2 hvd* idle 2" in status
+
+
+@pytest.mark.timeout(180)
+def test_srun_gives_horovod_its_ranks_across_nodes(slurm_cluster):
+    probe = ("import json, socket, horovod.torch as hvd; hvd.init(); "
+             "print(json.dumps([socket.gethostname(), hvd.rank(), hvd.size(), hvd.local_rank(), "
+             "hvd.cross_rank(), hvd.cross_size()]))")
+    out = slurm("srun", "--nodes=2", "--ntasks-per-node=2", "--mpi=pmix", sys.executable, "-c", probe,
+                timeout=120).stdout
+    ranks = sorted(json.loads(line) for line in out.splitlines() if line.startswith("["))
+    assert ranks == [[f"{NAME}-node1", 0, 4, 0, 0, 2], [f"{NAME}-node1", 1, 4, 1, 0, 2],
+                     [f"{NAME}-node2", 2, 4, 0, 1, 2], [f"{NAME}-node2", 3, 4, 1, 1, 2]]
+
+
+@pytest.mark.timeout(420)
+def test_an_sbatch_sweep_fills_the_store_with_each_layout(slurm_cluster, hvdbench_bin, digits, tmp_path):
+    out = tmp_path / "sweep"
+    hostfile = launch_settings(NAME).hostfile
+    submitted = run([hvdbench_bin, "sweep", "resnet50", "--hostfile", hostfile, "--layouts", "1x2,2x1",
+                     "--launcher", "slurm", "--submit", "--timeout", "240", "--out", out, "--",
+                     *TRAIN, "--data", digits], env=slurm_env()).stdout
+    assert "1x2: submitted job" in submitted and "2x1: submitted job" in submitted
+    # This cluster has no gpu GRES: the scripts ask for none (sbatch would refuse them).
+    script = (out / "slurm" / "1x2.sub").read_text()
+    assert "--gpus-per-node" not in script.replace("# no --gpus-per-node", "")
+    wait_for_jobs()
+    rows = {r.run_id: r for r in read_runs(out / "runs.csv")}
+    assert sorted(rows) == ["1x2-r1", "2x1-r1"]
+    assert {(r.layout, r.status, r.launcher, r.controller) for r in rows.values()} == {
+        ("1x2", "success", "srun", "mpi"), ("2x1", "success", "srun", "mpi")}
+    assert rows["2x1-r1"].hosts == f"{NAME}-node1;{NAME}-node2"
+    for layout in ("1x2", "2x1"):
+        [job] = (out / "slurm" / f"{layout}.jobids").read_text().split()
+        record = json.loads((out / f"{layout}-r1" / "launch.json").read_text())
+        assert record["slurm_job_id"] == job
+        assert (out / "slurm" / f"{layout}-{job}.out").exists()
+
+
+@pytest.mark.timeout(300)
+def test_prepare_as_an_mpi_parallel_batch_job(slurm_cluster, hvdbench_bin, tmp_path):
+    from PIL import Image
+
+    rng = np.random.default_rng(0)
+    for split, n in (("train", 12), ("val", 4)):
+        for cls in ("cat", "dog"):
+            folder = tmp_path / "src" / split / cls
+            folder.mkdir(parents=True)
+            for i in range(n):
+                Image.fromarray(rng.integers(0, 255, (40, 48, 3), dtype=np.uint8)).save(folder / f"{i}.JPEG")
+    log = tmp_path / "prepare-%j.out"
+    # The job script's #SBATCH defaults are for a real cluster; the emulated nodes have 2 CPUs each.
+    run(["sbatch", "--wait", "--nodes=2", "--ntasks-per-node=1", "--cpus-per-task=1", f"--output={log}",
+         Path(__file__).resolve().parents[2] / "launch" / "slurm" / "prepare.sub", "images", "--src",
+         tmp_path / "src", "--out", tmp_path / "images", "--size", "32", "--samples-per-shard", "8"],
+        timeout=240, env=slurm_env(HVDBENCH=hvdbench_bin))
+    verify = run([hvdbench_bin, "prepare", "verify", tmp_path / "images"]).stdout
+    assert "ok: 32 samples in 4 shards" in verify
+
+
+def _first_row_then(out: Path, run_dir: Path, timeout_s=240):
+    """Until the first row is in runs.csv and the second run has started."""
+    deadline = time.monotonic() + timeout_s
+    while not ((out / "runs.csv").exists() and len(read_runs(out / "runs.csv")) >= 1
+               and (run_dir / "launch.json").exists()):
+        assert time.monotonic() < deadline, "the job recorded no row"
+        time.sleep(0.5)
+
+
+@pytest.mark.timeout(480)
+def test_a_cancelled_job_leaves_whole_rows_and_the_next_submission_resumes(slurm_cluster, hvdbench_bin,
+                                                                             digits, tmp_path):
+    out = tmp_path / "cancelled"
+    argv = [hvdbench_bin, "sweep", "resnet50", "--hostfile", launch_settings(NAME).hostfile, "--layouts", "1x1",
+            "--repeats", "2", "--launcher", "slurm", "--submit", "--out", out, "--",
+            "--flavor", "debug", "--steps", "1500", "--warmup-steps", "2", "--batch-per-gpu", "16", "--data", digits]
+    run(argv, env=slurm_env())
+    _first_row_then(out, out / "1x1-r2")
+    first = (out / "runs.csv").read_bytes()
+    [job] = (out / "slurm" / "1x1.jobids").read_text().split()
+    slurm("scancel", job)
+    wait_for_jobs()
+    assert (out / "runs.csv").read_bytes() == first  # the interrupted run left no row, partial or not
+    assert "JobState=CANCELLED" in slurm("scontrol", "-o", "show", "job", job).stdout
+    run(argv, env=slurm_env())
+    wait_for_jobs()
+    rows = read_runs(out / "runs.csv")
+    assert [(r.run_id, r.status) for r in rows] == [("1x1-r1", "success"), ("1x1-r2", "success")]
+    assert (out / "runs.csv").read_bytes().startswith(first)
+
+
+@pytest.mark.timeout(400)
+def test_a_job_at_its_time_limit_records_the_run_as_timed_out(slurm_cluster, hvdbench_bin, digits, tmp_path):
+    out = tmp_path / "limited"
+    # Slurm warns 60 s before the 2-minute limit (SIGUSR1, launch/slurm/run.sub); the run would
+    # take far longer, so it is ended then and recorded, not lost.
+    run([hvdbench_bin, "sweep", "resnet50", "--hostfile", launch_settings(NAME).hostfile, "--layouts", "1x1",
+         "--launcher", "slurm", "--submit", "--time-limit", "00:02:00", "--out", out, "--",
+         "--flavor", "debug", "--steps", "1000000", "--warmup-steps", "2", "--batch-per-gpu", "16",
+         "--data", digits], env=slurm_env())
+    wait_for_jobs(timeout_s=330)
+    [row] = read_runs(out / "runs.csv")
+    [job] = (out / "slurm" / "1x1.jobids").read_text().split()
+    assert row.status == "timeout" and row.error.startswith(f"Slurm job {job} reached its time limit")
+    log = (out / "slurm" / f"1x1-{job}.out").read_text()
+    assert "the Slurm job reached its time limit" in log
+
+
+def test_rendered_job_scripts_submit_as_written(slurm_cluster, hvdbench_bin, tmp_path):
+    """`sbatch --test-only` accepts every script a dry run prints for this cluster."""
+    out = tmp_path / "dry"
+    run([hvdbench_bin, "sweep", "resnet50", "--hostfile", launch_settings(NAME).hostfile, "--layouts",
+         "1x1,1x2,2x1,2x2", "--launcher", "slurm", "--out", out, "--", "--synthetic", "--steps", "5"],
+        env=slurm_env())
+    for script in sorted((out / "slurm").glob("*.sub")):
+        proc = subprocess.run(["sbatch", "--test-only", str(script)], capture_output=True, text=True,
+                              env=slurm_env())
+        assert proc.returncode == 0 and "to start at" in proc.stderr, (script.name, proc.stderr)
