@@ -260,8 +260,41 @@ def scaling_rows(runs: list[RunResult], baseline: tuple[int, int] | None = None)
             if base and row["throughput_mean"] is not None and row["gpus"]:
                 row["speedup"] = row["throughput_mean"] / base["throughput_mean"]
                 row["efficiency"] = (row["throughput_mean"] / row["gpus"]) / (base["throughput_mean"] / base["gpus"])
+            row["cv"] = _cv(row)
+            row["flags"] = ";".join(_flags(row, base))
             out.append(row)
     return out
+
+
+# A row whose runs spread more than this (std / mean) is flagged: its mean, and every speed-up
+# measured against it, is not a stable figure (on a shared machine, a neighbour is the usual cause).
+NOISY_CV = 0.10
+FLAGS = {
+    "superlinear": "efficiency above 100 %: more than linear speed-up; check the baseline, a slow or "
+                   "disturbed baseline run is the usual cause",
+    "noisy": f"runs spread more than {NOISY_CV:.0%} (coefficient of variation): the machine was "
+             "probably busy; rerun, or add repeats",
+    "noisy-baseline": "the baseline's runs spread more than "
+                      f"{NOISY_CV:.0%}: every speed-up and efficiency of this group inherits that",
+}
+
+
+def _cv(row: dict) -> float | None:
+    std, mean = row.get("throughput_std"), row.get("throughput_mean")
+    return None if std is None or not mean else std / mean
+
+
+def _flags(row: dict, base: dict | None) -> list[str]:
+    """Why a row's numbers may not mean what they seem (FLAGS), so a report never prints an
+    efficiency of 700 % without a warning."""
+    flags = []
+    if row["efficiency"] is not None and row["efficiency"] > 1.0 + 1e-9:
+        flags.append("superlinear")
+    if (row["cv"] or 0) > NOISY_CV:
+        flags.append("noisy")
+    if base is not None and base is not row and (_cv(base) or 0) > NOISY_CV:
+        flags.append("noisy-baseline")
+    return flags
 
 
 def layout_rows(scaling: list[dict]) -> list[dict]:

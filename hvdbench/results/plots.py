@@ -25,6 +25,7 @@ from hvdbench.results.aggregate import Tables, where_ran
 from hvdbench.results.schema import SCALING_GROUP, TTT_GROUP
 
 IDEAL = "ideal (linear)"
+FLAGGED = "check (flags in summary.md)"
 
 
 def _groups(rows: list[dict], keys: tuple) -> list[list[dict]]:
@@ -111,6 +112,10 @@ def _lines_figure(rows, keys, value, err, ylabel, ideal, log_y=True) -> Figure:
                         yerr=_yerr(ys, [_nan(r.get(err)) for r in rs], log_y) if err else None, capsize=3, label=name,
                         marker="o" if up else "s", markersize=7 if up else 5,
                         linewidth=2.4 if up else 1.4, zorder=3 if up else 2)
+        flagged = [r for rs in fams.values() for r in rs if r.get("flags")]
+        if flagged:  # what the report's `check` column warns about, marked where it is plotted
+            ax.scatter([r["gpus"] for r in flagged], [r[value] for r in flagged], s=180, facecolors="none",
+                       edgecolors="red", linewidths=1.5, zorder=4, label=FLAGGED)
         xs = sorted({r["gpus"] for rs in fams.values() for r in rs})
         base = _baseline(group, value)
         if ideal and base:

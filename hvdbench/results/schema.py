@@ -296,7 +296,7 @@ EPOCH_COLUMNS = ("system", "model", "flavor", "framework", "gpus", "layout", "gl
 REPORT_COLUMNS = {
     "scaling": SCALING_GROUP + _LAYOUT + _COUNTS + (
         "n_throughput", "throughput_mean", "throughput_std", "throughput_2sigma",
-        "throughput_per_gpu", "baseline", "speedup", "efficiency", "layout_source") + _WHERE,
+        "throughput_per_gpu", "baseline", "speedup", "efficiency", "layout_source") + _WHERE + ("cv", "flags"),
     "layouts": SCALING_GROUP + ("gpus", "layout", "nodes", "gpus_per_node", "scale", "reference") + _COUNTS + (
         "throughput_mean", "throughput_2sigma", "relative", "delta_pct", "noise_2sigma_pct", "within_noise") + _WHERE,
     # ttt_min: MLPerf's score (olympic mean); ttt_rcp_min: the same after the official summarizer's

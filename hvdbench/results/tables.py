@@ -12,7 +12,7 @@ import csv
 import io
 from pathlib import Path
 
-from hvdbench.results.aggregate import NOTES, SWEEP_SOURCE, Tables, where_ran
+from hvdbench.results.aggregate import FLAGS, NOTES, SWEEP_SOURCE, Tables, where_ran
 from hvdbench.results.mllog import NOT_CHECKED
 from hvdbench.results.schema import REPORT_COLUMNS, SCALING_GROUP, TTT_GROUP, atomic_write_text
 
@@ -129,12 +129,19 @@ def _footer(*parts):
 
 
 def _scaling_md(rows):
+    flagged = any(r.get("flags") for r in rows)
     return markdown_table(
         ["layout", "GPUs", "scale", "runs (ok/failed/aborted/timeout)", "samples/s mean ± 2σ", "std",
-         "per GPU", "speed-up", "efficiency"],
+         "per GPU", "speed-up", "efficiency"] + ["check"] * flagged,
         [[r["layout"], r["gpus"], r["scale"], _counts(r), _pm(r["throughput_mean"], r["throughput_2sigma"]),
           _num(r["throughput_std"]), _num(r["throughput_per_gpu"]), _num(r["speedup"], ".2f", "×"),
-          _pct(r["efficiency"])] for r in rows])
+          _pct(r["efficiency"])] + [", ".join((r.get("flags") or "").split(";")) or ""] * flagged for r in rows])
+
+
+def _flag_notes(rows: list[dict]) -> str:
+    """Under a group's table: what each flag in its `check` column means."""
+    used = list(dict.fromkeys(f for r in rows for f in (r.get("flags") or "").split(";") if f))
+    return "\n".join(f"- **{f}**: {FLAGS[f]}." for f in used)
 
 
 def _layouts_md(rows):
@@ -219,7 +226,7 @@ def markdown(tables: Tables, sources=(), notes=()) -> str:
         parts += [f"{tables.runs} runs from: " + ", ".join(f"`{s}`" for s in sources), ""]
     sections = (
         ("Scaling (throughput, samples/s)", tables.scaling, SCALING_GROUP, _scaling_md,
-         _footer(_where, _layout_sources)),
+         _footer(_flag_notes, _where, _layout_sources)),
         ("Scale-up vs scale-out (same GPU count, different layouts)", tables.layouts, SCALING_GROUP, _layouts_md,
          _where),
         ("Time to train (MLPerf: run_start → run_stop)", tables.time_to_train, TTT_GROUP, _ttt_md,

@@ -229,3 +229,15 @@ def test_a_run_without_a_logged_batch_joins_its_layouts_row():
     [row] = build_tables(runs).time_to_train
     assert (row["global_batch"], row["runs"], row["converged"], row["failed"]) == (256, 4, 3, 1)
     assert row["ttt_min"] == pytest.approx((31 + 32) / 2)  # dropped: 30 and the failed run
+
+
+def test_rows_that_cannot_be_trusted_are_flagged():
+    # A lone rank disturbed by a neighbour: 1x1 at 64 ± 60 samples/s, 1x2 at a steady 938.
+    runs = [run("1x1", t) for t in (20, 64, 108)] + [run("1x2", t) for t in (930, 938, 946)]
+    runs += [run("1x4", t) for t in (1500, 1900, 2300)]
+    rows = {r["layout"]: r for r in build_tables(runs).scaling}
+    assert rows["1x1"]["flags"] == "noisy" and rows["1x1"]["cv"] == pytest.approx(44 / 64)
+    assert rows["1x2"]["flags"] == "superlinear;noisy-baseline"  # 14.7x on 2 ranks
+    assert rows["1x4"]["flags"] == "superlinear;noisy;noisy-baseline"
+    steady = build_tables([run("1x1", t) for t in (100, 101, 99)] + [run("1x2", t) for t in (190, 191)]).scaling
+    assert [r["flags"] for r in steady] == ["", ""]

@@ -96,3 +96,12 @@ def test_titles_name_the_hosts_and_the_inter_node_link():
     assert title.endswith("inter-node link: not recorded (sweep --link)")
     one_node = plots.throughput_figure(build_tables(runs[:2]).scaling).axes[0].get_title()
     assert one_node.endswith("host: node1")  # one node: no link to name
+
+
+def test_flagged_rows_are_marked_on_the_plots():
+    runs = [run("1x1", t) for t in (20, 64, 108)] + [run("1x2", t) for t in (930, 938, 946)]
+    scaling = build_tables(runs).scaling
+    for fig in (plots.throughput_figure(scaling), plots.efficiency_figure(scaling)):
+        assert plots.FLAGGED in plots.series_labels(fig)[0]
+    steady = build_tables([run("1x1", t) for t in (100, 101)] + [run("1x2", t) for t in (190, 191)]).scaling
+    assert plots.FLAGGED not in plots.series_labels(plots.throughput_figure(steady))[0]
