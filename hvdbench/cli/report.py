@@ -86,7 +86,7 @@ def report(sweeps, mllogs, out, formats, baseline, group_by, ruleset):
     """
     from rich.progress import track
 
-    from hvdbench.results import aggregate, bench_tables, mllog, study_tables, tables as tab
+    from hvdbench.results import aggregate, bench_tables, mllog, study_tables, tables as tab, waterfall
 
     if not sweeps and not mllogs:
         raise click.UsageError("give at least one SWEEP_DIR or --mllog DIR")
@@ -108,11 +108,12 @@ def report(sweeps, mllogs, out, formats, baseline, group_by, ruleset):
     sources = [str(p) for p in (*sweeps, *mllogs)]
     # Interconnect and storage figures (hvdbench bench) beside the training numbers, when present.
     bench = bench_tables.build(sweeps, runs)
+    falls = waterfall.waterfall_rows(runs, tables.scaling)
     study_rows = {name: study_tables.speedup_rows(tables, record.get("published")) for name, record in studies.items()}
     study_md = [study_tables.markdown(study_rows[name], name, record.get("reproduces", ""))
                 for name, record in studies.items()]
-    text = "\n".join(part for part in (tab.markdown(tables, sources, notes), *study_md, bench_tables.markdown(bench))
-                     if part)
+    text = "\n".join(part for part in (tab.markdown(tables, sources, notes), waterfall.markdown(falls), *study_md,
+                                       bench_tables.markdown(bench)) if part)
     notes = []  # in the text above
 
     written = []
@@ -121,6 +122,8 @@ def report(sweeps, mllogs, out, formats, baseline, group_by, ruleset):
         written += bench_tables.write_csvs(bench, out)
     if "md" in formats:
         written.append(tab.write_markdown(text, out))
+    if falls:
+        written += waterfall.write(falls, out, formats)
     for name, rows in study_rows.items():
         written += study_tables.write(rows, out if len(studies) == 1 else out / name, name, formats)
     if "png" in formats:

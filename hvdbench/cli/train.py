@@ -92,6 +92,8 @@ def _config_options(command):
         kwargs = {"help": f.metadata["help"], "default": None}
         if hint is bool:
             kwargs["is_flag"] = True
+            if f.default is True:  # on unless turned off: --name/--no-name
+                flag = f"{flag}/--no-{flag[2:]}"
         elif f.metadata.get("choices"):
             kwargs["type"] = click.Choice(f.metadata["choices"])
         elif f.name in ("data", "out"):

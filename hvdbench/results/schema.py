@@ -28,7 +28,10 @@ from typing import Any
 
 from hvdbench.errors import HvdbenchError
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
+# Columns each runs.csv schema version added, so an older store still reads (its rows have them
+# empty) and is upgraded in place by its next append (hvdbench.results.store).
+ADDED_COLUMNS = {2: ("data_s", "compute_s", "comm_s", "update_s", "other_s")}
 
 STATUSES = ("success", "aborted", "failed", "timeout")
 MODES = ("throughput", "time_to_accuracy")
@@ -165,6 +168,14 @@ class RunResult(LayoutFields, _RunIdentity, CsvRecord):
     # start-up and teardown included). In a result.json that `hvdbench train` writes itself (no
     # launcher to time): rank 0's time from the worker's start to its record.
     wall_s: float | None = None
+    # Where a throughput run's mean step time went (seconds per step, PyTorch runs; they add up to
+    # step_time_mean_s): waiting for the next batch, forward and backward, communication the step
+    # waited for after backward (Horovod's synchronize), the optimizer's update, and the rest.
+    data_s: float | None = None
+    compute_s: float | None = None
+    comm_s: float | None = None
+    update_s: float | None = None
+    other_s: float | None = None
     schema_version: int = SCHEMA_VERSION
 
     def __post_init__(self):
@@ -174,10 +185,18 @@ class RunResult(LayoutFields, _RunIdentity, CsvRecord):
             raise SchemaError(f"mode {self.mode!r} is not one of {', '.join(MODES)}")
 
     @classmethod
+    def added_since(cls, version: int) -> tuple[str, ...]:
+        """The columns schema versions after `version` added (empty in an older store's rows)."""
+        return tuple(c for v, cols in sorted(ADDED_COLUMNS.items()) if v > version for c in cols)
+
+    @classmethod
     def from_row(cls, row: dict[str, str], where: str = "row") -> "RunResult":
         """A runs.csv row; an infinite figure is refused here, naming the file, line and column (an
         empty cell or nan is "not measured", which the report leaves out; inf would end its
-        statistics)."""
+        statistics). A row of an older schema version reads with the columns added since empty."""
+        if str(row.get("schema_version")) in {str(v) for v in range(1, SCHEMA_VERSION)}:
+            row = {**dict.fromkeys(cls.added_since(int(row["schema_version"])), ""), **row,
+                   "schema_version": str(SCHEMA_VERSION)}
         record = super().from_row(row, where)
         for f in fields(cls):
             value = getattr(record, f.name)
@@ -310,6 +329,10 @@ REPORT_COLUMNS = {
         "layout_source", "ruleset", "rcp_note", "rcp_mean", "rcp_min", "converge_mean") + _WHERE,
     "epochs": EPOCH_COLUMNS,
 }
+# Why each layout lost what it lost (hvdbench.results.waterfall): one row per group and layout.
+WATERFALL_COLUMNS = SCALING_GROUP + ("layout", "nodes", "gpus_per_node", "gpus", "baseline", "ideal", "comm_loss",
+                                     "data_loss", "compute_loss", "unattributed", "measured", "base_step_ms",
+                                     "step_ms", "data_ms", "compute_ms", "comm_ms", "update_ms", "other_ms")
 # A study's speed-up across models (hvdbench.results.study_tables): one row per model and GPU count,
 # the fewest-node layout of that count, from time to train where the model has it, else throughput.
 STUDY_SPEEDUP_COLUMNS = ("system", "model", "flavor", "framework", "precision", "basis", "gpus", "layout",

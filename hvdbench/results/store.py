@@ -50,12 +50,16 @@ def check_appendable(path: str | os.PathLike, cls: type[CsvRecord]) -> bytes:
 
 
 def append_rows(path: str | os.PathLike, rows: Iterable[CsvRecord]) -> Path:
-    """Append rows, all of one record class, atomically."""
+    """Append rows, all of one record class, atomically. A store written by an older schema
+    version (columns missing) is rewritten whole in the current one first: every old row keeps its
+    values, and the columns added since are empty."""
     rows, path = list(rows), Path(path)
     if not rows:
         return path
     cls = type(rows[0])
     old = check_appendable(path, cls)
+    if old and _missing_columns(old, cls):
+        rows, old = _parse(old, cls, path) + rows, b""
     buf = io.StringIO()
     writer = csv.DictWriter(buf, fieldnames=cls.columns(), lineterminator="\n")
     if old and not old.endswith(b"\n"):
@@ -148,8 +152,15 @@ def _parse(data: bytes, cls: type[R], path: Path) -> list[R]:
         raise StoreError(f"{path}:{reader.line_num}: not valid CSV ({e})") from None
 
 
+def _missing_columns(data: bytes, cls: type[CsvRecord]) -> list[str]:
+    header = next(csv.reader(io.StringIO(data.decode("utf-8"), newline="")), [])
+    return [c for c in cls.columns() if c not in header]
+
+
 def _check_header(have: list[str], cls: type[CsvRecord], path: Path) -> None:
-    missing = [c for c in cls.columns() if c not in have]
+    # An older schema version lacks the columns added since; its rows say which version they are.
+    optional = set(getattr(cls, "added_since", lambda version: ())(1))
+    missing = [c for c in cls.columns() if c not in have and c not in optional]
     if missing:
         raise SchemaError(f"{path}: missing column(s) {', '.join(missing)}")
     duplicate = sorted({c for c in have if have.count(c) > 1})

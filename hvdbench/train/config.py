@@ -85,6 +85,8 @@ class TrainConfig:
     # throughput mode (--steps; also the mode with --synthetic): warm-up steps are not timed
     steps: int = option(0, "Throughput mode: timed steps.", cli=True)
     warmup_steps: int = option(10, "Throughput mode: untimed steps first (default 10).", cli=True)
+    breakdown: bool = option(True, "Throughput mode: time each step's phases (data, compute, exposed "
+                                   "communication, update; PyTorch).", cli=True)
     # time-to-accuracy mode (--data without --steps)
     target: float = option(0.0, "Time-to-accuracy target (0: the model's MLPerf target).", cli=True)
     max_epochs: float = option(10.0, "Stop (status aborted) after this many epochs.", cli=True)

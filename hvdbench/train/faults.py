@@ -13,9 +13,15 @@ from hvdbench.errors import ConfigError
 
 class Fault:
     """HVDBENCH_INJECT_FAULT=crash|hang on rank HVDBENCH_INJECT_FAULT_RANK (default: the last) at
-    training step HVDBENCH_INJECT_FAULT_STEP (default 2; steps count from 0, warm-up included)."""
+    training step HVDBENCH_INJECT_FAULT_STEP (default 2; steps count from 0, warm-up included).
+    HVDBENCH_INJECT_READ_DELAY_S=SECONDS makes every rank wait that long for each step's batches:
+    a slow reader, whose cost the step-time breakdown must show as data stall."""
 
     def __init__(self, rank: int, size: int, env=os.environ):
+        try:
+            self.read_delay_s = float(env.get("HVDBENCH_INJECT_READ_DELAY_S", 0) or 0)
+        except ValueError:
+            raise ConfigError("HVDBENCH_INJECT_READ_DELAY_S must be a number of seconds") from None
         self.kind = env.get("HVDBENCH_INJECT_FAULT", "")
         if self.kind not in ("", "crash", "hang"):
             raise ConfigError(f"HVDBENCH_INJECT_FAULT={self.kind!r}: use crash or hang")
@@ -32,3 +38,7 @@ class Fault:
                 raise RuntimeError("injected fault")
             while True:  # "hang": what a deadlocked or stuck rank looks like to the launcher
                 time.sleep(3600)
+
+    def before_read(self) -> None:
+        if self.read_delay_s > 0:
+            time.sleep(self.read_delay_s)

@@ -41,6 +41,12 @@ class Measures:
     epochs_to_target: float | None = None
     time_per_epoch_s: float | None = None
     time_to_train_s: float | None = None
+    # throughput mode: the mean step's phases (RunResult's data_s ... other_s)
+    data_s: float | None = None
+    compute_s: float | None = None
+    comm_s: float | None = None
+    update_s: float | None = None
+    other_s: float | None = None
     evals: list = field(default_factory=list)
 
 
@@ -150,13 +156,20 @@ class Loop:
         dist.sync()
         events.end(C.INIT_STOP)
         events.start(C.RUN_START)
-        times = []
+        times, data_s = [], 0.0
+        timed = cfg.breakdown and hasattr(self.trainer, "start_timing")
         for i in range(warmup + steps):
             if i == warmup:  # the timed window opens at a point every rank has reached
                 dist.sync()
                 t0 = last = time.perf_counter()
                 progress.restart(i)
+                if timed:
+                    self.trainer.start_timing()
+            asked = time.perf_counter()
+            self.fault.before_read()
             _, micro = next(batches)
+            if i >= warmup:
+                data_s += time.perf_counter() - asked
             self._step(i, micro, lr_at(i, self.peak_lr, warmup, warmup + steps, self.peak_lr, 1.0))
             if i >= warmup:
                 now = time.perf_counter()
@@ -170,12 +183,25 @@ class Loop:
         m = Measures(steps=steps, warmup_steps=warmup, throughput=steps * self.global_batch / elapsed)
         m.step_time_mean_s = sum(times) / len(times)
         m.step_time_std_s = std(times)
+        if timed:
+            self._breakdown(m, data_s, self.trainer.stop_timing(), steps)
         events.event("tracked_stats", {"throughput": m.throughput}, metadata={"step": warmup + steps})
         events.end(C.RUN_STOP, metadata={"status": "success"})
         say(dist, f"throughput: {m.throughput:,.1f} samples/s ({m.throughput / dist.size:,.1f} per rank), "
                   f"step {1e3 * m.step_time_mean_s:.1f} ± {1e3 * m.step_time_std_s:.1f} ms "
                   f"over {steps} steps after {warmup} warm-up")
+        if m.compute_s is not None:
+            say(dist, "step time: " + ", ".join(f"{name} {1e3 * getattr(m, name + '_s'):.1f} ms" for name in
+                                                ("data", "compute", "comm", "update", "other")))
         return m
+
+    @staticmethod
+    def _breakdown(m: Measures, data_s: float, phases: dict[str, float], steps: int) -> None:
+        """The mean step's phases; `other` is what is left of the step time (the learning-rate
+        update, the fault check, progress lines), so the five add up to step_time_mean_s."""
+        m.data_s = data_s / steps
+        m.compute_s, m.comm_s, m.update_s = (phases.get(k, 0.0) / steps for k in ("compute", "comm", "update"))
+        m.other_s = m.step_time_mean_s - (m.data_s + m.compute_s + m.comm_s + m.update_s)
 
     # --- time to accuracy -------------------------------------------------------------------
 

@@ -241,3 +241,63 @@ def test_rows_that_cannot_be_trusted_are_flagged():
     assert rows["1x4"]["flags"] == "superlinear;noisy;noisy-baseline"
     steady = build_tables([run("1x1", t) for t in (100, 101, 99)] + [run("1x2", t) for t in (190, 191)]).scaling
     assert [r["flags"] for r in steady] == ["", ""]
+
+
+def _as_version_1(store):
+    """The store as schema version 1 wrote it: without the step-time breakdown columns."""
+    import csv as csvmod
+    import io
+
+    rows = list(csvmod.DictReader(io.StringIO(store.read_text())))
+    dropped = RunResult.added_since(1)
+    columns = [c for c in RunResult.columns() if c not in dropped]
+    out = io.StringIO()
+    writer = csvmod.DictWriter(out, fieldnames=columns, lineterminator="\n", extrasaction="ignore")
+    writer.writeheader()
+    writer.writerows({**r, "schema_version": "1"} for r in rows)
+    store.write_text(out.getvalue())
+
+
+def test_a_version_1_store_reads_and_is_upgraded_by_its_next_append(tmp_path):
+    from hvdbench.results.store import read_runs
+
+    store = tmp_path / "runs.csv"
+    for t in (100.0, 110.0):
+        append_run(store, run("1x1", t))
+    _as_version_1(store)
+    assert "data_s" not in store.read_text().splitlines()[0]
+    old = read_runs(store)
+    assert [r.throughput for r in old] == [100.0, 110.0] and all(r.compute_s is None for r in old)
+    append_run(store, run("1x2", 190.0, compute_s=0.01, data_s=0.001))
+    header = store.read_text().splitlines()[0].split(",")
+    assert header == RunResult.columns()
+    rows = read_runs(store)
+    assert [(r.layout, r.throughput, r.compute_s) for r in rows] == [
+        ("1x1", 100.0, None), ("1x1", 110.0, None), ("1x2", 190.0, 0.01)]
+    assert {r.schema_version for r in rows} == {2}
+
+
+def _timed(layout, throughput, **parts):
+    return run(layout, throughput, **{f"{k}_s": v for k, v in parts.items()})
+
+
+def test_the_waterfall_adds_up_and_puts_each_cost_where_the_step_time_went():
+    from hvdbench.results.waterfall import waterfall_rows
+
+    base = dict(data=0.001, compute=0.080, comm=0.0, update=0.004, other=0.0)  # 85 ms, 1 rank
+    # 2x1: the same compute, 40 ms more exposed allreduce, 10 ms more data: 135 ms a step.
+    out2 = dict(base, comm=0.040, data=0.011)
+    runs = [_timed("1x1", 100.0 * 0.085 / 0.085, **base), _timed("2x1", 2 * 100.0 * 0.085 / 0.135, **out2)]
+    runs[0].throughput = 100.0
+    [row] = waterfall_rows(runs, build_tables(runs).scaling)
+    assert row["ideal"] == pytest.approx(200.0)
+    assert row["comm_loss"] == pytest.approx(200 - 200 * 85 / 125)  # taken first: 85 -> 125 ms
+    assert row["data_loss"] == pytest.approx(200 * 85 / 125 - 200 * 85 / 135)
+    assert row["compute_loss"] == pytest.approx(0.0, abs=1e-9)
+    assert row["unattributed"] == pytest.approx(0.0, abs=1e-9)
+    total = row["comm_loss"] + row["data_loss"] + row["compute_loss"] + row["unattributed"]
+    assert row["ideal"] - total == pytest.approx(row["measured"], abs=1e-9)
+    # Without a breakdown the whole loss is unattributed, and the bars still add up.
+    plain = [run("1x1", 100.0), run("2x1", 150.0)]
+    [row] = waterfall_rows(plain, build_tables(plain).scaling)
+    assert (row["comm_loss"], row["unattributed"], row["measured"]) == (None, 50.0, 150.0)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import time
 
 import torch
 
@@ -49,6 +50,45 @@ def make_optimizer(groups: list[dict], cfg):
     return OPTIMIZERS[cfg.optimizer](groups, cfg)
 
 
+class PhaseTimer:
+    """Seconds spent in each phase of the steps, summed. On a CPU, the host clock at each phase
+    boundary. On a GPU the host runs ahead of the device, so its clock would put the compute into
+    whatever waits first: CUDA events recorded on the stream at each boundary give the device's
+    time instead, and are read once, at the end (no synchronisation per phase)."""
+
+    def __init__(self, device):
+        self.cuda = device.type == "cuda"
+        self.sums: dict[str, float] = {}
+        self.events: list[tuple[str, object, object]] = []
+        self.last = None
+
+    def _now(self):
+        if not self.cuda:
+            return time.perf_counter()
+        event = torch.cuda.Event(enable_timing=True)
+        event.record()
+        return event
+
+    def start(self) -> None:
+        self.last = self._now()
+
+    def mark(self, phase: str) -> None:
+        now = self._now()
+        if self.cuda:
+            self.events.append((phase, self.last, now))
+        else:
+            self.sums[phase] = self.sums.get(phase, 0.0) + (now - self.last)
+        self.last = now
+
+    def totals(self) -> dict[str, float]:
+        if self.cuda and self.events:
+            self.events[-1][2].synchronize()
+            for phase, begin, end in self.events:
+                self.sums[phase] = self.sums.get(phase, 0.0) + begin.elapsed_time(end) / 1e3
+            self.events.clear()
+        return dict(self.sums)
+
+
 class Trainer:
     def __init__(self, cfg, module, flavor_cfg, data_info: dict, dist: Dist):
         """`module`: the model folder's torch.py (build, loss_and_stats, optional on_device,
@@ -71,6 +111,7 @@ class Trainer:
         self.scaler = (torch.amp.GradScaler("cuda")
                        if cfg.precision == "fp16" and device.type == "cuda" else None)
         self._training = None
+        self.timer = None
 
     def compile(self, example: dict) -> None:
         """Nothing to prepare ahead in eager PyTorch (the TensorFlow trainer traces its graphs)."""
@@ -87,9 +128,22 @@ class Trainer:
             self.model.train(training)
             self._training = training
 
+    def start_timing(self) -> None:
+        """Time the phases of every step from now on (`stop_timing` returns the totals)."""
+        self.timer = PhaseTimer(self.dist.device)
+
+    def stop_timing(self) -> dict[str, float]:
+        timer, self.timer = self.timer, None
+        return timer.totals() if timer else {}
+
     def train_step(self, micro_batches: list[dict]) -> None:
         """One optimizer step over `accum_steps` micro-batches; Horovod averages the summed
-        gradients over ranks after the last backward pass."""
+        gradients over ranks after the last backward pass. Its allreduces run while backward goes
+        on; `synchronize()` waits for the ones still outstanding (the exposed communication) and
+        the update then runs without synchronising again (what `optimizer.step()` does in one)."""
+        timer = self.timer
+        if timer:
+            timer.start()
         self._mode(True)
         self.optimizer.zero_grad()
         for batch in micro_batches:
@@ -98,13 +152,19 @@ class Trainer:
             if len(micro_batches) > 1:
                 loss = loss / len(micro_batches)
             (self.scaler.scale(loss) if self.scaler else loss).backward()
-        if self.scaler:
-            self.optimizer.synchronize()
-            with self.optimizer.skip_synchronize():
+        if timer:
+            timer.mark("compute")
+        self.optimizer.synchronize()
+        if timer:
+            timer.mark("comm")
+        with self.optimizer.skip_synchronize():
+            if self.scaler:
                 self.scaler.step(self.optimizer)
-            self.scaler.update()
-        else:
-            self.optimizer.step()
+                self.scaler.update()
+            else:
+                self.optimizer.step()
+        if timer:
+            timer.mark("update")
 
     @torch.no_grad()
     def evaluate(self, batches, metric):

@@ -1,0 +1,172 @@
+"""Why a layout lost what it lost: each layout's throughput as a waterfall from the ideal.
+
+    rows = waterfall_rows(runs, tables.scaling)     # one row per group and layout above the baseline
+    write(rows, Path("report"))                      # waterfall.csv and waterfall.png; markdown(rows)
+
+ideal = the baseline's throughput per GPU x the layout's GPUs. The runs' step-time breakdown
+(RunResult.data_s ... other_s: PyTorch throughput runs) says where the step time went; with the
+per-GPU batch equal in a group, throughput goes as 1 / step time, so the step-time growth over the
+baseline is taken in this order and each part's throughput cost is what it takes away at its turn:
+
+    ideal - communication (exposed allreduce wait) - data stall - compute change (forward, backward,
+    update and the rest of the step) - unattributed = measured
+
+`unattributed` is what the rank-0 step times do not explain (the measured throughput is the slowest
+rank's), so the bars add up to the measured throughput exactly. Without a breakdown (TensorFlow runs,
+published logs) the whole loss is unattributed.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import statistics
+from pathlib import Path
+
+from hvdbench.results.schema import SCALING_GROUP, WATERFALL_COLUMNS, atomic_write_text
+
+PARTS = ("data_s", "compute_s", "comm_s", "update_s", "other_s")
+LOSSES = ("comm_loss", "data_loss", "compute_loss", "unattributed")
+
+
+def _scaling_key(run) -> tuple:
+    return (run.devices, run.model, run.flavor, run.framework, run.precision, run.mode, run.batch_per_gpu,
+            run.accum_steps)
+
+
+def _mean_parts(runs) -> dict[str, float] | None:
+    """The mean of each step-time part over the successful runs that have all of them."""
+    timed = [r for r in runs if r.status == "success" and all(getattr(r, p) is not None for p in PARTS)]
+    if not timed:
+        return None
+    return {p: statistics.fmean(getattr(r, p) for r in timed) for p in PARTS}
+
+
+def waterfall_rows(runs, scaling: list[dict]) -> list[dict]:
+    parts: dict[tuple, dict[str, float] | None] = {}
+    by_layout: dict[tuple, list] = {}
+    for r in runs:
+        by_layout.setdefault(_scaling_key(r) + (r.layout,), []).append(r)
+    for key, layout_runs in by_layout.items():
+        parts[key] = _mean_parts(layout_runs)
+    rows_by_group: dict[tuple, list[dict]] = {}
+    for row in scaling:
+        rows_by_group.setdefault(tuple(row[k] for k in SCALING_GROUP), []).append(row)
+    out = []
+    for key, rows in rows_by_group.items():
+        base = next((r for r in rows if r["layout"] == r["baseline"] and r["throughput_mean"]), None)
+        if base is None:
+            continue
+        base_parts = parts.get(key + (base["layout"],))
+        for row in rows:
+            if row is base or row["throughput_mean"] is None or not row["gpus"]:
+                continue
+            out.append(_waterfall(key, base, row, base_parts, parts.get(key + (row["layout"],))))
+    return out
+
+
+def _waterfall(key, base, row, base_parts, row_parts) -> dict:
+    ideal = base["throughput_mean"] / base["gpus"] * row["gpus"]
+    measured = row["throughput_mean"]
+    losses = dict.fromkeys(LOSSES[:3])
+    step = base_step = None
+    if base_parts and row_parts:
+        base_step, step = sum(base_parts.values()), sum(row_parts.values())
+        delta = {p: row_parts[p] - base_parts[p] for p in PARTS}
+        t, losses = base_step, {}
+        for name, change in (("comm_loss", delta["comm_s"]), ("data_loss", delta["data_s"]),
+                             ("compute_loss", delta["compute_s"] + delta["update_s"] + delta["other_s"])):
+            before, t = ideal * base_step / t, t + change
+            losses[name] = before - (ideal * base_step / t if t > 0 else 0.0)
+    explained = sum(v for v in losses.values() if v is not None)
+    losses["unattributed"] = ideal - measured - explained
+    return {**dict(zip(SCALING_GROUP, key)), "layout": row["layout"], "nodes": row["nodes"],
+            "gpus_per_node": row["gpus_per_node"], "gpus": row["gpus"], "baseline": base["layout"],
+            "ideal": ideal, **losses, "measured": measured,
+            "base_step_ms": None if base_step is None else 1e3 * base_step,
+            "step_ms": None if step is None else 1e3 * step,
+            **{f"{p[:-2]}_ms": None if not row_parts else 1e3 * row_parts[p] for p in PARTS}}
+
+
+def markdown(rows: list[dict]) -> str:
+    from hvdbench.results.tables import markdown_table
+
+    if not rows:
+        return ""
+
+    def num(v):
+        return "–" if v is None else f"{v:,.1f}"
+
+    groups: dict[tuple, list[dict]] = {}
+    for r in rows:
+        groups.setdefault(tuple(r[k] for k in SCALING_GROUP), []).append(r)
+    parts = ["## Why each layout lost what it lost (throughput waterfall)\n",
+             "ideal (the baseline's rate per GPU × GPUs) − exposed communication − data stall − compute "
+             "change − unattributed = measured, in samples/s; the step times (rank 0's mean, ms) say where "
+             "each layout's step went. A negative loss is a gain.\n"]
+    for key, rs in groups.items():
+        r0 = rs[0]
+        parts.append(f"### {r0['model']} · {r0['flavor']} · {r0['framework']} · batch {r0['batch_per_gpu']}/GPU"
+                     f" — {r0['system']}\n")
+        parts.append(markdown_table(
+            ["layout", "vs", "ideal", "− comm", "− data", "− compute", "− unattributed", "= measured",
+             "step ms (baseline → layout)", "data / compute / comm / update / other ms"],
+            [[r["layout"], r["baseline"], num(r["ideal"]), num(r["comm_loss"]), num(r["data_loss"]),
+              num(r["compute_loss"]), num(r["unattributed"]), num(r["measured"]),
+              "–" if r["step_ms"] is None else f"{r['base_step_ms']:.1f} → {r['step_ms']:.1f}",
+              "–" if r["compute_ms"] is None else " / ".join(f"{r[p]:.1f}" for p in
+                                                             ("data_ms", "compute_ms", "comm_ms", "update_ms",
+                                                              "other_ms"))]
+             for r in rs]) + "\n")
+    return "\n".join(parts)
+
+
+def figure(rows: list[dict], most: int = 12):
+    """One panel per layout (up to `most`): ideal, the losses, measured, as a waterfall."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    rows = rows[:most]
+    cols = min(3, len(rows))
+    nrows = math.ceil(len(rows) / cols)
+    fig = Figure(figsize=(4.6 * cols, 3.6 * nrows), layout="constrained")
+    FigureCanvasAgg(fig)
+    labels = ["ideal", "comm", "data", "compute", "unattrib.", "measured"]
+    for i, r in enumerate(rows):
+        ax = fig.add_subplot(nrows, cols, i + 1)
+        level, bottoms, heights, colors = r["ideal"], [], [], []
+        bottoms.append(0)
+        heights.append(level)
+        colors.append("tab:blue")
+        for name in LOSSES:
+            loss = r[name] or 0.0
+            bottoms.append(level - loss if loss >= 0 else level)
+            heights.append(abs(loss))
+            colors.append("tab:red" if loss >= 0 else "tab:green")
+            level -= loss
+        bottoms.append(0)
+        heights.append(r["measured"])
+        colors.append("tab:gray")
+        ax.bar(range(len(labels)), heights, bottom=bottoms, color=colors)
+        ax.set_xticks(range(len(labels)), labels, fontsize=8)
+        ax.set_ylabel("samples/s", fontsize=8)
+        ax.set_title(f"{r['model']} {r['layout']} vs {r['baseline']} ({r['flavor']}, {r['framework']})", fontsize=9)
+        ax.grid(True, axis="y", alpha=0.3)
+    return fig
+
+
+def write(rows: list[dict], out: Path, formats=("csv", "png")) -> list[Path]:
+    from hvdbench.results.tables import to_csv
+
+    written = []
+    if "csv" in formats:
+        path = Path(out) / "waterfall.csv"
+        atomic_write_text(path, to_csv(rows, WATERFALL_COLUMNS))
+        written.append(path)
+    if "png" in formats and rows:
+        path = Path(out) / "waterfall.png"
+        tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
+        figure(rows).savefig(tmp, format="png", dpi=100)
+        os.replace(tmp, path)
+        written.append(path)
+    return written
