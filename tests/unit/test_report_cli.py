@@ -12,7 +12,8 @@ from hvdbench.results.store import append_run
 from test_report_aggregate import run, sweep_runs, tta
 
 EXPECTED = ["scaling.csv", "layouts.csv", "time_to_train.csv", "epochs.csv", "summary.md",
-            "throughput_vs_gpus.png", "efficiency_vs_gpus.png", "layouts_bars.png", "time_to_train.png"]
+            "throughput_vs_gpus.png", "efficiency_vs_gpus.png", "layouts_bars.png", "time_to_train.png",
+            "waterfall.csv", "waterfall.png"]
 
 
 @pytest.fixture
@@ -67,7 +68,8 @@ def test_out_format_and_baseline_options(sweep, tmp_path):
     out = tmp_path / "elsewhere"
     result = invoke(sweep, "--out", out, "--format", "csv", "--baseline", "1x2")
     assert result.exit_code == 0, result.output
-    assert sorted(p.name for p in out.iterdir()) == ["epochs.csv", "layouts.csv", "scaling.csv", "time_to_train.csv"]
+    assert sorted(p.name for p in out.iterdir()) == ["epochs.csv", "layouts.csv", "scaling.csv", "time_to_train.csv",
+                                                    "waterfall.csv"]
     rows = {r["layout"]: r for r in read_csv(out / "scaling.csv")}
     assert rows["1x1"]["baseline"] == "1x2" and float(rows["1x1"]["speedup"]) == 0.5
     assert not (sweep / "report").exists()
