@@ -26,7 +26,8 @@ class PrepareGroup(click.Group):
     def _model_commands(self) -> dict[str, str]:
         from hvdbench.models import specs
 
-        return {ref.rsplit(":", 1)[1]: ref for spec in specs() for ref in spec.prepare_commands}
+        # The command's name is its attribute's, with '-' for '_' (`cli:lm_base` is `prepare lm-base`).
+        return {ref.rsplit(":", 1)[1].replace("_", "-"): ref for spec in specs() for ref in spec.prepare_commands}
 
     def list_commands(self, ctx):
         return sorted({*super().list_commands(ctx), *self._model_commands()})

@@ -28,6 +28,8 @@ REGISTRY = {
     "transformer": "hvdbench.models.transformer",
     "gnmt": "hvdbench.models.gnmt",
     "ncf": "hvdbench.models.ncf",
+    "llama2_lora": "hvdbench.models.llama2_lora",
+    "stable_diffusion": "hvdbench.models.stable_diffusion",
 }
 ENTRY_POINT_GROUP = "hvdbench.models"
 

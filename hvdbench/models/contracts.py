@@ -240,7 +240,8 @@ class ModelSpec:
     # common ones (seed, batch, optimizer name, base learning rate): what the reference logs for
     # this benchmark (MLPerf's closed division checks its optimizer's and schedule's keys).
     mllog_hyperparameters: dict[str, MllogValue] = field(default_factory=dict)
-    parameters: dict[str, int] = field(default_factory=dict)  # flavor -> exact parameter count
+    # flavor -> exact count of the parameters a run trains (and allreduces): runs.csv's `parameters`
+    parameters: dict[str, int] = field(default_factory=dict)
     # flavor -> framework -> bytes one sample's activations take in a fp32 training step on a CPU,
     # measured by benchmarks/bench_memory.py (hvdbench/train/memory.py refuses runs that cannot fit).
     memory_per_sample: dict[str, dict[str, int]] = field(default_factory=dict)

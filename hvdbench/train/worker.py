@@ -138,12 +138,14 @@ def run(cfg: config_mod.TrainConfig, state: dict) -> None:
     peak_lr = scaled_lr(cfg, global_batch)
     layout = f"{dist.cross_size}x{dist.local_size}"
     say(dist, f"{cfg.model}/{cfg.flavor} {cfg.framework} {cfg.precision}: {dist.size} rank(s) ({layout}, "
-              f"{dist.controller}), {trainer.num_parameters():,} parameters, global batch {global_batch}, "
+              f"{dist.controller}), {trainer.num_parameters():,} parameters"
+              + (f" ({trainer.num_trainable():,} trained)" if trainer.num_trainable() != trainer.num_parameters()
+                 else "") + f", global batch {global_batch}, "
               f"peak lr {peak_lr:.4g}, {kind.name} data {'synthetic' if cfg.synthetic else cfg.data}")
 
     _log_run_facts(events, cfg, spec, dist, layout, devices[0], global_batch, peak_lr)
     record = result_mod.identity(cfg, state["t0"])
-    result_mod.describe_job(record, dist, hosts, devices, trainer.num_parameters())
+    result_mod.describe_job(record, dist, hosts, devices, trainer.num_trainable())
     loop = Loop(cfg, dist, trainer, events, fault, ds, global_batch, peak_lr, spec.metric, synthetic,
                 hyperparameters=lambda facts: spec.mllog_values(cfg, facts))
     measures = loop.throughput() if cfg.mode == "throughput" else loop.time_to_accuracy()

@@ -95,6 +95,10 @@ class Trainer:
     def num_parameters(self) -> int:
         return int(sum(np.prod(v.shape) for v in self.model.trainable_variables))
 
+    def num_trainable(self) -> int:
+        """The trained parameters (here every parameter: no TensorFlow model freezes any)."""
+        return int(sum(np.prod(v.shape) for v in self.model.trainable_variables))
+
     def set_lr(self, lr: float) -> None:
         self.optimizer.learning_rate.assign(lr)
 

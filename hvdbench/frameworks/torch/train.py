@@ -117,7 +117,13 @@ class Trainer:
         """Nothing to prepare ahead in eager PyTorch (the TensorFlow trainer traces its graphs)."""
 
     def num_parameters(self) -> int:
+        """Every parameter (what the model's weights take in memory)."""
         return sum(p.numel() for p in self.model.parameters())
+
+    def num_trainable(self) -> int:
+        """The parameters the optimizer updates, whose gradients Horovod averages every step (a LoRA
+        run's adapters; all of them for the other models)."""
+        return sum(p.numel() for p in self.model.parameters() if p.requires_grad)
 
     def set_lr(self, lr: float) -> None:
         for group in self.optimizer.param_groups:

@@ -1,0 +1,88 @@
+"""`hvdbench train stable_diffusion` launched for real: the debug flavor reaches FID <= 90 and label
+agreement >= 0.85 on the real 8x8 digits under `horovodrun -np 2`, with both ranks' images in one
+FID; the debug network runs on synthetic latents; the full flavor's time-to-accuracy run without
+its evaluation networks is refused in one line.
+
+    .venv/bin/python -m pytest tests/integration/test_train_stable_diffusion.py
+"""
+
+import json
+import re
+
+import pytest
+from conftest import launch_env, run
+
+from hvdbench.results.mllog import read_event_dicts as read_events
+from hvdbench.results.schema import read_result
+
+pytestmark = pytest.mark.integration
+
+EVAL_LINE = re.compile(r"\[hvdbench\] fid ([0-9.]+) and label_agreement ([0-9.]+) \(needs >= 0.85\) "
+                       r"over (\d+) generated images")
+
+
+@pytest.fixture(scope="module")
+def digits8(tmp_path_factory, hvdbench_bin):
+    out = tmp_path_factory.mktemp("data") / "digits8"
+    run([hvdbench_bin, "prepare", "digits", "--out", out, "--size", "8"])
+    return out
+
+
+@pytest.mark.timeout(300)
+def test_debug_reaches_fid_and_label_agreement_under_horovodrun(digits8, tmp_path, horovodrun, hvdbench_bin):
+    out = tmp_path / "run"
+    proc = run([horovodrun, "-np", "2", "-H", "localhost:2", "--gloo", hvdbench_bin, "train", "stable_diffusion",
+                "--flavor", "debug", "--data", digits8, "--out", out], timeout=300)
+    record, config = read_result(out / "result.json")
+    assert (record.status, record.mode, record.metric_name) == ("success", "time_to_accuracy", "fid")
+    assert record.target == 90.0 and record.final_metric <= 90.0
+    assert (record.world_size, record.layout, record.global_batch) == (2, "1x2", 32)
+    assert record.parameters == 792_641
+    assert record.epochs_to_target == record.epochs <= 8  # 4 when measured (the first evaluation)
+    assert config["optimizer"] == "adamw" and config["lr"] == 1e-3
+
+    # Rank 0 says each evaluation once; the last one passed both conditions.
+    evaluations = [(float(f), float(a), int(n)) for f, a, n in EVAL_LINE.findall(proc.stdout)]
+    checks = json.loads((out / "checks.json").read_text())
+    assert len(evaluations) == len(checks["evals"]) >= 1
+    fid, agreement, images = evaluations[-1]
+    assert fid == pytest.approx(record.final_metric, abs=0.005) and agreement >= 0.85
+    # One FID over the whole val split: 180 images generated on each rank, gathered.
+    assert images == 360 and all(e["samples"] == 360 for e in checks["evals"])
+    assert checks["params_identical"] is True
+    events = read_events(out / "mllog.txt")
+    fids = [e["value"] for e in events if e["key"] == "eval_accuracy"]
+    assert fids[-1] == pytest.approx(record.final_metric)
+    assert [e["value"] for e in events if e["key"] == "opt_adamw_epsilon"] == [1e-8]
+
+
+@pytest.mark.timeout(120)
+def test_debug_network_runs_on_synthetic_latents(tmp_path, hvdbench_bin):
+    """--synthetic draws the spec's first kind, sd_latents, at the debug flavor's sizes: the text
+    states replace the label prompts."""
+    out = tmp_path / "run"
+    run([hvdbench_bin, "train", "stable_diffusion", "--flavor", "debug", "--synthetic", "--steps", "4",
+         "--warmup-steps", "1", "--out", out], timeout=120)
+    record, _ = read_result(out / "result.json")
+    assert (record.status, record.mode, record.flavor) == ("success", "throughput", "debug")
+    assert record.parameters == 791_233 and record.throughput > 0  # no prompt table on latents
+
+
+@pytest.mark.timeout(180)
+def test_full_time_to_accuracy_without_evaluation_networks_is_refused_in_one_line(tmp_path, hvdbench_bin):
+    data, out = tmp_path / "latents", tmp_path / "run"
+    run([hvdbench_bin, "prepare", "synthetic", "--like", "sd_latents", "--samples", "24", "--val-fraction", "0.25",
+         "--out", data])
+    env = launch_env()
+    for name in ("HVDBENCH_SD_VAE_DECODER", "HVDBENCH_SD_FID_FEATURES", "HVDBENCH_SD_CLIP"):
+        env.pop(name, None)
+    proc = run([hvdbench_bin, "train", "stable_diffusion", "--data", data, "--out", out], env=env, check=False,
+               timeout=180)
+    assert proc.returncode == 1
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("Error: rank 0 on ")
+    assert "stable_diffusion/full: a time-to-accuracy run on sd_latents data" in lines[0]
+    assert all(name in lines[0] for name in ("HVDBENCH_SD_VAE_DECODER", "HVDBENCH_SD_FID_FEATURES",
+                                              "HVDBENCH_SD_CLIP"))
+    record, _ = read_result(out / "result.json")
+    assert record.status == "failed" and "HVDBENCH_SD_CLIP" in record.error
