@@ -2,11 +2,12 @@
 # make demo: the main job on built-in data, end to end, as a study (studies/demo.yaml).
 #   1. as root, bring up a 2-node emulated cluster (network namespaces, 2 slots each) with the
 #      inter-node link shaped to $DEMO_BANDWIDTH; otherwise run local layouts only, and say so;
-#   2. study: every model with a debug flavor (ResNet-50, BERT, Transformer, GNMT, NCF) over 1x1,
-#      1x2 and 2x1, throughput, 2 repeats; each model's built-in data is prepared on first use;
+#   2. study: every model with a debug flavor (ResNet-50, BERT, Transformer, GNMT, NCF, Llama2 LoRA,
+#      Stable Diffusion) over 1x1, 1x2 and 2x1, throughput, 2 repeats; each model's built-in data is
+#      prepared on first use;
 #   3. sweep ResNet-50 (debug flavor) for time-to-accuracy (0.95 top-1 on the digits), 3 repeats;
-#   4. report throughput, speed-up, efficiency, scale-up vs scale-out, MLPerf time-to-train and,
-#      last, the speed-up across models; print the file paths.
+#   4. report throughput, speed-up, efficiency, scale-up vs scale-out, MLPerf time-to-train, the
+#      waterfall of each layout's loss and, last, the speed-up across models; print the file paths.
 # Each demo writes a new directory under demo-out/ (the prepared data is shared and kept).
 set -euo pipefail
 cd "$(dirname "$0")/.."
