@@ -19,6 +19,19 @@ _SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9\"'(])")
 _RULE = re.compile(r"^[\s*=\-~^]+$")  # the reST underlines of section titles
 
 
+def read_utf8(path: str | Path) -> str:
+    """A text file's content; a one-line DatasetError naming the file when it is missing, not
+    UTF-8 or unreadable."""
+    try:
+        return Path(path).read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise DatasetError(f"{path}: no such file") from None
+    except UnicodeDecodeError as e:
+        raise DatasetError(f"{path}: not UTF-8 text (byte {e.start})") from None
+    except OSError as e:
+        raise DatasetError(f"{path}: cannot read ({e.strerror})") from None
+
+
 def expand_sources(sources: list[str]) -> list[str]:
     """`builtin:pydoc`, files, or folders (their files, sorted); a missing path is a DatasetError."""
     out = []

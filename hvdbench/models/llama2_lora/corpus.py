@@ -30,6 +30,7 @@ import sys
 import sysconfig
 from pathlib import Path
 
+from hvdbench.data.text import read_utf8
 from hvdbench.errors import DatasetError
 
 BUILTIN_STDLIB = "builtin:stdlib-docstrings"
@@ -105,14 +106,7 @@ def read_jsonl(path: str | Path) -> list[tuple[str, str]]:
     """(document, summary) pairs of a GovReport-style JSON lines file; DatasetError naming the
     file and line for anything else."""
     path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise DatasetError(f"{path}: no such file") from None
-    except UnicodeDecodeError as e:
-        raise DatasetError(f"{path}: not UTF-8 text (byte {e.start})") from None
-    except OSError as e:
-        raise DatasetError(f"{path}: cannot read ({e.strerror})") from None
+    text = read_utf8(path)
     pairs = []
     for number, line in enumerate(text.splitlines(), 1):
         if not line.strip():

@@ -25,9 +25,9 @@ in the manifest, so a training run needs nothing but --data.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
-import math
 import shutil
 import time
 from pathlib import Path
@@ -35,8 +35,8 @@ from pathlib import Path
 import numpy as np
 
 from hvdbench.data import manifest as mf
-from hvdbench.data.parallel import ShardJob, World, finish, run_jobs, start
-from hvdbench.data.shards import shard_name, write_shard
+from hvdbench.data.parallel import World, finish, run_jobs, start
+from hvdbench.data.staged import staged_jobs, write_staged
 from hvdbench.errors import DatasetError
 from hvdbench.models.llama2_lora import corpus
 from hvdbench.models.llama2_lora.data import (
@@ -234,17 +234,9 @@ def prepare_summaries(src: str, out: Path, *, base: str | Path, val_src: str | N
                 "pairs": len(train) + len(val), "summary_tokens": summary_tokens}
 
     facts = world.on_root(build)
-    jobs = []
-    ph = mf.params_hash(params)
-    for split in ("train", "val"):
-        n = facts["counts"][split]
-        count = math.ceil(n / samples_per_shard)
-        for k in range(count):
-            lo, hi = k * samples_per_shard, min(n, (k + 1) * samples_per_shard)
-            source = hashlib.sha256(json.dumps([ph, facts["sha256"], split, lo, hi]).encode()).hexdigest()
-            jobs.append(ShardJob.single(split, shard_name(split, k, count), source,
-                                        {"staging": str(staging), "split": split, "lo": lo, "hi": hi}))
-    records = run_jobs(out, jobs, _write, world=world, workers=1, label="summaries")
+    jobs = staged_jobs(staging, facts["counts"], samples_per_shard, key=[mf.params_hash(params), facts["sha256"]])
+    records = run_jobs(out, jobs, functools.partial(write_staged, FIELDS), world=world, workers=1,
+                       label="summaries")
     base_record = {"file": info["weights_file"], "sha256": info["weights_sha256"], "config": info["config"],
                    "note": BASE_NOTE, "made_by": info.get("command"), "val_loss": info.get("val_loss"),
                    "params": info["params"]}
@@ -262,9 +254,3 @@ def prepare_summaries(src: str, out: Path, *, base: str | Path, val_src: str | N
         shutil.rmtree(staging, ignore_errors=True)
     return manifest
 
-
-def _write(job: ShardJob, out: Path) -> dict:
-    w = job.work
-    staging = Path(w["staging"])
-    arrays = {f: np.load(staging / f"{w['split']}-{f}.npy", mmap_mode="r")[w["lo"]:w["hi"]] for f in FIELDS}
-    return write_shard(out / job.file, {f: np.ascontiguousarray(a) for f, a in arrays.items()}, job.source)

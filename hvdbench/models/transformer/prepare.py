@@ -24,17 +24,17 @@ folder in --out that every rank maps to write its share of the shards, and is re
 
 from __future__ import annotations
 
+import functools
 import hashlib
-import json
-import math
 import shutil
 from pathlib import Path
 
 import numpy as np
 
 from hvdbench.data import manifest as mf
-from hvdbench.data.parallel import ShardJob, World, finish, run_jobs, start
-from hvdbench.data.shards import shard_name, write_shard
+from hvdbench.data.parallel import World, finish, run_jobs, start
+from hvdbench.data.staged import staged_jobs, write_staged
+from hvdbench.data.text import read_utf8
 from hvdbench.errors import DatasetError
 from hvdbench.models.transformer import catalogs, tokens
 from hvdbench.models.transformer.data import TRANSLATION
@@ -47,16 +47,7 @@ FIELDS = ("src", "tgt", "src_len", "tgt_len")
 def read_parallel(src: Path, tgt: Path) -> list[tuple[str, str]]:
     """Aligned (source, target) lines; one-line DatasetError naming both files when they differ
     in length or cannot be read as UTF-8."""
-    sides = []
-    for path in (src, tgt):
-        try:
-            sides.append(Path(path).read_text(encoding="utf-8").splitlines())
-        except FileNotFoundError:
-            raise DatasetError(f"{path}: no such file") from None
-        except UnicodeDecodeError as e:
-            raise DatasetError(f"{path}: not UTF-8 text (byte {e.start})") from None
-        except OSError as e:
-            raise DatasetError(f"{path}: cannot read ({e.strerror})") from None
+    sides = [read_utf8(path).splitlines() for path in (src, tgt)]
     if len(sides[0]) != len(sides[1]):
         raise DatasetError(f"parallel files are not aligned: {src} has {len(sides[0])} lines, {tgt} has "
                            f"{len(sides[1])} (line k of one must translate line k of the other)")
@@ -183,18 +174,10 @@ def prepare_translation(src: str, out: Path, *, tgt: str | None = None, src_lang
                 "corpus_sha256": corpus["sha256"], "source": corpus["source"], "pairs": len(pairs)}
 
     facts = world.on_root(build)
-    jobs = []
-    ph = mf.params_hash(params)
-    for split in ("train", "val"):
-        n = facts["counts"][split]
-        count = math.ceil(n / samples_per_shard)
-        for k in range(count):
-            lo, hi = k * samples_per_shard, min(n, (k + 1) * samples_per_shard)
-            source = hashlib.sha256(json.dumps([ph, facts["corpus_sha256"], facts["tokenizer_sha256"],
-                                                split, lo, hi]).encode()).hexdigest()
-            jobs.append(ShardJob.single(split, shard_name(split, k, count), source,
-                                        {"staging": str(staging), "split": split, "lo": lo, "hi": hi}))
-    records = run_jobs(out, jobs, _write, world=world, workers=1, label="translation")
+    jobs = staged_jobs(staging, facts["counts"], samples_per_shard,
+                       key=[mf.params_hash(params), facts["corpus_sha256"], facts["tokenizer_sha256"]])
+    records = run_jobs(out, jobs, functools.partial(write_staged, FIELDS), world=world, workers=1,
+                       label="translation")
     manifest = mf.new_manifest(
         TRANSLATION.name, TRANSLATION.fields({"max_len": max_len}), seed, params, command,
         vocab_size=facts["vocab_size"], max_len=max_len, src_lang=src_lang, tgt_lang=tgt_lang,
@@ -208,9 +191,3 @@ def prepare_translation(src: str, out: Path, *, tgt: str | None = None, src_lang
         shutil.rmtree(staging, ignore_errors=True)
     return manifest
 
-
-def _write(job: ShardJob, out: Path) -> dict:
-    w = job.work
-    staging = Path(w["staging"])
-    arrays = {f: np.load(staging / f"{w['split']}-{f}.npy", mmap_mode="r")[w["lo"]:w["hi"]] for f in FIELDS}
-    return write_shard(out / job.file, {f: np.ascontiguousarray(a) for f, a in arrays.items()}, job.source)
