@@ -192,11 +192,9 @@ def _start_slurm(plan: ClusterPlan, journal: Journal, tools: dict[str, str]) -> 
         proc = runner.spawn(argv, log)
         journal.record("daemon", name=name, pid=proc.pid, create_time=psutil.Process(proc.pid).create_time(),
                        config=marker)
-    env = {**os.environ, **slurm.client_env(plan)}
 
     def all_idle() -> bool:
-        proc = subprocess.run([tools["sinfo"], "-h", "-N", "-o", "%N %T"], capture_output=True, text=True, env=env,
-                              stdin=subprocess.DEVNULL)
+        proc = slurm.client(plan, "sinfo", "-h", "-N", "-o", "%N %T")
         states = dict(line.split()[:2] for line in proc.stdout.splitlines() if len(line.split()) >= 2)
         return proc.returncode == 0 and all(states.get(n.name, "").startswith("idle") for n in plan.nodes)
     _wait_for(all_idle, SLURM_START_TIMEOUT_S, "every slurmd to register as idle",
@@ -232,20 +230,16 @@ def down(name: str, state_root: Path = STATE_ROOT) -> list[str]:
 def _cancel_jobs(plan: ClusterPlan) -> list[str]:
     """Cancel every job of the cluster's own Slurm (its partition, through its own SLURM_CONF) and
     wait until they are gone, so no job step outlives its slurmd."""
-    env = {**os.environ, **slurm.client_env(plan)}
-    which = {t: shutil.which(t, path=runner.search_path()) for t in ("scancel", "squeue")}
-    if not all(which.values()) or not slurm.conf_path(plan).exists():
+    if not slurm.conf_path(plan).exists():
         return []
 
     def jobs() -> list[str]:
-        proc = subprocess.run([which["squeue"], "-h", "-p", slurm.PARTITION, "-o", "%i"], capture_output=True,
-                              text=True, env=env, stdin=subprocess.DEVNULL, timeout=30)
-        return proc.stdout.split() if proc.returncode == 0 else []
+        proc = slurm.client(plan, "squeue", "-h", "-p", slurm.PARTITION, "-o", "%i")
+        return proc.stdout.split() if proc is not None and proc.returncode == 0 else []
     pending = jobs()
     if not pending:
         return []
-    subprocess.run([which["scancel"], "-p", slurm.PARTITION], env=env, capture_output=True,
-                   stdin=subprocess.DEVNULL, timeout=30)
+    slurm.client(plan, "scancel", "-p", slurm.PARTITION)
     deadline = time.monotonic() + SLURM_DRAIN_TIMEOUT_S
     while jobs() and time.monotonic() < deadline:
         time.sleep(0.5)

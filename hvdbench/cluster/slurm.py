@@ -171,16 +171,24 @@ def write_files(plan: ClusterPlan, controller_host: str) -> None:
         node_pmix(plan, node).mkdir(mode=0o700, parents=True, exist_ok=True)
 
 
-def sinfo_text(plan: ClusterPlan) -> str:
-    """`sinfo -N` of the cluster's Slurm, or why it cannot be had."""
+def client(plan: ClusterPlan, tool: str, *args: str, timeout: float = 30):
+    """Run a Slurm client (sinfo, squeue, scancel) against this cluster's own Slurm: its
+    CompletedProcess (output captured), or None when the tool is not installed."""
     import shutil
     import subprocess
 
     from hvdbench.cluster.runner import search_path
 
-    binary = shutil.which("sinfo", path=search_path())
+    binary = shutil.which(tool, path=search_path())
     if binary is None:
+        return None
+    return subprocess.run([binary, *args], capture_output=True, text=True, env={**os.environ, **client_env(plan)},
+                          stdin=subprocess.DEVNULL, timeout=timeout)
+
+
+def sinfo_text(plan: ClusterPlan) -> str:
+    """`sinfo -N` of the cluster's Slurm, or why it cannot be had."""
+    proc = client(plan, "sinfo", "-N", "-o", "%N %P %T %c")
+    if proc is None:
         return "sinfo not found (install slurm-client)"
-    proc = subprocess.run([binary, "-N", "-o", "%N %P %T %c"], capture_output=True, text=True,
-                          env={**os.environ, **client_env(plan)}, stdin=subprocess.DEVNULL, timeout=30)
     return (proc.stdout if proc.returncode == 0 else proc.stderr).rstrip()

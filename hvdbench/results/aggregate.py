@@ -233,7 +233,8 @@ def _pick_baseline(rows: list[dict], value: str, baseline: tuple[int, int] | Non
 
 # --- tables --------------------------------------------------------------------------------
 
-def _scaling_key(r: RunResult) -> tuple:
+def scaling_key(r: RunResult) -> tuple:
+    """A run's SCALING_GROUP values: the scaling table's group (and the waterfall's)."""
     return (system_of(r), r.model, r.flavor, r.framework, r.precision, r.mode, r.batch_per_gpu, r.accum_steps)
 
 
@@ -241,7 +242,7 @@ def scaling_rows(runs: list[RunResult], baseline: tuple[int, int] | None = None)
     """One row per group and layout. Throughput-mode runs, and time-to-accuracy groups where runs
     recorded a throughput (published MLPerf logs have none: they are in the time-to-train table)."""
     out = []
-    for key, group in sorted(_group_by(runs, _scaling_key).items()):
+    for key, group in sorted(_group_by(runs, scaling_key).items()):
         if group[0].mode != "throughput" and not any(r.throughput is not None for r in group):
             continue
         rows = []

@@ -23,15 +23,11 @@ import os
 import statistics
 from pathlib import Path
 
+from hvdbench.results.aggregate import scaling_key
 from hvdbench.results.schema import SCALING_GROUP, WATERFALL_COLUMNS, atomic_write_text
 
 PARTS = ("data_s", "compute_s", "comm_s", "update_s", "other_s")
 LOSSES = ("comm_loss", "data_loss", "compute_loss", "unattributed")
-
-
-def _scaling_key(run) -> tuple:
-    return (run.devices, run.model, run.flavor, run.framework, run.precision, run.mode, run.batch_per_gpu,
-            run.accum_steps)
 
 
 def _mean_parts(runs) -> dict[str, float] | None:
@@ -46,7 +42,7 @@ def waterfall_rows(runs, scaling: list[dict]) -> list[dict]:
     parts: dict[tuple, dict[str, float] | None] = {}
     by_layout: dict[tuple, list] = {}
     for r in runs:
-        by_layout.setdefault(_scaling_key(r) + (r.layout,), []).append(r)
+        by_layout.setdefault(scaling_key(r) + (r.layout,), []).append(r)
     for key, layout_runs in by_layout.items():
         parts[key] = _mean_parts(layout_runs)
     rows_by_group: dict[tuple, list[dict]] = {}

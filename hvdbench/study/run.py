@@ -37,7 +37,7 @@ from hvdbench.errors import ConfigError, DatasetError, HvdbenchError
 from hvdbench.models import get_spec, specs
 from hvdbench.results.schema import atomic_write_text
 from hvdbench.study.schema import ModelPlan, Study
-from hvdbench.sweep.build import build_spec
+from hvdbench.sweep.build import build_spec, hosts_of
 from hvdbench.sweep.spec import SweepSpec
 
 DEFAULT_THROUGHPUT = {"steps": 100}  # a throughput run on real data needs a step count
@@ -194,17 +194,11 @@ def _hostfile(study: Study, opts: StudyOptions):
 
 
 def _host_list(study: Study, opts: StudyOptions):
-    import os
-
+    hostfile = _hostfile(study, opts)
     if opts.cluster_name is not None:
         from hvdbench.cluster.launch import launch_settings
-        return topology.parse_hostfile(launch_settings(opts.cluster_name).hostfile)
-    hostfile = _hostfile(study, opts)
-    if hostfile is not None:
-        return topology.parse_hostfile(hostfile)
-    if opts.hosts is not None:
-        return topology.parse_hosts_arg(opts.hosts)
-    return topology.hosts_from_slurm(os.environ, opts.gpus_per_node)
+        hostfile = launch_settings(opts.cluster_name).hostfile
+    return hosts_of(hostfile, opts.hosts, opts.gpus_per_node)
 
 
 # --- the record --------------------------------------------------------------------------------

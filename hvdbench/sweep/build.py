@@ -51,8 +51,7 @@ def build_spec(model: str, train_args=(), *, out: Path, hostfile=None, hosts=Non
     # The sweep folder can be written and its runs.csv read back whole, before any run is launched.
     check_writable_dir(out, "--out")
     check_appendable(Path(out) / "runs.csv", RunResult)
-    host_list = (topology.parse_hostfile(hostfile) if hostfile is not None else topology.parse_hosts_arg(hosts)
-                 if hosts is not None else topology.hosts_from_slurm(os.environ, gpus_per_node))
+    host_list = hosts_of(hostfile, hosts, gpus_per_node)
 
     cfg = None
     if config_name:
@@ -73,6 +72,15 @@ def build_spec(model: str, train_args=(), *, out: Path, hostfile=None, hosts=Non
         allreduce_bench=allreduce_bench, link=(link or "").strip())
     check_runs(spec)  # every layout's run resolved as `train` will: refused here, not once per run
     return spec
+
+
+def hosts_of(hostfile=None, hosts=None, gpus_per_node=None):
+    """The hosts and slots of --hostfile, else --hosts, else the current Slurm allocation."""
+    if hostfile is not None:
+        return topology.parse_hostfile(hostfile)
+    if hosts is not None:
+        return topology.parse_hosts_arg(hosts)
+    return topology.hosts_from_slurm(os.environ, gpus_per_node)
 
 
 def check_train_args(model: str, train_args) -> None:
