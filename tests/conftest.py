@@ -52,3 +52,11 @@ def mpirun():
     path = shutil.which("mpirun")
     assert path, "mpirun missing: run `make setup`"
     return path
+
+
+@pytest.fixture(scope="session")
+def digits(tmp_path_factory, hvdbench_bin):
+    """scikit-learn's digits prepared once for the run (`hvdbench prepare digits`); tests only read it."""
+    out = tmp_path_factory.mktemp("data") / "digits"
+    run([hvdbench_bin, "prepare", "digits", "--out", out])
+    return out

@@ -56,13 +56,6 @@ def wait_for_jobs(timeout_s=300):
         time.sleep(1)
 
 
-@pytest.fixture(scope="module")
-def digits(tmp_path_factory, hvdbench_bin):
-    out = tmp_path_factory.mktemp("data") / "digits"
-    run([hvdbench_bin, "prepare", "digits", "--out", out])
-    return out
-
-
 @pytest.mark.timeout(180)
 def test_the_cluster_runs_slurm_and_status_shows_sinfo(slurm_cluster, hvdbench_bin):
     daemons = [e["name"] for e in slurm_cluster["created"] if e["kind"] == "daemon"]

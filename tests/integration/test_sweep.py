@@ -25,13 +25,6 @@ STEPS = ["--flavor", "debug", "--steps", "6", "--warmup-steps", "2", "--batch-pe
 pytestmark = pytest.mark.integration
 
 
-@pytest.fixture(scope="module")
-def digits(tmp_path_factory, hvdbench_bin):
-    out = tmp_path_factory.mktemp("data") / "digits"
-    run([hvdbench_bin, "prepare", "digits", "--out", out])
-    return out
-
-
 def sweep_argv(hvdbench_bin, out, *options, train=()):
     return [hvdbench_bin, "sweep", "resnet50", "--hostfile", LOCALHOST, "--out", out, *options, "--", *train]
 

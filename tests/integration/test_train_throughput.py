@@ -59,13 +59,6 @@ def test_throughput_on_synthetic_data_writes_a_complete_record(case, tmp_path, h
     assert len(digests) == 2 and digests[0] == digests[1]
 
 
-@pytest.fixture(scope="module")
-def digits(tmp_path_factory, hvdbench_bin):
-    out = tmp_path_factory.mktemp("data") / "digits"
-    run([hvdbench_bin, "prepare", "digits", "--out", out])
-    return out
-
-
 @pytest.mark.timeout(300)
 def test_the_step_time_breakdown_adds_up_and_a_slow_reader_shows_as_data(tmp_path, horovodrun, hvdbench_bin,
                                                                           digits):
