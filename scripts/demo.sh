@@ -7,7 +7,8 @@
 #      prepared on first use;
 #   3. sweep ResNet-50 (debug flavor) for time-to-accuracy (0.95 top-1 on the digits), 3 repeats;
 #   4. report throughput, speed-up, efficiency, scale-up vs scale-out, MLPerf time-to-train, the
-#      waterfall of each layout's loss and, last, the speed-up across models; print the file paths.
+#      waterfall of each layout's loss, the speed-up across models and a prediction of layouts not
+#      run (2x2 and 4x1 on the emulated cluster); print the file paths.
 # Each demo writes a new directory under demo-out/ (the prepared data is shared and kept).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -26,9 +27,11 @@ if [ "$(id -u)" = 0 ] && "$HVD" cluster up --name "$CLUSTER" --nodes 2 --slots 2
       --bandwidth "$BANDWIDTH" --subnet 10.231.7.0/24; then
   trap '"$HVD" cluster down --name "$CLUSTER" >/dev/null' EXIT
   HOSTS=(--cluster "$CLUSTER" --layouts 1x1,1x2,2x1)
+  PREDICT=2x2,4x1
   echo "emulated cluster '$CLUSTER': 2 nodes x 2 slots, inter-node link shaped to $BANDWIDTH"
 else
   HOSTS=(--hosts localhost:2 --layouts 1x1,1x2)
+  PREDICT=1x4
   echo "NOTE: no emulated cluster (needs root and network namespaces): local layouts 1x1 and 1x2 only"
 fi
 
@@ -41,5 +44,5 @@ echo "== 3. sweep: ResNet-50 debug time-to-accuracy (top-1 0.95) x $REPEATS repe
     -- --framework torch --flavor debug --data "$OUT/digits"
 
 echo "== 4. report"
-"$HVD" report "$RUN/sweep-tta" "$RUN/study" --out "$RUN/report"
+"$HVD" report "$RUN/sweep-tta" "$RUN/study" --out "$RUN/report" --predict "$PREDICT"
 echo "demo finished in $((SECONDS - t0))s; results: $RUN"

@@ -14,6 +14,7 @@ COMMANDS = {
     "sweep": ("hvdbench.cli.sweep", "sweep", "Run a model over every nodes x GPUs layout and repeat."),
     "study": ("hvdbench.cli.study", "study", "Run a study file: several models x layouts x repeats (studies/*.yaml)."),
     "report": ("hvdbench.cli.report", "report", "Scaling, layout and time-to-train tables and plots from sweeps."),
+    "predict": ("hvdbench.cli.predict", "predict", "Predict the throughput of layouts not run (e.g. 8x8) from a sweep."),
     "export": ("hvdbench.cli.export", "export", "Time-to-accuracy sweeps as an MLPerf results tree (result_summarizer)."),
     "cluster": ("hvdbench.cli.cluster", "cluster", "An emulated multi-node cluster on this machine (root)."),
     "bench": ("hvdbench.cli.bench", "bench", "Allreduce and storage micro-benchmarks."),

@@ -4,6 +4,8 @@ from pathlib import Path
 
 import click
 
+from hvdbench.cli.predict import layouts_option
+
 FORMATS = ("csv", "md", "png")
 
 
@@ -68,7 +70,10 @@ def _expand_studies(paths) -> tuple[list[Path], dict[str, dict]]:
               help="Comma-separated files to write: csv, md (summary.md), png.")
 @click.option("--baseline", metavar="NxG", help="Layout (NODESxGPUS) that speed-up and efficiency are "
               "measured against [default: the smallest GPU count present, single-node first].")
-def report(sweeps, mllogs, out, formats, baseline, group_by, ruleset):
+@layouts_option("--predict", "predict_layouts",
+                help="Also predict these layouts (NODESxGPUS, comma-separated) from the sweeps' runs: "
+                     "prediction.csv/.png and a section of summary.md (see `hvdbench predict`).")
+def report(sweeps, mllogs, out, formats, baseline, group_by, ruleset, predict_layouts):
     """Speed-up, scaling efficiency, scale-up vs scale-out and MLPerf time-to-train (olympic mean,
     mean ± 2σ) from SWEEP_DIR/runs.csv files, study folders (`hvdbench study run --out DIR`: its
     sweeps, plus the speed-up across models, study_speedup.csv/.png) and published MLPerf logs. Writes scaling.csv,
@@ -83,6 +88,7 @@ def report(sweeps, mllogs, out, formats, baseline, group_by, ruleset):
       hvdbench report results/a100 results/h100 --baseline 1x1 --out reports/cmp
       hvdbench report --mllog training_results_v4.0/Oracle --format csv,md
       hvdbench report --mllog vendor-logs --group-by submitter+platform --ruleset 4.0.0
+      hvdbench report results/demo --predict 2x2,8x8
     """
     from rich.progress import track
 
@@ -112,7 +118,16 @@ def report(sweeps, mllogs, out, formats, baseline, group_by, ruleset):
     study_rows = {name: study_tables.speedup_rows(tables, record.get("published")) for name, record in studies.items()}
     study_md = [study_tables.markdown(study_rows[name], name, record.get("reproduces", ""))
                 for name, record in studies.items()]
+    fits, predicted = [], []
+    if predict_layouts:
+        from hvdbench.cli.predict import fits_and_rows
+        from hvdbench.results import predict
+
+        fits, predicted = fits_and_rows(runs, sweeps, predict_layouts)
+        if not fits:
+            notes.append("--predict: no successful throughput run with a step-time breakdown to fit on")
     text = "\n".join(part for part in (tab.markdown(tables, sources, notes), waterfall.markdown(falls), *study_md,
+                                       predict.markdown(predicted, fits) if fits else "",
                                        bench_tables.markdown(bench)) if part)
     notes = []  # in the text above
 
@@ -124,6 +139,8 @@ def report(sweeps, mllogs, out, formats, baseline, group_by, ruleset):
         written.append(tab.write_markdown(text, out))
     if falls:
         written += waterfall.write(falls, out, formats)
+    if fits:
+        written += predict.write(predicted, fits, out, formats)
     for name, rows in study_rows.items():
         written += study_tables.write(rows, out if len(studies) == 1 else out / name, name, formats)
     if "png" in formats:

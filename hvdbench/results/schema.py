@@ -333,6 +333,12 @@ REPORT_COLUMNS = {
 WATERFALL_COLUMNS = SCALING_GROUP + ("layout", "nodes", "gpus_per_node", "gpus", "baseline", "ideal", "comm_loss",
                                      "data_loss", "compute_loss", "unattributed", "measured", "base_step_ms",
                                      "step_ms", "data_ms", "compute_ms", "comm_ms", "update_ms", "other_ms")
+# Predicted layouts (hvdbench.results.predict): one row per group and layout, measured or not.
+PREDICTION_COLUMNS = SCALING_GROUP + ("layout", "nodes", "gpus_per_node", "gpus", "baseline", "step_ms", "work_ms",
+                                      "allreduce_ms", "exposed_comm_ms", "predicted_throughput", "speedup",
+                                      "efficiency", "measured_throughput", "predicted_vs_measured", "fitted",
+                                      "link_kind", "busbw_gb_s", "latency_us", "overlap",
+                                      "ranks_per_machine_limit", "fitted_on")
 # A study's speed-up across models (hvdbench.results.study_tables): one row per model and GPU count,
 # the fewest-node layout of that count, from time to train where the model has it, else throughput.
 STUDY_SPEEDUP_COLUMNS = ("system", "model", "flavor", "framework", "precision", "basis", "gpus", "layout",

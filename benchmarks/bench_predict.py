@@ -1,0 +1,85 @@
+"""The layout predictor against measurement on the emulated cluster, at several inter-node link
+bandwidths: fit on 1x1, 1x2 and 2x1, predict 2x2 and 4x1, and print predicted / measured.
+
+    sudo .venv/bin/python benchmarks/bench_predict.py                       # about 12 minutes, root
+    sudo .venv/bin/python benchmarks/bench_predict.py --bandwidths 50mbit,1gbit --repeats 1
+
+For each bandwidth it brings up a 4-node x 2-slot emulated cluster (`hvdbench cluster up`, the link
+shaped with tc), sweeps a model's debug flavor in throughput mode over 1x1, 1x2, 2x1, 2x2 and 4x1
+(with `--allreduce-bench`: Horovod's allreduce curve per layout, which the predictor's links are
+fitted from), takes it down, and runs `hvdbench predict --fit-on 1x1,1x2,2x1`. The goal is
+predicted / measured within 1 +- 0.15 for the layouts not fitted on.
+
+Every node of the emulated cluster is a namespace of this one machine: 4 ranks share its cores, so
+the predictor's "ranks per machine" is N x G here (fitted from 1x1 against 1x2).
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+BIN = Path(sys.executable).parent
+HVD = str(BIN / "hvdbench")
+FIT = "1x1,1x2,2x1"
+PREDICT = "2x2,4x1"
+
+
+def sh(*argv: str) -> None:
+    env = {**os.environ, "OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1"}
+    subprocess.run(list(argv), check=True, env=env, stdout=subprocess.DEVNULL)
+
+
+def one_bandwidth(bandwidth: str, args, work: Path) -> list[dict]:
+    name = "hvdpred"
+    sweep = work / f"sweep-{bandwidth}"
+    sh(HVD, "cluster", "up", "--name", name, "--nodes", "4", "--slots", "2", "--bandwidth", bandwidth,
+       "--subnet", "10.232.9.0/24")
+    try:
+        sh(HVD, "sweep", args.model, "--cluster", name, "--layouts", f"{FIT},{PREDICT}", "--repeats",
+           str(args.repeats), "--allreduce-bench", args.allreduce_max, "--timeout", "300", "--out", str(sweep),
+           "--", "--flavor", "debug", "--synthetic", "--steps", str(args.steps), "--warmup-steps", "5")
+    finally:
+        sh(HVD, "cluster", "down", "--name", name)
+    report = work / f"report-{bandwidth}"
+    sh(HVD, "predict", str(sweep), "--layouts", PREDICT, "--fit-on", FIT, "--out", str(report))
+    with open(report / "prediction.csv", newline="") as f:
+        return list(csv.DictReader(f))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--model", default="resnet50")
+    parser.add_argument("--bandwidths", default="50mbit,200mbit,1gbit")
+    parser.add_argument("--repeats", type=int, default=2)
+    parser.add_argument("--steps", type=int, default=30)
+    parser.add_argument("--allreduce-max", default="4M", help="--allreduce-bench's largest message")
+    args = parser.parse_args()
+    if os.geteuid() != 0:
+        sys.exit("bench_predict.py needs root: the emulated cluster uses network namespaces")
+    results = []
+    with tempfile.TemporaryDirectory(prefix="hvdbench-bench-predict-") as tmp:
+        for bandwidth in args.bandwidths.split(","):
+            for row in one_bandwidth(bandwidth, args, Path(tmp)):
+                results.append((bandwidth, row))
+                ratio = row["predicted_vs_measured"]
+                print(f"{bandwidth:>8}  {row['layout']:>4}  {'fit' if row['fitted'] == '1' else 'new':>3}  "
+                      f"predicted {float(row['predicted_throughput']):8.1f}  measured "
+                      f"{float(row['measured_throughput'] or 'nan'):8.1f} samples/s  "
+                      f"predicted/measured {float(ratio) if ratio else float('nan'):.3f}  "
+                      f"(inter busbw {row['busbw_gb_s'] or '-'} GB/s, overlap {float(row['overlap']):.2f})",
+                      flush=True)
+    new = [float(r["predicted_vs_measured"]) for _, r in results
+           if r["fitted"] != "1" and r["predicted_vs_measured"]]
+    inside = sum(abs(x - 1) <= 0.15 for x in new)
+    print(f"{args.model} debug: {inside} of {len(new)} predictions of layouts not fitted on within +-15 % "
+          f"(predicted/measured from {min(new):.3f} to {max(new):.3f})" if new else "no prediction to compare")
+
+
+if __name__ == "__main__":
+    main()
