@@ -75,6 +75,11 @@ def _one_line(ctx, param, value):
 @click.option("--link", metavar="TEXT", callback=_one_line, help="The inter-node link, in words, for the report and its plots, e.g. "
               "'HDR InfiniBand 200 Gb/s' [default: with --cluster, the emulated link and its shaping; "
               "on a resume, the one recorded in OUT/sweep.json].")
+@click.option("--require-idle", type=click.FloatRange(min=0), metavar="WAIT_S",
+              help="Before each run, wait up to WAIT_S seconds for this machine (the one the sweep runs "
+                   "on: localhost layouts, an emulated cluster) to be idle: other processes using less than "
+                   "half a core; a run that finds it busy is not started and is recorded as failed, saying "
+                   "so (rerun it with --retry-failed). Remote nodes are not checked.")
 @click.option("--retry-failed", is_flag=True, help="Rerun runs recorded as failed or timeout.")
 @click.option("--name", help="Sweep name in the records [default: the name of --out].")
 @click.option("--dry-run", is_flag=True, help="Print the plan and the exact commands; run nothing.")
@@ -87,7 +92,8 @@ def _one_line(ctx, param, value):
 @click.option("--out", required=True, type=click.Path(file_okay=False, path_type=Path),
               help="Sweep directory: runs.csv and one directory per run.")
 def sweep(model, train_args, hostfile, hosts, cluster_name, gpus_per_node, gpus, layouts, repeats, launcher,
-          controller, config_name, timeout, kill_grace, env, launcher_args, allreduce_bench, link, retry_failed, name,
+          controller, config_name, timeout, kill_grace, env, launcher_args, allreduce_bench, link, require_idle,
+          retry_failed, name,
           dry_run, submit, sbatch_args, time_limit, template, out):
     """Run MODEL over every nodes x GPUs layout and repeat; one row per run in OUT/runs.csv.
 
@@ -121,7 +127,7 @@ def sweep(model, train_args, hostfile, hosts, cluster_name, gpus_per_node, gpus,
         gpus_per_node=gpus_per_node, gpus=gpus, layouts=layouts, repeats=repeats, launcher=launcher,
         controller=controller, config_name=config_name, timeout=timeout, kill_grace=kill_grace, env=env,
         launcher_args=launcher_args, allreduce_bench=allreduce_bench, link=link, retry_failed=retry_failed,
-        name=name, out=out)
+        name=name, out=out, require_idle=require_idle)
     console = output_console()
 
     if launcher == "slurm":

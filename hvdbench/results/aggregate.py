@@ -30,6 +30,7 @@ from hvdbench.errors import ConfigError
 from hvdbench.results.mllog import rcp_check
 from hvdbench.results.schema import EPOCH_COLUMNS, SCALING_GROUP, TTT_GROUP, RunResult, SchemaError
 from hvdbench.results.store import read_runs
+from hvdbench.train.interference import BUSY_CPUS
 
 # MLPerf drops the fastest and slowest run; we do so from this many runs on (MLPerf itself asks
 # 5 runs for vision models and 10 for BERT; 3 is the least that leaves a run after dropping two).
@@ -254,7 +255,7 @@ def scaling_rows(runs: list[RunResult], baseline: tuple[int, int] | None = None)
                          "throughput_mean": st.mean, "throughput_std": st.std,
                          "throughput_2sigma": st.two_sigma, "n_throughput": st.n,
                          "throughput_per_gpu": st.mean / gpus if st.mean is not None and gpus else None,
-                         "layout_source": layout_source(layout_runs)})
+                         "layout_source": layout_source(layout_runs), **_interference(layout_runs)})
         base = _pick_baseline(rows, "throughput_mean", baseline)
         for row in sorted(rows, key=_order):
             row.update(baseline=base["layout"] if base else "", speedup=None, efficiency=None)
@@ -267,9 +268,24 @@ def scaling_rows(runs: list[RunResult], baseline: tuple[int, int] | None = None)
     return out
 
 
+def _interference(runs: list[RunResult]) -> dict:
+    """The worst of the layout's successful runs: the spread of one run's step times (std / mean)
+    and the cores' worth of other processes that ran beside it (runs.csv `other_cpus`)."""
+    ok = [r for r in runs if r.status == "success"]
+    cvs = [r.step_time_std_s / r.step_time_mean_s for r in ok if r.step_time_std_s is not None
+           and r.step_time_mean_s]
+    busy = [r.other_cpus for r in ok if r.other_cpus is not None]
+    gpu = [r.other_gpu_procs for r in ok if r.other_gpu_procs is not None]
+    return {"step_cv": max(cvs, default=None), "other_cpus": max(busy, default=None),
+            "other_gpu_procs": max(gpu, default=None)}
+
+
 # A row whose runs spread more than this (std / mean) is flagged: its mean, and every speed-up
 # measured against it, is not a stable figure (on a shared machine, a neighbour is the usual cause).
 NOISY_CV = 0.10
+# A run whose own step times spread more than this: 660 +- 860 ms steps (a lone CPU rank whose
+# math threads a neighbour kept preempting) are 130 %; an undisturbed run's are a few %.
+UNSTEADY_CV = 0.5
 FLAGS = {
     "superlinear": "efficiency above 100 %: more than linear speed-up; check the baseline, a slow or "
                    "disturbed baseline run is the usual cause",
@@ -277,6 +293,11 @@ FLAGS = {
              "probably busy; rerun, or add repeats",
     "noisy-baseline": "the baseline's runs spread more than "
                       f"{NOISY_CV:.0%}: every speed-up and efficiency of this group inherits that",
+    "busy": f"other processes used {BUSY_CPUS:g} cores or more on average while a run was timed "
+            "(runs.csv other_cpus; or other processes on its GPUs): its numbers are not this layout's alone; "
+            "rerun on an idle machine (sweep --require-idle)",
+    "unsteady": f"a run's step times spread more than {UNSTEADY_CV:.0%} (std / mean of its steps): something "
+                "stalled it now and then (a neighbour, swapping, a straggler rank)",
 }
 
 
@@ -295,6 +316,10 @@ def _flags(row: dict, base: dict | None) -> list[str]:
         flags.append("noisy")
     if base is not None and base is not row and (_cv(base) or 0) > NOISY_CV:
         flags.append("noisy-baseline")
+    if (row.get("other_cpus") or 0) >= BUSY_CPUS or (row.get("other_gpu_procs") or 0) > 0:
+        flags.append("busy")
+    if (row.get("step_cv") or 0) > UNSTEADY_CV:
+        flags.append("unsteady")
     return flags
 
 

@@ -28,10 +28,11 @@ from typing import Any
 
 from hvdbench.errors import HvdbenchError
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 # Columns each runs.csv schema version added, so an older store still reads (its rows have them
 # empty) and is upgraded in place by its next append (hvdbench.results.store).
-ADDED_COLUMNS = {2: ("data_s", "compute_s", "comm_s", "update_s", "other_s")}
+ADDED_COLUMNS = {2: ("data_s", "compute_s", "comm_s", "update_s", "other_s"),
+                 3: ("other_cpus", "other_gpu_procs")}
 
 STATUSES = ("success", "aborted", "failed", "timeout")
 MODES = ("throughput", "time_to_accuracy")
@@ -176,6 +177,11 @@ class RunResult(LayoutFields, _RunIdentity, CsvRecord):
     comm_s: float | None = None
     update_s: float | None = None
     other_s: float | None = None
+    # What else used the run's machines while it was timed (hvdbench.train.interference): the busiest
+    # machine's cores' worth of other processes' CPU time, and other compute processes on its GPUs
+    # (None without a GPU).
+    other_cpus: float | None = None
+    other_gpu_procs: int | None = None
     schema_version: int = SCHEMA_VERSION
 
     def __post_init__(self):
@@ -315,7 +321,8 @@ EPOCH_COLUMNS = ("system", "model", "flavor", "framework", "gpus", "layout", "gl
 REPORT_COLUMNS = {
     "scaling": SCALING_GROUP + _LAYOUT + _COUNTS + (
         "n_throughput", "throughput_mean", "throughput_std", "throughput_2sigma",
-        "throughput_per_gpu", "baseline", "speedup", "efficiency", "layout_source") + _WHERE + ("cv", "flags"),
+        "throughput_per_gpu", "baseline", "speedup", "efficiency", "layout_source") + _WHERE + ("cv", "step_cv", "other_cpus", "other_gpu_procs",
+                                                                            "flags"),
     "layouts": SCALING_GROUP + ("gpus", "layout", "nodes", "gpus_per_node", "scale", "reference") + _COUNTS + (
         "throughput_mean", "throughput_2sigma", "relative", "delta_pct", "noise_2sigma_pct", "within_noise") + _WHERE,
     # ttt_min: MLPerf's score (olympic mean); ttt_rcp_min: the same after the official summarizer's

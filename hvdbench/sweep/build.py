@@ -32,7 +32,7 @@ def build_spec(model: str, train_args=(), *, out: Path, hostfile=None, hosts=Non
                gpus_per_node=None, gpus=None, layouts: str = "all", repeats: int = 1,
                launcher: str = "horovodrun", controller: str = "gloo", config_name=None, timeout=None,
                kill_grace: float = 10.0, env=None, launcher_args=(), allreduce_bench=None, link=None,
-               retry_failed: bool = False, name: str | None = None) -> SweepSpec:
+               retry_failed: bool = False, name: str | None = None, require_idle=None) -> SweepSpec:
     """The SweepSpec `hvdbench sweep` runs (its options, by the same names); HvdbenchError (or
     click.UsageError for options that do not go together) naming what is wrong."""
     env = dict(env or {})
@@ -69,7 +69,7 @@ def build_spec(model: str, train_args=(), *, out: Path, hostfile=None, hosts=Non
         launcher="srun" if launcher == "slurm" else launcher, controller=controller, timeout=timeout,
         train_args=tuple(train_args), user_env=env, launcher_args=tuple(launcher_args),
         retry_failed=retry_failed, config_path=cfg.path if cfg else None, grace_s=kill_grace,
-        allreduce_bench=allreduce_bench, link=(link or "").strip())
+        allreduce_bench=allreduce_bench, link=(link or "").strip(), require_idle=require_idle)
     check_runs(spec)  # every layout's run resolved as `train` will: refused here, not once per run
     return spec
 

@@ -68,6 +68,13 @@ def time_limit_result(spec: SweepSpec, run: PlannedRun, rdir: Path, started_at: 
     return result
 
 
+def refused_result(spec: SweepSpec, run: PlannedRun, started_at: str, why: str) -> RunResult:
+    """The row of a run the sweep did not start (e.g. --require-idle found the machine busy)."""
+    result = _fallback(spec, run, "failed", why)
+    _fill(result, spec, run, started_at, 0.0)
+    return result
+
+
 def _fallback(spec: SweepSpec, run: PlannedRun, status: str, error: str) -> RunResult:
     settings = dict(run.entry.config.settings) if run.entry.config else {}
     args = _train_options(spec.train_args)  # given after --, so they win over the config, as in train

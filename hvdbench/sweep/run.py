@@ -45,7 +45,7 @@ from hvdbench.sweep import locks
 from hvdbench.sweep.display import SweepProgress, dry_run, plan_line
 from hvdbench.sweep.launch import bench_dir, command, env_additions, launch_bench, launch_run
 from hvdbench.sweep.plan import DONE, PlannedRun, latest_status, pending
-from hvdbench.sweep.record import build_result, time_limit_result
+from hvdbench.sweep.record import build_result, refused_result, time_limit_result
 from hvdbench.sweep.signals import SignalGuard, SweepInterrupted, raising_signals
 from hvdbench.sweep.spec import SWEEP_OWNED, SweepSpec, check_sweep_record, run_dir
 
@@ -131,6 +131,11 @@ def _do_run(spec: SweepSpec, run: PlannedRun, signals: SignalGuard, seen: Counte
         else:
             _set_aside(rdir)
             started = datetime.now(timezone.utc).isoformat(timespec="seconds")
+            refused = _busy_refusal(spec, run, started)
+            if refused is not None:
+                with signals.deferred(), locks.store_lock(spec.out):
+                    append_run(spec.store, refused)
+                return refused, False
             try:
                 started, outcome = launch_run(spec, run)
             except SweepInterrupted as e:
@@ -143,6 +148,26 @@ def _do_run(spec: SweepSpec, run: PlannedRun, signals: SignalGuard, seen: Counte
             with signals.deferred(), locks.store_lock(spec.out):
                 append_run(spec.store, result)
         return result, False
+
+
+def _busy_refusal(spec: SweepSpec, run: PlannedRun, started: str) -> RunResult | None:
+    """With --require-idle: None once this machine is idle (within spec.require_idle seconds), else
+    the row of a run not started because it stayed busy (failed: a --retry-failed resume reruns it)."""
+    if spec.require_idle is None:
+        return None
+    import time
+
+    from hvdbench.train.interference import BUSY_CPUS, busy_now
+
+    deadline = time.monotonic() + spec.require_idle
+    while True:
+        busy = busy_now(1.0)
+        if busy < BUSY_CPUS or time.monotonic() >= deadline:
+            break
+    if busy < BUSY_CPUS:
+        return None
+    return refused_result(spec, run, started, f"not started: this machine was busy, other processes used "
+                          f"{busy:.1f} cores (--require-idle {spec.require_idle:g} s: at most {BUSY_CPUS:g})")
 
 
 def _set_aside(rdir: Path) -> None:

@@ -25,6 +25,7 @@ from mlperf_logging.mllog import constants as C
 from hvdbench.errors import DatasetError
 from hvdbench.models.contracts import RunFacts
 from hvdbench.output import line
+from hvdbench.train.interference import BUSY_CPUS, Neighbours
 from hvdbench.train.schedule import lr_at
 
 
@@ -47,6 +48,9 @@ class Measures:
     comm_s: float | None = None
     update_s: float | None = None
     other_s: float | None = None
+    # what else used the machines during the timed window (hvdbench.train.interference)
+    other_cpus: float | None = None
+    other_gpu_procs: int | None = None
     evals: list = field(default_factory=list)
 
 
@@ -162,6 +166,7 @@ class Loop:
             if i == warmup:  # the timed window opens at a point every rank has reached
                 dist.sync()
                 t0 = last = time.perf_counter()
+                watch = Neighbours(getattr(dist, "device", None))
                 progress.restart(i)
                 if timed:
                     self.trainer.start_timing()
@@ -181,6 +186,7 @@ class Loop:
         with contextlib.suppress(AttributeError):
             batches.close()
         m = Measures(steps=steps, warmup_steps=warmup, throughput=steps * self.global_batch / elapsed)
+        self._neighbours(m, watch)
         m.step_time_mean_s = sum(times) / len(times)
         m.step_time_std_s = std(times)
         if timed:
@@ -194,6 +200,16 @@ class Loop:
             say(dist, "step time: " + ", ".join(f"{name} {1e3 * getattr(m, name + '_s'):.1f} ms" for name in
                                                 ("data", "compute", "comm", "update", "other")))
         return m
+
+    def _neighbours(self, m: Measures, watch: Neighbours) -> None:
+        """Record what else ran during the timed window, and say so when it was a lot."""
+        busy = watch.stop(self.dist)
+        m.other_cpus, m.other_gpu_procs = busy["other_cpus"], busy["other_gpu_procs"]
+        if m.other_cpus >= BUSY_CPUS or m.other_gpu_procs:
+            say(self.dist, f"warning: the machine was busy while this run was timed: other processes used "
+                           f"{m.other_cpus:.1f} cores on average" + (f", {m.other_gpu_procs} other process(es) on "
+                                                                     f"the GPUs" if m.other_gpu_procs else "")
+                + "; its numbers may not be this layout's")
 
     @staticmethod
     def _breakdown(m: Measures, data_s: float, phases: dict[str, float], steps: int) -> None:
@@ -238,6 +254,7 @@ class Loop:
         events.end(C.INIT_STOP)
         events.start(C.RUN_START)
         run_start, eval_s, step = time.time(), 0.0, 0
+        watch = Neighbours(getattr(dist, "device", None))
         block = block_start(0)
         batches = self._step_batches(loader, steps_per_epoch)
         for epoch, micro in batches:
@@ -279,6 +296,7 @@ class Loop:
         m.steps, m.epochs = step, step / steps_per_epoch
         m.time_to_train_s = run_stop - run_start
         m.time_per_epoch_s = (m.time_to_train_s - eval_s) / m.epochs
+        self._neighbours(m, watch)
         return m
 
 

@@ -8,7 +8,7 @@ import pytest
 from hvdbench.errors import ConfigError
 from hvdbench.results.aggregate import (build_tables, load_sweeps, olympic_score, parse_layout,
                                         scaling_rows, stats)
-from hvdbench.results.schema import RunResult, SchemaError
+from hvdbench.results.schema import SCHEMA_VERSION, RunResult, SchemaError
 from hvdbench.results.store import append_run
 
 
@@ -274,7 +274,8 @@ def test_a_version_1_store_reads_and_is_upgraded_by_its_next_append(tmp_path):
     rows = read_runs(store)
     assert [(r.layout, r.throughput, r.compute_s) for r in rows] == [
         ("1x1", 100.0, None), ("1x1", 110.0, None), ("1x2", 190.0, 0.01)]
-    assert {r.schema_version for r in rows} == {2}
+    assert {r.schema_version for r in rows} == {SCHEMA_VERSION}
+    assert all(r.other_cpus is None for r in rows)  # a column of version 3, empty in the old rows
 
 
 def _timed(layout, throughput, **parts):
