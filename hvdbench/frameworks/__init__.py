@@ -30,18 +30,30 @@ def load(framework: str):
 SHARED_MACHINE_ENV = "HVDBENCH_SHARED_MACHINE"
 
 
-def math_threads(requested: int, local_size: int, size: int | None = None, env=os.environ) -> int:
-    """CPU math threads for one rank: --threads, else OMP_NUM_THREADS, else the cores shared out
-    among the ranks of this machine (two ranks each spinning a thread per core fight for them, and
-    oversubscribed OpenMP barriers are slower by orders of magnitude). Those are the `local_size`
-    ranks of this host, or all `size` ranks when HVDBENCH_SHARED_MACHINE=1 (an emulated cluster)."""
+def fixed_threads(requested: int, env=os.environ) -> int | None:
+    """The math threads the user fixed: --threads, else OMP_NUM_THREADS; None to choose them."""
     if requested > 0:
         return requested
     omp = env.get("OMP_NUM_THREADS", "")
-    if omp.isdigit() and int(omp) > 0:
-        return int(omp)
+    return int(omp) if omp.isdigit() and int(omp) > 0 else None
+
+
+def math_threads(requested: int, local_size: int, size: int | None = None, env=os.environ,
+                 busy_cpus: float = 0.0) -> int:
+    """CPU math threads for one rank: --threads, else OMP_NUM_THREADS, else the free cores shared
+    out among the ranks of this machine (two ranks each spinning a thread per core fight for them,
+    and oversubscribed OpenMP barriers are slower by orders of magnitude). Those are the
+    `local_size` ranks of this host, or all `size` ranks when HVDBENCH_SHARED_MACHINE=1 (an emulated
+    cluster). `busy_cpus`: the cores' worth of other processes measured at start (DistBase): a
+    neighbour on half a core or more takes that core away, because a lone rank that also spreads its
+    threads over the neighbour's core waits at every barrier for the thread the neighbour preempts
+    (measured here: 15 ms steps became 660 +- 860 ms)."""
+    fixed = fixed_threads(requested, env)
+    if fixed is not None:
+        return fixed
     sharing = size if env.get(SHARED_MACHINE_ENV) == "1" and size else local_size
-    return max(1, (os.cpu_count() or 1) // sharing)
+    free = (os.cpu_count() or 1) - round(busy_cpus)
+    return max(1, free // sharing)
 
 
 def cpu_mpi_settings(on_gpu: bool, env=os.environ) -> None:

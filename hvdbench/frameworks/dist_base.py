@@ -13,7 +13,7 @@ import socket
 
 import numpy as np
 
-from hvdbench.frameworks import math_threads
+from hvdbench.frameworks import fixed_threads, math_threads
 
 
 class DistBase:
@@ -25,9 +25,23 @@ class DistBase:
         self.local_rank, self.local_size = hvd.local_rank(), hvd.local_size()
         self.cross_size = hvd.cross_size()
         self.controller = "mpi" if hvd.mpi_enabled() else "gloo" if hvd.gloo_enabled() else ""
-        # Two ranks sharing a CPU must not each start one thread per core (they would fight).
-        self.threads = math_threads(threads, self.local_size, self.size)
+        # Two ranks sharing a CPU must not each start one thread per core (they would fight), nor a
+        # rank take the core a neighbour is using.
+        self.busy_cpus = None if fixed_threads(threads) is not None else self._neighbours_at_start()
+        self.threads = math_threads(threads, self.local_size, self.size, busy_cpus=self.busy_cpus or 0.0)
         self.hostname = socket.gethostname()
+
+    def _neighbours_at_start(self, window_s: float = 0.25) -> float:
+        """Cores' worth of other processes on the busiest of the job's machines, measured while
+        every rank sleeps (a collective: all ranks start the window together)."""
+        import time
+
+        from hvdbench.train.interference import Neighbours
+
+        self.allgather_object(None)
+        watch = Neighbours()
+        time.sleep(window_s)
+        return watch.stop(self)["other_cpus"]
 
     def tensor(self, values: np.ndarray):
         """A host tensor of the framework holding `values`."""

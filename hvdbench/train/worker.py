@@ -141,7 +141,10 @@ def run(cfg: config_mod.TrainConfig, state: dict) -> None:
               f"{dist.controller}), {trainer.num_parameters():,} parameters"
               + (f" ({trainer.num_trainable():,} trained)" if trainer.num_trainable() != trainer.num_parameters()
                  else "") + f", global batch {global_batch}, "
-              f"peak lr {peak_lr:.4g}, {kind.name} data {'synthetic' if cfg.synthetic else cfg.data}")
+              f"peak lr {peak_lr:.4g}, {kind.name} data {'synthetic' if cfg.synthetic else cfg.data}, "
+              f"{dist.threads} math thread(s) per rank"
+              + (f" ({dist.busy_cpus:.1f} cores busy with other processes at start)"
+                 if dist.busy_cpus and dist.busy_cpus >= 0.5 else ""))
 
     _log_run_facts(events, cfg, spec, dist, layout, devices[0], global_batch, peak_lr)
     record = result_mod.identity(cfg, state["t0"])

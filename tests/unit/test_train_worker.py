@@ -134,3 +134,14 @@ def test_math_threads_share_the_cores_of_one_machine(monkeypatch, env, expected)
     monkeypatch.setattr("os.cpu_count", lambda: 16)
     assert math_threads(0, local_size=2, size=4, env=env) == expected
     assert math_threads(5, local_size=2, size=4, env=env) == 5  # --threads wins over all
+
+
+def test_a_neighbour_takes_its_cores_away_from_the_default(monkeypatch):
+    """A lone rank on 2 cores with a neighbour on one of them takes 1 thread, not 2 (its threads
+    would wait at every barrier for the one the neighbour preempts); half a core or less is noise."""
+    monkeypatch.setattr("os.cpu_count", lambda: 2)
+    assert math_threads(0, local_size=1, env={}, busy_cpus=0.0) == 2
+    assert math_threads(0, local_size=1, env={}, busy_cpus=0.4) == 2
+    assert math_threads(0, local_size=1, env={}, busy_cpus=1.0) == 1
+    assert math_threads(0, local_size=1, env={}, busy_cpus=2.0) == 1  # never below one
+    assert math_threads(3, local_size=1, env={}, busy_cpus=2.0) == 3  # the user's choice stands
