@@ -43,6 +43,14 @@ class DistBase:
         time.sleep(window_s)
         return watch.stop(self)["other_cpus"]
 
+    def start_timeline(self, path) -> None:
+        """Horovod's timeline from now on, into `path` (rank 0 writes it; needs
+        HOROVOD_TIMELINE=DYNAMIC before init, which the worker sets for --horovod-timeline)."""
+        self.hvd.start_timeline(str(path), mark_cycles=True)
+
+    def stop_timeline(self) -> None:
+        self.hvd.stop_timeline()
+
     def tensor(self, values: np.ndarray):
         """A host tensor of the framework holding `values`."""
         raise NotImplementedError

@@ -32,7 +32,8 @@ SCHEMA_VERSION = 3
 # Columns each runs.csv schema version added, so an older store still reads (its rows have them
 # empty) and is upgraded in place by its next append (hvdbench.results.store).
 ADDED_COLUMNS = {2: ("data_s", "compute_s", "comm_s", "update_s", "other_s"),
-                 3: ("other_cpus", "other_gpu_procs")}
+                 3: ("other_cpus", "other_gpu_procs", "timeline_negotiate_ms", "timeline_allreduce_ms",
+                     "timeline_cycles_per_step", "timeline_fused_mib")}
 
 STATUSES = ("success", "aborted", "failed", "timeout")
 MODES = ("throughput", "time_to_accuracy")
@@ -182,6 +183,11 @@ class RunResult(LayoutFields, _RunIdentity, CsvRecord):
     # (None without a GPU).
     other_cpus: float | None = None
     other_gpu_procs: int | None = None
+    # `train --horovod-timeline`: Horovod's timeline of the timed steps, per step (hvdbench.train.timeline)
+    timeline_negotiate_ms: float | None = None
+    timeline_allreduce_ms: float | None = None
+    timeline_cycles_per_step: float | None = None
+    timeline_fused_mib: float | None = None
     schema_version: int = SCHEMA_VERSION
 
     def __post_init__(self):

@@ -87,6 +87,9 @@ class TrainConfig:
     warmup_steps: int = option(10, "Throughput mode: untimed steps first (default 10).", cli=True)
     breakdown: bool = option(True, "Throughput mode: time each step's phases (data, compute, exposed "
                                    "communication, update; PyTorch).", cli=True)
+    horovod_timeline: bool = option(False, "Throughput mode: record Horovod's timeline of the timed steps in "
+                                   "OUT/timeline.json and summarise it in the record (negotiation and "
+                                   "allreduce ms per step, cycles per step, fused MiB per cycle).", cli=True)
     # time-to-accuracy mode (--data without --steps)
     target: float = option(0.0, "Time-to-accuracy target (0: the model's MLPerf target).", cli=True)
     max_epochs: float = option(10.0, "Stop (status aborted) after this many epochs.", cli=True)
@@ -227,6 +230,8 @@ def resolve(overrides: dict, config_file: str | Path | None = None) -> TrainConf
     # Options given on the command line for the other mode are a mistake (a YAML file, e.g. a saved
     # config.yaml, may carry every key).
     mixed = sorted(k for k in ("target", "max_epochs", "eval_every") if k in overrides)
+    if cfg.mode != "throughput" and cfg.horovod_timeline:
+        raise ConfigError("--horovod-timeline records the timed steps of a throughput run (--steps or --synthetic)")
     if cfg.mode == "throughput" and mixed:
         raise ConfigError(f"{', '.join(mixed)} belong to time-to-accuracy runs (--data without --steps); "
                           f"this is a throughput run ({'--synthetic' if cfg.synthetic else '--steps'})")

@@ -51,6 +51,11 @@ class Measures:
     # what else used the machines during the timed window (hvdbench.train.interference)
     other_cpus: float | None = None
     other_gpu_procs: int | None = None
+    # --horovod-timeline: Horovod's timeline of the timed steps, summarised (hvdbench.train.timeline)
+    timeline_negotiate_ms: float | None = None
+    timeline_allreduce_ms: float | None = None
+    timeline_cycles_per_step: float | None = None
+    timeline_fused_mib: float | None = None
     evals: list = field(default_factory=list)
 
 
@@ -167,6 +172,8 @@ class Loop:
                 dist.sync()
                 t0 = last = time.perf_counter()
                 watch = Neighbours(getattr(dist, "device", None))
+                if cfg.horovod_timeline:
+                    dist.start_timeline(self._timeline_path())
                 progress.restart(i)
                 if timed:
                     self.trainer.start_timing()
@@ -187,6 +194,8 @@ class Loop:
             batches.close()
         m = Measures(steps=steps, warmup_steps=warmup, throughput=steps * self.global_batch / elapsed)
         self._neighbours(m, watch)
+        if cfg.horovod_timeline:
+            self._timeline(m, steps)
         m.step_time_mean_s = sum(times) / len(times)
         m.step_time_std_s = std(times)
         if timed:
@@ -200,6 +209,24 @@ class Loop:
             say(dist, "step time: " + ", ".join(f"{name} {1e3 * getattr(m, name + '_s'):.1f} ms" for name in
                                                 ("data", "compute", "comm", "update", "other")))
         return m
+
+    def _timeline_path(self):
+        from pathlib import Path
+
+        return Path(self.cfg.out).absolute() / "timeline.json"
+
+    def _timeline(self, m: Measures, steps: int) -> None:
+        """Stop Horovod's timeline; rank 0 (whose Horovod wrote it) summarises it into the record."""
+        from hvdbench.train.timeline import summarise
+
+        self.dist.stop_timeline()
+        if self.dist.rank == 0:
+            for key, value in summarise(self._timeline_path(), steps).items():
+                setattr(m, key, value)
+            if m.timeline_allreduce_ms is not None:
+                say(self.dist, f"timeline: per step {m.timeline_negotiate_ms:.2f} ms negotiating, "
+                               f"{m.timeline_allreduce_ms:.2f} ms in allreduce, {m.timeline_cycles_per_step:.2f} "
+                               f"cycles of {m.timeline_fused_mib:.2f} MiB fused; {self._timeline_path()}")
 
     def _neighbours(self, m: Measures, watch: Neighbours) -> None:
         """Record what else ran during the timed window, and say so when it was a lot."""

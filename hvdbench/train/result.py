@@ -20,7 +20,8 @@ from hvdbench.train.loop import say
 
 MEASURED = ("status", "steps", "warmup_steps", "throughput", "step_time_mean_s", "step_time_std_s",
             "final_metric", "epochs", "epochs_to_target", "time_per_epoch_s", "time_to_train_s",
-            "data_s", "compute_s", "comm_s", "update_s", "other_s", "other_cpus", "other_gpu_procs")
+            "data_s", "compute_s", "comm_s", "update_s", "other_s", "other_cpus", "other_gpu_procs",
+            "timeline_negotiate_ms", "timeline_allreduce_ms", "timeline_cycles_per_step", "timeline_fused_mib")
 
 
 def identity(cfg, t0: float) -> RunResult:

@@ -106,6 +106,8 @@ def run(cfg: config_mod.TrainConfig, state: dict) -> None:
         from hvdbench.launchers.guard import die_with_parent
         die_with_parent()
     fw = frameworks.load(cfg.framework)
+    if cfg.horovod_timeline:  # read by Horovod's init: the timeline is then started and stopped by the loop
+        os.environ["HOROVOD_TIMELINE"] = "DYNAMIC"
     dist = fw.init_dist(cfg.threads)
     state["rank"] = dist.rank
     fault = Fault(dist.rank, dist.size)
