@@ -102,8 +102,12 @@ def bench():
 @click.option("--mpi-reference/--no-mpi-reference", default=True, show_default=True,
               help="Also time raw MPI (mpi4py Allreduce) at every size; needs an MPI launch "
                    "(mpirun, horovodrun --mpi): under --gloo it is reported unavailable.")
+@click.option("--tune", is_flag=True,
+              help="Search Horovod's settings (cycle time, CPU operations, response cache) for the "
+                   "bandwidth closest to raw MPI at these sizes, one setting at a time in this launch; "
+                   "prints the best and the --env flags to run sweeps with; writes the best's rows.")
 @click.option("--out", required=True, type=click.Path(file_okay=False), help="Folder for bench_allreduce.csv and the plot.")
-def allreduce(min_bytes, max_bytes, dtypes, iters, warmup_iters, budget_bytes, mpi_reference, out):
+def allreduce(min_bytes, max_bytes, dtypes, iters, warmup_iters, budget_bytes, mpi_reference, tune, out):
     """Horovod allreduce over message sizes from --min-bytes to --max-bytes (x2 steps), fp32 and
     fp16 (--dtype), against raw MPI (mpi4py) at the same sizes. Run it under
     horovodrun/mpirun/srun like `hvdbench train`: every rank runs it, rank 0 prints the table and
@@ -118,6 +122,8 @@ def allreduce(min_bytes, max_bytes, dtypes, iters, warmup_iters, budget_bytes, m
       horovodrun -np 2 -H localhost:2 --mpi hvdbench bench allreduce --out results/demo
       mpirun -np 2 hvdbench bench allreduce --dtype fp32 --max-bytes 16M --out results/demo
       horovodrun -np 4 -H node1:2,node2:2 --gloo hvdbench bench allreduce --out results/demo
+      horovodrun -np 2 -H node1:1,node2:1 --mpi hvdbench bench allreduce --tune --dtype fp32 \
+          --min-bytes 1M --max-bytes 256M --out results/tune
     """
     from hvdbench.bench.allreduce_report import CSV_NAME, plan
     from hvdbench.results.schema import AllreduceRow
@@ -127,7 +133,8 @@ def allreduce(min_bytes, max_bytes, dtypes, iters, warmup_iters, budget_bytes, m
     from hvdbench.frameworks.torch.bench_allreduce import AllreduceOptions, main
 
     main(AllreduceOptions(out=out, dtypes=dtypes, min_bytes=min_bytes, max_bytes=max_bytes, iters=iters,
-                          warmup_iters=warmup_iters, budget_bytes=budget_bytes, mpi_reference=mpi_reference))
+                          warmup_iters=warmup_iters, budget_bytes=budget_bytes, mpi_reference=mpi_reference,
+                          tune=tune))
 
 
 @bench.command(cls=WorkerCommand)

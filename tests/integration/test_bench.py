@@ -51,6 +51,26 @@ def test_allreduce_under_gloo_says_the_mpi_reference_is_unavailable(horovodrun, 
     assert "MPI reference unavailable" in proc.stdout
 
 
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("controller", ["mpi", "gloo"])
+def test_allreduce_tune_searches_horovods_settings_and_writes_the_best(horovodrun, hvdbench_bin, tmp_path,
+                                                                        controller):
+    """Horovod restarted once per setting inside one launch (5 settings: the cycle times, then the
+    response cache), with the MPI reference where the launch is an MPI job."""
+    proc = run(hvdrun(horovodrun, controller, hvdbench_bin, "bench", "allreduce", "--tune", "--dtype", "fp32",
+                      "--min-bytes", "64K", "--max-bytes", "128K", *FAST, "--out", tmp_path), timeout=280)
+    tried = [text for text in proc.stdout.splitlines() if "HOROVOD_CYCLE_TIME=" in text and "geometric mean" in text]
+    assert len(tried) == 5, proc.stdout
+    assert "run sweeps with:" in proc.stdout and f"best of 5 settings" in proc.stdout
+    rows = read_rows(tmp_path / AR_CSV, AllreduceRow)
+    horovod = [r for r in rows if r.impl == "horovod"]
+    assert [r.bytes for r in horovod] == [65536, 131072] and all(r.wrong == 0 for r in horovod)
+    assert len({r.note for r in horovod}) == 1 and horovod[0].note.startswith("tune: HOROVOD_CACHE_CAPACITY=")
+    mpi = [r for r in rows if r.impl == "mpi"]
+    assert len(mpi) == (2 if controller == "mpi" else 0) and all(r.vs_mpi for r in horovod) == (controller == "mpi")
+    assert all(r.layout == "1x2" for r in rows)
+
+
 @pytest.mark.timeout(240)
 def test_io_two_ranks_read_every_sample_once_per_pass(horovodrun, hvdbench_bin, tmp_path):
     from hvdbench.models.resnet50.digits import prepare_digits

@@ -36,6 +36,7 @@ import numpy as np
 
 from hvdbench.bench import defaults
 from hvdbench.output import line
+from hvdbench.bench import formulas as F
 from hvdbench.bench.formulas import DTYPE_BYTES
 from hvdbench.train.launch_info import launcher_rank
 
@@ -159,6 +160,7 @@ class AllreduceOptions:
     warmup_iters: int = defaults.WARMUP_ITERS
     budget_bytes: int = defaults.BUDGET_BYTES
     mpi_reference: bool = True
+    tune: bool = False  # search Horovod's settings (hvdbench.bench.tune) instead of one pass
 
 
 def main(opts: AllreduceOptions) -> None:
@@ -166,7 +168,7 @@ def main(opts: AllreduceOptions) -> None:
     rank at once (as the training worker does), so the launcher tears the job down."""
     rank = launcher_rank()
     try:
-        _run(opts)
+        _tune(opts) if opts.tune else _run(opts)
     except BaseException as e:  # noqa: BLE001 - any failure ends this rank loudly
         if isinstance(e, KeyboardInterrupt):
             os._exit(130)
@@ -232,3 +234,59 @@ def _run(opts: AllreduceOptions) -> None:
         raise OutputError(f"{opts.out}: results not written ({reason}); the measurement is {where}") from None
     for path in written:
         line(f"wrote {path}")
+
+
+def _tune(opts: AllreduceOptions) -> None:
+    """--tune: Horovod under each setting of the search, started and shut down once per setting
+    (every rank computes the same scores from the same gathered rows, so all agree on the next
+    setting without talking), then MPI's reference once, with Horovod stopped (as `_run` does)."""
+    from hvdbench.bench import allreduce_report as AR, tune as T
+
+    points = AR.plan(opts.dtypes, opts.min_bytes, opts.max_bytes)
+    mpi_world = None
+    if opts.mpi_reference and launched_by_mpi():
+        from mpi4py import MPI  # initialises MPI before Horovod, which then joins this world
+
+        mpi_world = MPI.COMM_WORLD
+    rank = launcher_rank()
+    say = (lambda text: line(f"[hvdbench] {text}")) if rank == 0 else (lambda text: None)
+    kwargs = dict(iters=opts.iters, warmup_iters=opts.warmup_iters, budget_bytes=opts.budget_bytes)
+    space = T.search_space(mpi_world is not None)
+    measured: dict[str, list] = {}
+
+    def measure(settings: dict[str, str]) -> float:
+        os.environ.update(settings)  # read by Horovod's background thread when it starts
+        comm = HorovodComm()
+        base = AR.new_run(comm.layout())
+        run_id, started_at = comm.allgather((base.run_id, base.started_at))[0]
+        base = replace(base, run_id=run_id, started_at=started_at, note=f"tune: {T.describe(settings)}")
+        rows = AR.sweep(base, "horovod", horovod_timer(comm), comm.allgather, points, **kwargs)
+        comm.barrier()
+        comm.shutdown()
+        measured[T.describe(settings)] = rows
+        # MPI's time at a size is the same for every setting, so ranking by Horovod's bandwidth
+        # alone ranks by Horovod/MPI too.
+        value = T.score(rows, None)
+        say(f"{T.describe(settings)}: " + ", ".join(f"{F.human_bytes(r.bytes)} {_fmt_time(r.time_mean_s)}"
+                                                   for r in rows) + f"; busbw geometric mean {value:.3g} GB/s")
+        return value
+
+    best, tried = T.coordinate_descent(space, measure)
+    rows = measured[T.describe(best)]
+    if mpi_world is not None:
+        with mpi_timer(mpi_world) as timer:
+            rows = rows + AR.sweep(replace(rows[0], note="tune: MPI reference"), "mpi", timer,
+                                   mpi_world.allgather, points, **kwargs)
+    if rank != 0:
+        return
+    rows = AR.compare(rows)
+    say(f"best of {len(tried)} settings: {T.describe(best)}")
+    for text in AR.summary(rows):
+        say(text)
+    say(f"run sweeps with: {T.env_flags(best, space)}")
+    for path in AR.write_outputs(rows, opts.out):  # the best setting's rows and MPI's
+        line(f"wrote {path}")
+
+
+def _fmt_time(seconds: float | None) -> str:
+    return "-" if seconds is None else f"{seconds * 1e6:,.0f} us"
