@@ -114,7 +114,7 @@ def report(sweeps, mllogs, out, formats, baseline, group_by, ruleset, predict_la
     sources = [str(p) for p in (*sweeps, *mllogs)]
     # Interconnect and storage figures (hvdbench bench) beside the training numbers, when present.
     bench = bench_tables.build(sweeps, runs)
-    falls = waterfall.waterfall_rows(runs, tables.scaling)
+    falls = waterfall.waterfall_rows(runs, tables.scaling, waterfall.twin_runs(sweeps))
     study_rows = {name: study_tables.speedup_rows(tables, record.get("published")) for name, record in studies.items()}
     study_md = [study_tables.markdown(study_rows[name], name, record.get("reproduces", ""))
                 for name, record in studies.items()]

@@ -80,6 +80,10 @@ def _one_line(ctx, param, value):
                    "on: localhost layouts, an emulated cluster) to be idle: other processes using less than "
                    "half a core; a run that finds it busy is not started and is recorded as failed, saying "
                    "so (rerun it with --retry-failed). Remote nodes are not checked.")
+@click.option("--explain", is_flag=True,
+              help="Also run every layout and repeat on --synthetic data (in OUT/explain/): the report sets "
+                   "each layout's real-data throughput against its twin's, which separates the data stall "
+                   "from compute and communication in the waterfall. Needs --data and --steps after --.")
 @click.option("--retry-failed", is_flag=True, help="Rerun runs recorded as failed or timeout.")
 @click.option("--name", help="Sweep name in the records [default: the name of --out].")
 @click.option("--dry-run", is_flag=True, help="Print the plan and the exact commands; run nothing.")
@@ -93,7 +97,7 @@ def _one_line(ctx, param, value):
               help="Sweep directory: runs.csv and one directory per run.")
 def sweep(model, train_args, hostfile, hosts, cluster_name, gpus_per_node, gpus, layouts, repeats, launcher,
           controller, config_name, timeout, kill_grace, env, launcher_args, allreduce_bench, link, require_idle,
-          retry_failed, name,
+          explain, retry_failed, name,
           dry_run, submit, sbatch_args, time_limit, template, out):
     """Run MODEL over every nodes x GPUs layout and repeat; one row per run in OUT/runs.csv.
 
@@ -113,6 +117,8 @@ def sweep(model, train_args, hostfile, hosts, cluster_name, gpus_per_node, gpus,
           --out results/r50 -- --synthetic --steps 100
       hvdbench sweep bert --hostfile hosts --launcher mpirun --timeout 1800 \\
           --config bert-example --out results/bert -- --data data/bert
+      hvdbench sweep resnet50 --hosts localhost:2 --explain --out results/why \\
+          -- --flavor debug --data data/digits --steps 30
       hvdbench sweep resnet50 --hostfile hostfiles/example-2node --launcher slurm --submit \\
           --sbatch-arg=--partition=gpu --out results/r50 -- --synthetic
     """
@@ -129,8 +135,13 @@ def sweep(model, train_args, hostfile, hosts, cluster_name, gpus_per_node, gpus,
         launcher_args=launcher_args, allreduce_bench=allreduce_bench, link=link, retry_failed=retry_failed,
         name=name, out=out, require_idle=require_idle)
     console = output_console()
+    from hvdbench.sweep.build import explain_spec
 
+    specs = [spec, explain_spec(spec)] if explain else [spec]
     if launcher == "slurm":
+        if explain:
+            raise click.UsageError("--explain runs on a sweep's own launches; with --launcher slurm, submit "
+                                   "a second sweep with --synthetic after -- instead")
         jobs = batch.slurm_jobs(spec, template, time_limit, tuple(sbatch_args))
         if dry_run:
             for layout, script, body, argv in jobs:
@@ -139,15 +150,19 @@ def sweep(model, train_args, hostfile, hosts, cluster_name, gpus_per_node, gpus,
         batch.write_slurm_jobs(spec, jobs, submit, echo=click.echo)
         return
     if dry_run:
-        sweep_run.dry_run(spec, console)
+        for one in specs:
+            sweep_run.dry_run(one, console)
         return
-    run_to_the_end(f"sweep {spec.name}", spec.store, lambda: sweep_run.run_sweep(spec, console), f"({spec.store})")
+    done = [run_to_the_end(f"sweep {one.name}", one.store, lambda one=one: sweep_run.run_sweep(one, console),
+                           f"({one.store})", exit_on_failure=False) for one in specs]
+    if not all(done):
+        sys.exit(1)
 
 
-def run_to_the_end(label: str, where, start, after: str = "") -> None:
+def run_to_the_end(label: str, where, start, after: str = "", exit_on_failure: bool = True) -> bool:
     """Run `start()` (a sweep or a study; it returns the runs' status counts) and print the counts;
     exit 128+N when signal N stopped it (finished runs are kept: the same command resumes), and 1
-    when a run did not succeed."""
+    when a run did not succeed (or, not `exit_on_failure`, return False: a second sweep still runs)."""
     from hvdbench.sweep import plan, run as sweep_run
 
     try:
@@ -158,4 +173,7 @@ def run_to_the_end(label: str, where, start, after: str = "") -> None:
     summary = ", ".join(f"{n} {status}" for status, n in sorted(counts.items()))
     click.echo(f"{label}: {sum(counts.values())} runs: {summary} {after}".rstrip())
     if set(counts) - set(plan.DONE):
-        sys.exit(1)
+        if exit_on_failure:
+            sys.exit(1)
+        return False
+    return True

@@ -344,7 +344,7 @@ REPORT_COLUMNS = {
 }
 # Why each layout lost what it lost (hvdbench.results.waterfall): one row per group and layout.
 WATERFALL_COLUMNS = SCALING_GROUP + ("layout", "nodes", "gpus_per_node", "gpus", "baseline", "ideal", "comm_loss",
-                                     "data_loss", "compute_loss", "unattributed", "measured", "base_step_ms",
+                                     "data_loss", "compute_loss", "unattributed", "measured", "data_from", "base_step_ms",
                                      "step_ms", "data_ms", "compute_ms", "comm_ms", "update_ms", "other_ms")
 # Predicted layouts (hvdbench.results.predict): one row per group and layout, measured or not.
 PREDICTION_COLUMNS = SCALING_GROUP + ("layout", "nodes", "gpus_per_node", "gpus", "baseline", "step_ms", "work_ms",

@@ -14,6 +14,15 @@ baseline is taken in this order and each part's throughput cost is what it takes
 `unattributed` is what the rank-0 step times do not explain (the measured throughput is the slowest
 rank's), so the bars add up to the measured throughput exactly. Without a breakdown (TensorFlow runs,
 published logs) the whole loss is unattributed.
+
+With `sweep --explain` twins (the same layouts on --synthetic data, SWEEP/explain/runs.csv) the data
+stall is measured differentially instead of from the time spent waiting for batches: r = real
+throughput / its twin's at a layout (the share of the synthetic rate real data leaves), and
+
+    data loss = ideal x (1 - r_layout / r_baseline)
+
+what the layout would reach if its data kept up as well as the baseline's did (`data_from` says
+which way each row's data loss was measured).
 """
 
 from __future__ import annotations
@@ -38,7 +47,26 @@ def _mean_parts(runs) -> dict[str, float] | None:
     return {p: statistics.fmean(getattr(r, p) for r in timed) for p in PARTS}
 
 
-def waterfall_rows(runs, scaling: list[dict]) -> list[dict]:
+def twin_runs(sweeps) -> list:
+    """The `sweep --explain` twins of the given sweep folders (SWEEP/explain/runs.csv where present)."""
+    from hvdbench.results.aggregate import load_sweeps
+    from hvdbench.sweep.build import EXPLAIN_DIR
+
+    folders = [Path(s).parent if Path(s).suffix == ".csv" else Path(s) for s in sweeps]
+    return load_sweeps([f / EXPLAIN_DIR for f in folders if (f / EXPLAIN_DIR / "runs.csv").is_file()])
+
+
+def _twin_rates(twins) -> dict[tuple, float]:
+    """Mean successful throughput of the twins per (scaling group, layout)."""
+    rates: dict[tuple, list[float]] = {}
+    for r in twins:
+        if r.status == "success" and r.throughput:
+            rates.setdefault(scaling_key(r) + (r.layout,), []).append(r.throughput)
+    return {k: statistics.fmean(v) for k, v in rates.items()}
+
+
+def waterfall_rows(runs, scaling: list[dict], twins=()) -> list[dict]:
+    twin = _twin_rates(twins)
     parts: dict[tuple, dict[str, float] | None] = {}
     by_layout: dict[tuple, list] = {}
     for r in runs:
@@ -57,8 +85,20 @@ def waterfall_rows(runs, scaling: list[dict]) -> list[dict]:
         for row in rows:
             if row is base or row["throughput_mean"] is None or not row["gpus"]:
                 continue
-            out.append(_waterfall(key, base, row, base_parts, parts.get(key + (row["layout"],))))
+            fall = _waterfall(key, base, row, base_parts, parts.get(key + (row["layout"],)))
+            twins_of = (twin.get(key + (base["layout"],)), twin.get(key + (row["layout"],)))
+            if all(twins_of):
+                _data_from_twins(fall, base["throughput_mean"] / twins_of[0], row["throughput_mean"] / twins_of[1])
+            out.append(fall)
     return out
+
+
+def _data_from_twins(fall: dict, r_base: float, r_row: float) -> None:
+    """Replace the data loss by the differential one and re-balance `unattributed` (exact sum)."""
+    fall["data_loss"] = fall["ideal"] * (1.0 - r_row / r_base)
+    explained = sum(fall[k] or 0.0 for k in LOSSES[:3])
+    fall["unattributed"] = fall["ideal"] - fall["measured"] - explained
+    fall["data_from"] = "synthetic twin"
 
 
 def _waterfall(key, base, row, base_parts, row_parts) -> dict:
@@ -79,6 +119,7 @@ def _waterfall(key, base, row, base_parts, row_parts) -> dict:
     return {**dict(zip(SCALING_GROUP, key)), "layout": row["layout"], "nodes": row["nodes"],
             "gpus_per_node": row["gpus_per_node"], "gpus": row["gpus"], "baseline": base["layout"],
             "ideal": ideal, **losses, "measured": measured,
+            "data_from": "breakdown" if losses["data_loss"] is not None else "",
             "base_step_ms": None if base_step is None else 1e3 * base_step,
             "step_ms": None if step is None else 1e3 * step,
             **{f"{p[:-2]}_ms": None if not row_parts else 1e3 * row_parts[p] for p in PARTS}}
@@ -99,7 +140,8 @@ def markdown(rows: list[dict]) -> str:
     parts = ["## Why each layout lost what it lost (throughput waterfall)\n",
              "ideal (the baseline's rate per GPU × GPUs) − exposed communication − data stall − compute "
              "change − unattributed = measured, in samples/s; the step times (rank 0's mean, ms) say where "
-             "each layout's step went. A negative loss is a gain.\n"]
+             "each layout's step went. A negative loss is a gain. (twin): the data stall measured against the "
+             "layout's run on synthetic data (`sweep --explain`).\n"]
     for key, rs in groups.items():
         r0 = rs[0]
         parts.append(f"### {r0['model']} · {r0['flavor']} · {r0['framework']} · batch {r0['batch_per_gpu']}/GPU"
@@ -107,7 +149,8 @@ def markdown(rows: list[dict]) -> str:
         parts.append(markdown_table(
             ["layout", "vs", "ideal", "− comm", "− data", "− compute", "− unattributed", "= measured",
              "step ms (baseline → layout)", "data / compute / comm / update / other ms"],
-            [[r["layout"], r["baseline"], num(r["ideal"]), num(r["comm_loss"]), num(r["data_loss"]),
+            [[r["layout"], r["baseline"], num(r["ideal"]), num(r["comm_loss"]),
+              num(r["data_loss"]) + (" (twin)" if r.get("data_from") == "synthetic twin" else ""),
               num(r["compute_loss"]), num(r["unattributed"]), num(r["measured"]),
               "–" if r["step_ms"] is None else f"{r['base_step_ms']:.1f} → {r['step_ms']:.1f}",
               "–" if r["compute_ms"] is None else " / ".join(f"{r[p]:.1f}" for p in

@@ -134,3 +134,34 @@ def cluster_settings(name, launcher, launcher_args, env):
         raise click.UsageError(f"--cluster runs with --launcher horovodrun or mpirun, not {launcher}")
     extra = settings.horovodrun_args if launcher == "horovodrun" else settings.mpirun_args
     return settings.hostfile, (*extra, *launcher_args), {**settings.env, **env}, settings.link
+
+
+EXPLAIN_DIR = "explain"  # SWEEP/explain/: the --explain twins, a sweep folder of their own
+
+
+def explain_spec(spec: SweepSpec) -> SweepSpec:
+    """`sweep --explain`: the same layouts and repeats on --synthetic data instead of --data, in
+    SWEEP/explain/ (its own runs.csv and sweep.json, out of the scaling tables). The report sets
+    each layout's real-data throughput against its twin's: the data stall, measured apart from the
+    compute and communication the two share (the 1x1 twin is the compute-only baseline)."""
+    import dataclasses
+
+    args, skip, data = [], False, None
+    for arg in spec.train_args:
+        if skip:
+            data, skip = arg, False
+            continue
+        if arg == "--data":
+            skip = True
+            continue
+        if arg.startswith("--data="):
+            data = arg.split("=", 1)[1]
+            continue
+        args.append(arg)
+    if data is None or "--synthetic" in args:
+        raise click.UsageError("--explain sets each run on real data against its twin on --synthetic data: "
+                               "give --data DIR after --")
+    if not any(a == "--steps" or a.startswith("--steps=") for a in args):
+        raise click.UsageError("--explain compares throughput runs: give --steps N after --")
+    return dataclasses.replace(spec, out=spec.out / EXPLAIN_DIR, name=f"{spec.name}-explain",
+                               train_args=(*args, "--synthetic"), allreduce_bench=None)

@@ -302,3 +302,20 @@ def test_the_waterfall_adds_up_and_puts_each_cost_where_the_step_time_went():
     plain = [run("1x1", 100.0), run("2x1", 150.0)]
     [row] = waterfall_rows(plain, build_tables(plain).scaling)
     assert (row["comm_loss"], row["unattributed"], row["measured"]) == (None, 50.0, 150.0)
+
+
+def test_explain_twins_measure_the_data_stall_differentially_and_the_bars_still_add_up():
+    """Real data keeps 90 % of the synthetic rate at 1x1 (100 vs 111.1) and 60 % at 2x1 (120 vs
+    200): the layout loses ideal x (1 - 0.6 / 0.9) to its data, whatever its batch-wait timer said."""
+    from hvdbench.results.waterfall import waterfall_rows
+
+    base = dict(data=0.001, compute=0.080, comm=0.0, update=0.004, other=0.0)
+    runs = [_timed("1x1", 100.0, **base), _timed("2x1", 120.0, **dict(base, comm=0.040))]
+    twins = [run("1x1", 100.0 / 0.9, dataset="synthetic"), run("2x1", 200.0, dataset="synthetic")]
+    [row] = waterfall_rows(runs, build_tables(runs).scaling, twins)
+    assert row["data_from"] == "synthetic twin"
+    assert row["data_loss"] == pytest.approx(200.0 * (1 - 0.6 / 0.9))
+    total = row["comm_loss"] + row["data_loss"] + row["compute_loss"] + row["unattributed"]
+    assert row["ideal"] - total == pytest.approx(row["measured"], abs=1e-9)
+    [row] = waterfall_rows(runs, build_tables(runs).scaling)  # without twins: from the breakdown
+    assert row["data_from"] == "breakdown"
