@@ -88,8 +88,11 @@ python_packages() {
   "$VENV/bin/pip" install "torch==$TORCH_VERSION" "$tf"
   # mpi4py is built against the system Open MPI so Horovod and mpi4py share one MPI library.
   "$VENV/bin/pip" install --no-binary mpi4py "mpi4py>=3.1"
-  # torch is named again so no extra's dependency can move it off the pinned build.
-  "$VENV/bin/pip" install -e "$ROOT[dev,genai]" "torch==$TORCH_VERSION"
+  # torch is named again so no extra's dependency can move it off the pinned build. The detection
+  # extra's torchvision==0.28.0 requires torch==2.13.0 and nothing else from PyPI's CUDA stack, so
+  # it pulls no nvidia-* wheel beside the CPU torch (its CUDA ops are stood in for at import, see
+  # hvdbench/frameworks/torch/vision.py); on a CUDA machine it pairs with the CUDA torch natively.
+  "$VENV/bin/pip" install -e "$ROOT[dev,genai,detection]" "torch==$TORCH_VERSION"
   # recbole's wheel ships MovieLens-100K (the built-in data of `prepare movielens`); only that file
   # is read, and recbole's own dependencies pin old packages, so it is installed without them.
   "$VENV/bin/pip" install --no-deps "recbole==1.2.1"

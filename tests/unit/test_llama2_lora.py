@@ -14,8 +14,11 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-torch = pytest.importorskip("torch")
-pytest.importorskip("peft")
+import torch
+from hvdbench.frameworks.torch.vision import ensure_torchvision
+
+ensure_torchvision()  # before peft, which imports torchvision (hvdbench/frameworks/torch/vision.py)
+import peft  # noqa: E402,F401  (installed by `make setup`: a missing one fails, not skips)
 
 from hvdbench.data.readers import open_dataset
 from hvdbench.data.verify import verify

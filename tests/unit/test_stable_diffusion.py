@@ -12,8 +12,11 @@ import dataclasses
 import numpy as np
 import pytest
 
-torch = pytest.importorskip("torch")  # noqa: E402  (installed by `make setup`; the core tests need none)
-pytest.importorskip("diffusers")  # noqa: E402
+import torch
+from hvdbench.frameworks.torch.vision import ensure_torchvision
+
+ensure_torchvision()  # before diffusers, which imports torchvision (hvdbench/frameworks/torch/vision.py)
+import diffusers  # noqa: E402,F401  (installed by `make setup`: a missing one fails, not skips)
 
 from hvdbench.errors import ConfigError  # noqa: E402
 from hvdbench.models import get_spec  # noqa: E402

@@ -35,8 +35,11 @@ import torch.nn.functional as F
 from torch import nn
 
 from hvdbench.errors import ConfigError, DatasetError
+from hvdbench.frameworks.torch.vision import ensure_torchvision
 from hvdbench.models.llama2_lora import BASE_PARAMETERS, FLAVORS, refusal
 from hvdbench.models.llama2_lora.data import BOS, EOS, IGNORE, PAD, base_of
+
+ensure_torchvision()  # transformers and peft import torchvision when it is installed
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
 RUN_DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}

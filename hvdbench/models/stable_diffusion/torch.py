@@ -47,8 +47,13 @@ from pathlib import Path
 import numpy as np
 import torch
 import torch.nn.functional as F
-from diffusers import DDIMScheduler, DDPMScheduler, UNet2DConditionModel
 from torch import nn
+
+from hvdbench.frameworks.torch import vision
+
+vision.ensure_torchvision()  # diffusers and torchmetrics import torchvision when it is installed
+
+from diffusers import DDIMScheduler, DDPMScheduler, UNet2DConditionModel  # noqa: E402
 
 from hvdbench.errors import ConfigError
 from hvdbench.train.launch_info import launcher_rank
