@@ -166,26 +166,38 @@ def run_jobs(out: Path, jobs: list[ShardJob], make: Callable[[ShardJob, Path], d
             pending.append(job)
         else:
             done.update((r["file"], r) for r in records)
-    workers = min(workers or default_workers(), max(1, len(pending)))
-    error = None
-    with progress(label, len(mine), len(done), enabled=world.rank == 0) as advance:
-        try:
-            for records in _map(functools.partial(_make_one, make, str(out)), pending, workers, world):
-                done.update((r["file"], r) for r in records)
-                advance()
-        except HvdbenchError as e:
-            error = e
-    gathered = world.allgather((done, error))
-    errors = [e for _, e in gathered if e is not None]
-    if errors:
-        raise errors[0]
+    made = map_gathered(functools.partial(_make_one, make, str(out)), pending, world, workers, label,
+                        total=len(mine), done=len(done))
     records = {}
-    for part, _ in gathered:
+    for part in world.allgather(done):  # shards an earlier run finished, on every rank
         records.update(part)
+    records.update((r["file"], r) for rank_results in made for job_records in rank_results for r in job_records)
     missing = [file for job in jobs for _, file in job.outputs if file not in records]
     if missing:
         raise DatasetError(f"{out}: shards {missing[:3]} were not produced")
     return records
+
+
+def map_gathered(fn: Callable, items: list, world: World, workers: int | None = None, label: str = "items",
+                 total: int | None = None, done: int = 0) -> list[list]:
+    """`fn` over this rank's `items` in up to `workers` processes, with progress on rank 0; returns
+    every rank's results (a list per rank, in rank order, each in completion order). An HvdbenchError
+    on any rank is raised on every rank. `fn` must be a module-level function (workers get it by
+    reference). `total`/`done`: the progress bar's size and start, when it counts more than `items`."""
+    workers = min(workers or default_workers(), max(1, len(items)))
+    results, error = [], None
+    with progress(label, len(items) if total is None else total, done, enabled=world.rank == 0) as advance:
+        try:
+            for result in _map(fn, items, workers, world):
+                results.append(result)
+                advance()
+        except HvdbenchError as e:
+            error = e
+    gathered = world.allgather((results, error))
+    errors = [e for _, e in gathered if e is not None]
+    if errors:
+        raise errors[0]
+    return [part for part, _ in gathered]
 
 
 def _map(fn: Callable, items: list, workers: int, world: World) -> Iterator:
