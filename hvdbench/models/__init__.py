@@ -30,6 +30,9 @@ REGISTRY = {
     "ncf": "hvdbench.models.ncf",
     "llama2_lora": "hvdbench.models.llama2_lora",
     "stable_diffusion": "hvdbench.models.stable_diffusion",
+    "ssd": "hvdbench.models.ssd",
+    "retinanet": "hvdbench.models.retinanet",
+    "maskrcnn": "hvdbench.models.maskrcnn",
 }
 ENTRY_POINT_GROUP = "hvdbench.models"
 

@@ -345,11 +345,11 @@ def summarize(events: list[Event], path: str = "", duplicates: int = 0, bad_line
     s.global_batch = _int(first.get(C.GLOBAL_BATCH_SIZE))
     s.nodes = _int(first.get(NUMBER_OF_NODES))
     s.gpus_per_node = _int(first.get(ACCELERATORS_PER_NODE))
-    evals = [e for e in events if e.key == C.EVAL_ACCURACY and isinstance(e.value, (int, float))]
+    evals = [e for e in events if e.key == C.EVAL_ACCURACY and _accuracy(e.value) is not None]
     s.sample_based = _counts_samples(s.benchmark) or any(C.SAMPLES_COUNT in e.metadata for e in evals)
     epoch_of = _epoch_reader(events, s.sample_based, s.run_start_ms)
     for e in evals:
-        s.eval_accuracy.append((epoch_of(e), float(e.value)))
+        s.eval_accuracy.append((epoch_of(e), _accuracy(e.value)))
     for e in events:
         if e.key == TRACKED_STATS and isinstance(e.value, dict) and isinstance(e.value.get("throughput"), (int, float)):
             s.throughput = float(e.value["throughput"])
@@ -383,6 +383,14 @@ def _int(event: Event | None) -> int:
 
 def _samples(e: Event) -> float | None:
     value = e.metadata.get(C.SAMPLES_COUNT, e.metadata.get(C.EPOCH_NUM))
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+
+def _accuracy(value) -> float | None:
+    """An eval_accuracy's number: the value, or Mask R-CNN's box mAP ({"BBOX": ..., "SEGM": ...},
+    the first of its two targets)."""
+    if isinstance(value, dict):
+        value = value.get("BBOX")
     return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
 
 

@@ -303,7 +303,7 @@ class Loop:
             m.final_metric = metric.value(reduced)
             events.end(C.EVAL_STOP, metadata=where(step))
             # MLPerf logs every benchmark's quality as eval_accuracy (an eval loss too).
-            events.event(C.EVAL_ACCURACY, m.final_metric, metadata=where(step))
+            events.event(C.EVAL_ACCURACY, metric.logged(m.final_metric), metadata=where(step))
             m.evals.append({"step": step, "epochs": step / steps_per_epoch, "metric": m.final_metric,
                             "samples": metric.samples(reduced)})
             eval_s += time.time() - t_eval

@@ -71,18 +71,18 @@ def test_schema_errors_name_the_file_and_the_key(tmp_path, change, message):
 
 def test_a_missing_model_is_refused_before_any_launch_unless_skipped(tmp_path):
     data = digits(tmp_path)
-    study = load_study(write(tmp_path, {**BASE, "models": {"resnet50": {"data": data}, "ssd": {"synthetic": True}}}))
+    study = load_study(write(tmp_path, {**BASE, "models": {"resnet50": {"data": data}, "dlrm": {"synthetic": True}}}))
     opts = study_run.StudyOptions(out=tmp_path / "out", hosts="localhost:2")
-    with pytest.raises(ConfigError, match=r"models.ssd: this hvdbench has no model 'ssd' .*--skip-missing"):
+    with pytest.raises(ConfigError, match=r"models.dlrm: this hvdbench has no model 'dlrm' .*--skip-missing"):
         study_run.plan_study(study, opts, tmp_path / "configs")
     assert not (tmp_path / "out").exists() and not (tmp_path / "configs").exists()
     opts.skip_missing = True
     sweeps, notes = study_run.plan_study(study, opts, tmp_path / "configs")
-    assert [s.model for s in sweeps] == ["resnet50"] and notes == ["ssd: skipped (no such model in this hvdbench)"]
+    assert [s.model for s in sweeps] == ["resnet50"] and notes == ["dlrm: skipped (no such model in this hvdbench)"]
     # Through the command line: one line, exit 1, nothing written.
     result = CliRunner().invoke(cli, ["study", "run", str(study.path), "--hosts", "localhost:2",
                                       "--out", str(tmp_path / "cli")])
-    assert result.exit_code == 1 and result.output.count("\n") == 1 and "models.ssd" in result.output
+    assert result.exit_code == 1 and result.output.count("\n") == 1 and "models.dlrm" in result.output
     assert not (tmp_path / "cli").exists()
 
 
