@@ -61,7 +61,7 @@ def test_allreduce_tune_searches_horovods_settings_and_writes_the_best(horovodru
                       "--min-bytes", "64K", "--max-bytes", "128K", *FAST, "--out", tmp_path), timeout=280)
     tried = [text for text in proc.stdout.splitlines() if "HOROVOD_CYCLE_TIME=" in text and "geometric mean" in text]
     assert len(tried) == 5, proc.stdout
-    assert "run sweeps with:" in proc.stdout and f"best of 5 settings" in proc.stdout
+    assert "run sweeps with:" in proc.stdout and "best of 5 settings" in proc.stdout
     rows = read_rows(tmp_path / AR_CSV, AllreduceRow)
     horovod = [r for r in rows if r.impl == "horovod"]
     assert [r.bytes for r in horovod] == [65536, 131072] and all(r.wrong == 0 for r in horovod)

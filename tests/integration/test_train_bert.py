@@ -96,7 +96,7 @@ def test_packed_dataset_scores_like_unpacked(pydoc):
     """`hvdbench prepare pack`'s output, read by the BERT model, scores exactly as the unpacked
     data: the same masked-LM cross-entropy, correct predictions and next-sentence loss summed over
     the val split (a sum, because packing reorders the sequences)."""
-    torch = pytest.importorskip("torch")
+    import torch
     from hvdbench.models.bert import torch as bert
 
     torch.manual_seed(0)

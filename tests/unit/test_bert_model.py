@@ -7,7 +7,7 @@ import functools
 
 import pytest
 
-torch = pytest.importorskip("torch")
+import torch
 
 from hvdbench.errors import ConfigError  # noqa: E402
 import numpy as np  # noqa: E402

@@ -9,9 +9,9 @@ averages), and the optimizers it trains with.
 import numpy as np
 import pytest
 
-tf = pytest.importorskip("tensorflow")
-keras = pytest.importorskip("keras")
-torch = pytest.importorskip("torch")
+import tensorflow as tf
+import keras
+import torch
 
 from hvdbench.errors import ConfigError  # noqa: E402
 from hvdbench.models import get_spec  # noqa: E402

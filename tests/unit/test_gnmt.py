@@ -10,7 +10,7 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-torch = pytest.importorskip("torch")
+import torch
 
 from hvdbench.models import get_spec
 from hvdbench.models.gnmt import torch as G

@@ -18,7 +18,7 @@ import math
 import numpy as np
 import pytest
 
-torch = pytest.importorskip("torch")
+import torch
 
 from hvdbench.models.bert.torch import Lamb, make_optimizer, param_groups  # noqa: E402
 from hvdbench.models.bert import torch as bert_torch  # noqa: E402
@@ -147,7 +147,7 @@ def test_bert_param_groups_follow_the_reference():
 # --- Keras ---------------------------------------------------------------------------------------
 
 def keras_steps(x, grads, name="kernel", **options):
-    keras = pytest.importorskip("keras")
+    import keras
     from hvdbench.models.bert.tf import Lamb as KerasLamb
 
     var = keras.Variable(np.asarray(x, np.float32), name=name)

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
-torch = pytest.importorskip("torch")  # noqa: E402  (installed by `make setup`)
+import torch
 
 from hvdbench.cli.main import cli  # noqa: E402
 from hvdbench.data.readers import open_dataset  # noqa: E402

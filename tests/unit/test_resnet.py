@@ -2,9 +2,7 @@
 and the model interface (build, on_device, loss_and_stats) the worker relies on, on batches of
 the `images` kind."""
 
-import pytest
-
-torch = pytest.importorskip("torch")  # noqa: E402  (installed by `make setup`; the core tests need none)
+import torch
 
 from torch import nn  # noqa: E402
 

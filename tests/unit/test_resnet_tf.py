@@ -2,10 +2,8 @@
 counts, stride placement) and the model interface the TF worker relies on."""
 
 import numpy as np
-import pytest
-
-tf = pytest.importorskip("tensorflow")  # noqa: E402
-keras = pytest.importorskip("keras")  # noqa: E402
+import tensorflow as tf
+import keras
 
 from hvdbench.models.resnet50 import tf as resnet  # noqa: E402
 from hvdbench.models.resnet50.data import IMAGES  # noqa: E402

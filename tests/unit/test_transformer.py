@@ -11,7 +11,7 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-torch = pytest.importorskip("torch")
+import torch
 
 from hvdbench.errors import ConfigError
 from hvdbench.models import get_spec
