@@ -88,6 +88,7 @@ def test_errors_in_the_yaml_file_name_the_file(tmp_path):
     ({"run_id": "a b;rm"}, "run_id 'a b;rm'"),
     ({"synthetic": False, "data": "d", "target": 1.5}, r"target for top1_accuracy must be in \(0, 1\]"),
     ({"synthetic": False, "data": "d", "eval_every": 1.5}, "whole epochs"),
+    ({"synthetic": False, "data": "d", "horovod_timeline": True}, "--horovod-timeline records the timed steps"),
 ])
 def test_invalid_runs_are_refused_before_any_framework_starts(change, message):
     with pytest.raises(ConfigError, match=message):
