@@ -16,8 +16,22 @@ QUIET_EXIT_DELAY_S = 5.0
 
 
 class WorkerCommand(click.Command):
-    """Under a launcher every rank parses the same argv, so a bad option fails on all of them:
-    only rank 0 prints it; the others exit with the same status, quietly and a moment later."""
+    """A command every rank of a launch runs (train, bench allreduce, bench io).
+
+    Every rank parses the same argv, so a bad option fails on all of them: only rank 0 prints it;
+    the others exit with the same status, quietly and a moment later. And a rank started over ssh
+    (horovodrun's Gloo controller on other nodes) is not signalled when its launcher is ended: it
+    asks the kernel to end it with its parent (measured: a killed sweep's `bench allreduce` ranks
+    otherwise ran on, waiting on their lost peers). Not for a lone process: nohup works."""
+
+    def invoke(self, ctx):
+        from hvdbench.train.launch_info import detect_launcher
+
+        if detect_launcher() != "single":
+            from hvdbench.launchers.guard import die_with_parent
+
+            die_with_parent()
+        return super().invoke(ctx)
 
     def parse_args(self, ctx, args):
         try:

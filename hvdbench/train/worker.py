@@ -33,7 +33,7 @@ from hvdbench.results.schema import new_run_id
 from hvdbench.train import config as config_mod
 from hvdbench.train import result as result_mod
 from hvdbench.train.faults import Fault
-from hvdbench.train.launch_info import detect_launcher, launcher_rank
+from hvdbench.train.launch_info import launcher_rank
 from hvdbench.train.loop import Loop, say
 from hvdbench.train.memory import check_fits
 from hvdbench.train.schedule import scaled_lr
@@ -100,11 +100,6 @@ def run(cfg: config_mod.TrainConfig, state: dict) -> None:
 
     spec = get_spec(cfg.model)
     flavor_cfg = spec.flavor(cfg.flavor)
-    if detect_launcher() != "single":
-        # A rank started over ssh (horovodrun's Gloo controller) is not signalled when its launcher
-        # is ended: ask the kernel to end it with its parent. Not for a lone process: nohup works.
-        from hvdbench.launchers.guard import die_with_parent
-        die_with_parent()
     fw = frameworks.load(cfg.framework)
     if cfg.horovod_timeline:  # read by Horovod's init: the timeline is then started and stopped by the loop
         os.environ["HOROVOD_TIMELINE"] = "DYNAMIC"
