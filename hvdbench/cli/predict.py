@@ -34,7 +34,7 @@ MACHINES_OPTION = click.option(
          "separate machines; auto: shared when the sweep ran on `hvdbench cluster`.")
 
 
-def fits_and_rows(runs, sweeps, layouts, fit_on=None, machines="auto"):
+def fits_and_rows(runs, sweeps, layouts, fit_on=None, machines="auto", layout_benches=True):
     """(fits, prediction rows) for the runs of `sweeps`: the one path of `predict` and `report`."""
     from hvdbench.results import bench_tables
     from hvdbench.results.predict import fit_groups, prediction_rows
@@ -42,7 +42,7 @@ def fits_and_rows(runs, sweeps, layouts, fit_on=None, machines="auto"):
     allreduce, _ = bench_tables.load(sweeps)
     shared = None if machines == "auto" else machines == "shared"
     wanted = {f"{n}x{g}" for n, g in fit_on} if fit_on else None
-    fits = fit_groups(runs, allreduce, shared, wanted)
+    fits = fit_groups(runs, allreduce, shared, wanted, layout_benches)
     return fits, prediction_rows(fits, layouts or [])
 
 
@@ -51,9 +51,13 @@ def fits_and_rows(runs, sweeps, layouts, fit_on=None, machines="auto"):
 @layouts_option("--layouts", required=True, help="Layouts to predict, NODESxGPUS, comma-separated.")
 @FIT_ON
 @MACHINES_OPTION
+@click.option("--layout-benches/--link-model-only", default=True, show_default=True,
+              help="Take a layout's allreduce time from its own `bench allreduce` rows where the sweep "
+                   "has them (--allreduce-bench), or predict every layout's from the link model fitted "
+                   "on the --fit-on layouts (to test the model).")
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path),
               help="Folder for prediction.csv and prediction.png [default: FIRST_SWEEP/report].")
-def predict(sweeps, layouts, fit_on, machines, out):
+def predict(sweeps, layouts, fit_on, machines, layout_benches, out):
     """Predicted throughput, speed-up and efficiency of layouts not run, for each model and batch
     the sweeps measured with a step-time breakdown (PyTorch runs): one rank's step without
     communication, how many ranks a machine holds before each slows, the gradient bytes, each
@@ -73,7 +77,7 @@ def predict(sweeps, layouts, fit_on, machines, out):
     first = sweeps[0]
     out = check_writable_dir(out or (first.parent if first.suffix == ".csv" else first) / "report", "--out")
     runs, _ = aggregate.current_runs(aggregate.load_sweeps(sweeps))
-    fits, rows = fits_and_rows(runs, sweeps, layouts, fit_on, machines)
+    fits, rows = fits_and_rows(runs, sweeps, layouts, fit_on, machines, layout_benches)
     if not fits:
         raise ConfigError(f"{', '.join(map(str, sweeps))}: no successful throughput run with a step-time "
                           "breakdown to fit on (PyTorch runs record one; --no-breakdown turns it off)")

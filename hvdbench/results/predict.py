@@ -12,7 +12,7 @@ runs recorded (the step-time breakdown of every PyTorch run: data, compute, comm
 
     step(N, G) = work(r) + exposed(N, G)
     work(r)    = t1 · max(1, r / C)                      the step without communication
-    exposed    = (1 - overlap) · allreduce(kind, B, n)   what backward did not hide
+    exposed    = exposure[kind] · allreduce(kind, B, n)  what backward did not hide
     allreduce  = latency · 2(n - 1) + 2(n - 1)/n · B / busbw      a ring over the n ranks
 
 - t1: the baseline's step without communication (data + compute + update + other), one rank alone.
@@ -24,9 +24,12 @@ runs recorded (the step-time breakdown of every PyTorch run: data, compute, comm
 - kind: the inter-node link when N > 1 (a ring over all ranks crosses it), else the intra-node one.
   latency and busbw per kind are fitted from `bench allreduce` rows of layouts of that kind
   (`sweep --allreduce-bench`, Horovod's fp32 curve, least squares over its message sizes). Without
-  them, from the runs' own exposed communication (busbw only, overlap 0): the fit then says so.
-- overlap: the share of the allreduce that backward hides, fitted from the runs with n > 1 (the
-  measured exposed communication against the allreduce time the link predicts).
+  them, from the runs' own exposed communication (busbw only, exposure 1): the fit then says so.
+  With --fit-on, only the bench rows of those layouts are used, as only their runs are.
+- exposure, per link kind: the measured exposed communication of the runs of that kind over the
+  allreduce time its link predicts (least squares). Below 1, backward hid the rest (an overlap of
+  1 - exposure); above 1, a step's allreduces cost more than the bench's (they compete for the
+  cores with compute, or are split over several cycles).
 - calibration: the measured throughput against n·batch / rank 0's step time, over the fitted runs
   (the slowest rank sets the pace; ~1 when ranks are even).
 
@@ -79,11 +82,25 @@ class Fit:
     shared_machine: bool  # all nodes are one machine (an emulated cluster)
     gradient_bytes: int
     links: dict[str, Link] = field(default_factory=dict)
-    overlap: float = 0.0
+    exposure: dict[str, float] = field(default_factory=dict)  # link kind -> exposed / allreduce
     calibration: float = 1.0
     measured: dict[str, float] = field(default_factory=dict)  # layout -> mean throughput
     fitted_on: tuple[str, ...] = ()
     notes: list[str] = field(default_factory=list)  # layouts asked for that these runs cannot predict
+    # layout -> seconds of one allreduce of the gradients, read off that layout's own bench curve
+    # (`sweep --allreduce-bench` measures layouts cheaply, training runs or not); the link model
+    # serves the layouts without one.
+    measured_allreduce: dict[str, float] = field(default_factory=dict)
+
+    def allreduce_s(self, nodes: int, gpus_per_node: int) -> tuple[float, str]:
+        """(seconds, where from) of the step's allreduce on NxG: its own bench, else the link model."""
+        n, layout = nodes * gpus_per_node, f"{nodes}x{gpus_per_node}"
+        if n <= 1:
+            return 0.0, ""
+        if layout in self.measured_allreduce:
+            return self.measured_allreduce[layout], "bench of this layout"
+        link = self.link(nodes)
+        return (link.allreduce_s(self.gradient_bytes, n), "link model") if link else (math.nan, "")
 
     def ranks_per_machine(self, nodes: int, gpus_per_node: int) -> int:
         return nodes * gpus_per_node if self.shared_machine else gpus_per_node
@@ -139,6 +156,23 @@ def fit_link(rows, kind: str) -> Link | None:
                 f"bench allreduce on {', '.join(layouts)} (Horovod fp32, {len(usable)} sizes)")
 
 
+def layout_allreduce(rows, nbytes: int) -> dict[str, float]:
+    """Per layout, the seconds of one allreduce of `nbytes`, read off its bench's Horovod fp32 curve
+    (log-log between the two nearest sizes; none outside the measured range)."""
+    from hvdbench.results.bench_tables import interpolate
+
+    curves: dict[str, list[tuple[float, float]]] = {}
+    for r in rows:
+        if r.impl == "horovod" and r.dtype == "fp32" and r.time_mean_s and r.world_size > 1:
+            curves.setdefault(r.layout, []).append((r.bytes, r.time_mean_s))
+    out = {}
+    for layout, points in curves.items():
+        t = interpolate(points, nbytes)
+        if t is not None:
+            out[layout] = t
+    return out
+
+
 def _mean_parts(runs) -> dict[str, float] | None:
     timed = [r for r in runs if all(getattr(r, p) is not None for p in BREAKDOWN)]
     if not timed:
@@ -153,11 +187,13 @@ def _layout_of(text: str) -> tuple[int, int]:
 
 
 def fit_group(runs, allreduce_rows=(), shared_machine: bool | None = None,
-              fit_layouts: set[str] | None = None) -> Fit | None:
+              fit_layouts: set[str] | None = None, layout_benches: bool = True) -> Fit | None:
     """A Fit from one scaling group's successful throughput runs that recorded a breakdown (None when
     the group has none, e.g. TensorFlow runs or published logs). `fit_layouts` limits the layouts the
     parameters are fitted on (the others are only compared with). `shared_machine`: None = an
-    emulated cluster's runs (their link says `emulated`) share one machine."""
+    emulated cluster's runs (their link says `emulated`) share one machine. `layout_benches`: a
+    layout's own allreduce bench, where there is one, gives its allreduce time (False: the link
+    model predicts every layout's, to test the model)."""
     ok = [r for r in runs if r.status == "success" and r.mode == "throughput" and r.throughput]
     by_layout: dict[str, list] = {}
     for r in ok:
@@ -204,25 +240,28 @@ def fit_group(runs, allreduce_rows=(), shared_machine: bool | None = None,
               t1=t1, ranks_per_machine_limit=limit, shared_machine=shared_machine, gradient_bytes=grad,
               measured=measured, fitted_on=tuple(sorted(fit_on, key=_layout_of)))
 
-    # Links: from the allreduce bench where there is one, else from the runs' exposed communication.
+    if layout_benches:
+        fit.measured_allreduce = layout_allreduce(allreduce_rows, grad)
+    # Links: from the allreduce bench where there is one (of the fitted layouts only), else from
+    # the runs' exposed communication.
+    bench = [r for r in allreduce_rows if fit_layouts is None or r.layout in fit_layouts]
     multi = [(layout, rs) for layout, rs in fit_on.items() if rs[0].world_size > 1]
     for kind in ("intra", "inter"):
-        link = fit_link(allreduce_rows, kind)
+        link = fit_link(bench, kind)
         if link is None:
             rates = [2 * (rs[0].world_size - 1) / rs[0].world_size * grad / parts[layout]["comm_s"]
                      for layout, rs in multi if link_kind(rs[0].nodes) == kind and parts[layout]["comm_s"] > 0]
             if rates:
                 link = Link(kind, 0.0, statistics.fmean(rates),
-                            "from the runs' exposed communication: no bench allreduce rows, so no overlap is separated")
-        if link is not None:
-            fit.links[kind] = link
-    # Overlap: exposed = (1 - overlap) x allreduce, least squares over the multi-rank runs whose link
-    # came from the bench (a link fitted from the runs already is the exposed time: overlap 0).
-    pairs = [(parts[layout]["comm_s"], fit.link(rs[0].nodes).allreduce_s(grad, rs[0].world_size))
-             for layout, rs in multi if fit.link(rs[0].nodes) and fit.link(rs[0].nodes).source.startswith("bench")]
-    pairs = [(m, a) for m, a in pairs if a > 0]
-    if pairs:
-        fit.overlap = min(1.0, max(0.0, 1.0 - sum(m * a for m, a in pairs) / sum(a * a for _, a in pairs)))
+                            "from the runs' exposed communication: no bench allreduce rows")
+        if link is None:
+            continue
+        fit.links[kind] = link
+        # Exposure: exposed = exposure x allreduce, least squares over this kind's multi-rank runs.
+        pairs = [(parts[layout]["comm_s"], fit.allreduce_s(rs[0].nodes, rs[0].gpus_per_node)[0])
+                 for layout, rs in multi if link_kind(rs[0].nodes) == kind]
+        pairs = [(m, a) for m, a in pairs if a > 0]
+        fit.exposure[kind] = sum(m * a for m, a in pairs) / sum(a * a for _, a in pairs) if pairs else 1.0
     # Calibration: measured throughput against n x batch / rank 0's step (the slowest rank sets it).
     ratios = []
     for layout, rs in fit_on.items():
@@ -233,13 +272,13 @@ def fit_group(runs, allreduce_rows=(), shared_machine: bool | None = None,
 
 
 def fit_groups(runs, allreduce_rows=(), shared_machine: bool | None = None,
-               fit_layouts: set[str] | None = None) -> list[Fit]:
+               fit_layouts: set[str] | None = None, layout_benches: bool = True) -> list[Fit]:
     groups: dict[tuple, list] = {}
     for r in runs:
         groups.setdefault(scaling_key(r), []).append(r)
     fits = []
     for _, group in sorted(groups.items(), key=lambda kv: tuple(map(str, kv[0]))):
-        fit = fit_group(group, allreduce_rows, shared_machine, fit_layouts)
+        fit = fit_group(group, allreduce_rows, shared_machine, fit_layouts, layout_benches)
         if fit is not None:
             fits.append(fit)
     return fits
@@ -254,12 +293,12 @@ def predict(fit: Fit, nodes: int, gpus_per_node: int) -> dict:
     n = nodes * gpus_per_node
     layout = f"{nodes}x{gpus_per_node}"
     link = fit.link(nodes)
-    if n > 1 and link is None:
+    if n > 1 and link is None and layout not in fit.measured_allreduce:
         raise ConfigError(f"{fit.group['model']}: no {link_kind(nodes)}-node link was measured (run a "
                           f"{'2x1' if nodes > 1 else '1x2'} layout, or `sweep --allreduce-bench`) to predict {layout}")
     work = fit.work_s(nodes, gpus_per_node)
-    allreduce = link.allreduce_s(fit.gradient_bytes, n) if link else 0.0
-    exposed = (1.0 - fit.overlap) * allreduce
+    allreduce, allreduce_from = fit.allreduce_s(nodes, gpus_per_node)
+    exposed = fit.exposure.get(link_kind(nodes), 1.0) * allreduce
     step = work + exposed
     throughput = fit.calibration * n * fit.samples_per_gpu_step / step
     speedup = throughput / fit.base_throughput
@@ -273,7 +312,8 @@ def predict(fit: Fit, nodes: int, gpus_per_node: int) -> dict:
             "predicted_vs_measured": throughput / measured if measured else None,
             "fitted": layout in fit.fitted_on,
             "link_kind": link_kind(nodes) if n > 1 else "", "busbw_gb_s": link.busbw_b_s / 1e9 if link else None,
-            "latency_us": 1e6 * link.latency_s if link else None, "overlap": fit.overlap,
+            "latency_us": 1e6 * link.latency_s if link else None, "allreduce_from": allreduce_from,
+            "exposure": fit.exposure.get(link_kind(nodes)) if n > 1 else None,
             "ranks_per_machine_limit": None if math.isinf(fit.ranks_per_machine_limit) else fit.ranks_per_machine_limit,
             "fitted_on": " ".join(fit.fitted_on)}
 
@@ -313,7 +353,8 @@ def describe(fit: Fit) -> str:
     return (f"fitted on {', '.join(fit.fitted_on)}: one rank's step without communication "
             f"{1e3 * fit.t1:.1f} ms; a {'machine shared by all nodes' if fit.shared_machine else 'node'} "
             f"holds {limit} before each slows; gradients {fit.gradient_bytes / 2**20:.1f} MiB; {links or 'no link'}; "
-            f"overlap {fit.overlap:.0%}; calibration {fit.calibration:.3f}")
+            f"exposed / allreduce: " + (", ".join(f"{k} {v:.2f}" for k, v in sorted(fit.exposure.items())) or "-")
+            + f"; calibration {fit.calibration:.3f}")
 
 
 def markdown(rows: list[dict], fits: list[Fit]) -> str:
@@ -326,7 +367,7 @@ def markdown(rows: list[dict], fits: list[Fit]) -> str:
         return "–" if v is None else fmt.format(v)
 
     parts = ["## Predicted layouts\n",
-             "step = work × max(1, ranks per machine / C) + (1 − overlap) × ring allreduce of the "
+             "step = work × max(1, ranks per machine / C) + exposure × ring allreduce of the "
              "gradients; fitted on the runs named below (hvdbench/results/predict.py). A measured "
              "layout shows predicted / measured.\n"]
     for fit in fits:

@@ -350,7 +350,7 @@ WATERFALL_COLUMNS = SCALING_GROUP + ("layout", "nodes", "gpus_per_node", "gpus",
 PREDICTION_COLUMNS = SCALING_GROUP + ("layout", "nodes", "gpus_per_node", "gpus", "baseline", "step_ms", "work_ms",
                                       "allreduce_ms", "exposed_comm_ms", "predicted_throughput", "speedup",
                                       "efficiency", "measured_throughput", "predicted_vs_measured", "fitted",
-                                      "link_kind", "busbw_gb_s", "latency_us", "overlap",
+                                      "link_kind", "busbw_gb_s", "latency_us", "allreduce_from", "exposure",
                                       "ranks_per_machine_limit", "fitted_on")
 # A study's speed-up across models (hvdbench.results.study_tables): one row per model and GPU count,
 # the fewest-node layout of that count, from time to train where the model has it, else throughput.

@@ -1,6 +1,7 @@
 """The layout predictor (hvdbench/results/predict.py) recovers the parameters its inputs were
 generated with, and predicts layouts it was not fitted on from them."""
 
+import dataclasses
 import math
 
 import pytest
@@ -14,7 +15,7 @@ T1 = 0.050  # s of work per step, one rank alone
 LIMIT = 1.5  # ranks a machine holds before each slows
 PARAMS = 2_000_000  # 8 MB of fp32 gradients
 LINKS = {"intra": P.Link("intra", 20e-6, 2.0e9, "truth"), "inter": P.Link("inter", 150e-6, 12.5e6, "truth")}
-OVERLAP = 0.3
+EXPOSURE = {"intra": 2.0, "inter": 0.7}  # loopback allreduces slowed by compute; 30 % of inter hidden
 BATCH = 16
 
 
@@ -23,7 +24,7 @@ def true_step(nodes, gpus, shared=True):
     work = T1 * max(1.0, r / LIMIT)
     n = nodes * gpus
     link = LINKS["inter" if nodes > 1 else "intra"]
-    return work, (1 - OVERLAP) * link.allreduce_s(PARAMS * 4, n)
+    return work, EXPOSURE[link.kind] * link.allreduce_s(PARAMS * 4, n)
 
 
 def run(nodes, gpus, repeat=1, shared=True):
@@ -43,7 +44,7 @@ def bench_rows(nodes, gpus):
     link = LINKS["inter" if nodes > 1 else "intra"]
     n = nodes * gpus
     rows = []
-    for size in (1 << 16, 1 << 20, 1 << 24):
+    for size in (1 << 16, 1 << 20, PARAMS * 4, 1 << 24):  # the gradients' size among them
         t = link.allreduce_s(size, n)
         rows.append(AllreduceRow(run_id=f"b{nodes}{gpus}", impl="horovod", dtype="fp32", bytes=size, time_mean_s=t,
                                  world_size=n, nodes=nodes, gpus_per_node=gpus, layout=f"{nodes}x{gpus}"))
@@ -71,7 +72,7 @@ def test_the_fit_recovers_every_parameter_it_was_generated_with(fit):
         assert fit.links[kind].busbw_b_s == pytest.approx(truth.busbw_b_s, rel=1e-6)
         assert fit.links[kind].latency_s == pytest.approx(truth.latency_s, rel=1e-6)
         assert fit.links[kind].source.startswith("bench allreduce")
-    assert fit.overlap == pytest.approx(OVERLAP)
+    assert fit.exposure == pytest.approx(EXPOSURE)
     assert fit.calibration == pytest.approx(1.0)
     assert fit.baseline == "1x1" and fit.fitted_on == ("1x1", "1x2", "2x1")
 
@@ -111,7 +112,8 @@ def test_separate_machines_do_not_slow_each_other():
 def test_without_a_bench_the_links_come_from_the_runs_exposed_communication():
     runs = [run(n, g) for n, g in FIT_LAYOUTS]
     fit = P.fit_group(runs)
-    assert fit.overlap == 0.0 and "exposed communication" in fit.links["inter"].source
+    assert fit.exposure == pytest.approx({"intra": 1.0, "inter": 1.0})
+    assert "exposed communication" in fit.links["inter"].source
     # The exposed time of 2x1 is reproduced exactly; it stands for latency + bandwidth together.
     assert P.predict(fit, 2, 1)["exposed_comm_ms"] == pytest.approx(1e3 * true_step(2, 1)[1])
 
@@ -129,9 +131,19 @@ def test_a_machine_that_did_not_slow_has_no_limit():
 
 def test_fit_layouts_limit_what_is_fitted_and_the_rest_is_compared():
     runs = [run(n, g) for n, g in [*FIT_LAYOUTS, (2, 2)]]
-    fit = P.fit_group(runs, bench_rows(1, 2) + bench_rows(2, 1), fit_layouts={"1x1", "1x2", "2x1"})
+    # A 2x2 bench row that disagrees with the truth: left out of the fit with the 2x2 runs.
+    slow = [dataclasses.replace(r, time_mean_s=r.time_mean_s * 5) for r in bench_rows(2, 2)]
+    benches = bench_rows(1, 2) + bench_rows(2, 1) + slow
+    fit = P.fit_group(runs, benches, fit_layouts={"1x1", "1x2", "2x1"}, layout_benches=False)
     row = P.predict(fit, 2, 2)
     assert row["fitted"] is False and row["predicted_vs_measured"] == pytest.approx(1.0)
+    assert row["allreduce_from"] == "link model"
+    # With its own bench, a layout's allreduce is what that bench measured (here 5x the model's).
+    fit = P.fit_group(runs, benches, fit_layouts={"1x1", "1x2", "2x1"})
+    row = P.predict(fit, 2, 2)
+    assert row["allreduce_from"] == "bench of this layout"
+    assert row["allreduce_ms"] == pytest.approx(5e3 * LINKS["inter"].allreduce_s(PARAMS * 4, 4))
+    assert P.predict(fit, 4, 1)["allreduce_from"] == "link model"
 
 
 def test_runs_without_a_breakdown_give_no_fit_and_a_missing_link_is_a_clear_error():
@@ -159,7 +171,7 @@ def test_layouts_parse_and_bad_ones_are_named():
 def test_markdown_and_figure_name_every_layout(fit, tmp_path):
     rows = P.prediction_rows([fit], [(8, 8)])
     text = P.markdown(rows, [fit])
-    assert "8x8" in text and "1x2 (fit)" in text and "overlap 30%" in text
+    assert "8x8" in text and "1x2 (fit)" in text and "exposed / allreduce: inter 0.70, intra 2.00" in text
     written = P.write(rows, [fit], tmp_path)
     assert [p.name for p in written] == ["prediction.csv", "prediction.png"]
     header = (tmp_path / "prediction.csv").read_text().splitlines()[0].split(",")
