@@ -59,6 +59,31 @@ def one_bandwidth(bandwidth: str, args, work: Path) -> list[dict]:
     return rows
 
 
+def cross_bandwidth(sweeps: dict[str, Path]) -> list[float]:
+    """The interconnect changes, the layout does not: fit on one bandwidth's 1x1, 1x2 and 2x1 (work,
+    exposure), take another bandwidth's 2x1 link from its allreduce bench alone, predict its 2x1.
+    Two ranks: what this 2-core machine runs without oversubscribing its cores."""
+    from hvdbench.results.aggregate import load_sweeps
+    from hvdbench.results.bench_tables import load
+    from hvdbench.results.predict import fit_group, fit_link, predict
+
+    ratios = []
+    for fitted_bw, fitted in sweeps.items():
+        fit = fit_group(load_sweeps([fitted]), load([fitted])[0], fit_layouts={"1x1", "1x2", "2x1"},
+                        layout_benches=False)
+        for other_bw, other in sweeps.items():
+            if other_bw == fitted_bw:
+                continue
+            fit.links["inter"] = fit_link([r for r in load([other])[0] if r.layout == "2x1"], "inter")
+            runs = [r for r in load_sweeps([other]) if r.layout == "2x1" and r.status == "success"]
+            measured = sum(r.throughput for r in runs) / len(runs)
+            row = predict(fit, 2, 1)
+            ratios.append(row["predicted_throughput"] / measured)
+            print(f"fit at {fitted_bw:>8}, link of {other_bw:>8}: 2x1 predicted {row['predicted_throughput']:7.1f}, "
+                  f"measured {measured:7.1f} samples/s, predicted/measured {ratios[-1]:.3f}", flush=True)
+    return ratios
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", default="resnet50")
@@ -86,6 +111,10 @@ def main() -> None:
                       f"({row['link_kind'] or 'no'} link busbw {float(row['busbw_gb_s'] or 'nan'):.3g} GB/s, "
                       f"exposed/allreduce {float(row['exposure'] or 'nan'):.2f})",
                       flush=True)
+        ratios = cross_bandwidth({bw: work / f"sweep-{bw}" for bw in args.bandwidths.split(",")})
+    inside = sum(abs(x - 1) <= 0.15 for x in ratios)
+    print(f"{args.model} debug, the link changed: {inside} of {len(ratios)} 2x1 predictions within +-15 % "
+          f"(predicted/measured {min(ratios):.3f} to {max(ratios):.3f})")
     for how in ("layout-benches", "link-model-only"):
         new = [float(r["predicted_vs_measured"]) for _, r in results
                if r["how"] == how and r["fitted"] != "yes" and r["predicted_vs_measured"]]
