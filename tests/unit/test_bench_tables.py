@@ -138,7 +138,9 @@ def test_the_csv_formats_and_their_shared_layout_columns():
         "devices", "versions", "parameters", "steps", "warmup_steps", "throughput", "throughput_per_gpu",
         "step_time_mean_s", "step_time_std_s", "metric_name", "target", "final_metric", "epochs",
         "epochs_to_target", "time_per_epoch_s", "time_to_train_s", "status", "error", "started_at", "wall_s",
-        "data_s", "compute_s", "comm_s", "update_s", "other_s", "schema_version"]  # schema 2 added the breakdown
+        "data_s", "compute_s", "comm_s", "update_s", "other_s",  # schema 2 added the breakdown
+        "other_cpus", "other_gpu_procs", "timeline_negotiate_ms", "timeline_allreduce_ms",  # schema 3
+        "timeline_cycles_per_step", "timeline_fused_mib", "schema_version"]
 
 
 def test_markdown_cells_with_a_bar_stay_one_cell():
