@@ -17,6 +17,10 @@ from hvdbench.frameworks import fixed_threads, math_threads
 
 
 class DistBase:
+    # Whether the start measures the neighbours with a collective before sizing the thread pools:
+    # TensorFlow must size its pools before its first op, and Horovod's collectives are ops there.
+    MEASURE_NEIGHBOURS = True
+
     def __init__(self, hvd, threads: int = 0):
         """`hvd`: horovod.torch or horovod.tensorflow, already imported by the subclass."""
         self.hvd = hvd
@@ -27,7 +31,8 @@ class DistBase:
         self.controller = "mpi" if hvd.mpi_enabled() else "gloo" if hvd.gloo_enabled() else ""
         # Two ranks sharing a CPU must not each start one thread per core (they would fight), nor a
         # rank take the core a neighbour is using.
-        self.busy_cpus = None if fixed_threads(threads) is not None else self._neighbours_at_start()
+        self.busy_cpus = (self._neighbours_at_start()
+                          if fixed_threads(threads) is None and self.MEASURE_NEIGHBOURS else None)
         self.threads = math_threads(threads, self.local_size, self.size, busy_cpus=self.busy_cpus or 0.0)
         self.hostname = socket.gethostname()
 

@@ -26,6 +26,10 @@ def backing(variables) -> list:
 
 
 class Dist(DistBase):
+    # The thread pools below must be sized before TensorFlow's first op, which the start's
+    # neighbour measurement (a Horovod collective) would be: TF runs keep the plain core share.
+    MEASURE_NEIGHBOURS = False
+
     def __init__(self, threads: int = 0):
         cpu_mpi_settings(on_gpu=bool(tf.config.list_physical_devices("GPU")))
         super().__init__(hvd, threads)
