@@ -36,7 +36,7 @@ class DistBase:
         self.threads = math_threads(threads, self.local_size, self.size, busy_cpus=self.busy_cpus or 0.0)
         self.hostname = socket.gethostname()
 
-    def _neighbours_at_start(self, window_s: float = 0.25) -> float:
+    def _neighbours_at_start(self, window_s: float = 0.1) -> float:
         """Cores' worth of other processes on the busiest of the job's machines, measured while
         every rank sleeps (a collective: all ranks start the window together)."""
         import time
