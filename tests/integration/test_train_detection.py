@@ -1,8 +1,8 @@
 """`hvdbench train ssd|retinanet|maskrcnn` under real two-rank Horovod launches on the built-in
 digit scenes: each debug flavor reaches its COCO mAP target (Mask R-CNN: box and mask) with
-Gloo, SSD also with MPI, both ranks end with the same parameters, the whole validation split is
-scored and the MLLOG names the MLPerf benchmark; RetinaNet and Mask R-CNN run MPI throughput on
---synthetic data, and `hvdbench sweep ssd` runs as it does for resnet50."""
+Gloo and with MPI, both ranks end with the same parameters, the whole validation split is
+scored and the MLLOG names the MLPerf benchmark; each runs throughput on --synthetic data, and
+`hvdbench sweep ssd` runs as it does for resnet50."""
 
 import json
 import subprocess
@@ -50,7 +50,7 @@ def _check_tta(out, proc, model):
 
 @pytest.mark.timeout(420)
 @pytest.mark.parametrize("model, controller", [("ssd", "--gloo"), ("ssd", "--mpi"), ("retinanet", "--gloo"),
-                                               ("maskrcnn", "--gloo")])
+                                               ("retinanet", "--mpi"), ("maskrcnn", "--gloo"), ("maskrcnn", "--mpi")])
 def test_debug_detector_reaches_its_map_target_under_horovodrun(model, controller, scenes, tmp_path, horovodrun,
                                                                 hvdbench_bin):
     out = tmp_path / "run"
@@ -69,10 +69,10 @@ def test_debug_detector_reaches_its_map_target_under_horovodrun(model, controlle
 
 
 @pytest.mark.timeout(300)
-@pytest.mark.parametrize("model", ["retinanet", "maskrcnn"])
-def test_debug_detector_throughput_on_synthetic_data_under_mpi(model, tmp_path, horovodrun, hvdbench_bin):
+@pytest.mark.parametrize("model", ["ssd", "retinanet", "maskrcnn"])
+def test_debug_detector_throughput_on_synthetic_data(model, tmp_path, horovodrun, hvdbench_bin):
     out = tmp_path / "run"
-    run([horovodrun, "-np", "2", "-H", "localhost:2", "--mpi", hvdbench_bin, "train", model, "--flavor", "debug",
+    run([horovodrun, "-np", "2", "-H", "localhost:2", "--gloo", hvdbench_bin, "train", model, "--flavor", "debug",
          "--synthetic", "--steps", "5", "--warmup-steps", "2", "--out", out], timeout=300)
     record, _ = read_result(out / "result.json")
     assert (record.status, record.mode, record.world_size) == ("success", "throughput", 2)
