@@ -33,10 +33,6 @@ SEARCH: tuple[tuple[str, tuple[str, ...]], ...] = (
 )
 
 
-def search_space(mpi: bool) -> tuple[tuple[str, tuple[str, ...]], ...]:
-    """SEARCH for this launch (the same with or without an MPI world today)."""
-    return SEARCH
-
 
 def score(rows, reference: dict[tuple[str, int], float] | None) -> float:
     """Geometric mean over the rows (one setting's Horovod rows) of MPI time / Horovod time at the

@@ -74,8 +74,7 @@ def predict(sweeps, layouts, fit_on, machines, layout_benches, out):
     from hvdbench.results import aggregate
     from hvdbench.results.predict import markdown, write
 
-    first = sweeps[0]
-    out = check_writable_dir(out or (first.parent if first.suffix == ".csv" else first) / "report", "--out")
+    out = check_writable_dir(out or aggregate.sweep_folder(sweeps[0]) / "report", "--out")
     runs, _ = aggregate.current_runs(aggregate.load_sweeps(sweeps))
     fits, rows = fits_and_rows(runs, sweeps, layouts, fit_on, machines, layout_benches)
     if not fits:

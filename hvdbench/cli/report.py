@@ -29,8 +29,9 @@ def _default_out(sweeps) -> Path:
     """FIRST_SWEEP/report (beside its runs.csv), or ./report when there is no sweep."""
     if not sweeps:
         return Path("report")
-    first = Path(sweeps[0])
-    return (first.parent if first.suffix == ".csv" else first) / "report"
+    from hvdbench.results.aggregate import sweep_folder
+
+    return sweep_folder(sweeps[0]) / "report"
 
 
 def _expand_studies(paths) -> tuple[list[Path], dict[str, dict]]:

@@ -113,6 +113,12 @@ def olympic_score(minutes: list[float], not_converged: int, drop: int = 1) -> Sc
 
 # --- inputs ----------------------------------------------------------------------------------
 
+def sweep_folder(path) -> Path:
+    """A sweep argument's folder: SWEEP_DIR itself, or the folder of a runs.csv given directly."""
+    path = Path(path)
+    return path.parent if path.suffix == ".csv" else path
+
+
 def load_sweeps(paths) -> list[RunResult]:
     """Rows of each SWEEP_DIR/runs.csv (or a runs.csv given directly); schema errors name the file."""
     runs: list[RunResult] = []

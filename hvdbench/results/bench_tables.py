@@ -29,6 +29,7 @@ from pathlib import Path
 
 from hvdbench.bench.allreduce_report import CSV_NAME as ALLREDUCE_CSV
 from hvdbench.bench.io import CSV_NAME as IO_CSV
+from hvdbench.results.aggregate import sweep_folder
 from hvdbench.results.schema import COMM_COLUMNS, IO_COLUMNS, AllreduceRow, IoRow, RunResult, atomic_write_text
 from hvdbench.results.store import read_rows
 from hvdbench.results.tables import DASH, markdown_table, to_csv
@@ -46,15 +47,10 @@ class BenchTables:
 
 # --- inputs ----------------------------------------------------------------------------------------
 
-def _folder(sweep) -> Path:
-    path = Path(sweep)
-    return path.parent if path.suffix == ".csv" else path
-
-
 def load(sweeps) -> tuple[list[AllreduceRow], list[IoRow]]:
     """The bench rows of every sweep folder that has them; schema errors name the file."""
     allreduce, io = [], []
-    for folder in map(_folder, sweeps):
+    for folder in map(sweep_folder, sweeps):
         if (folder / ALLREDUCE_CSV).is_file():
             allreduce += read_rows(folder / ALLREDUCE_CSV, AllreduceRow)
         if (folder / IO_CSV).is_file():

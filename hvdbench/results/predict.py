@@ -45,11 +45,10 @@ import statistics
 from dataclasses import dataclass, field
 
 from hvdbench.errors import ConfigError
-from hvdbench.results.aggregate import scaling_key
+from hvdbench.results.aggregate import parse_layout, scaling_key
+from hvdbench.results.bench_tables import GRADIENT_BYTES_PER_PARAMETER, interpolate, parameters_of
 from hvdbench.results.schema import SCALING_GROUP
-
-GRADIENT_BYTES_PER_PARAMETER = 4  # fp32 gradients, as Horovod allreduces them unless compressed
-BREAKDOWN = ("data_s", "compute_s", "comm_s", "update_s", "other_s")
+from hvdbench.results.waterfall import mean_parts
 
 
 @dataclass(frozen=True)
@@ -159,8 +158,6 @@ def fit_link(rows, kind: str) -> Link | None:
 def layout_allreduce(rows, nbytes: int) -> dict[str, float]:
     """Per layout, the seconds of one allreduce of `nbytes`, read off its bench's Horovod fp32 curve
     (log-log between the two nearest sizes; none outside the measured range)."""
-    from hvdbench.results.bench_tables import interpolate
-
     curves: dict[str, list[tuple[float, float]]] = {}
     for r in rows:
         if r.impl == "horovod" and r.dtype == "fp32" and r.time_mean_s and r.world_size > 1:
@@ -171,19 +168,6 @@ def layout_allreduce(rows, nbytes: int) -> dict[str, float]:
         if t is not None:
             out[layout] = t
     return out
-
-
-def _mean_parts(runs) -> dict[str, float] | None:
-    timed = [r for r in runs if all(getattr(r, p) is not None for p in BREAKDOWN)]
-    if not timed:
-        return None
-    return {p: statistics.fmean(getattr(r, p) for r in timed) for p in BREAKDOWN}
-
-
-def _layout_of(text: str) -> tuple[int, int]:
-    from hvdbench.results.aggregate import parse_layout
-
-    return parse_layout(text)
 
 
 def fit_group(runs, allreduce_rows=(), shared_machine: bool | None = None,
@@ -200,7 +184,7 @@ def fit_group(runs, allreduce_rows=(), shared_machine: bool | None = None,
         by_layout.setdefault(r.layout, []).append(r)
     measured = {layout: statistics.fmean(r.throughput for r in rs) for layout, rs in by_layout.items()}
     fit_on = {layout: rs for layout, rs in by_layout.items()
-              if (fit_layouts is None or layout in fit_layouts) and _mean_parts(rs)}
+              if (fit_layouts is None or layout in fit_layouts) and mean_parts(rs)}
     if not fit_on:
         return None
     first = next(iter(fit_on.values()))[0]
@@ -209,15 +193,10 @@ def fit_group(runs, allreduce_rows=(), shared_machine: bool | None = None,
     base = base_runs[0]
     if shared_machine is None:
         shared_machine = any(str(getattr(r, "link", "")).startswith("emulated") for r in ok)
-    parts = {layout: _mean_parts(rs) for layout, rs in fit_on.items()}
+    parts = {layout: mean_parts(rs) for layout, rs in fit_on.items()}
     work = {layout: p["data_s"] + p["compute_s"] + p["update_s"] + p["other_s"] for layout, p in parts.items()}
     samples = base.batch_per_gpu * max(base.accum_steps, 1)
-    params = first.parameters
-    if not params:
-        from hvdbench.results.bench_tables import parameters_of
-
-        params = parameters_of(first) or 0
-    grad = params * GRADIENT_BYTES_PER_PARAMETER
+    grad = (parameters_of(first) or 0) * GRADIENT_BYTES_PER_PARAMETER
     if not grad:
         raise ConfigError(f"{first.model} {first.flavor}: the runs recorded no parameter count "
                           "(runs.csv `parameters`), so the gradient bytes are unknown")
@@ -238,7 +217,7 @@ def fit_group(runs, allreduce_rows=(), shared_machine: bool | None = None,
     fit = Fit(group=dict(zip(SCALING_GROUP, scaling_key(base))), baseline=base_layout,
               base_gpus=base.world_size, base_throughput=measured[base_layout], samples_per_gpu_step=samples,
               t1=t1, ranks_per_machine_limit=limit, shared_machine=shared_machine, gradient_bytes=grad,
-              measured=measured, fitted_on=tuple(sorted(fit_on, key=_layout_of)))
+              measured=measured, fitted_on=tuple(sorted(fit_on, key=parse_layout)))
 
     if layout_benches:
         fit.measured_allreduce = layout_allreduce(allreduce_rows, grad)
@@ -320,8 +299,6 @@ def predict(fit: Fit, nodes: int, gpus_per_node: int) -> dict:
 
 def parse_layouts(text: str) -> list[tuple[int, int]]:
     """'2x2,4x1, 8x8' -> [(2, 2), (4, 1), (8, 8)]; ConfigError naming a malformed one."""
-    from hvdbench.results.aggregate import parse_layout
-
     out = []
     for part in (p.strip() for p in text.split(",")):
         if part:
@@ -336,7 +313,7 @@ def prediction_rows(fits: list[Fit], layouts: list[tuple[int, int]]) -> list[dic
     layout these runs cannot predict (its link kind was never measured) goes to the fit's notes."""
     rows = []
     for fit in fits:
-        wanted = list(dict.fromkeys([*map(_layout_of, fit.measured), *layouts]))
+        wanted = list(dict.fromkeys([*map(parse_layout, fit.measured), *layouts]))
         for nodes, gpus in sorted(wanted, key=lambda ng: (ng[0] * ng[1], ng[0])):
             try:
                 rows.append(predict(fit, nodes, gpus))

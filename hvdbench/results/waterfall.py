@@ -39,7 +39,7 @@ PARTS = ("data_s", "compute_s", "comm_s", "update_s", "other_s")
 LOSSES = ("comm_loss", "data_loss", "compute_loss", "unattributed")
 
 
-def _mean_parts(runs) -> dict[str, float] | None:
+def mean_parts(runs) -> dict[str, float] | None:
     """The mean of each step-time part over the successful runs that have all of them."""
     timed = [r for r in runs if r.status == "success" and all(getattr(r, p) is not None for p in PARTS)]
     if not timed:
@@ -49,10 +49,10 @@ def _mean_parts(runs) -> dict[str, float] | None:
 
 def twin_runs(sweeps) -> list:
     """The `sweep --explain` twins of the given sweep folders (SWEEP/explain/runs.csv where present)."""
-    from hvdbench.results.aggregate import load_sweeps
+    from hvdbench.results.aggregate import load_sweeps, sweep_folder
     from hvdbench.sweep.build import EXPLAIN_DIR
 
-    folders = [Path(s).parent if Path(s).suffix == ".csv" else Path(s) for s in sweeps]
+    folders = [sweep_folder(s) for s in sweeps]
     return load_sweeps([f / EXPLAIN_DIR for f in folders if (f / EXPLAIN_DIR / "runs.csv").is_file()])
 
 
@@ -72,7 +72,7 @@ def waterfall_rows(runs, scaling: list[dict], twins=()) -> list[dict]:
     for r in runs:
         by_layout.setdefault(scaling_key(r) + (r.layout,), []).append(r)
     for key, layout_runs in by_layout.items():
-        parts[key] = _mean_parts(layout_runs)
+        parts[key] = mean_parts(layout_runs)
     rows_by_group: dict[tuple, list[dict]] = {}
     for row in scaling:
         rows_by_group.setdefault(tuple(row[k] for k in SCALING_GROUP), []).append(row)

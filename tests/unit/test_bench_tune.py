@@ -47,5 +47,5 @@ def test_the_score_is_the_geometric_mean_of_horovods_bandwidth_over_mpis():
 
 
 def test_the_search_space_starts_at_horovods_defaults():
-    space = dict(T.search_space(mpi=True))
+    space = dict(T.SEARCH)
     assert space["HOROVOD_CYCLE_TIME"][0] == "1" and space["HOROVOD_CACHE_CAPACITY"][0] == "1024"

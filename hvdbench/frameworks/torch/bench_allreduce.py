@@ -251,7 +251,6 @@ def _tune(opts: AllreduceOptions) -> None:
     rank = launcher_rank()
     say = (lambda text: line(f"[hvdbench] {text}")) if rank == 0 else (lambda text: None)
     kwargs = dict(iters=opts.iters, warmup_iters=opts.warmup_iters, budget_bytes=opts.budget_bytes)
-    space = T.search_space(mpi_world is not None)
     measured: dict[str, list] = {}
 
     def measure(settings: dict[str, str]) -> float:
@@ -271,7 +270,7 @@ def _tune(opts: AllreduceOptions) -> None:
                                                    for r in rows) + f"; busbw geometric mean {value:.3g} GB/s")
         return value
 
-    best, tried = T.coordinate_descent(space, measure)
+    best, tried = T.coordinate_descent(T.SEARCH, measure)
     rows = measured[T.describe(best)]
     if mpi_world is not None:
         with mpi_timer(mpi_world) as timer:
@@ -283,7 +282,7 @@ def _tune(opts: AllreduceOptions) -> None:
     say(f"best of {len(tried)} settings: {T.describe(best)}")
     for text in AR.summary(rows):
         say(text)
-    say(f"run sweeps with: {T.env_flags(best, space)}")
+    say(f"run sweeps with: {T.env_flags(best, T.SEARCH)}")
     for path in AR.write_outputs(rows, opts.out):  # the best setting's rows and MPI's
         line(f"wrote {path}")
 
