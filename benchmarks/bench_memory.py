@@ -55,7 +55,7 @@ def peak_rss(model: str, flavor: str, framework: str, batch: int) -> int:
 
 
 def main() -> None:
-    from hvdbench.models import get_spec
+    from hvdbench.contracts import get_spec
     from hvdbench.train import memory
 
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)

@@ -78,7 +78,7 @@ def make_photos(root: Path, count: int) -> list[Path]:
 def bench_image_prepare(work: Path, count: int) -> dict:
     from PIL import Image
 
-    from hvdbench.models.resnet50.prepare import decode_image, prepare_images
+    from hvdbench.families.images.prepare import decode_image, prepare_images
 
     files = make_photos(work / "photos", count)
     size = 224

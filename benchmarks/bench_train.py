@@ -71,8 +71,8 @@ def interleaved_main(a) -> None:
     import numpy as np
 
     from hvdbench import frameworks
+    from hvdbench.contracts import get_spec
     from hvdbench.events import EventLog
-    from hvdbench.models import get_spec
     from hvdbench.train import config
     from hvdbench.train.faults import Fault
     from hvdbench.train.loop import Loop
@@ -123,8 +123,8 @@ def _model_and_batch(flavor: str, batch: int, nhwc_params: bool = False):
     import numpy as np
     import torch
 
+    from hvdbench.contracts import get_spec
     from hvdbench.frameworks.torch.data import DeviceBatches
-    from hvdbench.models import get_spec
     from hvdbench.models.resnet50 import torch as resnet
 
     spec = get_spec("resnet50")

@@ -24,7 +24,7 @@ class PrepareGroup(click.Group):
     `hvdbench prepare --help` imports no framework."""
 
     def _model_commands(self) -> dict[str, str]:
-        from hvdbench.models import specs
+        from hvdbench.contracts import specs
 
         # The command's name is its attribute's, with '-' for '_' (`cli:lm_base` is `prepare lm-base`).
         return {ref.rsplit(":", 1)[1].replace("_", "-"): ref for spec in specs() for ref in spec.prepare_commands}
@@ -45,6 +45,42 @@ class PrepareGroup(click.Group):
         return getattr(importlib.import_module(module), attr)
 
 
+class SyntheticCommand(click.Command):
+    """`prepare synthetic`, with the shorthand options the registered dataset kinds declare
+    (`DatasetKind.synthetic_flags`: images' `--size N` is `--info image_size=N`), added when the
+    command is parsed or its help shown: the core names no kind's option."""
+
+    def get_params(self, ctx):
+        if not getattr(self, "_shorthands_added", False):
+            at = next(i for i, p in enumerate(self.params) if p.name == "info_pairs")
+            self.params[at:at] = shorthand_options({o for p in self.params for o in p.opts})
+            self._shorthands_added = True
+        return super().get_params(ctx)
+
+
+SHORTHAND = "flag_"  # the shorthand options' parameter names: `--num-classes` -> flag_num_classes
+
+
+def shorthand_options(taken: set[str]) -> list[click.Option]:
+    """One option per shorthand the kinds declare, its help naming the kinds and the key it sets."""
+    from hvdbench.contracts import get_kind
+    from hvdbench.data.synthetic import shorthand_flags
+    from hvdbench.errors import ConfigError
+
+    options = []
+    for flag, kinds in shorthand_flags().items():
+        if f"--{flag}" in taken:
+            raise ConfigError(f"dataset kind {next(iter(kinds))!r}: synthetic_flags {flag!r} is one of "
+                              f"`prepare synthetic`'s own options")
+        defaults: dict[str, list[str]] = {}  # info key -> "kind default" of the kinds it is set for
+        for kind, key in kinds.items():
+            defaults.setdefault(key, []).append(f"{kind} {get_kind(kind).synthetic_defaults.get(key, '-')}")
+        said = "; ".join(f"--info {key}=N (default: {', '.join(d)})" for key, d in defaults.items())
+        options.append(click.Option([f"--{flag}", SHORTHAND + flag.replace("-", "_")],
+                                    type=click.IntRange(min=1), help=f"Shorthand for {said}."))
+    return options
+
+
 @click.group(cls=PrepareGroup)
 def prepare():
     """Prepare datasets into HDF5 shards with a manifest (images, BERT text, packed BERT, synthetic).
@@ -60,26 +96,22 @@ def prepare():
     """
 
 
-@prepare.command()
+@prepare.command(cls=SyntheticCommand)
 @click.option("--like", required=True, metavar="KIND",
               help="Dataset kind to imitate: images, bert, or any registered model's kind.")
 @click.option("--samples", required=True, type=click.IntRange(min=1), help="Total samples (train + val).")
 @OUT
-@click.option("--size", type=click.IntRange(min=1), help="images: side length [default: 224].")
-@click.option("--num-classes", type=click.IntRange(min=1), help="images: classes [default: 1000].")
-@click.option("--vocab-size", type=click.IntRange(min=6), help="bert: vocabulary [default: 30522].")
-@click.option("--max-seq-len", type=int, help="bert: tokens per sequence [default: 128].")
-@click.option("--max-predictions", type=int, help="bert: masked tokens per sequence [default: 20].")
+# (here: the kinds' shorthand options, e.g. --size; see SyntheticCommand)
 @click.option("--info", "info_pairs", multiple=True, metavar="KEY=VALUE",
-              help="Any other size of the kind (its manifest keys), e.g. --info features=8.")
+              help="Any size of the kind (its manifest keys), e.g. --info features=8; overrides a shorthand.")
 @click.option("--samples-per-shard", type=click.IntRange(min=1), default=None,
               help="Default: the kind's (1024 images, 32768 bert).")
 @click.option("--val-fraction", type=click.FloatRange(0, 1, max_open=True), default=0.05, show_default=True)
 @click.option("--seed", type=int, default=0, show_default=True)
 @WORKERS
 @OVERWRITE
-def synthetic(like, samples, out, size, num_classes, vocab_size, max_seq_len, max_predictions, info_pairs,
-              samples_per_shard, val_fraction, seed, workers, overwrite):
+def synthetic(like, samples, out, info_pairs, samples_per_shard, val_fraction, seed, workers, overwrite,
+              **shorthands):
     """Seeded random data in any dataset kind's format, any size (storage tests at scale).
 
     \b
@@ -90,11 +122,10 @@ def synthetic(like, samples, out, size, num_classes, vocab_size, max_seq_len, ma
     """
     import yaml
 
-    from hvdbench.data.synthetic import prepare_synthetic
+    from hvdbench.data.synthetic import prepare_synthetic, shorthand_flags, shorthand_info
 
-    info = {k: v for k, v in {"image_size": size, "num_classes": num_classes, "vocab_size": vocab_size,
-                              "max_seq_len": max_seq_len, "max_predictions": max_predictions}.items()
-            if v is not None}
+    flag_of = {SHORTHAND + flag.replace("-", "_"): flag for flag in shorthand_flags()}
+    info = shorthand_info(like, {flag_of[name]: value for name, value in shorthands.items()})
     for pair in info_pairs:
         key, sep, value = pair.partition("=")
         if not sep or not key:
@@ -117,9 +148,9 @@ def verify(directory):
     """
     from rich.table import Table
 
-    from hvdbench.output import console
     from hvdbench.data.verify import verify as run_verify
     from hvdbench.errors import DatasetError
+    from hvdbench.output import console
 
     report = run_verify(directory)
     table = Table(title=f"{directory} ({report.kind})")
@@ -139,8 +170,9 @@ def summary(manifest: dict, out: Path) -> None:
 
     if env_rank() != 0:
         return
-    from hvdbench.output import console
     from rich.table import Table
+
+    from hvdbench.output import console
 
     out_console = console()
     table = Table(title=f"{out} ({manifest['kind']})")

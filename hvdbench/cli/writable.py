@@ -10,35 +10,9 @@ the check creates and removes one empty file in the nearest folder that exists.
 
 from __future__ import annotations
 
-import errno
-import os
-import tempfile
-from pathlib import Path
+from hvdbench.files import check_writable_dir
 
-from hvdbench.errors import OutputError
-
-
-def check_writable_dir(path: str | os.PathLike, what: str = "--out") -> Path:
-    """`path` is a folder this process can write in, or can create; OutputError naming it if not."""
-    path = Path(path)
-    probe = path
-    while not probe.exists() and probe != probe.parent:
-        if probe.is_symlink():  # a dangling link: writing through it would create its target
-            raise OutputError(f"{what} {path}: {probe} is a symbolic link to a missing "
-                              f"{os.readlink(probe)}")
-        probe = probe.parent
-    if not probe.is_dir():
-        raise OutputError(f"{what} {path}: {probe} is not a folder")
-    try:
-        fd, tmp = tempfile.mkstemp(prefix=".hvdbench-write-check-", dir=probe)
-    except OSError as e:
-        where = "" if probe == path else f" (in {probe}, where it would be created)"
-        # ENOENT for a folder that exists: a pseudo file system (/proc, /sys) where nothing is created.
-        reason = "no files can be created there" if e.errno == errno.ENOENT else e.strerror or str(e)
-        raise OutputError(f"{what} {path}: cannot write{where}: {reason}") from None
-    os.close(fd)
-    os.unlink(tmp)
-    return path
+__all__ = ["check_writable_dir", "writable_out"]
 
 
 def writable_out(ctx, param, value):

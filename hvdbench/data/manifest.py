@@ -85,8 +85,8 @@ def read_manifest(directory: Path) -> dict:
     for key in ("kind", "splits", "fields"):
         if key not in manifest:
             raise DatasetError(f"{path}: key {key!r} missing")
+    from hvdbench.contracts import get_kind
     from hvdbench.errors import ConfigError
-    from hvdbench.models import get_kind
 
     if not isinstance(manifest["kind"], str):
         raise DatasetError(f"{path}: key 'kind' must be a dataset kind's name, got {manifest['kind']!r}")
@@ -102,7 +102,7 @@ def data_info(manifest: dict, where: str) -> dict:
     """The kind's info keys of a manifest (`DatasetKind.data_info`: the data's sizes, such as
     num_classes or vocab_size), each a whole number; DatasetError naming `where` and the key. What
     a model is built with (Dataset.data_info) and what `prepare verify`'s value limits come from."""
-    from hvdbench.models import get_kind
+    from hvdbench.contracts import get_kind
 
     info = get_kind(manifest["kind"]).data_info(manifest, where)
     for key, value in info.items():

@@ -38,10 +38,10 @@ from typing import Iterator
 
 import numpy as np
 
+from hvdbench.contracts import get_kind
 from hvdbench.data.manifest import data_info, read_manifest
 from hvdbench.data.shards import ATTR_SAMPLES, open_shard
 from hvdbench.errors import DatasetError
-from hvdbench.models import get_kind
 
 BLOCK_BYTES = 8 << 20  # consecutive samples read as one sequential range
 WINDOW_BLOCKS = 8  # blocks shuffled together (at least 4 batches' worth)

@@ -7,8 +7,9 @@
 Any registered dataset kind can be made: its `DatasetKind.synthetic()` draws the samples (images:
 uniform random pixels and labels; BERT: random ids with the real [CLS] A [SEP] B [SEP] structure,
 masked as `prepare bert` masks), `synthetic_files()` writes side files such as a vocabulary, and the
-kind's `synthetic_defaults` fill the sizes not given. Shards are made in parallel (workers, MPI
-ranks) and resumably. The manifest says `"synthetic": true`.
+kind's `synthetic_defaults` fill the sizes not given. Sizes are given as `--info KEY=VALUE`, or by
+the shorthand options a kind declares (`synthetic_flags`: images' `--size` is `--info image_size=N`).
+Shards are made in parallel (workers, MPI ranks) and resumably. The manifest says `"synthetic": true`.
 """
 
 from __future__ import annotations
@@ -26,12 +27,41 @@ from hvdbench.errors import ConfigError, DatasetError
 
 
 def _kind(like: str):
-    from hvdbench.models import get_kind
+    from hvdbench.contracts import get_kind
 
     try:
         return get_kind(like)
     except ConfigError as e:
         raise DatasetError(f"--like: {e}") from None
+
+
+def shorthand_flags() -> dict[str, dict[str, str]]:
+    """Every registered kind's shorthand options: {option name: {kind name: the info key it sets}},
+    e.g. {"size": {"detection": "image_size", "images": "image_size"}, ...}."""
+    from hvdbench.contracts import get_kind, kind_names
+
+    flags: dict[str, dict[str, str]] = {}
+    for name in kind_names():
+        for flag, key in get_kind(name).synthetic_flags.items():
+            flags.setdefault(flag, {})[name] = key
+    return flags
+
+
+def shorthand_info(like: str, given: dict) -> dict:
+    """The info values that shorthand options ({option name: value}; None: not given) stand for
+    in a `like` dataset; DatasetError for an option that kind does not declare."""
+    given = {flag: value for flag, value in given.items() if value is not None}
+    if not given:
+        return {}
+    kind = _kind(like)
+    info = {}
+    for flag, value in given.items():
+        if flag not in kind.synthetic_flags:
+            own = ", ".join(f"--{f}" for f in kind.synthetic_flags) or "none"
+            raise DatasetError(f"--{flag} does not apply to {like!r} data (its options: {own}; its keys, for "
+                               f"--info KEY=VALUE: {', '.join(kind.info_keys)})")
+        info[kind.synthetic_flags[flag]] = value
+    return info
 
 
 def synthetic_info(like: str, given: dict) -> dict:

@@ -4,7 +4,9 @@ For each shard: the file exists and opens (not truncated), holds the manifest's 
 field has the manifest's per-sample shape and dtype, all data reads back to the end and hashes to the
 sha256 recorded when it was written (so flipped bytes are found), and values are in the ranges the
 dataset kind declares (`DatasetKind.limits`: labels below num_classes, token ids below vocab_size,
-...). A vocabulary file named by the manifest must match its sha256.
+...) and, in every float field of any kind, finite (no NaN or infinity: a range check alone lets
+NaN through). A problem names the shard, the field and the sample. A vocabulary file named by the
+manifest must match its sha256.
 """
 
 from __future__ import annotations
@@ -38,7 +40,7 @@ class Report:
 def value_limits(manifest: dict, where: str = "manifest") -> dict[str, tuple[int, int]]:
     """Inclusive (low, high) per field that has a known range: the dataset kind's rules, from the
     kind's info keys, checked as `Dataset.data_info` checks them (DatasetError naming `where`)."""
-    from hvdbench.models import get_kind
+    from hvdbench.contracts import get_kind
 
     kind = get_kind(manifest["kind"])
     info = data_info(manifest, where)  # a missing key or a non-number: DatasetError naming file and key
@@ -103,11 +105,34 @@ def check_shard(path: Path, shard: dict, fields: dict, limits: dict) -> str | No
                 except OSError as e:
                     return f"field {name!r} unreadable at samples {lo}:{lo + rows} ({str(e).splitlines()[0]})"
                 digest.update(np.ascontiguousarray(block).data)
-                if name in limits and block.size:
-                    low, high = limits[name]
-                    if block.min() < low or block.max() > high:
-                        bad = int(block.min()) if block.min() < low else int(block.max())
-                        return f"field {name!r} holds {bad}, outside [{low}, {high}]"
+                problem = check_values(name, block, lo, limits.get(name))
+                if problem:
+                    return problem
         if digest.hexdigest() != f.attrs.get(ATTR_SHA256) or digest.hexdigest() != shard.get("sha256", digest.hexdigest()):
             return "data does not match its sha256 checksum (corrupt)"
+    return None
+
+
+def check_values(name: str, block: np.ndarray, first: int, limits: tuple | None) -> str | None:
+    """None when every value of `block` (samples first, first + 1, ...) is finite (float fields of
+    any kind: NaN passes every range check, since each comparison with it is false) and within the
+    field's inclusive limits, else the first bad value, its field and its sample in words."""
+    if not block.size:
+        return None
+    if block.dtype.kind in "fc":
+        finite = np.isfinite(block).reshape(len(block), -1)
+        rows = finite.all(axis=1)
+        if not rows.all():
+            i = int(np.argmin(rows))
+            bad = block.reshape(len(block), -1)[i][~finite[i]][0]
+            return f"field {name!r} holds {bad.item()} at sample {first + i}, not a finite number"
+    if limits is None:
+        return None
+    low, high = limits
+    outside = ((block < low) | (block > high)).reshape(len(block), -1)
+    rows = outside.any(axis=1)
+    if rows.any():
+        i = int(np.argmax(rows))
+        bad = block[i].reshape(-1)[outside[i]][0]
+        return f"field {name!r} holds {bad.item()}, outside [{low}, {high}], at sample {first + i}"
     return None

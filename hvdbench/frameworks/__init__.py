@@ -39,7 +39,7 @@ def fixed_threads(requested: int, env=os.environ) -> int | None:
 
 
 def math_threads(requested: int, local_size: int, size: int | None = None, env=os.environ,
-                 busy_cpus: float = 0.0) -> int:
+                 busy_cpus: float = 0.0, share: int = 0) -> int:
     """CPU math threads for one rank: --threads, else OMP_NUM_THREADS, else the free cores shared
     out among the ranks of this machine (two ranks each spinning a thread per core fight for them,
     and oversubscribed OpenMP barriers are slower by orders of magnitude). Those are the
@@ -47,11 +47,13 @@ def math_threads(requested: int, local_size: int, size: int | None = None, env=o
     cluster). `busy_cpus`: the cores' worth of other processes measured at start (DistBase): a
     neighbour on half a core or more takes that core away, because a lone rank that also spreads its
     threads over the neighbour's core waits at every barrier for the thread the neighbour preempts
-    (measured here: 15 ms steps became 660 +- 860 ms)."""
+    (measured here: 15 ms steps became 660 +- 860 ms). `share` (a sweep's --thread-share): share
+    the cores among at least this many ranks, so a layout with fewer ranks per machine gets the
+    threads per rank its largest layout gets (a scaling study gives every rank the same resources)."""
     fixed = fixed_threads(requested, env)
     if fixed is not None:
         return fixed
-    sharing = size if env.get(SHARED_MACHINE_ENV) == "1" and size else local_size
+    sharing = max(share, size if env.get(SHARED_MACHINE_ENV) == "1" and size else local_size)
     free = (os.cpu_count() or 1) - round(busy_cpus)
     return max(1, free // sharing)
 

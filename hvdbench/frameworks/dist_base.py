@@ -21,7 +21,7 @@ class DistBase:
     # TensorFlow must size its pools before its first op, and Horovod's collectives are ops there.
     MEASURE_NEIGHBOURS = True
 
-    def __init__(self, hvd, threads: int = 0):
+    def __init__(self, hvd, threads: int = 0, share: int = 0):
         """`hvd`: horovod.torch or horovod.tensorflow, already imported by the subclass."""
         self.hvd = hvd
         hvd.init()
@@ -33,7 +33,8 @@ class DistBase:
         # rank take the core a neighbour is using.
         self.busy_cpus = (self._neighbours_at_start()
                           if fixed_threads(threads) is None and self.MEASURE_NEIGHBOURS else None)
-        self.threads = math_threads(threads, self.local_size, self.size, busy_cpus=self.busy_cpus or 0.0)
+        self.threads = math_threads(threads, self.local_size, self.size, busy_cpus=self.busy_cpus or 0.0,
+                                    share=share)
         self.hostname = socket.gethostname()
 
     def _neighbours_at_start(self, window_s: float = 0.1) -> float:

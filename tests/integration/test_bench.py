@@ -73,7 +73,7 @@ def test_allreduce_tune_searches_horovods_settings_and_writes_the_best(horovodru
 
 @pytest.mark.timeout(240)
 def test_io_two_ranks_read_every_sample_once_per_pass(horovodrun, hvdbench_bin, tmp_path):
-    from hvdbench.models.resnet50.digits import prepare_digits
+    from hvdbench.families.images.digits import prepare_digits
 
     prepare_digits(tmp_path / "digits", size=8, samples_per_shard=300)
     run(hvdrun(horovodrun, "mpi", hvdbench_bin, "bench", "io", "--data", tmp_path / "digits", "--passes", "2",

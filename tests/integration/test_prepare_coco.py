@@ -3,7 +3,7 @@ crowd's uncompressed RLE, category ids 1, 3, 90): boxes and masks round-trip aga
 own rasterisation, bad annotations fail with one line naming the culprit, a rerun resumes, and two
 MPI ranks make the same dataset as one process.
 
-The command is invoked through click's CliRunner on hvdbench.models.ssd.cli.coco (the same
+The command is invoked through click's CliRunner on hvdbench.families.detection.cli.coco (the same
 function `hvdbench prepare coco` runs once the SSD spec lists it), and the MPI case calls
 prepare_coco under mpirun.
 """
@@ -19,8 +19,8 @@ from click.testing import CliRunner
 from conftest import run
 
 from hvdbench.errors import DatasetError
-from hvdbench.models.ssd.cli import coco
-from hvdbench.models.ssd.data import decode_masks
+from hvdbench.families.detection.cli import coco
+from hvdbench.families.detection.data import decode_masks
 
 pytestmark = [pytest.mark.integration]
 
@@ -248,7 +248,7 @@ def test_missing_and_corrupt_annotation_files_are_named(src, tmp_path):
 
 @pytest.mark.timeout(240)
 def test_two_ranks_make_the_same_coco_dataset(src, tmp_path, mpirun):
-    code = ("import sys; from hvdbench.models.ssd.prepare import prepare_coco; "
+    code = ("import sys; from hvdbench.families.detection.coco import prepare_coco; "
             "prepare_coco(sys.argv[1], sys.argv[2], image_size=32, samples_per_shard=1, workers=1, command='t')")
     run([sys.executable, "-c", code, src, tmp_path / "one"])
     run([mpirun, "-np", "2", "--oversubscribe", sys.executable, "-c", code, src, tmp_path / "two"])

@@ -6,8 +6,8 @@ import shlex
 import pytest
 from conftest import run
 
-from hvdbench.models.resnet50.digits import write_tree
 from hvdbench.data.readers import open_dataset
+from hvdbench.families.images.digits import write_tree
 
 pytestmark = [pytest.mark.integration]
 

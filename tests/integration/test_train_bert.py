@@ -12,9 +12,9 @@ import numpy as np
 import pytest
 from conftest import run
 
+from hvdbench.contracts import get_spec
 from hvdbench.data.readers import open_dataset
 from hvdbench.results.mllog import read_event_dicts as read_events
-from hvdbench.models import get_spec
 from hvdbench.results.schema import read_result
 
 pytestmark = pytest.mark.integration
@@ -97,6 +97,7 @@ def test_packed_dataset_scores_like_unpacked(pydoc):
     data: the same masked-LM cross-entropy, correct predictions and next-sentence loss summed over
     the val split (a sum, because packing reorders the sequences)."""
     import torch
+
     from hvdbench.models.bert import torch as bert
 
     torch.manual_seed(0)

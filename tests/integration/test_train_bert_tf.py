@@ -14,7 +14,7 @@ import sys
 import pytest
 from conftest import run
 
-from hvdbench.models import get_spec
+from hvdbench.contracts import get_spec
 from hvdbench.results.schema import read_result
 
 pytestmark = pytest.mark.integration
@@ -34,6 +34,7 @@ def pydoc(tmp_path_factory, hvdbench_bin):
 
 def torch_parameters(**info) -> int:
     import torch
+
     from hvdbench.models.bert import torch as bert_torch
 
     with torch.device("meta"):

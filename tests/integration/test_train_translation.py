@@ -8,8 +8,8 @@ import json
 import pytest
 from conftest import run
 
-from hvdbench.models import get_spec
-from hvdbench.models.transformer import catalogs
+from hvdbench.contracts import get_spec
+from hvdbench.families.translation import catalogs
 from hvdbench.results.mllog import read_event_dicts as read_events
 from hvdbench.results.schema import read_result
 

@@ -12,7 +12,7 @@ one folder plus one registry line. Registered with an entry point (no hvdbench f
 
 from dataclasses import dataclass
 
-from hvdbench.models.contracts import ModelSpec, eval_loss
+from hvdbench.contracts import ModelSpec, eval_loss
 from toy_model.data import REGRESSION
 
 

@@ -3,8 +3,8 @@ plus noise of deviation 0.1, with w fixed (the same function in every shard and 
 
 import numpy as np
 
+from hvdbench.contracts import DatasetKind
 from hvdbench.data.manifest import field_spec
-from hvdbench.models.contracts import DatasetKind
 
 
 class Regression(DatasetKind):

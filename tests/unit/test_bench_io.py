@@ -9,13 +9,13 @@ import pytest
 from click.testing import CliRunner
 
 from hvdbench.bench import io as bio
-from hvdbench.results.store import read_rows
 from hvdbench.cli.main import cli
 from hvdbench.data import manifest as mf
 from hvdbench.data.readers import open_dataset
 from hvdbench.data.shards import shard_name, write_shard
 from hvdbench.errors import ConfigError, DatasetError
 from hvdbench.results.schema import RunResult, write_result
+from hvdbench.results.store import read_rows
 
 TRAIN = 1001  # odd, over three uneven shards: shares and batches do not divide evenly
 
@@ -78,7 +78,8 @@ def test_raw_pass_reads_each_ranks_share_in_consecutive_runs(dataset):
 
 def test_images_are_decoded_as_the_torch_model_does_on_the_device():
     import torch
-    from hvdbench.models import get_spec
+
+    from hvdbench.contracts import get_spec
 
     images = np.random.default_rng(1).integers(0, 256, (4, 5, 6, 3), dtype=np.uint8)
     labels = np.arange(4, dtype=np.int64)

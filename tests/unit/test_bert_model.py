@@ -5,16 +5,14 @@
 
 import functools
 
+import numpy as np  # noqa: E402
 import pytest
-
 import torch
 
+from hvdbench.contracts import get_spec  # noqa: E402
 from hvdbench.errors import ConfigError  # noqa: E402
-import numpy as np  # noqa: E402
-
 from hvdbench.models.bert import torch as bert  # noqa: E402
 from hvdbench.models.bert.data import BERT  # noqa: E402
-from hvdbench.models import get_spec  # noqa: E402
 
 SPEC = get_spec("bert")
 DEBUG = SPEC.flavor("debug")
@@ -267,7 +265,7 @@ def test_mllog_hyperparameters_are_the_references():
     """What MLPerf's closed division requires of BERT (training_4.0.0/closed_bert.yaml) beside the
     common keys and the loop's opt_learning_rate_warmup_steps/_training_steps; LAMB's keys only
     when the run trains with LAMB."""
-    from hvdbench.models.contracts import RunFacts
+    from hvdbench.contracts import RunFacts
     from hvdbench.train import config as config_mod
 
     facts = RunFacts(global_batch=256, peak_lr=3.5e-4, steps_per_epoch=1000, max_steps=900, warmup_steps=12)

@@ -6,15 +6,14 @@ averages), and the optimizers it trains with.
     .venv/bin/python -m pytest tests/unit/test_bert_tf.py
 """
 
+import keras
 import numpy as np
 import pytest
-
 import tensorflow as tf
-import keras
 import torch
 
+from hvdbench.contracts import get_spec  # noqa: E402
 from hvdbench.errors import ConfigError  # noqa: E402
-from hvdbench.models import get_spec  # noqa: E402
 from hvdbench.models.bert import tf as bert_tf  # noqa: E402
 from hvdbench.models.bert import torch as bert_torch  # noqa: E402
 from hvdbench.models.bert.data import BERT  # noqa: E402

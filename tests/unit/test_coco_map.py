@@ -1,10 +1,10 @@
-"""COCO mAP (hvdbench/models/ssd/metric.py): the values pycocotools gives in cases worked out by hand,
+"""COCO mAP (hvdbench/families/detection/metric.py): the values pycocotools gives in cases worked out by hand,
 crowd regions ignored, the gathered metric over two ranks, and Mask R-CNN's second condition."""
 
 import numpy as np
 import pytest
 
-from hvdbench.models.ssd.metric import CocoMap, coco_map, detections_record
+from hvdbench.families.detection.metric import CocoMap, coco_map, detections_record
 
 S = 32  # canvas side
 

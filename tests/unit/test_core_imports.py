@@ -1,6 +1,6 @@
 """The core never imports a framework: every module outside hvdbench.frameworks and the model
-folders' torch.py / tf.py imports with torch, tensorflow and horovod blocked, so `hvdbench --help`,
-sweep and report work on a login node (model specs and dataset kinds included)."""
+folders' and families' torch.py / tf.py imports with torch, tensorflow and horovod blocked, so
+`hvdbench --help`, sweep and report work on a login node (model specs and dataset kinds included)."""
 
 import subprocess
 import sys
@@ -14,12 +14,14 @@ for name in {BLOCKED!r}:
 import hvdbench
 names = [m.name for m in pkgutil.walk_packages(hvdbench.__path__, "hvdbench.")
          if not m.name.startswith("hvdbench.frameworks") and not m.name.endswith("__main__")
-         and not (m.name.startswith("hvdbench.models.") and m.name.rsplit(".", 1)[1] in ("torch", "tf"))]
+         and not (m.name.startswith(("hvdbench.models.", "hvdbench.families."))
+                  and m.name.rsplit(".", 1)[1] in ("torch", "tf"))]
 for name in names:
     importlib.import_module(name)
 print(len(names))
-for core in ("hvdbench.cli.main", "hvdbench.results.schema", "hvdbench.results.store",
-             "hvdbench.models", "hvdbench.models.resnet50", "hvdbench.models.bert.data", "hvdbench.errors"):
+for core in ("hvdbench.cli.main", "hvdbench.results.schema", "hvdbench.results.store", "hvdbench.contracts",
+             "hvdbench.models", "hvdbench.models.resnet50", "hvdbench.models.bert.data", "hvdbench.errors",
+             "hvdbench.families.detection.data"):
     assert core in names, core
 """
 

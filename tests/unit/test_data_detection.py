@@ -1,5 +1,5 @@
-"""The `detection` dataset kind (hvdbench/models/ssd/data.py) and the digit scenes
-(hvdbench/models/ssd/prepare.py): RLE masks, fields and limits, random samples, generated scenes,
+"""The `detection` dataset kind (hvdbench/families/detection/data.py) and the digit scenes
+(hvdbench/families/detection/scenes.py): RLE masks, fields and limits, random samples, generated scenes,
 and `prepare verify` / the readers on prepared and synthetic data."""
 
 import json
@@ -7,9 +7,9 @@ import json
 import numpy as np
 import pytest
 
-from hvdbench.models.ssd import prepare as scenes_mod
-from hvdbench.models.ssd.data import DETECTION, decode_masks, encode_masks, objects, rle_of
-from hvdbench.models.ssd.prepare import digit_pool, digit_scene, prepare_digit_scenes
+from hvdbench.families.detection import scenes as scenes_mod
+from hvdbench.families.detection.data import DETECTION, decode_masks, encode_masks, objects, rle_of
+from hvdbench.families.detection.scenes import digit_pool, digit_scene, prepare_digit_scenes
 
 INFO = {"num_classes": 7, "image_size": 48, "max_objects": 5, "mask_bytes": 120}
 

@@ -3,9 +3,9 @@
 import numpy as np
 from sklearn.datasets import load_digits
 
-from hvdbench.models.resnet50.digits import prepare_digits
 from hvdbench.data.readers import open_dataset
 from hvdbench.data.verify import verify
+from hvdbench.families.images.digits import prepare_digits
 
 
 def labels_of(path, split):

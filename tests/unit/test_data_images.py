@@ -8,11 +8,11 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from hvdbench.models.resnet50.digits import write_tree
-from hvdbench.models.resnet50.prepare import decode_image, prepare_images, scan_tree
 from hvdbench.data.readers import open_dataset
 from hvdbench.data.verify import verify
 from hvdbench.errors import DatasetError
+from hvdbench.families.images.digits import write_tree
+from hvdbench.families.images.prepare import decode_image, prepare_images, scan_tree
 
 
 @pytest.fixture(scope="module")

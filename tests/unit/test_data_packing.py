@@ -140,7 +140,7 @@ def test_prepare_pack(bert256, tmp_path, strategy):
 
 
 def test_pack_refuses_non_bert_and_same_dir(tmp_path, bert256):
-    from hvdbench.models.resnet50.digits import prepare_digits
+    from hvdbench.families.images.digits import prepare_digits
 
     prepare_digits(tmp_path / "digits", size=8)
     with pytest.raises(DatasetError, match="packing needs a 'bert' one"):

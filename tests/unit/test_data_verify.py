@@ -7,9 +7,9 @@ import pytest
 from click.testing import CliRunner
 
 from hvdbench.cli.main import cli
-from hvdbench.models.resnet50.digits import prepare_digits
 from hvdbench.data.shards import write_shard
 from hvdbench.data.verify import verify
+from hvdbench.families.images.digits import prepare_digits
 
 
 @pytest.fixture

@@ -13,10 +13,10 @@ if importlib.util.find_spec("torchvision") is None:
 
 import torch  # noqa: E402
 
+from hvdbench.contracts import get_spec  # noqa: E402
 from hvdbench.errors import DatasetError  # noqa: E402
-from hvdbench.models import get_spec  # noqa: E402
-from hvdbench.models.ssd.data import DETECTION, encode_masks  # noqa: E402
-from hvdbench.models.ssd.metric import CocoMap  # noqa: E402
+from hvdbench.families.detection.data import DETECTION, encode_masks  # noqa: E402
+from hvdbench.families.detection.metric import CocoMap  # noqa: E402
 
 MODELS = ("ssd", "retinanet", "maskrcnn")
 
@@ -119,7 +119,7 @@ def test_evaluation_returns_coco_map_stats(name):
 
 
 def test_targets_skip_crowd_padding_and_empty_boxes_and_shift_labels_for_background():
-    from hvdbench.models.ssd.torch import targets
+    from hvdbench.families.detection.torch import targets
 
     masks = np.zeros((3, 8, 8), np.uint8)
     masks[:, 2:5, 2:5] = 1
@@ -145,7 +145,8 @@ def test_maskrcnn_refuses_data_without_masks():
 def test_specs_share_the_detection_kind_and_metric():
     ssd, retinanet, maskrcnn = (get_spec(n) for n in MODELS)
     assert ssd.kinds == retinanet.kinds == maskrcnn.kinds == (DETECTION,)
-    assert ssd.prepare_commands == ("hvdbench.models.ssd.cli:coco", "hvdbench.models.ssd.cli:digit_scenes")
+    assert ssd.prepare_commands == ("hvdbench.families.detection.cli:coco",
+                                    "hvdbench.families.detection.cli:digit_scenes")
     assert retinanet.prepare_commands == maskrcnn.prepare_commands == ()
     assert (ssd.mlperf_target, retinanet.mlperf_target, maskrcnn.mlperf_target) == (0.212, 0.34, 0.377)
     assert (ssd.benchmark, retinanet.benchmark, maskrcnn.benchmark) == ("ssd", "ssd", "maskrcnn")

@@ -9,13 +9,12 @@ from dataclasses import replace
 
 import numpy as np
 import pytest
-
 import torch
 
-from hvdbench.models import get_spec
+from hvdbench.contracts import get_spec
+from hvdbench.families.translation.data import TRANSLATION
+from hvdbench.families.translation.tokens import PAD
 from hvdbench.models.gnmt import torch as G
-from hvdbench.models.transformer.data import TRANSLATION
-from hvdbench.models.transformer.tokens import PAD
 
 SPEC = get_spec("gnmt")
 

@@ -17,12 +17,11 @@ import math
 
 import numpy as np
 import pytest
-
 import torch
 
-from hvdbench.models.bert.torch import Lamb, make_optimizer, param_groups  # noqa: E402
+from hvdbench.contracts import get_spec  # noqa: E402
 from hvdbench.models.bert import torch as bert_torch  # noqa: E402
-from hvdbench.models import get_spec  # noqa: E402
+from hvdbench.models.bert.torch import Lamb, make_optimizer, param_groups  # noqa: E402
 from hvdbench.train import config as config_mod  # noqa: E402
 
 # A step by hand: x = (3, 4) so ||x|| = 5; g = (0.1, -0.2). At t = 1 the bias corrections give
@@ -148,6 +147,7 @@ def test_bert_param_groups_follow_the_reference():
 
 def keras_steps(x, grads, name="kernel", **options):
     import keras
+
     from hvdbench.models.bert.tf import Lamb as KerasLamb
 
     var = keras.Variable(np.asarray(x, np.float32), name=name)

@@ -13,18 +13,18 @@ from types import SimpleNamespace
 
 import numpy as np
 import pytest
-
 import torch
+
 from hvdbench.frameworks.torch.vision import ensure_torchvision
 
 ensure_torchvision()  # before peft, which imports torchvision (hvdbench/frameworks/torch/vision.py)
 import peft  # noqa: E402,F401  (installed by `make setup`: a missing one fails, not skips)
 
+from hvdbench.contracts import RunFacts, get_kind, get_spec
 from hvdbench.data.readers import open_dataset
 from hvdbench.data.verify import verify
 from hvdbench.errors import ConfigError, DatasetError
-from hvdbench.models import get_kind, get_spec
-from hvdbench.models.contracts import RunFacts
+from hvdbench.families.translation import tokens
 from hvdbench.models.llama2_lora import (
     ADAPTER_PARAMETERS,
     BASE_PARAMETERS,
@@ -39,7 +39,6 @@ from hvdbench.models.llama2_lora.prepare import (
     prepare_lm_base,
     prepare_summaries,
 )
-from hvdbench.models.transformer import tokens
 
 SPEC = get_spec("llama2_lora")
 TINY = replace(FLAVORS["debug"], layers=2, hidden=32, intermediate=64, heads=4, kv_heads=2, vocab_size=300,
@@ -92,6 +91,42 @@ def test_70b_is_refused_with_the_reason_before_anything_is_built():
     for words in ("cannot run under pure data parallelism", "68.98B", "138 GB", "model parallelism",
                   "4-bit", "not MLPerf's recipe", "--flavor 7b or 13b"):
         assert words in message
+
+
+def test_70b_is_refused_by_train_sweep_and_study_before_anything_starts(tmp_path):
+    """The spec's `refuse` hook, called by config.validate: `train` resolves through it, and a sweep
+    (and a study's sweeps) resolve every layout through it before launching or writing anything."""
+    from hvdbench.sweep.build import build_spec
+    from hvdbench.train.config import resolve
+
+    with pytest.raises(ConfigError) as e:
+        build_spec("llama2_lora", ("--flavor", "70b", "--synthetic"), hosts="localhost:2", out=tmp_path / "sw")
+    assert "llama2_lora/70b cannot run under pure data parallelism" in str(e.value)
+    assert "\n" not in str(e.value) and not (tmp_path / "sw").exists()
+    with pytest.raises(ConfigError, match="llama2_lora/70b cannot run under pure data parallelism"):
+        resolve({"model": "llama2_lora", "flavor": "70b", "synthetic": True, "out": str(tmp_path / "t")})
+    for flavor in ("debug", "7b", "13b"):  # one replica per rank: not refused here
+        assert SPEC.refuse(resolve({"model": "llama2_lora", "flavor": flavor, "synthetic": True,
+                                    "out": str(tmp_path / "t")})) is None
+
+
+def test_the_memory_check_counts_the_frozen_base_and_names_the_flavor_that_fits():
+    """A LoRA run holds its frozen base (in the run's precision) beside the adapters it trains; the
+    spec's exact counts let the worker check before building a 7B base."""
+    from hvdbench.train import memory
+
+    assert memory.exact_counts(SPEC, "7b") == (ADAPTER_PARAMETERS["7b"], BASE_PARAMETERS["7b"])
+    bf16 = memory.estimate(SPEC, "7b", "torch", 1, "bf16", "adamw")
+    fp32 = memory.estimate(SPEC, "7b", "torch", 1, "fp32", "adamw")
+    assert fp32.fixed - bf16.fixed == 2 * BASE_PARAMETERS["7b"]  # the base in 4 bytes, not 2
+    assert bf16.fixed > 2 * BASE_PARAMETERS["7b"] and bf16.per_sample > 0
+    run = SimpleNamespace(flavor="7b", framework="torch", batch_per_gpu=1, precision="bf16", optimizer="adamw")
+    with pytest.raises(ConfigError) as e:
+        memory.check_fits(SPEC, run, local_ranks=1, available=16 * 10**9)
+    assert "\n" not in str(e.value)
+    assert str(e.value).startswith("llama2_lora/7b (torch) needs ~18.4 GB for batch 1 per rank")
+    assert str(e.value).endswith("try --flavor debug")
+    memory.check_fits(SPEC, SimpleNamespace(**{**vars(run), "flavor": "debug"}), local_ranks=1, available=16 * 10**9)
 
 
 # --- the network ----------------------------------------------------------------------------------

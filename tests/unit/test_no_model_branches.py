@@ -6,7 +6,7 @@ name or a dataset kind's name, nor keeps a table keyed by model names. (The regi
 import ast
 from pathlib import Path
 
-from hvdbench.models import kind_names, model_names, specs
+from hvdbench.contracts import kind_names, model_names, specs
 
 PACKAGE = Path(__file__).resolve().parents[2] / "hvdbench"
 ALLOWED = ("models/__init__.py",)

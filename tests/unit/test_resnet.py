@@ -2,15 +2,13 @@
 and the model interface (build, on_device, loss_and_stats) the worker relies on, on batches of
 the `images` kind."""
 
+import numpy as np  # noqa: E402
 import torch
-
 from torch import nn  # noqa: E402
 
-import numpy as np  # noqa: E402
-
+from hvdbench.contracts import get_spec  # noqa: E402
+from hvdbench.families.images.data import IMAGES  # noqa: E402
 from hvdbench.models.resnet50 import torch as resnet  # noqa: E402
-from hvdbench.models.resnet50.data import IMAGES  # noqa: E402
-from hvdbench.models import get_spec  # noqa: E402
 
 SPEC = get_spec("resnet50")
 

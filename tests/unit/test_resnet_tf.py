@@ -1,13 +1,13 @@
 """ResNet-50 v1.5 in TensorFlow 2 / Keras 3: the same network as the PyTorch one (parameter
 counts, stride placement) and the model interface the TF worker relies on."""
 
+import keras
 import numpy as np
 import tensorflow as tf
-import keras
 
+from hvdbench.contracts import get_spec  # noqa: E402
+from hvdbench.families.images.data import IMAGES  # noqa: E402
 from hvdbench.models.resnet50 import tf as resnet  # noqa: E402
-from hvdbench.models.resnet50.data import IMAGES  # noqa: E402
-from hvdbench.models import get_spec  # noqa: E402
 
 SPEC = get_spec("resnet50")
 

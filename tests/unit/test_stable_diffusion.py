@@ -11,16 +11,16 @@ import dataclasses
 
 import numpy as np
 import pytest
-
 import torch
+
 from hvdbench.frameworks.torch.vision import ensure_torchvision
 
 ensure_torchvision()  # before diffusers, which imports torchvision (hvdbench/frameworks/torch/vision.py)
 import diffusers  # noqa: E402,F401  (installed by `make setup`: a missing one fails, not skips)
 
+from hvdbench.contracts import get_spec  # noqa: E402
 from hvdbench.errors import ConfigError  # noqa: E402
-from hvdbench.models import get_spec  # noqa: E402
-from hvdbench.models.resnet50.data import IMAGES  # noqa: E402
+from hvdbench.families.images.data import IMAGES  # noqa: E402
 from hvdbench.models.stable_diffusion import torch as sd  # noqa: E402
 from hvdbench.models.stable_diffusion.data import SD_LATENTS  # noqa: E402
 from hvdbench.models.stable_diffusion.metric import FidMetric, moments  # noqa: E402

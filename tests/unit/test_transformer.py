@@ -10,14 +10,13 @@ from dataclasses import replace
 
 import numpy as np
 import pytest
-
 import torch
 
+from hvdbench.contracts import get_spec
 from hvdbench.errors import ConfigError
-from hvdbench.models import get_spec
+from hvdbench.families.translation.data import TRANSLATION
+from hvdbench.families.translation.tokens import BOS, EOS, PAD
 from hvdbench.models.transformer import torch as T
-from hvdbench.models.transformer.data import TRANSLATION
-from hvdbench.models.transformer.tokens import BOS, EOS, PAD
 
 SPEC = get_spec("transformer")
 

@@ -16,15 +16,16 @@ import sacrebleu
 from click.testing import CliRunner
 
 from hvdbench.cli.main import cli
+from hvdbench.contracts import get_kind
 from hvdbench.data.readers import open_dataset
 from hvdbench.data.synthetic import prepare_synthetic
 from hvdbench.data.verify import verify
 from hvdbench.errors import DatasetError
-from hvdbench.models import get_kind
-from hvdbench.models.transformer import catalogs, tokens
-from hvdbench.models.transformer.bleu import BLEU_METRIC, bleu_from_stats, bleu_stats
-from hvdbench.models.transformer.data import TRANSLATION, tokenizer_path
-from hvdbench.models.transformer.prepare import prepare_translation
+from hvdbench.families.translation import catalogs, tokens
+from hvdbench.families.translation.bleu import BLEU_METRIC, bleu_from_stats, bleu_stats
+from hvdbench.families.translation.data import TRANSLATION, tokenizer_path
+from hvdbench.families.translation.prepare import prepare_translation
+from hvdbench.files import file_sha256
 
 ROOT = Path(__file__).resolve().parents[2]
 NUMBERS = ["one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten"]
@@ -70,8 +71,8 @@ def test_aligned_files_become_padded_ids_that_decode_to_the_text(small):
     assert m["kind"] == "translation" and m["max_len"] == 32 and m["vocab_size"] <= 300
     assert m["splits"]["val"]["samples"] == 20 and m["splits"]["train"]["samples"] == 180
     assert len(m["splits"]["train"]["shards"]) == 3  # 64 per shard
-    assert m["vocab_sha256"] == tokens.file_sha256(out / "vocab.txt")
-    assert m["tokenizer_sha256"] == tokens.file_sha256(out / "tokenizer.json")
+    assert m["vocab_sha256"] == file_sha256(out / "vocab.txt")
+    assert m["tokenizer_sha256"] == file_sha256(out / "tokenizer.json")
     assert len((out / "vocab.txt").read_text(encoding="utf-8").splitlines()) == m["vocab_size"]
     assert m["corpus"] == "files" and m["dropped_too_long"] == {"train": 0, "val": 0}
     assert not (out / ".translation-arrays").exists()  # the staging arrays are removed

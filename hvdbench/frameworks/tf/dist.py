@@ -30,9 +30,9 @@ class Dist(DistBase):
     # neighbour measurement (a Horovod collective) would be: TF runs keep the plain core share.
     MEASURE_NEIGHBOURS = False
 
-    def __init__(self, threads: int = 0):
+    def __init__(self, threads: int = 0, share: int = 0):
         cpu_mpi_settings(on_gpu=bool(tf.config.list_physical_devices("GPU")))
-        super().__init__(hvd, threads)
+        super().__init__(hvd, threads, share)
         # Thread pools must be sized before TensorFlow's runtime starts (the first op).
         tf.config.threading.set_intra_op_parallelism_threads(self.threads)
         tf.config.threading.set_inter_op_parallelism_threads(min(2, self.threads))

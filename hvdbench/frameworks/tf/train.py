@@ -15,6 +15,7 @@ micro-batches and averages them over ranks once, with the same grouped allreduce
 from __future__ import annotations
 
 import hashlib
+import inspect
 
 import keras
 import numpy as np
@@ -46,8 +47,21 @@ def make_optimizer(cfg):
     return opt
 
 
-def init_dist(threads: int = 0) -> Dist:
-    return Dist(threads)
+def init_dist(threads: int = 0, share: int = 0) -> Dist:
+    return Dist(threads, share)
+
+
+# What the trainer hands a model's `build` beyond the data's info keys (as the PyTorch trainer does).
+RUN_KEYWORDS = {"rank": "rank", "world": "size"}
+
+
+def run_keywords(build, dist) -> dict:
+    """This process's Horovod `rank` and the `world` size, for the ones `build` declares as named
+    parameters (hvdbench/contracts/spec.py's TensorFlowModel); a `**kwargs` catch-all does not."""
+    declared = inspect.signature(build).parameters
+    return {name: getattr(dist, attr) for name, attr in RUN_KEYWORDS.items()
+            if name in declared and declared[name].kind in (inspect.Parameter.POSITIONAL_OR_KEYWORD,
+                                                            inspect.Parameter.KEYWORD_ONLY)}
 
 
 class Trainer:
@@ -58,7 +72,7 @@ class Trainer:
         self.module = module
         keras.utils.set_random_seed(cfg.seed)
         keras.mixed_precision.set_global_policy(POLICIES[cfg.precision])
-        self.model = module.build(flavor_cfg, **data_info)
+        self.model = module.build(flavor_cfg, **data_info, **run_keywords(module.build, dist))
         self.device_batch = DeviceBatches()
         # The model's preprocessing (e.g. image normalisation) runs inside the traced graphs.
         self._on_device = getattr(module, "on_device", lambda batch: batch)

@@ -21,9 +21,9 @@ from hvdbench.frameworks.dist_base import DistBase
 
 
 class Dist(DistBase):
-    def __init__(self, threads: int = 0):
+    def __init__(self, threads: int = 0, share: int = 0):
         cpu_mpi_settings(on_gpu=torch.cuda.is_available())
-        super().__init__(hvd, threads)
+        super().__init__(hvd, threads, share)
         torch.set_num_threads(self.threads)
         if torch.cuda.is_available():
             torch.cuda.set_device(self.local_rank)
@@ -56,8 +56,12 @@ class Dist(DistBase):
             backward_passes_per_step=accum_steps, op=hvd.Average)
 
     def broadcast_state(self, model, optimizer) -> None:
-        """Every rank starts from rank 0's weights, buffers and optimizer state."""
-        hvd.broadcast_parameters(model.state_dict(), root_rank=0)
+        """Every rank starts from rank 0's weights, buffers and optimizer state. A bf16 tensor (a
+        LoRA run's frozen base) travels as its int16 bits: Horovod's CPU operations have no bf16,
+        and a broadcast copies bits, so the view loses nothing."""
+        state = {name: t.view(torch.int16) if t.dtype == torch.bfloat16 else t
+                 for name, t in model.state_dict().items()}
+        hvd.broadcast_parameters(state, root_rank=0)
         hvd.broadcast_optimizer_state(optimizer, root_rank=0)
 
     def average_buffers(self, model) -> None:

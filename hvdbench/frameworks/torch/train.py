@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import inspect
 import time
 
 import torch
@@ -31,8 +32,23 @@ OPTIMIZERS = {
 }
 
 
-def init_dist(threads: int = 0) -> Dist:
-    return Dist(threads)
+def init_dist(threads: int = 0, share: int = 0) -> Dist:
+    return Dist(threads, share)
+
+
+# What the trainer hands a model's `build` beyond the data's info keys: keyword -> the Dist attribute.
+RUN_KEYWORDS = {"rank": "rank", "world": "size"}
+
+
+def run_keywords(build, dist) -> dict:
+    """This process's Horovod `rank` and the `world` size, for the ones `build` declares as named
+    parameters (hvdbench/contracts/spec.py's TorchModel): a model that seeds a random stream per rank
+    reads its rank there, not from the launcher. A `**kwargs` catch-all does not declare them, so a
+    build that does not ask is called as before."""
+    declared = inspect.signature(build).parameters
+    return {name: getattr(dist, attr) for name, attr in RUN_KEYWORDS.items()
+            if name in declared and declared[name].kind in (inspect.Parameter.POSITIONAL_OR_KEYWORD,
+                                                            inspect.Parameter.KEYWORD_ONLY)}
 
 
 def param_groups(model, cfg) -> list[dict]:
@@ -92,12 +108,13 @@ class PhaseTimer:
 class Trainer:
     def __init__(self, cfg, module, flavor_cfg, data_info: dict, dist: Dist):
         """`module`: the model folder's torch.py (build, loss_and_stats, optional on_device,
-        param_groups, make_optimizer)."""
+        param_groups, make_optimizer). `build` gets the data's info keys, and `rank` and `world`
+        when it declares them (run_keywords)."""
         self.cfg, self.flavor_cfg, self.data_info, self.dist = cfg, flavor_cfg, data_info, dist
         self.module = module
         torch.manual_seed(cfg.seed)
         device = dist.device
-        model = module.build(flavor_cfg, **data_info).to(device)
+        model = module.build(flavor_cfg, **data_info, **run_keywords(module.build, dist)).to(device)
         self.model = model
         self.device_batch = DeviceBatches(device, getattr(module, "on_device", None))
 

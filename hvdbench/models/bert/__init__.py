@@ -13,8 +13,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from hvdbench.contracts import ModelSpec, accuracy, only_with
 from hvdbench.models.bert.data import BERT, BERT_PACKED
-from hvdbench.models.contracts import ModelSpec, accuracy, only_with
 
 # MLPerf's reference LAMB (training/language_model/tensorflow/bert: lamb_optimizer_v1.py, as
 # optimization.py sets it up): betas, epsilon, and the global gradient norm clipped to 1.0 (after

@@ -13,11 +13,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from hvdbench.models.bert.prepare import BertOptions, bert_fields, mask_tokens
-from hvdbench.models.bert.packing import packed_fields
+from hvdbench.contracts import DatasetKind
 from hvdbench.data.vocab import SPECIAL_TOKENS, special_ids, vocab_sha256, write_vocab
 from hvdbench.errors import DatasetError
-from hvdbench.models.contracts import DatasetKind
+from hvdbench.models.bert.packing import packed_fields
+from hvdbench.models.bert.prepare import BertOptions, bert_fields, mask_tokens
 
 
 def synthetic_vocab(vocab_size: int) -> list[str]:
@@ -33,6 +33,7 @@ class Bert(DatasetKind):
     shuffled_when_written = True
     samples_per_shard = 32768
     synthetic_defaults = {"vocab_size": 30522, "max_seq_len": 128, "max_predictions": 20}  # MLPerf's phase 1
+    synthetic_flags = {"vocab-size": "vocab_size", "max-seq-len": "max_seq_len", "max-predictions": "max_predictions"}
 
     def fields(self, info: dict) -> dict[str, dict]:
         return bert_fields(info["max_seq_len"], info["max_predictions"])

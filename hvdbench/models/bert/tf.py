@@ -1,7 +1,7 @@
 """BERT for pre-training (masked LM + next sentence) in TensorFlow 2 with Keras 3 layers:
 single-device code, layer for layer the network of `torch.py` beside this file.
 
-    from hvdbench.models import get_spec
+    from hvdbench.contracts import get_spec
     from hvdbench.models.bert import tf as bert
     model = bert.build(get_spec("bert").flavor("debug"), vocab_size=4000, max_seq_len=64)
     loss, stats = bert.loss_and_stats(model, batch, training=True)   # stats: {"correct", "total"}

@@ -1,6 +1,6 @@
 """BERT for pre-training (masked LM + next sentence), single-device PyTorch code.
 
-    from hvdbench.models import get_spec
+    from hvdbench.contracts import get_spec
     from hvdbench.models.bert import torch as bert
     model = bert.build(get_spec("bert").flavor("debug"), vocab_size=2000, max_seq_len=128)
     loss, stats = bert.loss_and_stats(model, batch)   # stats: masked-LM {"correct", "total"}

@@ -1,6 +1,6 @@
 """GNMT v2 (Wu et al. 2016, as MLPerf's PyTorch reference builds it), single-device PyTorch code.
 
-    from hvdbench.models import get_spec
+    from hvdbench.contracts import get_spec
     from hvdbench.models.gnmt import torch as gnmt
     model = gnmt.build(get_spec("gnmt").flavor("debug"), vocab_size=4000, max_len=64)
     loss, stats = gnmt.loss_and_stats(model, batch)   # eval mode: stats {"bleu": 11 sums}
@@ -15,7 +15,7 @@ dropout between layers, zero initial decoder states.
 
 Training: label-smoothed cross-entropy (0.1), mean over target tokens. Evaluation: greedy or beam
 search with the GNMT length penalty (the reference's coverage penalty is left out), BLEU
-statistics as for the Transformer (hvdbench/models/transformer/torch.py shares these parts).
+statistics as for the Transformer (both take these parts from hvdbench/families/translation/torch.py).
 """
 
 from __future__ import annotations
@@ -27,8 +27,8 @@ import torch.nn.functional as F
 from torch import nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
-from hvdbench.models.transformer.tokens import PAD, Detokenizer
-from hvdbench.models.transformer.torch import (
+from hvdbench.families.translation.tokens import PAD, Detokenizer
+from hvdbench.families.translation.torch import (
     attach_vocabulary,
     batch_bleu,
     beam_search,

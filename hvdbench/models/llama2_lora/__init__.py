@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from hvdbench.models.contracts import ModelSpec, eval_loss
+from hvdbench.contracts import ModelSpec, eval_loss
 from hvdbench.models.llama2_lora.data import SUMMARIES
 
 
@@ -51,7 +51,8 @@ class LlamaLoraConfig:
     base_dtype: str = "float32"
     gradient_checkpointing: bool = False  # the reference recomputes activations (8,192 tokens)
     # False: the frozen weights alone exceed one GPU, so plain data parallelism (a whole replica
-    # per rank, which is all Horovod does) cannot run this flavor: build refuses it with why.
+    # per rank, which is all Horovod does) cannot run this flavor: `refuse` (SPEC.refuse, checked
+    # with the config before anything starts) and build refuse it with why.
     data_parallel: bool = True
 
 
@@ -63,7 +64,7 @@ FLAVORS = {
     "13b": LlamaLoraConfig(layers=40, hidden=5120, intermediate=13824, heads=40, kv_heads=40,
                            gradient_checkpointing=True, base_dtype="bfloat16"),
     # MLPerf's: Llama-2-70B, 80 layers of 8192 with 8 key-value heads. A spec (its parameter count
-    # is checked on the meta device), refused by build: 138 GB of bf16 weights fit no single GPU.
+    # is checked on the meta device), refused up front (`refuse`): 138 GB of bf16 weights fit no single GPU.
     "70b": LlamaLoraConfig(layers=80, hidden=8192, intermediate=28672, heads=64, kv_heads=8,
                            gradient_checkpointing=True, base_dtype="bfloat16", data_parallel=False),
     # Same family (RMSNorm, SwiGLU, RoPE, fused qkv, LoRA r16/alpha32/dropout 0.1 on qkv and o) at
@@ -94,6 +95,17 @@ ADAPTER_PARAMETERS = {"7b": 12_582_912, "13b": 19_660_800, "70b": 44_564_480, "d
 
 def _flavor(cfg) -> LlamaLoraConfig:
     return FLAVORS[cfg.flavor]
+
+
+def refuse(cfg) -> str | None:
+    """SPEC.refuse: why a run cannot run as configured, before anything starts (None: it can). Every
+    run is data parallel today (Horovod, a whole replica per rank), so a flavor whose frozen base
+    fits no GPU (70b) is refused; once runs can shard their weights (FSDP), this is where the run's
+    engine will lift it."""
+    flavor = _flavor(cfg)
+    if not flavor.data_parallel:
+        return refusal(cfg.flavor, flavor, BASE_PARAMETERS.get(cfg.flavor))
+    return None
 
 
 SPEC = ModelSpec(
@@ -155,5 +167,15 @@ SPEC = ModelSpec(
     # What a run records (RunResult.parameters): the parameters it trains and allreduces, the adapters;
     # the frozen base adds BASE_PARAMETERS to what the model holds.
     parameters=dict(ADAPTER_PARAMETERS),  # what a run trains and allreduces: the adapters
+    # What it holds beside them: the frozen base, in the run's precision (param_groups' cast_base).
+    frozen_parameters=dict(BASE_PARAMETERS),
+    # One 8,192-token sequence's activations in a bf16 step (the flavors' precision) on a CPU, with
+    # gradient checkpointing: peak RSS of a step minus that of the built model, measured on the
+    # flavor's shapes with 1 and 2 (and 3) decoder layers (7b: 2.15, 2.22, 2.29 GB; 13b: 2.62,
+    # 2.71 GB) and extended to all layers by the per-layer step, one checkpointed layer input
+    # (8,192 x hidden in bf16: 67 MB, 84 MB). A whole 7b step takes ~20 min on 2 cores, so
+    # benchmarks/bench_memory.py's full runs were not made.
+    memory_per_sample={"7b": {"torch": 4_250_000_000}, "13b": {"torch": 5_900_000_000}},
     prepare_commands=("hvdbench.models.llama2_lora.cli:lm_base", "hvdbench.models.llama2_lora.cli:summaries"),
+    refuse=refuse,  # 70b under pure data parallelism, for train, sweep and study alike
 )

@@ -15,18 +15,18 @@ manifest.
 
 from __future__ import annotations
 
-import hashlib
 import json
 from pathlib import Path
 
 import numpy as np
 
+from hvdbench.contracts import DatasetKind
 from hvdbench.data.manifest import field_spec
 from hvdbench.errors import DatasetError
-from hvdbench.models.contracts import DatasetKind
+from hvdbench.files import file_sha256
 
 IGNORE = -100  # the label of a token the loss skips (PyTorch's and the MLPerf dataset's value)
-# The tokenizer's special tokens (their ids are their positions): transformer/tokens.py's BPE.
+# The tokenizer's special tokens (their ids are their positions): hvdbench/families/translation/tokens.py's BPE.
 PAD, BOS, EOS = 0, 1, 2
 FIRST_ORDINARY = 4  # after <pad> <s> </s> <unk>
 BASE_FILE = "base.safetensors"
@@ -40,6 +40,7 @@ class Summaries(DatasetKind):
     samples_per_shard = 16384
     # Llama-2's vocabulary and the reference's packed 8,192-token sequences.
     synthetic_defaults = {"vocab_size": 32000, "max_len": 8192}
+    synthetic_flags = {"vocab-size": "vocab_size"}
 
     def fields(self, info: dict) -> dict[str, dict]:
         length = int(info["max_len"])
@@ -64,14 +65,6 @@ class Summaries(DatasetKind):
         pos = np.arange(length)[None, :]
         labels = np.where(pos >= (length - summary)[:, None], ids, IGNORE).astype(np.int32)
         return {"input_ids": ids, "labels": labels, "length": np.full(n, length, np.int32)}
-
-
-def file_sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
 
 
 def checked_file(data_dir: Path, name: str, sha256: str | None, what: str) -> Path:

@@ -38,6 +38,9 @@ from hvdbench.data import manifest as mf
 from hvdbench.data.parallel import World, finish, run_jobs, start
 from hvdbench.data.staged import staged_jobs, write_staged
 from hvdbench.errors import DatasetError
+from hvdbench.families.translation import tokens
+from hvdbench.families.translation.tokens import TOKENIZER_FILE, VOCAB_FILE
+from hvdbench.files import file_sha256
 from hvdbench.models.llama2_lora import corpus
 from hvdbench.models.llama2_lora.data import (
     BASE_FILE,
@@ -47,11 +50,8 @@ from hvdbench.models.llama2_lora.data import (
     IGNORE,
     PAD,
     SUMMARIES,
-    file_sha256,
     read_base_info,
 )
-from hvdbench.models.transformer import tokens
-from hvdbench.models.transformer.tokens import TOKENIZER_FILE, VOCAB_FILE
 
 STAGING = ".summaries-arrays"
 FIELDS = ("input_ids", "labels", "length")
@@ -126,8 +126,8 @@ def prepare_lm_base(out: Path, *, vocab_size: int = 4000, steps: int = 1200, bat
         "format": "hvdbench-lm-base", "note": BASE_NOTE, "params": params, "command": mf.command_line(),
         "created_at": mf.now_iso(), "flavor": "debug", "config": llama.architecture(cfg),
         "weights_file": BASE_FILE, "weights_sha256": file_sha256(out / BASE_FILE),
-        "tokenizer_file": TOKENIZER_FILE, "tokenizer_sha256": tokens.file_sha256(out / TOKENIZER_FILE),
-        "vocab_file": VOCAB_FILE, "vocab_sha256": tokens.file_sha256(out / VOCAB_FILE),
+        "tokenizer_file": TOKENIZER_FILE, "tokenizer_sha256": file_sha256(out / TOKENIZER_FILE),
+        "vocab_file": VOCAB_FILE, "vocab_sha256": file_sha256(out / VOCAB_FILE),
         "tokenizer": "byte-level BPE (tokenizers), specials <pad> <s> </s> <unk>",
         "parameters": sum(p.numel() for p in base.parameters()),
         "corpus_tokens": int(windows.size), "train_windows": len(train), "val_windows": len(val),
@@ -181,7 +181,7 @@ def prepare_summaries(src: str, out: Path, *, base: str | Path, val_src: str | N
     info = read_base_info(base)
     for key in ("weights", "tokenizer", "vocab"):
         path = base / info[f"{key}_file"]
-        if not path.is_file() or tokens.file_sha256(path) != info[f"{key}_sha256"]:
+        if not path.is_file() or file_sha256(path) != info[f"{key}_sha256"]:
             raise DatasetError(f"{path}: missing or changed since `hvdbench prepare lm-base` wrote {base / BASE_INFO}")
     world = World.detect()
 

@@ -1,6 +1,6 @@
 """Llama-2 with LoRA adapters for summarisation, single-device PyTorch code (transformers + peft).
 
-    from hvdbench.models import get_spec
+    from hvdbench.contracts import get_spec
     from hvdbench.models.llama2_lora import torch as llama
     model = llama.build(get_spec("llama2_lora").flavor("debug"), vocab_size=4000, max_len=256)
     llama.load_base(model, "data/summaries")          # param_groups does it in a run

@@ -6,7 +6,7 @@
     hvdbench train maskrcnn --synthetic --steps 20 --out runs/maskrcnn-full
 
 torchvision's `MaskRCNN` over a ResNet-50 FPN, 81 classes: 44,400,693 parameters (torch.py). It
-shares the `detection` kind, the COCO mAP metric and the helpers of `hvdbench.models.ssd`. The
+shares the `detection` kind, the COCO mAP metric and the helpers of `hvdbench.families.detection`. The
 metric's value is the box mAP (the `--target`); a run reaches its target only when the same
 evaluation's mask mAP is at or above the flavor's `mask_target` too.
 """
@@ -15,9 +15,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from hvdbench.models.contracts import ModelSpec, only_with
-from hvdbench.models.ssd.data import DETECTION
-from hvdbench.models.ssd.metric import CocoMap
+from hvdbench.contracts import ModelSpec, only_with
+from hvdbench.families.detection.data import DETECTION
+from hvdbench.families.detection.metric import CocoMap
 
 
 @dataclass(frozen=True)

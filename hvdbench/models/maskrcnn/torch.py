@@ -1,7 +1,7 @@
 """Mask R-CNN (R-50-FPN, MLPerf's `maskrcnn` benchmark) in PyTorch, built from torchvision's
 detection classes: single-device code (Horovod is applied in frameworks/torch/dist.py).
 
-    from hvdbench.models import get_spec
+    from hvdbench.contracts import get_spec
     model = build(get_spec("maskrcnn").flavor("full"), num_classes=80, mask_bytes=4096)   # 44,400,693 parameters
     loss, stats = loss_and_stats(model, on_device(batch, device))    # needs the data's masks
 
@@ -37,8 +37,13 @@ from torchvision.models.detection.mask_rcnn import MaskRCNN, MaskRCNNHeads, Mask
 from torchvision.ops import MultiScaleRoIAlign  # noqa: E402
 from torchvision.ops.misc import FrozenBatchNorm2d  # noqa: E402
 
-from hvdbench.models.ssd.torch import (NarrowResNet, cpu_setup, detection_loss_and_stats,  # noqa: E402,F401
-                                       on_device)
+# on_device: the trainer's preprocessing for this model (the detection family's normalisation).
+from hvdbench.families.detection.torch import (  # noqa: E402
+    NarrowResNet,
+    cpu_setup,
+    detection_loss_and_stats,
+    on_device,  # noqa: F401
+)
 
 
 def build(cfg, num_classes: int | None = None, image_size: int | None = None, mask_bytes: int | None = None,

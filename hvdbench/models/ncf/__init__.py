@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from hvdbench.models.contracts import ModelSpec, RatioMetric
+from hvdbench.contracts import ModelSpec, RatioMetric
 from hvdbench.models.ncf.data import ML20M, MOVIELENS
 
 

@@ -22,12 +22,16 @@ from __future__ import annotations
 
 import numpy as np
 
+from hvdbench.contracts import DatasetKind
 from hvdbench.data.manifest import field_spec
-from hvdbench.models.contracts import DatasetKind
 
 # ml-20m as MLPerf v0.5 uses it (users with >= 20 ratings, which is all of them; every item rated
 # at least once), with MLPerf's 999 evaluation negatives per user.
 ML20M = {"num_users": 138_493, "num_items": 26_744, "eval_negatives": 999}
+
+# The shards' id dtype. prepare.py refuses a source id it cannot hold (and so ids beyond 2**53, where
+# the float64 reader would merge neighbours): NCF's embedding tables are indexed by these ids.
+ID_DTYPE = "int32"
 
 
 def pairs_per_row(info: dict) -> int:
@@ -46,7 +50,7 @@ class MovieLens(DatasetKind):
 
     def fields(self, info: dict) -> dict[str, dict]:
         k = pairs_per_row(info)
-        return {"users": field_spec((k,), "int32"), "items": field_spec((k,), "int32")}
+        return {"users": field_spec((k,), ID_DTYPE), "items": field_spec((k,), ID_DTYPE)}
 
     def limits(self, manifest: dict) -> dict[str, tuple[int, int]]:
         return {"users": (0, manifest["num_users"] - 1), "items": (0, manifest["num_items"] - 1)}

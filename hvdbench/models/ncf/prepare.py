@@ -18,9 +18,11 @@ drawn uniformly without replacement with the seed. (MLPerf's reference draws its
 replacement from the items outside the user's training positives, so a rare draw repeats an item
 or is the test item itself; with 999 of ~26,700 the two agree closely.)
 
-A row that is not four fields (user, item, rating, timestamp) of numbers fails with one line
-naming the file and line. Shards are made in parallel (workers, MPI ranks) and resumably: a rerun
-keeps every finished shard made from the same source bytes and options.
+A row that is not four fields (user, item, rating, timestamp) of numbers, or whose user or item id
+is not a whole number from 0 to what the shards' int32 holds (2,147,483,647), fails with one line
+naming the file and line; so does a file without a rating row (numpy's own warning is not shown).
+Shards are made in parallel (workers, MPI ranks) and resumably: a rerun keeps every finished shard
+made from the same source bytes and options.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from __future__ import annotations
 import hashlib
 import io
 import math
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -37,10 +40,12 @@ from hvdbench.data import manifest as mf
 from hvdbench.data.parallel import ShardJob, World, finish, run_jobs, start
 from hvdbench.data.shards import shard_name, write_shard
 from hvdbench.errors import DatasetError
-from hvdbench.models.ncf.data import MOVIELENS
+from hvdbench.files import file_sha256
+from hvdbench.models.ncf.data import ID_DTYPE, MOVIELENS
 
 BUILTIN = {"ml-100k": "dataset_example/ml-100k/ml-100k.inter"}  # inside the recbole wheel
 NEGATIVE_CHUNK_USERS = 4096  # users whose negatives are drawn at once (bounds the memory)
+ID_MAX = int(np.iinfo(ID_DTYPE).max)  # the largest source id the shards' dtype holds
 
 
 @dataclass
@@ -116,6 +121,8 @@ def read_ratings(path: Path) -> Ratings:
     """Every row of a ratings file: user, item, rating, timestamp (the rating is checked, not kept)."""
     with open(path, "rb") as f:
         first = f.readline().decode("utf-8", errors="replace").rstrip("\r\n")
+    if not first:
+        raise DatasetError(f"{path}: empty file (no rating rows)")
     if not first.strip():
         raise DatasetError(f"{path}:1: empty first line (expected a header or a rating row)")
     sep, name, header = _layout(first, path)
@@ -137,14 +144,29 @@ def _fast_parse(path: Path, sep: str, header: bool) -> np.ndarray | None:
     if sep == "::":  # numpy reads single-character separators only (ml-1m is 24 MB)
         source = io.StringIO(path.read_text(encoding="utf-8").replace("::", "\t"))
         sep = "\t"
-    rows = np.loadtxt(source, delimiter=sep, skiprows=1 if header else 0, dtype=np.float64, ndmin=2,
-                      comments=None, encoding="utf-8")
+    with warnings.catch_warnings():  # a header-only file: "input contained no data" (we say it once)
+        warnings.simplefilter("ignore", UserWarning)
+        rows = np.loadtxt(source, delimiter=sep, skiprows=1 if header else 0, dtype=np.float64, ndmin=2,
+                          comments=None, encoding="utf-8")
+    if not len(rows):
+        return rows.reshape(0, 4)
     if rows.shape[1] != 4 or not np.isfinite(rows).all():
         return None
     ids = rows[:, :2]
-    if (ids != np.floor(ids)).any() or (ids < 0).any():
+    if (ids != np.floor(ids)).any() or (ids < 0).any() or (ids > ID_MAX).any():
         return None
     return rows
+
+
+def _whole(text: str) -> int:
+    """A whole-number id as the fast reader takes it ("42", "42.0", "1e5"); ValueError otherwise."""
+    try:
+        return int(text)
+    except ValueError:
+        value = float(text)  # ValueError for words
+        if not value.is_integer():  # also NaN and infinities
+            raise ValueError(text) from None
+        return int(value)
 
 
 def _strict_parse(path: Path, sep: str, header: bool) -> np.ndarray:
@@ -162,23 +184,19 @@ def _strict_parse(path: Path, sep: str, header: bool) -> np.ndarray:
                 raise DatasetError(f"{path}:{number}: expected 4 fields (user, item, rating, timestamp) "
                                    f"separated by {sep!r}, got {len(parts)}: {line[:60]!r}")
             try:
-                user, item = int(parts[0]), int(parts[1])
+                user, item = _whole(parts[0]), _whole(parts[1])
                 rating, stamp = float(parts[2]), float(parts[3])
             except ValueError:
                 raise DatasetError(f"{path}:{number}: user and item must be integers, rating and timestamp "
                                    f"numbers: {line[:60]!r}") from None
             if user < 0 or item < 0 or not (math.isfinite(rating) and math.isfinite(stamp)):
                 raise DatasetError(f"{path}:{number}: negative id or non-finite value: {line[:60]!r}")
+            for what, value, text in (("user", user, parts[0]), ("item", item, parts[1])):
+                if value > ID_MAX:
+                    raise DatasetError(f"{path}:{number}: {what} id {text.strip()} is beyond {ID_MAX}, "
+                                       f"the largest id the shards' {ID_DTYPE} holds")
             rows.append((user, item, rating, stamp))
     return np.asarray(rows, dtype=np.float64).reshape(-1, 4)
-
-
-def file_sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
 
 
 # --- the protocol ---------------------------------------------------------------------------

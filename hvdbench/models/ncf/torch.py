@@ -1,9 +1,9 @@
 """NeuMF (neural collaborative filtering) in PyTorch: single-device code (Horovod is applied in
 frameworks/torch/dist.py).
 
-    from hvdbench.models import get_spec
+    from hvdbench.contracts import get_spec
     cfg = get_spec("ncf").flavor("full")
-    model = build(cfg, num_users=138_493, num_items=26_744)      # 31,832,577 parameters
+    model = build(cfg, num_users=138_493, num_items=26_744)      # 31,832,577 parameters (rank 0)
     loss, stats = loss_and_stats(model, {"users": users, "items": items})   # rows of K pairs
 
 The network is MLPerf v0.5's `neumf.py`: a GMF branch (user and item embeddings multiplied
@@ -32,12 +32,12 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from hvdbench.train.launch_info import launcher_rank
 
 
 class NeuMF(nn.Module):
-    def __init__(self, cfg, num_users: int, num_items: int):
+    def __init__(self, cfg, num_users: int, num_items: int, rank: int = 0):
         super().__init__()
+        self.rank = rank  # seeds this rank's stream of negative items
         layers = tuple(cfg.mlp_layers)
         if layers[0] % 2:
             raise ValueError(f"the first MLP layer ({layers[0]}) must be even: it is the user and item "
@@ -75,12 +75,15 @@ class NeuMF(nn.Module):
         the same negative items every step."""
         if self._rng is None or self._rng.device != device:
             self._rng = torch.Generator(device=device)
-            self._rng.manual_seed((torch.initial_seed() * 1_000_003 + launcher_rank()) % 2**63)
+            self._rng.manual_seed((torch.initial_seed() * 1_000_003 + self.rank) % 2**63)
         return torch.randint(self.num_items, (n,), device=device, generator=self._rng)
 
 
-def build(cfg, num_users: int | None = None, num_items: int | None = None, **_data_info) -> NeuMF:
-    return NeuMF(cfg, num_users or cfg.num_users, num_items or cfg.num_items)
+def build(cfg, num_users: int | None = None, num_items: int | None = None, rank: int = 0,
+          **_data_info) -> NeuMF:
+    """The network for a flavor (a manifest's user and item counts override the flavor's); `rank`
+    is the one the trainer hands it (it seeds the rank's negative items)."""
+    return NeuMF(cfg, num_users or cfg.num_users, num_items or cfg.num_items, rank)
 
 
 def loss_and_stats(model: NeuMF, batch: dict[str, torch.Tensor]):

@@ -5,15 +5,16 @@
 
 v1.5 puts the stride of a down-sampling bottleneck on its 3x3 convolution (v1 put it on the first
 1x1). The network is in `torch.py` and `tf.py` beside this file; both build exactly 25,557,032
-parameters for the full flavor with 1000 classes. It trains on the `images` kind (`data.py`).
+parameters for the full flavor with 1000 classes. It trains on the `images` kind, which the images family
+(hvdbench/families/images/) defines and writes (`hvdbench prepare images`, `prepare digits`).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from hvdbench.models.contracts import ModelSpec, accuracy, only_with
-from hvdbench.models.resnet50.data import IMAGES
+from hvdbench.contracts import ModelSpec, accuracy, only_with
+from hvdbench.families.images.data import IMAGES
 
 
 @dataclass(frozen=True)
@@ -88,5 +89,5 @@ SPEC = ModelSpec(
     # RSS at two batch sizes); 224 px for full, 16 px for debug.
     memory_per_sample={"full": {"torch": 98_000_000, "tensorflow": 94_000_000},
                        "debug": {"torch": 800_000, "tensorflow": 400_000}},
-    prepare_commands=("hvdbench.models.resnet50.cli:images", "hvdbench.models.resnet50.cli:digits"),
+    prepare_commands=("hvdbench.families.images.cli:images", "hvdbench.families.images.cli:digits"),
 )

@@ -16,7 +16,7 @@ import keras
 import tensorflow as tf
 from keras import layers
 
-from hvdbench.models.resnet50.data import MEAN, STD
+from hvdbench.families.images.data import MEAN, STD
 
 
 def _conv_bn(x, filters: int, kernel: int, stride: int, name: str, zero_gamma: bool = False):

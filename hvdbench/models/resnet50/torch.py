@@ -1,6 +1,6 @@
 """ResNet-50 v1.5 in PyTorch: single-device code (Horovod is applied in frameworks/torch/dist.py).
 
-    from hvdbench.models import get_spec
+    from hvdbench.contracts import get_spec
     cfg = get_spec("resnet50").flavor("full")
     model = build(cfg, num_classes=1000)      # 25,557,032 parameters
     batch = on_device({"images": uint8_nhwc, "labels": y}, device)   # normalised float NCHW
@@ -15,7 +15,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from hvdbench.models.resnet50.data import MEAN, STD
+from hvdbench.families.images.data import MEAN, STD
 
 
 def _conv_bn(cin: int, cout: int, kernel: int, stride: int = 1) -> list[nn.Module]:

@@ -7,16 +7,16 @@ benchmark: OpenImages-MLPerf mAP 0.34).
 
 torchvision's `RetinaNet` (focal loss, 9 anchors, P3-P7) on 800x800 images, 264 classes:
 37,060,652 parameters (torch.py). It shares the `detection` kind, COCO mAP metric and helpers of
-`hvdbench.models.ssd`; its classes have no background (labels are the data's 0..C-1).
+`hvdbench.families.detection`; its classes have no background (labels are the data's 0..C-1).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from hvdbench.models.contracts import ModelSpec
-from hvdbench.models.ssd.data import DETECTION
-from hvdbench.models.ssd.metric import CocoMap
+from hvdbench.contracts import ModelSpec
+from hvdbench.families.detection.data import DETECTION
+from hvdbench.families.detection.metric import CocoMap
 
 
 @dataclass(frozen=True)

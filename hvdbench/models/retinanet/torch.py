@@ -1,7 +1,7 @@
 """RetinaNet (ResNeXt50-32x4d FPN, MLPerf's `ssd` benchmark since v2.0) in PyTorch, built from
 torchvision's detection classes: single-device code (Horovod is applied in frameworks/torch/dist.py).
 
-    from hvdbench.models import get_spec
+    from hvdbench.contracts import get_spec
     model = build(get_spec("retinanet").flavor("full"), num_classes=264)   # 37,060,652 parameters
     loss, stats = loss_and_stats(model, on_device(batch, device))          # detection-kind batch
 
@@ -33,8 +33,13 @@ from torchvision.models.detection.retinanet import RetinaNet, RetinaNetHead  # n
 from torchvision.ops.feature_pyramid_network import LastLevelP6P7  # noqa: E402
 from torchvision.ops.misc import FrozenBatchNorm2d  # noqa: E402
 
-from hvdbench.models.ssd.torch import (NarrowResNet, cpu_setup, detection_loss_and_stats,  # noqa: E402,F401
-                                       on_device)
+# on_device: the trainer's preprocessing for this model (the detection family's normalisation).
+from hvdbench.families.detection.torch import (  # noqa: E402
+    NarrowResNet,
+    cpu_setup,
+    detection_loss_and_stats,
+    on_device,  # noqa: F401
+)
 
 
 def backbone(cfg):

@@ -7,19 +7,20 @@
 
 The network is torchvision's `SSD` over MLPerf's ResNet-34-to-conv4 backbone and five extra blocks
 (20,0xx,xxx parameters with COCO's 80 classes + background, 8,732 default boxes; torch.py). It
-trains on the `detection` kind (data.py: letterboxed square canvases with boxes, labels and
-optional RLE masks), written by `hvdbench prepare coco` or `hvdbench prepare digit-scenes` (cli.py),
-and is scored by COCO box mAP@[.5:.95] over every rank's detections (metric.py, pycocotools).
-RetinaNet and Mask R-CNN share the kind, the metric and the helpers of this folder.
+trains on the `detection` kind (letterboxed square canvases with boxes, labels and optional RLE
+masks), written by `hvdbench prepare coco` or `hvdbench prepare digit-scenes`, and is scored by
+COCO box mAP@[.5:.95] over every rank's detections (pycocotools). The kind, the metric, the
+writers and their commands, and the helpers RetinaNet and Mask R-CNN share with it are the
+detection family's (hvdbench/families/detection/).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from hvdbench.models.contracts import ModelSpec, only_with
-from hvdbench.models.ssd.data import DETECTION
-from hvdbench.models.ssd.metric import CocoMap
+from hvdbench.contracts import ModelSpec, only_with
+from hvdbench.families.detection.data import DETECTION
+from hvdbench.families.detection.metric import CocoMap
 
 
 @dataclass(frozen=True)
@@ -106,5 +107,5 @@ SPEC = ModelSpec(
         "opt_learning_rate_warmup_steps": lambda cfg, facts: facts.warmup_steps,
     },
     parameters={"full": 19_972_534, "debug": 277_600},
-    prepare_commands=("hvdbench.models.ssd.cli:coco", "hvdbench.models.ssd.cli:digit_scenes"),
+    prepare_commands=("hvdbench.families.detection.cli:coco", "hvdbench.families.detection.cli:digit_scenes"),
 )

@@ -17,8 +17,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from hvdbench.models.contracts import ModelSpec, only_with
-from hvdbench.models.resnet50.data import IMAGES
+from hvdbench.contracts import ModelSpec, only_with
+from hvdbench.families.images.data import IMAGES
 from hvdbench.models.stable_diffusion.data import SD2, SD_LATENTS
 from hvdbench.models.stable_diffusion.metric import FidMetric
 

@@ -22,8 +22,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from hvdbench.contracts import DatasetKind
 from hvdbench.data.manifest import field_spec
-from hvdbench.models.contracts import DatasetKind
 
 # SD v2 at 512 x 512: the VAE's 8x downsampling gives 64 x 64 x 4 latents; OpenCLIP ViT-H's text
 # tower gives 77 tokens x 1024 (the context) and a 1024-d embedding (the CLIP score's).

@@ -27,7 +27,7 @@ import math
 
 import numpy as np
 
-from hvdbench.models.contracts import GatheredMetric
+from hvdbench.contracts import GatheredMetric
 from hvdbench.output import line
 
 

@@ -1,7 +1,7 @@
 """Stable Diffusion v2's UNet in PyTorch with diffusers: single-device code (Horovod is applied in
 frameworks/torch/dist.py).
 
-    from hvdbench.models import get_spec
+    from hvdbench.contracts import get_spec
     cfg = get_spec("stable_diffusion").flavor("full")
     model = build(cfg)                                   # 865,910,724 parameters: SD v2's UNet
     model = build(get_spec("stable_diffusion").flavor("debug"), num_classes=10, image_size=8)
@@ -56,7 +56,6 @@ vision.ensure_torchvision()  # diffusers and torchmetrics import torchvision whe
 from diffusers import DDIMScheduler, DDPMScheduler, UNet2DConditionModel  # noqa: E402
 
 from hvdbench.errors import ConfigError
-from hvdbench.train.launch_info import launcher_rank
 
 # SD v2's noise schedule (scheduler_config.json of stabilityai/stable-diffusion-2).
 SCHEDULE = {"num_train_timesteps": 1000, "beta_start": 0.00085, "beta_end": 0.012,
@@ -103,9 +102,11 @@ class Evaluators:
 
 
 class StableDiffusion(nn.Module):
-    def __init__(self, cfg, channels: int, sample_size: int, context_dim: int, num_classes: int | None):
+    def __init__(self, cfg, channels: int, sample_size: int, context_dim: int, num_classes: int | None,
+                 rank: int = 0):
         super().__init__()
         self.cfg, self.channels, self.sample_size = cfg, channels, sample_size
+        self.rank = rank  # seeds this rank's stream of timesteps, noise and prompt drops
         self.unet = UNet2DConditionModel(**unet_config(cfg, channels, sample_size, context_dim))
         # images: the prompt of class k is `tokens_per_class` learned tokens; row num_classes is
         # the empty prompt. sd_latents: the empty prompt is zero text states.
@@ -129,7 +130,7 @@ class StableDiffusion(nn.Module):
         the same timesteps and noise every step."""
         if self._rng is None or self._rng.device != device:
             self._rng = torch.Generator(device=device)
-            self._rng.manual_seed((torch.initial_seed() * 1_000_003 + launcher_rank()) % 2**63)
+            self._rng.manual_seed((torch.initial_seed() * 1_000_003 + self.rank) % 2**63)
         return self._rng
 
     def condition(self, batch: dict, drop: torch.Tensor | None = None) -> torch.Tensor:
@@ -154,9 +155,10 @@ class StableDiffusion(nn.Module):
 
 def build(cfg, num_classes: int | None = None, image_size: int | None = None,
           latent_channels: int | None = None, latent_size: int | None = None,
-          context_dim: int | None = None, **_data_info) -> StableDiffusion:
+          context_dim: int | None = None, rank: int = 0, **_data_info) -> StableDiffusion:
     """The UNet for `images` data (num_classes, image_size: learned label prompts, a judge for
-    evaluation) or for `sd_latents` data (the other keys; the flavor's sizes when none is given)."""
+    evaluation) or for `sd_latents` data (the other keys; the flavor's sizes when none is given).
+    `rank` is the one the trainer hands it (it seeds the rank's timesteps and noise)."""
     if image_size is not None:
         if cfg.latent_channels != 1:
             raise ConfigError(f"the {cfg.name} flavor trains on sd_latents data (precomputed VAE latents "
@@ -164,12 +166,12 @@ def build(cfg, num_classes: int | None = None, image_size: int | None = None,
         if int(num_classes) != JUDGED_CLASSES:
             raise ConfigError(f"stable_diffusion on images is judged by a digit classifier: it needs the 10 "
                               f"digits (`hvdbench prepare digits --size 8`), not {num_classes} classes")
-        model = StableDiffusion(cfg, 1, int(image_size), cfg.context_dim, int(num_classes))
+        model = StableDiffusion(cfg, 1, int(image_size), cfg.context_dim, int(num_classes), rank)
         if torch.empty(0).device.type != "meta":  # a parameter count needs no judge
             model.evaluators.judge = train_judge(int(image_size), int(num_classes))
         return model
     return StableDiffusion(cfg, int(latent_channels or cfg.latent_channels),
-                           int(latent_size or cfg.latent_size), int(context_dim or cfg.context_dim), None)
+                           int(latent_size or cfg.latent_size), int(context_dim or cfg.context_dim), None, rank)
 
 
 def on_device(batch: dict[str, torch.Tensor], device: torch.device) -> dict[str, torch.Tensor]:
@@ -335,7 +337,7 @@ class Judge(nn.Module):
 def judge_data(size: int) -> dict[str, tuple[torch.Tensor, torch.Tensor]]:
     """The real digits at `size` px as `prepare digits` splits them by default (val 0.2, seed 0):
     {split: (grey images (n, 1, size, size) in [-1, 1], labels)}."""
-    from hvdbench.models.resnet50.digits import load
+    from hvdbench.families.images.digits import load
 
     out = {}
     for split, (images, labels) in load(size, val_fraction=0.2, seed=0).items():

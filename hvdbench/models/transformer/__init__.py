@@ -5,18 +5,19 @@ on newstest2014).
     horovodrun -np 2 -H localhost:2 hvdbench train transformer --flavor debug --data data/gettext-de --out runs/t
     hvdbench train transformer --synthetic --steps 50 --warmup-steps 5 --out runs/t-big
 
-Trains on the `translation` kind (`data.py`, written by `prepare.py` / `hvdbench prepare
-translation`, shared with gnmt), scored by corpus BLEU reduced exactly across ranks (`bleu.py`).
-The network is in `torch.py` beside this file.
+Trains on the `translation` kind (written by `hvdbench prepare translation`, shared with gnmt),
+scored by corpus BLEU reduced exactly across ranks: both are the translation family's
+(hvdbench/families/translation/: data.py, prepare.py, cli.py, bleu.py, tokens.py). The network is
+in `torch.py` beside this file.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from hvdbench.models.contracts import ModelSpec
-from hvdbench.models.transformer.bleu import BLEU_METRIC
-from hvdbench.models.transformer.data import TRANSLATION
+from hvdbench.contracts import ModelSpec
+from hvdbench.families.translation.bleu import BLEU_METRIC
+from hvdbench.families.translation.data import TRANSLATION
 
 
 @dataclass(frozen=True)
@@ -98,5 +99,5 @@ SPEC = ModelSpec(
     # 6 + 6 layers of 1024 with FFN 4096 and final LayerNorms, one 33,708 x 1024 embedding
     # shared by source, target and the output projection (tied, no bias): 210,878,464.
     parameters={"full": 210_878_464},
-    prepare_commands=("hvdbench.models.transformer.cli:translation",),
+    prepare_commands=("hvdbench.families.translation.cli:translation",),
 )

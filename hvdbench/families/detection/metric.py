@@ -26,7 +26,7 @@ import itertools
 
 import numpy as np
 
-from hvdbench.models.contracts import GatheredMetric
+from hvdbench.contracts import GatheredMetric
 from hvdbench.output import line
 
 MAX_DETECTIONS = 100  # per image, COCO's maxDets for AP@[.50:.95]
@@ -34,7 +34,7 @@ MAX_DETECTIONS = 100  # per image, COCO's maxDets for AP@[.50:.95]
 
 def _rle_list(masks) -> list[bytes] | None:
     """Masks as RLE counts bytes: (n, S, S) arrays are encoded, a list of bytes is kept."""
-    from hvdbench.models.ssd.data import rle_of
+    from hvdbench.families.detection.data import rle_of
 
     if masks is None:
         return None

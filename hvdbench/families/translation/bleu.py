@@ -22,7 +22,7 @@ from functools import lru_cache
 
 import numpy as np
 
-from hvdbench.models.contracts import Metric
+from hvdbench.contracts import Metric
 
 MAX_ORDER = 4
 TOKENIZE = "intl"

@@ -36,9 +36,10 @@ from hvdbench.data.parallel import World, finish, run_jobs, start
 from hvdbench.data.staged import staged_jobs, write_staged
 from hvdbench.data.text import read_utf8
 from hvdbench.errors import DatasetError
-from hvdbench.models.transformer import catalogs, tokens
-from hvdbench.models.transformer.data import TRANSLATION
-from hvdbench.models.transformer.tokens import EOS, TOKENIZER_FILE, VOCAB_FILE
+from hvdbench.families.translation import catalogs, tokens
+from hvdbench.families.translation.data import TRANSLATION
+from hvdbench.families.translation.tokens import EOS, TOKENIZER_FILE, VOCAB_FILE
+from hvdbench.files import file_sha256
 
 STAGING = ".translation-arrays"
 FIELDS = ("src", "tgt", "src_len", "tgt_len")
@@ -154,7 +155,7 @@ def prepare_translation(src: str, out: Path, *, tgt: str | None = None, src_lang
         size = tokens.train_tokenizer((s for p in train for s in p), vocab_size, out / TOKENIZER_FILE)
         tok = tokens.load_tokenizer(out / TOKENIZER_FILE)
         tokens.write_vocab_list(tok, out / VOCAB_FILE)
-        vocab_sha = tokens.file_sha256(out / TOKENIZER_FILE)
+        vocab_sha = file_sha256(out / TOKENIZER_FILE)
         staging.mkdir(exist_ok=True)
         counts, dropped = {}, {}
         for split, split_pairs in (("train", train), ("val", val)):
@@ -170,7 +171,7 @@ def prepare_translation(src: str, out: Path, *, tgt: str | None = None, src_lang
             raise DatasetError(f"{src}: no {'training' if counts['train'] == 0 else 'validation'} pair "
                                f"fits --max-len {max_len}")
         return {"counts": counts, "dropped": dropped, "vocab_size": size, "tokenizer_sha256": vocab_sha,
-                "vocab_sha256": tokens.file_sha256(out / VOCAB_FILE),
+                "vocab_sha256": file_sha256(out / VOCAB_FILE),
                 "corpus_sha256": corpus["sha256"], "source": corpus["source"], "pairs": len(pairs)}
 
     facts = world.on_root(build)

@@ -24,7 +24,7 @@ from hvdbench.data import manifest as mf
 from hvdbench.data.parallel import ShardJob, World, finish, run_jobs, start
 from hvdbench.data.shards import shard_name, write_shard
 from hvdbench.errors import DatasetError
-from hvdbench.models.resnet50.data import IMAGES
+from hvdbench.families.images.data import IMAGES
 
 IMAGE_SUFFIXES = {".jpg", ".jpeg", ".png", ".bmp", ".gif", ".tif", ".tiff", ".webp", ".ppm"}
 REPORT_FIRST = 5  # skipped paths named in the report

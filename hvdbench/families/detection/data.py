@@ -1,5 +1,5 @@
 """The `detection` dataset kind: images with boxes, labels and (optionally) instance masks, shared by
-SSD, RetinaNet and Mask R-CNN.
+SSD, RetinaNet and Mask R-CNN (hvdbench/families/detection/; its writers are coco.py and scenes.py).
 
     hvdbench prepare coco --src /data/coco --out data/coco --image-size 800           # real COCO 2017
     hvdbench prepare digit-scenes --out data/digit-scenes                              # built-in, 64 px
@@ -34,14 +34,21 @@ from __future__ import annotations
 
 import numpy as np
 
+from hvdbench.contracts import DatasetKind
 from hvdbench.data.manifest import field_spec
-from hvdbench.models.contracts import DatasetKind
 
 # A rectangle's RLE is one run pair per column plus a few longer counts at each end: at most
 # 2 * width + RECT_RLE_SLACK bytes (measured for canvases up to 800 px). `synthetic` keeps its
 # rectangles narrow enough to fit the mask_bytes it is given.
 RECT_RLE_SLACK = 16
 SYNTHETIC_MAX_OBJECTS = 10  # objects per random scene (at most M)
+MASK_BYTES_ALIGN = 8  # a writer's masks field is its longest RLE rounded up to this
+
+
+def mask_width(longest: int) -> int:
+    """The masks field's width (`mask_bytes`) for a dataset whose longest mask RLE is `longest`
+    bytes: rounded up to MASK_BYTES_ALIGN, and at least that (what both writers store)."""
+    return max(MASK_BYTES_ALIGN, -(-longest // MASK_BYTES_ALIGN) * MASK_BYTES_ALIGN)
 
 
 def rle_of(mask: np.ndarray) -> bytes:
@@ -112,6 +119,7 @@ class Detection(DatasetKind):
     # COCO 2017 as SSD/RetinaNet/Mask R-CNN see it: 80 categories, 800 px, up to 100 objects kept;
     # no masks unless asked (--info mask_bytes=N).
     synthetic_defaults = {"num_classes": 80, "image_size": 800, "max_objects": 100, "mask_bytes": 0}
+    synthetic_flags = {"size": "image_size", "num-classes": "num_classes"}  # as the images kind's
 
     def fields(self, info: dict) -> dict[str, dict]:
         s, m = int(info["image_size"]), int(info["max_objects"])

@@ -18,10 +18,11 @@ from pathlib import Path
 
 import numpy as np
 
+from hvdbench.contracts import DatasetKind
 from hvdbench.data.manifest import field_spec
 from hvdbench.errors import DatasetError
-from hvdbench.models.contracts import DatasetKind
-from hvdbench.models.transformer.tokens import EOS, PAD, SPECIAL_TOKENS, file_sha256
+from hvdbench.families.translation.tokens import EOS, PAD, SPECIAL_TOKENS
+from hvdbench.files import file_sha256
 
 
 class Translation(DatasetKind):
@@ -36,6 +37,7 @@ class Translation(DatasetKind):
     samples_per_shard = 65536
     # The reference's shared vocabulary; synthetic sentences of 16-64 subwords (WMT's are ~30).
     synthetic_defaults = {"vocab_size": 33708, "max_len": 64}
+    synthetic_flags = {"vocab-size": "vocab_size"}
 
     def fields(self, info: dict) -> dict[str, dict]:
         length = int(info["max_len"])

@@ -41,7 +41,7 @@ def translation(src, tgt, src_lang, tgt_lang, out, val_src, val_tgt, vocab_size,
       hvdbench prepare translation --src-lang en --tgt-lang de --src train.en --tgt train.de \\
           --val-src newstest2014.en --val-tgt newstest2014.de --out data/wmt14-en-de
     """
-    from hvdbench.models.transformer.prepare import prepare_translation
+    from hvdbench.families.translation.prepare import prepare_translation
 
     summary(prepare_translation(src, out, tgt=tgt, src_lang=src_lang, tgt_lang=tgt_lang, val_src=val_src,
                                 val_tgt=val_tgt, vocab_size=vocab_size, max_len=max_len,

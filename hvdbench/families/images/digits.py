@@ -20,7 +20,7 @@ from hvdbench.data import manifest as mf
 from hvdbench.data.parallel import ShardJob, World, finish, run_jobs, start
 from hvdbench.data.shards import shard_name, write_shard
 from hvdbench.errors import DatasetError
-from hvdbench.models.resnet50.data import IMAGES
+from hvdbench.families.images.data import IMAGES
 
 
 def load(size: int, val_fraction: float, seed: int) -> dict[str, tuple[np.ndarray, np.ndarray]]:

@@ -1,8 +1,8 @@
-"""Writers of the `detection` kind: real COCO 2017, and scenes of scikit-learn's real digits.
+"""`hvdbench prepare coco`'s writer of the `detection` kind: real COCO 2017 (the detection family;
+its other writer, digit scenes, is scenes.py).
 
     hvdbench prepare coco --src /data/coco --out data/coco --image-size 800
     mpirun -np 4 hvdbench prepare coco --src /data/coco --out data/coco --no-masks --image-size 300
-    hvdbench prepare digit-scenes --out data/digit-scenes        # built in, no download (~1 s)
 
 **COCO** (`prepare_coco`) reads the official layout: SRC/annotations/instances_{train,val}2017.json
 and the images SRC/{train,val}2017/*.jpg. Each image is letterboxed onto the S x S canvas (scaled by
@@ -19,18 +19,11 @@ over the masks alone (no image is decoded; a fraction of the JPEG work) that a r
 every shard is already written.
 
 Every rank reads the annotation files itself and validates them before any shard is made: a box
-outside its image by more than 1 pixel, an unknown category id, an annotation of an unknown image, a
-missing image file, a missing or corrupt JSON file each fail with one line naming the file and the
-key. Shards (images in id order) are made in parallel (workers, MPI ranks) and resumably.
-
-**Digit scenes** (`prepare_digit_scenes`) are generated: 1..max_objects of scikit-learn's real 8x8
-handwritten digits (sklearn.datasets.load_digits), each upscaled to 12-28 px, placed on a dark S x S
-canvas without heavy overlap, with light Gaussian noise. An object's mask is its digit's pixels
-above 0.3 of the digit's maximum, its box the mask's tight bounds (pixel edges: x2 = last column +
-1), its label the digit (10 classes, class_names "0".."9", category_ids 1..10 as COCO's start at 1).
-Train scenes use a stratified train split of the digits, val scenes the rest: no digit scan is in
-both. Every scene is seeded by (seed, split, index), so the data is the same for a seed on any
-machine. The manifest says `generated: true`.
+with a non-finite value (NaN, infinity) or a negative width or height, a box outside its image by
+more than 1 pixel, an image of no width or height, an unknown category id, an annotation of an
+unknown image, a missing image file, a missing or corrupt JSON file each fail with one line naming
+the file and the key (and the annotation's id). Shards (images in id order) are made in parallel
+(workers, MPI ranks) and resumably.
 """
 
 from __future__ import annotations
@@ -47,159 +40,10 @@ from hvdbench.data import manifest as mf
 from hvdbench.data.parallel import ShardJob, World, finish, map_gathered, run_jobs, start
 from hvdbench.data.shards import completed_shard, shard_name, write_shard
 from hvdbench.errors import DatasetError
-from hvdbench.models.ssd.data import DETECTION, decode_rle, encode_masks, rle_of
+from hvdbench.families.detection.data import DETECTION, decode_rle, encode_masks, mask_width, rle_of
 
 SPLITS = ("train", "val")
 BOX_TOLERANCE = 1.0  # pixels a COCO box may stick out of its image (rounding in the annotations)
-MASK_BYTES_ALIGN = 8  # the masks field's width is the longest RLE rounded up to this
-
-# Digit scenes (see the module docstring).
-DIGIT_PX = (12, 28)  # a digit's side on the canvas, drawn uniformly
-INK = 0.3  # a digit's pixels above this share of its maximum are its mask
-MAX_OVERLAP = 0.2  # two digits' boxes may share at most this much of the smaller one
-PLACE_TRIES = 20  # positions tried for a digit before it is left out of the scene
-NOISE_STD = 8.0  # Gaussian noise on the 0-255 scale
-DIGIT_VAL_FRACTION = 0.2  # the digits held out for val scenes, per class
-
-
-def _round_up(n: int, k: int) -> int:
-    return max(k, -(-n // k) * k)
-
-
-# --- digit scenes ---------------------------------------------------------------------------
-
-def digit_pool(seed: int) -> dict[str, tuple[np.ndarray, np.ndarray]]:
-    """{split: (digits (n, 8, 8) uint8 0..255, labels (n,))}: scikit-learn's 1,797 digits, split
-    stratified by class with the seed."""
-    from sklearn.datasets import load_digits
-    from sklearn.model_selection import train_test_split
-
-    digits = load_digits()
-    pixels = np.round(digits.images * (255.0 / 16.0)).astype(np.uint8)
-    x_train, x_val, y_train, y_val = train_test_split(pixels, digits.target, test_size=DIGIT_VAL_FRACTION,
-                                                      stratify=digits.target, random_state=seed)
-    return {"train": (x_train, y_train), "val": (x_val, y_val)}
-
-
-def _overlap(a: tuple, b: tuple) -> float:
-    """Intersection of two xyxy boxes over the smaller one's area."""
-    w = min(a[2], b[2]) - max(a[0], b[0])
-    h = min(a[3], b[3]) - max(a[1], b[1])
-    if w <= 0 or h <= 0:
-        return 0.0
-    smaller = min((a[2] - a[0]) * (a[3] - a[1]), (b[2] - b[0]) * (b[3] - b[1]))
-    return w * h / smaller
-
-
-def digit_scene(digits: np.ndarray, labels: np.ndarray, size: int, max_objects: int,
-                rng: np.random.Generator) -> dict:
-    """One scene: {"image": (S, S, 3) uint8, "boxes": (k, 4) float32, "labels": (k,), "masks":
-    (k, S, S) uint8}, 1 <= k <= max_objects (a digit with no free place is left out; the first
-    always fits)."""
-    from PIL import Image
-
-    canvas = np.zeros((size, size), np.float32)
-    boxes, classes, masks = [], [], []
-    for _ in range(int(rng.integers(1, max_objects + 1))):
-        d = int(rng.integers(len(digits)))
-        side = int(rng.integers(DIGIT_PX[0], min(DIGIT_PX[1], size) + 1))
-        patch = np.asarray(Image.fromarray(digits[d]).resize((side, side), Image.Resampling.BILINEAR),
-                           np.float32) / 255.0
-        ink = patch > INK * patch.max()
-        ys, xs = np.nonzero(ink)
-        for _ in range(PLACE_TRIES):
-            x, y = (int(v) for v in rng.integers(0, size - side + 1, 2))
-            box = (x + xs.min(), y + ys.min(), x + xs.max() + 1, y + ys.max() + 1)
-            if all(_overlap(box, b) <= MAX_OVERLAP for b in boxes):
-                break
-        else:
-            continue
-        region = canvas[y:y + side, x:x + side]
-        np.maximum(region, patch, out=region)  # light ink on a dark canvas, as the scans are
-        mask = np.zeros((size, size), np.uint8)
-        mask[y:y + side, x:x + side] = ink
-        boxes.append(box)
-        classes.append(int(labels[d]))
-        masks.append(mask)
-    noisy = canvas * 255.0 + rng.normal(0.0, NOISE_STD, canvas.shape)
-    gray = np.clip(np.round(noisy), 0, 255).astype(np.uint8)
-    return {"image": np.repeat(gray[..., None], 3, axis=-1), "boxes": np.asarray(boxes, np.float32),
-            "labels": np.asarray(classes, np.int32), "masks": np.stack(masks)}
-
-
-def digit_scenes(counts: dict[str, int], size: int, max_objects: int, seed: int) -> dict[str, list[dict]]:
-    """{split: [scene, ...]} with scene["rles"] (the masks' RLE bytes) and scene["image_id"]:
-    train scenes are ids 1..n_train, val scenes follow."""
-    pool = digit_pool(seed)
-    scenes, next_id = {}, 1
-    for s, split in enumerate(SPLITS):
-        digits, labels = pool[split]
-        scenes[split] = []
-        for i in range(counts[split]):
-            scene = digit_scene(digits, labels, size, max_objects, np.random.default_rng([seed, s, i]))
-            scene["rles"] = [rle_of(m) for m in scene.pop("masks")]
-            scene["image_id"] = next_id
-            next_id += 1
-            scenes[split].append(scene)
-    return scenes
-
-
-def _scene_arrays(scenes: list[dict], size: int, max_objects: int, mask_bytes: int) -> dict[str, np.ndarray]:
-    """The detection fields of a list of scenes (the masks already RLE-encoded)."""
-    n = len(scenes)
-    info = {"image_size": size, "max_objects": max_objects, "mask_bytes": mask_bytes, "num_classes": 10}
-    arrays = {name: np.zeros((n, *spec["shape"]), spec["dtype"]) for name, spec in DETECTION.fields(info).items()}
-    arrays["labels"][:] = -1
-    for i, scene in enumerate(scenes):
-        k = len(scene["labels"])
-        arrays["images"][i] = scene["image"]
-        arrays["boxes"][i, :k] = scene["boxes"]
-        arrays["labels"][i, :k] = scene["labels"]
-        arrays["num_objects"][i] = k
-        arrays["image_id"][i] = scene["image_id"]
-        if mask_bytes:
-            for j, counts in enumerate(scene["rles"]):
-                arrays["masks"][i, j, :len(counts)] = np.frombuffer(counts, np.uint8)
-    return arrays
-
-
-def prepare_digit_scenes(out: Path, *, train: int = 2000, val: int = 200, size: int = 64, max_objects: int = 3,
-                         masks: bool = True, samples_per_shard: int = 1024, seed: int = 0,
-                         overwrite: bool = False, command: str | None = None) -> dict:
-    """Generate digit scenes into `out`; returns the manifest (on every rank)."""
-    out = Path(out)
-    if size < DIGIT_PX[0]:
-        raise DatasetError(f"--size must be at least {DIGIT_PX[0]} (the smallest digit)")
-    if train < 1 or val < 1 or max_objects < 1 or samples_per_shard < 1:
-        raise DatasetError("--train, --val, --max-objects and --samples-per-shard must be positive")
-    world = World.detect()
-    params = {"train": train, "val": val, "size": size, "max_objects": max_objects, "masks": masks,
-              "samples_per_shard": samples_per_shard, "seed": seed}
-    # Every rank generates the scenes (about a second for the defaults): no data crosses ranks.
-    scenes = digit_scenes({"train": train, "val": val}, size, max_objects, seed)
-    longest = max(len(c) for split in scenes.values() for scene in split for c in scene["rles"])
-    mask_bytes = _round_up(longest, MASK_BYTES_ALIGN) if masks else 0
-    jobs = []
-    for split, items in scenes.items():
-        count = math.ceil(len(items) / samples_per_shard)
-        for k in range(count):
-            arrays = _scene_arrays(items[k * samples_per_shard:(k + 1) * samples_per_shard], size, max_objects,
-                                   mask_bytes)
-            source = hashlib.sha256((mf.params_hash(params) + f"/{split}/{k}").encode()).hexdigest()
-            jobs.append(ShardJob.single(split, shard_name(split, k, count), source, arrays))
-    start(out, DETECTION.name, params, overwrite, world)
-    records = run_jobs(out, jobs, _write_arrays, world=world, workers=1, label="digit scenes")
-    info = {"num_classes": 10, "image_size": size, "max_objects": max_objects, "mask_bytes": mask_bytes}
-    manifest = mf.new_manifest(DETECTION.name, DETECTION.fields(info), seed, params, command, **info,
-                               class_names=[str(d) for d in range(10)], category_ids=list(range(1, 11)),
-                               generated=True,
-                               source="generated: scenes of scikit-learn's real 8x8 digits "
-                                      "(sklearn.datasets.load_digits)")
-    return finish(out, jobs, records, manifest, world)
-
-
-def _write_arrays(job: ShardJob, out: Path) -> dict:
-    return write_shard(out / job.file, job.work, job.source)
 
 
 # --- COCO: reading and checking the annotations --------------------------------------------------
@@ -262,8 +106,10 @@ def scan_split(src: Path, split: str, data: dict, path: Path, class_of: dict[int
             st = os.stat(src / file)
         except FileNotFoundError:
             raise DatasetError(f"{src / file}: image file missing ({path.name} lists it as image {image_id})") from None
-        images[image_id] = {"id": image_id, "file": file, "width": _get(im, "width", where, int),
-                            "height": _get(im, "height", where, int), "bytes": st.st_size,
+        width, height = _get(im, "width", where, int), _get(im, "height", where, int)
+        if width < 1 or height < 1:
+            raise DatasetError(f"{where}: image {image_id} is {width}x{height}; width and height must be positive")
+        images[image_id] = {"id": image_id, "file": file, "width": width, "height": height, "bytes": st.st_size,
                             "mtime_ns": st.st_mtime_ns, "anns": []}
     degenerate = 0
     for k, ann in enumerate(data["annotations"]):
@@ -281,8 +127,14 @@ def scan_split(src: Path, split: str, data: dict, path: Path, class_of: dict[int
                 and all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in bbox)):
             raise DatasetError(f"{where} ({im['file']}): key 'bbox' must be [x, y, width, height]")
         x, y, w, h = (float(v) for v in bbox)
+        # NaN passes every comparison below (each is false) and max/min clip it to the image's edge:
+        # refuse it, and infinities, before them.
+        if not all(math.isfinite(v) for v in (x, y, w, h)):
+            raise DatasetError(f"{where} ({im['file']}): bbox {bbox} holds a non-finite value (NaN or infinity)")
+        if w < 0 or h < 0:
+            raise DatasetError(f"{where} ({im['file']}): bbox {bbox} has a negative width or height")
         W, H = im["width"], im["height"]
-        if (w < 0 or h < 0 or x < -BOX_TOLERANCE or y < -BOX_TOLERANCE
+        if (x < -BOX_TOLERANCE or y < -BOX_TOLERANCE
                 or x + w > W + BOX_TOLERANCE or y + h > H + BOX_TOLERANCE):
             raise DatasetError(f"{where} ({im['file']}): bbox {bbox} lies outside the {W}x{H} image")
         # Within the tolerance: clip to the image.
@@ -452,7 +304,7 @@ def prepare_coco(src: Path, out: Path, *, image_size: int = 800, masks: bool = T
     if masks:
         mask_bytes = world.on_root(lambda: _written_mask_bytes(out, jobs))
         if mask_bytes is None:
-            mask_bytes = _round_up(_sizing_pass(jobs, world, workers), MASK_BYTES_ALIGN)
+            mask_bytes = mask_width(_sizing_pass(jobs, world, workers))
     for job in jobs:
         job.work["mask_bytes"] = mask_bytes
     records = run_jobs(out, jobs, _make_coco_shard, world=world, workers=workers, label="coco")

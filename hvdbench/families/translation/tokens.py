@@ -18,7 +18,6 @@ corpus gives the same tokenizer.json, whose sha256 goes into the manifest.
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -87,10 +86,6 @@ def load_tokenizer(path: Path):
         if tok.token_to_id(t) != i:
             raise DatasetError(f"{path}: token {t!r} is not id {i} (not a translation vocabulary)")
     return tok
-
-
-def file_sha256(path: Path) -> str:
-    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
 
 
 def write_vocab_list(tok, path: Path) -> None:

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from hvdbench.contracts import DatasetKind
 from hvdbench.data.manifest import field_spec
-from hvdbench.models.contracts import DatasetKind
 
 # ImageNet's channel mean and deviation on the 0-255 scale (what every ResNet reference uses).
 MEAN = (0.485 * 255, 0.456 * 255, 0.406 * 255)
@@ -24,6 +24,7 @@ class Images(DatasetKind):
     shuffled_when_written = False
     samples_per_shard = 1024
     synthetic_defaults = {"num_classes": 1000, "image_size": 224}  # ImageNet's
+    synthetic_flags = {"size": "image_size", "num-classes": "num_classes"}  # `--size 224`
 
     def fields(self, info: dict) -> dict[str, dict]:
         size = info["image_size"]

@@ -1,5 +1,5 @@
 """`hvdbench prepare images` and `prepare digits`: the `images` kind's writers on the command line
-(listed in SPEC.prepare_commands, added to `hvdbench prepare` by hvdbench/cli/prepare.py)."""
+(listed in resnet50's SPEC.prepare_commands, added to `hvdbench prepare` by hvdbench/cli/prepare.py)."""
 
 from pathlib import Path
 
@@ -29,7 +29,7 @@ def images(src, out, size, samples_per_shard, val_fraction, strict, seed, worker
       hvdbench prepare images --src /data/imagenet --out data/imagenet --size 224
       mpirun -np 8 hvdbench prepare images --src /data/imagenet --out data/imagenet
     """
-    from hvdbench.models.resnet50.prepare import prepare_images
+    from hvdbench.families.images.prepare import prepare_images
 
     summary(prepare_images(src, out, size=size, samples_per_shard=samples_per_shard, workers=workers,
                             strict=strict, val_fraction=val_fraction, seed=seed, overwrite=overwrite), out)
@@ -52,7 +52,7 @@ def digits(out, size, val_fraction, samples_per_shard, seed, overwrite):
       hvdbench prepare digits --out data/digits
       hvdbench prepare digits --out data/digits64 --size 64 --seed 1
     """
-    from hvdbench.models.resnet50.digits import prepare_digits
+    from hvdbench.families.images.digits import prepare_digits
 
     summary(prepare_digits(out, size=size, val_fraction=val_fraction, samples_per_shard=samples_per_shard,
                             seed=seed, overwrite=overwrite), out)

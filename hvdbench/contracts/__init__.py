@@ -1,0 +1,33 @@
+"""The contracts every layer shares about models (the ground floor: imports nothing of hvdbench
+but errors and output): what a model folder provides and how it is found by name.
+
+    from hvdbench.contracts import ModelSpec, DatasetKind, Metric, get_spec, get_kind
+"""
+
+from hvdbench.contracts.kinds import DatasetKind
+from hvdbench.contracts.metrics import GatheredMetric, Metric, RatioMetric, accuracy, eval_loss
+from hvdbench.contracts.registry import (
+    ENTRY_POINT_GROUP,
+    counts_samples,
+    expected_parameters,
+    get_kind,
+    get_spec,
+    kind_names,
+    model_names,
+    specs,
+)
+from hvdbench.contracts.spec import (
+    FRAMEWORK_MODULES,
+    MllogValue,
+    ModelSpec,
+    RunFacts,
+    TensorFlowModel,
+    TorchModel,
+    only_with,
+)
+
+__all__ = [
+    "DatasetKind", "GatheredMetric", "Metric", "RatioMetric", "accuracy", "eval_loss", "ENTRY_POINT_GROUP",
+    "counts_samples", "expected_parameters", "get_kind", "get_spec", "kind_names", "model_names", "specs",
+    "FRAMEWORK_MODULES", "MllogValue", "ModelSpec", "RunFacts", "TensorFlowModel", "TorchModel", "only_with",
+]

@@ -1,0 +1,16 @@
+"""Model families: code that several model folders share, so that no model folder imports another.
+
+    hvdbench/families/detection/     the `detection` kind, COCO mAP, COCO and digit-scene writers,
+                                     the detection models' shared torch pieces   (ssd, retinanet, maskrcnn)
+    hvdbench/families/translation/   the `translation` kind, BLEU, the BPE tokenizer, the writer of
+                                     parallel text, the translation models' shared torch pieces
+                                     (transformer, gnmt; llama2_lora uses the tokenizer)
+    hvdbench/families/images/        the `images` kind, the image-tree and built-in digits writers
+                                     (resnet50, stable_diffusion)
+
+A family module keeps a model folder's rules (docs/adding-a-model.md): its torch.py / tf.py are
+single-device code and the only files that import a framework; it imports no model folder and
+none of the trainer's, sweep's, study's or results' packages; its cli.py alone imports the
+`prepare` command's shared options (hvdbench/cli/prepare.py).
+Code only one model uses stays in that model's folder.
+"""

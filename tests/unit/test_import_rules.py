@@ -1,0 +1,105 @@
+"""The layers of docs/design.md, held by test: every `import hvdbench...` in the package (at module
+level or inside a function) is read with `ast`, and each rule names the offending file and line.
+
+    ground floor   errors, output, files, contracts/        (import nothing of hvdbench above them)
+    library        data/, topology, launchers/, results/, events, frameworks/, train/, bench/,
+                   cluster/, sweep/, study/                  (never the CLI, never a model folder)
+    models         families/, models/<name>/                (plugins: never another folder, never train/)
+    cli            cli/                                     (the top)
+"""
+
+import ast
+from pathlib import Path
+
+PACKAGE = Path(__file__).resolve().parents[2] / "hvdbench"
+GROUND = ("hvdbench.errors", "hvdbench.output", "hvdbench.files", "hvdbench.contracts")
+
+
+def module_name(path: Path) -> str:
+    parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def imports() -> list[tuple[str, int, str]]:
+    """(importing module, line, imported hvdbench module) for every import in the package."""
+    found = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        me = module_name(path)
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                # `from hvdbench.models import x` imports hvdbench.models.x when x is a module
+                names = [node.module, *(f"{node.module}.{a.name}" for a in node.names)]
+            else:
+                continue
+            found += [(me, node.lineno, n) for n in names if n == "hvdbench" or n.startswith("hvdbench.")]
+    return found
+
+
+def under(name: str, *packages: str) -> bool:
+    return any(name == p or name.startswith(p + ".") for p in packages)
+
+
+def model_folder(name: str) -> str | None:
+    """`hvdbench.models.ssd.torch` -> `hvdbench.models.ssd` (None outside the model folders)."""
+    parts = name.split(".")
+    return ".".join(parts[:3]) if name.startswith("hvdbench.models.") and len(parts) >= 3 else None
+
+
+def existing(name: str) -> bool:
+    """An imported name is a module of the package (not a function imported from one)."""
+    rel = Path(*name.split(".")[1:]) if "." in name else Path()
+    return (PACKAGE / rel).with_suffix(".py").is_file() or (PACKAGE / rel / "__init__.py").is_file()
+
+
+def offenders(rule) -> list[str]:
+    return [f"{me} (line {line}) imports {target}" for me, line, target in imports()
+            if existing(target) and rule(me, target)]
+
+
+def test_the_ground_floor_imports_nothing_above_it():
+    assert offenders(lambda me, t: under(me, *GROUND) and not under(t, *GROUND, "hvdbench")
+                     or under(me, *GROUND) and t == "hvdbench.models") == []
+
+
+def test_library_code_never_imports_the_cli_or_a_model_folder():
+    library = ("hvdbench.contracts", "hvdbench.data", "hvdbench.train", "hvdbench.results", "hvdbench.sweep",
+               "hvdbench.study", "hvdbench.bench", "hvdbench.cluster", "hvdbench.launchers",
+               "hvdbench.frameworks", "hvdbench.topology", "hvdbench.events", "hvdbench.files",
+               "hvdbench.errors", "hvdbench.output")
+    assert offenders(lambda me, t: under(me, *library) and under(t, "hvdbench.cli")) == []
+    assert offenders(lambda me, t: under(me, *library)
+                     and (model_folder(t) or under(t, "hvdbench.families"))) == []
+
+
+def test_only_the_command_line_modules_import_the_cli():
+    # A model folder's or family's cli.py adds `hvdbench prepare` commands with prepare's options.
+    def allowed(me):
+        return under(me, "hvdbench.cli", "hvdbench.__main__") or me.endswith(".cli")
+
+    assert offenders(lambda me, t: under(t, "hvdbench.cli") and not allowed(me)) == []
+
+
+def test_model_folders_are_plugins():
+    # No model folder imports another (shared family code lives in hvdbench/families/), and none
+    # imports the trainer: a model's rank and world come from what the trainer hands it.
+    assert offenders(lambda me, t: model_folder(me) and model_folder(t)
+                     and model_folder(me) != model_folder(t)) == []
+    assert offenders(lambda me, t: (model_folder(me) or under(me, "hvdbench.families"))
+                     and under(t, "hvdbench.train", "hvdbench.sweep", "hvdbench.study", "hvdbench.results")) == []
+    assert offenders(lambda me, t: under(me, "hvdbench.families") and model_folder(t)) == []
+
+
+def test_results_read_what_the_other_layers_wrote_without_importing_them():
+    assert offenders(lambda me, t: under(me, "hvdbench.results")
+                     and under(t, "hvdbench.sweep", "hvdbench.bench", "hvdbench.train", "hvdbench.study")) == []
+
+
+def test_the_rules_see_imports():
+    # The checks above pass vacuously if nothing is read: the package has hundreds of imports,
+    # among them the ones the rules are about.
+    found = imports()
+    assert len(found) > 300
+    assert any(me == "hvdbench.cli.train" and t == "hvdbench.train.options" for me, _, t in found)
+    assert any(model_folder(me) and under(t, "hvdbench.contracts") for me, _, t in found)
