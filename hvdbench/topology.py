@@ -33,6 +33,10 @@ _LAYOUT = re.compile(r"^([1-9][0-9]*)x([1-9][0-9]*)$")
 # Slots (processes) per host: GPUs, or cores for CPU runs. Above this a number is a typo, not a
 # machine, and would plan layouts up to an absurd -np.
 MAX_SLOTS = 1024
+# Nodes in one layout. A hostfile lists its hosts one per line; a count read from a log, a systems
+# JSON or a command line has no file to bound it, so: at most a million nodes, more than any machine
+# built has. Past it a number is a typo or a corrupt file, and would make layouts like 99999...x1.
+MAX_NODES = 1_000_000
 
 
 @dataclass(frozen=True)

@@ -69,7 +69,7 @@ def _check_output(out: str, csv_name: str, row_class) -> None:
     """--out can be written and its CSV (if any) appended to: checked before a bench measures."""
     from pathlib import Path
 
-    from hvdbench.cli.writable import check_writable_dir
+    from hvdbench.files import check_writable_dir
     from hvdbench.results.store import check_appendable
 
     check_writable_dir(out, "--out")

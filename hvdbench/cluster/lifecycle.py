@@ -22,9 +22,15 @@ import psutil
 
 from hvdbench.cluster import netns, runner, shaping, slurm, sshd
 from hvdbench.cluster.blueprint import STATE_ROOT, ClusterError, ClusterPlan, state_dir_for
-from hvdbench.cluster.state import (ETC_HOSTS, Journal, make_state_dir, rewrite_etc_hosts,
-                                    with_hosts_block, without_hosts_block)
-from hvdbench.results.schema import atomic_write_text
+from hvdbench.cluster.state import (
+    ETC_HOSTS,
+    Journal,
+    make_state_dir,
+    rewrite_etc_hosts,
+    with_hosts_block,
+    without_hosts_block,
+)
+from hvdbench.files import atomic_write_text
 
 ROOT_MESSAGE = "hvdbench cluster needs root (network namespaces); run as root or use local layouts"
 # tool -> Debian package that provides it

@@ -22,7 +22,7 @@ from dataclasses import asdict
 from pathlib import Path
 
 from hvdbench.cluster.blueprint import ClusterError, ClusterPlan, Node, Shaping
-from hvdbench.results.schema import atomic_write_text
+from hvdbench.files import atomic_write_text
 
 STATE_FILE = "state.json"
 STATE_VERSION = 1

@@ -217,7 +217,7 @@ def die_with_parent(sig: int = signal.SIGTERM) -> bool:
 def _guard(parent: int, record: Path, timeout: float, grace_s: float, argv: list[str]) -> int:
     import psutil
 
-    from hvdbench.results.schema import atomic_write_text
+    from hvdbench.files import atomic_write_text
 
     # The kernel sends SIGTERM when the sweep dies, however it dies (SIGKILL included). Checked
     # after the request, in case the sweep died just before it.

@@ -16,9 +16,9 @@ import shutil
 from pathlib import Path
 
 from hvdbench import launchers
+from hvdbench.files import atomic_write_text
 from hvdbench.launchers import guard
 from hvdbench.launchers.slurm import load_template, render, sbatch_argv, schedules_gpus
-from hvdbench.results.schema import atomic_write_text
 from hvdbench.sweep.spec import SweepSpec, check_sweep_record
 
 

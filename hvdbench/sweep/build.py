@@ -11,21 +11,21 @@ each checked the way the run itself will check it, before anything is launched o
 
 from __future__ import annotations
 
+import dataclasses
 import os
-import tempfile
 from pathlib import Path
 
 import click
-import yaml
 
 from hvdbench import topology
+from hvdbench.contracts import get_spec
 from hvdbench.errors import ConfigError, HvdbenchError
-from hvdbench.models import get_spec
 from hvdbench.results.schema import RunResult
-from hvdbench.results.store import check_appendable
-from hvdbench.sweep import layout_config as sweep_config, plan
-from hvdbench.sweep.plan import PlannedRun
-from hvdbench.sweep.spec import SweepSpec, run_dir
+from hvdbench.results.store import EXPLAIN_DIR, RUNS_CSV, check_appendable
+from hvdbench.sweep import layout_config as sweep_config
+from hvdbench.sweep import plan
+from hvdbench.sweep.spec import SweepSpec, resolve_entry
+from hvdbench.train.options import parse_train_args
 
 
 def build_spec(model: str, train_args=(), *, out: Path, hostfile=None, hosts=None, cluster_name=None,
@@ -46,11 +46,11 @@ def build_spec(model: str, train_args=(), *, out: Path, hostfile=None, hosts=Non
         if link and link != cluster_link:
             raise click.UsageError(f"--link {link!r}: cluster {cluster_name!r} has its own ({cluster_link!r})")
         link = cluster_link
-    from hvdbench.cli.writable import check_writable_dir
+    from hvdbench.files import check_writable_dir
 
     # The sweep folder can be written and its runs.csv read back whole, before any run is launched.
     check_writable_dir(out, "--out")
-    check_appendable(Path(out) / "runs.csv", RunResult)
+    check_appendable(Path(out) / RUNS_CSV, RunResult)
     host_list = hosts_of(hostfile, hosts, gpus_per_node)
 
     cfg = None
@@ -86,57 +86,54 @@ def hosts_of(hostfile=None, hosts=None, gpus_per_node=None):
 def check_train_args(model: str, train_args) -> None:
     """Parse the arguments after `--` with `hvdbench train`'s own options (built from TrainConfig's
     fields), so a misspelt option or a wrong type fails here, not once per launched run."""
-    from hvdbench.cli.train import train as train_command
-
     try:
-        train_command.make_context("hvdbench train", [model, *train_args, "--out", "-"])
+        parse_train_args(model, [*train_args, "--out", "-"])
     except click.UsageError as e:
         raise click.UsageError(f"train argument after --: {e.format_message()}") from None
 
 
 def check_runs(spec: SweepSpec) -> None:
     """Resolve every layout's train configuration the way its worker will (`hvdbench train MODEL
-    [--config RUN_DIR/layout.yaml] TRAIN-ARGS --out RUN_DIR ...` -> hvdbench.train.config.resolve,
-    the validation `train` itself does), so a run `train` would refuse fails here, in one line,
-    before anything is launched or written (and in --dry-run)."""
-    from hvdbench.cli.train import parse_train_args
-    from hvdbench.train.config import resolve
-
-    overrides, config_file = parse_train_args(spec.model, spec.train_args)
-    with tempfile.TemporaryDirectory(prefix="hvdbench-sweep-check-") as tmp:
-        for entry in spec.entries:
-            run = PlannedRun(entry, 1)
-            given = {**overrides, "out": str(run_dir(spec, run)), "run_id": run.run_id,
-                     "sweep_name": spec.name, "repeat": run.repeat}
-            layout_file = config_file
-            if entry.config:  # the worker's layout.yaml, written as launch_run writes it
-                layout_file = Path(tmp) / "layout.yaml"
-                layout_file.write_text(yaml.safe_dump(entry.config.settings, sort_keys=False))
-            try:
-                resolve(given, layout_file)
-            except HvdbenchError as e:
-                message = str(e)
-                if entry.config:
-                    message = message.replace(f"{layout_file}: ", "").replace(str(layout_file), "the layout")
-                    where = f"{spec.config_path}: layouts.{entry.name}" + (
-                        " with the train arguments after --" if spec.train_args else "")
-                else:
-                    where = "train arguments after --" if spec.train_args else f"sweep of {spec.model}"
-                raise ConfigError(f"{where}: {message}") from None
+    [--config RUN_DIR/layout.yaml] TRAIN-ARGS --out RUN_DIR ...`, hvdbench.train.options), so a
+    run `train` would refuse fails here, in one line, before anything is launched or written (and
+    in --dry-run). Each entry keeps its resolved TrainConfig: a run that fails is recorded with the
+    mode, flavor, framework, precision and batch it really had (hvdbench.sweep.record)."""
+    entries = []
+    for entry in spec.entries:
+        try:
+            cfg = resolve_entry(spec, entry)
+        except HvdbenchError as e:
+            message = str(e)
+            if entry.config:
+                message = message.removeprefix("the layout: ")
+                where = f"{spec.config_path}: layouts.{entry.name}" + (
+                    " with the train arguments after --" if spec.train_args else "")
+            else:
+                where = "train arguments after --" if spec.train_args else f"sweep of {spec.model}"
+            raise ConfigError(f"{where}: {message}") from None
+        entries.append(dataclasses.replace(entry, train=cfg))
+    spec.entries = entries
 
 
-def cluster_settings(name, launcher, launcher_args, env):
-    """The emulated cluster's hostfile, launcher options, PATH (its ssh wrapper) and link for this sweep."""
+def cluster_settings(name, launcher, launcher_args, env, state_root=None):
+    """The emulated cluster's hostfile, launcher options, environment (PATH with its ssh wrapper;
+    SLURM_CONF of its own Slurm) and link for this sweep. `--launcher slurm` takes the cluster's
+    hostfile and SLURM_CONF when it was brought up with `--slurm` (the jobs' srun needs no option of
+    ours), and is refused in one line when it was not."""
     from hvdbench.cluster.launch import launch_settings
 
-    settings = launch_settings(name)
+    settings = launch_settings(name) if state_root is None else launch_settings(name, state_root)
+    if launcher == "slurm":
+        if settings.slurm_conf is None:
+            raise click.UsageError(f"--launcher slurm: cluster {name!r} runs no Slurm; bring it up with one: "
+                                   f"`hvdbench cluster down --name {name}`, then `hvdbench cluster up --name "
+                                   f"{name} --slurm ...`")
+        return settings.hostfile, tuple(launcher_args), {**settings.env, **env}, settings.link
     if launcher not in ("horovodrun", "mpirun"):
-        raise click.UsageError(f"--cluster runs with --launcher horovodrun or mpirun, not {launcher}")
+        raise click.UsageError(f"--cluster runs with --launcher horovodrun, mpirun or (a cluster brought up "
+                               f"with --slurm) slurm, not {launcher}")
     extra = settings.horovodrun_args if launcher == "horovodrun" else settings.mpirun_args
     return settings.hostfile, (*extra, *launcher_args), {**settings.env, **env}, settings.link
-
-
-EXPLAIN_DIR = "explain"  # SWEEP/explain/: the --explain twins, a sweep folder of their own
 
 
 def explain_spec(spec: SweepSpec) -> SweepSpec:
@@ -144,8 +141,6 @@ def explain_spec(spec: SweepSpec) -> SweepSpec:
     SWEEP/explain/ (its own runs.csv and sweep.json, out of the scaling tables). The report sets
     each layout's real-data throughput against its twin's: the data stall, measured apart from the
     compute and communication the two share (the 1x1 twin is the compute-only baseline)."""
-    import dataclasses
-
     args, skip, data = [], False, None
     for arg in spec.train_args:
         if skip:
@@ -163,5 +158,7 @@ def explain_spec(spec: SweepSpec) -> SweepSpec:
                                "give --data DIR after --")
     if not any(a == "--steps" or a.startswith("--steps=") for a in args):
         raise click.UsageError("--explain compares throughput runs: give --steps N after --")
-    return dataclasses.replace(spec, out=spec.out / EXPLAIN_DIR, name=f"{spec.name}-explain",
+    twin = dataclasses.replace(spec, out=spec.out / EXPLAIN_DIR, name=f"{spec.name}-explain",
                                train_args=(*args, "--synthetic"), allreduce_bench=None)
+    check_runs(twin)  # the twins' own configurations (synthetic data), for their rows
+    return twin

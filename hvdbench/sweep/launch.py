@@ -20,10 +20,10 @@ from pathlib import Path
 from typing import Mapping, NamedTuple
 
 from hvdbench import launchers
+from hvdbench.files import atomic_write_text
 from hvdbench.launchers import guard
-from hvdbench.results.schema import atomic_write_text
 from hvdbench.sweep.plan import PlannedRun
-from hvdbench.sweep.spec import SweepSpec, run_dir
+from hvdbench.sweep.spec import SweepSpec, run_dir, thread_share
 from hvdbench.topology import Layout, write_hostfile
 
 
@@ -44,9 +44,11 @@ def train_worker(spec: SweepSpec, run: PlannedRun) -> list[str]:
     """`hvdbench train MODEL [--config RUN_DIR/layout.yaml] TRAIN_ARGS --out RUN_DIR --run-id ...`."""
     rdir = run_dir(spec, run)
     config_args = ["--config", str(rdir / "layout.yaml")] if run.entry.config else []
+    share = thread_share(spec)
+    share_args = ["--thread-share", str(share)] if share else []
     return launchers.worker_argv(spec.model, [
         *config_args, *spec.train_args, "--out", str(rdir), "--run-id", run.run_id,
-        "--sweep-name", spec.name, "--repeat", str(run.repeat)])
+        "--sweep-name", spec.name, "--repeat", str(run.repeat), *share_args])
 
 
 def command(spec: SweepSpec, run: PlannedRun, base_env=None) -> tuple[list[str], dict[str, str]]:

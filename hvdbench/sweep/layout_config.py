@@ -20,9 +20,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from hvdbench.train import config as train_config
 from hvdbench.errors import ConfigError
 from hvdbench.launchers.slurm import DEFAULT_TEMPLATE
+from hvdbench.train import config as train_config
 
 CONFIG_DIR = DEFAULT_TEMPLATE.parents[1] / "configs"  # launch/configs in the project
 TOP_KEYS = ("model", "train", "layouts")

@@ -13,21 +13,27 @@ spreads over every layout instead of biasing one.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from hvdbench.errors import TopologyError
 from hvdbench.results.schema import RunResult
 from hvdbench.sweep.layout_config import LayoutConfig, SweepConfig
 from hvdbench.topology import Layout
 
+if TYPE_CHECKING:
+    from hvdbench.train.config import TrainConfig
+
 DONE = ("success", "aborted")  # aborted: ran to the end without reaching the target
 
 
 @dataclass(frozen=True)
 class Entry:
-    """One layout to run: its hosts, and its per-layout settings when a config is used."""
+    """One layout to run: its hosts, its per-layout settings when a config is used, and the train
+    configuration its runs resolve (set by hvdbench.sweep.build.check_runs before any launch)."""
 
     layout: Layout
     config: LayoutConfig | None = None
+    train: TrainConfig | None = None
 
     @property
     def name(self) -> str:

@@ -3,8 +3,9 @@ or, when the worker failed, hung or wrote nothing, a record the sweep makes itse
 
     result = build_result(spec, run, run_dir, outcome, started_at)   # None: interrupted, no row
 
-A failed or timed-out row carries the identity a report groups by (model, flavor, dataset, batch,
-layout, launcher) and `error`: the last error lines of the run's logs on one line.
+A failed, timed-out or refused row carries the identity a report groups by (model, mode, flavor,
+framework, precision, dataset, batch, layout, hosts, launcher), from the run's resolved TrainConfig,
+and `error`: the last error lines of the run's logs on one line.
 """
 
 from __future__ import annotations
@@ -39,11 +40,11 @@ def build_result(spec: SweepSpec, run: PlannedRun, rdir: Path, outcome: Outcome,
             result, _ = read_result(rdir / "result.json")
         except SchemaError as e:
             result = _fallback(spec, run, "failed", f"worker exited 0 but {e}")
-    elif outcome.status == "timeout":
-        result = _fallback(spec, run, "timeout", f"no result after {spec.timeout:g} s: process group "
-                           f"{outcome.pgid} ended | {error_tail(rdir)}")
     else:
-        result = _fallback(spec, run, "failed", f"exit status {outcome.returncode} | {error_tail(rdir)}")
+        status, why = (("timeout", f"no result after {spec.timeout:g} s: process group {outcome.pgid} ended")
+                       if outcome.status == "timeout" else ("failed", f"exit status {outcome.returncode}"))
+        error = f"{why} | {error_tail(rdir)}"
+        result = _failed_record(rdir, started_at, status, error) or _fallback(spec, run, status, error)
     _fill(result, spec, run, started_at, outcome.wall_s)
     if result.world_size and result.world_size != run.layout.world_size:
         result.status = "failed"
@@ -75,20 +76,44 @@ def refused_result(spec: SweepSpec, run: PlannedRun, started_at: str, why: str) 
     return result
 
 
+def _failed_record(rdir: Path, started_at: str, status: str, error: str) -> RunResult | None:
+    """The failed record the worker wrote itself in this launch (hvdbench.train.result.
+    record_failure: its identity and whatever it measured), with the sweep's status and error
+    lines; None when it wrote none, or the one there is from an earlier attempt."""
+    try:
+        result, _ = read_result(rdir / "result.json")
+    except SchemaError:
+        return None
+    if result.status in ("success", "aborted") or (result.started_at or "") < started_at:
+        return None
+    result.status, result.error = status, error[:1000]
+    return result
+
+
 def _fallback(spec: SweepSpec, run: PlannedRun, status: str, error: str) -> RunResult:
-    settings = dict(run.entry.config.settings) if run.entry.config else {}
-    args = _train_options(spec.train_args)  # given after --, so they win over the config, as in train
+    """A row the sweep makes itself, with the identity the run's worker would have recorded: its
+    resolved TrainConfig (the one the sweep checked before launching, with the model's defaults),
+    so a failed run lands in the scaling group of its layout and mode."""
+    from hvdbench.errors import HvdbenchError
+    from hvdbench.sweep.spec import resolve_entry
 
-    def get(key, default=""):
-        return args.get(key, settings.get(key, default))
-
-    data = get("data")
+    cfg = run.entry.train
+    if cfg is None:  # a spec not built by hvdbench.sweep.build: resolve it as the worker would
+        try:
+            cfg = resolve_entry(spec, run.entry, run.repeat)
+        except HvdbenchError as e:  # the worker refused it the same way: the row says why
+            return RunResult(model=spec.model, status=status, error=f"{error} | {e}"[:1000])
     return RunResult(
-        model=spec.model, flavor=str(get("flavor")), framework=str(get("framework")),
-        precision=str(get("precision", "fp32")),
-        dataset=str(data) if data else "synthetic" if get("synthetic") else "",
-        batch_per_gpu=_int(get("batch_per_gpu", 0)), accum_steps=_int(get("accum_steps", 1)) or 1,
-        status=status, error=error[:1000])
+        model=spec.model, flavor=cfg.flavor, framework=cfg.framework, precision=cfg.precision,
+        mode=cfg.mode, dataset=cfg.data or "synthetic", batch_per_gpu=cfg.batch_per_gpu,
+        accum_steps=cfg.accum_steps, metric_name=_metric_name(spec.model),
+        target=cfg.target if cfg.mode == "time_to_accuracy" else None, status=status, error=error[:1000])
+
+
+def _metric_name(model: str) -> str:
+    from hvdbench.contracts import get_spec
+
+    return get_spec(model).metric.name
 
 
 def _fill(result: RunResult, spec: SweepSpec, run: PlannedRun, started_at: str, wall_s: float) -> None:
@@ -108,32 +133,6 @@ def _fill(result: RunResult, spec: SweepSpec, run: PlannedRun, started_at: str, 
     result.wall_s = round(wall_s, 3)
     if not result.global_batch and result.batch_per_gpu:
         result.global_batch = result.batch_per_gpu * result.accum_steps * lay.world_size
-
-
-def _train_options(args: tuple[str, ...]) -> dict:
-    """The few `--key value` / `--key=value` / `--flag` train options a failed row records."""
-    out, i = {}, 0
-    while i < len(args):
-        arg = args[i]
-        if arg.startswith("--"):
-            key, sep, value = arg[2:].partition("=")
-            key = key.replace("-", "_")
-            if sep:
-                out[key] = value
-            elif i + 1 < len(args) and not args[i + 1].startswith("--"):
-                out[key] = args[i + 1]
-                i += 1
-            else:
-                out[key] = True
-        i += 1
-    return out
-
-
-def _int(value) -> int:
-    try:
-        return int(value)
-    except (TypeError, ValueError):
-        return 0
 
 
 def error_tail(rdir: Path, lines: int = 5) -> str:

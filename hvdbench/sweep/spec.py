@@ -16,8 +16,10 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from hvdbench.errors import ConfigError
-from hvdbench.results.schema import atomic_write_text
-from hvdbench.sweep.plan import PlannedRun, interleave
+from hvdbench.files import atomic_write_text
+from hvdbench.frameworks import SHARED_MACHINE_ENV
+from hvdbench.results.store import RUNS_CSV, SWEEP_RECORD, read_sweep_record
+from hvdbench.sweep.plan import Entry, PlannedRun, interleave
 
 # Train options the sweep sets for every run: not allowed after `--`.
 SWEEP_OWNED = ("--out", "--run-id", "--sweep-name", "--repeat")
@@ -52,7 +54,7 @@ class SweepSpec:
 
     @property
     def store(self) -> Path:
-        return self.out / "runs.csv"
+        return self.out / RUNS_CSV
 
     @property
     def runs(self) -> list[PlannedRun]:
@@ -67,11 +69,38 @@ def run_dir(spec: SweepSpec, run: PlannedRun) -> Path:
     return spec.out / run.run_id
 
 
+def thread_share(spec: SweepSpec) -> int:
+    """`--thread-share` for every run of the sweep: the most ranks any of its layouts puts on one
+    machine (every rank of a layout on an emulated cluster, whose nodes share one machine), so the
+    1x1 baseline's rank gets the math threads each rank of the largest layout gets, as one GPU per
+    rank would. 0 (leave it to the worker) when the user chose the threads: --threads or
+    --thread-share after --, in a layout's settings, or OMP_NUM_THREADS in --env."""
+    chosen = {a.split("=", 1)[0] for a in spec.train_args} & {"--threads", "--thread-share"}
+    settings = {k for e in spec.entries if e.config for k in e.config.settings}
+    if chosen or settings & {"threads", "thread_share"} or "OMP_NUM_THREADS" in spec.user_env:
+        return 0
+    shared = spec.user_env.get(SHARED_MACHINE_ENV) == "1"
+    return max(e.layout.world_size if shared else e.layout.gpus_per_node for e in spec.entries)
+
+
+def resolve_entry(spec: SweepSpec, entry: Entry, repeat: int = 1):
+    """The TrainConfig the worker of `entry`'s run `repeat` will resolve (its layout.yaml, the
+    train arguments, the options the sweep adds); the error `train` would give."""
+    from hvdbench.train.options import resolve_train_args
+
+    run = PlannedRun(entry, repeat)
+    share = thread_share(spec)
+    return resolve_train_args(spec.model, spec.train_args,
+                              layout=dict(entry.config.settings) if entry.config else None,
+                              out=str(run_dir(spec, run)), run_id=run.run_id, sweep_name=spec.name,
+                              repeat=run.repeat, **({"thread_share": share} if share else {}))
+
+
 def check_sweep_record(spec: SweepSpec) -> None:
     """Write sweep.json the first time; later, refuse a sweep whose model, train arguments or
     config differ (its rows would not be comparable with the ones already there). Layouts,
     repeats, launcher and timeout may change: that is how a sweep is extended."""
-    path = spec.out / "sweep.json"
+    path = spec.out / SWEEP_RECORD
     identity = {"model": spec.model, "train_args": list(spec.train_args),
                 "config": str(spec.config_path.resolve()) if spec.config_path else None}
     if path.exists():
@@ -94,14 +123,3 @@ def check_sweep_record(spec: SweepSpec) -> None:
         **identity, "name": spec.name, "link": spec.link,
         "created_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "hvdbench": __import__("hvdbench").__version__}, indent=2) + "\n")
-
-
-def read_sweep_record(path: Path) -> dict:
-    """sweep.json as a dict; ConfigError naming the file when it is not one."""
-    try:
-        old = json.loads(Path(path).read_text())
-    except ValueError:  # UnicodeDecodeError too
-        raise ConfigError(f"{path}: not valid JSON") from None
-    if not isinstance(old, dict):
-        raise ConfigError(f"{path}: not a sweep record (a JSON object with model and train_args)")
-    return old

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
+import reprlib
 import typing
 from dataclasses import dataclass, field, fields
 from pathlib import Path
@@ -49,7 +50,7 @@ class SubmissionConfig:
 
 def option(default, help: str, cli: bool = False, choices: tuple[str, ...] | None = None):
     """A TrainConfig field with its help text: `cli=True` makes it a `hvdbench train --<name>`
-    option (cli/train.py builds them from these fields); every field can be set with
+    option (hvdbench/train/options.py builds them from these fields); every field can be set with
     `--set name=value` or in a YAML file. `choices` are checked by `validate`."""
     return field(default=default, metadata={"help": help, "cli": cli, "choices": choices})
 
@@ -84,7 +85,10 @@ class TrainConfig:
     weight_decay: float = option(5e-5, "Weight decay (not on biases and norms).")
     # throughput mode (--steps; also the mode with --synthetic): warm-up steps are not timed
     steps: int = option(0, "Throughput mode: timed steps.", cli=True)
-    warmup_steps: int = option(10, "Throughput mode: untimed steps first (default 10).", cli=True)
+    warmup_steps: int = option(10, "Throughput mode: untimed steps first, at least (default 10); warm-up goes "
+                                   "on until step times settle, up to --warmup-max-steps.", cli=True)
+    warmup_max_steps: int = option(0, "Throughput mode: the most warm-up steps while step times have not "
+                                      "settled (0: 5 x warmup_steps; the count is recorded).", cli=True)
     breakdown: bool = option(True, "Throughput mode: time each step's phases (data, compute, exposed "
                                    "communication, update; PyTorch).", cli=True)
     horovod_timeline: bool = option(False, "Throughput mode: record Horovod's timeline of the timed steps in "
@@ -99,6 +103,9 @@ class TrainConfig:
     seed: int = option(0, "Seed of the weights, the shuffling and synthetic batches.", cli=True)
     prefetch: int = option(2, "Batches read ahead by the dataset loader's thread.")
     threads: int = option(0, "CPU math threads per rank (0: cores / local ranks).", cli=True)
+    thread_share: int = option(0, "Share a machine's cores as if this many ranks ran on it (0: the ranks that "
+                                  "do); a sweep sets the most of any of its layouts, so every layout's ranks get "
+                                  "the same threads.", cli=True)
     out: str = option("", "Directory for result.json, mllog.txt, config.yaml.", cli=True)
     run_id: str = option("", "Label for the result record (default: time + random).", cli=True)
     sweep_name: str = option("", "Sweep this run belongs to (recorded).", cli=True)
@@ -154,27 +161,94 @@ def _check_type(where: str, name: str, value: Any, hint) -> Any:
         raise ConfigError(f"{where}: key {name!r} has unsupported type {hint}")
     if not ok:
         expected = {bool: "true or false", int: "an integer", float: "a number", str: "a string"}[hint]
-        raise ConfigError(f"{where}: key {name!r} must be {expected}, got {value!r}")
+        raise ConfigError(f"{where}: key {name!r} must be {expected}, got {quote(value)}")
     return value
 
 
-def load_yaml(path: str | Path) -> dict:
-    """The mapping in a YAML run file; ConfigError naming the file when it is missing or malformed."""
+# What a YAML config (a run file, a sweep config, a study file, a --set value) may be: far more than
+# any real one, far less than what would exhaust the machine. An alias repeats a node without
+# copying it, so nine aliases of nine aliases of a list ("billion laughs") load in kilobytes and
+# expand to gigabytes the moment anything walks them: the expanded size is what is bounded.
+MAX_YAML_BYTES = 1 << 20
+MAX_YAML_DEPTH = 64
+MAX_YAML_NODES = 100_000
+
+
+def quote(value: Any, limit: int = 60) -> str:
+    """repr(value) cut to `limit` characters: an error line quotes a value, never all of it."""
+    short = reprlib.Repr()
+    short.maxstring = short.maxother = limit
+    short.maxlist = short.maxdict = 6
+    short.maxlevel = 3
+    text = short.repr(value)
+    return text if len(text) <= limit else text[:limit - 3] + "..."
+
+
+def parse_yaml(text: str, where: str) -> Any:
+    """The value of a YAML text, bounded in size, nesting and expansion; ConfigError naming `where`."""
     import yaml
 
+    if len(text) > MAX_YAML_BYTES:
+        raise ConfigError(f"{where}: {len(text):,} characters; a YAML config is at most {MAX_YAML_BYTES:,}")
+
+    class Bounded(yaml.SafeLoader):
+        depth = 0
+
+        def compose_node(self, parent, index):
+            self.depth += 1
+            if self.depth > MAX_YAML_DEPTH:
+                mark = self.peek_event().start_mark
+                raise ConfigError(f"{where}: nested deeper than {MAX_YAML_DEPTH} levels (line {mark.line + 1})")
+            try:
+                return super().compose_node(parent, index)
+            finally:
+                self.depth -= 1
+
+    loader = None
+    try:
+        loader = Bounded(text)  # refuses a control character at once (a ReaderError)
+        node = loader.get_single_node()
+        if node is not None and _expanded_nodes(node, {}) > MAX_YAML_NODES:
+            raise ConfigError(f"{where}: its aliases (*name) expand to more than {MAX_YAML_NODES:,} values")
+        return loader.construct_document(node) if node is not None else None
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        at = f" at line {mark.line + 1}" if mark else ""
+        raise ConfigError(f"{where}: not valid YAML{at}") from None
+    finally:
+        if loader is not None:
+            loader.dispose()
+
+
+def _expanded_nodes(node, memo: dict) -> int:
+    """How many values the node holds once every alias is expanded (each node counted once per
+    place it appears; computed once per node, so a billion-laughs graph costs a few hundred steps)."""
+    import yaml
+
+    if id(node) not in memo:
+        if isinstance(node, yaml.SequenceNode):
+            memo[id(node)] = 1 + sum(_expanded_nodes(child, memo) for child in node.value)
+        elif isinstance(node, yaml.MappingNode):
+            memo[id(node)] = 1 + sum(_expanded_nodes(k, memo) + _expanded_nodes(v, memo) for k, v in node.value)
+        else:
+            memo[id(node)] = 1
+    return memo[id(node)]
+
+
+def load_yaml(path: str | Path) -> dict:
+    """The mapping in a YAML run file; ConfigError naming the file when it is missing, malformed
+    or too large (see parse_yaml)."""
     path = Path(path)
     if path.exists() and not path.is_file():  # a folder, a FIFO or /dev/zero
         raise ConfigError(f"{path}: not a regular file (expected a YAML config file)")
     try:
-        data = yaml.safe_load(path.read_text())
+        if path.stat().st_size > MAX_YAML_BYTES:
+            raise ConfigError(f"{path}: {path.stat().st_size:,} bytes; a YAML config is at most {MAX_YAML_BYTES:,}")
+        data = parse_yaml(path.read_text(), str(path))
     except FileNotFoundError:
         raise ConfigError(f"{path}: no such config file") from None
     except UnicodeDecodeError as e:
         raise ConfigError(f"{path}: not a YAML text file (byte {e.start} is not UTF-8)") from None
-    except yaml.YAMLError as e:
-        mark = getattr(e, "problem_mark", None)
-        at = f" at line {mark.line + 1}" if mark else ""
-        raise ConfigError(f"{path}: not valid YAML{at}") from None
     if data is None:
         return {}
     if not isinstance(data, dict):
@@ -185,7 +259,7 @@ def load_yaml(path: str | Path) -> dict:
 def save_yaml(path: str | Path, cfg: TrainConfig) -> None:
     import yaml
 
-    from hvdbench.results.schema import atomic_write_text
+    from hvdbench.files import atomic_write_text
 
     atomic_write_text(Path(path), yaml.safe_dump(cfg.to_dict(), sort_keys=False))
 
@@ -199,13 +273,15 @@ def spec_defaults(spec, flavor: str) -> dict:
     return flat
 
 
-def resolve(overrides: dict, config_file: str | Path | None = None) -> TrainConfig:
+def resolve(overrides: dict, config_file: str | Path | None = None, layout: dict | None = None) -> TrainConfig:
     """The run's TrainConfig: field defaults < model spec defaults < YAML file < `overrides`.
 
-    `overrides` are the command-line options the user gave (None values are ignored). Every check
-    that does not need a framework or the dataset happens here, so all ranks fail the same way.
+    `overrides` are the command-line options the user gave (None values are ignored); `layout`,
+    in place of a file, the settings a sweep writes to a run's layout.yaml (hvdbench.train.options
+    resolves a planned run with it). Every check that does not need a framework or the dataset
+    happens here, so all ranks fail the same way.
     """
-    from hvdbench.models import get_spec
+    from hvdbench.contracts import get_spec
 
     overrides = {k: v for k, v in overrides.items() if v is not None}
     if type(overrides.get("steps")) is int and overrides["steps"] == 0:  # (not False: a type error below)
@@ -213,7 +289,10 @@ def resolve(overrides: dict, config_file: str | Path | None = None) -> TrainConf
         # so a 0 the user typed would silently mean something else: refuse it.
         raise ConfigError("--steps 0: give at least 1 timed step, or leave --steps out (time-to-accuracy "
                           "with --data; 100 steps with --synthetic)")
-    file_values = load_yaml(config_file) if config_file else {}
+    if layout is not None:
+        file_values, file_where = dict(layout), "the layout"
+    else:
+        file_values, file_where = (load_yaml(config_file) if config_file else {}), str(config_file)
     model = overrides.get("model") or file_values.get("model")
     if not model:
         raise ConfigError("no model given (e.g. `hvdbench train resnet50 ...`)")
@@ -222,7 +301,7 @@ def resolve(overrides: dict, config_file: str | Path | None = None) -> TrainConf
     spec.flavor(flavor)  # unknown flavor: ConfigError listing the valid ones
 
     cfg = from_dict(spec_defaults(spec, flavor), where=f"model {model} defaults")
-    cfg = from_dict(file_values, base=cfg, where=str(config_file))
+    cfg = from_dict(file_values, base=cfg, where=file_where)
     cfg = from_dict(overrides, base=cfg, where="options")
     cfg = dataclasses.replace(cfg, model=model, flavor=flavor)
     if cfg.synthetic and cfg.steps == 0:
@@ -255,7 +334,7 @@ def check_ranges(cfg: TrainConfig) -> None:
     for key in ("batch_per_gpu", "eval_batch_per_gpu", "accum_steps", "lr_base_batch"):
         if getattr(cfg, key) < 1 and not (key == "eval_batch_per_gpu" and cfg.eval_batch_per_gpu == 0):
             raise ConfigError(f"{key} must be at least 1, got {getattr(cfg, key)}")
-    for key in ("steps", "warmup_steps", "repeat", "threads", "prefetch"):
+    for key in ("steps", "warmup_steps", "warmup_max_steps", "repeat", "threads", "thread_share", "prefetch"):
         if getattr(cfg, key) < 0:
             raise ConfigError(f"{key} must not be negative, got {getattr(cfg, key)}")
     for f in fields(TrainConfig):  # nan and inf pass every comparison below but mean nothing
@@ -272,7 +351,7 @@ def check_ranges(cfg: TrainConfig) -> None:
 def validate(cfg: TrainConfig, spec) -> None:
     def choice(key, value, valid):
         if value not in valid:
-            raise ConfigError(f"{key} {value!r} is not one of {', '.join(valid)}")
+            raise ConfigError(f"{key} {quote(value)} is not one of {', '.join(valid)}")
 
     check_ranges(cfg)  # the choices and limits of single keys
     if cfg.framework not in spec.frameworks:
@@ -294,6 +373,9 @@ def validate(cfg: TrainConfig, spec) -> None:
         raise ConfigError("no output directory given (--out DIR)")
     if cfg.run_id and not re.fullmatch(r"[A-Za-z0-9_.:-]{1,128}", cfg.run_id):
         raise ConfigError(f"run_id {cfg.run_id!r}: use letters, digits and _.:- only")
+    reason = spec.refuse(cfg) if spec.refuse else None  # the model's own (ModelSpec.refuse)
+    if reason:
+        raise ConfigError(reason)
 
 
 # --- NxGxBxA names ---------------------------------------------------------------------------

@@ -13,7 +13,7 @@ On a GPU, `nvidia-smi` lists the compute processes on the machine's GPUs at both
 are not the run's ranks are `other_gpu_procs`.
 
 Measured here on a machine where a neighbour ran: a lone rank's step went from 15 ms to 660 ± 860
-ms. The report flags rows whose runs saw other_cpus >= BUSY_CPUS (hvdbench.results.aggregate).
+ms. The report flags rows whose runs saw other_cpus >= BUSY_CPUS (hvdbench.results.schema).
 """
 
 from __future__ import annotations
@@ -25,10 +25,6 @@ import time
 from pathlib import Path
 
 import psutil
-
-# Cores' worth of other work that makes a run's numbers suspect: half a core on average is a
-# neighbour busy half the time, enough to stretch a CPU rank's steps (it spins on the same cores).
-BUSY_CPUS = 0.5
 
 
 def machine_id() -> str:

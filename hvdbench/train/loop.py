@@ -18,45 +18,25 @@ import contextlib
 import itertools
 import math
 import time
-from dataclasses import dataclass, field
+from dataclasses import field, fields, make_dataclass
 
 from mlperf_logging.mllog import constants as C
 
+from hvdbench.contracts import RunFacts
 from hvdbench.errors import DatasetError
-from hvdbench.models.contracts import RunFacts
 from hvdbench.output import line
-from hvdbench.train.interference import BUSY_CPUS, Neighbours
+from hvdbench.results.schema import BUSY_CPUS, MEASURED, RunResult
+from hvdbench.train.interference import Neighbours
 from hvdbench.train.schedule import lr_at
+from hvdbench.train.warmup import cap as warmup_cap
+from hvdbench.train.warmup import settled as warmup_settled
 
-
-@dataclass
-class Measures:
-    status: str = "success"
-    steps: int = 0
-    warmup_steps: int = 0
-    throughput: float | None = None
-    step_time_mean_s: float | None = None
-    step_time_std_s: float | None = None
-    final_metric: float | None = None
-    epochs: float | None = None
-    epochs_to_target: float | None = None
-    time_per_epoch_s: float | None = None
-    time_to_train_s: float | None = None
-    # throughput mode: the mean step's phases (RunResult's data_s ... other_s)
-    data_s: float | None = None
-    compute_s: float | None = None
-    comm_s: float | None = None
-    update_s: float | None = None
-    other_s: float | None = None
-    # what else used the machines during the timed window (hvdbench.train.interference)
-    other_cpus: float | None = None
-    other_gpu_procs: int | None = None
-    # --horovod-timeline: Horovod's timeline of the timed steps, summarised (hvdbench.train.timeline)
-    timeline_negotiate_ms: float | None = None
-    timeline_allreduce_ms: float | None = None
-    timeline_cycles_per_step: float | None = None
-    timeline_fused_mib: float | None = None
-    evals: list = field(default_factory=list)
+# What one run measured: RunResult's measured columns (declared once, results.schema.MEASURED, with
+# their defaults) and the evaluations' history (checks.json's `evals`). hvdbench.train.result copies
+# the columns into the record.
+Measures = make_dataclass("Measures", [
+    *((f.name, f.type, field(default=f.default)) for f in fields(RunResult) if f.name in MEASURED),
+    ("evals", list, field(default_factory=list))])
 
 
 class Progress:
@@ -159,16 +139,20 @@ class Loop:
             loader, steps_per_epoch = self._train_loader()
             batches = self._step_batches(loader, steps_per_epoch)
             events.event(C.TRAIN_SAMPLES, self.ds.num_samples("train"))
-        warmup, steps = cfg.warmup_steps, cfg.steps
-        self._log_hyperparameters(steps_per_epoch, warmup + steps, warmup)
-        progress = Progress(dist, warmup + steps, self.global_batch)
+        steps, most = cfg.steps, warmup_cap(cfg.warmup_steps, cfg.warmup_max_steps)
+        self._log_hyperparameters(steps_per_epoch, cfg.warmup_steps + steps, cfg.warmup_steps)
+        progress = Progress(dist, cfg.warmup_steps + steps, self.global_batch)
         dist.sync()
         events.end(C.INIT_STOP)
         events.start(C.RUN_START)
-        times, data_s = [], 0.0
+        times, warm_times, data_s = [], [], 0.0
         timed = cfg.breakdown and hasattr(self.trainer, "start_timing")
-        for i in range(warmup + steps):
-            if i == warmup:  # the timed window opens at a point every rank has reached
+        i, warmup = 0, None  # warmup: the step the timed window opened at, once it has
+        while warmup is None or i < warmup + steps:
+            if warmup is None and self._warmed_up(i, warm_times, most):
+                # The timed window opens at a point every rank has reached.
+                warmup = i
+                progress.total = warmup + steps
                 dist.sync()
                 t0 = last = time.perf_counter()
                 watch = Neighbours(getattr(dist, "device", None))
@@ -180,19 +164,28 @@ class Loop:
             asked = time.perf_counter()
             self.fault.before_read()
             _, micro = next(batches)
-            if i >= warmup:
+            if warmup is not None:
                 data_s += time.perf_counter() - asked
-            self._step(i, micro, lr_at(i, self.peak_lr, warmup, warmup + steps, self.peak_lr, 1.0))
-            if i >= warmup:
+            # The learning rate ramps over --warmup-steps and then holds (a longer warm-up only waits).
+            self._step(i, micro, lr_at(i, self.peak_lr, cfg.warmup_steps, cfg.warmup_steps, self.peak_lr, 1.0))
+            if warmup is not None:
                 now = time.perf_counter()
                 times.append(now - last)
                 last = now
+            else:
+                dist.sync()  # a warm-up step's time includes its device work (GPUs run ahead)
+                warm_times.append(time.perf_counter() - asked)
             progress.tick(i + 1)
+            i += 1
         dist.sync()
         elapsed = dist.allreduce_max(time.perf_counter() - t0)
         with contextlib.suppress(AttributeError):
             batches.close()
         m = Measures(steps=steps, warmup_steps=warmup, throughput=steps * self.global_batch / elapsed)
+        if warmup > cfg.warmup_steps:
+            say(dist, f"warm-up: {warmup} steps (step times settled after {warmup} of at most {most}; "
+                      f"--warmup-steps {cfg.warmup_steps})" if warmup < most else
+                      f"warm-up: {warmup} steps, the most allowed (--warmup-max-steps): step times had not settled")
         self._neighbours(m, watch)
         if cfg.horovod_timeline:
             self._timeline(m, steps)
@@ -209,6 +202,18 @@ class Loop:
             say(dist, "step time: " + ", ".join(f"{name} {1e3 * getattr(m, name + '_s'):.1f} ms" for name in
                                                 ("data", "compute", "comm", "update", "other")))
         return m
+
+    def _warmed_up(self, step: int, warm_times: list[float], most: int) -> bool:
+        """Whether warm-up ends before `step`, the same answer on every rank: after --warmup-steps,
+        once the step times have settled on every rank (hvdbench.train.warmup), or at the cap.
+        The ranks agree with one small collective per step past --warmup-steps (steps are in
+        lockstep, so every rank asks at the same step)."""
+        if step < self.cfg.warmup_steps:
+            return False
+        if step >= most:
+            return True
+        unsettled = 0.0 if warmup_settled(warm_times) else 1.0
+        return self.dist.allreduce_max(unsettled) == 0.0
 
     def _timeline_path(self):
         from pathlib import Path

@@ -6,13 +6,20 @@ with an estimate and the batch that fits instead of being killed by the kernel m
     check_fits(spec, cfg, local_ranks=1)   # ConfigError "~25.6 GB for batch 256 ...; try ..."
     HVDBENCH_HOST_MEMORY_GB=8 hvdbench train ...   # what runs may use (default: available now)
 
-The formula, per rank: the framework's runtime (libraries, allocator pools) + parameters x (weights,
-gradients and optimizer state, 4 bytes each in fp32: SGD with momentum keeps one state, Adam two)
-+ Horovod's 64 MiB fusion buffer + batch x the bytes one sample's activations take in a training
-step. That last figure is measured per flavor and framework (`ModelSpec.memory_per_sample`, from
-benchmarks/bench_memory.py, which also prints estimate / measured peak RSS); a flavor without one is
-not checked. Measured in fp32: bf16/fp16 runs are estimated with it too, which errs towards "does
-not fit" (their activations are smaller).
+The formula, per rank: the framework's runtime (libraries, allocator pools) + trained parameters x
+(weights, gradients and optimizer state, 4 bytes each in fp32: SGD with momentum keeps one state,
+Adam two) + frozen parameters x their weights alone, in the run's precision (a LoRA run's base:
+`ModelSpec.frozen_parameters`) + Horovod's 64 MiB fusion buffer + batch x the bytes one sample's
+activations take in a training step. That last figure is measured per flavor and framework
+(`ModelSpec.memory_per_sample`, from benchmarks/bench_memory.py, which also prints estimate /
+measured peak RSS); a flavor without one is checked on its weights alone when their count is known
+(the spec's exact counts, or the built model's), and not at all otherwise. Measured in fp32 unless
+the spec says otherwise: bf16/fp16 runs are estimated with it too, which errs towards "does not
+fit" (their activations are smaller).
+
+The worker checks before it builds the model when the spec has the flavor's exact counts
+(`exact_counts`), so a run that cannot fit never allocates its weights; otherwise right after, with
+the built model's counts.
 """
 
 from __future__ import annotations
@@ -32,6 +39,9 @@ STATE_BYTES = {"sgd": 4, "adamw": 8, "adam": 8}  # optimizer state per parameter
 # a second copy of variables and gradients).
 PARAM_COPIES = {"torch": 1.0, "tensorflow": 2.2}
 FUSION_BUFFER = 64 << 20  # HOROVOD_FUSION_THRESHOLD's default
+# Bytes of one frozen weight: stored in the run's precision (no fp32 master copy: no optimizer
+# updates it), as ModelSpec.frozen_parameters says a model keeps them.
+FROZEN_BYTES = {"fp32": 4, "bf16": 2, "fp16": 2}
 
 
 @dataclass(frozen=True)
@@ -52,13 +62,25 @@ class Estimate:
         return b if self.fixed + self.per_sample * b <= limit else 0
 
 
+def exact_counts(spec, flavor: str) -> tuple[int, int] | None:
+    """(trained, frozen) parameters of a flavor from its spec, when the spec has them exactly (the
+    check can then run before the model is built), else None."""
+    if flavor not in spec.parameters or (spec.frozen_parameters and flavor not in spec.frozen_parameters):
+        return None
+    return spec.parameters[flavor], spec.frozen_parameters.get(flavor, 0)
+
+
 def estimate(spec, flavor: str, framework: str, batch: int, precision: str, optimizer: str | None = None,
-             parameters: int | None = None) -> Estimate:
-    """The estimate for one rank; per_sample is 0 when the flavor's activations were not measured."""
+             parameters: int | None = None, frozen: int | None = None) -> Estimate:
+    """The estimate for one rank; per_sample is 0 when the flavor's activations were not measured.
+    `parameters` (trained) and `frozen` default to the spec's counts (0 where it has none)."""
     params = parameters if parameters is not None else spec.parameters.get(flavor, 0)
+    frozen = frozen if frozen is not None else spec.frozen_parameters.get(flavor, 0)
     optimizer = optimizer or spec.defaults.get("optimizer", "sgd")
+    copies = PARAM_COPIES.get(framework, 1.0)
     fixed = (RUNTIME_BYTES.get(framework, RUNTIME_BYTES["torch"])
-             + params * (8 + STATE_BYTES.get(optimizer, 8)) * PARAM_COPIES.get(framework, 1.0))
+             + params * (8 + STATE_BYTES.get(optimizer, 8)) * copies
+             + frozen * FROZEN_BYTES.get(precision, 4) * copies)
     per_sample = spec.memory_per_sample.get(flavor, {}).get(framework, 0)
     return Estimate(int(fixed + FUSION_BUFFER), int(per_sample), batch)
 
@@ -79,20 +101,26 @@ def available_bytes(env=None) -> int:
     return int(psutil.virtual_memory().available)
 
 
-def check_fits(spec, cfg, local_ranks: int, parameters: int | None = None, available: int | None = None) -> None:
+def check_fits(spec, cfg, local_ranks: int, parameters: int | None = None, available: int | None = None,
+               frozen: int | None = None) -> None:
     """On a machine without GPUs: refuse a run whose estimate exceeds this rank's share of the
-    available memory, naming the estimate and a batch (or flavor) that fits."""
-    est = estimate(spec, cfg.flavor, cfg.framework, cfg.batch_per_gpu, cfg.precision, cfg.optimizer, parameters)
-    if not est.per_sample:
-        return  # not measured for this flavor: nothing to say
+    available memory, naming the estimate and a batch (or flavor) that fits. `parameters` (trained)
+    and `frozen`: the built model's counts, else the spec's."""
+    est = estimate(spec, cfg.flavor, cfg.framework, cfg.batch_per_gpu, cfg.precision, cfg.optimizer, parameters,
+                   frozen)
+    weights_known = parameters is not None or cfg.flavor in spec.parameters
+    if not est.per_sample and not weights_known:
+        return  # neither activations nor weights known for this flavor: nothing to say
     share = (available if available is not None else available_bytes()) // max(1, local_ranks)
     if est.total <= share:
         return
-    fits = est.batch_within(share)
+    fits = est.batch_within(share) if est.per_sample else 0
     hint = (f"try --batch-per-gpu {fits}" if fits else "it does not fit at any batch")
     smallest = min(spec.flavors, key=lambda f: estimate(spec, f, cfg.framework, 1, cfg.precision).total)
     if smallest != cfg.flavor:
         hint = f"try --flavor {smallest}" + (f" or --batch-per-gpu {fits}" if fits else "")
-    raise ConfigError(f"{spec.name}/{cfg.flavor} ({cfg.framework}) needs ~{est.total / GB:.1f} GB for batch "
-                      f"{cfg.batch_per_gpu} per rank, and this machine has {share / GB:.1f} GB available per "
-                      f"rank ({local_ranks} on this host); {hint}")
+    need = (f"for batch {cfg.batch_per_gpu} per rank" if est.per_sample
+            else f"for its weights alone in {cfg.precision} (activations not measured)")
+    raise ConfigError(f"{spec.name}/{cfg.flavor} ({cfg.framework}) needs ~{est.total / GB:.1f} GB "
+                      f"{need}, and this machine has {share / GB:.1f} GB available per rank ({local_ranks} on "
+                      f"this host); {hint}")

@@ -14,14 +14,10 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from hvdbench.errors import ConfigError
-from hvdbench.results.schema import RunResult, atomic_write_text, write_result
+from hvdbench.files import atomic_write_text
+from hvdbench.results.schema import MEASURED, RunResult, write_result
 from hvdbench.train.launch_info import detect_launcher
 from hvdbench.train.loop import say
-
-MEASURED = ("status", "steps", "warmup_steps", "throughput", "step_time_mean_s", "step_time_std_s",
-            "final_metric", "epochs", "epochs_to_target", "time_per_epoch_s", "time_to_train_s",
-            "data_s", "compute_s", "comm_s", "update_s", "other_s", "other_cpus", "other_gpu_procs",
-            "timeline_negotiate_ms", "timeline_allreduce_ms", "timeline_cycles_per_step", "timeline_fused_mib")
 
 
 def identity(cfg, t0: float) -> RunResult:
@@ -44,6 +40,7 @@ def describe_job(record: RunResult, dist, hosts: list[str], devices: list[str], 
     record.scale = "up" if dist.cross_size == 1 else "out"
     record.controller = dist.controller
     record.parameters = parameters
+    record.threads = dist.threads
     record.hosts, record.devices = ";".join(hosts), ";".join(devices)
     record.versions = ";".join(f"{k}={v}" for k, v in
                                {"python": platform.python_version(), **dist.versions}.items())
@@ -72,12 +69,13 @@ def finish(record: RunResult, cfg, measures, metric_name: str, out: Path, digest
               f"result: {out / 'result.json'}")
 
 
-def record_failure(cfg, t0: float, message: str) -> None:
-    """Best effort: a failed record in --out, unless a finished run is there."""
+def record_failure(cfg, t0: float, message: str, record: RunResult | None = None) -> None:
+    """Best effort: a failed record in --out, unless a finished run is there: `record` (the job's
+    identity, layout and devices, once known) or the identity of `cfg`."""
     if not cfg.out or finished(Path(cfg.out)):
         return
     with contextlib.suppress(Exception):  # the error line the caller printed is what matters
-        record = identity(cfg, t0)
+        record = record or identity(cfg, t0)
         record.status, record.error = "failed", message
         record.wall_s = time.time() - t0
         write_result(Path(cfg.out) / "result.json", record, cfg.to_dict())

@@ -5,7 +5,7 @@
     mpirun -np 2 hvdbench train resnet50 --synthetic --steps 100 --warmup-steps 10 --out runs/b
     srun hvdbench train bert --flavor base --data data/bert_packed --out runs/c
 
-The model comes from its folder (`hvdbench.models.get_spec`: network, dataset kind, metric), the
+The model comes from its folder (`hvdbench.contracts.get_spec`: network, dataset kind, metric), the
 Trainer and `Dist` from `hvdbench.frameworks.<fw>`, the timed loop from `loop.py`, the record from
 `result.py`. Nothing here knows which model it runs.
 
@@ -35,7 +35,7 @@ from hvdbench.train import result as result_mod
 from hvdbench.train.faults import Fault
 from hvdbench.train.launch_info import launcher_rank
 from hvdbench.train.loop import Loop, say
-from hvdbench.train.memory import check_fits
+from hvdbench.train.memory import check_fits, exact_counts
 from hvdbench.train.schedule import scaled_lr
 
 
@@ -81,7 +81,7 @@ def _first_line(e: BaseException) -> str:
 def _report_failure(cfg, state, message: str) -> None:
     line(f"Error: {message}", sys.stderr)
     if state["rank"] == 0:
-        result_mod.record_failure(cfg, state["t0"], message)
+        result_mod.record_failure(cfg, state["t0"], message, state.get("record"))
 
 
 def _exit(code: int) -> None:
@@ -96,14 +96,14 @@ def _exit(code: int) -> None:
 
 def run(cfg: config_mod.TrainConfig, state: dict) -> None:
     from hvdbench import frameworks
-    from hvdbench.models import get_spec
+    from hvdbench.contracts import get_spec
 
     spec = get_spec(cfg.model)
     flavor_cfg = spec.flavor(cfg.flavor)
     fw = frameworks.load(cfg.framework)
     if cfg.horovod_timeline:  # read by Horovod's init: the timeline is then started and stopped by the loop
         os.environ["HOROVOD_TIMELINE"] = "DYNAMIC"
-    dist = fw.init_dist(cfg.threads)
+    dist = fw.init_dist(cfg.threads, cfg.thread_share)
     state["rank"] = dist.rank
     fault = Fault(dist.rank, dist.size)
     ds, kind, info = _preflight(cfg, spec, flavor_cfg, dist)
@@ -114,16 +114,17 @@ def run(cfg: config_mod.TrainConfig, state: dict) -> None:
     events = EventLog(out / "mllog.txt" if dist.rank == 0 else None)
     events.start(C.INIT_START)
 
+    _check_precision_on_cpu(cfg, spec, dist)
+    # A run that cannot fit in host memory is refused with the batch or flavor that would, instead of
+    # the kernel killing a rank mid-step: before building the model when the spec has the flavor's
+    # exact parameter counts (a 7B base takes a minute to build), else with the built model's.
+    counts = exact_counts(spec, cfg.flavor)
+    if counts:
+        _check_host_memory(cfg, spec, dist, *counts)
     trainer = fw.Trainer(cfg, spec.framework_module(cfg.framework), flavor_cfg, info, dist)
-    if dist.device_name == "cpu":
-        # A batch that cannot fit is refused now, with the batch that would, instead of the kernel
-        # killing a rank mid-step. Every rank computes the same estimate; rank 0 says it.
-        # (The ranks of an emulated cluster all share this machine's memory.)
-        sharing = dist.size if os.environ.get(frameworks.SHARED_MACHINE_ENV) == "1" else dist.local_size
-        try:
-            check_fits(spec, cfg, sharing, trainer.num_parameters())
-        except ConfigError as e:
-            raise AgreedError(str(e)) from None
+    if not counts:
+        trained = trainer.num_trainable()
+        _check_host_memory(cfg, spec, dist, trained, trainer.num_parameters() - trained)
     # One sample with the dataset's fields, shapes and dtypes (TensorFlow traces its graphs on it).
     rng = np.random.default_rng([cfg.seed, dist.rank])
     trainer.compile(kind.synthetic(1, info, rng) if ds is None else _example_batch(ds))
@@ -146,6 +147,7 @@ def run(cfg: config_mod.TrainConfig, state: dict) -> None:
     _log_run_facts(events, cfg, spec, dist, layout, devices[0], global_batch, peak_lr)
     record = result_mod.identity(cfg, state["t0"])
     result_mod.describe_job(record, dist, hosts, devices, trainer.num_trainable())
+    state["record"] = record  # a failure from here on is recorded with the job's layout and devices
     loop = Loop(cfg, dist, trainer, events, fault, ds, global_batch, peak_lr, spec.metric, synthetic,
                 hyperparameters=lambda facts: spec.mllog_values(cfg, facts))
     measures = loop.throughput() if cfg.mode == "throughput" else loop.time_to_accuracy()
@@ -155,6 +157,44 @@ def run(cfg: config_mod.TrainConfig, state: dict) -> None:
         result_mod.finish(record, cfg, measures, spec.metric.name, out, digests, state["t0"], dist)
     events.close()
     dist.shutdown()
+
+
+# fp16 on a CPU against fp32, step time of the debug flavors on --synthetic data (AMD EPYC, 2
+# cores, avx512_bf16, no fp16 math units; torch 2.13, TensorFlow 2.21): autocast runs most ops
+# emulated or converted. torch: ncf 3.6x, resnet50 4.2x, bert 8.3x, ssd 10x, retinanet 12x,
+# transformer 18x (maskrcnn 2.0x, stable_diffusion 7.0x, llama2_lora 13x); Keras: resnet50 1.2x.
+FP16_ON_CPU_SLOWER = {"torch": "2-18x", "tensorflow": "1.2x"}
+
+
+def _check_precision_on_cpu(cfg, spec, dist) -> None:
+    """On a CPU: refuse a precision the model cannot train in there (ModelSpec.unsupported_on_cpu),
+    before building it; warn once that fp16 runs, but slowly, on a CPU. Every rank agrees."""
+    if dist.device_name != "cpu":
+        return
+    why = spec.unsupported_on_cpu.get(cfg.precision)
+    if why:
+        others = " or ".join(p for p in ("bf16", "fp32") if p not in spec.unsupported_on_cpu)
+        raise AgreedError(f"{spec.name} cannot train in {cfg.precision} on the CPU: {why}; "
+                          + (f"use --precision {others}" if others else "train it on a GPU"))
+    if cfg.precision == "fp16":
+        slower = FP16_ON_CPU_SLOWER.get(cfg.framework, "several times")
+        say(dist, f"warning: fp16 on a CPU runs most ops emulated: the debug flavors measured {slower} slower "
+                  f"than in fp32 ({cfg.framework}); --precision bf16 or fp32 runs faster here")
+
+
+def _check_host_memory(cfg, spec, dist, trained: int, frozen: int) -> None:
+    """On a CPU: refuse a run whose memory estimate exceeds this rank's share (memory.check_fits).
+    Every rank computes the same estimate; rank 0 says it. (The ranks of an emulated cluster all
+    share this machine's memory.)"""
+    from hvdbench import frameworks
+
+    if dist.device_name != "cpu":
+        return
+    sharing = dist.size if os.environ.get(frameworks.SHARED_MACHINE_ENV) == "1" else dist.local_size
+    try:
+        check_fits(spec, cfg, sharing, trained, frozen=frozen)
+    except ConfigError as e:
+        raise AgreedError(str(e)) from None
 
 
 def _log_run_facts(events, cfg, spec, dist, layout, device, global_batch, peak_lr) -> None:

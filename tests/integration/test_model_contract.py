@@ -16,6 +16,7 @@ import pytest
 from conftest import launch_env, run
 
 from hvdbench.results.schema import read_result
+from hvdbench.results.store import read_runs
 
 pytestmark = pytest.mark.integration
 
@@ -82,3 +83,26 @@ def test_the_toy_sweeps_and_reports(toy_env, tmp_path, hvdbench_bin):
     with open(sweep / "report" / "scaling.csv") as f:
         scaling = list(csv.DictReader(f))
     assert {r["model"] for r in scaling} == {"toy"} and len(scaling) == 2
+
+
+@pytest.mark.timeout(400)
+def test_a_crashed_run_is_counted_in_its_layouts_row(toy_env, tmp_path, hvdbench_bin):
+    # The train arguments leave the flavor and the batch to the model's defaults (debug, 32): the
+    # failed 1x2 row must still carry them, so it lands in the scaling group of the 1x1 success.
+    sweep = tmp_path / "crash"
+    proc = run([hvdbench_bin, "sweep", "toy", "--hosts", "localhost:2", "--layouts", "1x1,1x2", "--out", sweep,
+                "--env", "HVDBENCH_INJECT_FAULT=crash", "--env", "HVDBENCH_INJECT_FAULT_RANK=1", "--",
+                "--synthetic", "--steps", "20", "--warmup-steps", "2"], env=toy_env, timeout=400, check=False)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    ok, failed = read_runs(sweep / "runs.csv")
+    assert (ok.layout, ok.status, failed.layout, failed.status) == ("1x1", "success", "1x2", "failed")
+    assert "injected fault" in failed.error
+    identity = ("model", "flavor", "framework", "precision", "mode", "batch_per_gpu", "accum_steps", "dataset")
+    assert [getattr(failed, k) for k in identity] == [getattr(ok, k) for k in identity]
+    assert (failed.flavor, failed.batch_per_gpu, failed.global_batch) == ("debug", 32, 64)
+    assert failed.hosts == ok.hosts
+    run([hvdbench_bin, "report", sweep], env=toy_env)
+    with open(sweep / "report" / "scaling.csv") as f:
+        scaling = {r["layout"]: r for r in csv.DictReader(f)}
+    assert set(scaling) == {"1x1", "1x2"}  # one group: the failed layout has its row beside the success
+    assert (scaling["1x1"]["ok"], scaling["1x2"]["runs"], scaling["1x2"]["failed"]) == ("1", "1", "1")

@@ -14,7 +14,9 @@ from hvdbench.results.schema import read_result
 
 pytestmark = pytest.mark.integration
 
-COMMON = ["--flavor", "debug", "--synthetic", "--steps", "6", "--warmup-steps", "2", "--batch-per-gpu", "8",
+# --warmup-max-steps 2: exactly two warm-up steps, whether or not the step times have settled by then.
+COMMON = ["--flavor", "debug", "--synthetic", "--steps", "6", "--warmup-steps", "2", "--warmup-max-steps", "2",
+          "--batch-per-gpu", "8",
           "--accum-steps", "2", "--fp16-allreduce", "--precision", "bf16",
           "--run-id", "r-1", "--sweep-name", "demo", "--repeat", "3"]
 

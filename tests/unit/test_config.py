@@ -6,9 +6,9 @@ import dataclasses
 import pytest
 import yaml
 
+from hvdbench.errors import ConfigError
 from hvdbench.train import config
 from hvdbench.train.config import TrainConfig, from_dict, resolve
-from hvdbench.errors import ConfigError
 
 BASE = {"model": "resnet50", "synthetic": True, "out": "runs/x"}
 
@@ -120,7 +120,7 @@ def test_resolved_config_round_trips_through_yaml(tmp_path):
 
 
 def test_every_model_spec_default_is_a_config_key():
-    from hvdbench.models import get_spec, model_names
+    from hvdbench.contracts import get_spec, model_names
 
     for name in model_names():
         spec = get_spec(name)
@@ -139,3 +139,59 @@ def test_run_names():
 def test_defaults_are_sane():
     cfg = TrainConfig()
     assert cfg.accum_steps == 1 and cfg.precision == "fp32" and cfg.submission.division == "open"
+
+
+def _billion_laughs(levels: int = 9) -> str:
+    lines = ['a0: &a0 ["lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol"]']
+    for n in range(1, levels + 1):
+        lines.append(f"a{n}: &a{n} [{', '.join([f'*a{n - 1}'] * 9)}]")
+    return "\n".join(lines) + f"\nlr: *a{levels}\n"
+
+
+@pytest.mark.parametrize("text, message", [
+    (_billion_laughs(), "aliases (*name) expand to more than 100,000 values"),
+    ("a: " + "[" * 5000 + "]" * 5000 + "\n", "nested deeper than 64 levels (line 1)"),
+    ("lr: [" + ", ".join(["1"] * 400_000) + "]\n", "a YAML config is at most 1,048,576"),
+])
+def test_yaml_that_would_exhaust_the_machine_is_one_line(tmp_path, text, message):
+    # Every YAML file hvdbench reads (train --config, sweep --config, study files) comes through
+    # load_yaml: bounded in size, nesting and alias expansion, refused in one line naming the file.
+    from hvdbench.train.config import load_yaml
+
+    path = tmp_path / "bomb.yaml"
+    path.write_text(text)
+    with pytest.raises(ConfigError) as e:
+        load_yaml(path)
+    assert str(e.value).startswith(f"{path}: ") and message in str(e.value) and "\n" not in str(e.value)
+    assert len(str(e.value)) < 300
+
+
+def test_a_few_aliases_still_load_and_a_wrong_value_is_quoted_short(tmp_path):
+    from hvdbench.train.config import load_yaml
+
+    path = tmp_path / "run.yaml"
+    path.write_text("base: &b {lr: 0.1}\nlr: 0.2\nsubmission: {org: acme}\nextra: [*b, *b]\n")
+    assert load_yaml(path)["extra"] == [{"lr": 0.1}, {"lr": 0.1}]
+    with pytest.raises(ConfigError) as e:
+        config.from_dict({"lr": ["x" * 10_000] * 1000})
+    assert "key 'lr' must be a number, got [" in str(e.value) and len(str(e.value)) < 200
+
+
+def test_a_models_refuse_hook_is_asked_with_the_resolved_config():
+    """ModelSpec.refuse: a model's own reason why a run cannot run as configured, checked by
+    validate (so `train`, and a sweep's or study's every layout, refuse it before anything starts)."""
+    from hvdbench.contracts import get_spec
+
+    cfg = resolve(BASE)
+    asked = []
+
+    def refuse(c):
+        asked.append((c.model, c.flavor, c.batch_per_gpu))
+        return "resnet50 cannot run like this: a reason" if c.batch_per_gpu > 100 else None
+
+    spec = dataclasses.replace(get_spec("resnet50"), refuse=refuse)
+    with pytest.raises(ConfigError, match="^resnet50 cannot run like this: a reason$"):
+        config.validate(cfg, spec)
+    config.validate(dataclasses.replace(cfg, batch_per_gpu=8), spec)
+    assert asked == [("resnet50", cfg.flavor, cfg.batch_per_gpu), ("resnet50", cfg.flavor, 8)]
+    config.validate(cfg, dataclasses.replace(spec, refuse=None))  # no hook: nothing to refuse

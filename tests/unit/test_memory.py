@@ -6,8 +6,8 @@ from types import SimpleNamespace
 
 import pytest
 
+from hvdbench.contracts import get_spec
 from hvdbench.errors import ConfigError
-from hvdbench.models import get_spec
 from hvdbench.train import memory
 
 SPEC = get_spec("resnet50")
@@ -53,3 +53,26 @@ def test_a_run_that_fits_passes_and_ranks_share_the_machine():
 
 def test_a_flavor_without_a_measurement_is_not_checked():
     memory.check_fits(get_spec("bert"), cfg(flavor="base", framework="torch"), local_ranks=1, available=1)
+
+
+def test_a_flavor_without_a_measurement_is_checked_on_its_weights_when_their_count_is_known():
+    """gnmt/full's activations are not measured, but its 160.7M weights, gradients and Adam state are
+    known from the spec: a machine that cannot hold them refuses it, naming the flavor that fits."""
+    gnmt = get_spec("gnmt")
+    with pytest.raises(ConfigError) as e:
+        memory.check_fits(gnmt, cfg(flavor="full", framework="torch", optimizer="adam"), local_ranks=1,
+                          available=2 * 10**9)
+    message = str(e.value)
+    assert "\n" not in message
+    assert "gnmt/full (torch) needs ~3.1 GB for its weights alone in fp32 (activations not measured)" in message
+    assert message.endswith("try --flavor debug")
+    memory.check_fits(gnmt, cfg(flavor="full", framework="torch", optimizer="adam"), local_ranks=1,
+                      available=4 * 10**9)
+    # The built model's counts (the worker's, for a flavor without exact ones): frozen weights count
+    # their bytes alone, trained ones with gradients and optimizer state.
+    bert = get_spec("bert")
+    base = cfg(flavor="base", framework="torch", optimizer="adam", precision="bf16")
+    with pytest.raises(ConfigError, match="bert/base .torch. needs ~2.3 GB for its weights alone in bf16"):
+        memory.check_fits(bert, base, local_ranks=1, parameters=10**8, frozen=10**8, available=2 * 10**9)
+    est = memory.estimate(bert, "base", "torch", 1, "bf16", "adam", parameters=10**8, frozen=10**8)
+    assert est.fixed == int(memory.RUNTIME_BYTES["torch"] + 10**8 * 16 + 10**8 * 2 + memory.FUSION_BUFFER)

@@ -19,8 +19,8 @@ from hvdbench.launchers import guard
 from hvdbench.launchers.guard import Outcome
 from hvdbench.results.schema import RunResult, write_result
 from hvdbench.results.store import read_runs
-from hvdbench.sweep import layout_config as sweep_config
 from hvdbench.sweep import batch, launch, locks, record, signals
+from hvdbench.sweep import layout_config as sweep_config
 from hvdbench.sweep import run as sweep_run
 from hvdbench.sweep.plan import Entry, interleave, pending, plan_entries
 from hvdbench.topology import Host, Layout, select_layouts
@@ -147,7 +147,8 @@ def test_run_command_with_a_config(tmp_path):
                                         if "OMPI_ALLOW_RUN_AS_ROOT" in env else []),
                         "-x", "HVDBENCH_LAUNCHER", "-x", "HVDBENCH_X", "--output-filename", f"{rdir}/logs",
                         HVDBENCH, "train", "resnet50", "--config", f"{rdir}/layout.yaml", "--synthetic",
-                        "--out", rdir, "--run-id", "1x2x8x2-r1", "--sweep-name", "sw", "--repeat", "1"]
+                        "--out", rdir, "--run-id", "1x2x8x2-r1", "--sweep-name", "sw", "--repeat", "1",
+                        "--thread-share", "2"]  # every layout shares a machine as its largest does
     assert env["HVDBENCH_X"] == "1" and env["PATH"] == "/bin"
     assert env["HVDBENCH_LAUNCHER"] == "mpirun"  # the worker records it: mpirun and horovodrun --mpi look alike
 
@@ -177,6 +178,35 @@ def test_failed_run_row_comes_from_what_the_sweep_knows(tmp_path):
     timeout = record.build_result(spec(tmp_path, timeout=30), run, rdir, Outcome("timeout", None, 10, 9, 31.0), "")
     assert timeout.status == "timeout" and timeout.error.startswith("no result after 30 s: process group 9 ended")
     assert record.build_result(s, run, rdir, Outcome("interrupted", None, 10, 9, 1.0), "") is None
+
+
+def test_failed_rows_carry_the_runs_resolved_identity(tmp_path):
+    # Nothing after -- but the data: a time-to-accuracy run with the model's default flavor,
+    # batch, precision and target. Its failed, timed-out and refused rows say so (not throughput,
+    # flavor '' and batch 0), so the report counts them in their layout's row.
+    from hvdbench.sweep.build import build_spec
+
+    s = build_spec("resnet50", ("--data", "/d/digits"), hosts="localhost:2", out=tmp_path / "tta")
+    assert all(e.train is not None for e in s.entries)  # resolved once, before any launch
+    run = s.runs[1]
+    rdir = tmp_path / "tta" / run.run_id
+    rdir.mkdir(parents=True)
+    failed = record.build_result(s, run, rdir, Outcome("exited", 1, 10, 9, 3.5), "2026-01-01T00:00:00+00:00")
+    refused = record.refused_result(s, run, "2026-01-01T00:00:00+00:00", "not started: busy")
+    for row in (failed, refused):
+        assert (row.mode, row.flavor, row.framework, row.precision) == ("time_to_accuracy", "full", "torch", "fp32")
+        assert (row.batch_per_gpu, row.global_batch, row.dataset) == (256, 512, "/d/digits")
+        assert (row.metric_name, row.target, row.hosts) == ("top1_accuracy", 0.759, "localhost")
+    assert refused.status == "failed" and refused.error == "not started: busy"
+
+    # A failed record the worker wrote in this launch is the row (it knows the job's devices); one
+    # left by an earlier attempt is not.
+    write_result(rdir / "result.json", RunResult(model="resnet50", flavor="full", status="failed", devices="cpu",
+                                                 mode="time_to_accuracy", started_at="2026-01-01T00:00:02+00:00"))
+    mine = record.build_result(s, run, rdir, Outcome("exited", 1, 10, 9, 3.5), "2026-01-01T00:00:00+00:00")
+    assert (mine.devices, mine.status) == ("cpu", "failed") and mine.error.startswith("exit status 1")
+    stale = record.build_result(s, run, rdir, Outcome("exited", 1, 10, 9, 3.5), "2026-01-01T00:01:00+00:00")
+    assert stale.devices == "" and stale.mode == "time_to_accuracy"
 
 
 def test_worker_result_is_completed_and_checked(tmp_path):
@@ -278,7 +308,7 @@ def test_a_run_and_a_layout_bench_take_the_same_launch_path(tmp_path, monkeypatc
     launched = {
         train_dir: (launch.launch_run(s, run),
                     ["train", "resnet50", "--flavor", "debug", "--synthetic", "--out", str(train_dir),
-                     "--run-id", "1x2-r1", "--sweep-name", "sw", "--repeat", "1"]),
+                     "--run-id", "1x2-r1", "--sweep-name", "sw", "--repeat", "1", "--thread-share", "2"]),
         s.out / "bench-allreduce-1x2": (launch.launch_bench(s, run.layout),
                                         ["bench", "allreduce", "--max-bytes", "64K", "--out", str(s.out)]),
     }
@@ -412,7 +442,7 @@ def test_dry_run_prints_plan_and_exact_commands_and_writes_nothing(tmp_path):
     assert argv[1:6] == ["-np", "2", "-H", "localhost:2", "--gloo"]
     assert argv[argv.index(HVDBENCH):] == [HVDBENCH, "train", "resnet50", "--flavor", "debug", "--synthetic",
                                            "--out", str(out / "1x2-r1"), "--run-id", "1x2-r1",
-                                           "--sweep-name", "demo", "--repeat", "1"]
+                                           "--sweep-name", "demo", "--repeat", "1", "--thread-share", "2"]
     assert "scale" in result.output and "localhost:2" in result.output
     assert not out.exists()
 
@@ -490,3 +520,63 @@ def test_submit_runs_sbatch_and_records_job_ids(tmp_path, monkeypatch):
     assert (out / "slurm" / "2x4.jobids").read_text() == "4242\n"
     assert f"2x4: submitted job 4242 ({out}/slurm/2x4.sub)" in result.output
     assert json.loads((out / "sweep.json").read_text())["model"] == "resnet50"
+
+
+# --- what a sweep says (issue 31) ---------------------------------------------------------------
+
+def test_a_finished_runs_line_shows_its_figure_beside_wall_time_and_status(tmp_path):
+    from hvdbench.sweep.display import run_line
+
+    [first] = spec(tmp_path).runs[:1]
+    tput = RunResult(mode="throughput", throughput=812.34, wall_s=41.04, status="success")
+    assert run_line(first, tput).split()[4:] == ["812.3", "samples/s", "41.0", "s", "wall", "success"]
+    reached = RunResult(mode="time_to_accuracy", metric_name="top1_accuracy", final_metric=0.9528, target=0.95,
+                        time_to_train_s=4.32, wall_s=9.5, status="success")
+    assert "top1_accuracy 0.9528 (target 0.95) in 4.3 s  9.5 s wall  success" in run_line(first, reached)
+    missed = RunResult(mode="time_to_accuracy", metric_name="top1_accuracy", final_metric=0.91, target=0.95,
+                       epochs=12.0, wall_s=60.0, status="aborted")
+    assert "top1_accuracy 0.91 (target 0.95) after 12 epochs  60.0 s wall  aborted" in run_line(first, missed)
+    failed = RunResult(mode="throughput", wall_s=3.0, status="failed", error="exit status 1")
+    assert run_line(first, failed).endswith("3.0 s wall  failed  exit status 1")
+
+
+def test_in_a_pipe_no_bar_and_no_stale_running_line(tmp_path):
+    """Piped (`| cat`, a batch log) the sweep prints whole lines only: no bar frame at the end (it
+    would keep 'running 1x2-r2' long after), and a run in flight is named only once it has gone
+    PLAIN_STATUS_S, saying when that was."""
+    import io
+
+    from rich.console import Console
+
+    from hvdbench.sweep import display
+
+    out = io.StringIO()
+    s = spec(tmp_path)
+    first = s.runs[0]
+    with display.SweepProgress(s, Console(file=out, force_terminal=False, width=200)) as shown:
+        shown.start(total=2, done=0)
+        shown.running(first)
+        start = shown.progress.tasks[0].fields["run_start"]
+        last = shown.status_tick((None, 0.0), start + 5)  # 5 s in: nothing to say yet
+        assert out.getvalue() == ""
+        last = shown.status_tick(last, start + display.PLAIN_STATUS_S + 5)
+        assert out.getvalue() == f"  {first.run_id} still running after 0:35\n"
+        assert shown.status_tick(last, start + display.PLAIN_STATUS_S + 10) == last  # not again at once
+        shown.finished(first, RunResult(mode="throughput", throughput=100.0, wall_s=40.0))
+        assert shown.status_tick(last, start + 200) == last  # nothing in flight: nothing said
+    lines = out.getvalue().splitlines()
+    assert len(lines) == 2 and lines[1].startswith(first.run_id) and "100.0 samples/s" in lines[1]
+    assert not any("━" in line or "running 1x" in line for line in lines)
+
+
+@pytest.mark.parametrize("train, said", [
+    (("--flavor", "debug", "--synthetic", "--steps", "20", "--warmup-steps", "4"),
+     "mode: throughput, 20 timed steps after at least 4 warm-up steps (more until step times settle, up to 20)"),
+    (("--flavor", "debug", "--data", "data/digits", "--max-epochs", "6", "--target", "0.9"),
+     "mode: time to accuracy, target top1_accuracy >= 0.9, at most 6 epochs"),
+])
+def test_dry_run_says_the_mode_target_and_epoch_cap(tmp_path, train, said):
+    result = invoke("resnet50", "--hosts", "localhost:2", "--layouts", "1x1,1x2", "--out", tmp_path / "o",
+                    "--dry-run", "--", *train)
+    assert result.exit_code == 0, result.output
+    assert said in result.output

@@ -10,12 +10,12 @@ from types import SimpleNamespace
 
 import pytest
 
+from hvdbench.errors import ConfigError
+from hvdbench.frameworks import math_threads
 from hvdbench.results.schema import new_run_id
 from hvdbench.train import launch_info, loop, result, schedule
 from hvdbench.train.faults import Fault
-from hvdbench.frameworks import math_threads
-from hvdbench.cli.train import _parse_set
-from hvdbench.errors import ConfigError
+from hvdbench.train.options import parse_set
 
 
 def test_lr_warms_up_linearly_then_decays_polynomially_to_the_end_value():
@@ -82,10 +82,10 @@ def test_a_finished_run_is_never_overwritten_but_a_failed_one_may_be(tmp_path):
 
 
 def test_set_options_reach_nested_keys_with_yaml_values():
-    assert _parse_set(["momentum=0.95", "submission.org=acme", "synthetic=true"]) == {
+    assert parse_set(["momentum=0.95", "submission.org=acme", "synthetic=true"]) == {
         "momentum": 0.95, "submission": {"org": "acme"}, "synthetic": True}
     with pytest.raises(ConfigError, match="expected KEY=VALUE"):
-        _parse_set(["momentum"])
+        parse_set(["momentum"])
 
 
 def test_std_and_run_ids():
@@ -145,3 +145,35 @@ def test_a_neighbour_takes_its_cores_away_from_the_default(monkeypatch):
     assert math_threads(0, local_size=1, env={}, busy_cpus=1.0) == 1
     assert math_threads(0, local_size=1, env={}, busy_cpus=2.0) == 1  # never below one
     assert math_threads(3, local_size=1, env={}, busy_cpus=2.0) == 3  # the user's choice stands
+
+
+def test_a_thread_share_gives_every_layout_the_largest_layouts_threads(monkeypatch):
+    """A sweep's --thread-share N: a 1x1 baseline's rank takes the threads each rank of its largest
+    layout takes (cores / N), not the whole machine, so the ideal the report draws from it can be
+    reached; a share below the ranks really there changes nothing; --threads still wins."""
+    monkeypatch.setattr("os.cpu_count", lambda: 8)
+    assert math_threads(0, local_size=1, env={}) == 8  # train alone: today's default
+    assert math_threads(0, local_size=1, env={}, share=4) == 2
+    assert math_threads(0, local_size=4, env={}, share=4) == 2
+    assert math_threads(0, local_size=4, env={}, share=2) == 2  # never more than the real share
+    shared = {"HVDBENCH_SHARED_MACHINE": "1"}
+    assert math_threads(0, local_size=1, size=1, env=shared, share=2) == 4  # emulated cluster, 1x1
+    assert math_threads(0, local_size=1, size=2, env=shared, share=2) == 4  # emulated cluster, 2x1
+    assert math_threads(3, local_size=1, env={}, share=4) == 3
+
+
+def test_a_sweep_shares_cores_as_its_largest_layout_does(tmp_path):
+    from hvdbench.sweep.build import build_spec
+    from hvdbench.sweep.spec import thread_share
+
+    def share(*train, hosts="localhost:4", **kw):
+        return thread_share(build_spec("resnet50", ("--flavor", "debug", "--synthetic", *train), hosts=hosts,
+                                       out=tmp_path / "s", **kw))
+
+    assert share() == 4  # 1x1, 1x2, 1x4 on one machine: every rank gets a quarter of it
+    assert share(layouts="1x1,1x2") == 2
+    assert share("--threads", "1") == 0  # the user's own choice is left alone
+    assert share(env={"OMP_NUM_THREADS": "2"}) == 0
+    s = build_spec("resnet50", ("--flavor", "debug", "--synthetic"), hosts="localhost:4", out=tmp_path / "t",
+                   layouts="1x1,1x2")
+    assert {e.train.thread_share for e in s.entries} == {2}  # what each run's config records
