@@ -19,10 +19,12 @@ from typing import Callable
 
 from hvdbench.bench import formulas as F
 from hvdbench.bench.rows import run_identity
-from hvdbench.results.store import append_rows
+from hvdbench.errors import HvdbenchError
+from hvdbench.files import atomic_write_png
 from hvdbench.results.schema import AllreduceRow
+from hvdbench.results.store import ALLREDUCE_CSV, append_rows
 
-CSV_NAME = "bench_allreduce.csv"
+CSV_NAME = ALLREDUCE_CSV
 IMPLS = ("horovod", "mpi")
 
 DEFINITIONS = (
@@ -118,14 +120,18 @@ def _g(value: float | None) -> str:
     return "-" if value is None else f"{value:.3g}"
 
 
-def figure(rows: list[AllreduceRow]):
+def figure(rows: list[AllreduceRow], link: str = "", devices: str = ""):
     """busbw vs message size, log-log, one line per (implementation, dtype). With one rank busbw is
-    0 by definition, so algbw is drawn instead (and the axis says so)."""
+    0 by definition, so algbw is drawn instead (and the axis says so). Under the title, as under
+    every plot of the report: the devices (when the caller knows them), the runs, the hosts and the
+    inter-node link (`link`: the sweep's, see write_outputs)."""
     from matplotlib.figure import Figure  # no pyplot: no global state, no GUI backend
+
+    from hvdbench.results.aggregate import where_ran
 
     world = rows[0].world_size if rows else 0
     value = "busbw_gb_s" if world > 1 else "algbw_gb_s"
-    fig = Figure(figsize=(7, 4.5))
+    fig = Figure(figsize=(7, 5), layout="constrained")  # room for the title's lines
     ax = fig.add_subplot()
     for impl in IMPLS:
         for dtype in F.DTYPE_BYTES:
@@ -140,28 +146,35 @@ def figure(rows: list[AllreduceRow]):
     ax.set_ylabel(("bus" if value == "busbw_gb_s" else "algorithm") + " bandwidth (GB/s)")
     if rows:
         r = rows[0]
-        ax.set_title(f"allreduce, {r.world_size} ranks ({r.layout}, {r.controller or 'no'} controller)")
+        runs = len({row.run_id for row in rows})
+        first = ([f"devices: {devices}"] if devices else []) + [f"{runs} run{'s' if runs != 1 else ''}"]
+        where = where_ran([{"hosts": row.hosts, "nodes": row.nodes, "link": link} for row in rows])
+        ax.set_title(f"allreduce, {r.world_size} ranks ({r.layout}, {r.controller or 'no'} controller)\n"
+                     + " · ".join(first) + (f"\n{where.replace(' · ', chr(10))}" if where else ""), fontsize=9)
     ax.grid(True, which="both", alpha=0.3)
     if ax.get_legend_handles_labels()[1]:
         ax.legend()
     return fig
 
 
-def plot(rows: list[AllreduceRow], path: Path) -> Path:
+def plot(rows: list[AllreduceRow], path: Path, link: str = "", devices: str = "") -> Path:
     """Write `figure(rows)` as a PNG (atomically)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp")
-    figure(rows).savefig(tmp, format="png", dpi=100)
-    tmp.replace(path)
-    return path
+    return atomic_write_png(figure(rows, link, devices), path)
 
 
 def write_outputs(rows: list[AllreduceRow], out: Path) -> list[Path]:
-    """Append the rows to OUT/bench_allreduce.csv and draw OUT/bench_allreduce_<layout>_<controller>.png."""
+    """Append the rows to OUT/bench_allreduce.csv and draw OUT/bench_allreduce_<layout>_<controller>.png
+    (naming the inter-node link OUT/sweep.json records, when OUT is a sweep's folder)."""
+    from hvdbench.results.store import SWEEP_RECORD, sweep_link
+
     out = Path(out)
     csv_path = append_rows(out / CSV_NAME, rows)
     r = rows[0]
-    png = plot(rows, out / f"bench_allreduce_{r.layout}_{r.controller or 'single'}.png")
+    try:
+        link = sweep_link(out / SWEEP_RECORD)
+    except HvdbenchError:  # a damaged sweep.json is the sweep's to report, not the bench's
+        link = ""
+    png = plot(rows, out / f"bench_allreduce_{r.layout}_{r.controller or 'single'}.png", link)
     return [csv_path, png]
 
 

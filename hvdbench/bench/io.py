@@ -43,12 +43,12 @@ import numpy as np
 
 from hvdbench.bench import defaults
 from hvdbench.bench.rows import run_identity
-from hvdbench.results.store import append_or_rescue
 from hvdbench.data.readers import open_dataset
 from hvdbench.errors import ConfigError, DatasetError, HvdbenchError
 from hvdbench.results.schema import IoRow
+from hvdbench.results.store import IO_CSV, append_or_rescue
 
-CSV_NAME = "bench_io.csv"
+CSV_NAME = IO_CSV
 IMPLS = ("reader", "reader+decode", "h5py")
 DROP_CACHES = Path("/proc/sys/vm/drop_caches")
 MEMINFO = Path("/proc/meminfo")
@@ -87,7 +87,7 @@ class PassStats:
 def decoder(kind: str) -> Callable[[dict], dict]:
     """The host-side decoding of a dataset kind's batches to the training tensors: its model's
     on-device preprocessing, done with numpy (`DatasetKind.host_decode`)."""
-    from hvdbench.models import get_kind  # lazily: the model registry
+    from hvdbench.contracts import get_kind  # lazily: the model registry
 
     return get_kind(kind).host_decode
 

@@ -40,8 +40,8 @@ def export(sweeps, out, env_file, ruleset, check):
       hvdbench env --json > env.json      # on the cluster
       hvdbench export results/a100 --mlperf mlperf-a100 --env env.json --ruleset 4.0.0
     """
-    from hvdbench.cli.writable import check_writable_dir
     from hvdbench.errors import ConfigError
+    from hvdbench.files import check_writable_dir
     from hvdbench.results import export as ex
 
     check_writable_dir(out, "--mlperf")

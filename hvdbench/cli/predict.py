@@ -9,13 +9,15 @@ MACHINES = ("auto", "shared", "separate")
 
 
 def _layouts(ctx, param, value):
+    """NxG,... -> [(N, G), ...], each held to the hostfiles' bounds (hvdbench.results.aggregate.
+    parse_layout); click names the option given (--layouts, --fit-on, --predict), not --baseline."""
     from hvdbench.errors import ConfigError
     from hvdbench.results.predict import parse_layouts
 
     if value is None:
         return None
     try:
-        return parse_layouts(value)
+        return parse_layouts(value, option="")
     except ConfigError as e:
         raise click.BadParameter(str(e)) from None
 
@@ -42,6 +44,15 @@ def fits_and_rows(runs, sweeps, layouts, fit_on=None, machines="auto", layout_be
     allreduce, _ = bench_tables.load(sweeps)
     shared = None if machines == "auto" else machines == "shared"
     wanted = {f"{n}x{g}" for n, g in fit_on} if fit_on else None
+    if wanted:  # a layout no run has is a typo, not "nothing to fit on"
+        have = sorted({(r.nodes, r.gpus_per_node) for r in runs if r.nodes and r.gpus_per_node})
+        missing = [f"{n}x{g}" for n, g in fit_on if (n, g) not in have]
+        if missing:
+            from hvdbench.errors import ConfigError
+
+            raise ConfigError(f"--fit-on {','.join(missing)}: no run of {', '.join(map(str, sweeps))} has "
+                              f"{'that layout' if len(missing) == 1 else 'these layouts'} (its runs have "
+                              f"{', '.join(f'{n}x{g}' for n, g in have) or 'no layout'})")
     fits = fit_groups(runs, allreduce, shared, wanted, layout_benches)
     return fits, prediction_rows(fits, layouts or [])
 
@@ -69,13 +80,13 @@ def predict(sweeps, layouts, fit_on, machines, layout_benches, out):
       hvdbench predict results/demo --layouts 2x2,4x1,8x8,16x8
       hvdbench predict results/demo --layouts 2x2 --fit-on 1x1,1x2,2x1
     """
-    from hvdbench.cli.writable import check_writable_dir
     from hvdbench.errors import ConfigError
-    from hvdbench.results import aggregate
+    from hvdbench.files import check_writable_dir
+    from hvdbench.results import store
     from hvdbench.results.predict import markdown, write
 
-    out = check_writable_dir(out or aggregate.sweep_folder(sweeps[0]) / "report", "--out")
-    runs, _ = aggregate.current_runs(aggregate.load_sweeps(sweeps))
+    out = check_writable_dir(out or store.sweep_folder(sweeps[0]) / "report", "--out")
+    runs, _ = store.current_runs(store.load_sweeps(sweeps))
     fits, rows = fits_and_rows(runs, sweeps, layouts, fit_on, machines, layout_benches)
     if not fits:
         raise ConfigError(f"{', '.join(map(str, sweeps))}: no successful throughput run with a step-time "

@@ -29,7 +29,7 @@ def _default_out(sweeps) -> Path:
     """FIRST_SWEEP/report (beside its runs.csv), or ./report when there is no sweep."""
     if not sweeps:
         return Path("report")
-    from hvdbench.results.aggregate import sweep_folder
+    from hvdbench.results.store import sweep_folder
 
     return sweep_folder(sweeps[0]) / "report"
 
@@ -93,17 +93,23 @@ def report(sweeps, mllogs, out, formats, baseline, group_by, ruleset, predict_la
     """
     from rich.progress import track
 
-    from hvdbench.results import aggregate, bench_tables, mllog, study_tables, tables as tab, waterfall
+    from hvdbench.results import aggregate, bench_tables, mllog, store, study_tables, waterfall
+    from hvdbench.results import tables as tab
 
     if not sweeps and not mllogs:
         raise click.UsageError("give at least one SWEEP_DIR or --mllog DIR")
     keys = mllog.parse_group_by(group_by)
-    from hvdbench.cli.writable import check_writable_dir
+    from hvdbench.files import check_writable_dir
 
     out = check_writable_dir(out or _default_out(sweeps), "--out")  # before reading anything
     sweeps, studies = _expand_studies(sweeps)
     # Read and compute everything before writing anything: bad input leaves the old report intact.
-    runs, superseded = aggregate.current_runs(aggregate.load_sweeps(sweeps))
+    loaded = []
+    for folder in sweeps:  # each time-to-accuracy run's evaluation cadence from its resolved config
+        rows = store.load_sweeps([folder])
+        aggregate.read_eval_cadence(rows, store.sweep_folder(folder))
+        loaded += rows
+    runs, superseded = store.current_runs(loaded)
     notes = [f"{superseded} earlier attempt(s) of retried runs are kept in runs.csv and superseded "
              "by their retry in these tables"] if superseded else []
     for root in mllogs:

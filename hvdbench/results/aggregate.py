@@ -1,7 +1,8 @@
 """From run records to the report's tables: grouping, mean / sample standard deviation / two-sigma,
 speed-up and scaling efficiency, scale-up vs scale-out deltas, and MLPerf's olympic time-to-train.
 
-    runs = load_sweeps(["results/demo"]) + read_mllog_dir("training_results_v4.0/Oracle")
+    hvdbench report results/demo --mllog training_results_v4.0/Oracle --baseline 1x1
+    runs = load_sweeps(["results/demo"]) + read_mllog_dir("training_results_v4.0/Oracle")   # store, mllog
     tables = build_tables(runs, baseline=None)      # Tables(scaling, layouts, time_to_train, epochs)
 
 Every table row is a dict (column -> value, None where undefined); tables.py writes them, in the
@@ -28,14 +29,13 @@ from pathlib import Path
 
 from hvdbench.errors import ConfigError
 from hvdbench.results.mllog import rcp_check
-from hvdbench.results.schema import EPOCH_COLUMNS, SCALING_GROUP, TTT_GROUP, RunResult, SchemaError
-from hvdbench.results.store import read_runs
-from hvdbench.train.interference import BUSY_CPUS
+from hvdbench.results.schema import BUSY_CPUS, EPOCH_COLUMNS, SCALING_GROUP, TTT_GROUP, RunResult
 
 # MLPerf drops the fastest and slowest run; we do so from this many runs on (MLPerf itself asks
 # 5 runs for vision models and 10 for BERT; 3 is the least that leaves a run after dropping two).
 OLYMPIC_MIN_RUNS = 3
 # Runs dropped from each end, by MLPerf benchmark: the summarizer's max_dropped_scores (1 for the others).
+# A fact of MLPerf's rules about a benchmark hvdbench has no model for, so not the registry's.
 OLYMPIC_DROP = {"unet3d": 4}
 SWEEP_SOURCE = "hvdbench sweep"  # the layout source of runs.csv rows (the sweep's own plan)
 
@@ -45,7 +45,8 @@ NOTES = [
     "(ok / failed / aborted / timeout), none is dropped.",
     "speed-up = throughput(N) / throughput(baseline); efficiency = (throughput(N)/N) / "
     "(throughput(baseline)/baseline GPUs); the baseline is the smallest GPU count with data "
-    "(or --baseline), the single-node layout where several share that count.",
+    "(or --baseline), the single-node layout where several share that count. efficiency ± 2σ: the two "
+    "means' relative spreads added in quadrature (the baseline's point: its own spread).",
     "Scale-up vs scale-out: each layout against the layout with the fewest nodes at the same "
     "GPU count; the difference is within noise iff |Δ| ≤ 2·sqrt(σa² + σb²) (both need ≥ 2 runs).",
     f"Time to train (MLPerf): run_start → run_stop. With ≥ {OLYMPIC_MIN_RUNS} runs the fastest "
@@ -111,63 +112,27 @@ def olympic_score(minutes: list[float], not_converged: int, drop: int = 1) -> Sc
     return Score(statistics.fmean(kept), f"olympic mean of {len(kept)} of {n} (dropped {dropped})")
 
 
-# --- inputs ----------------------------------------------------------------------------------
+# --- the --baseline option ---------------------------------------------------------------------
 
-def sweep_folder(path) -> Path:
-    """A sweep argument's folder: SWEEP_DIR itself, or the folder of a runs.csv given directly."""
-    path = Path(path)
-    return path.parent if path.suffix == ".csv" else path
+def parse_layout(text: str, option: str = "--baseline") -> tuple[int, int]:
+    """'2x4' -> (2, 4); ConfigError naming `option` (the one given: report's --baseline, predict's
+    --layouts; '' names none) and the value. Held to the hostfiles' bounds: at most MAX_SLOTS
+    (1024) GPUs per node and MAX_NODES (1,000,000) nodes (hvdbench.topology)."""
+    from hvdbench.results.mllog.layouts import shown
+    from hvdbench.topology import MAX_NODES, MAX_SLOTS
 
-
-def load_sweeps(paths) -> list[RunResult]:
-    """Rows of each SWEEP_DIR/runs.csv (or a runs.csv given directly); schema errors name the file."""
-    runs: list[RunResult] = []
-    for path in map(Path, paths):
-        store = path if path.suffix == ".csv" else path / "runs.csv"
-        if not store.is_file():
-            raise SchemaError(f"{store}: no such run store (a sweep folder holds runs.csv)")
-        try:
-            rows = read_runs(store)
-        except SchemaError as e:  # a bad cell value's message may lack the file: add it
-            raise (e if str(store) in str(e) else SchemaError(f"{store}: {e}")) from None
-        link = _sweep_link(store.parent / "sweep.json")
-        for row in rows:
-            row.link = link  # not a runs.csv column: one per sweep, from its record
-        runs.extend(rows)
-    return runs
-
-
-def _sweep_link(path: Path) -> str:
-    """The inter-node link a sweep recorded in its sweep.json (`sweep --link`, or the emulated
-    cluster's), '' when it named none or has no record (a runs.csv copied alone)."""
-    from hvdbench.sweep.spec import read_sweep_record
-
-    if not path.is_file():
-        return ""
-    try:
-        return str(read_sweep_record(path).get("link") or "")
-    except ConfigError as e:
-        raise SchemaError(str(e)) from None
-
-
-def current_runs(runs: list[RunResult]) -> tuple[list[RunResult], int]:
-    """The last row of each (sweep, run_id), and how many earlier rows it superseded.
-
-    `hvdbench sweep --retry-failed` appends a new row for a run that failed or timed out; runs.csv
-    keeps both, and the tables count the run once, in its current state. Rows without a run_id
-    (published logs) are all kept.
-    """
-    latest: dict[tuple, RunResult] = {}
-    for i, run in enumerate(runs):
-        latest[(run.sweep, run.run_id) if run.run_id else ("", i)] = run
-    return list(latest.values()), len(runs) - len(latest)
-
-
-def parse_layout(text: str) -> tuple[int, int]:
-    """'2x4' -> (2, 4)."""
-    m = re.fullmatch(r"\s*(\d+)x(\d+)\s*", text or "")
-    if not m or int(m[1]) < 1 or int(m[2]) < 1:
-        raise ConfigError(f"baseline {text!r}: expected NODESxGPUS, e.g. 1x1 or 1x8")
+    said = f"{option} {shown(text)}" if option else shown(text)
+    m = re.fullmatch(r"\s*([0-9]+)x([0-9]+)\s*", text or "")  # ASCII digits: int() also reads '٣'
+    if not m:
+        raise ConfigError(f"{said}: expected NODESxGPUS, e.g. 1x1 or 1x8")
+    for digits, most, what in ((m[1], MAX_NODES, "nodes"), (m[2], MAX_SLOTS, "GPUs per node")):
+        digits = digits.lstrip("0") or "0"
+        if len(digits) > len(str(most)) or int(digits) > most:  # int() of thousands of digits fails
+            count = digits if len(digits) <= 24 else f"a {len(digits)}-digit number of"
+            bound = " per host (a hostfile's slots)" if what == "GPUs per node" else ""
+            raise ConfigError(f"{said}: {count} {what} is above the limit of {most:,}{bound}")
+        if digits == "0":
+            raise ConfigError(f"{said}: {what} must be at least 1")
     return int(m[1]), int(m[2])
 
 
@@ -261,17 +226,44 @@ def scaling_rows(runs: list[RunResult], baseline: tuple[int, int] | None = None)
                          "throughput_mean": st.mean, "throughput_std": st.std,
                          "throughput_2sigma": st.two_sigma, "n_throughput": st.n,
                          "throughput_per_gpu": st.mean / gpus if st.mean is not None and gpus else None,
-                         "layout_source": layout_source(layout_runs), **_interference(layout_runs)})
+                         "layout_source": layout_source(layout_runs), **_interference(layout_runs),
+                         **_timing(layout_runs)})
         base = _pick_baseline(rows, "throughput_mean", baseline)
         for row in sorted(rows, key=_order):
-            row.update(baseline=base["layout"] if base else "", speedup=None, efficiency=None)
+            row.update(baseline=base["layout"] if base else "", speedup=None, efficiency=None,
+                       efficiency_2sigma=None)
             if base and row["throughput_mean"] is not None and row["gpus"]:
                 row["speedup"] = row["throughput_mean"] / base["throughput_mean"]
                 row["efficiency"] = (row["throughput_mean"] / row["gpus"]) / (base["throughput_mean"] / base["gpus"])
+                row["efficiency_2sigma"] = _efficiency_2sigma(row, base)
             row["cv"] = _cv(row)
             row["flags"] = ";".join(_flags(row, base))
             out.append(row)
     return out
+
+
+def _efficiency_2sigma(row: dict, base: dict) -> float | None:
+    """Two sigma of the efficiency, from both means' spread (relative errors add in quadrature: it
+    is a ratio of two means). The baseline's own point carries its own spread: every other point
+    is measured against it. None when a spread is unknown (a single run)."""
+    if row is base:
+        cv = _cv(base)
+        return None if cv is None else 2 * cv * row["efficiency"]
+    cv_row, cv_base = _cv(row), _cv(base)
+    if cv_row is None or cv_base is None:
+        return None
+    return 2 * row["efficiency"] * math.hypot(cv_row, cv_base)
+
+
+def _timing(runs: list[RunResult]) -> dict:
+    """What the layout's successful runs timed: the math threads per rank (runs.csv `threads`; None
+    in sweeps older than schema 4), and the timed and warm-up steps of each run (the smallest count,
+    the one a noisy figure is explained by)."""
+    ok = [r for r in runs if r.status == "success"] or runs
+    steps = [r.steps for r in ok if r.steps]
+    warm = [r.warmup_steps for r in ok if r.warmup_steps is not None and r.steps]
+    return {"threads": _one(getattr(r, "threads", None) for r in ok),
+            "steps": min(steps, default=None), "warmup_steps": min(warm, default=None)}
 
 
 def _interference(runs: list[RunResult]) -> dict:
@@ -295,8 +287,8 @@ UNSTEADY_CV = 0.5
 FLAGS = {
     "superlinear": "efficiency above 100 %: more than linear speed-up; check the baseline, a slow or "
                    "disturbed baseline run is the usual cause",
-    "noisy": f"runs spread more than {NOISY_CV:.0%} (coefficient of variation): the machine was "
-             "probably busy; rerun, or add repeats",
+    "noisy": f"runs spread more than {NOISY_CV:.0%} (coefficient of variation): the mean is not a stable "
+             "figure; why is said beside it (a busy machine, a cold start, too few timed steps)",
     "noisy-baseline": "the baseline's runs spread more than "
                       f"{NOISY_CV:.0%}: every speed-up and efficiency of this group inherits that",
     "busy": f"other processes used {BUSY_CPUS:g} cores or more on average while a run was timed "
@@ -304,7 +296,61 @@ FLAGS = {
             "rerun on an idle machine (sweep --require-idle)",
     "unsteady": f"a run's step times spread more than {UNSTEADY_CV:.0%} (std / mean of its steps): something "
                 "stalled it now and then (a neighbour, swapping, a straggler rank)",
+    "unfair-baseline": "this layout's ranks ran with other CPU math threads per rank than the baseline's "
+                       "(runs.csv threads): its speed-up mixes more ranks with another thread count",
 }
+
+
+def noise_cause(row: dict) -> str:
+    """Why a `noisy` row's repeats spread, from what its runs recorded: a busy machine (other_cpus at
+    or above BUSY_CPUS, other processes on its GPUs), or, on an idle machine, a cold start or too
+    few timed steps (the steps and warm-up steps the runs recorded); unknown when nothing was
+    recorded (sweeps older than the interference measure)."""
+    cpus, gpus = row.get("other_cpus"), row.get("other_gpu_procs")
+    steps, warm = row.get("steps"), row.get("warmup_steps")
+    timed = (f"each run timed {steps} step{'s' if steps != 1 else ''}"
+             + (f" after {warm} warm-up step{'s' if warm != 1 else ''}" if warm is not None else "")
+             if steps else "")
+    more = (f"time more steps (--steps, e.g. {max(50, 5 * steps)})" if steps else "time more steps (--steps)") + \
+        " or let the warm-up run until step times settle (--warmup-max-steps)"
+    if (cpus or 0) >= BUSY_CPUS or (gpus or 0) > 0:
+        return ("the machine was busy (other processes used up to " + (f"{cpus:.2g} cores" if cpus else "its GPUs")
+                + " while the runs were timed): a neighbour's work is the likely cause; rerun on an idle "
+                "machine (sweep --require-idle)")
+    if cpus is not None:
+        return (f"the machine was idle (other processes used at most {cpus:.2g} cores), so not a neighbour: "
+                "a cold start or too few timed steps" + (f" ({timed})" if timed else "") + f"; {more}")
+    return ("the runs recorded no measure of other processes: a busy machine, a cold start or too few "
+            "timed steps" + (f" ({timed})" if timed else "") + f"; rerun on an idle machine, or {more}")
+
+
+def thread_note(rows: list[dict]) -> str:
+    """A group's math threads per rank, in words: 'CPU math threads per rank: 1 in every layout.', or
+    the unfair baseline ('the 1x1 rank had 2 threads, the 1x2 ranks 1 each'); '' when the runs
+    recorded none (sweeps older than runs.csv schema 4)."""
+    known = [r for r in rows if r.get("threads") not in (None, "")]
+    if not known:
+        return ""
+    distinct = list(dict.fromkeys(str(r["threads"]) for r in known))
+    if len(distinct) == 1 and "|" not in distinct[0]:
+        every = "every layout" if len(known) == len(rows) else ", ".join(r["layout"] for r in known)
+        return f"CPU math threads per rank: {distinct[0]} in {every} (runs.csv threads)."
+
+    def had(rs):
+        threads = str(rs[0]["threads"]).replace("|", " or ")
+        names = [r["layout"] for r in rs]
+        names = names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
+        if len(rs) == 1 and rs[0].get("gpus") == 1:
+            return f"the {names} rank had {threads} thread{'s' if threads != '1' else ''}"
+        return f"the {names} ranks {threads} each"
+    base = next((r for r in known if r["layout"] == r.get("baseline")), known[0])
+    alike: dict[str, list[dict]] = {str(base["threads"]): [base]}
+    for r in known:
+        if r is not base:
+            alike.setdefault(str(r["threads"]), []).append(r)
+    return ("**unfair baseline**: " + ", ".join(had(rs) for rs in alike.values())
+            + " (CPU math threads per rank, runs.csv threads): speed-ups mix more ranks with another thread "
+            "count. A sweep gives every layout the same threads per rank (--thread-share); these did not.")
 
 
 def _cv(row: dict) -> float | None:
@@ -326,6 +372,9 @@ def _flags(row: dict, base: dict | None) -> list[str]:
         flags.append("busy")
     if (row.get("step_cv") or 0) > UNSTEADY_CV:
         flags.append("unsteady")
+    if (base is not None and base is not row and row.get("threads") not in (None, "")
+            and base.get("threads") not in (None, "") and str(row["threads"]) != str(base["threads"])):
+        flags.append("unfair-baseline")
     return flags
 
 
@@ -394,6 +443,7 @@ def time_to_train_rows(runs: list[RunResult], baseline: tuple[int, int] | None =
                          "target": _one(r.target for r in layout_runs),
                          "final_metric_mean": stats(r.final_metric for r in done).mean,
                          "samples_to_target_mean": stats(n for _, n in samples).mean,
+                         **_cadence(done),
                          "time_per_1m_samples_min": stats(m / n * 1e6 for m, n in samples).mean,
                          "layout_source": layout_source(layout_runs),
                          **_rcp_cols(rcp_check(layout_runs), score.minutes)})
@@ -407,6 +457,35 @@ def time_to_train_rows(runs: list[RunResult], baseline: tuple[int, int] | None =
                 row["speedup_rcp"] = base["ttt_rcp_min"] / row["ttt_rcp_min"]
             out.append(row)
     return out
+
+
+def _cadence(done: list[RunResult]) -> dict:
+    """How finely the converged runs' time to train is resolved: a run stops at the first evaluation
+    that reaches the target, so the target was crossed up to one evaluation interval earlier than
+    its time says. The interval is eval_every epochs x the run's time per epoch (the run's resolved
+    config: `read_eval_cadence`); None where it is not known (no config beside the run, published
+    logs, evaluation counted in samples)."""
+    timed = [(r.eval_every, r) for r in done
+             if getattr(r, "eval_unit", "") == "epochs" and getattr(r, "eval_every", None)]
+    seconds = [every * r.time_per_epoch_s for every, r in timed if r.time_per_epoch_s]
+    return {"eval_every_epochs": _one(every for every, _ in timed), "ttt_resolution_s": stats(seconds).mean}
+
+
+def read_eval_cadence(runs: list[RunResult], folder) -> None:
+    """Set `eval_every` and `eval_unit` on the time-to-accuracy runs of one sweep folder from each
+    run's resolved config (FOLDER/<run_id>/config.yaml, which the worker writes); runs without one
+    are left without (the report then says nothing of the cadence)."""
+    import yaml
+
+    for r in runs:
+        if r.mode != "time_to_accuracy" or not r.run_id:
+            continue
+        try:
+            config = yaml.safe_load((Path(folder) / r.run_id / "config.yaml").read_text())
+        except (OSError, ValueError, yaml.YAMLError):
+            continue
+        if isinstance(config, dict) and isinstance(config.get("eval_every"), (int, float)):
+            r.eval_every, r.eval_unit = float(config["eval_every"]), str(config.get("eval_unit") or "epochs")
 
 
 def _batch_key(group: list[RunResult]):

@@ -1,7 +1,7 @@
 """The bench results in `hvdbench report`: what the interconnect and the storage allow, beside what
 training achieved, per layout.
 
-    runs = aggregate.load_sweeps(sweeps)
+    runs = store.load_sweeps(sweeps)
     bench = build(sweeps, runs)          # reads SWEEP/bench_allreduce.csv and SWEEP/bench_io.csv if present
     text = markdown(bench)               # "" when no sweep has bench results
     paths = write_csvs(bench, out)       # comm_vs_training.csv, io_vs_training.csv (only those with rows)
@@ -27,11 +27,9 @@ import statistics
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from hvdbench.bench.allreduce_report import CSV_NAME as ALLREDUCE_CSV
-from hvdbench.bench.io import CSV_NAME as IO_CSV
-from hvdbench.results.aggregate import sweep_folder
-from hvdbench.results.schema import COMM_COLUMNS, IO_COLUMNS, AllreduceRow, IoRow, RunResult, atomic_write_text
-from hvdbench.results.store import read_rows
+from hvdbench.files import atomic_write_text
+from hvdbench.results.schema import COMM_COLUMNS, IO_COLUMNS, AllreduceRow, IoRow, RunResult
+from hvdbench.results.store import ALLREDUCE_CSV, IO_CSV, read_rows, sweep_folder
 from hvdbench.results.tables import DASH, markdown_table, to_csv
 
 FUSION_THRESHOLD_BYTES = 128 << 20  # Horovod >= 0.21's default HOROVOD_FUSION_THRESHOLD
@@ -83,7 +81,7 @@ def parameters_of(run: RunResult) -> int | None:
     that flavor (a run recorded without one, e.g. a published log); None when neither knows."""
     if run.parameters:
         return int(run.parameters)
-    from hvdbench.models import expected_parameters  # lazily: the report needs no spec otherwise
+    from hvdbench.contracts import expected_parameters  # lazily: the report needs no spec otherwise
 
     count = expected_parameters(run.model, run.flavor)
     return int(count) if count else None
@@ -129,8 +127,8 @@ def comm_rows(runs: list[RunResult], allreduce: list[AllreduceRow]) -> list[dict
 
 
 def io_rows(runs: list[RunResult], io: list[IoRow]) -> list[dict]:
+    from hvdbench.contracts import get_spec
     from hvdbench.errors import ConfigError
-    from hvdbench.models import get_spec
 
     benches = _latest(io, key=lambda r: (r.dataset, r.split, r.layout))
     out = []

@@ -15,7 +15,10 @@ env` found (CPUs, OS, MPI, NCCL, GPU memory and driver); what neither knows is l
 
 Every time-to-accuracy run of the sweep is exported, converged or not, in its current state (a
 retried run once): the summarizer, like hvdbench's olympic mean, counts a run whose log fails its
-checks (a failed or timed-out run: no run_stop, or no log at all) as a dropped score. One
+checks (a failed or timed-out run: no run_stop, or no log at all) as a dropped score, as MLPerf keeps
+a submission's aborted runs. A run that crashed before its worker saw the devices is exported with
+its sweep's devices (`store.load_sweeps`), in the system folder of its layout beside the runs that
+finished, and `Export.notes` names the runs exported as not converged. One
 difference is the official tools': in the open division, where hvdbench's runs are, the
 summarizer checks neither the quality target nor the run_stop status, so a run that stopped
 `aborted` counts with its time there, and as not converged in hvdbench's report; `Export.notes`
@@ -34,10 +37,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from hvdbench.errors import ConfigError, OutputError
-from hvdbench.results.aggregate import OLYMPIC_DROP, current_runs, olympic_score
+from hvdbench.files import atomic_write_text
+from hvdbench.results.aggregate import OLYMPIC_DROP, olympic_score
 from hvdbench.results.mllog import LogSummary, read_run_log
-from hvdbench.results.schema import RunResult, SchemaError, atomic_write_text
-from hvdbench.results.store import read_runs
+from hvdbench.results.schema import RunResult, SchemaError
+from hvdbench.results.store import current_runs, load_sweeps
 
 USAGE = "training"
 DEFAULT_RULESET = "4.0.0"  # the last training round with ResNet-50; BERT too
@@ -109,7 +113,7 @@ def system_name(run: RunResult) -> str:
 def _benchmark(run: RunResult, summary: LogSummary | None) -> str:
     if summary is not None and summary.benchmark:
         return summary.benchmark
-    from hvdbench.models import get_spec
+    from hvdbench.contracts import get_spec
 
     try:
         return get_spec(run.model).benchmark
@@ -171,21 +175,44 @@ def system_description(runs: list[RunResult], summaries: list[LogSummary | None]
     return desc
 
 
-def collect_runs(sweeps: list[Path]) -> list[ExportedRun]:
-    """The current state of every time-to-accuracy run of the sweeps, with its log."""
+def collect_runs(sweeps: list[Path], others: list[RunResult] | None = None) -> list[ExportedRun]:
+    """The current state of every time-to-accuracy run of the sweeps, with its log; `others`, when
+    given, gets the rest (for saying what the sweeps hold when none is a time-to-accuracy run). A
+    run that failed before its worker saw the devices takes its sweep's (`store.load_sweeps`)."""
     found = []
     for sweep in map(Path, sweeps):
         store = sweep if sweep.suffix == ".csv" else sweep / "runs.csv"
         if not store.is_file():
             raise SchemaError(f"{store}: no such run store (a sweep folder holds runs.csv)")
-        runs, _ = current_runs(read_runs(store))
+        runs, _ = current_runs(load_sweeps([store]))
         for run in runs:
             if run.mode != "time_to_accuracy":
+                if others is not None:
+                    others.append(run)
                 continue
             log = store.parent / run.run_id / "mllog.txt"
             log = log if run.run_id and log.is_file() else None
             found.append(ExportedRun(run, log, read_run_log(log) if log else None))
     return found
+
+
+def nothing_to_export(sweeps: list[Path], runs: list[RunResult]) -> str:
+    """Why the sweeps have no time-to-accuracy run to export, as true as the rows can say it."""
+    where = ", ".join(map(str, sweeps))
+    if not runs:
+        return f"{where}: no runs yet (runs.csv has no rows): nothing to export"
+    unfinished = ("failed", "timeout")
+    failed = sum(r.status in unfinished for r in runs)
+    # A failed row written before hvdbench recorded a failed run's mode (or whose configuration
+    # could not be resolved) has no framework and the default mode: it may have been either.
+    unknown = sum(r.status in unfinished and not r.framework for r in runs)
+    line = (f"{where}: no time-to-accuracy runs to export: its {len(runs)} run(s) are recorded as throughput "
+            f"runs ({failed} of them failed or timed out)")
+    if unknown:
+        return (line + f"; {unknown} failed row(s) do not record the run's mode (written before hvdbench "
+                "recorded it): if they were time-to-accuracy runs, rerun them with `hvdbench sweep ... "
+                "--retry-failed`, then export")
+    return line + "; an MLPerf result is a time to train: a sweep with --data and no --steps after --"
 
 
 def export_mlperf(sweeps: list[Path], out: Path, env: dict, ruleset: str = DEFAULT_RULESET) -> Export:
@@ -200,10 +227,10 @@ def export_mlperf(sweeps: list[Path], out: Path, env: dict, ruleset: str = DEFAU
         allowed = set(get_allowed_benchmarks(USAGE, ruleset))
     except ValueError as e:
         raise ConfigError(f"--ruleset {ruleset}: {e}") from None
-    exported = collect_runs(sweeps)
+    others: list[RunResult] = []
+    exported = collect_runs(sweeps, others)
     if not exported:
-        raise ConfigError(f"{', '.join(map(str, sweeps))}: no time-to-accuracy runs (an MLPerf result is a "
-                          "time to train: sweep with --data and no --steps)")
+        raise ConfigError(nothing_to_export(sweeps, others))
     result = Export(out, ruleset)
     groups: dict[tuple, list[ExportedRun]] = {}
     for e in exported:
@@ -227,6 +254,14 @@ def export_mlperf(sweeps: list[Path], out: Path, env: dict, ruleset: str = DEFAU
                 result.notes.append(f"{e.result_file.relative_to(out)}: run {e.run.run_id} stopped aborted; "
                                     "in the open division the summarizer counts its time as a finished run, "
                                     "hvdbench as not converged")
+        crashed = [e for e in members if e.run.status in ("failed", "timeout")
+                   and not (e.summary is not None and e.summary.status == "aborted")]
+        if crashed:
+            result.notes.append(
+                f"{folder.relative_to(out)}: {', '.join(e.result_file.name for e in crashed)}: "
+                f"{len(crashed)} run(s) that ended {'/'.join(sorted({e.run.status for e in crashed}))} "
+                "before reaching the target, exported as runs that did not converge (the summarizer drops "
+                "each as one; so does hvdbench)")
         done = [e.run.time_to_train_s / 60 for e in members
                 if e.run.status == "success" and e.run.time_to_train_s is not None]
         score = olympic_score(done, len(members) - len(done), OLYMPIC_DROP.get(benchmark, 1))

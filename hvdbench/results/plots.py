@@ -1,9 +1,14 @@
 """The report's four plots (PNG, matplotlib's Agg canvas, no pyplot state), one panel per group:
 
     throughput_vs_gpus.png   throughput vs GPUs, one line per layout family, the ideal linear line
-    efficiency_vs_gpus.png   scaling efficiency vs GPUs, same families, 100 % line
+    efficiency_vs_gpus.png   scaling efficiency ± 2σ vs GPUs, same families, 100 % line
     layouts_bars.png         for each GPU count run with several layouts, a bar per layout ± 2σ
-    time_to_train.png        MLPerf time-to-train score vs GPUs, ± 2σ, the ideal (1/N) line
+    time_to_train.png        MLPerf time-to-train score vs GPUs, ± 2σ, the ideal (1/N) line, the
+                             epochs beside each point, the target; seconds when all are under a minute
+
+Every panel's title carries, under it, the devices, the runs behind each point, the hosts and the
+inter-node link (`context`, which the waterfall, prediction, study and allreduce plots use too);
+flagged rows are ringed in red. On CPUs the counts are ranks ("CPU ranks", "1 rank/node"), not GPUs.
 
 Layout families: "scale-up (1 node)" holds every single-node layout; "scale-out (G GPU(s)/node)"
 adds nodes of G GPUs each (starting from the 1xG point), so scale-up and scale-out read as
@@ -14,13 +19,15 @@ each panel's legend entries (what the tests count).
 from __future__ import annotations
 
 import math
-import os
+from collections import Counter
 from pathlib import Path
 
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
-from matplotlib.ticker import FixedLocator, FuncFormatter, LogLocator, NullLocator, ScalarFormatter
+from matplotlib.patches import Patch
+from matplotlib.ticker import FixedLocator, FuncFormatter, MaxNLocator, NullLocator, ScalarFormatter
 
+from hvdbench.files import atomic_write_png
 from hvdbench.results.aggregate import Tables, where_ran
 from hvdbench.results.schema import SCALING_GROUP, TTT_GROUP
 
@@ -44,29 +51,52 @@ def _unit(row: dict) -> str:
     return "CPU rank" if _on_cpus(row) else "GPU"
 
 
+def per_node(row: dict) -> str:
+    """What one node holds, for legends: 'rank' on CPUs (a CPU run's "GPU" is a process), else 'GPU'."""
+    return "rank" if _on_cpus(row) else "GPU"
+
+
+def device_axis(row: dict) -> str:
+    """The x-axis label of a device count."""
+    return "CPU ranks (processes; no GPU)" if _on_cpus(row) else "GPUs"
+
+
+def context(rows: list[dict], runs: str | None = None) -> str:
+    """The subtitle every plot carries under its title, so a figure never travels without where it
+    was measured: the devices, the runs behind each point (or `runs`, in words), the hosts and the
+    inter-node link (each on a line of its own: a panel is too narrow for them on one). `rows` are
+    report rows (system, runs, hosts, nodes, link)."""
+    row = rows[0] if rows else {}
+    first = []
+    if row.get("system"):
+        first.append("devices: CPUs (no GPU)" if _on_cpus(row) else f"devices: {row['system']}")
+    repeats = sorted({r["runs"] for r in rows if r.get("runs")})
+    if runs:
+        first.append(runs)
+    elif repeats:
+        first.append(f"{repeats[-1] if len(repeats) == 1 else f'{repeats[0]}-{repeats[-1]}'} run(s) per point")
+    where = where_ran(rows)
+    # One line while it fits a panel's width, else the runs on a line of their own.
+    head = " · ".join(first) if len(" · ".join(first)) <= 60 else "\n".join(first)
+    return "\n".join(part for part in (head, where.replace(" · ", "\n")) if part)
+
+
 def _title(row: dict, group: list[dict] | None = None) -> str:
     parts = [row["model"], row.get("flavor"), row.get("framework"), row.get("precision")]
     if row.get("batch_per_gpu"):
         parts.append(f"{row['batch_per_gpu']}/{_unit(row)}")
     title = " · ".join(str(p) for p in parts if p)
-    context = []
-    if row.get("system"):
-        context.append("devices: CPUs (no GPU)" if _on_cpus(row) else str(row["system"]))
-    repeats = sorted({r["runs"] for r in group or [] if r.get("runs")})
-    if repeats:
-        context.append(f"{repeats[-1] if len(repeats) == 1 else f'{repeats[0]}-{repeats[-1]}'} run(s) per point")
-    where = where_ran(group or [row])
-    # Hosts and link on lines of their own: a panel is too narrow for both on one.
-    return title + (f"\n{' · '.join(context)}" if context else "") + (f"\n{where.replace(' · ', chr(10))}"
-                                                                      if where else "")
+    below = context(group or [row])
+    return title + (f"\n{below}" if below else "")
 
 
 def families(rows: list[dict], value: str) -> dict[str, list[dict]]:
     """Layout family -> rows with a value, sorted by GPUs (see the module docstring)."""
     rows = [r for r in rows if r[value] is not None and r["gpus"]]
     fams = {"scale-up (1 node)": [r for r in rows if r["nodes"] == 1]}
+    unit = per_node(rows[0]) if rows else "GPU"
     for g in sorted({r["gpus_per_node"] for r in rows if r["nodes"] > 1}):
-        fams[f"scale-out ({g} GPU{'s' if g > 1 else ''}/node)"] = [r for r in rows if r["gpus_per_node"] == g]
+        fams[f"scale-out ({g} {unit}{'s' if g > 1 else ''}/node)"] = [r for r in rows if r["gpus_per_node"] == g]
     fams["layout unknown"] = [r for r in rows if not r["nodes"]]
     return {name: sorted(rs, key=lambda r: (r["gpus"], r["nodes"])) for name, rs in fams.items() if rs}
 
@@ -85,8 +115,28 @@ def _gpu_axis(ax, gpus, row: dict) -> None:
     ax.xaxis.set_major_locator(FixedLocator(sorted(set(gpus))))
     ax.xaxis.set_major_formatter(ScalarFormatter())
     ax.xaxis.set_minor_locator(NullLocator())
-    ax.set_xlabel("CPU ranks (processes; no GPU)" if _on_cpus(row) else "GPUs")
+    ax.set_xlabel(device_axis(row))
     ax.grid(True, alpha=0.3)
+
+
+def log_axis(ax) -> None:
+    """A log y axis whose ticks a reader can read values off: 1-2-3-5 steps of each decade, and where
+    the data span too little of a decade for three of those, evenly spaced round numbers instead
+    (a log axis with one or two labels says nothing)."""
+    ax.set_yscale("log")
+    low, high = ax.get_ylim()
+    decades = range(math.floor(math.log10(low)) - 1, math.ceil(math.log10(high)) + 1)
+    for steps in ((1, 2, 3, 5), (1, 1.5, 2, 3, 4, 5, 6, 8)):
+        ticks = [t for t in (m * 10.0 ** e for e in decades for m in steps) if low <= t <= high]
+        if len(ticks) >= 3:
+            break
+    if len(ticks) < 3:
+        ticks = [t for t in MaxNLocator(nbins=5, steps=[1, 2, 2.5, 5, 10]).tick_values(low, high)
+                 if low <= t <= high and t > 0]
+    ax.yaxis.set_major_locator(FixedLocator(ticks))
+    ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+    ax.yaxis.set_minor_locator(NullLocator())
+    ax.set_ylim(low, high)
 
 
 def _yerr(values, errors, log_y: bool):
@@ -100,18 +150,35 @@ def _baseline(rows: list[dict], value: str) -> dict | None:
     return next((r for r in rows if r["layout"] == r.get("baseline") and r[value] is not None), None)
 
 
-def _lines_figure(rows, keys, value, err, ylabel, ideal, log_y=True) -> Figure:
+def _lines_figure(rows, keys, value, err, ylabel, ideal, log_y=True, label=None, subtitle=None) -> Figure:
+    """One panel per group of `rows`: `value` against the device count, a line per layout family, ±
+    `err`, flagged rows ringed, the ideal; `label(row)` writes a note beside each point, `subtitle(group)`
+    a line under the panel's title."""
     groups = [g for g in _groups(rows, keys) if families(g, value)]
     fig, axes = _grid(len(groups))
     for ax, group in zip(axes, groups):
         fams = families(group, value)
-        for name, rs in fams.items():
+        # Where several families have a point at one device count, their error bars are drawn side
+        # by side (a few % apart on the log axis), not over each other; the points stay where they are.
+        # A row shared by two families (a scale-out line starts at its 1xG point) gets one bar.
+        distinct = {id(r): r for rs in fams.values() for r in rs if err and r.get(err) is not None}
+        with_err = Counter(r["gpus"] for r in distinct.values())
+        drawn: set[int] = set()
+        for i, (name, rs) in enumerate(fams.items()):
             up = name.startswith("scale-up")  # on top and thicker: scale-out lines share its points
             ys = [r[value] for r in rs]
-            ax.errorbar([r["gpus"] for r in rs], ys,
-                        yerr=_yerr(ys, [_nan(r.get(err)) for r in rs], log_y) if err else None, capsize=3, label=name,
-                        marker="o" if up else "s", markersize=7 if up else 5,
-                        linewidth=2.4 if up else 1.4, zorder=3 if up else 2)
+            container = ax.errorbar([r["gpus"] for r in rs], ys, capsize=3, label=name,
+                                    marker="o" if up else "s", markersize=7 if up else 5,
+                                    linewidth=2.4 if up else 1.4, zorder=3 if up else 2)
+            bars = [r for r in rs if id(r) in distinct and id(r) not in drawn]
+            drawn |= {id(r) for r in bars}
+            if bars:
+                shift = 2 ** (0.04 * (i - (len(fams) - 1) / 2))
+                bar_ys = [r[value] for r in bars]
+                ax.errorbar([r["gpus"] * (shift if with_err[r["gpus"]] > 1 else 1) for r in bars], bar_ys,
+                            yerr=_yerr(bar_ys, [r[err] for r in bars], log_y), fmt="none", capsize=3,
+                            ecolor=container.lines[0].get_color(), elinewidth=1.8 if up else 1.2,
+                            zorder=3 if up else 2)
         flagged = [r for rs in fams.values() for r in rs if r.get("flags")]
         if flagged:  # what the report's `check` column warns about, marked where it is plotted
             ax.scatter([r["gpus"] for r in flagged], [r[value] for r in flagged], s=180, facecolors="none",
@@ -121,13 +188,17 @@ def _lines_figure(rows, keys, value, err, ylabel, ideal, log_y=True) -> Figure:
         if ideal and base:
             ax.plot(xs, [ideal(base, x) for x in xs], "k--", linewidth=1, label=IDEAL)
         _gpu_axis(ax, xs, group[0])
+        if label:
+            for r in (r for rs in fams.values() for r in rs):
+                if label(r):
+                    ax.annotate(label(r), (r["gpus"], r[value]), textcoords="offset points", xytext=(8, -10),
+                                fontsize=7, color="0.2", bbox={"boxstyle": "round,pad=0.15", "fc": "white",
+                                                              "ec": "none", "alpha": 0.8}, zorder=5)
         if log_y:  # log-log: ideal scaling is a straight line; plain numbers on the ticks
-            ax.set_yscale("log")
-            ax.yaxis.set_major_locator(LogLocator(base=10, subs=(1, 2, 3, 5)))
-            ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
-            ax.yaxis.set_minor_locator(NullLocator())
+            log_axis(ax)
         ax.set_ylabel(ylabel)
-        ax.set_title(_title(group[0], group), fontsize=10)
+        extra = subtitle(group) if subtitle else ""
+        ax.set_title(_title(group[0], group) + (f"\n{extra}" if extra else ""), fontsize=10)
         ax.legend(fontsize=8)
     if not groups:
         axes[0].text(0.5, 0.5, "no data", ha="center", va="center", transform=axes[0].transAxes)
@@ -145,8 +216,14 @@ def throughput_figure(scaling: list[dict]) -> Figure:
 
 
 def efficiency_figure(scaling: list[dict]) -> Figure:
-    rows = [{**r, "efficiency_pct": None if r["efficiency"] is None else 100 * r["efficiency"]} for r in scaling]
-    fig = _lines_figure(rows, SCALING_GROUP, "efficiency_pct", None, "scaling efficiency (%)", None, log_y=False)
+    """Efficiency against the device count, ± 2σ (both means' spread, aggregate._efficiency_2sigma)."""
+    def pct(v):
+        return None if v is None else 100 * v
+
+    rows = [{**r, "efficiency_pct": pct(r["efficiency"]), "efficiency_2sigma_pct": pct(r.get("efficiency_2sigma"))}
+            for r in scaling]
+    fig = _lines_figure(rows, SCALING_GROUP, "efficiency_pct", "efficiency_2sigma_pct",
+                        "scaling efficiency (%), ± 2σ", None, log_y=False)
     for ax in fig.axes:
         if ax.get_legend() is not None:  # panels with data: the 100 % line is the ideal
             ax.axhline(100, color="k", linestyle="--", linewidth=1, label="ideal (100 %)")
@@ -156,8 +233,24 @@ def efficiency_figure(scaling: list[dict]) -> Figure:
 
 
 def time_to_train_figure(ttt: list[dict]) -> Figure:
-    return _lines_figure(ttt, TTT_GROUP, "ttt_min", "ttt_2sigma_min", "time to train (min), MLPerf score",
-                         lambda b, x: b["ttt_min"] * b["gpus"] / x)
+    """MLPerf's time-to-train score against the device count, ± 2σ, each point with the epochs its
+    runs took, the target under the title; in seconds when every score is under a minute."""
+    seconds = all(r["ttt_min"] < 1 for r in ttt if r["ttt_min"] is not None)
+    scale = 60 if seconds else 1
+    rows = [{**r, "ttt": None if r["ttt_min"] is None else r["ttt_min"] * scale,
+             "ttt_2sigma": None if r["ttt_2sigma_min"] is None else r["ttt_2sigma_min"] * scale} for r in ttt]
+
+    def epochs(r):
+        return "" if r.get("epochs_mean") is None else f"{r['epochs_mean']:.3g} epochs"
+
+    def target(group):
+        metric = next((r.get("metric") for r in group if r.get("metric")), None)
+        value = next((r.get("target") for r in group if r.get("target") is not None), None)
+        return "" if value is None else f"target: {metric or 'metric'} {value:g}"
+
+    return _lines_figure(rows, TTT_GROUP, "ttt", "ttt_2sigma",
+                         f"time to train ({'s' if seconds else 'min'}), MLPerf score ± 2σ",
+                         lambda b, x: b["ttt"] * b["gpus"] / x, label=epochs, subtitle=target)
 
 
 def layouts_figure(layouts: list[dict], scaling: list[dict] | None = None) -> Figure:
@@ -168,11 +261,18 @@ def layouts_figure(layouts: list[dict], scaling: list[dict] | None = None) -> Fi
     for ax, group in zip(axes, groups):
         key = tuple(group[0][k] for k in SCALING_GROUP)
         base = _baseline([r for r in scaling or [] if tuple(r[k] for k in SCALING_GROUP) == key], "throughput_mean")
-        ticks, labels, x, ideal_drawn = [], [], 0, False
+        # The scaling table's flags, by layout: a flagged bar is ringed as the line plots ring a point.
+        flags = {r["layout"]: r.get("flags") for r in scaling or [] if tuple(r[k] for k in SCALING_GROUP) == key}
+        ticks, labels, x, ideal_drawn, ringed = [], [], 0, False, False
         for rows in _groups(group, ("gpus",)):
             xs = [x + i for i in range(len(rows))]
-            ax.bar(xs, [r["throughput_mean"] for r in rows], yerr=[_nan(r["throughput_2sigma"]) for r in rows],
-                   capsize=4, label=f"{rows[0]['gpus']} {_unit(rows[0])}s")
+            bars = ax.bar(xs, [r["throughput_mean"] for r in rows], yerr=[_nan(r["throughput_2sigma"]) for r in rows],
+                          capsize=4, label=f"{rows[0]['gpus']} {_unit(rows[0])}s")
+            for bar, r in zip(bars, rows):
+                if flags.get(r["layout"]):
+                    bar.set_edgecolor("red")
+                    bar.set_linewidth(2.5)
+                    ringed = True
             if base and base["gpus"]:
                 ideal = base["throughput_mean"] * rows[0]["gpus"] / base["gpus"]
                 ax.hlines(ideal, xs[0] - 0.45, xs[-1] + 0.45, colors="k", linestyles="--", linewidth=1,
@@ -186,13 +286,21 @@ def layouts_figure(layouts: list[dict], scaling: list[dict] | None = None) -> Fi
         ax.set_xlabel("layout (nodes x " + ("CPU ranks" if _on_cpus(group[0]) else "GPUs") + " per node)")
         ax.set_ylabel("throughput (samples/s), mean ± 2σ")
         ax.set_title(_title(group[0], group), fontsize=10)
-        ax.legend(fontsize=8)
+        handles, names = ax.get_legend_handles_labels()
+        if ringed:  # the legend's entry for the red outline of the ringed bars
+            handles.append(Patch(facecolor="none", edgecolor="red", linewidth=2.5))
+            names.append(FLAGGED)
+        # Below the panel: inside, the legend would sit on the bars or on the ideal lines above them.
+        ax.legend(handles, names, fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.16), ncol=4,
+                  frameon=False)
     return fig
 
 
 def series_labels(fig: Figure) -> list[list[str]]:
-    """Each panel's legend entries, in order (lines, error-bar and bar containers)."""
-    return [ax.get_legend_handles_labels()[1] for ax in fig.axes]
+    """Each panel's legend entries, in order (lines, error-bar and bar containers, and the legend's
+    own entries such as the ringed bars' outline)."""
+    return [[t.get_text() for t in ax.get_legend().get_texts()] if ax.get_legend() else
+            ax.get_legend_handles_labels()[1] for ax in fig.axes]
 
 
 def _any(rows, key) -> bool:
@@ -220,10 +328,5 @@ def write_plots(tables: Tables, out: Path) -> tuple[list[Path], list[str]]:
             skipped.append(f"{name} not written: {reason}")
             continue
         fig = make(tables)
-        path = Path(out) / name
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(f".{name}.tmp{os.getpid()}")
-        fig.savefig(tmp, format="png", dpi=100)
-        os.replace(tmp, path)
-        written.append(path)
+        written.append(atomic_write_png(fig, Path(out) / name))
     return written, skipped

@@ -36,12 +36,21 @@ runs recorded (the step-time breakdown of every PyTorch run: data, compute, comm
 Predicted throughput = calibration · n · batch_per_gpu · accum_steps / step(N, G); speed-up and
 efficiency against the group's baseline as the scaling table computes them. A prediction for a
 layout that was measured carries the measured throughput and predicted / measured beside it.
+
+Caveats (prediction.csv `flags`, and `note` in words; FLAGS): a layout not run that puts more ranks
+on one machine than it has cores (CPU runs; the runs do not record cores, so os.cpu_count() when
+they ran on this machine or on an emulated cluster of it, else unchecked) or more GPUs on a node
+than any run had; communication from an inter-node busbw above the rate of the link the sweep
+recorded (`link_rate` of its text); and the baseline's own row, whose speed-up is predicted /
+measured, not a speed-up.
 """
 
 from __future__ import annotations
 
 import math
+import re
 import statistics
+import textwrap
 from dataclasses import dataclass, field
 
 from hvdbench.errors import ConfigError
@@ -90,6 +99,16 @@ class Fit:
     # (`sweep --allreduce-bench` measures layouts cheaply, training runs or not); the link model
     # serves the layouts without one.
     measured_allreduce: dict[str, float] = field(default_factory=dict)
+    # Where the fitted runs ran (the plot's subtitle, the caveats): report-row-like dicts per layout
+    # (system, layout, nodes, hosts, link, runs), the machine's cores or GPUs as far as they are
+    # known, and the inter-node link the sweep recorded, with its rate where its text gives one.
+    where: list[dict] = field(default_factory=list)
+    on_cpus: bool = False
+    cores: int | None = None  # cores of one machine the runs ran on (None: not known)
+    cores_from: str = ""  # how `cores` was chosen, in words
+    most_gpus_per_node: int = 0  # the most devices any run put on one node
+    link_text: str = ""
+    link_rate_b_s: float | None = None  # bytes/s the recorded link carries each way, from link_text
 
     def allreduce_s(self, nodes: int, gpus_per_node: int) -> tuple[float, str]:
         """(seconds, where from) of the step's allreduce on NxG: its own bench, else the link model."""
@@ -115,6 +134,66 @@ class Fit:
 def link_kind(nodes: int) -> str:
     return "inter" if nodes > 1 else "intra"
 
+
+# --- caveats: what a prediction cannot see ---------------------------------------------------------
+
+# Bits per unit of the rates a link's text may give: tc's (100mbit, 10gbit), and the usual ways of
+# writing a link's speed (200 Gb/s, 100 Gbit/s, 25 GbE, 10 Gbps). Bytes: GB/s, MB/s.
+_PREFIX = {"k": 1e3, "m": 1e6, "g": 1e9, "t": 1e12}
+_RATE = re.compile(r"(\d+(?:\.\d+)?)\s*([kmgtKMGT])(bit/s|bits/s|bit|bps|b/s|bE|B/s|Bps)(?![A-Za-z])")
+
+
+def link_rate(text: str) -> float | None:
+    """The rate, in bytes/s each way, of a link's text as a sweep records it: 'emulated veth bridge,
+    100mbit' -> 12.5e6, 'HDR InfiniBand 200 Gb/s' -> 25e9, '25 GbE' -> 3.125e9, '25 GB/s' -> 25e9; None
+    where the text names no rate ('emulated veth bridge, unshaped', 'NVLink'). A lower-case b is bits,
+    an upper-case B bytes (tc's mbit and gbit are bits)."""
+    m = _RATE.search(text or "")
+    if m is None:
+        return None
+    value = float(m.group(1)) * _PREFIX[m.group(2).lower()]
+    return value if m.group(3) in ("B/s", "Bps") else value / 8
+
+
+def _this_machine() -> set[str]:
+    import socket
+
+    name = socket.gethostname()
+    return {"localhost", "127.0.0.1", "::1", name, name.split(".")[0], socket.getfqdn()}
+
+
+def machine_cores(runs, on_cpus: bool, shared_machine: bool) -> tuple[int | None, str]:
+    """(cores of one machine the runs ran on, how that was chosen). The runs do not record their
+    machines' cores, so: os.cpu_count() when every host they ran on is this machine (localhost, this
+    hostname) or their nodes were an emulated cluster's namespaces, which share the machine that
+    runs them, taken to be this one; otherwise unknown, and said so. GPU runs: not needed (None)."""
+    if not on_cpus:
+        return None, ""
+    import os
+
+    hosts = sorted({h for r in runs for h in (r.hosts or "").split(";") if h})
+    cores = os.cpu_count()
+    if hosts and set(hosts) <= _this_machine():
+        return cores, f"os.cpu_count() of this machine ({', '.join(hosts)}), where the runs ran"
+    if shared_machine:
+        return cores, ("os.cpu_count() of this machine: the runs' nodes (" + ", ".join(hosts)
+                       + ") are an emulated cluster's namespaces, taken to be this machine's")
+    return None, ("not known: the runs do not record their machines' cores, and they ran on "
+                  + (", ".join(hosts) or "unnamed hosts") + ", not this machine")
+
+
+# Why a prediction may not mean what it seems (prediction.csv `flags`; `note` says it of the row).
+FLAGS = {
+    "oversubscribed": "more ranks on one machine than it has cores (CPU runs): past them ranks preempt each "
+                      "other, which a fit on fewer ranks per core cannot see; treat the figure as optimistic",
+    "more-gpus-than-runs": "more GPUs per node than any run had: the runs do not record how many GPUs a "
+                           "machine has, so check that it has them",
+    "faster-than-link": "the fitted inter-node bus bandwidth is above the link the runs were measured on (the "
+                        "runs' exposed communication hid part of the transfer behind backward, or the link "
+                        "text is wrong): communication this link model predicts is optimistic",
+    "baseline": "the baseline's own prediction: its speed-up is predicted / measured of the baseline, how "
+                "well the fit reproduces it, not a speed-up",
+}
 
 # --- fitting ---------------------------------------------------------------------------------------
 
@@ -218,6 +297,16 @@ def fit_group(runs, allreduce_rows=(), shared_machine: bool | None = None,
               base_gpus=base.world_size, base_throughput=measured[base_layout], samples_per_gpu_step=samples,
               t1=t1, ranks_per_machine_limit=limit, shared_machine=shared_machine, gradient_bytes=grad,
               measured=measured, fitted_on=tuple(sorted(fit_on, key=parse_layout)))
+    fitted_runs = [r for rs in fit_on.values() for r in rs]
+    fit.on_cpus = str(base.devices or "").lower() == "cpu"
+    fit.cores, fit.cores_from = machine_cores(fitted_runs, fit.on_cpus, shared_machine)
+    fit.most_gpus_per_node = max(r.gpus_per_node for r in ok)
+    fit.link_text = next((str(r.link) for r in ok if r.nodes > 1 and getattr(r, "link", "")), "")
+    fit.link_rate_b_s = link_rate(fit.link_text)
+    fit.where = [{"system": rs[0].devices, "layout": layout, "nodes": rs[0].nodes, "runs": len(rs),
+                  "hosts": ";".join(dict.fromkeys(h for r in rs for h in (r.hosts or "").split(";") if h)),
+                  "link": getattr(rs[0], "link", "") if rs[0].nodes > 1 else ""}
+                 for layout, rs in sorted(fit_on.items(), key=lambda kv: parse_layout(kv[0]))]
 
     if layout_benches:
         fit.measured_allreduce = layout_allreduce(allreduce_rows, grad)
@@ -282,6 +371,7 @@ def predict(fit: Fit, nodes: int, gpus_per_node: int) -> dict:
     throughput = fit.calibration * n * fit.samples_per_gpu_step / step
     speedup = throughput / fit.base_throughput
     measured = fit.measured.get(layout)
+    flags, note = caveats(fit, nodes, gpus_per_node, allreduce_from, throughput / measured if measured else None)
     return {**fit.group, "layout": layout, "nodes": nodes, "gpus_per_node": gpus_per_node, "gpus": n,
             "baseline": fit.baseline, "step_ms": 1e3 * step, "work_ms": 1e3 * work,
             "allreduce_ms": 1e3 * allreduce, "exposed_comm_ms": 1e3 * exposed,
@@ -294,15 +384,51 @@ def predict(fit: Fit, nodes: int, gpus_per_node: int) -> dict:
             "latency_us": 1e6 * link.latency_s if link else None, "allreduce_from": allreduce_from,
             "exposure": fit.exposure.get(link_kind(nodes)) if n > 1 else None,
             "ranks_per_machine_limit": None if math.isinf(fit.ranks_per_machine_limit) else fit.ranks_per_machine_limit,
-            "fitted_on": " ".join(fit.fitted_on)}
+            "fitted_on": " ".join(fit.fitted_on), "flags": ";".join(flags), "note": " ".join(note)}
 
 
-def parse_layouts(text: str) -> list[tuple[int, int]]:
-    """'2x2,4x1, 8x8' -> [(2, 2), (4, 1), (8, 8)]; ConfigError naming a malformed one."""
+def faster_than_link(fit: Fit) -> bool:
+    """The fitted inter-node bus bandwidth is above the rate of the link the runs were measured on
+    (5 % of slack: a bench's least squares, a link shaped to its nominal rate)."""
+    link = fit.links.get("inter")
+    return bool(link and fit.link_rate_b_s and link.busbw_b_s > 1.05 * fit.link_rate_b_s)
+
+
+def caveats(fit: Fit, nodes: int, gpus_per_node: int, allreduce_from: str,
+            vs_measured: float | None = None) -> tuple[list[str], list[str]]:
+    """(flags, sentences) of one layout (see FLAGS). A measured layout's own run saw what it ran on:
+    only the baseline's remark applies to it."""
+    flags, note = [], []
+    layout, ranks = f"{nodes}x{gpus_per_node}", fit.ranks_per_machine(nodes, gpus_per_node)
+    predicted_only = layout not in fit.measured
+    if predicted_only and fit.on_cpus and fit.cores and ranks > fit.cores:
+        flags.append("oversubscribed")
+        note.append(f"{ranks} ranks on one machine of {fit.cores} cores ({fit.cores_from}): past its cores ranks "
+                    "preempt each other, which a fit on fewer ranks per core cannot see; optimistic.")
+    elif predicted_only and not fit.on_cpus and gpus_per_node > fit.most_gpus_per_node:
+        flags.append("more-gpus-than-runs")
+        note.append(f"{gpus_per_node} GPUs per node, more than any run had ({fit.most_gpus_per_node}): the runs "
+                    "do not record how many GPUs a machine has; check that it has them.")
+    if predicted_only and nodes > 1 and allreduce_from == "link model" and faster_than_link(fit):
+        flags.append("faster-than-link")
+        note.append(f"Its communication comes from an inter-node bus bandwidth of "
+                    f"{fit.links['inter'].busbw_b_s / 1e9:.3g} GB/s, above the {fit.link_rate_b_s / 1e9:.3g} GB/s "
+                    f"link the runs were measured on ({fit.link_text}); optimistic.")
+    if layout == fit.baseline:
+        flags.append("baseline")
+        note.append("The baseline's own fit: its speed-up is predicted / measured"
+                    + (f" ({vs_measured:.3f})" if vs_measured is not None else "")
+                    + ", how well the fit reproduces the baseline, not a speed-up.")
+    return flags, note
+
+
+def parse_layouts(text: str, option: str = "--layouts") -> list[tuple[int, int]]:
+    """'2x2,4x1, 8x8' -> [(2, 2), (4, 1), (8, 8)]; ConfigError naming `option` and a malformed or
+    out-of-bounds one ('' names none: click adds the option's name)."""
     out = []
     for part in (p.strip() for p in text.split(",")):
         if part:
-            out.append(parse_layout(part))
+            out.append(parse_layout(part, option=option))
     if not out:
         raise ConfigError(f"{text!r}: give layouts as NxG, comma-separated (e.g. 2x2,8x8)")
     return out
@@ -324,14 +450,33 @@ def prediction_rows(fits: list[Fit], layouts: list[tuple[int, int]]) -> list[dic
 
 def describe(fit: Fit) -> str:
     """The fitted parameters in one line, for the report and the terminal."""
-    limit = "no slow-down" if math.isinf(fit.ranks_per_machine_limit) else f"{fit.ranks_per_machine_limit:.2f} ranks"
+    machine = "a machine shared by all nodes" if fit.shared_machine else "a node"
+    holds = (f"{machine} never slowed its ranks' work in these runs" if math.isinf(fit.ranks_per_machine_limit)
+             else f"{machine} holds {fit.ranks_per_machine_limit:.2f} ranks before each one's work slows")
     links = "; ".join(f"{k}-node busbw {v.busbw_b_s / 1e9:.3g} GB/s, latency {1e6 * v.latency_s:.0f} µs "
                       f"({v.source})" for k, v in sorted(fit.links.items()))
     return (f"fitted on {', '.join(fit.fitted_on)}: one rank's step without communication "
-            f"{1e3 * fit.t1:.1f} ms; a {'machine shared by all nodes' if fit.shared_machine else 'node'} "
-            f"holds {limit} before each slows; gradients {fit.gradient_bytes / 2**20:.1f} MiB; {links or 'no link'}; "
+            f"{1e3 * fit.t1:.1f} ms; {holds}; gradients {fit.gradient_bytes / 2**20:.1f} MiB; {links or 'no link'}; "
             f"exposed / allreduce: " + (", ".join(f"{k} {v:.2f}" for k, v in sorted(fit.exposure.items())) or "-")
             + f"; calibration {fit.calibration:.3f}")
+
+
+def machine_line(fit: Fit) -> str:
+    """What the caveats were checked against: the machine's cores (CPU runs) or the GPUs per node the
+    runs had, and the inter-node link's rate."""
+    if fit.on_cpus:
+        parts = [f"Cores per machine: {fit.cores} ({fit.cores_from})" if fit.cores
+                 else f"Cores per machine: {fit.cores_from}; no layout is checked for oversubscription"]
+    else:
+        parts = [f"GPUs per node: at most {fit.most_gpus_per_node} in these runs (a machine's count is not recorded)"]
+    if fit.link_text:
+        rate = (f" = {fit.link_rate_b_s / 1e9:.3g} GB/s each way" if fit.link_rate_b_s
+                else " (no rate in its text: not checked)")
+        parts.append(f"inter-node link: {fit.link_text}{rate}")
+        if faster_than_link(fit):
+            parts.append(f"the fitted inter-node busbw, {fit.links['inter'].busbw_b_s / 1e9:.3g} GB/s, is above it "
+                         "(**faster-than-link**)")
+    return "; ".join(parts) + "."
 
 
 def markdown(rows: list[dict], fits: list[Fit]) -> str:
@@ -353,57 +498,128 @@ def markdown(rows: list[dict], fits: list[Fit]) -> str:
         parts.append(f"### {g['model']} · {g['flavor']} · {g['framework']} · batch {g['batch_per_gpu']}/GPU"
                      f" — {g['system']}\n")
         parts.append(describe(fit) + ".\n")
+        parts.append(machine_line(fit) + "\n")
         parts += [f"Not predicted: {note}.\n" for note in fit.notes]
+        unit = "CPU ranks" if fit.on_cpus else "GPUs"
         parts.append(markdown_table(
-            ["layout", "GPUs", "step ms", "work ms", "exposed comm ms", "predicted samples/s", "speed-up",
-             "efficiency", "measured", "predicted / measured"],
+            ["layout", unit, "step ms", "work ms", "exposed comm ms", "predicted samples/s", "speed-up",
+             "efficiency", "measured", "predicted / measured", "check"],
             [[r["layout"] + (" (fit)" if r["fitted"] else ""), r["gpus"], num(r["step_ms"]), num(r["work_ms"]),
-              num(r["exposed_comm_ms"]), num(r["predicted_throughput"]), num(r["speedup"], "{:.2f}×"),
+              num(r["exposed_comm_ms"]), num(r["predicted_throughput"]),
+              num(r["speedup"], "{:.2f}×") + (" (predicted / measured)" if "baseline" in r["flags"].split(";") else ""),
               num(None if r["efficiency"] is None else 100 * r["efficiency"], "{:.0f} %"),
-              num(r["measured_throughput"]), num(r["predicted_vs_measured"], "{:.3f}")] for r in rs]) + "\n")
+              num(r["measured_throughput"]), num(r["predicted_vs_measured"], "{:.3f}"),
+              ", ".join(f for f in r["flags"].split(";") if f)] for r in rs]) + "\n")
+        said = flag_lines(fit, rs)
+        if said:
+            parts.append("\n".join(said) + "\n")
     return "\n".join(parts)
 
 
+def flag_lines(fit: Fit, rows: list[dict]) -> list[str]:
+    """Under a group's prediction table: each flag once, with the layouts it marks (each row's own
+    sentence is in prediction.csv `note`)."""
+    lines = []
+    for flag, meaning in FLAGS.items():
+        marked = [r for r in rows if flag in r["flags"].split(";")]
+        if not marked:
+            continue
+        if flag == "oversubscribed":
+            which = ", ".join(f"{r['layout']}: {fit.ranks_per_machine(r['nodes'], r['gpus_per_node'])} ranks"
+                              for r in marked) + f" on one machine of {fit.cores} cores"
+        elif flag == "faster-than-link":
+            which = (", ".join(r["layout"] for r in marked) + f": busbw {fit.links['inter'].busbw_b_s / 1e9:.3g} "
+                     f"GB/s against the link's {fit.link_rate_b_s / 1e9:.3g} GB/s")
+        elif flag == "baseline":
+            which = ", ".join(r["layout"] + ("" if r["predicted_vs_measured"] is None
+                                             else f": predicted / measured {r['predicted_vs_measured']:.3f}")
+                              for r in marked)
+        else:
+            which = ", ".join(r["layout"] for r in marked)
+        lines.append(f"- **{flag}** ({which}): {meaning}.")
+    return lines
+
+
+FLAGGED = "check (flags in prediction.csv)"
+
+
 def figure(rows: list[dict], fits: list[Fit]):
-    """Predicted (line) and measured (dots) throughput against GPUs, one panel per group."""
+    """Predicted (lines) and measured (stars) throughput against the device count, one panel per
+    group, flagged predictions ringed; under each title the devices, runs, hosts and link."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
+    from matplotlib.ticker import FixedLocator, NullLocator, ScalarFormatter
 
-    fig = Figure(figsize=(5.5 * min(len(fits), 3), 4.0 * math.ceil(len(fits) / 3)), layout="constrained")
+    from hvdbench.results.plots import context, device_axis, log_axis
+
+    cols = min(len(fits), 3)
+    fig = Figure(figsize=(6.0 * cols, 4.8 * math.ceil(len(fits) / 3)), layout="constrained")
     FigureCanvasAgg(fig)
     for i, fit in enumerate(fits):
-        ax = fig.add_subplot(math.ceil(len(fits) / 3), min(len(fits), 3), i + 1)
+        ax = fig.add_subplot(math.ceil(len(fits) / 3), cols, i + 1)
         rs = [r for r in rows if all(r[k] == fit.group[k] for k in SCALING_GROUP)]
+        unit = "rank" if fit.on_cpus else "GPU"
         for nodes_one, style in ((True, "o-"), (False, "s--")):
             sel = sorted((r for r in rs if (r["nodes"] == 1) == nodes_one), key=lambda r: r["gpus"])
             if sel:
                 ax.plot([r["gpus"] for r in sel], [r["predicted_throughput"] for r in sel], style, alpha=0.7,
                         label="predicted, one node" if nodes_one else "predicted, several nodes")
-                # Layouts with one prediction (2x2 and 4x1 on an emulated cluster) share one label.
-                points: dict[tuple, list[str]] = {}
+                # Layouts with one prediction (2x2 and 4x1 on an emulated cluster) share one label, red
+                # when flagged; one-node names above their points, several-node ones below (a
+                # scale-out layout is usually the slower at its count: the names stay apart).
+                points: dict[tuple, list[dict]] = {}
                 for r in sel:
-                    points.setdefault((r["gpus"], round(r["predicted_throughput"], 6)), []).append(r["layout"])
-                for (gpus, value), names in points.items():
-                    ax.annotate(", ".join(names), (gpus, value), fontsize=7, textcoords="offset points",
-                                xytext=(3, 3))
+                    points.setdefault((r["gpus"], round(r["predicted_throughput"], 6)), []).append(r)
+                last = max(r["gpus"] for r in rs)
+                for (gpus, value), named in points.items():
+                    flagged = any(set(r["flags"].split(";")) - {"", "baseline"} for r in named)
+                    right = gpus == last and gpus > 1  # the last point's name goes to its left
+                    label = ax.annotate(", ".join(r["layout"] for r in named), (gpus, value), fontsize=7,
+                                        textcoords="offset points", xytext=(-9 if right else 6, 5 if nodes_one else -5),
+                                        ha="right" if right else "left", va="bottom" if nodes_one else "top",
+                                        color="red" if flagged else "0.15")
+                    label.set_in_layout(False)  # a name must not squeeze the panel
         meas = [r for r in rs if r["measured_throughput"] is not None]
         ax.plot([r["gpus"] for r in meas], [r["measured_throughput"] for r in meas], "k*", markersize=9,
                 label="measured")
+        flagged = [r for r in rs if set(r["flags"].split(";")) - {"", "baseline"}]
+        if flagged:  # what the caveats warn about (prediction.csv flags), ringed where it is drawn
+            ax.scatter([r["gpus"] for r in flagged], [r["predicted_throughput"] for r in flagged], s=180,
+                       facecolors="none", edgecolors="red", linewidths=1.5, zorder=4, label=FLAGGED)
+        xs = sorted({r["gpus"] for r in rs})
         ax.set_xscale("log", base=2)
-        ax.set_xlabel("GPUs (ranks)")
+        ax.set_xlim(xs[0] / 1.25, xs[-1] * 1.25)
+        ax.xaxis.set_major_locator(FixedLocator(xs))
+        ax.xaxis.set_major_formatter(ScalarFormatter())
+        ax.xaxis.set_minor_locator(NullLocator())
+        ax.margins(y=0.12)  # room for the names above and below the extreme points
+        log_axis(ax)
+        # Why each ringed point is ringed, under the axis (prediction.csv has the sentences).
+        why: dict[str, list[str]] = {}
+        for r in rs:
+            flags = [f for f in r["flags"].split(";") if f and f != "baseline"]
+            if flags:
+                why.setdefault(", ".join(flags), []).append(r["layout"])
+        ax.set_xlabel(device_axis({"system": fit.group.get("system")}) + (" (ranks)" if not fit.on_cpus else "")
+                      + "".join("\n" + textwrap.fill(f"ringed {', '.join(layouts)}: {flags}", 70)
+                                for flags, layouts in why.items()))
         ax.set_ylabel("samples/s")
-        ax.set_title(f"{fit.group['model']} ({fit.group['flavor']}, batch {fit.group['batch_per_gpu']}/GPU)",
-                     fontsize=10)
+        fitted = ", ".join(f"{w['runs']} run{'s' if w['runs'] != 1 else ''} of {w['layout']}" for w in fit.where)
+        below = context(fit.where, runs=f"fitted on {fitted}")
+        ax.set_title(f"{fit.group['model']} ({fit.group['flavor']}, batch {fit.group['batch_per_gpu']}/{unit}): "
+                     f"predicted and measured\n{below}", fontsize=9)
         ax.grid(True, alpha=0.3)
-        ax.legend(fontsize=7)
+    # One legend for every panel, under them all: inside a panel it would sit on the layouts' names.
+    entries = {label: handle for ax in fig.axes for handle, label in zip(*ax.get_legend_handles_labels())}
+    fig.legend(list(entries.values()), list(entries), loc="outside lower center", ncol=4, fontsize=7, frameon=False)
     return fig
 
 
 def write(rows: list[dict], fits: list[Fit], out, formats=("csv", "png")) -> list:
-    import os
     from pathlib import Path
 
-    from hvdbench.results.schema import PREDICTION_COLUMNS, atomic_write_text
+    from hvdbench.files import atomic_write_png, atomic_write_text
+    from hvdbench.results.schema import PREDICTION_COLUMNS
     from hvdbench.results.tables import to_csv
 
     written = []
@@ -413,9 +629,5 @@ def write(rows: list[dict], fits: list[Fit], out, formats=("csv", "png")) -> lis
         atomic_write_text(path, to_csv(rows, PREDICTION_COLUMNS))
         written.append(path)
     if "png" in formats and rows:
-        path = out / "prediction.png"
-        tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
-        figure(rows, fits).savefig(tmp, format="png", dpi=100)
-        os.replace(tmp, path)
-        written.append(path)
+        written.append(atomic_write_png(figure(rows, fits), out / "prediction.png"))
     return written

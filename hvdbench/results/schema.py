@@ -27,15 +27,23 @@ from pathlib import Path
 from typing import Any
 
 from hvdbench.errors import HvdbenchError
+from hvdbench.files import atomic_write_text
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 # Columns each runs.csv schema version added, so an older store still reads (its rows have them
 # empty) and is upgraded in place by its next append (hvdbench.results.store).
 ADDED_COLUMNS = {2: ("data_s", "compute_s", "comm_s", "update_s", "other_s"),
                  3: ("other_cpus", "other_gpu_procs", "timeline_negotiate_ms", "timeline_allreduce_ms",
-                     "timeline_cycles_per_step", "timeline_fused_mib")}
+                     "timeline_cycles_per_step", "timeline_fused_mib"),
+                 4: ("threads",)}
 
 STATUSES = ("success", "aborted", "failed", "timeout")
+# The RunResult columns a training run measures (hvdbench.train.loop.Measures holds them, with the
+# defaults RunResult gives them; hvdbench.train.result copies them into the record).
+MEASURED = ("status", "steps", "warmup_steps", "throughput", "step_time_mean_s", "step_time_std_s",
+            "final_metric", "epochs", "epochs_to_target", "time_per_epoch_s", "time_to_train_s",
+            "data_s", "compute_s", "comm_s", "update_s", "other_s", "other_cpus", "other_gpu_procs",
+            "timeline_negotiate_ms", "timeline_allreduce_ms", "timeline_cycles_per_step", "timeline_fused_mib")
 MODES = ("throughput", "time_to_accuracy")
 
 
@@ -188,6 +196,8 @@ class RunResult(LayoutFields, _RunIdentity, CsvRecord):
     timeline_allreduce_ms: float | None = None
     timeline_cycles_per_step: float | None = None
     timeline_fused_mib: float | None = None
+    # CPU math threads per rank (the same in every layout of a sweep: see TrainConfig.thread_share)
+    threads: int | None = None
     schema_version: int = SCHEMA_VERSION
 
     def __post_init__(self):
@@ -317,6 +327,11 @@ SCALING_GROUP = ("system", "model", "flavor", "framework", "precision", "mode", 
 TTT_GROUP = ("system", "model", "flavor", "framework", "precision")
 _COUNTS = ("runs", "ok", "failed", "aborted", "timeout")
 _LAYOUT = ("layout", "nodes", "gpus_per_node", "gpus", "scale")
+# Cores' worth of other work that makes a run's numbers suspect (the report's `busy` flag, sweep
+# --require-idle): half a core on average is a neighbour busy half the time, enough to stretch a CPU
+# rank's steps (it spins on the same cores).
+BUSY_CPUS = 0.5
+
 # Where a layout ran: its hosts (';'-joined) and the inter-node link (sweep.json's, or a published
 # log's systems JSON host_networking); empty for one node.
 _WHERE = ("hosts", "link")
@@ -327,8 +342,11 @@ EPOCH_COLUMNS = ("system", "model", "flavor", "framework", "gpus", "layout", "gl
 REPORT_COLUMNS = {
     "scaling": SCALING_GROUP + _LAYOUT + _COUNTS + (
         "n_throughput", "throughput_mean", "throughput_std", "throughput_2sigma",
-        "throughput_per_gpu", "baseline", "speedup", "efficiency", "layout_source") + _WHERE + ("cv", "step_cv", "other_cpus", "other_gpu_procs",
-                                                                            "flags"),
+        "throughput_per_gpu", "baseline", "speedup", "efficiency", "efficiency_2sigma", "layout_source") + _WHERE + (
+        "cv", "step_cv", "other_cpus", "other_gpu_procs",
+        # threads: CPU math threads per rank (runs.csv threads; '2|4' when a layout's runs differ);
+        # steps, warmup_steps: the fewest timed and warm-up steps of the layout's runs
+        "threads", "steps", "warmup_steps", "flags"),
     "layouts": SCALING_GROUP + ("gpus", "layout", "nodes", "gpus_per_node", "scale", "reference") + _COUNTS + (
         "throughput_mean", "throughput_2sigma", "relative", "delta_pct", "noise_2sigma_pct", "within_noise") + _WHERE,
     # ttt_min: MLPerf's score (olympic mean); ttt_rcp_min: the same after the official summarizer's
@@ -338,6 +356,8 @@ REPORT_COLUMNS = {
         "global_batch", "runs", "converged", "failed", "aborted", "timeout", "epochs_mean",
         "time_per_epoch_min", "samples_to_target_mean", "time_per_1m_samples_min", "ttt_min",
         "ttt_rcp_min", "rcp_factor", "rcp_check", "scoring", "ttt_mean_min", "ttt_std_min", "ttt_2sigma_min",
+        # the evaluation cadence and the time it spans: the target was crossed up to that much earlier
+        "eval_every_epochs", "ttt_resolution_s",
         "metric", "target", "final_metric_mean", "baseline", "speedup", "efficiency", "speedup_rcp",
         "layout_source", "ruleset", "rcp_note", "rcp_mean", "rcp_min", "converge_mean") + _WHERE,
     "epochs": EPOCH_COLUMNS,
@@ -351,7 +371,9 @@ PREDICTION_COLUMNS = SCALING_GROUP + ("layout", "nodes", "gpus_per_node", "gpus"
                                       "allreduce_ms", "exposed_comm_ms", "predicted_throughput", "speedup",
                                       "efficiency", "measured_throughput", "predicted_vs_measured", "fitted",
                                       "link_kind", "busbw_gb_s", "latency_us", "allreduce_from", "exposure",
-                                      "ranks_per_machine_limit", "fitted_on")
+                                      "ranks_per_machine_limit", "fitted_on",
+                                      # why a prediction may not mean what it seems (predict.FLAGS), in words
+                                      "flags", "note")
 # A study's speed-up across models (hvdbench.results.study_tables): one row per model and GPU count,
 # the fewest-node layout of that count, from time to train where the model has it, else throughput.
 STUDY_SPEEDUP_COLUMNS = ("system", "model", "flavor", "framework", "precision", "basis", "gpus", "layout",
@@ -390,14 +412,3 @@ def read_result(path: str | os.PathLike) -> tuple[RunResult, dict]:
         raise SchemaError(f"{path}: not a result record (a JSON object)")
     config = data.pop("config", {})
     return RunResult.from_dict(data, where=str(path)), config
-
-
-def atomic_write_text(path: Path, text: str) -> None:
-    """Write to a temporary file beside `path`, fsync, rename: readers see the old or new file."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
-    with open(tmp, "w") as f:
-        f.write(text)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)

@@ -1,4 +1,8 @@
-"""Append-only CSV stores: `results/<sweep>/runs.csv` (one RunResult per run) and the bench CSVs.
+"""Append-only CSV stores: `results/<sweep>/runs.csv` (one RunResult per run) and the bench CSVs,
+and the sweep folders that hold them, as every reader of results finds them.
+
+    hvdbench sweep --out results/demo ...     # appends to results/demo/runs.csv (append_run)
+    hvdbench report results/demo              # reads it back (load_sweeps, current_runs)
 
 Rows are only ever added. Each append writes the previous bytes verbatim plus the new rows to a
 temporary file, fsyncs it and renames it over the store, so a crash or kill at any moment leaves
@@ -11,14 +15,22 @@ from __future__ import annotations
 
 import csv
 import io
+import json
 import os
 from pathlib import Path
 from typing import Iterable, TypeVar
 
-from hvdbench.errors import HvdbenchError, OutputError, StoreError, os_error_line
+from hvdbench.errors import ConfigError, HvdbenchError, OutputError, StoreError, os_error_line
 from hvdbench.results.schema import CsvRecord, RunResult, SchemaError
 
 R = TypeVar("R", bound=CsvRecord)
+
+# A sweep folder's layout, declared here where its readers live (the sweep writes it):
+RUNS_CSV = "runs.csv"  # one RunResult per run
+SWEEP_RECORD = "sweep.json"  # the sweep's model, train arguments and link (sweep/spec.py writes it)
+EXPLAIN_DIR = "explain"  # SWEEP/explain/: the --explain twins, a sweep folder of their own
+ALLREDUCE_CSV = "bench_allreduce.csv"  # `bench allreduce` rows (sweep --allreduce-bench too)
+IO_CSV = "bench_io.csv"  # `bench io` rows
 
 
 def append_run(store: str | os.PathLike, result: RunResult) -> None:
@@ -174,3 +186,78 @@ def _fsync_dir(path: Path) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+def read_sweep_record(path: Path) -> dict:
+    """sweep.json as a dict; ConfigError naming the file when it is not one."""
+    try:
+        old = json.loads(Path(path).read_text())
+    except ValueError:  # UnicodeDecodeError too
+        raise ConfigError(f"{path}: not valid JSON") from None
+    if not isinstance(old, dict):
+        raise ConfigError(f"{path}: not a sweep record (a JSON object with model and train_args)")
+    return old
+
+
+# --- sweep folders, as the report and predict read them ------------------------------------------
+
+def sweep_folder(path) -> Path:
+    """A sweep argument's folder: SWEEP_DIR itself, or the folder of a runs.csv given directly."""
+    path = Path(path)
+    return path.parent if path.suffix == ".csv" else path
+
+
+def load_sweeps(paths) -> list[RunResult]:
+    """Rows of each SWEEP_DIR/runs.csv (or a runs.csv given directly); schema errors name the file."""
+    runs: list[RunResult] = []
+    for path in map(Path, paths):
+        store = path if path.suffix == ".csv" else path / RUNS_CSV
+        if not store.is_file():
+            raise SchemaError(f"{store}: no such run store (a sweep folder holds runs.csv)")
+        try:
+            rows = read_runs(store)
+        except SchemaError as e:  # a bad cell value's message may lack the file: add it
+            raise (e if str(store) in str(e) else SchemaError(f"{store}: {e}")) from None
+        link = sweep_link(store.parent / SWEEP_RECORD)
+        for row in rows:
+            row.link = link  # not a runs.csv column: one per sweep, from its record
+        runs.extend(_with_devices(rows))
+    return runs
+
+
+def _with_devices(rows: list[RunResult]) -> list[RunResult]:
+    """A run that failed before its worker saw the devices (a crash at start, a hang, a refused
+    launch) has no `devices`, the report's system: it gets the one device set the sweep's other
+    runs name, so the report counts it in its layout's row instead of a group of its own."""
+    seen = {r.devices for r in rows if r.devices}
+    if len(seen) == 1:
+        devices = seen.pop()
+        for row in rows:
+            if not row.devices and row.status in ("failed", "timeout"):
+                row.devices = devices
+    return rows
+
+
+def sweep_link(path: Path) -> str:
+    """The inter-node link a sweep recorded in its sweep.json (`sweep --link`, or the emulated
+    cluster's), '' when it named none or has no record (a runs.csv copied alone)."""
+
+    if not path.is_file():
+        return ""
+    try:
+        return str(read_sweep_record(path).get("link") or "")
+    except ConfigError as e:
+        raise SchemaError(str(e)) from None
+
+
+def current_runs(runs: list[RunResult]) -> tuple[list[RunResult], int]:
+    """The last row of each (sweep, run_id), and how many earlier rows it superseded.
+
+    `hvdbench sweep --retry-failed` appends a new row for a run that failed or timed out; runs.csv
+    keeps both, and the tables count the run once, in its current state. Rows without a run_id
+    (published logs) are all kept.
+    """
+    latest: dict[tuple, RunResult] = {}
+    for i, run in enumerate(runs):
+        latest[(run.sweep, run.run_id) if run.run_id else ("", i)] = run
+    return list(latest.values()), len(runs) - len(latest)

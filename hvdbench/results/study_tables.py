@@ -12,11 +12,11 @@ is against the model's baseline layout (the smallest GPU count run, see hvdbench
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
-from hvdbench.results.aggregate import Tables, where_ran
-from hvdbench.results.schema import STUDY_SPEEDUP_COLUMNS, TTT_GROUP, atomic_write_text
+from hvdbench.files import atomic_write_png, atomic_write_text
+from hvdbench.results.aggregate import Tables
+from hvdbench.results.schema import STUDY_SPEEDUP_COLUMNS, TTT_GROUP
 
 TTT_BASIS, THROUGHPUT_BASIS = "time to train", "throughput"
 
@@ -55,6 +55,7 @@ def speedup_rows(tables: Tables, published: dict | None = None) -> list[dict]:
                                                                                         model, gpus),
                         "throughput_mean": row.get("throughput_mean"),
                         "throughput_2sigma": row.get("throughput_2sigma"), "nodes": row["nodes"],
+                        "runs": row.get("runs"),
                         "hosts": row.get("hosts") or "", "link": row.get("link") or ""})
     return out
 
@@ -92,7 +93,9 @@ def figure(rows: list[dict], study: str):
     """Speed-up vs GPUs, a line per model, the ideal, and published figures as open markers."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
-    from matplotlib.ticker import FixedLocator, ScalarFormatter, NullLocator
+    from matplotlib.ticker import FixedLocator, NullLocator, ScalarFormatter
+
+    from hvdbench.results.plots import context
 
     fig = Figure(figsize=(7.5, 5), layout="constrained")
     FigureCanvasAgg(fig)
@@ -117,9 +120,8 @@ def figure(rows: list[dict], study: str):
     cpus = any(str(r.get("system") or "").lower() == "cpu" for r in rows)
     ax.set_xlabel("CPU ranks (processes; no GPU)" if cpus else "GPUs")
     ax.set_ylabel("speed-up (against each model's smallest layout)")
-    where = where_ran(rows)
-    ax.set_title(f"study {study}: speed-up across models" + ("\ndevices: CPUs (no GPU)" if cpus else "")
-                 + (f"\n{where.replace(' · ', chr(10))}" if where else ""), fontsize=10)
+    below = context(rows)  # devices, runs per point, hosts, link: as under every plot
+    ax.set_title(f"study {study}: speed-up across models" + (f"\n{below}" if below else ""), fontsize=10)
     ax.grid(True, alpha=0.3)
     ax.legend(fontsize=8)
     return fig
@@ -134,9 +136,5 @@ def write(rows: list[dict], out: Path, study: str, formats=("csv", "png")) -> li
         atomic_write_text(path, to_csv(rows, STUDY_SPEEDUP_COLUMNS))
         written.append(path)
     if "png" in formats and any(r["speedup"] is not None for r in rows):
-        path = out / "study_speedup.png"
-        tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
-        figure(rows, study).savefig(tmp, format="png", dpi=100)
-        os.replace(tmp, path)
-        written.append(path)
+        written.append(atomic_write_png(figure(rows, study), out / "study_speedup.png"))
     return written

@@ -12,9 +12,10 @@ import csv
 import io
 from pathlib import Path
 
-from hvdbench.results.aggregate import FLAGS, NOTES, SWEEP_SOURCE, Tables, where_ran
+from hvdbench.files import atomic_write_text
+from hvdbench.results.aggregate import FLAGS, NOISY_CV, NOTES, SWEEP_SOURCE, Tables, noise_cause, thread_note, where_ran
 from hvdbench.results.mllog import NOT_CHECKED
-from hvdbench.results.schema import REPORT_COLUMNS, SCALING_GROUP, TTT_GROUP, atomic_write_text
+from hvdbench.results.schema import REPORT_COLUMNS, SCALING_GROUP, TTT_GROUP
 
 
 def _cell(value) -> str:
@@ -65,8 +66,52 @@ def _pm(mean, two_sigma, fmt=".1f") -> str:
     return f"{mean:{fmt}}" + ("" if two_sigma is None else f" ± {two_sigma:{fmt}}")
 
 
-def _pct(value, signed=False) -> str:
-    return DASH if value is None else f"{value:+.1f} %" if signed else f"{100 * value:.1f} %"
+def _pct(value, signed=False, two_sigma=None) -> str:
+    if value is None:
+        return DASH
+    if signed:
+        return f"{value:+.1f} %"
+    return f"{100 * value:.1f}" + ("" if two_sigma is None else f" ± {100 * two_sigma:.1f}") + " %"
+
+
+# --- durations: seconds below a minute, so a 4-second time to train does not read "0.07 min" ------
+
+def _time_unit(minutes) -> str:
+    """The unit a table's column of durations (in minutes) is shown in: 'min' when every one is a
+    minute or more, 's' when every one is less, '' (each cell its own unit) when they mix."""
+    known = [m for m in minutes if m is not None]
+    if not known or all(m >= 1 for m in known):
+        return "min"
+    return "s" if all(m < 1 for m in known) else ""
+
+
+def _duration(minutes, unit: str, two_sigma=None) -> str:
+    """A duration given in minutes, in `unit` (see _time_unit): '21.00', '4.3', '4.3 s' or '2.50 min'."""
+    if minutes is None:
+        return DASH
+    cell_unit = unit or ("min" if minutes >= 1 else "s")
+    scale, fmt = (1, ".2f") if cell_unit == "min" else (60, ".1f")
+    text = _pm(minutes * scale, None if two_sigma is None else two_sigma * scale, fmt)
+    return text + ("" if unit else f" {cell_unit}")
+
+
+def _seconds(value: float) -> str:
+    return f"{value:.2g} s" if value < 10 else f"{value:.0f} s" if value < 120 else f"{value / 60:.1f} min"
+
+
+def resolution(row: dict) -> str:
+    """'± 1.5 s: an evaluation every 1 epoch of ~1.5 s': how finely the evaluation cadence resolves
+    a time to train (aggregate._cadence), or '' when it is not known."""
+    seconds, every = row.get("ttt_resolution_s"), row.get("eval_every_epochs")
+    if seconds is None or every in (None, ""):
+        return ""
+    try:
+        n = float(every)
+    except (TypeError, ValueError):  # runs evaluated at different cadences
+        return f"± {_seconds(seconds)}: evaluations every {str(every).replace('|', ' or ')} epochs"
+    per_epoch = seconds / n
+    epochs = f"{n:g} epoch{'s' if n != 1 else ''}"
+    return f"± {_seconds(seconds)}: an evaluation every {epochs} of ~{_seconds(per_epoch)}"
 
 
 def _counts(row: dict) -> str:
@@ -132,16 +177,30 @@ def _scaling_md(rows):
     flagged = any(r.get("flags") for r in rows)
     return markdown_table(
         ["layout", "GPUs", "scale", "runs (ok/failed/aborted/timeout)", "samples/s mean ± 2σ", "std",
-         "per GPU", "speed-up", "efficiency"] + ["check"] * flagged,
+         "per GPU", "speed-up", "efficiency ± 2σ"] + ["check"] * flagged,
         [[r["layout"], r["gpus"], r["scale"], _counts(r), _pm(r["throughput_mean"], r["throughput_2sigma"]),
           _num(r["throughput_std"]), _num(r["throughput_per_gpu"]), _num(r["speedup"], ".2f", "×"),
-          _pct(r["efficiency"])] + [", ".join((r.get("flags") or "").split(";")) or ""] * flagged for r in rows])
+          _pct(r["efficiency"], two_sigma=r.get("efficiency_2sigma"))]
+         + [", ".join((r.get("flags") or "").split(";")) or ""] * flagged for r in rows])
 
 
 def _flag_notes(rows: list[dict]) -> str:
-    """Under a group's table: what each flag in its `check` column means."""
+    """Under a group's table: what each flag in its `check` column means; for `noisy`, why those
+    layouts' runs spread, from what they recorded (aggregate.noise_cause), layouts of one cause together."""
     used = list(dict.fromkeys(f for r in rows for f in (r.get("flags") or "").split(";") if f))
-    return "\n".join(f"- **{f}**: {FLAGS[f]}." for f in used)
+    lines = []
+    for flag in used:
+        if flag != "noisy":
+            lines.append(f"- **{flag}**: {FLAGS[flag]}.")
+            continue
+        causes: dict[str, list[str]] = {}
+        for r in rows:
+            if "noisy" in (r.get("flags") or "").split(";"):
+                causes.setdefault(noise_cause(r), []).append(r["layout"])
+        for cause, layouts in causes.items():
+            lines.append(f"- **noisy** ({', '.join(layouts)}): runs spread more than {NOISY_CV:.0%} "
+                         f"(coefficient of variation); {cause}.")
+    return "\n".join(lines)
 
 
 def _layouts_md(rows):
@@ -186,23 +245,32 @@ def _ttt_md(rows):
     epochs = any(r["epochs_mean"] is not None or r["time_per_epoch_min"] is not None for r in rows) or not samples
     rcp = any(r.get("rcp_check") for r in rows)
     rescaled = any(r.get("rcp_factor") not in (None, 1.0) for r in rows)
+    cadence = any(resolution(r) for r in rows)
+    # Seconds where the runs took less than a minute (a debug run's 4.3 s is not "0.07 min").
+    unit = _time_unit([m for r in rows for m in (r["ttt_min"], r["ttt_mean_min"], r.get("ttt_rcp_min"))])
+    per_epoch = _time_unit([r["time_per_epoch_min"] for r in rows])
+    in_unit = f" ({unit})" if unit else ""
     header = ["layout", "GPUs", "global batch", "runs", "converged", "reached (mean of converged)"]
-    header += ["epochs", "min/epoch"] * epochs + ["samples to target", "min per 1M samples"] * samples
-    header += ["time to train (min)"] + ["RCP-normalised (min)", "RCP"] * rcp
-    header += ["mean ± 2σ (min)", "speed-up"] + ["speed-up (RCP)"] * rescaled + ["efficiency", "scoring"]
+    header += ["epochs", f"{per_epoch or 'time'}/epoch"] * epochs
+    header += ["samples to target", "min per 1M samples"] * samples
+    header += [f"time to train{in_unit}"] + ["resolution (evaluation cadence)"] * cadence
+    header += [f"RCP-normalised{in_unit}", "RCP"] * rcp
+    header += [f"mean ± 2σ{in_unit}", "speed-up"] + ["speed-up (RCP)"] * rescaled + ["efficiency", "scoring"]
     lines = []
     for r in rows:
         line = [r["layout"] or DASH, r["gpus"] or DASH, r["global_batch"] or DASH, r["runs"], r["converged"],
                 _target(r)]
         if epochs:
-            line += [_num(r["epochs_mean"], ".2f"), _num(r["time_per_epoch_min"], ".2f")]
+            line += [_num(r["epochs_mean"], ".2f"), _duration(r["time_per_epoch_min"], per_epoch)]
         if samples:
             line += [_num(r.get("samples_to_target_mean"), ",.0f"), _num(r.get("time_per_1m_samples_min"), ".2f")]
-        line.append("DNF" if r["ttt_min"] is None and r["runs"] else _num(r["ttt_min"], ".2f"))
+        line.append("DNF" if r["ttt_min"] is None and r["runs"] else _duration(r["ttt_min"], unit))
+        if cadence:
+            line.append(resolution(r) or DASH)
         if rcp:
             line += ["DNF" if r.get("ttt_rcp_min") is None and r["runs"] and r.get("rcp_factor")
-                     else _num(r.get("ttt_rcp_min"), ".2f"), _rcp(r)]
-        line += [_pm(r["ttt_mean_min"], r["ttt_2sigma_min"], ".2f"), _num(r["speedup"], ".2f", "×")]
+                     else _duration(r.get("ttt_rcp_min"), unit), _rcp(r)]
+        line += [_duration(r["ttt_mean_min"], unit, r["ttt_2sigma_min"]), _num(r["speedup"], ".2f", "×")]
         if rescaled:
             line.append(_num(r.get("speedup_rcp"), ".2f", "×"))
         line += [_pct(r["efficiency"]), r["scoring"]]
@@ -211,9 +279,12 @@ def _ttt_md(rows):
 
 
 def _epochs_md(rows):
+    unit = _time_unit([r["time_per_epoch_min"] for r in rows])
     return markdown_table(
-        ["GPUs", "layout", "global batch", "avg time per epoch (min)", "epochs", "precision", "runs (converged)"],
-        [[r["gpus"] or DASH, r["layout"] or DASH, r["global_batch"] or DASH, _num(r["time_per_epoch_min"], ".2f"),
+        ["GPUs", "layout", "global batch", "avg time per epoch" + (f" ({unit})" if unit else ""), "epochs",
+         "precision", "runs (converged)"],
+        [[r["gpus"] or DASH, r["layout"] or DASH, r["global_batch"] or DASH,
+          _duration(r["time_per_epoch_min"], unit),
           _num(r["epochs_mean"], ".2f"), r["precision"] or DASH, f"{r['runs']} ({r['converged']})"]
          for r in rows])
 
@@ -226,7 +297,7 @@ def markdown(tables: Tables, sources=(), notes=()) -> str:
         parts += [f"{tables.runs} runs from: " + ", ".join(f"`{s}`" for s in sources), ""]
     sections = (
         ("Scaling (throughput, samples/s)", tables.scaling, SCALING_GROUP, _scaling_md,
-         _footer(_flag_notes, _where, _layout_sources)),
+         _footer(_flag_notes, thread_note, _where, _layout_sources)),
         ("Scale-up vs scale-out (same GPU count, different layouts)", tables.layouts, SCALING_GROUP, _layouts_md,
          _where),
         ("Time to train (MLPerf: run_start → run_stop)", tables.time_to_train, TTT_GROUP, _ttt_md,

@@ -28,12 +28,12 @@ which way each row's data loss was measured).
 from __future__ import annotations
 
 import math
-import os
 import statistics
 from pathlib import Path
 
+from hvdbench.files import atomic_write_png, atomic_write_text
 from hvdbench.results.aggregate import scaling_key
-from hvdbench.results.schema import SCALING_GROUP, WATERFALL_COLUMNS, atomic_write_text
+from hvdbench.results.schema import SCALING_GROUP, WATERFALL_COLUMNS
 
 PARTS = ("data_s", "compute_s", "comm_s", "update_s", "other_s")
 LOSSES = ("comm_loss", "data_loss", "compute_loss", "unattributed")
@@ -49,11 +49,10 @@ def mean_parts(runs) -> dict[str, float] | None:
 
 def twin_runs(sweeps) -> list:
     """The `sweep --explain` twins of the given sweep folders (SWEEP/explain/runs.csv where present)."""
-    from hvdbench.results.aggregate import load_sweeps, sweep_folder
-    from hvdbench.sweep.build import EXPLAIN_DIR
+    from hvdbench.results.store import EXPLAIN_DIR, RUNS_CSV, load_sweeps, sweep_folder
 
     folders = [sweep_folder(s) for s in sweeps]
-    return load_sweeps([f / EXPLAIN_DIR for f in folders if (f / EXPLAIN_DIR / "runs.csv").is_file()])
+    return load_sweeps([f / EXPLAIN_DIR for f in folders if (f / EXPLAIN_DIR / RUNS_CSV).is_file()])
 
 
 def _twin_rates(twins) -> dict[tuple, float]:
@@ -86,6 +85,7 @@ def waterfall_rows(runs, scaling: list[dict], twins=()) -> list[dict]:
             if row is base or row["throughput_mean"] is None or not row["gpus"]:
                 continue
             fall = _waterfall(key, base, row, base_parts, parts.get(key + (row["layout"],)))
+            fall["rows"] = [base, row]  # the scaling rows it came from: the plot's devices, hosts, link, runs
             twins_of = (twin.get(key + (base["layout"],)), twin.get(key + (row["layout"],)))
             if all(twins_of):
                 _data_from_twins(fall, base["throughput_mean"] / twins_of[0], row["throughput_mean"] / twins_of[1])
@@ -160,37 +160,74 @@ def markdown(rows: list[dict]) -> str:
     return "\n".join(parts)
 
 
+LOSS, GAIN = "tab:red", "tab:green"
+
+
 def figure(rows: list[dict], most: int = 12):
-    """One panel per layout (up to `most`): ideal, the losses, measured, as a waterfall."""
+    """One panel per layout (up to `most`): ideal, the losses (red) and gains (green), measured, as a
+    waterfall, each bar with its number; under each title the devices, runs, hosts and link. A loss
+    too small to see at the panel's scale is drawn at a visible least height (its number is exact)."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
+    from matplotlib.patches import Patch
+
+    from hvdbench.results.plots import context
 
     rows = rows[:most]
     cols = min(3, len(rows))
     nrows = math.ceil(len(rows) / cols)
-    fig = Figure(figsize=(4.6 * cols, 3.6 * nrows), layout="constrained")
+    fig = Figure(figsize=(5.0 * cols, 4.4 * nrows + 0.4), layout="constrained")
     FigureCanvasAgg(fig)
     labels = ["ideal", "comm", "data", "compute", "unattrib.", "measured"]
     for i, r in enumerate(rows):
         ax = fig.add_subplot(nrows, cols, i + 1)
-        level, bottoms, heights, colors = r["ideal"], [], [], []
-        bottoms.append(0)
-        heights.append(level)
-        colors.append("tab:blue")
+        top = max(r["ideal"], r["measured"])
+        least = 0.012 * top  # a bar thinner than this is a hairline: drawn this tall, labelled exactly
+        level, bottoms, heights, colors, texts = r["ideal"], [0], [r["ideal"]], ["tab:blue"], [f"{r['ideal']:,.1f}"]
         for name in LOSSES:
-            loss = r[name] or 0.0
-            bottoms.append(level - loss if loss >= 0 else level)
-            heights.append(abs(loss))
-            colors.append("tab:red" if loss >= 0 else "tab:green")
+            loss = r[name]
+            if loss is None:  # not measured (no breakdown): no bar, a dash
+                bottoms.append(level)
+                heights.append(0)
+                colors.append("none")
+                texts.append("–")
+                continue
+            if abs(loss) < 0.05:  # nothing at the numbers' precision: no bar, and no sign to misread
+                bottoms.append(level)
+                heights.append(0)
+                colors.append("none")
+                texts.append("0.0")
+                level -= loss
+                continue
+            drawn = max(abs(loss), least)
+            bottoms.append(level - drawn if loss >= 0 else level)
+            heights.append(drawn)
+            colors.append(LOSS if loss >= 0 else GAIN)
+            texts.append(f"−{loss:,.1f}" if loss >= 0 else f"+{-loss:,.1f}")
             level -= loss
         bottoms.append(0)
         heights.append(r["measured"])
         colors.append("tab:gray")
-        ax.bar(range(len(labels)), heights, bottom=bottoms, color=colors)
+        texts.append(f"{r['measured']:,.1f}")
+        bars = ax.bar(range(len(labels)), heights, bottom=bottoms, color=colors)
+        for bar, text, color in zip(bars, texts, colors):
+            ax.annotate(text, (bar.get_x() + bar.get_width() / 2, bar.get_y() + bar.get_height()),
+                        textcoords="offset points", xytext=(0, 2), ha="center", va="bottom", fontsize=7,
+                        color=color if color in (LOSS, GAIN) else "0.15")
         ax.set_xticks(range(len(labels)), labels, fontsize=8)
         ax.set_ylabel("samples/s", fontsize=8)
-        ax.set_title(f"{r['model']} {r['layout']} vs {r['baseline']} ({r['flavor']}, {r['framework']})", fontsize=9)
+        ax.set_ylim(0, top * 1.12)  # room for the numbers above the tallest bar
+        runs = {x["layout"]: x.get("runs") for x in r.get("rows") or []}
+        below = context(r.get("rows") or [r], runs=", ".join(f"{n} run{'s' if n != 1 else ''} of {layout}"
+                                                             for layout, n in runs.items() if n))
+        ax.set_title(f"{r['model']} {r['layout']} vs {r['baseline']} ({r['flavor']}, {r['framework']})"
+                     + (f"\n{below}" if below else ""), fontsize=8)
         ax.grid(True, axis="y", alpha=0.3)
+    fig.legend(handles=[Patch(color="tab:blue", label="ideal: the baseline's rate per device × devices"),
+                        Patch(color=LOSS, label="loss: samples/s it takes away"),
+                        Patch(color=GAIN, label="gain: samples/s it adds"),
+                        Patch(color="tab:gray", label="measured")],
+               loc="outside lower center", ncol=2 if cols == 1 else 4, fontsize=8, frameon=False)
     return fig
 
 
@@ -203,9 +240,5 @@ def write(rows: list[dict], out: Path, formats=("csv", "png")) -> list[Path]:
         atomic_write_text(path, to_csv(rows, WATERFALL_COLUMNS))
         written.append(path)
     if "png" in formats and rows:
-        path = Path(out) / "waterfall.png"
-        tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
-        figure(rows).savefig(tmp, format="png", dpi=100)
-        os.replace(tmp, path)
-        written.append(path)
+        written.append(atomic_write_png(figure(rows), Path(out) / "waterfall.png"))
     return written

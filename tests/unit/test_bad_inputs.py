@@ -14,6 +14,7 @@ import io
 import json
 import os
 import random
+import re
 import shutil
 import subprocess
 import sys
@@ -433,7 +434,8 @@ def test_two_identical_sweeps_share_the_runs_and_both_exit_0(tmp_path):
 def test_a_held_run_whose_sweep_dies_unrecorded_is_run_by_the_other(tmp_path, monkeypatch):
     from rich.console import Console
 
-    from hvdbench.sweep import locks, run as sweep_run
+    from hvdbench.sweep import locks
+    from hvdbench.sweep import run as sweep_run
     from hvdbench.sweep.plan import Entry
     from hvdbench.topology import Layout
 
@@ -490,7 +492,8 @@ def test_shard_paths_outside_the_dataset_folder_are_refused(tmp_path, dataset, f
 def test_wall_s_has_one_meaning_in_runs_csv(tmp_path):
     """The launch's time as the sweep measured it, on successful and failed rows alike."""
     from hvdbench.launchers.guard import Outcome
-    from hvdbench.sweep import record, run as sweep_run
+    from hvdbench.sweep import record
+    from hvdbench.sweep import run as sweep_run
     from hvdbench.sweep.plan import Entry
     from hvdbench.topology import Layout
 
@@ -505,6 +508,45 @@ def test_wall_s_has_one_meaning_in_runs_csv(tmp_path):
     assert (ok.status, ok.wall_s, failed.status, failed.wall_s) == ("success", 7.5, "failed", 4.25)
 
 
+# --- 9. issue 30: numbers that are not numbers, layouts past the bounds, recipes a shell would run ----
+
+def test_report_of_published_logs_with_infinities_and_a_bad_systems_json_warns_and_goes_on(tmp_path):
+    """One bad file of a published tree does not stop the report: each is one warning line naming the
+    file (and line) and key; an Infinity accuracy is not converged; the files read are unchanged."""
+    logs = published_logs(tmp_path / "pub")
+    result_0 = next(logs.rglob("result_0.txt"))
+    text = result_0.read_text().splitlines()
+    at = max(i for i, line in enumerate(text) if '"key": "eval_accuracy"' in line)
+    text[at] = re.sub(r'"value": [0-9.]+', '"value": Infinity', text[at])
+    result_0.write_text("\n".join(text) + "\n")
+    desc = next(logs.rglob("*.json"))
+    desc.write_text(json.dumps({**json.loads(desc.read_text()), "number_of_nodes": "9" * 300}))
+    before = snapshot(logs)
+    proc = hvd("report", "--mllog", logs, "--out", tmp_path / "report")
+    assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stderr
+    assert f"warning: {result_0}:{at + 1}: eval_accuracy value Infinity (not a finite number): read as missing, " \
+           "and its run does not count as converged" in proc.stdout
+    assert f"warning: {desc.absolute()}: number_of_nodes '99999999999999999999...' (300 characters) is not a " \
+           "whole number from 1 to 1,000,000; not read for layouts: its runs' come from their logs, else are unknown" \
+        in proc.stdout
+    rows = list(csv.DictReader((tmp_path / "report" / "time_to_train.csv").open()))
+    assert [(r["layout"], r["runs"], r["converged"]) for r in rows] == [("1x8", "3", "2")]  # from the logs
+    assert (tmp_path / "report" / "time_to_train.png").is_file()
+    unchanged(before)
+
+
+def test_a_study_recipe_a_shell_would_run_is_refused_when_the_file_loads(tmp_path):
+    study = tmp_path / "s.yaml"
+    study.write_text(json.dumps({**STUDY, "models": {"resnet50": {
+        "data": str(tmp_path / "d"), "prepare": [f"digits; touch {tmp_path / 'pwned'}"]}}}))
+    before = snapshot(tmp_path)
+    for dry in ([], ["--dry-run"]):
+        proc = hvd("study", "run", study, "--hosts", "localhost:1", *dry, "--out", tmp_path / "o", cwd=tmp_path)
+        one_line_error(proc, f"{study}: models.resnet50.prepare[0]", "is not a command of `hvdbench prepare`")
+    assert not (tmp_path / "o").exists() and not (tmp_path / "pwned").exists()
+    unchanged(before)
+
+
 # --- the property: random bytes and random edits -------------------------------------------------
 
 TOKENS = [b"0", b"-1", b"99999999999999999999", "²".encode(), b"\x00", b"\n", b",", b'"', b"nan", b"inf",
@@ -512,6 +554,16 @@ TOKENS = [b"0", b"-1", b"99999999999999999999", "²".encode(), b"\x00", b"\n", b
 CELLS = ["", "0", "-1", "nan", "inf", "-inf", "1e308", "x", "0x0", "success", "failed", "aborted",
          "time_to_accuracy", "99999999999", "2x2", "-5", "1", "out"]
 JSON_VALUES = [0, -1, 10 ** 30, "x", None, [], {}, 1.5, True, "../x", "/etc/passwd", "uint8", [8, 8, 3], 2 ** 40]
+# Issue 30's: numbers JSON as Python writes and reads it takes (NaN, Infinity, 1e999 read back as
+# infinite), counts past the hostfiles' bounds, and recipe items a shell would run.
+NUMBER_VALUES = [float("nan"), float("inf"), float("-inf"), 1e308, -1, 0, 10 ** 300, "9" * 300, "-1", "8", 1025,
+                 2.5, True, None, "x", [1], {"a": float("nan")}]
+STUDY_VALUES = [*NUMBER_VALUES, "digits; touch pwned", "$(touch pwned)", "digits\0", "", " ", "--out", "--out=x",
+                "nosuch", "٣x1", "1x100000", ["digits", "--size", "8; touch pwned"], ["--size"], ["digits", ""]]
+RECIPE_ITEMS = ["digits; touch pwned", "$(touch pwned)", "8 && touch pwned", "`touch pwned`", "digits\0", "", " ",
+                "--out", "--out=x", "nosuch", "8", "images"]
+LAYOUT_TOKENS = ["1", "2", "0", "x", "X", ",", " ", "100000", "9" * 25, "٣", "-", "by", "\0", "1024", "1000001"]
+COUNTS = ["1", "2", "3", "0", "01", "1024", "1025", "100000", "1000000", "1000001", "9" * 25, "٣", "-1", ""]
 
 
 def mutate_bytes(rng: random.Random, data: bytes) -> bytes:
@@ -535,16 +587,16 @@ def mutate_bytes(rng: random.Random, data: bytes) -> bytes:
     return bytes(data)
 
 
-def mutate_json(rng: random.Random, data: bytes) -> bytes:
-    manifest = json.loads(data)
-
+def mutate_tree(rng: random.Random, tree, values=JSON_VALUES):
+    """`tree` (parsed JSON or YAML) with 1-3 random keys or items dropped, replaced by one of
+    `values`, or edited further down."""
     def walk(node):
         if isinstance(node, dict) and node:
             key, r = rng.choice(list(node)), rng.random()
             if r < 0.25:
                 node.pop(key)
             elif r < 0.6:
-                node[key] = rng.choice(JSON_VALUES)
+                node[key] = rng.choice(values)
             else:
                 walk(node[key])
         elif isinstance(node, list) and node:
@@ -552,13 +604,42 @@ def mutate_json(rng: random.Random, data: bytes) -> bytes:
             if r < 0.3:
                 node.pop(i)
             elif r < 0.6:
-                node[i] = rng.choice(JSON_VALUES)
+                node[i] = rng.choice(values)
             else:
                 walk(node[i])
 
     for _ in range(rng.randint(1, 3)):
-        walk(manifest)
-    return json.dumps(manifest).encode()
+        walk(tree)
+    return tree
+
+
+def mutate_json(rng: random.Random, data: bytes, values=JSON_VALUES) -> bytes:
+    return json.dumps(mutate_tree(rng, json.loads(data), values)).encode()
+
+
+def mutate_mllog(rng: random.Random, data: bytes) -> bytes:
+    """One :::MLLOG line's JSON edited (NaN, Infinity, counts out of bounds...) or raw bytes."""
+    if rng.random() < 0.3:
+        return mutate_bytes(rng, data)
+    lines = data.decode().splitlines()
+    at = rng.randrange(len(lines))
+    head, sep, record = lines[at].partition(":::MLLOG ")
+    lines[at] = head + sep + json.dumps(mutate_tree(rng, json.loads(record), NUMBER_VALUES))
+    return ("\n".join(lines) + "\n").encode()
+
+
+def mutate_study(rng: random.Random, data: bytes) -> bytes:
+    import yaml
+
+    r, study = rng.random(), yaml.safe_load(data)
+    if r < 0.2:
+        return mutate_bytes(rng, data)
+    if r < 0.55:  # one item of a prepare recipe: what a shell would run, empty, a NUL, --out...
+        recipe = study["models"]["resnet50"]["prepare"]
+        recipe[rng.randrange(len(recipe))] = rng.choice(RECIPE_ITEMS)
+    else:
+        mutate_tree(rng, study, STUDY_VALUES)
+    return yaml.safe_dump(study, allow_unicode=True).encode()
 
 
 def mutate_cells(rng: random.Random, data: bytes) -> bytes:
@@ -571,20 +652,67 @@ def mutate_cells(rng: random.Random, data: bytes) -> bytes:
     return buf.getvalue().encode()
 
 
+def published_logs(root: Path) -> Path:
+    """An MLPerf results tree: three ResNet runs of one system and its systems JSON."""
+    from test_mllog import compliant_lines, system_json
+
+    system = "DGXA100_1x8x56x1"
+    for i, minutes in enumerate((10.0, 11.0, 12.0)):
+        path = root / "Org" / "results" / system / "resnet" / f"result_{i}.txt"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text("\n".join(compliant_lines(minutes, 8, layout=(1, 8), t0=1_700_000_000_000 + i * 10**8)) + "\n")
+    system_json(root / "Org" / "systems" / f"{system}.json", "DGX A100", 1, 8)
+    return root
+
+
+STUDY = {"study": "fuzz", "reproduces": "a fuzzed study", "layouts": ["1x1"], "repeats": 1,
+         "models": {"resnet50": {"data": "nodata", "prepare": ["digits", "--size", "8"],
+                                 "train": {"batch_per_gpu": 8}, "debug": {"data": "nodata", "prepare": ["digits"]}}}}
+KINDS = ("hostfile", "manifest", "runs.csv", "mllog", "systems JSON", "study", "layouts")
+
+
 def test_random_hostfiles_manifests_and_run_stores_give_a_one_line_error_or_success(tmp_path, dataset):
+    import yaml
+
     rng = random.Random(15)
     runs = good_runs(tmp_path / "good" / "runs.csv").read_bytes()
     hostfile = b"# two nodes\nnode1 slots=2\nnode2 slots=2 max_slots=4\n"
     manifest = (dataset / "manifest.json").read_bytes()
+    logs = published_logs(tmp_path / "pub")
+    log_file = next(logs.rglob("result_0.txt")).relative_to(logs)
+    desc_file = next(logs.rglob("*.json")).relative_to(logs)
+    study = yaml.safe_dump(STUDY).encode()
     runner = CliRunner()
     outcomes = {}
-    deadline = time.monotonic() + 6  # bounded: as many seeded cases as fit, at least 30
+    deadline = time.monotonic() + 10  # bounded: as many seeded cases as fit, at least 25 of each kind
     i = 0
-    while i < 30 or time.monotonic() < deadline and i < 400:
+    while i < 25 * len(KINDS) or time.monotonic() < deadline and i < 700:
         work = tmp_path / f"case{i}"
         work.mkdir()
-        which = ("hostfile", "manifest", "runs.csv")[i % 3]
-        if which == "hostfile":
+        which = KINDS[i % len(KINDS)]
+        if which in ("mllog", "systems JSON"):
+            shutil.copytree(logs, work / "pub")
+            if which == "mllog":
+                (work / "pub" / log_file).write_bytes(mutate_mllog(rng, (logs / log_file).read_bytes()))
+            else:
+                (work / "pub" / desc_file).write_bytes(mutate_json(rng, (logs / desc_file).read_bytes(), NUMBER_VALUES)
+                                                       if rng.random() < 0.8 else
+                                                       mutate_bytes(rng, (logs / desc_file).read_bytes()))
+            args = ["report", "--mllog", work / "pub", "--format", "csv,md", "--out", work / "report"]
+        elif which == "study":
+            (work / "s.yaml").write_bytes(mutate_study(rng, study))
+            args = ["study", "run", work / "s.yaml", "--dry-run", "--hosts", "localhost:1", "--out", work / "o"]
+            if rng.random() < 0.3:
+                args += ["--flavor", "debug"]
+        elif which == "layouts":
+            (work / "sw").mkdir()
+            (work / "sw" / "runs.csv").write_bytes(runs)
+            counts = COUNTS if rng.random() < 0.7 else COUNTS[:3]  # some lists of sound layouts too
+            value = ("".join(rng.choice(LAYOUT_TOKENS) for _ in range(rng.randint(1, 6))) if rng.random() < 0.4 else
+                     ",".join(f"{rng.choice(counts)}x{rng.choice(counts)}" for _ in range(rng.randint(1, 3))))
+            args = ["predict", work / "sw", rng.choice(["--layouts", "--fit-on"]), value, "--out", work / "p"]
+            args += ["--layouts", "2x2"] if "--fit-on" in args else []
+        elif which == "hostfile":
             (work / "hosts").write_bytes(mutate_bytes(rng, hostfile))
             args = ["sweep", "resnet50", "--hostfile", work / "hosts", "--dry-run", "--out", work / "out",
                     "--", "--synthetic"]
@@ -602,14 +730,24 @@ def test_random_hostfiles_manifests_and_run_stores_give_a_one_line_error_or_succ
                           "--", "--synthetic"])
         before = snapshot(work)
         result = runner.invoke(cli, [str(a) for a in args])
-        if result.exit_code != 0:
-            lines = result.stderr.strip().splitlines()
+        lines = result.stderr.strip().splitlines()
+        if which == "layouts" and result.exit_code == 2:  # a bad option value: click's usage error, the option named
+            assert lines[-1].startswith(f"Error: Invalid value for '{args[2]}': ") and "baseline" not in lines[-1], \
+                (args, result.stderr)
+        elif result.exit_code != 0:
             assert isinstance(result.exception, SystemExit) and result.exit_code == 1 and len(lines) == 1 \
                 and lines[0].startswith("Error: "), (which, args, result.stderr[-500:], result.exc_info)
+        if which in ("mllog", "systems JSON") and result.exit_code == 0:  # read as missing, never written as inf
+            for table in (work / "report").glob("*.csv"):
+                text = table.read_text()
+                assert not any(bad in text.split(",") for bad in ("inf", "-inf", "nan")), (table, text[:2000])
+        assert "Traceback" not in result.output
+        assert not (work / "pwned").exists() and not Path("pwned").exists()
         unchanged(before)
         outcomes[which, result.exit_code] = outcomes.get((which, result.exit_code), 0) + 1
         shutil.rmtree(work)
         i += 1
     # Both outcomes were reached for each input: the edits are neither all fatal nor all harmless.
-    assert {k for k, n in outcomes.items()} >= {("hostfile", 1), ("manifest", 1), ("runs.csv", 1),
-                                                ("manifest", 0), ("runs.csv", 0)}, outcomes
+    wanted = {("hostfile", 1), ("manifest", 1), ("runs.csv", 1), ("manifest", 0), ("runs.csv", 0), ("mllog", 0),
+              ("systems JSON", 0), ("study", 1), ("study", 0), ("layouts", 1), ("layouts", 2)}
+    assert wanted <= set(outcomes), (wanted - set(outcomes), outcomes)

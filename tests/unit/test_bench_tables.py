@@ -5,13 +5,13 @@ import csv
 
 import pytest
 
-from hvdbench.bench.allreduce_report import CSV_NAME as AR_CSV, AllreduceRow
-from hvdbench.bench.io import CSV_NAME as IO_CSV, IoRow
-from hvdbench.results.store import append_rows
+from hvdbench.bench.allreduce_report import CSV_NAME as AR_CSV
+from hvdbench.bench.allreduce_report import AllreduceRow
+from hvdbench.bench.io import CSV_NAME as IO_CSV
+from hvdbench.bench.io import IoRow
 from hvdbench.results import bench_tables as BT
-from hvdbench.results.aggregate import load_sweeps
 from hvdbench.results.schema import RunResult
-from hvdbench.results.store import append_run
+from hvdbench.results.store import append_rows, append_run, load_sweeps
 
 MIB = 1 << 20
 GRAD = 25_557_032 * 4  # resnet50/full fp32 gradients: 97.5 MiB, under the 128 MiB fusion buffer
@@ -140,7 +140,7 @@ def test_the_csv_formats_and_their_shared_layout_columns():
         "epochs_to_target", "time_per_epoch_s", "time_to_train_s", "status", "error", "started_at", "wall_s",
         "data_s", "compute_s", "comm_s", "update_s", "other_s",  # schema 2 added the breakdown
         "other_cpus", "other_gpu_procs", "timeline_negotiate_ms", "timeline_allreduce_ms",  # schema 3
-        "timeline_cycles_per_step", "timeline_fused_mib", "schema_version"]
+        "timeline_cycles_per_step", "timeline_fused_mib", "threads", "schema_version"]  # schema 4: threads
 
 
 def test_markdown_cells_with_a_bar_stay_one_cell():

@@ -12,13 +12,12 @@ import pytest
 from click.testing import CliRunner
 from mlperf_logging.mllog import constants as C
 from mlperf_logging.system_desc_checker.system_desc_checker import check_system_desc
+from test_mllog import T0, compliant_lines, write
 
 from hvdbench.cli.main import cli
 from hvdbench.results.export import SYSTEM_FIELDS
 from hvdbench.results.schema import RunResult
 from hvdbench.results.store import append_run
-
-from test_mllog import T0, compliant_lines, write
 
 ENV = {"hostname": "node001", "cpu_count": 64, "platform": "Linux-6.1.0-x86_64-with-glibc2.36",
        "python": {"version": "3.11.2"}, "hvdbench": "0.1.0", "torch": {"installed": True, "version": "2.13.0"},
@@ -172,3 +171,88 @@ def test_export_refusals(sweep, tmp_path):
     (tmp_path / "bad.json").write_text("[1]")
     result = invoke("export", sweep, "--mlperf", tmp_path / "o4", "--env", tmp_path / "bad.json")
     assert result.exit_code == 1 and "not the JSON of `hvdbench env --json`" in result.output
+
+
+# --- bad input (issue 30): crashed runs are exported as the unconverged runs they are -----------------
+
+def crashed_run(sweep, layout, i, **fields):
+    """A failed row as the sweep writes it when the worker died before recording anything
+    (hvdbench.sweep.record._fallback): the run's resolved identity, no devices, no versions, no log."""
+    nodes, gpus = map(int, layout.split("x"))
+    record = RunResult(
+        run_id=f"2026010{i // 10}T12{i % 10:02d}00Z-{layout}{i:04d}", sweep=sweep.name, repeat=i, model="resnet50",
+        flavor="debug", framework="torch", precision="fp32", mode="time_to_accuracy", dataset="data/digits",
+        batch_per_gpu=32, accum_steps=1, global_batch=32 * nodes * gpus, world_size=nodes * gpus, nodes=nodes,
+        gpus_per_node=gpus, layout=layout, scale="up" if nodes == 1 else "out", launcher="horovodrun",
+        controller="gloo", metric_name="top1_accuracy", target=0.75, status="failed",
+        started_at=f"2026-01-0{1 + i % 9}T12:00:00+00:00", error="exit status 1 | RuntimeError: boom", **fields)
+    append_run(sweep / "runs.csv", record)
+    return record
+
+
+def test_a_crashed_run_is_exported_beside_its_layouts_runs_as_not_converged(tmp_path):
+    sweep = tmp_path / "s"
+    for i, minutes in enumerate((10.0, 11.0, 12.0)):
+        sweep_run(sweep, "1x2", minutes, i)
+    crashed = crashed_run(sweep, "1x2", 3)  # no devices: it takes its sweep's ("cpu")
+    env = tmp_path / "env.json"
+    env.write_text(json.dumps(ENV))
+    out = tmp_path / "out"
+    result = invoke("export", sweep, "--mlperf", out, "--env", env, "--no-check")
+    assert result.exit_code == 0, result.output
+    folder = out / "results" / "cpu_1x2x32x1_torch_debug" / "resnet"
+    assert sorted(p.name for p in folder.iterdir()) == [f"result_{i}.txt" for i in range(4)]
+    assert sorted(p.name for p in (out / "systems").iterdir()) == ["cpu_1x2x32x1_torch_debug.json"]
+    assert f"run {crashed.run_id} ended failed without an event log" in (folder / "result_3.txt").read_text()
+    assert ("results/cpu_1x2x32x1_torch_debug/resnet: result_3.txt: 1 run(s) that ended failed before reaching "
+            "the target, exported as runs that did not converge") in result.output
+    assert "hvdbench: 11.5000 min (olympic mean of 2 of 4 (dropped fastest and the non-converged run))" \
+        in result.output
+    official, said = summarize_officially(out, tmp_path)
+    assert "Dropping non-converged run(s)" in said
+    assert float(official["cpu_1x2x32x1_torch_debug"]["resnet"]) == pytest.approx(11.5)
+
+
+def test_a_sweep_whose_only_time_to_accuracy_runs_failed_exports_them(tmp_path):
+    sweep = tmp_path / "s"
+    for i in range(2):
+        crashed_run(sweep, "1x1", i)
+    env = tmp_path / "env.json"
+    env.write_text(json.dumps(ENV))
+    result = invoke("export", sweep, "--mlperf", tmp_path / "out", "--env", env, "--no-check")
+    assert result.exit_code == 0, result.output
+    assert "no time-to-accuracy runs" not in result.output
+    assert "results/unknown_1x1x32x1_torch_debug/resnet: 2 run(s); hvdbench: DNF" in result.output
+    assert len(list((tmp_path / "out" / "results").rglob("result_*.txt"))) == 2
+
+
+@pytest.mark.parametrize("rows, words", [
+    ([], ["no runs yet"]),
+    ([{"mode": "throughput", "status": "success", "framework": "torch"}],
+     ["no time-to-accuracy runs to export", "1 run(s) are recorded as throughput runs (0 of them failed",
+      "a sweep with --data and no --steps after --"]),
+    # a failed row written before failed rows carried their mode: no framework, the default mode
+    ([{"mode": "throughput", "status": "failed", "framework": ""}] * 2,
+     ["2 run(s) are recorded as throughput runs (2 of them failed", "2 failed row(s) do not record the run's mode",
+      "--retry-failed"]),
+])
+def test_nothing_to_export_says_what_the_sweep_holds(tmp_path, rows, words):
+    sweep = tmp_path / "s"
+    sweep.mkdir()
+    (sweep / "runs.csv").write_text("")
+    for i, fields in enumerate(rows):
+        append_run(sweep / "runs.csv", RunResult(run_id=f"r{i}", sweep="s", model="resnet50", **fields))
+    if not rows:
+        sweep_run(tmp_path / "other", "1x1", 1.0, 0, mode="throughput")  # a header only
+        (sweep / "runs.csv").write_text((tmp_path / "other" / "runs.csv").read_text().splitlines()[0] + "\n")
+    env = tmp_path / "env.json"
+    env.write_text(json.dumps(ENV))
+    result = CliRunner().invoke(cli, ["export", str(sweep), "--mlperf", str(tmp_path / "out"), "--env", str(env)])
+    assert result.exit_code == 1
+    [line] = result.stderr.strip().splitlines()
+    assert line.startswith(f"Error: {sweep}: ")
+    for word in words:
+        assert word in line, line
+    if rows and rows[0]["status"] == "failed":
+        assert "--data and no --steps" not in line  # the sweep may well have been run that way
+    assert not (tmp_path / "out").exists() or not any((tmp_path / "out").iterdir())

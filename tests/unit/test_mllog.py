@@ -282,11 +282,18 @@ def test_empty_or_missing_directory_is_a_clear_error(tmp_path):
         mllog.read_mllog_dir(tmp_path)
     with pytest.raises(SchemaError, match="no such directory"):
         mllog.read_mllog_dir(tmp_path / "nope")
+    # A systems JSON that cannot be read is a warning naming it, the layout of its runs unknown: one bad
+    # file of a published tree does not stop the report of the rest (issue 30).
     bad = published_tree(tmp_path / "b", times=(10.0,))
     (bad / "Org" / "systems").mkdir()
-    (bad / "Org" / "systems" / "DGXA100_2x8x56x1.json").write_text("{not json")
-    with pytest.raises(SchemaError, match="DGXA100_2x8x56x1.json"):
-        mllog.read_mllog_dir(bad)
+    desc = bad / "Org" / "systems" / "DGXA100_2x8x56x1.json"
+    desc.write_text("{not json")
+    [run], notes = mllog.load(bad)
+    assert (run.layout, run.status) == ("", "success")
+    assert run.layout_source.startswith(f"unknown ({desc.absolute()}: not valid JSON")
+    assert [n for n in notes if n.startswith("warning:")] == [
+        f"warning: {desc.absolute()}: not valid JSON (Expecting property name enclosed in double quotes: line 1 "
+        "column 2 (char 1)); not read for layouts: its runs' come from their logs, else are unknown"]
 
 
 def test_report_cli_reads_published_logs(tmp_path):
@@ -389,7 +396,7 @@ def test_unreadable_lines_are_reported(tmp_path):
     runs, notes = mllog.load(root)
     assert len(runs) == 2 and all(r.status == "success" for r in runs)
     assert notes == [f"{root}: 2 run(s) from 2 log file(s)",
-                     f"{root}: 1 unreadable :::MLLOG line(s) skipped in 1 file(s), first {log}"]
+                     f"{root}: 1 unreadable :::MLLOG line(s) skipped in 1 file(s), first {log}:9"]
     result = CliRunner().invoke(cli, ["report", "--mllog", str(root), "--out", str(tmp_path / "r"), "--format", "md"])
     assert result.exit_code == 0 and notes[1] in result.output
     assert notes[1] in (tmp_path / "r" / "summary.md").read_text()  # the inputs are in summary.md too
@@ -651,3 +658,138 @@ def test_a_trailing_node_count_in_a_system_name_is_its_size(tmp_path):
     rows = build_tables(mllog.read_mllog_dir(tmp_path)).time_to_train
     assert [(r["system"], r["layout"], r["speedup"]) for r in rows] == [
         ("Supermicro / SYS-421GE-TNHR2-LCC", "1x8", 1.0), ("Supermicro / SYS-421GE-TNHR2-LCC", "8x8", 25.0 / 4.0)]
+
+
+# --- bad input (issue 30): numbers that are not finite, counts past the hostfiles' bounds ------------
+
+def _edit(lines, key, old, new):
+    """The log's lines with `old` replaced by `new` in the first line holding `"key": "<key>"`."""
+    at = next(i for i, line in enumerate(lines) if f'"key": "{key}"' in line and old in line)
+    return [*lines[:at], lines[at].replace(old, new), *lines[at + 1:]], at + 1
+
+
+@pytest.mark.parametrize("key, old, new, said", [
+    (C.EVAL_ACCURACY, '"value": 0.759', '"value": Infinity', "value Infinity (not a finite number)"),
+    (C.EVAL_ACCURACY, '"value": 0.759', '"value": NaN', "value NaN (not a finite number)"),
+    (C.EVAL_ACCURACY, '"value": 0.759', '"value": 1e999', "value Infinity (not a finite number)"),
+    (C.EVAL_ACCURACY, '"value": 0.759', '"value": {"BBOX": -Infinity}', "value.BBOX -Infinity (not a finite number)"),
+    (C.EVAL_ACCURACY, '"epoch_num": 3', '"epoch_num": NaN', "metadata.epoch_num NaN (not a finite number)"),
+])
+def test_a_non_finite_accuracy_is_missing_and_never_converged(tmp_path, key, old, new, said):
+    lines, lineno = _edit(mlperf_lines(minutes=10.0), key, old, new)
+    log = write(tmp_path / "pub" / "run.log", lines)
+    [run], notes = mllog.load(tmp_path / "pub")
+    assert run.status == "failed" and run.epochs_to_target is None and run.final_metric == 0.70
+    assert run.error == f"eval_accuracy at line {lineno}: {said}: not converged"
+    assert f"warning: {log}:{lineno}: eval_accuracy {said}: read as missing, and its run does not count as " \
+           "converged" in notes
+    [row] = build_tables([run]).time_to_train
+    assert (row["runs"], row["converged"], row["failed"]) == (1, 0, 1)
+
+
+@pytest.mark.parametrize("key, old, new, said, field, expected", [
+    (C.RUN_STOP, '"time_ms": 1700000601000', '"time_ms": Infinity', "time_ms Infinity (not a finite number)",
+     "status", "failed"),
+    (C.RUN_STOP, '"time_ms": 1700000601000', '"time_ms": 1e308', "time_ms 1e+308 (past ±1e+150",
+     "time_to_train_s", None),
+    (mllog.TRACKED_STATS, '{"throughput": 100.0}', '{"throughput": NaN}',
+     "value.throughput NaN (not a finite number)", "throughput", None),
+    (C.GLOBAL_BATCH_SIZE, '"value": 3264', '"value": -Infinity', "value -Infinity (not a finite number)",
+     "global_batch", 0),
+    (C.GLOBAL_BATCH_SIZE, '"value": 3264', '"value": ' + "9" * 400, "value a 400-digit number (past ±1e+150",
+     "global_batch", 0),
+])
+def test_a_non_finite_number_is_read_as_missing_with_a_warning(tmp_path, key, old, new, said, field, expected):
+    lines, lineno = _edit(mlperf_lines(minutes=10.0, throughput=100.0), key, old, new)
+    log = write(tmp_path / "pub" / "run.log", lines)
+    [run], notes = mllog.load(tmp_path / "pub")
+    assert getattr(run, field) == expected
+    assert any(n.startswith(f"warning: {log}:{lineno}: {key} {said}") and n.endswith("read as missing")
+               for n in notes), notes
+
+
+def test_report_of_logs_with_infinities_writes_finite_csvs_and_plots(tmp_path):
+    bench = tmp_path / "pub" / "Org" / "results" / "DGXA100_1x8x56x1" / "resnet"
+    for i, minutes in enumerate((10.0, 11.0, 12.0, 13.0)):
+        lines = mlperf_lines(minutes=minutes, throughput=100.0)
+        if i == 0:
+            lines, _ = _edit(lines, C.EVAL_ACCURACY, '"value": 0.759', '"value": Infinity')
+        if i == 1:
+            lines, _ = _edit(lines, mllog.TRACKED_STATS, '{"throughput": 100.0}', '{"throughput": 1e999}')
+        write(bench / f"result_{i}.txt", lines)
+    out = tmp_path / "report"
+    result = CliRunner().invoke(cli, ["report", "--mllog", str(tmp_path / "pub"), "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    assert result.exception is None and "Traceback" not in result.output
+    for csv_file in out.glob("*.csv"):
+        text = csv_file.read_text().lower()
+        assert "inf" not in text.replace("info", "") and "nan" not in text, csv_file
+    rows = list(csv.DictReader((out / "time_to_train.csv").open()))
+    assert [(r["runs"], r["converged"], r["failed"]) for r in rows] == [("4", "3", "1")]
+    assert (out / "time_to_train.png").is_file()
+    assert "result_0.txt:" in result.output and "does not count as converged" in result.output
+
+
+@pytest.mark.parametrize("nodes, gpus, key, said", [
+    (-1, 8, "number_of_nodes", "-1 is not a whole number from 1 to 1,000,000"),
+    ("9" * 300, 8, "number_of_nodes", "'99999999999999999999...' (300 characters) is not a whole number from 1 "
+                                      "to 1,000,000"),
+    (10 ** 300, 8, "number_of_nodes", "10000000000000000000... is not a whole number from 1 to 1,000,000"),
+    (1_000_001, 8, "number_of_nodes", "1000001 is not a whole number from 1 to 1,000,000"),
+    (2, 1025, "accelerators_per_node", "1025 is not a whole number from 1 to 1,024"),
+    (2, "eight", "accelerators_per_node", "'eight' is not a whole number from 1 to 1,024"),
+    (2, "٨", "accelerators_per_node", "'٨' is not a whole number"),  # an Arabic-Indic eight: int() reads it
+    (2, 2.5, "accelerators_per_node", "2.5 is not a whole number"),
+    (True, 8, "number_of_nodes", "true is not a whole number"),
+])
+def test_a_systems_json_count_out_of_bounds_leaves_the_layout_unknown(tmp_path, nodes, gpus, key, said):
+    root = published_tree(tmp_path / "pub", times=(10.0, 11.0, 12.0), system="8xA100")
+    desc = system_json(root / "Org" / "systems" / "8xA100.json", "Big box", 1, 8)
+    desc.write_text(json.dumps({**json.loads(desc.read_text()), "number_of_nodes": nodes,
+                                "accelerators_per_node": gpus}))
+    runs, notes = mllog.load(root)
+    assert {(r.layout, r.nodes, r.gpus_per_node) for r in runs} == {("", 0, 0)}  # not the folder name's 1x8
+    warning = f"warning: {desc.absolute()}: {key} {said}"
+    assert [n for n in notes if n.startswith("warning:")] == [n for n in notes if n.startswith(warning)]
+    assert len([n for n in notes if n.startswith("warning:")]) == 1  # once for its three runs
+    assert all(r.layout_source.startswith(f"unknown ({desc.absolute()}: {key}") for r in runs)
+    assert next(n for n in notes if n.startswith(warning)).endswith(
+        "; not read for layouts: its runs' come from their logs, else are unknown")
+    # a log that gives its own layout still has it, and the systems JSON is still named
+    bench = root / "Org" / "results" / "8xA100" / "resnet"
+    write(bench / "result_0.txt", mlperf_lines(layout=(2, 4)))
+    runs, notes = mllog.load(root)
+    assert sorted(r.layout for r in runs) == ["", "", "2x4"]
+    assert len([n for n in notes if n.startswith(warning)]) == 1
+
+
+def test_counts_in_log_events_and_sysjson_lines_are_held_to_the_same_bounds(tmp_path):
+    write(tmp_path / "pub" / "a.log", mlperf_lines(layout=(-1, 8)))
+    write(tmp_path / "pub" / "b.log", [":::SYSJSON " + json.dumps({"number_of_nodes": "2",
+                                                                   "accelerators_per_node": "1" * 30})]
+          + mlperf_lines())
+    write(tmp_path / "pub" / "c.log", mlperf_lines(platform="99999999x8 cpu"))  # no layout, not a warning
+    write(tmp_path / "pub" / "d.log", mlperf_lines(layout=(1_000_000, 1024)))  # the largest allowed
+    runs, notes = mllog.load(tmp_path / "pub")
+    layouts = {Path(r.run_id).name: r.layout for r in runs}
+    assert layouts == {"a.log": "", "b.log": "", "c.log": "", "d.log": "1000000x1024"}
+    warnings = [n for n in notes if n.startswith("warning:")]
+    assert warnings == [
+        f"warning: {tmp_path / 'pub' / 'a.log'}:4: number_of_nodes -1 is not a whole number from 1 to 1,000,000; "
+        "the layout of its run(s) is unknown",
+        f"warning: {tmp_path / 'pub' / 'b.log'}:1 (:::SYSJSON): accelerators_per_node '11111111111111111111...' "
+        "(30 characters) is not a whole number from 1 to 1,024; the layout of its run(s) is unknown"]
+
+
+@pytest.mark.parametrize("name", ["99999999x8", "2x" + "9" * 5000, "٢x٨"])
+def test_names_past_the_bounds_are_not_layouts(name):
+    assert mllog.layout_from_name(name) is None and mllog.layout_from_text(name) is None
+
+
+def test_deeply_nested_or_huge_json_is_an_unreadable_line_not_a_crash(tmp_path):
+    lines = mlperf_lines() + [":::MLLOG " + "[" * 100_000, ':::MLLOG {"time_ms": ' + "9" * 400 + ', "key": "x"}',
+                              ":::SYSJSON " + "{" * 100_000]
+    write(tmp_path / "pub" / "run.log", lines)
+    [run], notes = mllog.load(tmp_path / "pub")
+    assert run.status == "success"
+    assert f"2 unreadable :::MLLOG line(s) skipped in 1 file(s), first {tmp_path / 'pub' / 'run.log'}:" in notes[1]

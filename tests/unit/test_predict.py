@@ -178,11 +178,8 @@ def test_markdown_and_figure_name_every_layout(fit, tmp_path):
     assert header == list(PREDICTION_COLUMNS)
 
 
-def test_the_predict_and_report_commands_write_the_prediction(tmp_path):
-    from click.testing import CliRunner
-
-    from hvdbench.cli.predict import predict
-    from hvdbench.cli.report import report
+def _sweep(tmp_path):
+    """A sweep folder of the FIT_LAYOUTS runs, one each, on an emulated node's host name."""
     from hvdbench.results.store import append_run
 
     sweep = tmp_path / "sweep"
@@ -191,6 +188,16 @@ def test_the_predict_and_report_commands_write_the_prediction(tmp_path):
         r = run(n, g)
         r.run_id, r.sweep, r.hosts = f"{n}x{g}-r1", "s", "hvd-node1"
         append_run(sweep / "runs.csv", r)
+    return sweep
+
+
+def test_the_predict_and_report_commands_write_the_prediction(tmp_path):
+    from click.testing import CliRunner
+
+    from hvdbench.cli.predict import predict
+    from hvdbench.cli.report import report
+
+    sweep = _sweep(tmp_path)
     got = CliRunner().invoke(predict, [str(sweep), "--layouts", "4x1", "--machines", "shared",
                                        "--out", str(tmp_path / "p")])
     assert got.exit_code == 0, got.output
@@ -202,3 +209,113 @@ def test_the_predict_and_report_commands_write_the_prediction(tmp_path):
     assert "## Predicted layouts" in (tmp_path / "r" / "summary.md").read_text()
     bad = CliRunner().invoke(predict, [str(sweep), "--layouts", "4by1"])
     assert bad.exit_code == 2 and "4by1" in bad.output
+
+
+# --- bad input (issue 30): the option given is named, layouts are held to the hostfiles' bounds -----
+
+
+@pytest.mark.parametrize("option, value, words", [
+    ("--layouts", "1x100000", ["'--layouts'", "'1x100000'", "100000 GPUs per node", "limit of 1,024 per host"]),
+    ("--layouts", "2x2," + "9" * 25 + "x1", ["'--layouts'", "25-digit number of nodes", "limit of 1,000,000"]),
+    ("--layouts", "1000001x1", ["1000001 nodes is above the limit of 1,000,000"]),
+    ("--layouts", "0x4", ["'--layouts'", "nodes must be at least 1"]),
+    ("--layouts", "4by1", ["'--layouts'", "'4by1': expected NODESxGPUS"]),
+    ("--layouts", "٣x1", ["'--layouts'", "expected NODESxGPUS"]),  # an Arabic-Indic three: ASCII digits only
+    ("--fit-on", "1x2000", ["'--fit-on'", "2000 GPUs per node"]),
+])
+def test_layout_options_name_themselves_and_the_bounds(tmp_path, option, value, words):
+    from click.testing import CliRunner
+
+    from hvdbench.cli.predict import predict
+
+    sweep = _sweep(tmp_path)
+    args = [str(sweep), "--out", str(tmp_path / "p"), option, value]
+    args += [] if option == "--layouts" else ["--layouts", "4x1"]
+    got = CliRunner().invoke(predict, args)
+    assert got.exit_code == 2, got.output
+    error = got.output.strip().splitlines()[-1]
+    assert "baseline" not in error
+    for word in words:
+        assert word in error, error
+    assert not (tmp_path / "p").exists()
+
+
+def test_the_largest_layouts_within_the_bounds_are_predicted(fit):
+    rows = P.prediction_rows([fit], [(1_000_000, 1024)])
+    assert any(r["layout"] == "1000000x1024" and math.isfinite(r["predicted_throughput"]) for r in rows)
+
+
+def test_fit_on_a_layout_no_run_has_names_it_and_the_sweeps_layouts(tmp_path):
+    from click.testing import CliRunner
+
+    from hvdbench.cli.main import cli
+
+    sweep = _sweep(tmp_path)
+    got = CliRunner().invoke(cli, ["predict", str(sweep), "--layouts", "4x1", "--fit-on", "1x1,3x3",
+                                   "--out", str(tmp_path / "p")])
+    assert got.exit_code == 1
+    assert got.stderr.strip() == (f"Error: --fit-on 3x3: no run of {sweep} has that layout "
+                                  "(its runs have 1x1, 1x2, 2x1)")
+    assert not (tmp_path / "p").exists()
+
+
+# --- caveats: what a prediction cannot see (issue 31) ---------------------------------------------
+
+def test_link_rates_are_read_from_the_link_a_sweep_recorded():
+    assert P.link_rate("emulated veth bridge, 100mbit") == pytest.approx(12.5e6)
+    assert P.link_rate("emulated veth bridge, 1gbit, 50us one-way") == pytest.approx(125e6)
+    assert P.link_rate("HDR InfiniBand 200 Gb/s") == pytest.approx(25e9)
+    assert P.link_rate("100 Mbit/s") == pytest.approx(12.5e6) and P.link_rate("25 GbE") == pytest.approx(3.125e9)
+    assert P.link_rate("NVLink 25 GB/s") == pytest.approx(25e9)  # an upper-case B: bytes
+    assert P.link_rate("emulated veth bridge, unshaped") is None and P.link_rate("NVLink") is None
+
+
+def cpu_runs(hosts_one="localhost", hosts_two="localhost"):
+    """The synthetic runs on CPUs (devices "cpu"), without a bench: the inter-node link is fitted from
+    the 2x1 runs' exposed communication, which backward hid 30 % of (EXPOSURE inter 0.7), so it comes
+    out 1/0.7 times the 100 Mbit/s the link was shaped to."""
+    runs = [run(n, g, k) for n, g in FIT_LAYOUTS for k in (1, 2)]
+    for r in runs:
+        r.devices, r.hosts = "cpu", hosts_one if r.nodes == 1 else f"{hosts_one};{hosts_two}"
+    return runs
+
+
+def test_a_layout_past_the_machines_cores_and_a_fit_faster_than_its_link_are_flagged(monkeypatch):
+    import os
+
+    monkeypatch.setattr(os, "cpu_count", lambda: 2)
+    fit = P.fit_group(cpu_runs())
+    assert fit.cores == 2 and "os.cpu_count() of this machine" in fit.cores_from
+    assert fit.links["inter"].busbw_b_s == pytest.approx(12.5e6 / 0.7, rel=1e-2)
+    assert fit.link_rate_b_s == pytest.approx(12.5e6) and P.faster_than_link(fit)
+    rows = {r["layout"]: r for r in P.prediction_rows([fit], [(2, 2), (4, 1), (1, 1)])}
+    # An emulated cluster: all 4 ranks of 2x2 share the one 2-core machine.
+    assert rows["2x2"]["flags"] == "oversubscribed;faster-than-link"
+    assert "4 ranks on one machine of 2 cores" in rows["2x2"]["note"] and "0.0125 GB/s" in rows["2x2"]["note"]
+    # Measured layouts saw what they ran on: only the baseline's remark on its own fit.
+    assert rows["2x1"]["flags"] == "" and rows["1x2"]["flags"] == ""
+    assert rows["1x1"]["flags"] == "baseline" and "not a speed-up" in rows["1x1"]["note"]
+    text = P.markdown(list(rows.values()), [fit])
+    assert "1.00× (predicted / measured)" in text and "**oversubscribed** (2x2: 4 ranks, 4x1: 4 ranks" in text
+    assert "= 0.0125 GB/s each way" in text and "(**faster-than-link**)" in text
+    assert {"flags", "note"} <= set(PREDICTION_COLUMNS)
+
+
+def test_the_cores_of_other_machines_are_not_guessed(monkeypatch):
+    import os
+
+    monkeypatch.setattr(os, "cpu_count", lambda: 2)
+    runs = cpu_runs("gpu-node-17", "gpu-node-18")
+    for r in runs:
+        r.link = "HDR InfiniBand 200 Gb/s"  # separate machines, a link far faster than the fit
+    fit = P.fit_group(runs)
+    assert fit.shared_machine is False and fit.cores is None and "gpu-node-17" in fit.cores_from
+    row = P.predict(fit, 1, 8)
+    assert "oversubscribed" not in row["flags"] and not P.faster_than_link(fit)
+    assert "no layout is checked for oversubscription" in P.machine_line(fit)
+
+
+def test_gpu_layouts_with_more_gpus_per_node_than_any_run_are_flagged(fit):
+    assert not fit.on_cpus and fit.most_gpus_per_node == 2
+    assert P.predict(fit, 2, 8)["flags"].split(";")[0] == "more-gpus-than-runs"
+    assert "more-gpus-than-runs" not in P.predict(fit, 4, 2)["flags"]

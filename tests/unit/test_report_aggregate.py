@@ -6,10 +6,9 @@ import math
 import pytest
 
 from hvdbench.errors import ConfigError
-from hvdbench.results.aggregate import (build_tables, load_sweeps, olympic_score, parse_layout,
-                                        scaling_rows, stats)
+from hvdbench.results.aggregate import build_tables, olympic_score, parse_layout, scaling_rows, stats
 from hvdbench.results.schema import SCHEMA_VERSION, RunResult, SchemaError
-from hvdbench.results.store import append_run
+from hvdbench.results.store import append_run, load_sweeps
 
 
 def run(layout, throughput=None, status="success", mode="throughput", **kw):
@@ -185,6 +184,20 @@ def test_load_sweeps_names_the_missing_store(tmp_path):
         load_sweeps([tmp_path / "b"])
 
 
+def test_a_run_that_failed_before_seeing_its_devices_joins_its_layouts_row(tmp_path):
+    # The sweep writes a failed row with the run's identity; the devices (the report's system) are
+    # known only to a worker that got that far: the sweep's one device set stands in for them.
+    store = tmp_path / "s" / "runs.csv"
+    append_run(store, run("1x1", 100))
+    append_run(store, run("1x2", status="failed", devices="", error="exit status 1"))
+    rows = by_layout(scaling_rows(load_sweeps([tmp_path / "s"])))
+    assert set(rows) == {"1x1", "1x2"} and (rows["1x2"]["runs"], rows["1x2"]["failed"]) == (1, 1)
+    append_run(tmp_path / "t" / "runs.csv", run("1x1", 100, devices="A100"))
+    append_run(tmp_path / "t" / "runs.csv", run("1x1", 100, devices="H100"))
+    append_run(tmp_path / "t" / "runs.csv", run("1x2", status="failed", devices=""))
+    assert "" in {r.devices for r in load_sweeps([tmp_path / "t"])}  # two systems: not guessed
+
+
 def test_runs_of_unknown_layout_are_counted_but_never_a_baseline():
     runs = [run("1x1", 100), run("1x2", 190)]
     runs.append(RunResult(model="resnet50", flavor="debug", framework="torch", devices="cpu",
@@ -196,8 +209,8 @@ def test_runs_of_unknown_layout_are_counted_but_never_a_baseline():
 
 
 def test_a_retried_run_counts_once_in_its_current_state():
-    from hvdbench.results.aggregate import current_runs
     from hvdbench.results.schema import RunResult
+    from hvdbench.results.store import current_runs
 
     rows = [RunResult(sweep="s", run_id="1x1-r1", status="failed"),
             RunResult(sweep="s", run_id="1x2-r1", status="success"),
@@ -319,3 +332,86 @@ def test_explain_twins_measure_the_data_stall_differentially_and_the_bars_still_
     assert row["ideal"] - total == pytest.approx(row["measured"], abs=1e-9)
     [row] = waterfall_rows(runs, build_tables(runs).scaling)  # without twins: from the breakdown
     assert row["data_from"] == "breakdown"
+
+
+# --- issue 31: a report a person can trust at a glance ------------------------------------------
+
+def test_the_report_names_the_threads_per_rank_and_flags_an_unfair_baseline():
+    from hvdbench.results.aggregate import thread_note
+    from hvdbench.results.tables import markdown
+
+    fair = [run(layout, t, threads=1) for layout, t in (("1x1", 100), ("1x2", 190), ("2x1", 180))]
+    rows = by_layout(scaling_rows(fair))
+    assert {r["threads"] for r in rows.values()} == {1} and not any(r["flags"] for r in rows.values())
+    assert thread_note(list(rows.values())) == "CPU math threads per rank: 1 in every layout (runs.csv threads)."
+    assert "CPU math threads per rank: 1 in every layout" in markdown(build_tables(fair))
+    # A 1x1 rank with both cores against 1x2 ranks with one each: its speed-up is not the layout's.
+    unfair = [run("1x1", 100, threads=2), run("1x2", 190, threads=1), run("2x1", 180, threads=1)]
+    rows = by_layout(scaling_rows(unfair))
+    assert rows["1x1"]["flags"] == "" and rows["1x2"]["flags"] == rows["2x1"]["flags"] == "unfair-baseline"
+    text = markdown(build_tables(unfair))
+    assert "**unfair baseline**: the 1x1 rank had 2 threads, the 1x2 and 2x1 ranks 1 each" in text
+    assert "| 1x2 | 2 | up | 1 (1/0/0/0) | 190.0 |" in text and "unfair-baseline" in text
+    # An old sweep (runs.csv schema < 4: no threads recorded) says nothing of them.
+    old = [run("1x1", 100), run("1x2", 190)]
+    assert thread_note(scaling_rows(old)) == "" and "threads" not in markdown(build_tables(old)).split("## Notes")[0]
+    assert "threads" in __import__("hvdbench.results.schema", fromlist=["REPORT_COLUMNS"]).REPORT_COLUMNS["scaling"]
+
+
+def test_noise_on_an_idle_machine_is_a_cold_start_not_a_busy_machine():
+    from hvdbench.results.aggregate import noise_cause
+    from hvdbench.results.tables import markdown
+
+    idle = [run("1x1", t, other_cpus=0.02, steps=10, warmup_steps=3) for t in (60, 100)]
+    [row] = scaling_rows(idle)
+    assert row["flags"] == "noisy"  # not busy: 0.02 cores is no neighbour
+    cause = noise_cause(row)
+    assert "busy" not in cause and "idle" in cause and "cold start or too few timed steps" in cause
+    assert "10 steps after 3 warm-up steps" in cause and "--steps" in cause and "--warmup-max-steps" in cause
+    assert "probably busy" not in markdown(build_tables(idle))
+    busy = [run("1x1", t, other_cpus=1.2, steps=10, warmup_steps=3) for t in (60, 100)]
+    [row] = scaling_rows(busy)
+    assert row["flags"] == "noisy;busy"
+    assert noise_cause(row).startswith("the machine was busy (other processes used up to 1.2 cores")
+    text = markdown(build_tables(busy))
+    assert "- **noisy** (1x1): runs spread more than 10%" in text and "require-idle" in text
+    unknown = [run("1x1", t, steps=10) for t in (60, 100)]
+    assert "recorded no measure of other processes" in noise_cause(scaling_rows(unknown)[0])
+
+
+def test_efficiency_carries_two_sigma_from_both_spreads():
+    rows = by_layout(scaling_rows(sweep_runs()))
+    # 1x2: 200 ± std 10 against 1x1's 100 ± 10: efficiency 1.0, relative errors 5 % and 10 %.
+    assert rows["1x2"]["efficiency_2sigma"] == pytest.approx(2 * 1.0 * math.hypot(0.05, 0.10))
+    assert rows["1x1"]["efficiency_2sigma"] == pytest.approx(2 * 0.10)  # the baseline's own spread
+    one = by_layout(scaling_rows([run("1x1", 100), run("1x2", 190), run("1x2", 200)]))
+    assert one["1x2"]["efficiency_2sigma"] is None  # a single baseline run: its spread is unknown
+
+
+def test_short_times_to_train_read_in_seconds_with_the_evaluation_cadence(tmp_path):
+    from hvdbench.results.aggregate import read_eval_cadence
+    from hvdbench.results.tables import markdown, resolution
+
+    runs = [tta("1x1", s / 60, run_id=f"1x1-r{i}", epochs_to_target=3.0, time_per_epoch_s=3.5, global_batch=32)
+            for i, s in enumerate((30.0, 33.0))]
+    runs += [tta("1x2", s / 60, run_id=f"1x2-r{i}", epochs_to_target=4.0, time_per_epoch_s=2.0, global_batch=64)
+             for i, s in enumerate((20.0, 22.0))]
+    for r in runs:  # each run's resolved config, as the worker writes it beside its result
+        (tmp_path / r.run_id).mkdir()
+        (tmp_path / r.run_id / "config.yaml").write_text("eval_every: 2.0\neval_unit: epochs\nmax_epochs: 12\n")
+    read_eval_cadence(runs, tmp_path)
+    rows = by_layout(build_tables(runs).time_to_train)
+    assert rows["1x1"]["eval_every_epochs"] == 2.0 and rows["1x1"]["ttt_resolution_s"] == pytest.approx(7.0)
+    assert resolution(rows["1x1"]) == "± 7 s: an evaluation every 2 epochs of ~3.5 s"
+    text = markdown(build_tables(runs))
+    assert "| time to train (s) | resolution (evaluation cadence) |" in text
+    assert "| 31.5 | ± 7 s: an evaluation every 2 epochs of ~3.5 s | 31.5 ± 4.2 |" in text  # not "0.53 min"
+    assert "| s/epoch |" in text and "| 3.5 |" in text
+    # Minutes stay minutes; a table mixing both says each cell's unit.
+    long = [tta("1x1", m, global_batch=32) for m in (30, 32)] + [tta("1x2", 0.5, global_batch=64)]
+    text = markdown(build_tables(long))
+    assert "| time to train |" in text and "| 31.00 min |" in text and "| 30.0 s |" in text
+    # A run without its config (a runs.csv copied alone, a published log): no cadence, no column.
+    bare = [tta("1x1", 0.5, run_id="x", global_batch=32)]
+    read_eval_cadence(bare, tmp_path / "nowhere")
+    assert "resolution" not in markdown(build_tables(bare))

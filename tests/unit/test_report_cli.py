@@ -4,12 +4,11 @@ import csv
 
 import pytest
 from click.testing import CliRunner
+from test_report_aggregate import run, sweep_runs, tta
 
 from hvdbench.cli.main import cli
 from hvdbench.results.schema import RunResult
 from hvdbench.results.store import append_run
-
-from test_report_aggregate import run, sweep_runs, tta
 
 EXPECTED = ["scaling.csv", "layouts.csv", "time_to_train.csv", "epochs.csv", "summary.md",
             "throughput_vs_gpus.png", "efficiency_vs_gpus.png", "layouts_bars.png", "time_to_train.png",
@@ -174,3 +173,23 @@ def test_report_names_the_link_a_sweep_recorded(sweep):
     (sweep / "sweep.json").write_text("[1, 2]")
     result = invoke(sweep)
     assert result.exit_code != 0 and "sweep.json: not a sweep record" in result.output
+
+
+def test_report_reads_each_runs_evaluation_cadence_and_names_the_threads(tmp_path):
+    store = tmp_path / "s" / "runs.csv"
+    for i, seconds in enumerate((4.3, 5.2)):
+        r = tta("1x1", seconds / 60, run_id=f"1x1-r{i}", epochs_to_target=3.0, time_per_epoch_s=1.5, global_batch=16)
+        append_run(store, r)
+        (store.parent / r.run_id).mkdir()
+        (store.parent / r.run_id / "config.yaml").write_text("eval_every: 1.0\neval_unit: epochs\n")
+    append_run(store, run("1x1", 100, threads=2))
+    append_run(store, run("1x2", 150, threads=1))
+    result = invoke(store.parent)
+    assert result.exit_code == 0, result.output
+    [ttt] = read_csv(store.parent / "report" / "time_to_train.csv")
+    assert float(ttt["ttt_resolution_s"]) == pytest.approx(1.5) and ttt["eval_every_epochs"] == "1.0"
+    assert "| 4.8 | ± 1.5 s: an evaluation every 1 epoch of ~1.5 s |" in result.output
+    scaling = {r["layout"]: r for r in read_csv(store.parent / "report" / "scaling.csv")}
+    assert (scaling["1x1"]["threads"], scaling["1x2"]["threads"]) == ("2", "1")
+    assert scaling["1x2"]["flags"] == "unfair-baseline"
+    assert "the 1x1 rank had 2 threads, the 1x2 ranks 1 each" in result.output

@@ -1,0 +1,168 @@
+"""Folders of MLPerf logs: which files hold runs (`find_logs`, `Reading`), and every run under a
+folder as the common record (`load`).
+
+    hvdbench report --mllog training_results_v4.0/Oracle
+    from hvdbench.results.mllog import load
+    runs, notes = load("training_results_v4.0/Oracle")      # -> list[MllogRun], what to tell the user
+
+Every text file under the folder that holds a run's `:::MLLOG` lines is read, whatever its name
+(`result_N.txt`, `mllog.txt`, `*.log`, `slurm-*.out`); the others (code, binaries, MLPerf power
+logs, files without the marker) are counted as skipped, with the reason (`Reading.summary`), except
+a submission's `result_N.txt`, which is a run even when it logged nothing (a failed one, as the
+summarizer counts it).
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from mlperf_logging.mllog import constants as C
+
+from hvdbench.results.mllog.events import RUN_KEYS, read_log
+from hvdbench.results.mllog.groups import DEFAULT_GROUP_BY, parse_group_by
+from hvdbench.results.mllog.record import MllogRun, to_run_result
+from hvdbench.results.mllog.summary import LogSummary, read_runs
+from hvdbench.results.schema import SchemaError
+
+RESULT_GLOB = "result_*.txt"
+MAX_WARNINGS = 20  # warning lines a load prints; the rest are counted
+
+# Files a folder walk does not open: code, configuration, documents and archives (a source file
+# may quote an MLLOG line; a results repository holds the code that wrote its logs).
+NOT_LOGS = frozenset(".py .sh .sub .json .yaml .yml .md .rst .ipynb .c .cc .cpp .cu .h .hpp .toml .cfg "
+                     ".ini .html .css .js .png .jpg .jpeg .svg .pdf .gz .bz2 .xz .tar .tgz .zip .h5 .pt".split())
+BINARY_PROBE = 8192  # bytes looked at for a NUL
+
+
+@dataclass
+class Reading:
+    """What a folder walk found: the log files read and every file skipped, with the reason."""
+    root: Path
+    logs: list[Path] = field(default_factory=list)
+    skipped: dict[str, list[Path]] = field(default_factory=dict)  # reason -> files
+
+    def skip(self, path: Path, reason: str) -> None:
+        self.skipped.setdefault(reason, []).append(path)
+
+    @property
+    def skipped_count(self) -> int:
+        return sum(map(len, self.skipped.values()))
+
+    def summary(self, runs: int) -> str:
+        line = f"{self.root}: {runs} run(s) from {len(self.logs)} log file(s)"
+        if self.skipped:
+            reasons = sorted(self.skipped.items(), key=lambda kv: (-len(kv[1]), kv[0]))
+            line += (f"; {self.skipped_count} file(s) skipped: "
+                     + ", ".join(f"{len(files)} {reason} (e.g. {files[0].relative_to(self.root)})"
+                                 for reason, files in reasons))
+        return line
+
+
+def find_logs(root: str | os.PathLike) -> Reading:
+    """The candidate log files under root (every file but code, configuration, documents and
+    binaries), sorted; which :::MLLOG lines they hold is decided when they are read (`load`)."""
+    root = Path(root)
+    if not root.is_dir():
+        raise SchemaError(f"{root}: no such directory of MLPerf logs")
+    reading = Reading(root)
+    for folder, dirs, files in os.walk(root):
+        dirs[:] = sorted(d for d in dirs if not d.startswith("."))  # .git and the like
+        for name in sorted(files):
+            path = Path(folder) / name
+            suffix = path.suffix.lower()
+            if name.startswith("."):
+                reading.skip(path, "hidden")
+            elif suffix in NOT_LOGS:
+                reading.skip(path, "code, configuration or documents" if suffix not in
+                             {".gz", ".bz2", ".xz", ".tar", ".tgz", ".zip"} else "compressed (unpack to read)")
+            elif not path.is_file():
+                reading.skip(path, "not a regular file")
+            else:
+                reading.logs.append(path)
+    return reading
+
+
+def _probe(path: Path) -> str | None:
+    """Why a file cannot be a log (binary, unreadable), or None."""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(BINARY_PROBE)
+    except OSError as e:
+        return f"unreadable ({e.strerror or e})"
+    return "binary" if b"\0" in head else None
+
+
+def load(root: str | os.PathLike, progress=lambda files: files, group_by: str | tuple = DEFAULT_GROUP_BY,
+         ruleset: str | None = None) -> tuple[list[MllogRun], list[str]]:
+    """(one record per run under root, notes for the user); `progress` wraps the file list.
+    A `results/<system>/<benchmark>/result_N.txt` that holds no event is a failed run; other files
+    without events are skipped and counted. SchemaError when no file holds a readable event.
+    A number that is not finite, a layout count out of bounds or a systems JSON that cannot be read
+    is a warning among the notes (one line per file, naming it, and the line and key), never an
+    error: one bad file of a published tree does not stop the report of the rest."""
+    root = Path(root)
+    keys = parse_group_by(group_by) if isinstance(group_by, str) else group_by
+    reading, descs = find_logs(root), {}
+    candidates, reading.logs = reading.logs, []
+    runs: list[MllogRun] = []
+    bad_files, bad_lines, warnings = [], 0, []
+    for path in progress(candidates):
+        why = _probe(path)
+        log = read_log(path) if why is None else None
+        if log is not None and not log.marker_lines:
+            why = "without :::MLLOG lines"
+        elif log is not None and not log.events:
+            why = "with only unreadable :::MLLOG lines"
+        elif log is not None and not any(e.key in RUN_KEYS for e in log.events):
+            why = "without run events (power readings or the like)"
+        # A result_N.txt is a run, whatever it holds: one that logged nothing did not converge
+        # (the summarizer drops it as a non-converged run too).
+        if why and path.match(RESULT_GLOB) and path.absolute().parent.parent.parent.name == "results":
+            why = None
+        if why:
+            reading.skip(path, why)
+            continue
+        reading.logs.append(path)
+        if log is None or not log.events:  # an MLPerf result file of a run that logged nothing
+            runs.append(to_run_result(LogSummary(str(path)), root, keys, ruleset, descs, warnings))
+            continue
+        if log.bad_lines:
+            bad_files.append(f"{path}:{log.first_bad_line}")
+            bad_lines += log.bad_lines
+        if log.non_finite:
+            warnings.append(non_finite_warning(path, log.non_finite))
+        runs += [to_run_result(s, root, keys, ruleset, descs, warnings) for s in read_runs(log)]
+    if not runs:
+        raise SchemaError(f"{root}: no file holds a readable :::MLLOG event ({reading.summary(0)})")
+    notes = [reading.summary(len(runs))]
+    if bad_files:  # e.g. ranks' output interleaved mid-line
+        notes.append(f"{root}: {bad_lines} unreadable :::MLLOG line(s) skipped in {len(bad_files)} file(s), "
+                     f"first {bad_files[0]}")
+    warnings = list(dict.fromkeys(warnings))  # a systems JSON's warning comes once per run: say it once
+    notes += [f"warning: {w}" for w in warnings[:MAX_WARNINGS]]
+    if len(warnings) > MAX_WARNINGS:
+        notes.append(f"warning: {root}: {len(warnings) - MAX_WARNINGS} more file(s) with warnings like these")
+    assumed = sorted({r.ruleset for r in runs if r.ruleset_assumed and r.division == "closed"})
+    if assumed:
+        notes.append(f"{root}: closed-division RCPs checked against ruleset {', '.join(assumed)} (no "
+                     "training_results_vX.Y folder in the path; give --ruleset X.Y.0 for another round)")
+    return runs, notes
+
+
+def non_finite_warning(path, events) -> str:
+    """One line for a file's events holding a number that is not finite, naming the first (an
+    eval_accuracy first: its run does not count as converged)."""
+    accuracy = [e for e in events if e.key == C.EVAL_ACCURACY]
+    e = (accuracy or events)[0]
+    key = e.key if len(e.key) <= 40 else e.key[:36] + "..."
+    what = e.non_finite if len(e.non_finite) <= 120 else e.non_finite[:116] + "..."
+    line = f"{path}:{e.lineno}: {key} {what}: read as missing"
+    if accuracy:
+        line += ", and its run does not count as converged"
+    return line + (f" ({len(events)} such events in this file)" if len(events) > 1 else "")
+
+
+def read_mllog_dir(root: str | os.PathLike) -> list[MllogRun]:
+    return load(root)[0]
