@@ -47,8 +47,8 @@ def up(nodes, slots, bandwidth, latency, subnet, hostfile, slurm, name):
       hvdbench cluster up --bandwidth 10gbit --latency 50us    # a delay needs sch_netem
       hvdbench cluster up --name slm --nodes 2 --slots 2 --slurm --subnet 10.215.0.0/24
     """
-    from hvdbench.cluster.lifecycle import up as cluster_up
     from hvdbench.cluster.blueprint import make_plan
+    from hvdbench.cluster.lifecycle import up as cluster_up
 
     plan = make_plan(name=name, nodes=nodes, slots=slots, subnet=subnet, bandwidth=bandwidth,
                      latency=latency, hostfile=hostfile, slurm=slurm)
@@ -70,10 +70,10 @@ def status(name):
     Example:
       hvdbench cluster status --name hvd
     """
-    from hvdbench.output import console
     from rich.table import Table
 
     from hvdbench.cluster.lifecycle import status as cluster_status
+    from hvdbench.output import console
 
     journal, rows = cluster_status(name)
     table = Table(title=f"cluster {name} ({journal.phase}, {journal.plan.subnet})")
@@ -122,17 +122,18 @@ def _usage(name: str) -> None:
     s = launch_settings(name)
     np_ = sum(int(h.rsplit(":", 1)[1]) for h in s.hosts)
     hvd_args = " ".join(s.horovodrun_args)
-    sweep_args = " ".join(f"--launcher-arg={a}" for a in s.horovodrun_args)
     # horovodrun needs the interface named: on a single remote node it would otherwise pick loopback
     # for its rendezvous address, which the ranks cannot reach from their namespace.
-    click.echo(f"Hostfile: {s.hostfile}\n"
+    # A sweep takes the cluster by name (its hostfile, ssh wrapper, interface and link): that is the
+    # line to copy; the launcher lines are for running something by hand.
+    click.echo(f"Sweep on it:\n  hvdbench sweep MODEL --cluster {name} --out DIR -- ...\n"
+               f"Hostfile: {s.hostfile}\n"
                "Launch from this shell (the ssh wrapper on PATH carries the cluster's key and host keys;\n"
                f"{SHARED_MACHINE_ENV}=1 gives each rank its share of this machine's cores):\n"
                f"  export PATH={s.env['PATH'].split(os.pathsep, 1)[0]}:$PATH {SHARED_MACHINE_ENV}=1\n"
                f"  horovodrun -np {np_} --hostfile {s.hostfile} {hvd_args} --gloo python ...\n"
                f"  horovodrun -np {np_} --hostfile {s.hostfile} {hvd_args} --mpi python ...\n"
                f"  mpirun -np {np_} --hostfile {s.hostfile} {' '.join(s.mpirun_args)} python ...\n"
-               f"  hvdbench sweep MODEL --hostfile {s.hostfile} {sweep_args} --out DIR -- ...\n"
                + (f"Slurm: export SLURM_CONF={s.env['SLURM_CONF']}, then sinfo, sbatch, srun, squeue, scancel;\n"
                   f"  hvdbench sweep MODEL --hostfile {s.hostfile} --launcher slurm --submit --out DIR -- ...\n"
                   if "SLURM_CONF" in s.env else "") +

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import shlex
 from pathlib import Path
 
 import click
 
-from hvdbench.cli.sweep import _env_pairs, _int_list, _one_line, run_to_the_end
+from hvdbench.cli.sweep import _env_pairs, _int_list, _one_line, cluster_slurm, run_to_the_end
 from hvdbench.launchers import LAUNCHERS
 from hvdbench.topology import MAX_SLOTS
 
@@ -19,12 +20,27 @@ def _names(ctx, param, value):
 
 def find_study(name: str) -> Path:
     """A path as given, else studies/NAME.yaml here, else in the hvdbench project."""
-    candidates = [Path(name), Path("studies") / f"{name}.yaml", STUDIES_DIR / f"{name}.yaml"]
-    for path in candidates:
-        if path.is_file():
-            return path
     from hvdbench.errors import ConfigError
-    raise ConfigError(f"study {name!r} not found (looked for {', '.join(map(str, candidates))})")
+    from hvdbench.train.config import quote
+
+    what = "a study is a NAME from studies/ (`hvdbench study list`) or a YAML file"
+    given = Path(name)
+    if given.is_dir():
+        said = f"{name}: a directory, not a study file ({what})"
+        if (given / "study.json").is_file():  # the --out of an earlier `study run`
+            said += "; it holds a study's results: `hvdbench report " + shlex.quote(name) + "` reports them"
+        raise ConfigError(said)
+    if given.exists() and not given.is_file():  # a FIFO, a device: reading would block or never end
+        raise ConfigError(f"{name}: not a regular file ({what})")
+    candidates = [given, Path("studies") / f"{name}.yaml", STUDIES_DIR / f"{name}.yaml"]
+    for path in candidates:
+        try:
+            if path.is_file():
+                return path
+        except (OSError, ValueError):  # a name too long for the file system, or with a NUL
+            continue
+    raise ConfigError(f"study {quote(name)} not found ({what}; looked for "
+                      f"{', '.join(quote(str(p)) for p in candidates)})")
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -105,7 +121,8 @@ def run(file, out, flavor, hostfile, hosts, cluster_name, gpus_per_node, layouts
     from hvdbench.output import console as output_console
     from hvdbench.study import run as study_run
     from hvdbench.study.schema import load_study
-    from hvdbench.sweep import batch, run as sweep_run
+    from hvdbench.sweep import batch
+    from hvdbench.sweep import run as sweep_run
 
     if submit and (launcher or "") != "slurm":
         raise click.UsageError("--submit goes with --launcher slurm")
@@ -127,19 +144,23 @@ def run(file, out, flavor, hostfile, hosts, cluster_name, gpus_per_node, layouts
             if not dry_run:
                 study_run.check_study_record(s, opts)
             for sw in sweeps:
-                jobs = batch.slurm_jobs(sw.spec, None, time_limit, tuple(sbatch_args))
-                click.echo(f"== {sw.label}: {len(jobs)} batch jobs")
-                if dry_run:
-                    for _, script, body, argv in jobs:
-                        click.echo(f"# {script}\n{body}\n# submit: {' '.join(argv)}\n")
-                else:
-                    study_run.prepare_data(sw, console)
-                    batch.write_slurm_jobs(sw.spec, jobs, submit, echo=click.echo)
+                with cluster_slurm(sw.spec if cluster_name is not None else None,
+                                   echo=click.echo if dry_run or not submit else None):
+                    jobs = batch.slurm_jobs(sw.spec, None, time_limit, tuple(sbatch_args))
+                    click.echo(f"== {sw.label}: {len(jobs)} batch jobs")
+                    if dry_run:
+                        if sw.prepare:
+                            click.echo(f"# prepare first: {sw.prepare_command}")
+                        for _, script, body, argv in jobs:
+                            click.echo(f"# {script}\n{body}\n# submit: {shlex.join(argv)}\n")
+                    else:
+                        study_run.prepare_data(sw, console)
+                        batch.write_slurm_jobs(sw.spec, jobs, submit, echo=click.echo)
             return
         if dry_run:
             for sw in sweeps:
                 if sw.prepare:
-                    click.echo(f"prepare first: hvdbench {' '.join(sw.prepare[3:])}")
+                    click.echo(f"prepare first: {sw.prepare_command}")
                 sweep_run.dry_run(sw.spec, console)
             click.echo(f"study {s.name}: {runs} launches")
             return

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
+import os
 import re
+import shlex
 import sys
 from pathlib import Path
 
@@ -48,7 +51,8 @@ def _one_line(ctx, param, value):
 @click.option("--hosts", help="Hosts and slots, e.g. node1:8,node2:8.")
 @click.option("--cluster", "cluster_name", metavar="NAME",
               help="Run on the emulated cluster NAME (`hvdbench cluster up --name NAME`): its hostfile, "
-                   "ssh and network interface.")
+                   "ssh and network interface; with --launcher slurm, its own Slurm (SLURM_CONF), for a "
+                   "cluster brought up with --slurm.")
 @click.option("--gpus-per-node", type=click.IntRange(min=1, max=MAX_SLOTS),
               help="Slots per host of the Slurm allocation [default: SLURM_NTASKS_PER_NODE].")
 @click.option("--gpus", callback=_int_list, help="Total GPU counts, e.g. 1,2,4 [default: powers of two "
@@ -121,9 +125,12 @@ def sweep(model, train_args, hostfile, hosts, cluster_name, gpus_per_node, gpus,
           -- --flavor debug --data data/digits --steps 30
       hvdbench sweep resnet50 --hostfile hostfiles/example-2node --launcher slurm --submit \\
           --sbatch-arg=--partition=gpu --out results/r50 -- --synthetic
+      hvdbench sweep resnet50 --cluster slm --launcher slurm --submit --layouts 1x2,2x1 \\
+          --out results/slurm -- --flavor debug --synthetic --steps 20
     """
     from hvdbench.output import console as output_console
-    from hvdbench.sweep import batch, run as sweep_run
+    from hvdbench.sweep import batch
+    from hvdbench.sweep import run as sweep_run
     from hvdbench.sweep.build import build_spec
 
     if submit and launcher != "slurm":
@@ -142,12 +149,14 @@ def sweep(model, train_args, hostfile, hosts, cluster_name, gpus_per_node, gpus,
         if explain:
             raise click.UsageError("--explain runs on a sweep's own launches; with --launcher slurm, submit "
                                    "a second sweep with --synthetic after -- instead")
-        jobs = batch.slurm_jobs(spec, template, time_limit, tuple(sbatch_args))
-        if dry_run:
-            for layout, script, body, argv in jobs:
-                click.echo(f"# {script}\n{body}\n# submit: {' '.join(argv)}\n")
-            return
-        batch.write_slurm_jobs(spec, jobs, submit, echo=click.echo)
+        with cluster_slurm(spec if cluster_name is not None else None,
+                           echo=click.echo if dry_run or not submit else None):  # sbatch by hand needs it
+            jobs = batch.slurm_jobs(spec, template, time_limit, tuple(sbatch_args))
+            if dry_run:
+                for layout, script, body, argv in jobs:
+                    click.echo(f"# {script}\n{body}\n# submit: {shlex.join(argv)}\n")
+                return
+            batch.write_slurm_jobs(spec, jobs, submit, echo=click.echo)
         return
     if dry_run:
         for one in specs:
@@ -159,11 +168,35 @@ def sweep(model, train_args, hostfile, hosts, cluster_name, gpus_per_node, gpus,
         sys.exit(1)
 
 
+@contextlib.contextmanager
+def cluster_slurm(spec, echo=None):
+    """With a sweep on an emulated cluster's own Slurm (`--cluster NAME --launcher slurm`; spec
+    None otherwise), the cluster's SLURM_CONF for this process while it asks sinfo for GPU GRES and
+    sbatch-submits (the jobs inherit it), put back after; `echo` says it (a dry run, or scripts the
+    user submits by hand)."""
+    conf = (spec.user_env or {}).get("SLURM_CONF") if spec is not None else None
+    if not conf:
+        yield
+        return
+    if echo is not None:
+        echo(f"# the cluster's own Slurm: export SLURM_CONF={shlex.quote(conf)}")
+    old = os.environ.get("SLURM_CONF")
+    os.environ["SLURM_CONF"] = conf
+    try:
+        yield
+    finally:
+        if old is None:
+            os.environ.pop("SLURM_CONF", None)
+        else:
+            os.environ["SLURM_CONF"] = old
+
+
 def run_to_the_end(label: str, where, start, after: str = "", exit_on_failure: bool = True) -> bool:
     """Run `start()` (a sweep or a study; it returns the runs' status counts) and print the counts;
     exit 128+N when signal N stopped it (finished runs are kept: the same command resumes), and 1
     when a run did not succeed (or, not `exit_on_failure`, return False: a second sweep still runs)."""
-    from hvdbench.sweep import plan, run as sweep_run
+    from hvdbench.sweep import plan
+    from hvdbench.sweep import run as sweep_run
 
     try:
         counts = start()

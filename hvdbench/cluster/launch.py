@@ -14,6 +14,10 @@ and HVDBENCH_SHARED_MACHINE=1: horovodrun forwards both by itself, a direct mpir
 HVDBENCH_SHARED_MACHINE tells the workers that all "nodes" share this machine's cores, so each rank
 takes cores / world size math threads rather than cores / ranks per node: oversubscribed, the
 2x1 layout of the demo ran 25 times slower than its link allows.
+
+A cluster brought up with `--slurm` runs its own Slurm, which clients reach through SLURM_CONF
+(`slurm_conf`, also in `env`): `hvdbench sweep --cluster NAME --launcher slurm` renders and submits
+its batch jobs there with the cluster's hostfile, nothing set by hand.
 """
 
 import os
@@ -35,6 +39,7 @@ class ClusterLaunch:
     mpirun_args: tuple[str, ...]       # extra options for a direct Open MPI mpirun
     env: dict[str, str] = field(default_factory=dict)  # variables to set on top of the caller's
     link: str = ""  # the inter-node link, as a sweep records it: "emulated veth bridge, 100 Mbit/s"
+    slurm_conf: Path | None = None  # its Slurm's slurm.conf (SLURM_CONF); None: brought up without --slurm
 
 
 def launch_settings(name: str = "hvd", state_root: Path = STATE_ROOT, path: str | None = None) -> ClusterLaunch:
@@ -55,6 +60,7 @@ def launch_settings(name: str = "hvd", state_root: Path = STATE_ROOT, path: str 
         env={"PATH": os.pathsep.join(p for p in [str(plan.state_dir / "bin"), base] if p),
              SHARED_MACHINE_ENV: "1", **(slurm.client_env(plan) if plan.slurm else {})},
         link=f"emulated veth bridge, {plan.shaping.describe()}",
+        slurm_conf=slurm.conf_path(plan) if plan.slurm else None,
     )
 
 

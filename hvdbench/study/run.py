@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import shlex
 import subprocess
 import sys
 from collections import Counter
@@ -33,9 +34,9 @@ from pathlib import Path
 import yaml
 
 from hvdbench import topology
+from hvdbench.contracts import get_spec, specs
 from hvdbench.errors import ConfigError, DatasetError, HvdbenchError
-from hvdbench.models import get_spec, specs
-from hvdbench.results.schema import atomic_write_text
+from hvdbench.files import atomic_write_text
 from hvdbench.study.schema import ModelPlan, Study
 from hvdbench.sweep.build import build_spec, hosts_of
 from hvdbench.sweep.spec import SweepSpec
@@ -77,6 +78,11 @@ class StudySweep:
     @property
     def label(self) -> str:
         return f"{self.model} · {self.mode.replace('_', '-')}"
+
+    @property
+    def prepare_command(self) -> str:
+        """The prepare recipe as a user would type it, shell-quoted: `hvdbench prepare digits --out ...`."""
+        return shlex.join(["hvdbench", *self.prepare[3:]]) if self.prepare else ""
 
 
 def sweep_dir(out: Path, model: str, mode: str) -> Path:
@@ -254,11 +260,10 @@ def prepare_data(sweep: StudySweep, console) -> None:
     """Run the model's prepare recipe when its dataset is missing (once for all its sweeps)."""
     if not sweep.prepare or (Path(sweep.data) / MANIFEST).is_file():
         return
-    console.print(f"study: preparing {sweep.data}: hvdbench {' '.join(sweep.prepare[3:])}")
+    console.print(f"study: preparing {sweep.data}: {sweep.prepare_command}", markup=False, highlight=False)
     done = subprocess.run(sweep.prepare, stdin=subprocess.DEVNULL)
     if done.returncode != 0 or not (Path(sweep.data) / MANIFEST).is_file():
-        raise DatasetError(f"{sweep.data}: `hvdbench {' '.join(sweep.prepare[3:])}` failed "
-                           f"(exit status {done.returncode})")
+        raise DatasetError(f"{sweep.data}: `{sweep.prepare_command}` failed (exit status {done.returncode})")
 
 
 def run_study(study: Study, sweeps: list[StudySweep], opts: StudyOptions, console) -> Counter:

@@ -9,6 +9,11 @@ naming the file and the key (`studies/x.yaml: models.resnet50.train: unknown key
 settings are checked against `hvdbench.train.config.TrainConfig` and per-layout names the way
 `launch/configs/*.yaml` are (NODESxGPUSxBATCHxACCUM). Whether each model exists is checked by the
 runner (hvdbench.study.run), which can skip the missing ones when asked.
+
+A `prepare` recipe is the argv of `hvdbench prepare` without its --out, checked here, when the file
+loads (before anything is written or run): its first item names one of `hvdbench prepare`'s commands
+(`prepare_commands`: the registry's, no framework imported), no item is empty or holds a NUL, and
+it gives no --out. It is run as an argv list, never through a shell, and printed shell-quoted.
 """
 
 from __future__ import annotations
@@ -21,6 +26,7 @@ from hvdbench.errors import ConfigError
 from hvdbench.launchers import CONTROLLERS, LAUNCHERS
 from hvdbench.sweep import layout_config
 from hvdbench.train import config as train_config
+from hvdbench.train.config import quote
 
 MODES = ("throughput", "time_to_accuracy", "both")
 NAME_RE = re.compile(r"[a-z0-9][a-z0-9_-]{0,63}")
@@ -32,6 +38,19 @@ MODEL_KEYS = ("flavor", "data", "prepare", "synthetic", "train", "layouts", "deb
 DEBUG_KEYS = ("data", "prepare", "synthetic", "train")
 PUBLISHED_KEYS = ("speedup", "time_to_train_min")
 BATCH_KEYS = ("batch_per_gpu", "accum_steps")
+# `hvdbench prepare`'s own commands (hvdbench/cli/prepare.py); the model folders add theirs through
+# their specs. tests/unit/test_study.py holds `prepare_commands()` to the command group's list.
+PREPARE_OWN_COMMANDS = ("synthetic", "verify")
+
+
+def prepare_commands() -> list[str]:
+    """Every `hvdbench prepare` command, named as its group names them (a model folder's
+    "module:attr" reference is the command `attr`, '_' written '-'), read from the registry: no
+    framework and no model folder's command module is imported."""
+    from hvdbench.contracts import specs
+
+    return sorted({*PREPARE_OWN_COMMANDS, *(ref.rsplit(":", 1)[1].replace("_", "-")
+                                            for spec in specs() for ref in spec.prepare_commands)})
 
 
 @dataclass(frozen=True)
@@ -86,10 +105,10 @@ def load_study(path: str | Path) -> Study:
             raise ConfigError(f"{where}: missing key '{key}'")
     name = _str(data["study"], where, "study")
     if not NAME_RE.fullmatch(name):
-        raise ConfigError(f"{where}: study {name!r}: lowercase letters, digits, '-' and '_' only")
+        raise ConfigError(f"{where}: study {quote(name)}: lowercase letters, digits, '-' and '_' only")
     mode = data.get("mode", "throughput")
     if mode not in MODES:
-        raise ConfigError(f"{where}: mode {mode!r} is not one of {', '.join(MODES)}")
+        raise ConfigError(f"{where}: mode {quote(mode)} is not one of {', '.join(MODES)}")
     if "layouts" in data and "gpus" in data:
         raise ConfigError(f"{where}: give 'layouts' or 'gpus', not both")
     layouts = tuple(_layout(v, where, f"layouts[{i}]") for i, v in enumerate(_list(data.get("layouts", []), where,
@@ -97,13 +116,13 @@ def load_study(path: str | Path) -> Study:
     gpus = tuple(_positive(v, where, f"gpus[{i}]") for i, v in enumerate(_list(data.get("gpus", []), where, "gpus")))
     launcher = data.get("launcher", "horovodrun")
     if launcher not in LAUNCHERS:
-        raise ConfigError(f"{where}: launcher {launcher!r} is not one of {', '.join(LAUNCHERS)}")
+        raise ConfigError(f"{where}: launcher {quote(launcher)} is not one of {', '.join(LAUNCHERS)}")
     controller = data.get("controller", "gloo")
     if controller not in CONTROLLERS:
-        raise ConfigError(f"{where}: controller {controller!r} is not one of {', '.join(CONTROLLERS)}")
+        raise ConfigError(f"{where}: controller {quote(controller)} is not one of {', '.join(CONTROLLERS)}")
     timeout = data.get("timeout")
     if timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or timeout <= 0):
-        raise ConfigError(f"{where}: timeout {timeout!r}: seconds, a positive number")
+        raise ConfigError(f"{where}: timeout {quote(timeout)}: seconds, a positive number")
     models_data = data["models"]
     if not isinstance(models_data, dict) or not models_data:
         raise ConfigError(f"{where}: 'models' must map model names to their settings")
@@ -119,7 +138,7 @@ def load_study(path: str | Path) -> Study:
         mode=mode, layouts=layouts, gpus=gpus, repeats=_positive(data.get("repeats", 1), where, "repeats"),
         launcher=launcher, controller=controller, timeout=float(timeout) if timeout is not None else None,
         flavor=_str(data["flavor"], where, "flavor") if "flavor" in data else None,
-        hostfile=_hostfile(_str(hostfile, where, "hostfile"), path) if hostfile is not None else None,
+        hostfile=_hostfile(_argument(hostfile, where, "hostfile"), path) if hostfile is not None else None,
         throughput=_train(data.get("throughput") or {}, where, "throughput"),
         published=_published(data.get("published") or {}, where))
 
@@ -158,16 +177,31 @@ def _data(section: dict, where: str, at: str) -> DataPlan:
     synthetic = section.get("synthetic", False)
     if not isinstance(synthetic, bool):
         raise ConfigError(f"{where}: {at}.synthetic must be true or false")
-    path = _str(section["data"], where, f"{at}.data") if "data" in section else ""
-    prepare = tuple(_str(a, where, f"{at}.prepare[{i}]")
+    path = _argument(section["data"], where, f"{at}.data") if "data" in section else ""
+    prepare = tuple(_argument(a, where, f"{at}.prepare[{i}]")
                     for i, a in enumerate(_list(section.get("prepare", []), where, f"{at}.prepare")))
     if synthetic and (path or prepare):
         raise ConfigError(f"{where}: {at}: synthetic data needs no 'data' or 'prepare'")
     if prepare and not path:
         raise ConfigError(f"{where}: {at}.prepare needs 'data': the folder it prepares")
-    if prepare and "--out" in prepare:
-        raise ConfigError(f"{where}: {at}.prepare: --out is the model's 'data' folder, set by the study")
+    if prepare:
+        commands = prepare_commands()
+        if prepare[0] not in commands:
+            raise ConfigError(f"{where}: {at}.prepare[0] {quote(prepare[0])} is not a command of `hvdbench "
+                              f"prepare` ({', '.join(commands)}); a recipe is its argument list, e.g. "
+                              "[digits, --size, \"8\"]")
+        out = next((i for i, a in enumerate(prepare) if a == "--out" or a.startswith("--out=")), None)
+        if out is not None:
+            raise ConfigError(f"{where}: {at}.prepare[{out}]: --out is the model's 'data' folder, set by the study")
     return DataPlan(path, prepare, synthetic)
+
+
+def _argument(value, where: str, key: str) -> str:
+    """A non-empty string that can be one argv item (no NUL): a path or a prepare argument."""
+    text = _str(value, where, key)
+    if "\0" in text:
+        raise ConfigError(f"{where}: {key} {quote(value)} holds a NUL character (no command argument can)")
+    return text
 
 
 def _train(values, where: str, at: str) -> dict:
@@ -198,8 +232,8 @@ def _published(values, where: str) -> dict:
             out[kind][str(model)] = {}
             for gpus, value in figures.items():
                 if isinstance(value, bool) or not isinstance(value, (int, float)):
-                    raise ConfigError(f"{where}: {at}.{gpus}: {value!r} is not a number")
-                out[kind][str(model)][_positive(gpus, where, f"{at} (GPU count {gpus!r})")] = float(value)
+                    raise ConfigError(f"{where}: {at}.{gpus}: {quote(value)} is not a number")
+                out[kind][str(model)][_positive(gpus, where, f"{at} (GPU count {quote(gpus)})")] = float(value)
     return out
 
 
@@ -220,7 +254,7 @@ def _keys(data: dict, valid, where: str, prefix: str) -> None:
 
 def _str(value, where: str, key: str) -> str:
     if not isinstance(value, str) or not value.strip():
-        raise ConfigError(f"{where}: {key} must be a non-empty string, not {value!r}")
+        raise ConfigError(f"{where}: {key} must be a non-empty string, not {quote(value)}")
     return value.strip()
 
 
@@ -232,11 +266,11 @@ def _list(value, where: str, key: str) -> list:
 
 def _positive(value, where: str, key: str) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ConfigError(f"{where}: {key} {value!r}: a whole number of at least 1")
+        raise ConfigError(f"{where}: {key} {quote(value)}: a whole number of at least 1")
     return value
 
 
 def _layout(value, where: str, key: str) -> str:
     if not isinstance(value, str) or not LAYOUT_RE.fullmatch(value):
-        raise ConfigError(f"{where}: {key} {value!r} is not NODESxGPUS (e.g. 2x4)")
+        raise ConfigError(f"{where}: {key} {quote(value)} is not NODESxGPUS (e.g. 2x4)")
     return value

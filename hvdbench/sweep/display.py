@@ -7,7 +7,11 @@ bar with the run in flight and one line per finished run (and per layout's allre
     ->  with SweepProgress(spec, console) as shown:
             shown.bench(layout, outcome, rdir)    # `bench allreduce 1x2   12.3 s  done`
             shown.start(total, done)
-            shown.running(run) ... shown.finished(run, result)   # `1x2-r1  1x2  repeat 1  41.0 s  success`
+            shown.running(run) ... shown.finished(run, result)
+            # `1x2-r1  1x2  repeat 1  812.3 samples/s  41.0 s wall  success`
+
+In a pipe (a batch job's log, `| cat`) there is no bar: whole lines only, so nothing printed
+there is later contradicted (see SweepProgress).
 """
 
 from __future__ import annotations
@@ -17,8 +21,7 @@ import threading
 import time
 from pathlib import Path
 
-from rich.progress import (BarColumn, MofNCompleteColumn, Progress, ProgressColumn, TextColumn,
-                           TimeElapsedColumn)
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, ProgressColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
 from rich.text import Text
 
@@ -28,6 +31,44 @@ from hvdbench.sweep.launch import command, env_additions
 from hvdbench.sweep.plan import PlannedRun
 from hvdbench.sweep.spec import SweepSpec, run_dir
 from hvdbench.topology import Layout
+
+
+def mode_line(spec: SweepSpec) -> str:
+    """What the runs will do, from each layout's resolved TrainConfig (`entry.train`): 'throughput: 50
+    timed steps after at least 10 warm-up steps (up to 50)', or 'time to accuracy: top1_accuracy >= 0.95,
+    at most 12 epochs, evaluating every 1 epoch'; layouts that differ are named."""
+    said: dict[str, list[str]] = {}
+    for entry in spec.entries:
+        cfg = entry.train
+        if cfg is None:
+            continue
+        said.setdefault(_mode_of(spec, cfg), []).append(entry.layout.name)
+    if not said:
+        return ""
+    if len(said) == 1:
+        return "mode: " + next(iter(said))
+    return "mode: " + "; ".join(f"{', '.join(layouts)}: {text}" for text, layouts in said.items())
+
+
+def _mode_of(spec: SweepSpec, cfg) -> str:
+    if cfg.mode == "throughput":
+        from hvdbench.train.warmup import cap
+
+        most = cap(cfg.warmup_steps, cfg.warmup_max_steps)
+        warm = (f"at least {cfg.warmup_steps} warm-up steps (more until step times settle, up to {most})"
+                if most > cfg.warmup_steps else f"{cfg.warmup_steps} warm-up steps")
+        return f"throughput, {cfg.steps} timed steps after {warm}"
+    metric, better = "metric", ">="
+    try:
+        from hvdbench.contracts import get_spec
+
+        m = get_spec(spec.model).metric
+        metric, better = m.name or metric, ">=" if m.higher_is_better else "<="
+    except Exception:  # the registry's error was already shown when the sweep was built
+        pass
+    unit = cfg.eval_unit if cfg.eval_every != 1 else cfg.eval_unit.rstrip("s")
+    return (f"time to accuracy, target {metric} {better} {cfg.target:g}, at most {cfg.max_epochs:g} epochs "
+            f"(status aborted past them), evaluating every {cfg.eval_every:g} {unit}")
 
 
 def dry_run(spec: SweepSpec, console) -> None:
@@ -42,6 +83,9 @@ def dry_run(spec: SweepSpec, console) -> None:
                       ",".join(map(str, run.layout.host_slots)),
                       *([" ".join(f"{k}={v}" for k, v in settings.items())] if spec.config_path else []))
     console.print(table)
+    mode = mode_line(spec)
+    if mode:
+        print(mode)
     extra = env_additions(spec)
     if extra:
         print("environment added: " + " ".join(f"{k}={shlex.quote(v)}" for k, v in sorted(extra.items())))
@@ -54,9 +98,31 @@ def plan_line(spec: SweepSpec, todo: int) -> str:
             f"repeats), {todo} to do; store {spec.store}")
 
 
+def figure(result: RunResult) -> str:
+    """What a run measured, in a few words: '812.3 samples/s' (throughput), 'top1_accuracy 0.953 >= 0.95
+    in 4.3 s' (reached), 'top1_accuracy 0.91 < 0.95 after 12 epochs' (aborted); '' when it measured nothing."""
+    if result.mode == "throughput":
+        return "" if result.throughput is None else f"{result.throughput:,.1f} samples/s"
+    metric = result.metric_name or "metric"
+    if result.final_metric is None:
+        return ""
+    value = f"{metric} {result.final_metric:.4g}"
+    if result.status == "success" and result.time_to_train_s is not None:
+        train = result.time_to_train_s
+        took = f"{train:.1f} s" if train < 60 else f"{train / 60:.2f} min"
+        return value + (f" (target {result.target:g})" if result.target is not None else "") + f" in {took}"
+    if result.epochs is not None:
+        return value + (f" (target {result.target:g})" if result.target is not None else "") + \
+            f" after {result.epochs:g} epochs"
+    return value
+
+
 def run_line(run: PlannedRun, result: RunResult) -> str:
-    return (f"{run.run_id:<16} {run.layout.name:>6}  repeat {run.repeat}  {result.wall_s or 0:7.1f} s  "
-            f"{result.status}" + (f"  {result.error[:120]}" if result.error else ""))
+    """'1x2-r1  1x2  repeat 1  812.3 samples/s  41.0 s wall  success': a finished run, its figure first."""
+    measured = figure(result)
+    return (f"{run.run_id:<16} {run.layout.name:>6}  repeat {run.repeat}  "
+            + (f"{measured}  " if measured else "") + f"{result.wall_s or 0:.1f} s wall  {result.status}"
+            + (f"  {result.error[:120]}" if result.error else ""))
 
 
 def bench_line(layout: Layout, outcome: Outcome, rdir: Path) -> str:
@@ -65,7 +131,7 @@ def bench_line(layout: Layout, outcome: Outcome, rdir: Path) -> str:
     return f"bench allreduce {layout.name:>6}  {outcome.wall_s:7.1f} s  {said}"
 
 
-PLAIN_STATUS_S = 30.0  # in a pipe, a line on the run in flight this often
+PLAIN_STATUS_S = 30.0  # in a pipe, a line on a run in flight once it has gone this long, and this often
 
 
 def latest_progress(log: Path | None) -> str:
@@ -96,6 +162,16 @@ def current_line(fields: dict) -> str:
     return f"{fields['run']} {elapsed // 60}:{elapsed % 60:02d}" + (f"  {said}" if said else "")
 
 
+def plain_status(fields: dict, now: float | None = None) -> str:
+    """The line a pipe gets on a run in flight: '  1x2-r1 still running after 1:05: step 120/600 ...'
+    (a statement of that moment, not a live status a later line would have to correct)."""
+    elapsed = int((time.monotonic() if now is None else now) - fields["run_start"])
+    doing, _, run_id = fields["run"].rpartition(" ")
+    what = "still waiting for another sweep to finish it" if doing.startswith("waiting") else "still running"
+    said = latest_progress(fields.get("log"))
+    return f"  {run_id} {what} after {elapsed // 60}:{elapsed % 60:02d}" + (f": {said}" if said else "")
+
+
 class _CurrentRun(ProgressColumn):
     """Progress column: the run in flight, how long it has been going, and the worker's last
     progress line (steps or epochs done, the metric, the time left)."""
@@ -110,11 +186,13 @@ class SweepProgress:
 
     def __init__(self, spec: SweepSpec, console):
         self.spec = spec
+        # Not a terminal (a pipe, a batch job's log): no bar at all (its last frame, printed when it
+        # stops, would keep a "running ..." that was over long before), and instead a plain line on
+        # a run in flight once it has gone PLAIN_STATUS_S seconds, and every PLAIN_STATUS_S after,
+        # from a thread (the loop waits on the launch). Each line says how far it had got then.
         self.progress = Progress(TextColumn("{task.description}"), BarColumn(bar_width=24), MofNCompleteColumn(),
-                                 TimeElapsedColumn(), _CurrentRun(), console=console)
+                                 TimeElapsedColumn(), _CurrentRun(), console=console, disable=not console.is_terminal)
         self.task = None
-        # Not a terminal (a pipe, a batch job's log): no live bar, so a plain status line on the
-        # run in flight every PLAIN_STATUS_S seconds, from a thread (the loop waits on the launch).
         self._plain = None if console.is_terminal else threading.Event()
 
     def __enter__(self) -> SweepProgress:
@@ -129,11 +207,23 @@ class SweepProgress:
         return self.progress.__exit__(*exc)
 
     def _status_lines(self) -> None:
-        while not self._plain.wait(PLAIN_STATUS_S):
-            task = next((t for t in self.progress.tasks if t.id == self.task), None)
-            said = current_line(task.fields) if task is not None else ""
-            if said:
-                self.print(f"  {said}")
+        last: tuple = (None, 0.0)
+        while not self._plain.wait(min(1.0, PLAIN_STATUS_S)):
+            last = self.status_tick(last, time.monotonic())
+
+    def status_tick(self, last: tuple, now: float) -> tuple:
+        """One look at the run in flight (in a pipe): a line on it once it has gone PLAIN_STATUS_S
+        seconds since it started or since the last line on it. `last`: (the run said last, when);
+        returns the new one."""
+        task = next((t for t in self.progress.tasks if t.id == self.task), None)
+        fields = dict(task.fields) if task is not None else {}
+        if not fields.get("run"):
+            return last
+        which = (fields["run"], fields["run_start"])
+        if now - (last[1] if last[0] == which else fields["run_start"]) < PLAIN_STATUS_S:
+            return last
+        self.print(plain_status(fields, now))
+        return which, now
 
     def print(self, line: str) -> None:
         self.progress.console.print(line)

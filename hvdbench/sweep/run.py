@@ -157,7 +157,8 @@ def _busy_refusal(spec: SweepSpec, run: PlannedRun, started: str) -> RunResult |
         return None
     import time
 
-    from hvdbench.train.interference import BUSY_CPUS, busy_now
+    from hvdbench.results.schema import BUSY_CPUS
+    from hvdbench.train.interference import busy_now
 
     deadline = time.monotonic() + spec.require_idle
     while True:

@@ -166,3 +166,84 @@ def test_ssh_client_side_lives_in_the_state_dir(tmp_path):
 
 def test_ssh_banner_is_none_when_nothing_listens():
     assert sshd.ssh_banner("127.0.0.1", port=9, timeout=0.5) is None
+
+
+# --- a sweep on the emulated cluster's own Slurm (issue 30) ------------------------------------------
+
+def _cluster_up(tmp_path, slurm):
+    """A cluster's state as `hvdbench cluster up` leaves it (state.json, phase up, its hostfile),
+    written in a temporary folder: no namespace, no daemon."""
+    from hvdbench.cluster.state import Journal, make_state_dir
+    from hvdbench.topology import Host, write_hostfile
+
+    plan = _plan(tmp_path, slurm=slurm)
+    make_state_dir(plan.state_dir)
+    write_hostfile(plan.hostfile, [Host(n.name, plan.slots) for n in plan.nodes])
+    Journal(plan, phase="up").save()
+    return plan
+
+
+def test_slurm_on_a_cluster_takes_its_hostfile_and_slurm_conf(tmp_path):
+    from hvdbench.sweep.build import cluster_settings
+
+    plan = _cluster_up(tmp_path, slurm=True)
+    hostfile, args, env, link = cluster_settings("hvd", "slurm", ("--verbose",), {"X": "1"}, state_root=tmp_path)
+    assert hostfile == tmp_path / "hvd" / "hostfile" == plan.hostfile
+    assert args == ("--verbose",)  # srun's own: none of horovodrun's or mpirun's interface options
+    assert env["SLURM_CONF"] == str(tmp_path / "hvd" / "slurm" / "slurm.conf")
+    assert env["HVDBENCH_SHARED_MACHINE"] == "1" and env["X"] == "1"
+    assert env["PATH"].startswith(f"{tmp_path / 'hvd' / 'bin'}:")
+    assert link == "emulated veth bridge, unshaped"
+    # the other launchers as before, with the Slurm's client environment too
+    _, args, env, _ = cluster_settings("hvd", "mpirun", (), {}, state_root=tmp_path)
+    assert args[:3] == ("-mca", "btl_tcp_if_include", "hvd-br") and "SLURM_CONF" in env
+
+
+def test_slurm_on_a_cluster_without_one_is_refused_in_one_line(tmp_path):
+    import click
+    import pytest
+
+    from hvdbench.sweep.build import cluster_settings
+
+    _cluster_up(tmp_path, slurm=False)
+    with pytest.raises(click.UsageError) as e:
+        cluster_settings("hvd", "slurm", (), {}, state_root=tmp_path)
+    assert e.value.format_message() == (
+        "--launcher slurm: cluster 'hvd' runs no Slurm; bring it up with one: `hvdbench cluster down --name hvd`, "
+        "then `hvdbench cluster up --name hvd --slurm ...`")
+    with pytest.raises(click.UsageError, match="--launcher horovodrun, mpirun or .* slurm, not srun"):
+        cluster_settings("hvd", "srun", (), {}, state_root=tmp_path)
+    _, _, env, _ = cluster_settings("hvd", "horovodrun", (), {}, state_root=tmp_path)
+    assert "SLURM_CONF" not in env
+
+
+def test_sweep_dry_run_on_the_clusters_slurm_renders_its_jobs_there(tmp_path, monkeypatch):
+    """`hvdbench sweep --cluster hvd --launcher slurm --dry-run`: sinfo asked with the cluster's
+    SLURM_CONF (GPU GRES or not), the jobs' sweep given it, and this process's environment put back."""
+    import functools
+    import os
+    import shlex
+
+    from click.testing import CliRunner
+
+    from hvdbench.cli.main import cli
+    from hvdbench.cluster import launch
+
+    _cluster_up(tmp_path, slurm=True)
+    monkeypatch.setattr(launch, "launch_settings", functools.partial(launch.launch_settings, state_root=tmp_path))
+    bin_dir = tmp_path / "fakebin"
+    bin_dir.mkdir()
+    seen = tmp_path / "sinfo-saw"
+    (bin_dir / "sinfo").write_text(f'#!/bin/sh\necho "$SLURM_CONF" > {shlex.quote(str(seen))}\necho "(null)"\n')
+    (bin_dir / "sinfo").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.delenv("SLURM_CONF", raising=False)
+    conf = str(tmp_path / "hvd" / "slurm" / "slurm.conf")
+    result = CliRunner().invoke(cli, ["sweep", "resnet50", "--cluster", "hvd", "--launcher", "slurm", "--layouts",
+                                      "1x2,2x1", "--dry-run", "--out", str(tmp_path / "o"), "--", "--synthetic"])
+    assert result.exit_code == 0, result.output
+    assert f"# the cluster's own Slurm: export SLURM_CONF={conf}" in result.output
+    assert seen.read_text().strip() == conf  # sinfo reached the cluster's Slurm
+    assert result.output.count(f"--env SLURM_CONF={conf}") == 2  # each layout's job
+    assert "#SBATCH --nodes=2" in result.output and "--gres" not in result.output  # no gpu GRES there
+    assert "SLURM_CONF" not in os.environ and not (tmp_path / "o").exists()

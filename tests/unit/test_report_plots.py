@@ -1,11 +1,11 @@
 """The report's plots: valid PNG files of the expected size, with the expected series."""
 
 import matplotlib.image
+import pytest
+from test_report_aggregate import run, sweep_runs, tta
 
 from hvdbench.results import plots
 from hvdbench.results.aggregate import build_tables
-
-from test_report_aggregate import run, sweep_runs, tta
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 
@@ -21,14 +21,15 @@ def tables():
 def test_throughput_plot_has_a_line_per_layout_family_and_the_ideal():
     fig = plots.throughput_figure(tables().scaling)
     # panels: tensorflow (1x1, 1x2: scale-up only), torch (1x1, 1x2, 1x4 up; 2x1, 2x2 out)
+    # The fixture's runs are on CPUs: a node holds ranks, not GPUs.
     assert plots.series_labels(fig) == [
         ["ideal (linear)", "scale-up (1 node)"],
-        ["ideal (linear)", "scale-up (1 node)", "scale-out (1 GPU/node)", "scale-out (2 GPUs/node)"],
+        ["ideal (linear)", "scale-up (1 node)", "scale-out (1 rank/node)", "scale-out (2 ranks/node)"],
     ]
     torch = fig.axes[1]
     ideal = next(l for l in torch.get_lines() if l.get_label() == "ideal (linear)")
     assert list(ideal.get_xdata()) == [1, 2, 4] and list(ideal.get_ydata()) == [100, 200, 400]
-    scale_out_2 = next(c for c in torch.containers if c.get_label() == "scale-out (2 GPUs/node)")
+    scale_out_2 = next(c for c in torch.containers if c.get_label() == "scale-out (2 ranks/node)")
     assert list(scale_out_2.lines[0].get_xdata()) == [2, 4]  # starts at 1x2, then 2x2
 
 
@@ -64,7 +65,7 @@ def test_error_bars_below_a_mean_stop_above_zero_on_log_axes():
 
 def test_time_to_train_plot_series():
     fig = plots.time_to_train_figure(tables().time_to_train)
-    assert plots.series_labels(fig) == [["ideal (linear)", "scale-up (1 node)", "scale-out (2 GPUs/node)"]]
+    assert plots.series_labels(fig) == [["ideal (linear)", "scale-up (1 node)", "scale-out (2 ranks/node)"]]
 
 
 def test_write_plots_makes_valid_pngs(tmp_path):
@@ -105,3 +106,148 @@ def test_flagged_rows_are_marked_on_the_plots():
         assert plots.FLAGGED in plots.series_labels(fig)[0]
     steady = build_tables([run("1x1", t) for t in (100, 101)] + [run("1x2", t) for t in (190, 191)]).scaling
     assert plots.FLAGGED not in plots.series_labels(plots.throughput_figure(steady))[0]
+
+
+# --- what every plot says under its title, and what a reader would otherwise misread -------------
+
+LINK = "emulated veth bridge, 100mbit"
+
+
+def placed_runs(devices="cpu"):
+    """1x1, 1x2 on node1; 2x1 on node1+node2 over the emulated link; two repeats each, with a
+    step-time breakdown (for the waterfall and the prediction)."""
+    runs = []
+    for layout, tputs, hosts, comm in (("1x1", (100, 104), "node1", 0.0), ("1x2", (190, 186), "node1", 0.004),
+                                       ("2x1", (150, 156), "node1;node2", 0.03)):
+        for t in tputs:
+            r = run(layout, t, hosts=hosts, devices=devices, parameters=100_000, data_s=0.001, compute_s=0.08,
+                    comm_s=comm, update_s=0.004, other_s=0.0, step_time_mean_s=0.085 + comm)
+            r.link = LINK
+            runs.append(r)
+    return runs
+
+
+def title_says_where(text, cpus=True):
+    assert ("devices: CPUs (no GPU)" if cpus else "devices: A100") in text
+    assert "hosts: node1, node2" in text and f"inter-node link: {LINK}" in text
+    assert "run" in text  # how many runs each point (bar, fit) stands for
+
+
+def test_every_plot_names_the_devices_hosts_link_and_runs(tmp_path):
+    from hvdbench.bench import allreduce_report as AR
+    from hvdbench.results import predict, study_tables, waterfall
+    from hvdbench.results.schema import AllreduceRow
+
+    runs = placed_runs()
+    t = build_tables(runs)
+    for fig in (plots.throughput_figure(t.scaling), plots.efficiency_figure(t.scaling),
+                plots.layouts_figure(t.layouts, t.scaling)):
+        title_says_where(fig.axes[0].get_title())
+        assert "2 run(s) per point" in fig.axes[0].get_title()
+    ttt = [tta(layout, m, hosts=hosts, global_batch=32 * n, epochs_to_target=3.0, metric_name="top1_accuracy",
+               target=0.95) for layout, hosts, n in (("1x1", "node1", 1), ("2x1", "node1;node2", 2)) for m in (2, 2.2)]
+    for r in ttt:
+        r.link = LINK
+    title_says_where(plots.time_to_train_figure(build_tables(ttt).time_to_train).axes[0].get_title())
+    falls = waterfall.waterfall_rows(runs, t.scaling)
+    fall_title = waterfall.figure(falls).axes[-1].get_title()
+    title_says_where(fall_title)
+    assert "2 runs of 1x1, 2 runs of 2x1" in fall_title
+    [fit] = predict.fit_groups(runs)
+    pred_title = predict.figure(predict.prediction_rows([fit], [(2, 2)]), [fit]).axes[0].get_title()
+    title_says_where(pred_title)
+    assert "fitted on 2 runs of 1x1, 2 runs of 1x2, 2 runs of 2x1" in pred_title
+    # The study's speed-up takes the fewest-node layout per count (1x1, 1x2): one host, no link.
+    study = study_tables.figure(study_tables.speedup_rows(t), "demo").axes[0].get_title()
+    assert "devices: CPUs (no GPU) · 2 run(s) per point\nhost: node1" in study
+    bench = [AllreduceRow(run_id="b1", impl="horovod", dtype="fp32", bytes=1 << 20, time_mean_s=0.1, busbw_gb_s=0.01,
+                          world_size=2, nodes=2, gpus_per_node=1, layout="2x1", hosts="node1;node2")]
+    title = AR.figure(bench, link=LINK, devices="CPUs (no GPU)").axes[0].get_title()
+    title_says_where(title)
+    assert "1 run" in title
+
+
+def test_gpu_runs_are_called_gpus_and_cpu_runs_ranks():
+    gpu = build_tables(placed_runs(devices="A100"))
+    fig = plots.throughput_figure(gpu.scaling)
+    title_says_where(fig.axes[0].get_title(), cpus=False)
+    assert "scale-out (1 GPU/node)" in plots.series_labels(fig)[0] and fig.axes[0].get_xlabel() == "GPUs"
+    cpu = plots.throughput_figure(build_tables(placed_runs()).scaling).axes[0]
+    assert "scale-out (1 rank/node)" in cpu.get_legend_handles_labels()[1]
+    assert cpu.get_xlabel().startswith("CPU ranks") and "GPU/node" not in str(cpu.get_legend_handles_labels()[1])
+
+
+def test_efficiency_has_two_sigma_error_bars():
+    fig = plots.efficiency_figure(tables().scaling)
+    torch = fig.axes[1]
+    # 2x2: 390 ± 14.142 samples/s against 1x1's 100 ± 10: efficiency 97.5 %, 2σ from both spreads.
+    rows = {r["layout"]: r for r in tables().scaling if r["framework"] == "torch"}
+    expected = 2 * 97.5 * ((14.142135623730951 / 390) ** 2 + (10 / 100) ** 2) ** 0.5
+    assert rows["2x2"]["efficiency_2sigma"] * 100 == pytest.approx(expected)
+    bars = [seg for c in torch.collections if c.__class__.__name__ == "LineCollection" for seg in c.get_segments()]
+    spans = sorted(round(abs(seg[1][1] - seg[0][1]), 6) for seg in bars)  # each bar spans 2 × 2σ
+    assert round(2 * expected, 6) in spans
+
+
+def test_layout_bars_ring_flagged_layouts_and_keep_the_legend_off_the_ideal_lines():
+    runs = [run("1x1", 100, hosts="n1"), run("1x1", 100.5, hosts="n1"), run("1x2", 190, hosts="n1"),
+            run("1x2", 191, hosts="n1"), run("2x1", 120, hosts="n1;n2"), run("2x1", 180, hosts="n1;n2")]
+    t = build_tables(runs)  # 2x1's runs spread 28 %: noisy
+    [ax] = plots.layouts_figure(t.layouts, t.scaling).axes
+    bars = {label.get_text(): p for label, p in zip(ax.get_xticklabels(),
+                                                     [p for c in ax.containers if hasattr(c, "patches")
+                                                      for p in c.patches])}
+    assert bars["2x1"].get_edgecolor()[:3] == (1.0, 0.0, 0.0) and bars["1x2"].get_edgecolor()[:3] != (1.0, 0.0, 0.0)
+    assert plots.FLAGGED in plots.series_labels(ax.figure)[0]
+    fig = ax.figure
+    fig.canvas.draw()
+    legend, panel = ax.get_legend().get_window_extent(), ax.get_window_extent()
+    assert legend.y1 <= panel.y0  # under the panel: it covers neither a bar nor an ideal line
+
+
+def test_time_to_train_in_seconds_with_epochs_target_and_readable_ticks():
+    ttt = [tta("1x1", m, global_batch=16, epochs_to_target=3.0, metric_name="top1_accuracy", target=0.95)
+           for m in (0.07, 0.09)]
+    ttt += [tta("1x2", m, global_batch=32, epochs_to_target=5.0, metric_name="top1_accuracy", target=0.95)
+            for m in (0.13, 0.15)]
+    fig = plots.time_to_train_figure(build_tables(ttt).time_to_train)
+    ax = fig.axes[0]
+    fig.canvas.draw()
+    assert ax.get_ylabel().startswith("time to train (s)")  # 4.8 s, not "0.08 min"
+    assert "target: top1_accuracy 0.95" in ax.get_title()
+    assert sorted(t.get_text() for t in ax.texts) == ["3 epochs", "5 epochs"]
+    low, high = ax.get_ylim()
+    shown = [t for t in ax.get_yticks() if low <= t <= high]
+    assert len(shown) >= 3  # a log axis with one or two labels cannot be read
+
+
+def test_waterfall_bars_carry_their_numbers_a_legend_and_a_visible_small_gain():
+    from hvdbench.results import waterfall
+
+    runs = placed_runs()
+    falls = waterfall.waterfall_rows(runs, build_tables(runs).scaling)
+    fall = next(f for f in falls if f["layout"] == "1x2")
+    fall["unattributed"] = -0.2  # a gain of 0.2 samples/s against an ideal of ~200
+    fig = waterfall.figure([fall])
+    ax = fig.axes[0]
+    texts = [t.get_text() for t in ax.texts]
+    assert texts[0] == f"{fall['ideal']:,.1f}" and texts[-1] == f"{fall['measured']:,.1f}" and "+0.2" in texts
+    gain = ax.patches[4]  # ideal, comm, data, compute, unattributed, measured
+    assert gain.get_facecolor()[:3] == pytest.approx((0.172, 0.627, 0.172), abs=0.01)  # green
+    assert gain.get_height() >= 0.01 * fall["ideal"]  # drawn tall enough to see; the number is exact
+    labels = [t.get_text() for t in fig.legends[0].get_texts()]
+    assert any(label.startswith("loss") for label in labels) and any(label.startswith("gain") for label in labels)
+
+
+def test_the_prediction_plot_rings_and_names_flagged_layouts():
+    from hvdbench.results import predict
+
+    runs = placed_runs()
+    [fit] = predict.fit_groups(runs)
+    fit.cores, fit.cores_from = 2, "given"
+    fig = predict.figure(predict.prediction_rows([fit], [(4, 1)]), [fit])
+    ax = fig.axes[0]
+    assert ax.get_xlabel().startswith("CPU ranks")
+    assert predict.FLAGGED in ax.get_legend_handles_labels()[1]
+    assert "4x1" in [t.get_text() for t in ax.texts]
+    assert "ringed 4x1: oversubscribed" in ax.get_xlabel()  # why, under the axis

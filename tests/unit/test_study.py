@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 import yaml
 from click.testing import CliRunner
+from test_report_aggregate import run, tta
 
 from hvdbench.cli.main import cli
 from hvdbench.errors import ConfigError
@@ -15,8 +16,6 @@ from hvdbench.results import study_tables
 from hvdbench.results.aggregate import build_tables
 from hvdbench.study import run as study_run
 from hvdbench.study.schema import load_study
-
-from test_report_aggregate import run, tta
 
 ROOT = Path(__file__).resolve().parents[2]
 BASE = {"study": "t", "reproduces": "a test", "layouts": ["1x1", "1x2"],
@@ -169,3 +168,98 @@ def test_every_shipped_study_loads_and_dry_runs(path, tmp_path):
                                       "--out", str(tmp_path / "o")])
     assert result.exit_code == 0, result.output
     assert not (tmp_path / "o").exists()  # a dry run writes nothing
+
+
+# --- bad input (issue 30): recipes checked when the file loads, printed shell-quoted ------------------
+
+@pytest.mark.parametrize("recipe, key, message", [
+    (["digits; touch /tmp/pwned"], "prepare[0]", "'digits; touch /tmp/pwned' is not a command of `hvdbench prepare`"),
+    (["nosuch"], "prepare[0]", "'nosuch' is not a command of `hvdbench prepare` (bert, coco, "),
+    (["--size", "8"], "prepare[0]", "'--size' is not a command"),
+    (["digits", ""], "prepare[1]", "must be a non-empty string, not ''"),
+    (["digits", "  "], "prepare[1]", "must be a non-empty string"),
+    (["digits", "--size", "8\0"], "prepare[2]", "holds a NUL character"),
+    (["digits", 8], "prepare[1]", "must be a non-empty string, not 8"),
+    (["digits", "--out=x"], "prepare[1]", "--out is the model's 'data' folder"),
+    (["digits", "--size", "8", "--out", "x"], "prepare[3]", "--out is the model's 'data' folder"),
+    ("digits", "prepare", "must be a list"),
+])
+def test_a_prepare_recipe_is_checked_when_the_study_loads(tmp_path, recipe, key, message):
+    path = write(tmp_path, with_model({"data": "d", "prepare": recipe}))
+    with pytest.raises(ConfigError) as e:
+        load_study(path)
+    assert str(e.value).startswith(f"{path}: models.resnet50.{key}") and message in str(e.value), str(e.value)
+    # and in the debug section, and through the command line: one line, exit 1, nothing written
+    path = write(tmp_path, with_model({"data": "d", "debug": {"data": "d", "prepare": recipe}}))
+    result = CliRunner().invoke(cli, ["study", "run", str(path), "--dry-run", "--hosts", "localhost:1",
+                                      "--out", str(tmp_path / "o")])
+    assert result.exit_code == 1 and result.stderr.count("\n") == 1
+    assert f"models.resnet50.debug.{key}" in result.stderr
+    assert not (tmp_path / "o").exists() and not (tmp_path / "pwned").exists()
+
+
+def test_nul_in_a_data_folder_or_hostfile_is_named(tmp_path):
+    with pytest.raises(ConfigError, match=r"models.resnet50.data 'd\\x00x' holds a NUL"):
+        load_study(write(tmp_path, with_model({"data": "d\0x"})))
+    with pytest.raises(ConfigError, match=r": hostfile 'h\\x00' holds a NUL"):
+        load_study(write(tmp_path, with_model({"data": "d"}, hostfile="h\0")))
+
+
+def test_prepare_commands_are_the_command_groups_without_importing_a_framework():
+    import subprocess
+    import sys
+
+    import click
+
+    from hvdbench.cli.prepare import prepare
+    from hvdbench.study.schema import prepare_commands
+
+    assert prepare_commands() == prepare.list_commands(click.Context(prepare))
+    code = ("import sys; from hvdbench.study.schema import prepare_commands; prepare_commands(); "
+            "print(sorted(m for m in ('torch', 'tensorflow', 'horovod') if m in sys.modules))")
+    assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          check=True).stdout.strip() == "[]"
+
+
+def test_dry_runs_print_every_command_shell_quoted(tmp_path):
+    import shlex
+
+    data = str(tmp_path / "my data")  # a space: quoted
+    path = write(tmp_path, with_model({"data": data, "prepare": ["digits", "--size", "8; touch pwned"]}))
+    result = CliRunner().invoke(cli, ["study", "run", str(path), "--dry-run", "--hosts", "localhost:1",
+                                      "--layouts", "1x1", "--out", str(tmp_path / "o")])
+    assert result.exit_code == 0, result.output
+    line = next(x for x in result.output.splitlines() if x.startswith("prepare first: "))
+    assert line == "prepare first: " + shlex.join(["hvdbench", "prepare", "digits", "--size", "8; touch pwned",
+                                                   "--out", data])
+    assert shlex.split(line.removeprefix("prepare first: "))[4] == "8; touch pwned"  # one argument, not a command
+    result = CliRunner().invoke(cli, ["study", "run", str(path), "--dry-run", "--launcher", "slurm",
+                                      "--hostfile", str(write_hosts(tmp_path)), "--layouts", "1x1",
+                                      "--out", str(tmp_path / "o")])
+    assert result.exit_code == 0, result.output
+    assert "# prepare first: " + shlex.join(["hvdbench", "prepare", "digits", "--size", "8; touch pwned",
+                                             "--out", data]) in result.output
+    submits = [x for x in result.output.splitlines() if x.startswith("# submit: ")]
+    assert submits and all(shlex.split(x.removeprefix("# submit: "))[0].endswith("sbatch") for x in submits)
+    assert not (tmp_path / "o").exists() and not (tmp_path / "pwned").exists()
+
+
+def write_hosts(tmp_path):
+    hosts = tmp_path / "hosts"
+    hosts.write_text("node1 slots=1\n")
+    return hosts
+
+
+def test_study_run_on_a_directory_says_what_a_study_is(tmp_path):
+    folder = tmp_path / "results"
+    folder.mkdir()
+    result = CliRunner().invoke(cli, ["study", "run", str(folder), "--out", str(tmp_path / "o")])
+    assert result.exit_code == 1
+    assert result.stderr == (f"Error: {folder}: a directory, not a study file (a study is a NAME from studies/ "
+                             "(`hvdbench study list`) or a YAML file)\n")
+    (folder / "study.json").write_text("{}")  # the --out of an earlier study run
+    result = CliRunner().invoke(cli, ["study", "run", str(folder), "--out", str(tmp_path / "o")])
+    assert result.exit_code == 1 and f"`hvdbench report {folder}` reports them" in result.stderr
+    result = CliRunner().invoke(cli, ["study", "run", "no-such-study", "--out", str(tmp_path / "o")])
+    assert result.exit_code == 1 and "study 'no-such-study' not found (a study is a NAME from studies/" in result.stderr
+    assert not (tmp_path / "o").exists()
