@@ -31,7 +31,11 @@ def settled(step_times: list[float], window: int = WINDOW, tolerance: float = TO
 
 def cap(warmup_steps: int, warmup_max_steps: int) -> int:
     """The most warm-up steps a run takes: --warmup-max-steps, else CAP_FACTOR x --warmup-steps
-    (never fewer than --warmup-steps; 0 warm-up steps asked for means none)."""
+    (never fewer than --warmup-steps; 0 warm-up steps asked for means none). A default cap too short
+    to judge settling (two windows) keeps --warmup-steps as asked: a short smoke run (--warmup-steps 1)
+    is not stretched to a cap it could never end before."""
+    if not warmup_max_steps and CAP_FACTOR * warmup_steps < 2 * WINDOW:
+        return warmup_steps
     most = warmup_max_steps or CAP_FACTOR * warmup_steps
     return max(most, warmup_steps)
 

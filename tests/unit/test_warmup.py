@@ -38,7 +38,10 @@ def test_the_cap_ends_a_warm_up_that_never_settles():
     assert first_done(noisy, warmup_steps=5, most=cap(5, 40)) == 40  # --warmup-max-steps
 
 
-@pytest.mark.parametrize("warmup_steps, warmup_max_steps, expected", [(10, 0, 50), (10, 30, 30), (10, 4, 10),
-                                                                      (0, 0, 0)])
+@pytest.mark.parametrize("warmup_steps, warmup_max_steps, expected", [
+    (10, 0, 50), (10, 30, 30), (10, 4, 10), (0, 0, 0),
+    (2, 0, 10),  # the default cap is 5x, enough for two windows of 5
+    (1, 0, 1),  # 5 steps could never show two windows settled: the asked count stands
+    (1, 8, 8)])  # a cap the user gives is taken as given
 def test_the_cap(warmup_steps, warmup_max_steps, expected):
     assert cap(warmup_steps, warmup_max_steps) == expected
