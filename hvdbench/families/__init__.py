@@ -10,7 +10,8 @@
 
 A family module keeps a model folder's rules (docs/adding-a-model.md): its torch.py / tf.py are
 single-device code and the only files that import a framework; it imports no model folder and
-none of the trainer's, sweep's, study's or results' packages; its cli.py alone imports the
-`prepare` command's shared options (hvdbench/cli/prepare.py).
+none of the trainer's, sweep's, study's, results' or CLI packages. The `hvdbench prepare` command
+of a family's writer lives in the cli.py of the model folder that lists it (ssd, resnet50,
+transformer): only a model folder's cli.py imports the CLI.
 Code only one model uses stays in that model's folder.
 """

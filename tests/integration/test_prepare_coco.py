@@ -3,7 +3,7 @@ crowd's uncompressed RLE, category ids 1, 3, 90): boxes and masks round-trip aga
 own rasterisation, bad annotations fail with one line naming the culprit, a rerun resumes, and two
 MPI ranks make the same dataset as one process.
 
-The command is invoked through click's CliRunner on hvdbench.families.detection.cli.coco (the same
+The command is invoked through click's CliRunner on hvdbench.models.ssd.cli.coco (the same
 function `hvdbench prepare coco` runs once the SSD spec lists it), and the MPI case calls
 prepare_coco under mpirun.
 """
@@ -19,7 +19,7 @@ from click.testing import CliRunner
 from conftest import run
 
 from hvdbench.errors import DatasetError
-from hvdbench.families.detection.cli import coco
+from hvdbench.models.ssd.cli import coco
 from hvdbench.families.detection.data import decode_masks
 
 pytestmark = [pytest.mark.integration]

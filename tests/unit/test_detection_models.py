@@ -145,8 +145,8 @@ def test_maskrcnn_refuses_data_without_masks():
 def test_specs_share_the_detection_kind_and_metric():
     ssd, retinanet, maskrcnn = (get_spec(n) for n in MODELS)
     assert ssd.kinds == retinanet.kinds == maskrcnn.kinds == (DETECTION,)
-    assert ssd.prepare_commands == ("hvdbench.families.detection.cli:coco",
-                                    "hvdbench.families.detection.cli:digit_scenes")
+    assert ssd.prepare_commands == ("hvdbench.models.ssd.cli:coco",
+                                    "hvdbench.models.ssd.cli:digit_scenes")
     assert retinanet.prepare_commands == maskrcnn.prepare_commands == ()
     assert (ssd.mlperf_target, retinanet.mlperf_target, maskrcnn.mlperf_target) == (0.212, 0.34, 0.377)
     assert (ssd.benchmark, retinanet.benchmark, maskrcnn.benchmark) == ("ssd", "ssd", "maskrcnn")

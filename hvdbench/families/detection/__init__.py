@@ -6,5 +6,6 @@
                 wrapper, NarrowResNet (single-device code)
     coco.py     `prepare_coco`: COCO 2017 -> detection shards
     scenes.py   `prepare_digit_scenes`: generated scenes of scikit-learn's real digits
-    cli.py      `hvdbench prepare coco` and `prepare digit-scenes` (listed in SSD's prepare_commands)
+
+Their `hvdbench prepare coco` and `prepare digit-scenes` commands are hvdbench/models/ssd/cli.py.
 """

@@ -4,5 +4,6 @@ trains on the digits, and its judge learns them).
     data.py      the `images` dataset kind (uint8 NHWC, one label each), ImageNet's MEAN and STD
     prepare.py   `prepare_images`: an ImageNet-style folder tree -> image shards
     digits.py    `prepare_digits` and `load`: scikit-learn's bundled real digits; `write_tree`
-    cli.py       `hvdbench prepare images` and `prepare digits` (listed in resnet50's prepare_commands)
+
+Their `hvdbench prepare images` and `prepare digits` commands are hvdbench/models/resnet50/cli.py.
 """

@@ -6,7 +6,8 @@ tokenizer).
     bleu.py      BLEU: sufficient statistics per batch, exactly reduced over ranks (sacrebleu)
     catalogs.py  the built-in English-German corpus (installed gettext catalogs)
     prepare.py   `prepare_translation`: parallel text -> translation shards
-    cli.py       `hvdbench prepare translation` (listed in the transformer's prepare_commands)
     torch.py     the models' shared PyTorch pieces: padding trim, label-smoothed loss, beam and
                  greedy search, BLEU of a decoded batch, Adam with clipping (single-device code)
+
+Its `hvdbench prepare translation` command is hvdbench/models/transformer/cli.py.
 """

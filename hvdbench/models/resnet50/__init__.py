@@ -89,5 +89,5 @@ SPEC = ModelSpec(
     # RSS at two batch sizes); 224 px for full, 16 px for debug.
     memory_per_sample={"full": {"torch": 98_000_000, "tensorflow": 94_000_000},
                        "debug": {"torch": 800_000, "tensorflow": 400_000}},
-    prepare_commands=("hvdbench.families.images.cli:images", "hvdbench.families.images.cli:digits"),
+    prepare_commands=("hvdbench.models.resnet50.cli:images", "hvdbench.models.resnet50.cli:digits"),
 )

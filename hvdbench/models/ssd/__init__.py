@@ -107,5 +107,5 @@ SPEC = ModelSpec(
         "opt_learning_rate_warmup_steps": lambda cfg, facts: facts.warmup_steps,
     },
     parameters={"full": 19_972_534, "debug": 277_600},
-    prepare_commands=("hvdbench.families.detection.cli:coco", "hvdbench.families.detection.cli:digit_scenes"),
+    prepare_commands=("hvdbench.models.ssd.cli:coco", "hvdbench.models.ssd.cli:digit_scenes"),
 )

@@ -99,5 +99,5 @@ SPEC = ModelSpec(
     # 6 + 6 layers of 1024 with FFN 4096 and final LayerNorms, one 33,708 x 1024 embedding
     # shared by source, target and the output projection (tied, no bias): 210,878,464.
     parameters={"full": 210_878_464},
-    prepare_commands=("hvdbench.families.translation.cli:translation",),
+    prepare_commands=("hvdbench.models.transformer.cli:translation",),
 )
