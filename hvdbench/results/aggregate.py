@@ -29,6 +29,7 @@ from pathlib import Path
 
 from hvdbench.errors import ConfigError
 from hvdbench.results.mllog import rcp_check
+from hvdbench.results.mllog.mlperf import counts_samples
 from hvdbench.results.schema import BUSY_CPUS, EPOCH_COLUMNS, SCALING_GROUP, TTT_GROUP, RunResult
 
 # MLPerf drops the fastest and slowest run; we do so from this many runs on (MLPerf itself asks
@@ -60,7 +61,8 @@ NOTES = [
     "allowed speed-up, the score is multiplied by RCP mean / runs' mean (the summarizer's "
     "scaling.json); faster than that, the check fails. RCP-normalised = raw × factor.",
     "Sample-based logs (BERT and others that evaluate every N samples) give samples to target and "
-    "minutes per 1M samples; their epochs are known only when the log gives the training set size.",
+    "minutes per 1M samples; their epochs are known only when the log gives the training set size, and "
+    "are not shown for sample-counted benchmarks (LLMs, BERT, UNet3D), whose runs train a sliver of an epoch.",
 ]
 
 
@@ -230,6 +232,8 @@ def scaling_rows(runs: list[RunResult], baseline: tuple[int, int] | None = None)
                          **_timing(layout_runs)})
         base = _pick_baseline(rows, "throughput_mean", baseline)
         for row in sorted(rows, key=_order):
+            row["_fewer"] = [r for r in rows if r["throughput_mean"] is not None and r["gpus"]
+                             and r["gpus"] < (row["gpus"] or 0) and r["nodes"] <= row["nodes"]]
             row.update(baseline=base["layout"] if base else "", speedup=None, efficiency=None,
                        efficiency_2sigma=None)
             if base and row["throughput_mean"] is not None and row["gpus"]:
@@ -237,7 +241,7 @@ def scaling_rows(runs: list[RunResult], baseline: tuple[int, int] | None = None)
                 row["efficiency"] = (row["throughput_mean"] / row["gpus"]) / (base["throughput_mean"] / base["gpus"])
                 row["efficiency_2sigma"] = _efficiency_2sigma(row, base)
             row["cv"] = _cv(row)
-            row["flags"] = ";".join(_flags(row, base))
+            row["flags"] = ";".join(_flags(row, base, row.pop("_fewer")))
             out.append(row)
     return out
 
@@ -287,6 +291,9 @@ UNSTEADY_CV = 0.5
 FLAGS = {
     "superlinear": "efficiency above 100 %: more than linear speed-up; check the baseline, a slow or "
                    "disturbed baseline run is the usual cause",
+    "inverse-scaling": "throughput below that of a layout with fewer GPUs (on no more nodes): adding them made the "
+                       "run slower (communication, a slow link or input pipeline outgrowing the work per "
+                       "GPU); its efficiency is not a scaling figure",
     "noisy": f"runs spread more than {NOISY_CV:.0%} (coefficient of variation): the mean is not a stable "
              "figure; why is said beside it (a busy machine, a cold start, too few timed steps)",
     "noisy-baseline": "the baseline's runs spread more than "
@@ -358,12 +365,23 @@ def _cv(row: dict) -> float | None:
     return None if std is None or not mean else std / mean
 
 
-def _flags(row: dict, base: dict | None) -> list[str]:
+def _slower_beyond_noise(row: dict, other: dict) -> bool:
+    """`row`'s mean throughput is below `other`'s by more than their two-sigma noise."""
+    noise = 2 * math.hypot(row.get("throughput_std") or 0.0, other.get("throughput_std") or 0.0)
+    return other["throughput_mean"] - row["throughput_mean"] > noise
+
+
+def _flags(row: dict, base: dict | None, fewer: list[dict] = ()) -> list[str]:
     """Why a row's numbers may not mean what they seem (FLAGS), so a report never prints an
-    efficiency of 700 % without a warning."""
+    efficiency of 700 % without a warning. `fewer`: the group's rows of a smaller layout (fewer
+    GPUs on no more nodes) that have a throughput: one faster than this row by more than the two
+    rows' noise (2 sqrt(sa^2 + sb^2), the layouts table's rule; means alone for single runs) is inverse
+    scaling (at one GPU count, layouts are compared in the layouts table instead)."""
     flags = []
     if row["efficiency"] is not None and row["efficiency"] > 1.0 + 1e-9:
         flags.append("superlinear")
+    if row["throughput_mean"] is not None and any(_slower_beyond_noise(row, r) for r in fewer):
+        flags.append("inverse-scaling")
     if (row["cv"] or 0) > NOISY_CV:
         flags.append("noisy")
     if base is not None and base is not row and (_cv(base) or 0) > NOISY_CV:
@@ -432,6 +450,11 @@ def time_to_train_rows(runs: list[RunResult], baseline: tuple[int, int] | None =
             epochs = stats(r.epochs_to_target if r.epochs_to_target is not None else r.epochs for r in done)
             per_epoch = stats(r.time_per_epoch_s / 60 for r in layout_runs
                               if r.time_per_epoch_s is not None and r.status in ("success", "aborted"))
+            samples_mean = stats(n for _, n in samples).mean
+            if samples_mean is not None and counts_samples(key[1]):
+                # A sample-counted benchmark (LLMs, BERT, UNet3D: counts_samples) trains a sliver of an
+                # epoch of its corpus: 0.0002 epochs at 900,000 min each say nothing; its samples do.
+                epochs = per_epoch = Stats(0, None, None)
             counts = _counts(layout_runs)
             rows.append({**dict(zip(TTT_GROUP, key)), **_layout_cols(layout_runs),
                          "global_batch": global_batch, "runs": counts["runs"], "converged": counts["ok"],
@@ -442,7 +465,7 @@ def time_to_train_rows(runs: list[RunResult], baseline: tuple[int, int] | None =
                          "metric": _one(r.metric_name for r in layout_runs),
                          "target": _one(r.target for r in layout_runs),
                          "final_metric_mean": stats(r.final_metric for r in done).mean,
-                         "samples_to_target_mean": stats(n for _, n in samples).mean,
+                         "samples_to_target_mean": samples_mean,
                          **_cadence(done),
                          "time_per_1m_samples_min": stats(m / n * 1e6 for m, n in samples).mean,
                          "layout_source": layout_source(layout_runs),
@@ -520,7 +543,8 @@ def _one(values):
 
 
 def epoch_rows(ttt: list[dict]) -> list[dict]:
-    """The per-model synopsis the published studies print (GPUs, batch, time per epoch, epochs)."""
+    """The per-model synopsis the published studies print (GPUs, batch, time per epoch, epochs);
+    sample-counted benchmarks' rows give samples to target and minutes per 1M samples instead."""
     return [{k: row[k] for k in EPOCH_COLUMNS} for row in ttt]
 
 

@@ -336,8 +336,10 @@ BUSY_CPUS = 0.5
 # log's systems JSON host_networking); empty for one node.
 _WHERE = ("hosts", "link")
 
+# samples_*: sample-counted benchmarks (LLMs, BERT), whose epoch columns are empty.
 EPOCH_COLUMNS = ("system", "model", "flavor", "framework", "gpus", "layout", "global_batch",
-                 "time_per_epoch_min", "epochs_mean", "precision", "runs", "converged")
+                 "time_per_epoch_min", "epochs_mean", "samples_to_target_mean", "time_per_1m_samples_min",
+                 "precision", "runs", "converged")
 # Columns in order. Throughput is samples/s over all GPUs; *_min columns are minutes.
 REPORT_COLUMNS = {
     "scaling": SCALING_GROUP + _LAYOUT + _COUNTS + (

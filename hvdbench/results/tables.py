@@ -279,14 +279,23 @@ def _ttt_md(rows):
 
 
 def _epochs_md(rows):
+    """Time per epoch and epochs; samples to target and minutes per 1M samples for sample-counted
+    benchmarks (their epoch columns are empty), in place of the epoch columns when no row has those."""
+    samples = any(r.get("samples_to_target_mean") is not None for r in rows)
+    epochs = any(r["epochs_mean"] is not None or r["time_per_epoch_min"] is not None for r in rows) or not samples
     unit = _time_unit([r["time_per_epoch_min"] for r in rows])
-    return markdown_table(
-        ["GPUs", "layout", "global batch", "avg time per epoch" + (f" ({unit})" if unit else ""), "epochs",
-         "precision", "runs (converged)"],
-        [[r["gpus"] or DASH, r["layout"] or DASH, r["global_batch"] or DASH,
-          _duration(r["time_per_epoch_min"], unit),
-          _num(r["epochs_mean"], ".2f"), r["precision"] or DASH, f"{r['runs']} ({r['converged']})"]
-         for r in rows])
+    header = ["GPUs", "layout", "global batch"]
+    header += ["avg time per epoch" + (f" ({unit})" if unit else ""), "epochs"] * epochs
+    header += ["samples to target", "min per 1M samples"] * samples
+    lines = []
+    for r in rows:
+        line = [r["gpus"] or DASH, r["layout"] or DASH, r["global_batch"] or DASH]
+        if epochs:
+            line += [_duration(r["time_per_epoch_min"], unit), _num(r["epochs_mean"], ".2f")]
+        if samples:
+            line += [_num(r.get("samples_to_target_mean"), ",.0f"), _num(r.get("time_per_1m_samples_min"), ".2f")]
+        lines.append(line + [r["precision"] or DASH, f"{r['runs']} ({r['converged']})"])
+    return markdown_table(header + ["precision", "runs (converged)"], lines)
 
 
 def markdown(tables: Tables, sources=(), notes=()) -> str:

@@ -793,3 +793,112 @@ def test_deeply_nested_or_huge_json_is_an_unreadable_line_not_a_crash(tmp_path):
     [run], notes = mllog.load(tmp_path / "pub")
     assert run.status == "success"
     assert f"2 unreadable :::MLLOG line(s) skipped in 1 file(s), first {tmp_path / 'pub' / 'run.log'}:" in notes[1]
+
+
+# --- published trees the official summarizer reads otherwise (issue 27, item 5) -------------------
+
+def submission_runs(org_dir, system, minutes=(30.0, 31.0, 32.0, 33.0, 34.0), **kw):
+    for i, m in enumerate(minutes):
+        write(org_dir / "results" / system / "resnet" / f"result_{i}.txt", mlperf_lines(minutes=m, **kw))
+
+
+def test_two_submissions_whose_systems_share_a_name_are_two_groups(tmp_path):
+    """Grouped by the systems JSON a result folder belongs to, as the summarizer scores them: one
+    system in two rounds of one tree, and an 8-node system whose -POWER folder repeats its runs."""
+    for round_, minutes in (("v4.1", 30.0), ("v5.0", 20.0)):
+        org = tmp_path / f"training_results_{round_}" / "AMD"
+        system_json(org / "systems" / "MI300X.json", "MI300X", 1, 8, submitter="AMD")
+        submission_runs(org, "MI300X", [minutes + i for i in range(5)])
+    nv = tmp_path / "training_results_v5.0" / "NVIDIA"
+    for system in ("GB200_n8", "GB200_n8-POWER"):
+        system_json(nv / "systems" / f"{system}.json", "GB200", 8, 4, submitter="NVIDIA")
+        submission_runs(nv, system)
+    runs, _ = mllog.load(tmp_path)
+    assert sorted((system, layout, n) for system, layout, _, n, _ in rows_of(runs)) == [
+        ("AMD / MI300X [training_results_v4.1/AMD/systems/MI300X]", "1x8", 5),
+        ("AMD / MI300X [training_results_v5.0/AMD/systems/MI300X]", "1x8", 5),
+        ("NVIDIA / GB200 [GB200]", "8x4", 5), ("NVIDIA / GB200 [GB200_POWER]", "8x4", 5)]  # folders, size out
+    # --group-by platform pools across submissions, as asked
+    assert len({r.devices for r in mllog.load(tmp_path, group_by="platform")[0]}) == 1
+
+
+def test_size_words_in_system_names_make_one_scaling_study(tmp_path):
+    """'Tyche (16x B200-SXM-180GB)' and 'Tyche (8x B200-SXM-180GB)', 'box_n2_v5.0' and 'box_n1_v5.0':
+    one system's node counts, one group, a speed-up per layout (not 1.00x each)."""
+    org = tmp_path / "Acme"
+    for nodes in (1, 2):
+        system_json(org / "systems" / f"tyche_n{nodes}.json", f"Tyche ({8 * nodes}x B200-SXM-180GB)", nodes, 8,
+                    submitter="Acme")
+        submission_runs(org, f"tyche_n{nodes}", [40.0 / nodes + i for i in range(5)])
+        submission_runs(org, f"box_n{nodes}_v5.0", [40.0 / nodes + i for i in range(5)], layout=(nodes, 4))
+    rows = build_tables(mllog.load(tmp_path)[0]).time_to_train
+    assert [(r["system"], r["layout"], round(r["speedup"], 3)) for r in rows] == [
+        ("Acme / Tyche (B200-SXM-180GB)", "1x8", 1.0), ("Acme / Tyche (B200-SXM-180GB)", "2x8", round(42 / 22, 3)),
+        ("Acme / box", "1x4", 1.0), ("Acme / box", "2x4", round(42 / 22, 3))]
+
+
+@pytest.mark.parametrize("name, family", [
+    ("Tyche (16x B200-SXM-180GB)", "Tyche (B200-SXM-180GB)"), ("mi300x_n2_v5.0", "mi300x"),
+    ("Foo 16x B200", "Foo B200"), ("sys_8_nodes", "sys"), ("8 xeon box", "8 xeon box"),
+])
+def test_system_family_drops_counts_in_parentheses_and_round_suffixes(name, family):
+    assert mllog.system_family(name) == family
+
+
+def test_sample_counted_llm_rows_show_samples_not_a_sliver_of_an_epoch(tmp_path):
+    """An LLM log's train_samples is its corpus: 300,000 samples of 1.5e9 are 0.0002 epochs at
+    ~150,000 min each. epochs.csv and the summary show samples to target and min per 1M samples."""
+    size = ':::MLLOG {"namespace": "", "time_ms": %d, "event_type": "POINT_IN_TIME", "key": "train_samples", ' \
+           '"value": 1574207408, "metadata": {"file": "x.py", "lineno": 1}}' % T0
+    for i, minutes in enumerate((30.0, 31.0, 32.0)):
+        lines = mlperf_lines(minutes=minutes, evals=((150_000, 6.0), (300_000, 5.6)), benchmark="llama31_405b",
+                             batch=1152, org="Org")
+        write(tmp_path / "Org" / "results" / "box_32x8x1x1" / "llama31_405b" / f"result_{i}.txt",
+              [lines[0], size, *lines[1:]])
+    tables = build_tables(mllog.read_mllog_dir(tmp_path))
+    [row] = tables.epochs
+    assert (row["epochs_mean"], row["time_per_epoch_min"]) == (None, None)
+    assert row["samples_to_target_mean"] == 300_000 and row["time_per_1m_samples_min"] == pytest.approx(31 / 0.3)
+    assert tables.time_to_train[0]["epochs_mean"] is None
+    from hvdbench.results.tables import write_csvs
+    write_csvs(tables, tmp_path / "report")
+    [line] = list(csv.DictReader(open(tmp_path / "report" / "epochs.csv")))
+    assert (line["epochs_mean"], line["samples_to_target_mean"]) == ("", "300000.0")
+    text = markdown(tables)
+    epochs_section = text.split("## Epochs and time per epoch")[1].split("\n## ")[0]
+    assert "| GPUs | layout | global batch | samples to target | min per 1M samples |" in epochs_section
+    assert "| 256 | 32x8 | 1152 | 300,000 | 103.33 |" in epochs_section and "epoch (" not in epochs_section
+
+
+def test_a_result_file_without_any_event_is_a_warning_and_a_run_only_beside_runs(tmp_path):
+    """Alone in its benchmark folder, an empty result_0.txt is no run (not a DNF row made of nothing);
+    beside runs it is one that did not converge, as the official summarizer counts it. Both warned."""
+    org = tmp_path / "Org"
+    submission_runs(org, "DGXA100_1x8x56x1", (30.0, 31.0, 32.0))
+    beside = write(org / "results" / "DGXA100_1x8x56x1" / "resnet" / "result_3.txt", ["job killed before logging"])
+    alone = write(org / "results" / "DGXA100_2x8x56x1" / "resnet" / "result_0.txt", ["job killed before logging"])
+    runs, notes = mllog.load(tmp_path)
+    assert sorted((r.layout, r.status) for r in runs) == [("1x8", "failed")] + [("1x8", "success")] * 3
+    said = "a result file with no MLPerf run event (without :::MLLOG lines)"
+    assert f"warning: {alone}: {said}: not counted as a run (no result file beside it holds one)" in notes
+    assert f"warning: {beside}: {said}: counted as a run that did not converge, as the summarizer counts it" in notes
+    [row] = build_tables(runs).time_to_train  # no 2x8 row
+    assert (row["runs"], row["converged"], row["ttt_min"]) == (4, 3, pytest.approx(31.5))  # dropped: 30, the empty
+    assert notes[0] == (f"{tmp_path}: 4 run(s) from 4 log file(s); 1 file(s) skipped: 1 without :::MLLOG lines "
+                        "(e.g. Org/results/DGXA100_2x8x56x1/resnet/result_0.txt)")
+
+
+def test_published_throughput_that_falls_with_more_nodes_is_flagged(tmp_path):
+    for nodes, throughput in ((1, 1000.0), (2, 800.0)):
+        for i in range(3):
+            write(tmp_path / "vendor" / f"retinanet-{nodes}node" / f"run{i}.log",
+                  mlperf_lines(layout=(nodes, 8), throughput=throughput + i, org="Vendor"))
+    rows = {r["layout"]: r for r in build_tables(mllog.load(tmp_path / "vendor")[0]).scaling}
+    assert (rows["1x8"]["flags"], rows["2x8"]["flags"]) == ("", "inverse-scaling")
+
+
+def test_a_placeholder_org_gives_way_to_the_submitter_folder(tmp_path):
+    """Without a systems JSON the log's submission_org is all there is, and it is a placeholder."""
+    submission_runs(tmp_path / "Lenovo", "SR675V3_1x8x32x1", (30.0, 31.0, 32.0), org="SUBMISSION_ORG_PLACEHOLDER")
+    runs, _ = mllog.load(tmp_path)
+    assert {(r.submitter, r.devices) for r in runs} == {("Lenovo", "Lenovo / SR675V3")}

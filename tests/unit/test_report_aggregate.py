@@ -415,3 +415,22 @@ def test_short_times_to_train_read_in_seconds_with_the_evaluation_cadence(tmp_pa
     bare = [tta("1x1", 0.5, run_id="x", global_batch=32)]
     read_eval_cadence(bare, tmp_path / "nowhere")
     assert "resolution" not in markdown(build_tables(bare))
+
+
+def test_throughput_that_falls_as_nodes_are_added_is_flagged():
+    """A 2-node layout slower than the 1-node one is inverse scaling, flagged with a note; a layout
+    of the same GPU count on more nodes is the layouts table's comparison, not this flag."""
+    from hvdbench.results.tables import markdown
+
+    runs = [run("1x4", t) for t in (400, 404, 396)] + [run("2x4", t) for t in (300, 310, 290)]
+    runs += [run("4x4", t) for t in (500, 505, 495)] + [run("4x1", t) for t in (380, 385, 375)]
+    rows = by_layout(build_tables(runs).scaling)
+    assert rows["2x4"]["flags"] == "inverse-scaling" and rows["2x4"]["speedup"] == pytest.approx(0.75)
+    assert rows["4x4"]["flags"] == rows["1x4"]["flags"] == ""  # faster than every smaller layout
+    assert rows["4x1"]["flags"] == ""  # 4 GPUs on more nodes than 1x4: scale-out vs scale-up, not this flag
+    text = markdown(build_tables(runs))
+    assert "| 2x4 | 8 | out |" in text and "inverse-scaling |" in text
+    assert "- **inverse-scaling**: throughput below that of a layout with fewer GPUs" in text
+    # A drop within the two rows' noise (2 sqrt(sa^2 + sb^2)) is not called inverse scaling.
+    noisy = [run("1x4", t) for t in (400, 500, 300)] + [run("2x4", t) for t in (380, 480, 280)]
+    assert "inverse-scaling" not in by_layout(build_tables(noisy).scaling)["2x4"]["flags"]

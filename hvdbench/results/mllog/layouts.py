@@ -145,12 +145,15 @@ def system_family(name: str) -> str:
     """A system name without its size, so one system's layouts share a group (and a speed-up):
     '2xXE8545x4A100-SXM-80GB' and '1xXE8545x4A100-SXM-80GB' -> 'XE8545x4A100-SXM-80GB';
     'DGXA100_2x8x56x1' -> 'DGXA100'; 'dgxa100_n8_ngc21.05' -> 'dgxa100_ngc21.05'; '1x2 cpu' -> 'cpu';
-    'Eos_n8' -> 'Eos'; '16xBM.GPU.H100.8' -> 'BM.GPU.H100.8'; 'Acme H100 2-node' -> 'Acme H100'."""
+    'Eos_n8' -> 'Eos'; '16xBM.GPU.H100.8' -> 'BM.GPU.H100.8'; 'Acme H100 2-node' -> 'Acme H100';
+    'Tyche (16x B200-SXM-180GB)' -> 'Tyche (B200-SXM-180GB)'; 'mi300x_n2_v5.0' -> 'mi300x'."""
     for pattern in (r"(?<![0-9a-z])\d+x\d+(?:x\d+)*(?![0-9a-z])",  # NxG[xBxA]
-                    r"(?<![0-9a-z])\d+x(?=[a-z])",  # N x server
+                    r"(?<=\()\s*\d+\s*[x×]\s*",  # '(16x B200-SXM-180GB)': the count of accelerators
+                    r"(?<![0-9a-z])\d+x(?:\s+|(?=[a-z]))",  # N x server, '16x B200'
                     r"(?<![0-9a-z])n\d+(?![0-9a-z])",  # NVIDIA's _n8: node count
-                    r"\(?(?<![0-9a-z])\d+[- ]?nodes?\b\)?"):  # '2-node', '(4 nodes)'
-        name = re.sub(pattern, "", name, flags=re.I)
+                    r"(?<=[_\- ])v\d+(?:\.\d+)+$",  # a round or version suffix: '_v5.0'
+                    r"\(?(?<![0-9a-z])\d+[-_ ]?nodes?\b\)?"):  # '2-node', '(4 nodes)', '8_nodes'
+        name = re.sub(pattern, "", name.strip("_- "), flags=re.I)
     name = re.sub(r"([_\- ])[_\- ]+", r"\1", name)
     return name.strip("_- ")
 

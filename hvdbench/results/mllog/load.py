@@ -7,9 +7,10 @@ folder as the common record (`load`).
 
 Every text file under the folder that holds a run's `:::MLLOG` lines is read, whatever its name
 (`result_N.txt`, `mllog.txt`, `*.log`, `slurm-*.out`); the others (code, binaries, MLPerf power
-logs, files without the marker) are counted as skipped, with the reason (`Reading.summary`), except
-a submission's `result_N.txt`, which is a run even when it logged nothing (a failed one, as the
-summarizer counts it).
+logs, files without the marker) are counted as skipped, with the reason (`Reading.summary`). A
+submission's `result_N.txt` without a run event is a warning naming it, and a run that did not
+converge where result files beside it hold runs (as the summarizer counts it), else no run: a DNF
+row made of nothing would hide it.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from pathlib import Path
 from mlperf_logging.mllog import constants as C
 
 from hvdbench.results.mllog.events import RUN_KEYS, read_log
-from hvdbench.results.mllog.groups import DEFAULT_GROUP_BY, parse_group_by
+from hvdbench.results.mllog.groups import DEFAULT_GROUP_BY, parse_group_by, separate_submissions
 from hvdbench.results.mllog.record import MllogRun, to_run_result
 from hvdbench.results.mllog.summary import LogSummary, read_runs
 from hvdbench.results.schema import SchemaError
@@ -97,8 +98,8 @@ def _probe(path: Path) -> str | None:
 def load(root: str | os.PathLike, progress=lambda files: files, group_by: str | tuple = DEFAULT_GROUP_BY,
          ruleset: str | None = None) -> tuple[list[MllogRun], list[str]]:
     """(one record per run under root, notes for the user); `progress` wraps the file list.
-    A `results/<system>/<benchmark>/result_N.txt` that holds no event is a failed run; other files
-    without events are skipped and counted. SchemaError when no file holds a readable event.
+    Files without run events are skipped and counted, except a `results/<system>/<benchmark>/result_N.txt`
+    (a warning naming it; see `_empty_results`). SchemaError when no file holds a readable event.
     A number that is not finite, a layout count out of bounds or a systems JSON that cannot be read
     is a warning among the notes (one line per file, naming it, and the line and key), never an
     error: one bad file of a published tree does not stop the report of the rest."""
@@ -107,7 +108,7 @@ def load(root: str | os.PathLike, progress=lambda files: files, group_by: str | 
     reading, descs = find_logs(root), {}
     candidates, reading.logs = reading.logs, []
     runs: list[MllogRun] = []
-    bad_files, bad_lines, warnings = [], 0, []
+    bad_files, bad_lines, warnings, empty_results = [], 0, [], []
     for path in progress(candidates):
         why = _probe(path)
         log = read_log(path) if why is None else None
@@ -117,23 +118,21 @@ def load(root: str | os.PathLike, progress=lambda files: files, group_by: str | 
             why = "with only unreadable :::MLLOG lines"
         elif log is not None and not any(e.key in RUN_KEYS for e in log.events):
             why = "without run events (power readings or the like)"
-        # A result_N.txt is a run, whatever it holds: one that logged nothing did not converge
-        # (the summarizer drops it as a non-converged run too).
         if why and path.match(RESULT_GLOB) and path.absolute().parent.parent.parent.name == "results":
-            why = None
+            empty_results.append((path, why))  # decided once the folder's other files are read
+            continue
         if why:
             reading.skip(path, why)
             continue
         reading.logs.append(path)
-        if log is None or not log.events:  # an MLPerf result file of a run that logged nothing
-            runs.append(to_run_result(LogSummary(str(path)), root, keys, ruleset, descs, warnings))
-            continue
         if log.bad_lines:
             bad_files.append(f"{path}:{log.first_bad_line}")
             bad_lines += log.bad_lines
         if log.non_finite:
             warnings.append(non_finite_warning(path, log.non_finite))
         runs += [to_run_result(s, root, keys, ruleset, descs, warnings) for s in read_runs(log)]
+    runs += _empty_results(empty_results, reading, root, keys, ruleset, descs, warnings)
+    separate_submissions(runs, keys)
     if not runs:
         raise SchemaError(f"{root}: no file holds a readable :::MLLOG event ({reading.summary(0)})")
     notes = [reading.summary(len(runs))]
@@ -149,6 +148,26 @@ def load(root: str | os.PathLike, progress=lambda files: files, group_by: str | 
         notes.append(f"{root}: closed-division RCPs checked against ruleset {', '.join(assumed)} (no "
                      "training_results_vX.Y folder in the path; give --ruleset X.Y.0 for another round)")
     return runs, notes
+
+
+def _empty_results(empty: list[tuple[Path, str]], reading: Reading, root: Path, keys, ruleset, descs,
+                   warnings: list) -> list[MllogRun]:
+    """A submission's result_N.txt without a run event, each said in a warning naming it. Beside
+    result files that hold runs it is a run that did not converge, as the official summarizer counts
+    it (its olympic score drops it, and a second one makes the score DNF); in a benchmark folder where
+    no result file holds a run it is no run: a DNF row made of nothing would only hide it."""
+    folders = {path.parent for path in reading.logs}
+    runs = []
+    for path, why in empty:
+        said = f"{path}: a result file with no MLPerf run event ({why})"
+        if path.parent in folders:
+            reading.logs.append(path)
+            warnings.append(f"{said}: counted as a run that did not converge, as the summarizer counts it")
+            runs.append(to_run_result(LogSummary(str(path)), root, keys, ruleset, descs, warnings))
+        else:
+            reading.skip(path, why)
+            warnings.append(f"{said}: not counted as a run (no result file beside it holds one)")
+    return runs
 
 
 def non_finite_warning(path, events) -> str:

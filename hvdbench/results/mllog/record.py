@@ -40,6 +40,7 @@ class MllogRun(RunResult):
     published_scaling: float | None = None  # scaling.json beside the log (the published RCP rescale)
     rcp_lines: list[str] = field(default_factory=list, repr=False)
     link: str = ""  # the systems JSON's host_networking: what joins the nodes
+    submission: str = ""  # the systems JSON file (size taken out) the run's folder belongs to: groups.submission
 
 
 def ruleset_of(path: Path, given: str | None) -> tuple[str, bool]:
@@ -88,7 +89,7 @@ def to_run_result(s: LogSummary, root: str | os.PathLike, group_by: tuple[str, .
         wall_s=ttt, layout_source=source, submitter=parts["submitter"], system_name=parts["_system_name"],
         division=s.division or str(where.desc.get("division") or ""), ruleset=rules, ruleset_assumed=assumed,
         published_scaling=scaling_factor(scaling) if where.system_dir is not None else None,
-        rcp_lines=s.rcp_lines,
+        rcp_lines=s.rcp_lines, submission=parts["_submission"],
         link=str(where.desc.get("host_networking") or s.sysjson.get("host_networking") or "").strip())
     if s.throughput is not None:
         record.throughput = s.throughput
