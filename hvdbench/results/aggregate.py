@@ -170,6 +170,17 @@ def layout_source(runs: list[RunResult]) -> str:
     return _one(getattr(r, "layout_source", "") or SWEEP_SOURCE for r in runs) or ""
 
 
+def on_cpus(row: dict) -> bool:
+    """hvdbench's own CPU runs record their device as "cpu": their "GPUs" are CPU processes (ranks)."""
+    return str(row.get("system") or "").lower() == "cpu"
+
+
+def device_word(row: dict, plural: bool = False) -> str:
+    """What a report calls one device of a row: 'rank' on CPUs, 'GPU' otherwise."""
+    word = "rank" if on_cpus(row) else "GPU"
+    return word + "s" if plural else word
+
+
 def where_ran(rows: list[dict], most: int = 4) -> str:
     """'hosts: hvd-node1, hvd-node2 · inter-node link: emulated veth bridge, 100mbit' for a group of
     report rows (the plots' subtitle and the Markdown tables' footer); multi-node layouts whose

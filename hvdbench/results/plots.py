@@ -28,7 +28,7 @@ from matplotlib.patches import Patch
 from matplotlib.ticker import FixedLocator, FuncFormatter, MaxNLocator, NullLocator, ScalarFormatter
 
 from hvdbench.files import atomic_write_png
-from hvdbench.results.aggregate import Tables, where_ran
+from hvdbench.results.aggregate import Tables, on_cpus, where_ran
 from hvdbench.results.schema import SCALING_GROUP, TTT_GROUP
 
 IDEAL = "ideal (linear)"
@@ -42,23 +42,20 @@ def _groups(rows: list[dict], keys: tuple) -> list[list[dict]]:
     return list(out.values())
 
 
-def _on_cpus(row: dict) -> bool:
-    """hvdbench's own CPU runs record their device as "cpu": their "GPUs" are CPU processes."""
-    return str(row.get("system") or "").lower() == "cpu"
 
 
 def _unit(row: dict) -> str:
-    return "CPU rank" if _on_cpus(row) else "GPU"
+    return "CPU rank" if on_cpus(row) else "GPU"
 
 
 def per_node(row: dict) -> str:
     """What one node holds, for legends: 'rank' on CPUs (a CPU run's "GPU" is a process), else 'GPU'."""
-    return "rank" if _on_cpus(row) else "GPU"
+    return "rank" if on_cpus(row) else "GPU"
 
 
 def device_axis(row: dict) -> str:
     """The x-axis label of a device count."""
-    return "CPU ranks (processes; no GPU)" if _on_cpus(row) else "GPUs"
+    return "CPU ranks (processes; no GPU)" if on_cpus(row) else "GPUs"
 
 
 def context(rows: list[dict], runs: str | None = None) -> str:
@@ -69,7 +66,7 @@ def context(rows: list[dict], runs: str | None = None) -> str:
     row = rows[0] if rows else {}
     first = []
     if row.get("system"):
-        first.append("devices: CPUs (no GPU)" if _on_cpus(row) else f"devices: {row['system']}")
+        first.append("devices: CPUs (no GPU)" if on_cpus(row) else f"devices: {row['system']}")
     repeats = sorted({r["runs"] for r in rows if r.get("runs")})
     if runs:
         first.append(runs)
@@ -283,7 +280,7 @@ def layouts_figure(layouts: list[dict], scaling: list[dict] | None = None) -> Fi
             x += len(rows) + 1
         ax.set_xticks(ticks, labels)
         ax.set_ylim(bottom=0)  # a 2σ bar longer than its bar stops at zero
-        ax.set_xlabel("layout (nodes x " + ("CPU ranks" if _on_cpus(group[0]) else "GPUs") + " per node)")
+        ax.set_xlabel("layout (nodes x " + ("CPU ranks" if on_cpus(group[0]) else "GPUs") + " per node)")
         ax.set_ylabel("throughput (samples/s), mean ± 2σ")
         ax.set_title(_title(group[0], group), fontsize=10)
         handles, names = ax.get_legend_handles_labels()

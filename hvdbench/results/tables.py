@@ -13,7 +13,17 @@ import io
 from pathlib import Path
 
 from hvdbench.files import atomic_write_text
-from hvdbench.results.aggregate import FLAGS, NOISY_CV, NOTES, SWEEP_SOURCE, Tables, noise_cause, thread_note, where_ran
+from hvdbench.results.aggregate import (
+    FLAGS,
+    NOISY_CV,
+    NOTES,
+    SWEEP_SOURCE,
+    Tables,
+    device_word,
+    noise_cause,
+    thread_note,
+    where_ran,
+)
 from hvdbench.results.mllog import NOT_CHECKED
 from hvdbench.results.schema import REPORT_COLUMNS, SCALING_GROUP, TTT_GROUP
 
@@ -132,7 +142,7 @@ def _title(row: dict, group: tuple) -> str:
     parts = [row[k] for k in ("model", "flavor", "framework", "precision", "mode") if k in group]
     if row.get("batch_per_gpu") and "batch_per_gpu" in group:
         accum = row.get("accum_steps", 1)
-        parts.append(f"batch {row['batch_per_gpu']}/GPU" + (f" × {accum} accum" if accum > 1 else ""))
+        parts.append(f"batch {row['batch_per_gpu']}/{device_word(row)}" + (f" × {accum} accum" if accum > 1 else ""))
     title = " · ".join(str(p) for p in parts if p)
     return title + (f" — {row['system']}" if row.get("system") else "")
 
@@ -176,8 +186,9 @@ def _footer(*parts):
 def _scaling_md(rows):
     flagged = any(r.get("flags") for r in rows)
     return markdown_table(
-        ["layout", "GPUs", "scale", "runs (ok/failed/aborted/timeout)", "samples/s mean ± 2σ", "std",
-         "per GPU", "speed-up", "efficiency ± 2σ"] + ["check"] * flagged,
+        ["layout", device_word(rows[0], plural=True), "scale", "runs (ok/failed/aborted/timeout)",
+         "samples/s mean ± 2σ", "std", f"per {device_word(rows[0])}", "speed-up", "efficiency ± 2σ"]
+        + ["check"] * flagged,
         [[r["layout"], r["gpus"], r["scale"], _counts(r), _pm(r["throughput_mean"], r["throughput_2sigma"]),
           _num(r["throughput_std"]), _num(r["throughput_per_gpu"]), _num(r["speedup"], ".2f", "×"),
           _pct(r["efficiency"], two_sigma=r.get("efficiency_2sigma"))]
@@ -205,7 +216,7 @@ def _flag_notes(rows: list[dict]) -> str:
 
 def _layouts_md(rows):
     return markdown_table(
-        ["GPUs", "layout", "vs", "runs (ok/failed/aborted/timeout)", "samples/s mean ± 2σ",
+        [device_word(rows[0], plural=True), "layout", "vs", "runs (ok/failed/aborted/timeout)", "samples/s mean ± 2σ",
          "relative", "Δ", "2σ noise", "within noise"],
         [[r["gpus"], r["layout"], "reference" if r["layout"] == r["reference"] else r["reference"],
           _counts(r), _pm(r["throughput_mean"], r["throughput_2sigma"]), _num(r["relative"], ".3f"),
@@ -250,7 +261,8 @@ def _ttt_md(rows):
     unit = _time_unit([m for r in rows for m in (r["ttt_min"], r["ttt_mean_min"], r.get("ttt_rcp_min"))])
     per_epoch = _time_unit([r["time_per_epoch_min"] for r in rows])
     in_unit = f" ({unit})" if unit else ""
-    header = ["layout", "GPUs", "global batch", "runs", "converged", "reached (mean of converged)"]
+    header = ["layout", device_word(rows[0], plural=True), "global batch", "runs", "converged",
+              "reached (mean of converged)"]
     header += ["epochs", f"{per_epoch or 'time'}/epoch"] * epochs
     header += ["samples to target", "min per 1M samples"] * samples
     header += [f"time to train{in_unit}"] + ["resolution (evaluation cadence)"] * cadence
@@ -284,7 +296,7 @@ def _epochs_md(rows):
     samples = any(r.get("samples_to_target_mean") is not None for r in rows)
     epochs = any(r["epochs_mean"] is not None or r["time_per_epoch_min"] is not None for r in rows) or not samples
     unit = _time_unit([r["time_per_epoch_min"] for r in rows])
-    header = ["GPUs", "layout", "global batch"]
+    header = [device_word(rows[0], plural=True), "layout", "global batch"]
     header += ["avg time per epoch" + (f" ({unit})" if unit else ""), "epochs"] * epochs
     header += ["samples to target", "min per 1M samples"] * samples
     lines = []

@@ -434,3 +434,15 @@ def test_throughput_that_falls_as_nodes_are_added_is_flagged():
     # A drop within the two rows' noise (2 sqrt(sa^2 + sb^2)) is not called inverse scaling.
     noisy = [run("1x4", t) for t in (400, 500, 300)] + [run("2x4", t) for t in (380, 480, 280)]
     assert "inverse-scaling" not in by_layout(build_tables(noisy).scaling)["2x4"]["flags"]
+
+
+def test_tables_of_cpu_runs_count_ranks_not_gpus():
+    # hvdbench's CPU runs record their device as "cpu": a table of them counts ranks (processes),
+    # as their plots do; a GPU system's tables count GPUs.
+    from hvdbench.results.tables import markdown
+
+    cpu = markdown(build_tables([run("1x1", 100), run("1x2", 190), run("2x1", 150)]))
+    assert "| layout | ranks | scale |" in cpu and "| per rank |" in cpu and "batch 32/rank" in cpu
+    assert "| ranks | layout | vs |" in cpu and "GPUs" not in cpu.split("## Notes")[0]
+    gpu = markdown(build_tables([run("1x1", 100, devices="H100"), run("1x2", 190, devices="H100")]))
+    assert "| layout | GPUs | scale |" in gpu and "| per GPU |" in gpu and "batch 32/GPU" in gpu
