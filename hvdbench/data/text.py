@@ -98,3 +98,16 @@ def iter_sentences(sources: list[str]) -> Iterator[str]:
     for source in sources:
         for doc in read_documents(source):
             yield from doc
+
+
+def hold_out(pairs: list, fraction: float, seed: int, where: str, what: str = "pairs") -> tuple[list, list]:
+    """(train, val): a seeded `fraction` of `pairs` held out for validation (at least one), in their
+    order; a DatasetError naming `where` when too few are left to train on. The prepares of paired
+    text (translation, summaries) split the same way, so a seed gives the same split."""
+    import numpy as np
+
+    n_val = max(1, round(fraction * len(pairs)))
+    if len(pairs) - n_val < 1:
+        raise DatasetError(f"{where}: {len(pairs)} {what} are too few to hold out a validation split")
+    held = set(np.random.default_rng([seed, 1]).choice(len(pairs), n_val, replace=False).tolist())
+    return [p for k, p in enumerate(pairs) if k not in held], [p for k, p in enumerate(pairs) if k in held]

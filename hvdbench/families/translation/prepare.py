@@ -34,7 +34,7 @@ import numpy as np
 from hvdbench.data import manifest as mf
 from hvdbench.data.parallel import World, finish, run_jobs, start
 from hvdbench.data.staged import staged_jobs, write_staged
-from hvdbench.data.text import read_utf8
+from hvdbench.data.text import hold_out, read_utf8
 from hvdbench.errors import DatasetError
 from hvdbench.families.translation import catalogs, tokens
 from hvdbench.families.translation.data import TRANSLATION
@@ -145,13 +145,7 @@ def prepare_translation(src: str, out: Path, *, tgt: str | None = None, src_lang
             corpus["sha256"] = hashlib.sha256(
                 (corpus["sha256"] + _hash_pairs(val)).encode()).hexdigest()
         else:
-            rng = np.random.default_rng([seed, 1])
-            n_val = max(1, round(val_fraction * len(pairs)))
-            if len(pairs) - n_val < 1:
-                raise DatasetError(f"{src}: {len(pairs)} sentence pairs are too few to hold out a validation split")
-            held = set(rng.choice(len(pairs), n_val, replace=False).tolist())
-            train = [p for k, p in enumerate(pairs) if k not in held]
-            val = [p for k, p in enumerate(pairs) if k in held]
+            train, val = hold_out(pairs, val_fraction, seed, str(src), "sentence pairs")
         size = tokens.train_tokenizer((s for p in train for s in p), vocab_size, out / TOKENIZER_FILE)
         tok = tokens.load_tokenizer(out / TOKENIZER_FILE)
         tokens.write_vocab_list(tok, out / VOCAB_FILE)

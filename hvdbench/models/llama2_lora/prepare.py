@@ -37,6 +37,7 @@ import numpy as np
 from hvdbench.data import manifest as mf
 from hvdbench.data.parallel import World, finish, run_jobs, start
 from hvdbench.data.staged import staged_jobs, write_staged
+from hvdbench.data.text import hold_out
 from hvdbench.errors import DatasetError
 from hvdbench.families.translation import tokens
 from hvdbench.families.translation.tokens import TOKENIZER_FILE, VOCAB_FILE
@@ -203,13 +204,7 @@ def prepare_summaries(src: str, out: Path, *, base: str | Path, val_src: str | N
             train = pairs
             found["sha256"] = hashlib.sha256((found["sha256"] + corpus.hash_pairs(val)).encode()).hexdigest()
         else:
-            rng = np.random.default_rng([seed, 1])
-            n_val = max(1, round(val_fraction * len(pairs)))
-            if len(pairs) - n_val < 1:
-                raise DatasetError(f"{src}: {len(pairs)} pairs are too few to hold out a validation split")
-            held = set(rng.choice(len(pairs), n_val, replace=False).tolist())
-            train = [p for k, p in enumerate(pairs) if k not in held]
-            val = [p for k, p in enumerate(pairs) if k in held]
+            train, val = hold_out(pairs, val_fraction, seed, str(src))
         for name in (info["weights_file"], info["tokenizer_file"], info["vocab_file"]):
             tmp = out / f".{name}.tmp"
             shutil.copyfile(base / name, tmp)
