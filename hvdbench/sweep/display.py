@@ -58,14 +58,10 @@ def _mode_of(spec: SweepSpec, cfg) -> str:
         warm = (f"at least {cfg.warmup_steps} warm-up steps (more until step times settle, up to {most})"
                 if most > cfg.warmup_steps else f"{cfg.warmup_steps} warm-up steps")
         return f"throughput, {cfg.steps} timed steps after {warm}"
-    metric, better = "metric", ">="
-    try:
-        from hvdbench.contracts import get_spec
+    from hvdbench.contracts import get_spec
 
-        m = get_spec(spec.model).metric
-        metric, better = m.name or metric, ">=" if m.higher_is_better else "<="
-    except Exception:  # the registry's error was already shown when the sweep was built
-        pass
+    m = get_spec(spec.model).metric  # a known model: the sweep resolved this config through it
+    metric, better = m.name or "metric", ">=" if m.higher_is_better else "<="
     unit = cfg.eval_unit if cfg.eval_every != 1 else cfg.eval_unit.rstrip("s")
     return (f"time to accuracy, target {metric} {better} {cfg.target:g}, at most {cfg.max_epochs:g} epochs "
             f"(status aborted past them), evaluating every {cfg.eval_every:g} {unit}")

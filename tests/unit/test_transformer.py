@@ -14,6 +14,7 @@ import torch
 
 from hvdbench.contracts import get_spec
 from hvdbench.errors import ConfigError
+from hvdbench.families.translation import torch as TT
 from hvdbench.families.translation.data import TRANSLATION
 from hvdbench.families.translation.tokens import BOS, EOS, PAD
 from hvdbench.models.transformer import torch as T
@@ -110,7 +111,7 @@ def brute_force(max_steps, alpha):
             for w in seq:
                 score += float(TABLE[prev, w])
                 prev = w
-            score /= T.length_penalty(float(length), alpha)
+            score /= TT.length_penalty(float(length), alpha)
             if score > best:
                 best, best_seq = score, seq
     return best_seq
@@ -144,11 +145,11 @@ def test_evaluation_returns_bleu_statistics():
 
 def test_adam_clips_the_global_gradient_norm():
     w = torch.nn.Parameter(torch.zeros(4))
-    opt = T.Adam([{"params": [w], "max_grad_norm": 5.0}], lr=0.0)
+    opt = TT.Adam([{"params": [w], "max_grad_norm": 5.0}], lr=0.0)
     w.grad = torch.tensor([30.0, 40.0, 0.0, 0.0])  # norm 50
     opt.step()
     assert w.grad.norm().item() == pytest.approx(5.0)
-    opt = T.Adam([{"params": [w], "max_grad_norm": 0.0}], lr=0.0)
+    opt = TT.Adam([{"params": [w], "max_grad_norm": 0.0}], lr=0.0)
     w.grad = torch.tensor([30.0, 40.0, 0.0, 0.0])
     opt.step()
     assert w.grad.norm().item() == pytest.approx(50.0)  # 0: no clipping (the Transformer's default)

@@ -35,14 +35,12 @@ from torch import nn
 from hvdbench.errors import ConfigError
 from hvdbench.families.translation.tokens import PAD, Detokenizer
 from hvdbench.families.translation.torch import (
-    Adam,  # noqa: F401 (the optimizer make_optimizer returns)
     attach_vocabulary,
     batch_bleu,
     beam_search,
     decode_steps,
     greedy_search,
     groups_with_clip,
-    length_penalty,  # noqa: F401 (the penalty translate's beam search applies)
     make_adam,
     shift_right,
     sized,
