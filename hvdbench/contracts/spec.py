@@ -100,6 +100,11 @@ class ModelSpec:
     # up front): a one-line reason, or None when it can. For facts of the config alone (a flavor
     # too large for the way runs are distributed); what needs the device or data is checked later.
     refuse: Callable[[Any], str | None] | None = None
+    # Flavors too large to build whole in one process (a 70B base, an 8B model with its optimizer
+    # state): under `--engine fsdp` they are built on the meta device and each rank materialises only
+    # its shard (torch.py's `init_weights(model)` draws the values, else every module's
+    # reset_parameters). Other flavors are built whole from the seed, so every engine starts equal.
+    build_on_meta: tuple[str, ...] = ()
     package: str = ""  # the folder's module (set by the registry): torch.py / tf.py live there
 
     def flavor(self, name: str | None) -> Any:
@@ -177,6 +182,10 @@ class TorchModel(Protocol):
     #       device (e.g. uint8 NHWC images -> normalised float); default: none
     #   param_groups(model, cfg) -> list[dict]    default: weight decay off biases and norms
     #   make_optimizer(groups, cfg) -> torch.optim.Optimizer   default: by cfg.optimizer
+    #   shard_units(model) -> list[nn.Module]     the repeated blocks `--engine fsdp` shards one by
+    #       one (a transformer's layers), before the whole model; default: the model as one unit
+    #   init_weights(model) -> None               fills a model built on the meta device and moved
+    #       to real memory (ModelSpec.build_on_meta); default: each module's reset_parameters()
 
 
 class TensorFlowModel(Protocol):

@@ -25,10 +25,14 @@ class DistBase:
         """`hvd`: horovod.torch or horovod.tensorflow, already imported by the subclass."""
         self.hvd = hvd
         hvd.init()
-        self.rank, self.size = hvd.rank(), hvd.size()
-        self.local_rank, self.local_size = hvd.local_rank(), hvd.local_size()
-        self.cross_size = hvd.cross_size()
-        self.controller = "mpi" if hvd.mpi_enabled() else "gloo" if hvd.gloo_enabled() else ""
+        self._placed(hvd.rank(), hvd.size(), hvd.local_rank(), hvd.local_size(), hvd.cross_size(),
+                     "mpi" if hvd.mpi_enabled() else "gloo" if hvd.gloo_enabled() else "", threads, share)
+
+    def _placed(self, rank: int, size: int, local_rank: int, local_size: int, cross_size: int, controller: str,
+                threads: int, share: int) -> None:
+        """The job's shape, once the collectives are up, and this rank's math threads."""
+        self.rank, self.size, self.local_rank, self.local_size = rank, size, local_rank, local_size
+        self.cross_size, self.controller = cross_size, controller
         # Two ranks sharing a CPU must not each start one thread per core (they would fight), nor a
         # rank take the core a neighbour is using.
         self.busy_cpus = (self._neighbours_at_start()

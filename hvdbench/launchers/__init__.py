@@ -24,7 +24,7 @@ from typing import Mapping
 
 from hvdbench.topology import Layout
 
-LAUNCHERS = ("horovodrun", "mpirun", "srun", "slurm")
+LAUNCHERS = ("horovodrun", "mpirun", "srun", "slurm", "torchrun")
 CONTROLLERS = ("gloo", "mpi")
 
 # Forwarded explicitly by launchers that do not pass the whole environment to remote ranks
@@ -101,10 +101,10 @@ def hosts_arg(layout: Layout) -> str:
 
 
 def build(launcher: str, job: Job, env: Mapping[str, str]) -> tuple[list[str], dict[str, str]]:
-    """(argv, env) for one run with `launcher` (horovodrun | mpirun | srun)."""
-    from hvdbench.launchers import horovodrun, mpirun, srun
+    """(argv, env) for one run with `launcher` (horovodrun | mpirun | srun | torchrun)."""
+    from hvdbench.launchers import horovodrun, mpirun, srun, torchrun
 
-    modules = {"horovodrun": horovodrun, "mpirun": mpirun, "srun": srun}
+    modules = {"horovodrun": horovodrun, "mpirun": mpirun, "srun": srun, "torchrun": torchrun}
     if launcher not in modules:
         raise ValueError(f"launcher {launcher!r} has no single-run command (one of {', '.join(modules)})")
     mod = modules[launcher]

@@ -29,13 +29,17 @@ from typing import Any
 from hvdbench.errors import HvdbenchError
 from hvdbench.files import atomic_write_text
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 # Columns each runs.csv schema version added, so an older store still reads (its rows have them
 # empty) and is upgraded in place by its next append (hvdbench.results.store).
 ADDED_COLUMNS = {2: ("data_s", "compute_s", "comm_s", "update_s", "other_s"),
                  3: ("other_cpus", "other_gpu_procs", "timeline_negotiate_ms", "timeline_allreduce_ms",
                      "timeline_cycles_per_step", "timeline_fused_mib"),
-                 4: ("threads",)}
+                 4: ("threads",),
+                 5: ("engine", "shard_parameters")}
+# What a column added later reads as in an older row, where empty would be wrong: every run before
+# schema 5 trained under Horovod.
+ADDED_DEFAULTS = {"engine": "horovod"}
 
 STATUSES = ("success", "aborted", "failed", "timeout")
 # The RunResult columns a training run measures (hvdbench.train.loop.Measures holds them, with the
@@ -198,6 +202,10 @@ class RunResult(LayoutFields, _RunIdentity, CsvRecord):
     timeline_fused_mib: float | None = None
     # CPU math threads per rank (the same in every layout of a sweep: see TrainConfig.thread_share)
     threads: int | None = None
+    # How the ranks trained together (horovod, ddp, fsdp: TrainConfig.engine), part of a run's scaling
+    # group; and the most parameters one rank held (fsdp: its shard; else every parameter).
+    engine: str = "horovod"
+    shard_parameters: int | None = None
     schema_version: int = SCHEMA_VERSION
 
     def __post_init__(self):
@@ -217,8 +225,8 @@ class RunResult(LayoutFields, _RunIdentity, CsvRecord):
         empty cell or nan is "not measured", which the report leaves out; inf would end its
         statistics). A row of an older schema version reads with the columns added since empty."""
         if str(row.get("schema_version")) in {str(v) for v in range(1, SCHEMA_VERSION)}:
-            row = {**dict.fromkeys(cls.added_since(int(row["schema_version"])), ""), **row,
-                   "schema_version": str(SCHEMA_VERSION)}
+            added = cls.added_since(int(row["schema_version"]))
+            row = {**{c: ADDED_DEFAULTS.get(c, "") for c in added}, **row, "schema_version": str(SCHEMA_VERSION)}
         record = super().from_row(row, where)
         for f in fields(cls):
             value = getattr(record, f.name)

@@ -30,6 +30,9 @@ from typing import Any
 from hvdbench.errors import ConfigError
 
 FRAMEWORKS = ("torch", "tensorflow")
+# How the ranks share the training (hvdbench/frameworks/torch/engines.py): Horovod's data parallelism,
+# PyTorch's DistributedDataParallel, or FSDP2 (parameters, gradients and optimizer state sharded).
+ENGINES = ("horovod", "ddp", "fsdp")
 PRECISIONS = ("fp32", "bf16", "fp16")
 OPTIMIZERS = ("sgd", "adamw", "adam")  # each framework's Trainer implements these
 LR_SCALINGS = ("linear", "sqrt", "none")  # how the learning rate grows with the global batch
@@ -59,6 +62,12 @@ def option(default, help: str, cli: bool = False, choices: tuple[str, ...] | Non
 class TrainConfig:
     model: str = option("", "The model's registered name (the command's MODEL argument).")
     framework: str = option("torch", "Framework of the model's implementation.", cli=True, choices=FRAMEWORKS)
+    engine: str = option("horovod", "How the ranks train together: horovod (Horovod's DistributedOptimizer), ddp "
+                                    "(torch DistributedDataParallel) or fsdp (torch FSDP2: parameters, gradients and "
+                                    "optimizer state sharded over the ranks); ddp/fsdp need --framework torch.",
+                         cli=True, choices=ENGINES)
+    fsdp_offload: bool = option(False, "--engine fsdp: keep the sharded parameters, gradients and optimizer state "
+                                       "in host memory (FSDP2's CPUOffloadPolicy) to fit a larger model.", cli=True)
     flavor: str = option("", "Network size, e.g. full/debug (resnet50), large/base/debug (bert) "
                              "[default: the model's].", cli=True)
     # data: a prepared dataset directory, or one fixed random batch kept on the device
@@ -99,6 +108,8 @@ class TrainConfig:
     max_epochs: float = option(10.0, "Stop (status aborted) after this many epochs.", cli=True)
     eval_every: float = option(1.0, "Evaluate every N eval_units (epochs; BERT: samples).", cli=True)
     eval_unit: str = option("epochs", "Unit of eval_every.", choices=EVAL_UNITS)
+    save_parameters: bool = option(False, "Write the trained parameters, whole, to OUT/parameters.npz (PyTorch; to "
+                                          "compare runs, e.g. the same steps under two engines).", cli=True)
     # plumbing
     seed: int = option(0, "Seed of the weights, the shuffling and synthetic batches.", cli=True)
     prefetch: int = option(2, "Batches read ahead by the dataset loader's thread.")
@@ -373,6 +384,14 @@ def validate(cfg: TrainConfig, spec) -> None:
         raise ConfigError("no output directory given (--out DIR)")
     if cfg.run_id and not re.fullmatch(r"[A-Za-z0-9_.:-]{1,128}", cfg.run_id):
         raise ConfigError(f"run_id {cfg.run_id!r}: use letters, digits and _.:- only")
+    if cfg.engine != "horovod" and cfg.framework != "torch":
+        raise ConfigError(f"--engine {cfg.engine} is PyTorch's; {cfg.framework} models train under --engine horovod")
+    if cfg.fsdp_offload and cfg.engine != "fsdp":
+        raise ConfigError("fsdp_offload needs --engine fsdp")
+    if cfg.save_parameters and cfg.framework != "torch":
+        raise ConfigError("--save-parameters is implemented for --framework torch")
+    if cfg.horovod_timeline and cfg.engine != "horovod":
+        raise ConfigError(f"--horovod-timeline records Horovod's own timeline; --engine {cfg.engine} has none")
     reason = spec.refuse(cfg) if spec.refuse else None  # the model's own (ModelSpec.refuse)
     if reason:
         raise ConfigError(reason)

@@ -148,22 +148,29 @@ class Loop:
         times, warm_times, data_s = [], [], 0.0
         timed = cfg.breakdown and hasattr(self.trainer, "start_timing")
         i, warmup = 0, None  # warmup: the step the timed window opened at, once it has
+        pending = None  # the next step's batches, when already read (the breakdown's probe used them)
         while warmup is None or i < warmup + steps:
             if warmup is None and self._warmed_up(i, warm_times, most):
                 # The timed window opens at a point every rank has reached.
                 warmup = i
                 progress.total = warmup + steps
+                if timed:
+                    # Engines that reduce inside backward time a step without the reduction first, on
+                    # the batches the next step then trains on (the data stream is not shifted).
+                    _, pending = next(batches)
+                    self.trainer.start_timing(pending)
                 dist.sync()
                 t0 = last = time.perf_counter()
                 watch = Neighbours(getattr(dist, "device", None))
                 if cfg.horovod_timeline:
                     dist.start_timeline(self._timeline_path())
                 progress.restart(i)
-                if timed:
-                    self.trainer.start_timing()
             asked = time.perf_counter()
             self.fault.before_read()
-            _, micro = next(batches)
+            if pending is not None:
+                micro, pending = pending, None
+            else:
+                _, micro = next(batches)
             if warmup is not None:
                 data_s += time.perf_counter() - asked
             # The learning rate ramps over --warmup-steps and then holds (a longer warm-up only waits).

@@ -24,15 +24,17 @@ def identity(cfg, t0: float) -> RunResult:
     """What the run is, known before it starts (a failed run's record carries this much)."""
     return RunResult(
         run_id=cfg.run_id, sweep=cfg.sweep_name, repeat=cfg.repeat, model=cfg.model,
-        flavor=cfg.flavor, framework=cfg.framework, precision=cfg.precision, mode=cfg.mode,
+        flavor=cfg.flavor, framework=cfg.framework, engine=cfg.engine, precision=cfg.precision, mode=cfg.mode,
         dataset="synthetic" if cfg.synthetic else str(cfg.data), batch_per_gpu=cfg.batch_per_gpu,
         accum_steps=cfg.accum_steps, steps=cfg.steps, warmup_steps=cfg.warmup_steps,
         launcher=detect_launcher(), started_at=datetime.fromtimestamp(t0, timezone.utc)
         .isoformat(timespec="seconds"))
 
 
-def describe_job(record: RunResult, dist, hosts: list[str], devices: list[str], parameters: int) -> None:
-    """The layout, system and stack the run had, from Horovod's view of the job."""
+def describe_job(record: RunResult, dist, hosts: list[str], devices: list[str], parameters: int,
+                 held: list[int] = ()) -> None:
+    """The layout, system and stack the run had, from the job's view of itself; `held`: the
+    parameters each rank holds (fsdp shards them)."""
     record.world_size = dist.size
     record.global_batch = record.batch_per_gpu * record.accum_steps * dist.size
     record.nodes, record.gpus_per_node = dist.cross_size, dist.local_size
@@ -40,6 +42,7 @@ def describe_job(record: RunResult, dist, hosts: list[str], devices: list[str], 
     record.scale = "up" if dist.cross_size == 1 else "out"
     record.controller = dist.controller
     record.parameters = parameters
+    record.shard_parameters = max(held) if held else None
     record.threads = dist.threads
     record.hosts, record.devices = ";".join(hosts), ";".join(devices)
     record.versions = ";".join(f"{k}={v}" for k, v in

@@ -33,7 +33,7 @@ from hvdbench.results.schema import new_run_id
 from hvdbench.train import config as config_mod
 from hvdbench.train import result as result_mod
 from hvdbench.train.faults import Fault
-from hvdbench.train.launch_info import launcher_rank
+from hvdbench.train.launch_info import detect_launcher, launcher_rank
 from hvdbench.train.loop import Loop, say
 from hvdbench.train.memory import check_fits, exact_counts
 from hvdbench.train.schedule import scaled_lr
@@ -100,10 +100,13 @@ def run(cfg: config_mod.TrainConfig, state: dict) -> None:
 
     spec = get_spec(cfg.model)
     flavor_cfg = spec.flavor(cfg.flavor)
+    if cfg.engine == "horovod" and detect_launcher() == "torchrun":
+        raise ConfigError("torchrun starts torch.distributed ranks, which Horovod cannot join: use --engine ddp or "
+                          "fsdp, or launch --engine horovod with horovodrun, mpirun or srun")
     fw = frameworks.load(cfg.framework)
     if cfg.horovod_timeline:  # read by Horovod's init: the timeline is then started and stopped by the loop
         os.environ["HOROVOD_TIMELINE"] = "DYNAMIC"
-    dist = fw.init_dist(cfg.threads, cfg.thread_share)
+    dist = fw.init_dist(cfg.threads, cfg.thread_share, cfg.engine)
     state["rank"] = dist.rank
     fault = Fault(dist.rank, dist.size)
     ds, kind, info = _preflight(cfg, spec, flavor_cfg, dist)
@@ -121,7 +124,9 @@ def run(cfg: config_mod.TrainConfig, state: dict) -> None:
     counts = exact_counts(spec, cfg.flavor)
     if counts:
         _check_host_memory(cfg, spec, dist, *counts)
-    trainer = fw.Trainer(cfg, spec.framework_module(cfg.framework), flavor_cfg, info, dist)
+    meta = cfg.engine == "fsdp" and (cfg.flavor or spec.default_flavor) in spec.build_on_meta
+    trainer = fw.Trainer(cfg, spec.framework_module(cfg.framework), flavor_cfg, info, dist,
+                         **({"meta": True} if meta else {}))
     if not counts:
         trained = trainer.num_trainable()
         _check_host_memory(cfg, spec, dist, trained, trainer.num_parameters() - trained)
@@ -135,10 +140,12 @@ def run(cfg: config_mod.TrainConfig, state: dict) -> None:
     global_batch = cfg.batch_per_gpu * cfg.accum_steps * dist.size
     peak_lr = scaled_lr(cfg, global_batch)
     layout = f"{dist.cross_size}x{dist.local_size}"
-    say(dist, f"{cfg.model}/{cfg.flavor} {cfg.framework} {cfg.precision}: {dist.size} rank(s) ({layout}, "
-              f"{dist.controller}), {trainer.num_parameters():,} parameters"
+    local = trainer.num_local() if hasattr(trainer, "num_local") else trainer.num_parameters()
+    say(dist, f"{cfg.model}/{cfg.flavor} {cfg.framework} {cfg.precision} {cfg.engine}: {dist.size} rank(s) "
+              f"({layout}, {dist.controller}), {trainer.num_parameters():,} parameters"
               + (f" ({trainer.num_trainable():,} trained)" if trainer.num_trainable() != trainer.num_parameters()
-                 else "") + f", global batch {global_batch}, "
+                 else "") + (f", {local:,} on this rank" if local != trainer.num_parameters() else "")
+              + f", global batch {global_batch}, "
               f"peak lr {peak_lr:.4g}, {kind.name} data {'synthetic' if cfg.synthetic else cfg.data}, "
               f"{dist.threads} math thread(s) per rank"
               + (f" ({dist.busy_cpus:.1f} cores busy with other processes at start)"
@@ -146,13 +153,16 @@ def run(cfg: config_mod.TrainConfig, state: dict) -> None:
 
     _log_run_facts(events, cfg, spec, dist, layout, devices[0], global_batch, peak_lr)
     record = result_mod.identity(cfg, state["t0"])
-    result_mod.describe_job(record, dist, hosts, devices, trainer.num_trainable())
+    result_mod.describe_job(record, dist, hosts, devices, trainer.num_trainable(),
+                            dist.allgather_object(local))
     state["record"] = record  # a failure from here on is recorded with the job's layout and devices
     loop = Loop(cfg, dist, trainer, events, fault, ds, global_batch, peak_lr, spec.metric, synthetic,
                 hyperparameters=lambda facts: spec.mllog_values(cfg, facts))
     measures = loop.throughput() if cfg.mode == "throughput" else loop.time_to_accuracy()
 
     digests = dist.allgather_object(trainer.param_digest())
+    if cfg.save_parameters:
+        _save_parameters(trainer, dist, out / "parameters.npz")
     if dist.rank == 0:
         result_mod.finish(record, cfg, measures, spec.metric.name, out, digests, state["t0"], dist)
     events.close()
@@ -195,6 +205,15 @@ def _check_host_memory(cfg, spec, dist, trained: int, frozen: int) -> None:
         check_fits(spec, cfg, sharing, trained, frozen=frozen)
     except ConfigError as e:
         raise AgreedError(str(e)) from None
+
+
+def _save_parameters(trainer, dist, path: Path) -> None:
+    """Every parameter, whole, by name (every rank takes part: fsdp gathers its shards); rank 0 writes."""
+    arrays = trainer.parameters_by_name()
+    if dist.rank == 0:
+        tmp = path.with_name(path.name + ".tmp.npz")
+        np.savez(tmp, **arrays)
+        tmp.replace(path)
 
 
 def _log_run_facts(events, cfg, spec, dist, layout, device, global_batch, peak_lr) -> None:

@@ -47,7 +47,8 @@ def make_optimizer(cfg):
     return opt
 
 
-def init_dist(threads: int = 0, share: int = 0) -> Dist:
+def init_dist(threads: int = 0, share: int = 0, engine: str = "horovod") -> Dist:
+    """Horovod's Dist (TensorFlow models train under --engine horovod only: TrainConfig's validate)."""
     return Dist(threads, share)
 
 

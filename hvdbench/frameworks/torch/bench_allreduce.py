@@ -35,9 +35,9 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from hvdbench.bench import defaults
-from hvdbench.output import line
 from hvdbench.bench import formulas as F
 from hvdbench.bench.formulas import DTYPE_BYTES
+from hvdbench.output import line
 from hvdbench.train.launch_info import launcher_rank
 
 # Set by Open MPI's mpirun (hence horovodrun --mpi), MPICH/Slurm PMI, and PMIx launchers.
@@ -240,7 +240,8 @@ def _tune(opts: AllreduceOptions) -> None:
     """--tune: Horovod under each setting of the search, started and shut down once per setting
     (every rank computes the same scores from the same gathered rows, so all agree on the next
     setting without talking), then MPI's reference once, with Horovod stopped (as `_run` does)."""
-    from hvdbench.bench import allreduce_report as AR, tune as T
+    from hvdbench.bench import allreduce_report as AR
+    from hvdbench.bench import tune as T
 
     points = AR.plan(opts.dtypes, opts.min_bytes, opts.max_bytes)
     mpi_world = None

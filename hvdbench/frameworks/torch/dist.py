@@ -62,7 +62,12 @@ class Dist(DistBase):
         state = {name: t.view(torch.int16) if t.dtype == torch.bfloat16 else t
                  for name, t in model.state_dict().items()}
         hvd.broadcast_parameters(state, root_rank=0)
-        hvd.broadcast_optimizer_state(optimizer, root_rank=0)
+        # A new optimizer is the same on every rank; Horovod's broadcast of one without state would
+        # first take a step with zero gradients to create it, which weight decay turns into a real
+        # update (every weight shrinks by lr x decay, momentum starts non-zero): a run that ddp or
+        # fsdp, which take no such step, would not match. Only state there is is broadcast.
+        if optimizer.state_dict()["state"]:
+            hvd.broadcast_optimizer_state(optimizer, root_rank=0)
 
     def average_buffers(self, model) -> None:
         """BatchNorm running statistics are per rank; evaluate with their average over ranks."""

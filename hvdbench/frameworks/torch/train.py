@@ -1,6 +1,7 @@
-"""The PyTorch trainer the worker drives: a model, Horovod's DistributedOptimizer, one step at a time.
+"""The PyTorch trainer the worker drives: a model, an engine (Horovod's DistributedOptimizer, DDP or
+FSDP2: hvdbench/frameworks/torch/engines.py), one step at a time.
 
-    dist = init_dist(threads=0)
+    dist = init_dist(threads=0, engine="horovod")
     trainer = Trainer(cfg, spec.framework_module("torch"), flavor_cfg, data_info, dist)
     trainer.train_step([trainer.device_batch(b) for b in micro_batches])
     state = trainer.evaluate(val_loader, spec.metric)     # this rank's metric state
@@ -21,6 +22,7 @@ import torch
 from hvdbench.errors import ConfigError
 from hvdbench.frameworks.torch.data import DeviceBatches
 from hvdbench.frameworks.torch.dist import Dist
+from hvdbench.frameworks.torch.engines import make_engine
 
 DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
 
@@ -32,8 +34,13 @@ OPTIMIZERS = {
 }
 
 
-def init_dist(threads: int = 0, share: int = 0) -> Dist:
-    return Dist(threads, share)
+def init_dist(threads: int = 0, share: int = 0, engine: str = "horovod"):
+    """Horovod's Dist for --engine horovod; a torch.distributed process group for ddp/fsdp."""
+    if engine == "horovod":
+        return Dist(threads, share)
+    from hvdbench.frameworks.torch.process_group import TorchDist
+
+    return TorchDist(threads, share)
 
 
 # What the trainer hands a model's `build` beyond the data's info keys: keyword -> the Dist attribute.
@@ -77,6 +84,7 @@ class PhaseTimer:
         self.sums: dict[str, float] = {}
         self.events: list[tuple[str, object, object]] = []
         self.last = None
+        self.steps = 0  # the steps timed
 
     def _now(self):
         if not self.cuda:
@@ -106,22 +114,28 @@ class PhaseTimer:
 
 
 class Trainer:
-    def __init__(self, cfg, module, flavor_cfg, data_info: dict, dist: Dist):
+    def __init__(self, cfg, module, flavor_cfg, data_info: dict, dist, meta: bool = False):
         """`module`: the model folder's torch.py (build, loss_and_stats, optional on_device,
-        param_groups, make_optimizer). `build` gets the data's info keys, and `rank` and `world`
-        when it declares them (run_keywords)."""
+        param_groups, make_optimizer, shard_units, init_weights). `build` gets the data's info keys,
+        and `rank` and `world` when it declares them (run_keywords). `meta` (fsdp only): build on
+        the meta device and materialise each rank's shard (ModelSpec.build_on_meta)."""
         self.cfg, self.flavor_cfg, self.data_info, self.dist = cfg, flavor_cfg, data_info, dist
         self.module = module
+        self.engine = make_engine(cfg.engine, dist, cfg)
         torch.manual_seed(cfg.seed)
         device = dist.device
-        model = module.build(flavor_cfg, **data_info, **run_keywords(module.build, dist)).to(device)
-        self.model = model
+        with torch.device("meta") if meta else contextlib.nullcontext():
+            model = module.build(flavor_cfg, **data_info, **run_keywords(module.build, dist))
+        if not meta:
+            model = model.to(device)
+        self.model = model  # the model folder's network (the engine's wrapper is self.net)
         self.device_batch = DeviceBatches(device, getattr(module, "on_device", None))
 
         groups = getattr(module, "param_groups", param_groups)(model, cfg)
-        opt = getattr(module, "make_optimizer", make_optimizer)(groups, cfg)
-        self.optimizer = dist.distributed_optimizer(opt, model, cfg.accum_steps, cfg.fp16_allreduce)
-        dist.broadcast_state(model, self.optimizer)
+        self.net = self.engine.wrap(model, module, meta=meta)
+        opt = getattr(module, "make_optimizer", make_optimizer)(self.engine.groups(model, groups), cfg)
+        self.optimizer = self.engine.optimizer(opt, self.net)
+        self.engine.broadcast(self.net, self.optimizer)
 
         self.autocast = (torch.autocast(device.type, dtype=DTYPES[cfg.precision])
                          if cfg.precision in DTYPES else contextlib.nullcontext())
@@ -129,13 +143,18 @@ class Trainer:
                        if cfg.precision == "fp16" and device.type == "cuda" else None)
         self._training = None
         self.timer = None
+        self.unsynced_s = None  # ddp/fsdp: one step's forward and backward without the reduction
 
     def compile(self, example: dict) -> None:
         """Nothing to prepare ahead in eager PyTorch (the TensorFlow trainer traces its graphs)."""
 
     def num_parameters(self) -> int:
-        """Every parameter (what the model's weights take in memory)."""
+        """Every parameter of the whole model (what its weights take in memory, unsharded)."""
         return sum(p.numel() for p in self.model.parameters())
+
+    def num_local(self) -> int:
+        """The parameters this rank holds: all of them, except under fsdp (its shard)."""
+        return self.engine.local_parameters(self.net)
 
     def num_trainable(self) -> int:
         """The parameters the optimizer updates, whose gradients Horovod averages every step (a LoRA
@@ -148,46 +167,91 @@ class Trainer:
 
     def _mode(self, training: bool) -> None:
         if self._training is not training:
-            self.model.train(training)
+            self.net.train(training)
             self._training = training
 
-    def start_timing(self) -> None:
-        """Time the phases of every step from now on (`stop_timing` returns the totals)."""
+    def start_timing(self, probe: list[dict] | None = None) -> None:
+        """Time the phases of every step from now on (`stop_timing` returns the totals). Engines
+        that reduce gradients inside backward (ddp, fsdp) first time `probe` (one step's
+        micro-batches) without the reduction: that is the step's compute, and what a synchronised
+        step takes beyond it is its exposed communication."""
+        if self.engine.reduces_in_backward and probe:
+            self.unsynced_s = self._unsynced_time(probe)
         self.timer = PhaseTimer(self.dist.device)
 
     def stop_timing(self) -> dict[str, float]:
         timer, self.timer = self.timer, None
-        return timer.totals() if timer else {}
+        totals = timer.totals() if timer else {}
+        if self.unsynced_s is not None and "compute" in totals:
+            # compute held forward + backward + the reduction's wait; split it (never below 0: a
+            # noisy probe slower than the synchronised steps means nothing was exposed).
+            steps = timer.steps
+            comm = max(0.0, totals["compute"] - steps * self.unsynced_s)
+            totals["compute"] -= comm
+            totals["comm"] = totals.get("comm", 0.0) + comm
+        return totals
+
+    def _unsynced_time(self, micro_batches: list[dict], rounds: int = 3) -> float:
+        """The median time of a step's forward and backward passes with gradient synchronisation off
+        (every micro-batch as a non-last one), on every rank at once; the gradients are dropped, so
+        the model is unchanged."""
+        import statistics
+
+        self._mode(True)
+        # The probe's dropout draws must not change the run's: the same seed trains the same model
+        # under every engine, probe or not.
+        cpu_rng = torch.get_rng_state()
+        cuda_rng = torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None
+        times = []
+        for _ in range(rounds):
+            self.dist.sync()
+            t0 = time.perf_counter()
+            for batch in micro_batches:
+                with self.engine.accumulating(self.net, last=False):
+                    with self.autocast:
+                        loss, _ = self.net(batch)
+                    loss.backward()
+            self.dist.sync()
+            times.append(time.perf_counter() - t0)
+        # Gradients held back from synchronisation wait inside the engine (fsdp keeps them unsharded,
+        # out of the optimizer's reach): one synchronised backward of a zero loss hands them over,
+        # and they are dropped with the rest.
+        with self.engine.accumulating(self.net, last=True):
+            with self.autocast:
+                loss, _ = self.net(micro_batches[0])
+            (loss * 0).backward()
+        self.optimizer.zero_grad()
+        torch.set_rng_state(cpu_rng)
+        if cuda_rng is not None:
+            torch.cuda.set_rng_state_all(cuda_rng)
+        return statistics.median(times)
 
     def train_step(self, micro_batches: list[dict]) -> None:
-        """One optimizer step over `accum_steps` micro-batches; Horovod averages the summed
-        gradients over ranks after the last backward pass. Its allreduces run while backward goes
-        on; `synchronize()` waits for the ones still outstanding (the exposed communication) and
-        the update then runs without synchronising again (what `optimizer.step()` does in one)."""
-        timer = self.timer
+        """One optimizer step over `accum_steps` micro-batches; the engine averages the summed
+        gradients over ranks after the last backward pass (horovod: allreduces that run while
+        backward goes on, `finish_backward` waits for the ones still outstanding, the exposed
+        communication; ddp/fsdp: inside the last backward)."""
+        timer, engine = self.timer, self.engine
         if timer:
             timer.start()
         self._mode(True)
         self.optimizer.zero_grad()
-        for batch in micro_batches:
-            with self.autocast:
-                loss, _ = self.module.loss_and_stats(self.model, batch)
-            if len(micro_batches) > 1:
-                loss = loss / len(micro_batches)
-            (self.scaler.scale(loss) if self.scaler else loss).backward()
+        for i, batch in enumerate(micro_batches):
+            with engine.accumulating(self.net, last=i == len(micro_batches) - 1):
+                with self.autocast:
+                    loss, _ = self.net(batch)
+                if len(micro_batches) > 1:
+                    loss = loss / len(micro_batches)
+                (self.scaler.scale(loss) if self.scaler else loss).backward()
         if timer:
             timer.mark("compute")
-        self.optimizer.synchronize()
+        engine.finish_backward(self.optimizer)
         if timer:
             timer.mark("comm")
-        with self.optimizer.skip_synchronize():
-            if self.scaler:
-                self.scaler.step(self.optimizer)
-                self.scaler.update()
-            else:
-                self.optimizer.step()
+        engine.step(self.optimizer, self.scaler)
         if timer:
             timer.mark("update")
+            timer.steps += 1
 
     @torch.no_grad()
     def evaluate(self, batches, metric):
@@ -199,14 +263,19 @@ class Trainer:
             if len(batch[next(iter(batch))]) == 0:  # drop_last=False can leave a rank one batch short
                 continue
             with self.autocast:
-                _, stats = self.module.loss_and_stats(self.model, self.device_batch(batch))
+                _, stats = self.net(self.device_batch(batch))
             state = metric.update(state, stats)
         return metric.local(state)
 
     def param_digest(self) -> str:
-        """sha256 of every trainable parameter's bytes, in order: equal digests = equal models."""
+        """sha256 of every parameter's bytes, whole (fsdp gathers its shards: every rank calls this),
+        in order: equal digests = equal models."""
         h = hashlib.sha256()
-        for name, p in self.model.named_parameters():
+        for name, p in self.engine.full_parameters(self.net):
             h.update(name.encode())
-            h.update(p.detach().float().cpu().numpy().tobytes())
+            h.update(p.float().cpu().numpy().tobytes())
         return h.hexdigest()
+
+    def parameters_by_name(self) -> dict:
+        """Every parameter, whole, as numpy arrays (a collective under fsdp; for comparing engines)."""
+        return {name: p.float().cpu().numpy() for name, p in self.engine.full_parameters(self.net)}

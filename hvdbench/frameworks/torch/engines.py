@@ -1,0 +1,212 @@
+"""The three ways PyTorch ranks train together (`--engine`), behind one small interface the Trainer
+drives, so the step, the measurement and the evaluation exist once.
+
+    engine = make_engine("fsdp", dist, cfg)
+    net = engine.wrap(model, module, meta=False)      # what the step calls: net(batch) -> (loss, stats)
+    opt = engine.optimizer(make_optimizer(engine.groups(model, groups), cfg), net)
+    with engine.accumulating(net, last=False): loss.backward()
+    engine.finish_backward(opt); engine.step(opt, scaler)
+
+- horovod: Horovod's DistributedOptimizer averages the gradients, its allreduces overlapping
+  backward; `finish_backward` waits for the ones still out (the exposed communication).
+- ddp: torch's DistributedDataParallel; its reducer allreduces gradient buckets from hooks during
+  backward, and backward returns only when they are done, so the exposed communication is inside
+  backward's time (the Trainer measures it as backward with the reduction minus backward without:
+  hvdbench/frameworks/torch/train.py `PhaseTimer`, docs/design.md). BatchNorm statistics stay per
+  rank (broadcast_buffers=False) and are averaged for evaluation, as under Horovod.
+- fsdp: FSDP2 (`torch.distributed.fsdp.fully_shard`): each of the model's repeated blocks (its
+  torch.py's `shard_units`) and then the whole is sharded over the ranks; parameters are gathered
+  for each block's forward and backward, and gradients reduce-scattered so each rank updates its
+  own shard (optimizer state sharded too).
+
+The model is wrapped in `LossModule`, whose forward is the model folder's `loss_and_stats`: DDP's
+reducer and FSDP's gathering both hang off the root module's forward, and a model's loss may call
+its network's parts (a LoRA base's inner model) rather than its forward.
+"""
+
+from __future__ import annotations
+
+import contextlib
+
+import torch
+
+DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
+
+
+class LossModule(torch.nn.Module):
+    """`net(batch)` = `module.loss_and_stats(model, batch)`: the one forward every engine wraps."""
+
+    def __init__(self, model, loss_and_stats):
+        super().__init__()
+        self.model = model
+        self._loss_and_stats = loss_and_stats
+
+    def forward(self, batch):
+        return self._loss_and_stats(self.model, batch)
+
+
+def remap_groups(groups: list[dict], before: dict[int, str], after: dict[str, torch.nn.Parameter]) -> list[dict]:
+    """The parameter groups a model folder made (param_groups) over the parameters FSDP put in their
+    place (fully_shard replaces each by a sharded one): matched by name, every option kept."""
+    return [{**g, "params": [after[before[id(p)]] for p in g["params"]]} for g in groups]
+
+
+class HorovodEngine:
+    name = "horovod"
+    reduces_in_backward = False  # Horovod's synchronize() is a phase of its own
+
+    def __init__(self, dist, cfg):
+        self.dist, self.cfg = dist, cfg
+
+    def wrap(self, model, module, meta: bool = False):
+        return LossModule(model, module.loss_and_stats)
+
+    def groups(self, model, groups: list[dict]) -> list[dict]:
+        return groups
+
+    def optimizer(self, opt, net):
+        return self.dist.distributed_optimizer(opt, net.model, self.cfg.accum_steps, self.cfg.fp16_allreduce)
+
+    def broadcast(self, net, opt) -> None:
+        self.dist.broadcast_state(net.model, opt)
+
+    def accumulating(self, net, last: bool):
+        return contextlib.nullcontext()  # Horovod counts the backward passes itself
+
+    def finish_backward(self, opt) -> None:
+        opt.synchronize()
+
+    def step(self, opt, scaler) -> None:
+        with opt.skip_synchronize():
+            if scaler:
+                scaler.step(opt)
+                scaler.update()
+            else:
+                opt.step()
+
+    def inner(self, net):
+        return net.model
+
+    def full_parameters(self, net):
+        """(name, full tensor) for every parameter of the model, in order."""
+        for name, p in self.inner(net).named_parameters():
+            yield name, p.detach()
+
+    def local_parameters(self, net) -> int:
+        return sum(p.numel() for p in self.inner(net).parameters())
+
+
+class DdpEngine(HorovodEngine):
+    name = "ddp"
+    reduces_in_backward = True
+
+    def wrap(self, model, module, meta: bool = False):
+        from torch.nn.parallel import DistributedDataParallel
+
+        device = self.dist.device
+        net = DistributedDataParallel(
+            LossModule(model.to(device), module.loss_and_stats),
+            device_ids=[device.index] if device.type == "cuda" else None,
+            # Per-rank BatchNorm statistics, averaged for evaluation, as Horovod's runs have them
+            # (DDP's default would broadcast rank 0's before every forward: traffic Horovod has not);
+            # rank 0's are copied once at the start, as Horovod's broadcast does.
+            forward_sync_buffers=False, gradient_as_bucket_view=True)
+        if self.cfg.fp16_allreduce:
+            from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
+
+            net.register_comm_hook(None, default_hooks.fp16_compress_hook)
+        return net  # DDP broadcasts rank 0's parameters and buffers when it is built
+
+    def optimizer(self, opt, net):
+        return opt
+
+    def broadcast(self, net, opt) -> None:
+        """Done by DistributedDataParallel's constructor; every optimizer starts empty."""
+
+    def accumulating(self, net, last: bool):
+        return contextlib.nullcontext() if last else net.no_sync()
+
+    def finish_backward(self, opt) -> None:
+        """Backward returned after the reducer's last allreduce."""
+
+    def step(self, opt, scaler) -> None:
+        if scaler:
+            scaler.step(opt)
+            scaler.update()
+        else:
+            opt.step()
+
+    def inner(self, net):
+        return net.module.model
+
+
+class FsdpEngine(DdpEngine):
+    name = "fsdp"
+
+    def wrap(self, model, module, meta: bool = False):
+        """Shard `model` (built whole from the seed, or on the meta device when `meta`): its units
+        first, then the root; a whole-built model starts from rank 0's values on every rank."""
+        from torch.distributed.fsdp import CPUOffloadPolicy, MixedPrecisionPolicy, fully_shard
+
+        device, cfg = self.dist.device, self.cfg
+        net = LossModule(model if meta else model.to(device), module.loss_and_stats)
+        if not meta:
+            broadcast_from_rank0(net)
+        self._names = {id(p): name for name, p in model.named_parameters()}
+        # bf16 runs compute in bf16 and reduce gradients in fp32 (MLPerf's FSDP recipes); fp16 on
+        # the wire when asked (--fp16-allreduce), as Horovod's compression does.
+        policy = MixedPrecisionPolicy(
+            param_dtype=torch.bfloat16 if cfg.precision == "bf16" else None,
+            reduce_dtype=torch.float16 if cfg.fp16_allreduce else torch.float32 if cfg.precision == "bf16" else None)
+        options = {"mp_policy": policy, **({"offload_policy": CPUOffloadPolicy()} if cfg.fsdp_offload else {})}
+        for unit in getattr(module, "shard_units", lambda m: [])(model):
+            fully_shard(unit, **options)
+        fully_shard(net, **options)
+        if meta:
+            net.to_empty(device="cpu" if cfg.fsdp_offload else device)
+            init = getattr(module, "init_weights", None)
+            with torch.no_grad():
+                if init:
+                    init(model)
+                else:
+                    for m in model.modules():
+                        if hasattr(m, "reset_parameters"):
+                            m.reset_parameters()
+        return net
+
+    def groups(self, model, groups: list[dict]) -> list[dict]:
+        return remap_groups(groups, self._names, dict(model.named_parameters()))
+
+    def accumulating(self, net, last: bool):
+        net.set_requires_gradient_sync(last)
+        return contextlib.nullcontext()
+
+    def inner(self, net):
+        return net.model
+
+    def full_parameters(self, net):
+        """Each parameter gathered whole (a collective: every rank calls it, in the same order)."""
+        for name, p in net.model.named_parameters():
+            yield name, p.detach().full_tensor() if hasattr(p, "full_tensor") else p.detach()
+
+    def local_parameters(self, net) -> int:
+        return sum((p.to_local() if hasattr(p, "to_local") else p).numel() for p in net.model.parameters())
+
+
+def broadcast_from_rank0(net) -> None:
+    """Every parameter and floating buffer from rank 0 (what DDP's constructor and Horovod's
+    broadcast_parameters do), so a model whose build draws per rank still starts equal."""
+    import torch.distributed as tdist
+
+    if tdist.get_world_size() == 1:
+        return
+    with torch.no_grad():
+        for t in [*net.parameters(), *net.buffers()]:
+            tdist.broadcast(t.data, src=0)
+
+
+ENGINES = {"horovod": HorovodEngine, "ddp": DdpEngine, "fsdp": FsdpEngine}
+
+
+def make_engine(name: str, dist, cfg):
+    return ENGINES[name](dist, cfg)
