@@ -80,7 +80,9 @@ def report(sweeps, mllogs, out, formats, baseline, group_by, ruleset, predict_la
     sweeps, plus the speed-up across models, study_speedup.csv/.png) and published MLPerf logs. Writes scaling.csv,
     layouts.csv, time_to_train.csv, epochs.csv, summary.md and PNG plots; prints the tables.
     With `hvdbench bench` results in a sweep folder, comm_vs_training.csv and io_vs_training.csv
-    put them beside the training throughput of the same layout.
+    put them beside the training throughput of the same layout. Sweeps run under several engines
+    (`sweep --engines`) get engines.csv/.png: each engine's throughput, its ratio to Horovod's and
+    where its step went.
 
     \b
     Example:
@@ -93,7 +95,7 @@ def report(sweeps, mllogs, out, formats, baseline, group_by, ruleset, predict_la
     """
     from rich.progress import track
 
-    from hvdbench.results import aggregate, bench_tables, mllog, store, study_tables, waterfall
+    from hvdbench.results import aggregate, bench_tables, engines, mllog, store, study_tables, waterfall
     from hvdbench.results import tables as tab
 
     if not sweeps and not mllogs:
@@ -122,6 +124,7 @@ def report(sweeps, mllogs, out, formats, baseline, group_by, ruleset, predict_la
     # Interconnect and storage figures (hvdbench bench) beside the training numbers, when present.
     bench = bench_tables.build(sweeps, runs)
     falls = waterfall.waterfall_rows(runs, tables.scaling, waterfall.twin_runs(sweeps))
+    engine_rows = engines.engine_rows(runs, tables.scaling)
     study_rows = {name: study_tables.speedup_rows(tables, record.get("published")) for name, record in studies.items()}
     study_md = [study_tables.markdown(study_rows[name], name, record.get("reproduces", ""))
                 for name, record in studies.items()]
@@ -133,7 +136,8 @@ def report(sweeps, mllogs, out, formats, baseline, group_by, ruleset, predict_la
         fits, predicted = fits_and_rows(runs, sweeps, predict_layouts)
         if not fits:
             notes.append("--predict: no successful throughput run with a step-time breakdown to fit on")
-    text = "\n".join(part for part in (tab.markdown(tables, sources, notes), waterfall.markdown(falls), *study_md,
+    text = "\n".join(part for part in (tab.markdown(tables, sources, notes), waterfall.markdown(falls),
+                                       engines.markdown(engine_rows), *study_md,
                                        predict.markdown(predicted, fits) if fits else "",
                                        bench_tables.markdown(bench)) if part)
     notes = []  # in the text above
@@ -146,6 +150,7 @@ def report(sweeps, mllogs, out, formats, baseline, group_by, ruleset, predict_la
         written.append(tab.write_markdown(text, out))
     if falls:
         written += waterfall.write(falls, out, formats)
+    written += engines.write(engine_rows, out, formats)
     if fits:
         written += predict.write(predicted, fits, out, formats)
     for name, rows in study_rows.items():

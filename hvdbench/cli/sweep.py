@@ -60,6 +60,9 @@ def _one_line(ctx, param, value):
 @click.option("--layouts", default="all", show_default=True,
               help="all | packed (fewest nodes) | spread (most nodes) | a list like 1x4,2x2.")
 @click.option("--repeats", type=click.IntRange(min=1), default=1, show_default=True)
+@click.option("--engines", callback=lambda ctx, param, value: tuple(v for v in (value or "").split(",") if v),
+              metavar="E1,E2", help="Run each layout and repeat under each engine (horovod, ddp, fsdp: train's "
+                                    "--engine); the report then compares them, e.g. --engines horovod,ddp.")
 @click.option("--launcher", type=click.Choice(LAUNCHERS), default="horovodrun", show_default=True)
 @click.option("--controller", type=click.Choice(CONTROLLERS), default="gloo", show_default=True,
               help="Horovod controller under horovodrun (mpirun and srun use MPI).")
@@ -99,7 +102,7 @@ def _one_line(ctx, param, value):
               help="With --launcher slurm: sbatch template [default: launch/slurm/run.sub].")
 @click.option("--out", required=True, type=click.Path(file_okay=False, path_type=Path),
               help="Sweep directory: runs.csv and one directory per run.")
-def sweep(model, train_args, hostfile, hosts, cluster_name, gpus_per_node, gpus, layouts, repeats, launcher,
+def sweep(model, train_args, hostfile, hosts, cluster_name, gpus_per_node, gpus, layouts, repeats, engines, launcher,
           controller, config_name, timeout, kill_grace, env, launcher_args, allreduce_bench, link, require_idle,
           explain, retry_failed, name,
           dry_run, submit, sbatch_args, time_limit, template, out):
@@ -121,6 +124,8 @@ def sweep(model, train_args, hostfile, hosts, cluster_name, gpus_per_node, gpus,
           --out results/r50 -- --synthetic --steps 100
       hvdbench sweep bert --hostfile hosts --launcher mpirun --timeout 1800 \\
           --config bert-example --out results/bert -- --data data/bert
+      hvdbench sweep resnet50 --hosts localhost:2 --engines horovod,ddp,fsdp --out results/engines \\
+          -- --flavor debug --synthetic --steps 30
       hvdbench sweep resnet50 --hosts localhost:2 --explain --out results/why \\
           -- --flavor debug --data data/digits --steps 30
       hvdbench sweep resnet50 --hostfile hostfiles/example-2node --launcher slurm --submit \\
@@ -140,7 +145,7 @@ def sweep(model, train_args, hostfile, hosts, cluster_name, gpus_per_node, gpus,
         gpus_per_node=gpus_per_node, gpus=gpus, layouts=layouts, repeats=repeats, launcher=launcher,
         controller=controller, config_name=config_name, timeout=timeout, kill_grace=kill_grace, env=env,
         launcher_args=launcher_args, allreduce_bench=allreduce_bench, link=link, retry_failed=retry_failed,
-        name=name, out=out, require_idle=require_idle)
+        name=name, out=out, require_idle=require_idle, engines=engines)
     console = output_console()
     from hvdbench.sweep.build import explain_spec
 

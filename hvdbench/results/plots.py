@@ -79,7 +79,7 @@ def context(rows: list[dict], runs: str | None = None) -> str:
 
 
 def _title(row: dict, group: list[dict] | None = None) -> str:
-    parts = [row["model"], row.get("flavor"), row.get("framework"), row.get("precision")]
+    parts = [row["model"], row.get("flavor"), row.get("framework"), row.get("engine"), row.get("precision")]
     if row.get("batch_per_gpu"):
         parts.append(f"{row['batch_per_gpu']}/{_unit(row)}")
     title = " · ".join(str(p) for p in parts if p)

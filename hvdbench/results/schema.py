@@ -331,8 +331,9 @@ class IoRow(BenchRow):
 # --- the report's tables (hvdbench report: REPORT/<name>.csv) ----------------------------------
 
 # The keys a table's rows are grouped by (one Markdown section and one plot panel per group).
-SCALING_GROUP = ("system", "model", "flavor", "framework", "precision", "mode", "batch_per_gpu", "accum_steps")
-TTT_GROUP = ("system", "model", "flavor", "framework", "precision")
+SCALING_GROUP = ("system", "model", "flavor", "framework", "engine", "precision", "mode", "batch_per_gpu",
+                 "accum_steps")
+TTT_GROUP = ("system", "model", "flavor", "framework", "engine", "precision")
 _COUNTS = ("runs", "ok", "failed", "aborted", "timeout")
 _LAYOUT = ("layout", "nodes", "gpus_per_node", "gpus", "scale")
 # Cores' worth of other work that makes a run's numbers suspect (the report's `busy` flag, sweep
@@ -345,7 +346,7 @@ BUSY_CPUS = 0.5
 _WHERE = ("hosts", "link")
 
 # samples_*: sample-counted benchmarks (LLMs, BERT), whose epoch columns are empty.
-EPOCH_COLUMNS = ("system", "model", "flavor", "framework", "gpus", "layout", "global_batch",
+EPOCH_COLUMNS = ("system", "model", "flavor", "framework", "engine", "gpus", "layout", "global_batch",
                  "time_per_epoch_min", "epochs_mean", "samples_to_target_mean", "time_per_1m_samples_min",
                  "precision", "runs", "converged")
 # Columns in order. Throughput is samples/s over all GPUs; *_min columns are minutes.
@@ -376,6 +377,12 @@ REPORT_COLUMNS = {
 WATERFALL_COLUMNS = SCALING_GROUP + ("layout", "nodes", "gpus_per_node", "gpus", "baseline", "ideal", "comm_loss",
                                      "data_loss", "compute_loss", "unattributed", "measured", "data_from", "base_step_ms",
                                      "step_ms", "data_ms", "compute_ms", "comm_ms", "update_ms", "other_ms")
+# Engines side by side (hvdbench.results.engines): one row per group, layout and engine, where a layout
+# ran under two engines or more; vs_reference: throughput / the reference engine's (Horovod's).
+ENGINE_COLUMNS = tuple(k for k in SCALING_GROUP if k != "engine") + (
+    "layout", "gpus", "engine", "reference", "runs", "throughput_mean", "throughput_2sigma", "vs_reference",
+    "vs_reference_2sigma", "within_noise", "data_ms", "compute_ms", "comm_ms", "update_ms", "other_ms",
+    "shard_parameters", "why", "flags")
 # Predicted layouts (hvdbench.results.predict): one row per group and layout, measured or not.
 PREDICTION_COLUMNS = SCALING_GROUP + ("layout", "nodes", "gpus_per_node", "gpus", "baseline", "step_ms", "work_ms",
                                       "allreduce_ms", "exposed_comm_ms", "predicted_throughput", "speedup",

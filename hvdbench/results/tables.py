@@ -139,7 +139,7 @@ def markdown_table(header: list[str], lines: list[list]) -> str:
 
 def _title(row: dict, group: tuple) -> str:
     """'resnet50 · debug · torch · fp32 · throughput · batch 32/GPU — <system>' from the group keys."""
-    parts = [row[k] for k in ("model", "flavor", "framework", "precision", "mode") if k in group]
+    parts = [row[k] for k in ("model", "flavor", "framework", "engine", "precision", "mode") if k in group]
     if row.get("batch_per_gpu") and "batch_per_gpu" in group:
         accum = row.get("accum_steps", 1)
         parts.append(f"batch {row['batch_per_gpu']}/{device_word(row)}" + (f" × {accum} accum" if accum > 1 else ""))
@@ -323,7 +323,7 @@ def markdown(tables: Tables, sources=(), notes=()) -> str:
          _where),
         ("Time to train (MLPerf: run_start → run_stop)", tables.time_to_train, TTT_GROUP, _ttt_md,
          _footer(_where, _layout_sources)),
-        ("Epochs and time per epoch", tables.epochs, TTT_GROUP[:4], _epochs_md, lambda rows: ""),
+        ("Epochs and time per epoch", tables.epochs, TTT_GROUP[:5], _epochs_md, lambda rows: ""),
     )
     for heading, rows, group, render, footer in sections:
         parts.append(f"## {heading}\n")

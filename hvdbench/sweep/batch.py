@@ -49,6 +49,9 @@ def slurm_jobs(spec: SweepSpec, template: Path | None = None, time_limit: str = 
             inner += [f"--launcher-arg={arg}"]
         if spec.retry_failed:
             inner += ["--retry-failed"]
+        engines = list(dict.fromkeys(e.engine for e in spec.entries if e.engine))
+        if engines:
+            inner += ["--engines", ",".join(engines)]
         inner += ["--", *spec.train_args]
         script = slurm_dir / f"{lay.name}.sub"
         job_name = re.sub(r"[^A-Za-z0-9._-]", "_", f"hvd-{spec.name}-{lay.name}")[:128]

@@ -32,7 +32,8 @@ def build_spec(model: str, train_args=(), *, out: Path, hostfile=None, hosts=Non
                gpus_per_node=None, gpus=None, layouts: str = "all", repeats: int = 1,
                launcher: str = "horovodrun", controller: str = "gloo", config_name=None, timeout=None,
                kill_grace: float = 10.0, env=None, launcher_args=(), allreduce_bench=None, link=None,
-               retry_failed: bool = False, name: str | None = None, require_idle=None) -> SweepSpec:
+               retry_failed: bool = False, name: str | None = None, require_idle=None,
+               engines: tuple[str, ...] = ()) -> SweepSpec:
     """The SweepSpec `hvdbench sweep` runs (its options, by the same names); HvdbenchError (or
     click.UsageError for options that do not go together) naming what is wrong."""
     env = dict(env or {})
@@ -62,7 +63,7 @@ def build_spec(model: str, train_args=(), *, out: Path, hostfile=None, hosts=Non
         layouts = ",".join(dict.fromkeys(entry.layout for entry in cfg.layouts))  # the config's own
     chosen = topology.select_layouts(host_list, gpus, layouts)
     explicit = layouts not in ("all", "packed", "spread")
-    entries = plan.plan_entries(chosen, cfg, strict=explicit)
+    entries = plan.with_engines(plan.plan_entries(chosen, cfg, strict=explicit), check_engines(engines, train_args))
 
     spec = SweepSpec(
         model=model, out=out, entries=entries, repeats=repeats, name=name or "",
@@ -72,6 +73,21 @@ def build_spec(model: str, train_args=(), *, out: Path, hostfile=None, hosts=Non
         allreduce_bench=allreduce_bench, link=(link or "").strip(), require_idle=require_idle)
     check_runs(spec)  # every layout's run resolved as `train` will: refused here, not once per run
     return spec
+
+
+def check_engines(engines, train_args) -> tuple[str, ...]:
+    """`--engines a,b`: known names, each once, and not also an --engine after --."""
+    from hvdbench.train.config import ENGINES
+
+    engines = tuple(engines or ())
+    for name in engines:
+        if name not in ENGINES:
+            raise click.UsageError(f"--engines: {name!r} is not one of {', '.join(ENGINES)}")
+    if len(set(engines)) != len(engines):
+        raise click.UsageError(f"--engines names an engine twice: {','.join(engines)}")
+    if engines and any(a.split("=", 1)[0] == "--engine" for a in train_args):
+        raise click.UsageError("give the engines with --engines or --engine after --, not both")
+    return engines
 
 
 def hosts_of(hostfile=None, hosts=None, gpus_per_node=None):
@@ -111,6 +127,9 @@ def check_runs(spec: SweepSpec) -> None:
             else:
                 where = "train arguments after --" if spec.train_args else f"sweep of {spec.model}"
             raise ConfigError(f"{where}: {message}") from None
+        if spec.launcher == "torchrun" and cfg.engine == "horovod":
+            raise ConfigError(f"sweep of {spec.model}: --launcher torchrun starts torch.distributed ranks; give "
+                              f"--engines ddp,fsdp (or --engine ddp after --), or another launcher for Horovod")
         entries.append(dataclasses.replace(entry, train=cfg))
     spec.entries = entries
 

@@ -23,7 +23,7 @@ from hvdbench import launchers
 from hvdbench.files import atomic_write_text
 from hvdbench.launchers import guard
 from hvdbench.sweep.plan import PlannedRun
-from hvdbench.sweep.spec import SweepSpec, run_dir, thread_share
+from hvdbench.sweep.spec import SweepSpec, engine_args, run_dir, thread_share
 from hvdbench.topology import Layout, write_hostfile
 
 
@@ -47,7 +47,7 @@ def train_worker(spec: SweepSpec, run: PlannedRun) -> list[str]:
     share = thread_share(spec)
     share_args = ["--thread-share", str(share)] if share else []
     return launchers.worker_argv(spec.model, [
-        *config_args, *spec.train_args, "--out", str(rdir), "--run-id", run.run_id,
+        *config_args, *spec.train_args, *engine_args(run.entry), "--out", str(rdir), "--run-id", run.run_id,
         "--sweep-name", spec.name, "--repeat", str(run.repeat), *share_args])
 
 

@@ -5,13 +5,14 @@
     todo = pending(runs, read_runs(store), retry_failed=False)
 
 A run is identified by `run_id` = `<entry name>-r<repeat>` (`1x2-r1`, or `2x4x32x1-r2` with a
-config), which is also its directory under the sweep's --out. Repeats are interleaved across
+config; `1x2-ddp-r1` under `--engines`), which is also its directory under the sweep's --out. Repeats are interleaved across
 layouts, not run back to back, so a drift of the machine (thermal, other jobs, a degrading link)
 spreads over every layout instead of biasing one.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -34,10 +35,12 @@ class Entry:
     layout: Layout
     config: LayoutConfig | None = None
     train: TrainConfig | None = None
+    engine: str = ""  # `sweep --engines`: the run's --engine (its name then ends in it: 1x2-ddp)
 
     @property
     def name(self) -> str:
-        return self.config.name if self.config else self.layout.name
+        base = self.config.name if self.config else self.layout.name
+        return f"{base}-{self.engine}" if self.engine else base
 
 
 @dataclass(frozen=True)
@@ -71,6 +74,14 @@ def plan_entries(layouts: list[Layout], config: SweepConfig | None = None,
         raise TopologyError(f"{config.path}: describes none of the selected layouts "
                             f"({', '.join(lay.name for lay in layouts)})")
     return entries
+
+
+def with_engines(entries: list[Entry], engines: tuple[str, ...] = ()) -> list[Entry]:
+    """Each entry once per engine, the engines of a layout next to each other (so a drift of the
+    machine touches every engine of a layout alike); unchanged without engines."""
+    if not engines:
+        return entries
+    return [dataclasses.replace(e, engine=engine) for e in entries for engine in engines]
 
 
 def interleave(entries: list[Entry], repeats: int) -> list[PlannedRun]:

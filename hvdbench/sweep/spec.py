@@ -90,10 +90,15 @@ def resolve_entry(spec: SweepSpec, entry: Entry, repeat: int = 1):
 
     run = PlannedRun(entry, repeat)
     share = thread_share(spec)
-    return resolve_train_args(spec.model, spec.train_args,
+    return resolve_train_args(spec.model, [*spec.train_args, *engine_args(entry)],
                               layout=dict(entry.config.settings) if entry.config else None,
                               out=str(run_dir(spec, run)), run_id=run.run_id, sweep_name=spec.name,
                               repeat=run.repeat, **({"thread_share": share} if share else {}))
+
+
+def engine_args(entry: Entry) -> list[str]:
+    """`--engine NAME` for an entry of `sweep --engines`; nothing otherwise."""
+    return ["--engine", entry.engine] if entry.engine else []
 
 
 def check_sweep_record(spec: SweepSpec) -> None:

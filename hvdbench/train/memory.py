@@ -70,19 +70,32 @@ def exact_counts(spec, flavor: str) -> tuple[int, int] | None:
     return spec.parameters[flavor], spec.frozen_parameters.get(flavor, 0)
 
 
-def estimate(spec, flavor: str, framework: str, batch: int, precision: str, optimizer: str | None = None,
-             parameters: int | None = None, frozen: int | None = None) -> Estimate:
-    """The estimate for one rank; per_sample is 0 when the flavor's activations were not measured.
-    `parameters` (trained) and `frozen` default to the spec's counts (0 where it has none)."""
+def state_bytes(spec, flavor: str, framework: str, precision: str, optimizer: str | None = None,
+                parameters: int | None = None, frozen: int | None = None, engine: str = "horovod",
+                ranks: int = 1) -> float:
+    """The bytes one rank holds for the model's weights, gradients and optimizer state: all of them
+    under horovod and ddp (a whole replica per rank), 1/ranks of them under fsdp (each rank keeps its
+    shard; the one block gathered at a time is left to the activations' share)."""
     params = parameters if parameters is not None else spec.parameters.get(flavor, 0)
     frozen = frozen if frozen is not None else spec.frozen_parameters.get(flavor, 0)
     optimizer = optimizer or spec.defaults.get("optimizer", "sgd")
     copies = PARAM_COPIES.get(framework, 1.0)
+    whole = (params * (8 + STATE_BYTES.get(optimizer, 8)) + frozen * FROZEN_BYTES.get(precision, 4)) * copies
+    return whole / max(1, ranks) if engine == "fsdp" else whole
+
+
+def estimate(spec, flavor: str, framework: str, batch: int, precision: str, optimizer: str | None = None,
+             parameters: int | None = None, frozen: int | None = None, engine: str = "horovod",
+             ranks: int = 1) -> Estimate:
+    """The estimate for one rank of `ranks` under `engine`; per_sample is 0 when the flavor's
+    activations were not measured. `parameters` (trained) and `frozen` default to the spec's counts
+    (0 where it has none). Horovod adds its fusion buffer; ddp's gradient buckets are views of the
+    gradients (gradient_as_bucket_view) and fsdp's reduce-scatter buffers are per block."""
     fixed = (RUNTIME_BYTES.get(framework, RUNTIME_BYTES["torch"])
-             + params * (8 + STATE_BYTES.get(optimizer, 8)) * copies
-             + frozen * FROZEN_BYTES.get(precision, 4) * copies)
+             + state_bytes(spec, flavor, framework, precision, optimizer, parameters, frozen, engine, ranks)
+             + (FUSION_BUFFER if engine == "horovod" else 0))
     per_sample = spec.memory_per_sample.get(flavor, {}).get(framework, 0)
-    return Estimate(int(fixed + FUSION_BUFFER), int(per_sample), batch)
+    return Estimate(int(fixed), int(per_sample), batch)
 
 
 def available_bytes(env=None) -> int:
@@ -102,12 +115,12 @@ def available_bytes(env=None) -> int:
 
 
 def check_fits(spec, cfg, local_ranks: int, parameters: int | None = None, available: int | None = None,
-               frozen: int | None = None) -> None:
+               frozen: int | None = None, ranks: int = 1) -> None:
     """On a machine without GPUs: refuse a run whose estimate exceeds this rank's share of the
     available memory, naming the estimate and a batch (or flavor) that fits. `parameters` (trained)
-    and `frozen`: the built model's counts, else the spec's."""
+    and `frozen`: the built model's counts, else the spec's; `ranks`: the job's (fsdp shards over them)."""
     est = estimate(spec, cfg.flavor, cfg.framework, cfg.batch_per_gpu, cfg.precision, cfg.optimizer, parameters,
-                   frozen)
+                   frozen, cfg.engine, ranks)
     weights_known = parameters is not None or cfg.flavor in spec.parameters
     if not est.per_sample and not weights_known:
         return  # neither activations nor weights known for this flavor: nothing to say
@@ -121,6 +134,40 @@ def check_fits(spec, cfg, local_ranks: int, parameters: int | None = None, avail
         hint = f"try --flavor {smallest}" + (f" or --batch-per-gpu {fits}" if fits else "")
     need = (f"for batch {cfg.batch_per_gpu} per rank" if est.per_sample
             else f"for its weights alone in {cfg.precision} (activations not measured)")
-    raise ConfigError(f"{spec.name}/{cfg.flavor} ({cfg.framework}) needs ~{est.total / GB:.1f} GB "
+    if cfg.engine != "fsdp" and ranks > 1 and not fits and estimate(
+            spec, cfg.flavor, cfg.framework, cfg.batch_per_gpu, cfg.precision, cfg.optimizer, parameters, frozen,
+            "fsdp", ranks).total <= share:
+        hint += f"; or --engine fsdp, which shards the weights over the {ranks} ranks"
+    raise ConfigError(f"{spec.name}/{cfg.flavor} ({cfg.framework}, {cfg.engine}) needs ~{est.total / GB:.1f} GB "
                       f"{need}, and this machine has {share / GB:.1f} GB available per rank ({local_ranks} on "
                       f"this host); {hint}")
+
+
+# The share of a GPU's memory the weights, gradients and optimizer state may take; the rest is the
+# activations', the framework's and the communication buffers' (the check below knows no activations
+# per GPU, so it keeps this margin rather than claim a fit).
+GPU_STATE_SHARE = 0.75
+
+
+def check_device_fits(spec, cfg, ranks: int, device_bytes: int, device_name: str = "GPU",
+                      parameters: int | None = None, frozen: int | None = None) -> None:
+    """On GPUs: refuse a run whose weights, gradients and optimizer state alone take more than
+    GPU_STATE_SHARE of one GPU, saying what would hold them: --engine fsdp (how many GPUs of this
+    size) under horovod/ddp, more GPUs under fsdp."""
+    import math
+
+    mine = state_bytes(spec, cfg.flavor, cfg.framework, cfg.precision, cfg.optimizer, parameters, frozen,
+                       cfg.engine, ranks)
+    room = GPU_STATE_SHARE * device_bytes
+    if not mine or mine <= room:
+        return
+    whole = state_bytes(spec, cfg.flavor, cfg.framework, cfg.precision, cfg.optimizer, parameters, frozen)
+    gpus = math.ceil(whole / room)
+    size = f"{device_bytes / GB:.0f} GB"
+    if cfg.engine == "fsdp":
+        advice = f"it needs at least {gpus} GPUs of {size} (this job has {ranks})"
+    else:
+        advice = f"--engine fsdp shards them: at least {gpus} GPUs of {size}"
+    raise ConfigError(f"{spec.name}/{cfg.flavor} under --engine {cfg.engine} holds ~{mine / GB:.0f} GB of weights, "
+                      f"gradients and optimizer state per GPU ({whole / GB:.0f} GB in all), more than "
+                      f"{GPU_STATE_SHARE:.0%} of one {device_name} ({size}); {advice}")

@@ -35,7 +35,7 @@ from hvdbench.train import result as result_mod
 from hvdbench.train.faults import Fault
 from hvdbench.train.launch_info import detect_launcher, launcher_rank
 from hvdbench.train.loop import Loop, say
-from hvdbench.train.memory import check_fits, exact_counts
+from hvdbench.train.memory import check_device_fits, check_fits, exact_counts
 from hvdbench.train.schedule import scaled_lr
 
 
@@ -193,16 +193,22 @@ def _check_precision_on_cpu(cfg, spec, dist) -> None:
 
 
 def _check_host_memory(cfg, spec, dist, trained: int, frozen: int) -> None:
-    """On a CPU: refuse a run whose memory estimate exceeds this rank's share (memory.check_fits).
-    Every rank computes the same estimate; rank 0 says it. (The ranks of an emulated cluster all
-    share this machine's memory.)"""
+    """On a CPU: refuse a run whose memory estimate exceeds this rank's share (memory.check_fits); on
+    a GPU, one whose weights, gradients and optimizer state leave too little of it (check_device_fits:
+    a 70B base under horovod or ddp, or under fsdp over too few GPUs). Every rank computes the same
+    estimate; rank 0 says it. (The ranks of an emulated cluster all share this machine's memory.)"""
     from hvdbench import frameworks
 
-    if dist.device_name != "cpu":
-        return
-    sharing = dist.size if os.environ.get(frameworks.SHARED_MACHINE_ENV) == "1" else dist.local_size
     try:
-        check_fits(spec, cfg, sharing, trained, frozen=frozen)
+        if dist.device_name != "cpu":
+            import torch
+
+            if torch.cuda.is_available():
+                check_device_fits(spec, cfg, dist.size, torch.cuda.get_device_properties(dist.local_rank).total_memory,
+                                  dist.device_name, trained, frozen)
+            return
+        sharing = dist.size if os.environ.get(frameworks.SHARED_MACHINE_ENV) == "1" else dist.local_size
+        check_fits(spec, cfg, sharing, trained, frozen=frozen, ranks=dist.size)
     except ConfigError as e:
         raise AgreedError(str(e)) from None
 

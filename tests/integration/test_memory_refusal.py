@@ -17,6 +17,6 @@ def test_a_full_flavor_at_full_batch_is_refused_up_front(framework, tmp_path, hv
     assert proc.returncode == 1
     errors = [line for line in proc.stderr.splitlines() if line.startswith("Error:")]
     assert len(errors) == 1 and "Traceback" not in proc.stderr
-    assert f"resnet50/full ({framework}) needs ~2" in errors[0] and "8.0 GB available per rank" in errors[0]
+    assert f"resnet50/full ({framework}, horovod) needs ~2" in errors[0] and "8.0 GB available per rank" in errors[0]
     assert "try --flavor debug or --batch-per-gpu" in errors[0]
     assert "throughput" not in proc.stdout  # no step ran

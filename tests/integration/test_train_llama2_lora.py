@@ -129,15 +129,15 @@ def test_debug_lora_reaches_its_target_averaging_only_the_adapters(summaries, tm
 
 
 @pytest.mark.timeout(180)
-def test_70b_refuses_pure_data_parallelism_with_the_reason(tmp_path, horovodrun, hvdbench_bin):
+def test_70b_refuses_a_whole_replica_per_rank_with_the_reason(tmp_path, horovodrun, hvdbench_bin):
     out = tmp_path / "run"
     proc = run([horovodrun, "-np", "2", "-H", "localhost:2", hvdbench_bin, "train", "llama2_lora", "--flavor", "70b",
                 "--synthetic", "--out", out], check=False, timeout=180)
     assert proc.returncode != 0
-    said = [ln for ln in (proc.stdout + proc.stderr).splitlines() if "cannot run under pure data parallelism" in ln]
+    said = [ln for ln in (proc.stdout + proc.stderr).splitlines() if "cannot run under --engine horovod" in ln]
     assert said, proc.stderr[-2000:]
     assert len(said) == 1, said  # refused with the config, before Horovod starts: rank 0 says it once
-    assert "138 GB" in said[0] and "model parallelism" in said[0] and "4-bit" in said[0]
+    assert "138 GB" in said[0] and "--engine fsdp" in said[0] and "8 x 80 GB" in said[0]
     assert "--flavor 7b or 13b" in said[0]
     assert not (out / "result.json").exists()  # like any config error, before the run: nothing written
     assert "Traceback" not in proc.stderr

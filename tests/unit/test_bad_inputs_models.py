@@ -226,7 +226,7 @@ def test_a_lora_base_that_cannot_fit_is_refused_before_it_is_built(worker, tmp_p
     monkeypatch.setenv("HVDBENCH_HOST_MEMORY_GB", "16")
     with pytest.raises(refused) as e:
         start(tmp_path, model="llama2_lora")  # the default flavor, 7b, in bf16
-    assert str(e.value).startswith("llama2_lora/7b (torch) needs ~18.4 GB for batch 1 per rank")
+    assert str(e.value).startswith("llama2_lora/7b (torch, horovod) needs ~18.4 GB for batch 1 per rank")
     assert str(e.value).endswith("16.0 GB available per rank (1 on this host); try --flavor debug")
     with pytest.raises(Built):  # the flavor it names passes the check and gets built
         start(tmp_path / "d", model="llama2_lora", flavor="debug")

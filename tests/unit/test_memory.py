@@ -32,7 +32,7 @@ def test_the_batch_that_fits():
 
 
 def cfg(**kw):
-    base = dict(flavor="full", framework="tensorflow", batch_per_gpu=256, precision="fp32", optimizer="sgd")
+    base = dict(flavor="full", framework="tensorflow", batch_per_gpu=256, precision="fp32", optimizer="sgd", engine="horovod")
     return SimpleNamespace(**{**base, **kw})
 
 
@@ -41,7 +41,7 @@ def test_a_run_that_cannot_fit_is_refused_in_one_line_naming_what_fits():
         memory.check_fits(SPEC, cfg(), local_ranks=1, available=24 * 10**9)
     message = str(e.value)
     assert "\n" not in message
-    assert "resnet50/full (tensorflow) needs ~25.6 GB for batch 256 per rank" in message
+    assert "resnet50/full (tensorflow, horovod) needs ~25.6 GB for batch 256 per rank" in message
     assert "24.0 GB available per rank" in message and "try --flavor debug or --batch-per-gpu 128" in message
 
 
@@ -64,7 +64,7 @@ def test_a_flavor_without_a_measurement_is_checked_on_its_weights_when_their_cou
                           available=2 * 10**9)
     message = str(e.value)
     assert "\n" not in message
-    assert "gnmt/full (torch) needs ~3.1 GB for its weights alone in fp32 (activations not measured)" in message
+    assert "gnmt/full (torch, horovod) needs ~3.1 GB for its weights alone in fp32 (activations not measured)" in message
     assert message.endswith("try --flavor debug")
     memory.check_fits(gnmt, cfg(flavor="full", framework="torch", optimizer="adam"), local_ranks=1,
                       available=4 * 10**9)
@@ -72,7 +72,7 @@ def test_a_flavor_without_a_measurement_is_checked_on_its_weights_when_their_cou
     # their bytes alone, trained ones with gradients and optimizer state.
     bert = get_spec("bert")
     base = cfg(flavor="base", framework="torch", optimizer="adam", precision="bf16")
-    with pytest.raises(ConfigError, match="bert/base .torch. needs ~2.3 GB for its weights alone in bf16"):
+    with pytest.raises(ConfigError, match="bert/base .torch, horovod. needs ~2.3 GB for its weights alone in bf16"):
         memory.check_fits(bert, base, local_ranks=1, parameters=10**8, frozen=10**8, available=2 * 10**9)
     est = memory.estimate(bert, "base", "torch", 1, "bf16", "adam", parameters=10**8, frozen=10**8)
     assert est.fixed == int(memory.RUNTIME_BYTES["torch"] + 10**8 * 16 + 10**8 * 2 + memory.FUSION_BUFFER)

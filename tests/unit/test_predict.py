@@ -203,7 +203,8 @@ def test_the_predict_and_report_commands_write_the_prediction(tmp_path):
     assert got.exit_code == 0, got.output
     assert "| 4x1 | 4 |" in got.output and (tmp_path / "p" / "prediction.png").is_file()
     rows = (tmp_path / "p" / "prediction.csv").read_text().splitlines()
-    assert [line.split(",")[8] for line in rows[1:]] == ["1x1", "1x2", "2x1", "4x1"]
+    at = rows[0].split(",").index("layout")
+    assert [line.split(",")[at] for line in rows[1:]] == ["1x1", "1x2", "2x1", "4x1"]
     got = CliRunner().invoke(report, [str(sweep), "--predict", "4x1", "--out", str(tmp_path / "r")])
     assert got.exit_code == 0, got.output
     assert "## Predicted layouts" in (tmp_path / "r" / "summary.md").read_text()

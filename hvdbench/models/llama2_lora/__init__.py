@@ -50,9 +50,9 @@ class LlamaLoraConfig:
     # then casts it to the run's precision (fp32 runs get an fp32 base).
     base_dtype: str = "float32"
     gradient_checkpointing: bool = False  # the reference recomputes activations (8,192 tokens)
-    # False: the frozen weights alone exceed one GPU, so plain data parallelism (a whole replica
-    # per rank, which is all Horovod does) cannot run this flavor: `refuse` (SPEC.refuse, checked
-    # with the config before anything starts) and build refuse it with why.
+    # False: the frozen weights alone exceed one GPU, so data parallelism (a whole replica per rank:
+    # --engine horovod or ddp) cannot run this flavor; --engine fsdp shards it (`refuse`, SPEC.refuse,
+    # checked with the config before anything starts).
     data_parallel: bool = True
 
 
@@ -63,8 +63,8 @@ FLAVORS = {
     "7b": LLAMA2_7B,
     "13b": LlamaLoraConfig(layers=40, hidden=5120, intermediate=13824, heads=40, kv_heads=40,
                            gradient_checkpointing=True, base_dtype="bfloat16"),
-    # MLPerf's: Llama-2-70B, 80 layers of 8192 with 8 key-value heads. A spec (its parameter count
-    # is checked on the meta device), refused up front (`refuse`): 138 GB of bf16 weights fit no single GPU.
+    # MLPerf's: Llama-2-70B, 80 layers of 8192 with 8 key-value heads: 138 GB of bf16 weights fit no
+    # single GPU, so it runs under --engine fsdp only, built on the meta device (`refuse`, build_on_meta).
     "70b": LlamaLoraConfig(layers=80, hidden=8192, intermediate=28672, heads=64, kv_heads=8,
                            gradient_checkpointing=True, base_dtype="bfloat16", data_parallel=False),
     # Same family (RMSNorm, SwiGLU, RoPE, fused qkv, LoRA r16/alpha32/dropout 0.1 on qkv and o) at
@@ -75,15 +75,14 @@ FLAVORS = {
 }
 
 
-def refusal(name: str, cfg: LlamaLoraConfig, parameters: int | None) -> str:
-    """Why a flavor cannot run as a data-parallel Horovod job, in one line."""
+def refusal(name: str, cfg: LlamaLoraConfig, parameters: int | None, engine: str) -> str:
+    """Why a flavor cannot run under a data-parallel engine, in one line."""
     weights = f"{parameters / 1e9:.2f}B frozen weights take {2 * parameters / 1e9:.0f} GB in bf16" if parameters \
         else "its frozen weights"
-    return (f"llama2_lora/{name} cannot run under pure data parallelism: {weights}, more than one GPU holds "
-            f"(80 GB H100, 141 GB H200 before activations), and Horovod gives every rank a whole replica. "
-            f"It needs model parallelism (sharded weights: MLPerf's reference runs it with DeepSpeed "
-            f"ZeRO-3 over 8 GPUs) or a 4-bit base (QLoRA, not MLPerf's recipe); --flavor 7b or 13b runs "
-            f"the same LoRA recipe with one replica per GPU")
+    return (f"llama2_lora/{name} cannot run under --engine {engine}: {weights}, more than one GPU holds "
+            f"(80 GB H100, 141 GB H200 before activations), and {engine} gives every rank a whole replica. "
+            f"Run it with --engine fsdp, which shards the base over the ranks (MLPerf's reference: 8 x 80 GB "
+            f"GPUs); --flavor 7b or 13b runs the same LoRA recipe with one replica per GPU")
 
 
 # Llama-2's published sizes, exact, counted with transformers on the meta device (32,000-token
@@ -98,13 +97,13 @@ def _flavor(cfg) -> LlamaLoraConfig:
 
 
 def refuse(cfg) -> str | None:
-    """SPEC.refuse: why a run cannot run as configured, before anything starts (None: it can). Every
-    run is data parallel today (Horovod, a whole replica per rank), so a flavor whose frozen base
-    fits no GPU (70b) is refused; once runs can shard their weights (FSDP), this is where the run's
-    engine will lift it."""
+    """SPEC.refuse: why a run cannot run as configured, before anything starts (None: it can): a
+    flavor whose frozen base fits no GPU (70b) under an engine that gives each rank a whole replica
+    (horovod, ddp). Under fsdp, whether the layout's GPUs hold its shards is the worker's memory check
+    (hvdbench/train/memory.py), which knows the devices."""
     flavor = _flavor(cfg)
-    if not flavor.data_parallel:
-        return refusal(cfg.flavor, flavor, BASE_PARAMETERS.get(cfg.flavor))
+    if not flavor.data_parallel and cfg.engine != "fsdp":
+        return refusal(cfg.flavor, flavor, BASE_PARAMETERS.get(cfg.flavor), cfg.engine)
     return None
 
 
@@ -177,5 +176,6 @@ SPEC = ModelSpec(
     # benchmarks/bench_memory.py's full runs were not made.
     memory_per_sample={"7b": {"torch": 4_250_000_000}, "13b": {"torch": 5_900_000_000}},
     prepare_commands=("hvdbench.models.llama2_lora.cli:lm_base", "hvdbench.models.llama2_lora.cli:summaries"),
-    refuse=refuse,  # 70b under pure data parallelism, for train, sweep and study alike
+    refuse=refuse,  # 70b under horovod or ddp, for train, sweep and study alike
+    build_on_meta=("70b",),
 )

@@ -36,7 +36,7 @@ from torch import nn
 
 from hvdbench.errors import ConfigError, DatasetError
 from hvdbench.frameworks.torch.vision import ensure_torchvision
-from hvdbench.models.llama2_lora import BASE_PARAMETERS, FLAVORS, refusal
+from hvdbench.models.llama2_lora import FLAVORS
 from hvdbench.models.llama2_lora.data import BOS, EOS, IGNORE, PAD, base_of
 
 ensure_torchvision()  # transformers and peft import torchvision when it is installed
@@ -149,8 +149,9 @@ def build_base(cfg, device: str | torch.device | None = None):
     "meta" counts parameters without allocating them)."""
     from transformers import LlamaForCausalLM
 
-    if device is None:
-        device = "cuda" if torch.cuda.is_available() else "cpu"
+    if device is None:  # inside `with torch.device("meta")` (fsdp's 70b): stay there
+        device = ("meta" if torch.get_default_device().type == "meta"
+                  else "cuda" if torch.cuda.is_available() else "cpu")
     fused = _fused_attention_class()
     with torch.device(device), _default_dtype(DTYPES[cfg.base_dtype]):
         model = LlamaForCausalLM(llama_config(cfg))
@@ -176,6 +177,23 @@ def add_adapters(base, cfg):
     return model
 
 
+def init_weights(model) -> None:
+    """Values for a model built on the meta device and materialised shard by shard (--engine fsdp,
+    ModelSpec.build_on_meta): transformers' own initialisation of the base (normal weights, unit
+    norms) and peft's of the adapters (kaiming A, zero B: the adapted model starts as its base)."""
+    base = model.get_base_model()
+    base.apply(base._init_weights)
+    for module in model.modules():
+        if hasattr(module, "reset_lora_parameters"):
+            for name in module.lora_A:
+                module.reset_lora_parameters(name, True)
+
+
+def shard_units(model) -> list:
+    """The decoder layers: what --engine fsdp shards one by one."""
+    return list(model.get_base_model().model.layers)
+
+
 def flavor_name(cfg) -> str:
     return next((name for name, f in FLAVORS.items() if f is cfg), "")
 
@@ -183,10 +201,8 @@ def flavor_name(cfg) -> str:
 def build(cfg, vocab_size: int | None = None, max_len: int | None = None, **_):
     """The LoRA model for a flavor (a peft PeftModel around LlamaForCausalLM); vocab_size and
     max_len of a dataset's manifest override the flavor's (the synthetic defaults). A flavor too
-    large for one GPU (70b) is refused here, before anything is allocated."""
-    if not cfg.data_parallel:
-        name = flavor_name(cfg)
-        raise ConfigError(refusal(name or "this flavor", cfg, BASE_PARAMETERS.get(name)))
+    large for one GPU (70b) runs under --engine fsdp only (SPEC.refuse), which builds it on the meta
+    device and materialises each rank's shard (init_weights)."""
     flush_denormals()
     cfg = sized(cfg, vocab_size, max_len)
     model = add_adapters(build_base(cfg), cfg)
@@ -309,15 +325,12 @@ class AdamW(torch.optim.AdamW):
     1 (its only decay is polynomial). A group with `cosine` turns that linear rate into the cosine
     rate at the same point of the schedule: with f = (lr - end) / (peak - end), the fraction of the
     decay still ahead, the rate is end + (peak - end) (1 - cos(pi f)) / 2; the peak is the largest
-    rate the schedule has handed over (a linear warm-up is thus left as it is). The first step of a
-    fresh optimizer is not counted: Horovod's broadcast_optimizer_state takes it with zero
-    gradients at the constructor's rate to create the state, before the schedule starts.
+    rate the schedule has handed over (a linear warm-up is thus left as it is).
     """
 
     def step(self, closure=None):
-        fresh = not self.state
         for group in self.param_groups:
-            if group.get("cosine") and not fresh:
+            if group.get("cosine"):
                 lr, end = group["lr"], group.get("end_lr", 0.0)
                 group["peak_lr"] = peak = max(group.get("peak_lr", 0.0), lr)
                 if peak > end:

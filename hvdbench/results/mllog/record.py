@@ -79,7 +79,7 @@ def to_run_result(s: LogSummary, root: str | os.PathLike, group_by: tuple[str, .
     scaling = where.path.parent / "scaling.json"
     record = MllogRun(
         run_id=rel, sweep=f"mllog:{root.name}", repeat=int(m[1]) if m else s.part,
-        model=s.benchmark or path.parent.name, flavor="", framework=framework,
+        model=s.benchmark or path.parent.name, flavor="", framework=framework, engine="",
         precision="", mode="throughput" if throughput_run else "time_to_accuracy", dataset="",
         global_batch=s.global_batch, world_size=world, nodes=nodes, gpus_per_node=gpus,
         layout=f"{nodes}x{gpus}" if nodes else "", scale=("up" if nodes == 1 else "out") if nodes else "",
