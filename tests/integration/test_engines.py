@@ -1,0 +1,103 @@
+"""`--engine horovod|ddp|fsdp` under real two-rank launches on the CPU (Gloo): from the same seed and
+data, 20 steps of ResNet-50, BERT and llama2_lora end with the same parameters under every engine,
+started by horovodrun, mpirun and torchrun in turn; fsdp holds half the parameters on each of 2 ranks;
+ResNet-50 reaches its time-to-accuracy target under ddp and fsdp; and `sweep --engines horovod,ddp`
+over 1x1 and 1x2 reports the engines side by side.
+
+    .venv/bin/python -m pytest tests/integration/test_engines.py
+
+Tolerances. horovod and ddp average each gradient the same way (a sum over 2 ranks, halved: exact in
+IEEE arithmetic whatever the order), so their parameters are bit-identical; so are ResNet-50's under
+fsdp (SGD updates each element on its own). BERT's LAMB (a trust ratio of two norms per tensor) and
+llama2_lora's gradient clipping (one global norm) sum their squares shard by shard under fsdp, in
+another order than over the whole tensor: float32 rounding (2^-24 relative per addition) compounded over
+20 steps, so fsdp must agree within 1e-4 of the weights' scale (measured: 1.1e-5 for BERT).
+"""
+
+import numpy as np
+import pytest
+from conftest import BIN, run
+
+from hvdbench.results.schema import read_result
+
+pytestmark = pytest.mark.integration
+
+STEPS = ["--synthetic", "--steps", "17", "--warmup-steps", "3", "--warmup-max-steps", "3", "--save-parameters"]
+
+
+def launcher_argv(launcher, horovodrun, mpirun):
+    if launcher == "horovodrun":
+        return [horovodrun, "-np", "2", "-H", "localhost:2", "--gloo"]
+    if launcher == "mpirun":
+        return [mpirun, "-np", "2", "--bind-to", "none"]
+    return [str(BIN / "torchrun"), "--standalone", "--nnodes", "1", "--nproc-per-node", "2", "--no-python"]
+
+
+# model -> (engine, launcher) for each of its three runs: every engine once, every launcher for fsdp
+PLAN = {"resnet50": [("horovod", "horovodrun"), ("ddp", "horovodrun"), ("fsdp", "mpirun")],
+        "bert": [("horovod", "horovodrun"), ("ddp", "torchrun"), ("fsdp", "horovodrun")],
+        "llama2_lora": [("horovod", "horovodrun"), ("ddp", "mpirun"), ("fsdp", "torchrun")]}
+FSDP_TOLERANCE = {"resnet50": 0.0, "bert": 1e-4, "llama2_lora": 1e-4}
+
+
+@pytest.mark.timeout(600)
+@pytest.mark.parametrize("model", PLAN)
+def test_every_engine_trains_the_same_parameters(tmp_path, model, horovodrun, mpirun, hvdbench_bin):
+    params, records = {}, {}
+    for engine, launcher in PLAN[model]:
+        out = tmp_path / engine
+        run([*launcher_argv(launcher, horovodrun, mpirun), hvdbench_bin, "train", model, "--flavor", "debug",
+             "--engine", engine, *STEPS, "--out", out], timeout=300)
+        record, config = read_result(out / "result.json")
+        assert (record.status, record.engine, record.world_size, record.launcher) == ("success", engine, 2, launcher)
+        assert config["engine"] == engine and record.steps == 17 and record.warmup_steps == 3
+        assert record.compute_s is not None and record.comm_s is not None  # the breakdown under every engine
+        records[engine] = record
+        with np.load(out / "parameters.npz") as saved:
+            params[engine] = dict(saved)
+    names = list(params["horovod"])
+    assert names and all(list(params[e]) == names for e in params)
+    for name in names:  # ddp: bit-identical to Horovod
+        assert np.array_equal(params["ddp"][name], params["horovod"][name]), name
+    scale = max(float(np.abs(p).max()) for p in params["horovod"].values())
+    worst = max(float(np.abs(params["fsdp"][n] - params["horovod"][n]).max()) for n in names)
+    assert worst <= FSDP_TOLERANCE[model] * scale, (model, worst, scale)
+    # fsdp shards the parameters: each of 2 ranks holds half of them (every unit's flat shard, padded)
+    whole = records["horovod"].shard_parameters
+    assert records["ddp"].shard_parameters == whole
+    assert whole / 2 <= records["fsdp"].shard_parameters <= whole / 2 + 64, (records["fsdp"].shard_parameters, whole)
+
+
+@pytest.mark.timeout(600)
+def test_time_to_accuracy_under_ddp_and_fsdp(tmp_path, digits, horovodrun, hvdbench_bin):
+    for engine in ("ddp", "fsdp"):
+        out = tmp_path / engine
+        run([horovodrun, "-np", "2", "-H", "localhost:2", "--gloo", hvdbench_bin, "train", "resnet50",
+             "--flavor", "debug", "--engine", engine, "--data", digits, "--out", out], timeout=300)
+        record, _ = read_result(out / "result.json")
+        assert (record.status, record.mode, record.engine) == ("success", "time_to_accuracy", engine)
+        assert record.final_metric >= record.target == 0.95
+        events = (out / "mllog.txt").read_text()
+        assert '"key": "run_stop"' in events and '"status": "success"' in events
+
+
+@pytest.mark.timeout(900)
+def test_a_sweep_over_two_engines_reports_them_side_by_side(tmp_path, hvdbench_bin):
+    out = tmp_path / "sweep"
+    run([hvdbench_bin, "sweep", "resnet50", "--hosts", "localhost:2", "--engines", "horovod,ddp", "--out", out,
+         "--", "--flavor", "debug", "--synthetic", "--steps", "8", "--warmup-steps", "2"], timeout=600)
+    assert sorted(p.name for p in out.iterdir() if p.name.endswith("-r1")) == [
+        "1x1-ddp-r1", "1x1-horovod-r1", "1x2-ddp-r1", "1x2-horovod-r1"]
+    report = tmp_path / "report"
+    proc = run([hvdbench_bin, "report", out, "--out", report])
+    assert "## Engines side by side" in proc.stdout
+    lines = (report / "engines.csv").read_text().splitlines()
+    header = lines[0].split(",")
+    rows = [dict(zip(header, line.split(","))) for line in lines[1:]]
+    assert [(r["layout"], r["engine"]) for r in rows] == [("1x1", "horovod"), ("1x1", "ddp"),
+                                                         ("1x2", "horovod"), ("1x2", "ddp")]
+    assert all(float(r["throughput_mean"]) > 0 and r["comm_ms"] != "" for r in rows)
+    assert [float(r["vs_reference"]) for r in rows][::2] == [1.0, 1.0]
+    assert (report / "engines.png").stat().st_size > 10_000
+    scaling = (report / "scaling.csv").read_text()
+    assert ",horovod," in scaling and ",ddp," in scaling  # one scaling group per engine
