@@ -25,7 +25,7 @@ from hvdbench.results.schema import AllreduceRow
 from hvdbench.results.store import ALLREDUCE_CSV, append_rows
 
 CSV_NAME = ALLREDUCE_CSV
-IMPLS = ("horovod", "mpi")
+IMPLS = ("horovod", "torch", "mpi")  # torch: torch.distributed all_reduce (Gloo)
 
 DEFINITIONS = (
     "time: mean over ranks of each rank's average time per allreduce (min and max over ranks beside it); "
@@ -97,18 +97,21 @@ def table(rows: list[AllreduceRow], title: str = "allreduce"):
 
     t = Table(title=title, caption=DEFINITIONS, caption_justify="left", box=ASCII2)
     for name in ("size", "dtype", "iters", "hvd time us", "min-max us", "hvd algbw GB/s",
-                 "hvd busbw GB/s", "mpi time us", "mpi busbw GB/s", "hvd/mpi", "wrong"):
+                 "hvd busbw GB/s", "torch busbw GB/s", "mpi time us", "mpi busbw GB/s", "hvd/torch", "hvd/mpi",
+                 "wrong"):
         t.add_column(name, justify="left" if name in ("size", "dtype") else "right")
     mpi = {(r.dtype, r.bytes): r for r in rows if r.impl == "mpi"}
+    tor = {(r.dtype, r.bytes): r for r in rows if r.impl == "torch"}
     for r in rows:
         if r.impl != "horovod":
             continue
-        m = mpi.get((r.dtype, r.bytes))
+        m, o = mpi.get((r.dtype, r.bytes)), tor.get((r.dtype, r.bytes))
         t.add_row(F.human_bytes(r.bytes), r.dtype, str(r.iters), _us(r.time_mean_s),
                   f"{_us(r.time_min_s)}-{_us(r.time_max_s)}", _g(r.algbw_gb_s), _g(r.busbw_gb_s),
-                  _us(m.time_mean_s) if m else "-", _g(m.busbw_gb_s) if m else "-",
+                  _g(o.busbw_gb_s) if o else "-", _us(m.time_mean_s) if m else "-", _g(m.busbw_gb_s) if m else "-",
+                  f"{o.time_mean_s / r.time_mean_s:.2f}" if o and o.time_mean_s and r.time_mean_s else "-",
                   f"{r.vs_mpi:.2f}" if r.vs_mpi is not None else "-",
-                  str(r.wrong + (m.wrong if m else 0)))
+                  str(r.wrong + sum(x.wrong for x in (m, o) if x)))
     return t
 
 
@@ -138,7 +141,8 @@ def figure(rows: list[AllreduceRow], link: str = "", devices: str = ""):
             series = sorted((r.bytes, getattr(r, value)) for r in rows if r.impl == impl and r.dtype == dtype)
             series = [(b, v) for b, v in series if v and v > 0]
             if series:
-                ax.plot(*zip(*series), marker="o", markersize=3, linestyle="-" if impl == "horovod" else "--",
+                ax.plot(*zip(*series), marker="o", markersize=3,
+                        linestyle={"horovod": "-", "torch": ":"}.get(impl, "--"),
                         label=f"{impl} {dtype}")
     ax.set_xscale("log", base=2)
     ax.set_yscale("log")
@@ -194,4 +198,10 @@ def summary(rows: list[AllreduceRow]) -> list[str]:
                  if ratio_at(rows, dtype, n) is not None and not math.isnan(ratio_at(rows, dtype, n))]
         if parts:
             lines.append(f"Horovod/MPI bandwidth {dtype}: " + ", ".join(parts))
+        tor = {r.bytes: r.time_mean_s for r in rows if r.impl == "torch" and r.dtype == dtype and r.time_mean_s}
+        hvd = {r.bytes: r.time_mean_s for r in rows if r.impl == "horovod" and r.dtype == dtype and r.time_mean_s}
+        parts = [f"{F.human_bytes(n)} {tor[n] / hvd[n]:.2f}" for n in (F.MIB, 16 * F.MIB, 256 * F.MIB)
+                 if n in tor and n in hvd]
+        if parts:
+            lines.append(f"Horovod/torch.distributed bandwidth {dtype}: " + ", ".join(parts))
     return lines

@@ -17,12 +17,12 @@ def hvdrun(horovodrun, controller, *argv):
 
 
 @pytest.mark.timeout(300)
-def test_allreduce_two_ranks_horovod_and_mpi(horovodrun, hvdbench_bin, tmp_path):
+def test_allreduce_two_ranks_horovod_torch_and_mpi(horovodrun, hvdbench_bin, tmp_path):
     proc = run(hvdrun(horovodrun, "mpi", hvdbench_bin, "bench", "allreduce", "--max-bytes", "1048576",
                       *FAST, "--out", tmp_path), timeout=280)
     rows = read_rows(tmp_path / AR_CSV, AllreduceRow)
     assert {r.run_id for r in rows} == {rows[0].run_id}
-    for impl in ("horovod", "mpi"):
+    for impl in ("horovod", "torch", "mpi"):  # torch: torch.distributed's all_reduce, as ddp reduces
         for dtype, first in (("fp32", 4), ("fp16", 4)):
             series = [r for r in rows if r.impl == impl and r.dtype == dtype]
             sizes = [r.bytes for r in series]
@@ -37,6 +37,7 @@ def test_allreduce_two_ranks_horovod_and_mpi(horovodrun, hvdbench_bin, tmp_path)
                 assert r.controller == "mpi" and r.note == ""
                 assert (r.vs_mpi is not None and r.vs_mpi > 0) == (impl == "horovod")
     assert "Horovod/MPI bandwidth fp32: 1 MiB" in proc.stdout and "nccl-tests" in proc.stdout
+    assert "Horovod/torch.distributed bandwidth fp32: 1 MiB" in proc.stdout
     assert (tmp_path / "bench_allreduce_1x2_mpi.png").read_bytes()[:4] == b"\x89PNG"
 
 
@@ -45,7 +46,7 @@ def test_allreduce_under_gloo_says_the_mpi_reference_is_unavailable(horovodrun, 
     proc = run(hvdrun(horovodrun, "gloo", hvdbench_bin, "bench", "allreduce", "--dtype", "fp32",
                       "--max-bytes", "4K", *FAST, "--out", tmp_path), timeout=220)
     rows = read_rows(tmp_path / AR_CSV, AllreduceRow)
-    assert {r.impl for r in rows} == {"horovod"} and len(rows) == 11
+    assert {r.impl for r in rows} == {"horovod", "torch"} and len(rows) == 22
     assert all(r.controller == "gloo" and "MPI reference unavailable" in r.note for r in rows)
     assert all(r.busbw_gb_s > 0 and r.vs_mpi is None for r in rows)
     assert "MPI reference unavailable" in proc.stdout

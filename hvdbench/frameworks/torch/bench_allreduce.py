@@ -1,4 +1,5 @@
-"""The Horovod and mpi4py side of `hvdbench bench allreduce` (and the Horovod comm `bench io` uses).
+"""The Horovod, torch.distributed and mpi4py side of `hvdbench bench allreduce` (and the Horovod comm
+`bench io` uses).
 
     horovodrun -np 2 -H localhost:2 --mpi hvdbench bench allreduce --out results/demo
     mpirun -np 2 hvdbench bench allreduce --dtype fp32 --max-bytes 16777216 --out results/demo
@@ -8,7 +9,9 @@ The CLI command is the worker: every rank runs it, rank 0 writes the CSV and the
 
 Horovod: `hvd.allreduce_` (in place, sum) of torch CPU tensors, one op at a time as a training step
 issues a tensor it needs back, under the same name each time (Horovod's response cache works as it
-does in training). The reference: mpi4py `Allreduce(IN_PLACE)` on numpy buffers over COMM_WORLD.
+does in training). Beside it, torch.distributed's `all_reduce` over Gloo on the same CPU tensors (what
+the ddp engine's reducer issues), started after Horovod is shut down at a rendezvous agreed through
+Horovod. The reference: mpi4py `Allreduce(IN_PLACE)` on numpy buffers over COMM_WORLD.
 For fp16, MPI has no half-precision type, so the reference sums with a user-defined op (numpy
 addition on float16 views of the buffers) over a 2-byte type — how Horovod's own MPI backend
 reduces fp16 too (a custom MPI op), though Horovod's is C and ours calls back into Python.
@@ -18,8 +21,8 @@ horovodrun --mpi, srun with PMI). Under `horovodrun --gloo` the ranks are not an
 reference is reported unavailable in the rows' `note` and the table shows Horovod alone.
 
 Order: mpi4py initialises MPI first (MPI_THREAD_MULTIPLE) so that Horovod's MPI controller joins
-that world; Horovod is timed, then shut down (its background thread stops polling), then MPI is
-timed on a quiet machine.
+that world; Horovod is timed, then shut down (its background thread stops polling), then
+torch.distributed, then MPI, each on a quiet machine.
 """
 
 from __future__ import annotations
@@ -115,6 +118,56 @@ def _fp16_sum(inbuf, outbuf, datatype) -> None:
 
 
 @contextmanager
+def torch_timer(address: str, port: int, rank: int, size: int):
+    """A timer over a torch.distributed process group (Gloo, on the same CPU tensors as Horovod's):
+    `dist.all_reduce` in place, the collective DDP's reducer issues per gradient bucket."""
+    import datetime
+
+    import torch
+    import torch.distributed as tdist
+
+    tdist.init_process_group("gloo", init_method=f"tcp://{address}:{port}", rank=rank, world_size=size,
+                             timeout=datetime.timedelta(minutes=10))
+    dtypes = {"fp32": torch.float32, "fp16": torch.float16}
+    expected = size * (size + 1) / 2
+
+    def timer(dtype: str, nbytes: int, iters: int, warmup: int) -> tuple[float, int]:
+        t = torch.empty(nbytes // DTYPE_BYTES[dtype], dtype=dtypes[dtype])
+        t.fill_(rank + 1)
+        tdist.all_reduce(t)
+        wrong = int((t != expected).sum())
+        t.zero_()
+        for _ in range(warmup):
+            tdist.all_reduce(t)
+        tdist.barrier()
+        start = time.perf_counter()
+        for _ in range(iters):
+            tdist.all_reduce(t)
+        return (time.perf_counter() - start) / iters, wrong
+
+    def gather(obj) -> list:
+        out = [None] * size
+        tdist.all_gather_object(out, obj)
+        return out
+
+    try:
+        yield timer, gather
+    finally:
+        tdist.destroy_process_group()
+
+
+def torch_rendezvous(comm: HorovodComm) -> tuple[str, int]:
+    """Rank 0's address and a free port, agreed through Horovod before it shuts down (as the ddp and
+    fsdp engines start: hvdbench.frameworks.torch.process_group)."""
+    from hvdbench.frameworks.torch.process_group import free_port, own_address
+    from hvdbench.train.launch_info import place
+
+    offer = (own_address(place()), free_port()) if comm.rank == 0 else None
+    address, port = comm.hvd.broadcast_object(offer, root_rank=0, name="hvdbench.bench.rendezvous")
+    return address, int(port)
+
+
+@contextmanager
 def mpi_timer(comm):
     """A timer over an mpi4py communicator; the fp16 user op lives as long as the context."""
     from mpi4py import MPI
@@ -201,14 +254,18 @@ def _run(opts: AllreduceOptions) -> None:
     base = replace(base, run_id=run_id, started_at=started_at)
     say = (lambda text: line(f"[hvdbench] {text}")) if comm.rank == 0 else (lambda text: None)
     say(f"allreduce over {comm.size} rank(s) ({base.layout}, {comm.controller} controller, hosts {base.hosts}): "
-        f"{len(points)} sizes x {'horovod + mpi' if mpi_world is not None else 'horovod'}")
+        f"{len(points)} sizes x {'horovod + torch + mpi' if mpi_world is not None else 'horovod + torch'}")
     if note:
         say(note)
     kwargs = dict(iters=opts.iters, warmup_iters=opts.warmup_iters, budget_bytes=opts.budget_bytes,
                   on_row=lambda row: say(AR.line(row)))
     rows = AR.sweep(base, "horovod", horovod_timer(comm), comm.allgather, points, **kwargs)
+    rendezvous = torch_rendezvous(comm)
     comm.barrier()
     comm.shutdown()
+    # torch.distributed's all_reduce (what --engine ddp reduces gradients with), Horovod stopped.
+    with torch_timer(*rendezvous, comm.rank, comm.size) as (timer, gather):
+        rows += AR.sweep(base, "torch", timer, gather, points, **kwargs)
     if mpi_world is not None:
         with mpi_timer(mpi_world) as timer:
             rows += AR.sweep(base, "mpi", timer, mpi_world.allgather, points, **kwargs)
