@@ -156,7 +156,8 @@ def _model_sweep(study: Study, model: ModelPlan, mode: str, opts: StudyOptions, 
         hosts=opts.hosts, cluster_name=opts.cluster_name, gpus_per_node=opts.gpus_per_node, layouts=chosen,
         repeats=opts.repeats or study.repeats, launcher=launcher, controller=study.controller,
         config_name=config, timeout=opts.timeout or study.timeout, env=opts.env, link=opts.link,
-        retry_failed=opts.retry_failed, name=f"{study.name}-{model.name}-{mode}")
+        retry_failed=opts.retry_failed, name=f"{study.name}-{model.name}-{mode}",
+        engines=model.engines or study.engines)
     prepare = []
     if data.path and not (Path(data.path) / MANIFEST).is_file():
         if not data.prepare:

@@ -33,8 +33,8 @@ NAME_RE = re.compile(r"[a-z0-9][a-z0-9_-]{0,63}")
 LAYOUT_RE = re.compile(r"([1-9]\d*)x([1-9]\d*)")
 
 TOP_KEYS = ("study", "reproduces", "hostfile", "mode", "layouts", "gpus", "repeats", "launcher", "controller",
-            "timeout", "flavor", "throughput", "published", "models")
-MODEL_KEYS = ("flavor", "data", "prepare", "synthetic", "train", "layouts", "debug")
+            "timeout", "flavor", "engines", "throughput", "published", "models")
+MODEL_KEYS = ("flavor", "data", "prepare", "synthetic", "train", "layouts", "engines", "debug")
 DEBUG_KEYS = ("data", "prepare", "synthetic", "train")
 PUBLISHED_KEYS = ("speedup", "time_to_train_min")
 BATCH_KEYS = ("batch_per_gpu", "accum_steps")
@@ -70,6 +70,7 @@ class ModelPlan:
     train: dict
     layouts: dict  # NODESxGPUSxBATCHxACCUM -> settings (only with the study's own flavor)
     debug: dict  # data / prepare / synthetic / train for --flavor debug
+    engines: tuple[str, ...] = ()  # `sweep --engines` for this model (empty: the study's)
 
 
 @dataclass(frozen=True)
@@ -86,6 +87,7 @@ class Study:
     controller: str = "gloo"
     timeout: float | None = None
     flavor: str | None = None
+    engines: tuple[str, ...] = ()  # every layout and repeat under each (sweep --engines); empty: train's engine
     hostfile: Path | None = None
     throughput: dict = field(default_factory=dict)
     published: dict = field(default_factory=dict)  # "speedup" | "time_to_train_min" -> model -> {gpus: value}
@@ -138,6 +140,7 @@ def load_study(path: str | Path) -> Study:
         mode=mode, layouts=layouts, gpus=gpus, repeats=_positive(data.get("repeats", 1), where, "repeats"),
         launcher=launcher, controller=controller, timeout=float(timeout) if timeout is not None else None,
         flavor=_str(data["flavor"], where, "flavor") if "flavor" in data else None,
+        engines=_engines(data.get("engines"), where, "engines"),
         hostfile=_hostfile(_argument(hostfile, where, "hostfile"), path) if hostfile is not None else None,
         throughput=_train(data.get("throughput") or {}, where, "throughput"),
         published=_published(data.get("published") or {}, where))
@@ -169,6 +172,7 @@ def _model(name: str, section, where: str) -> ModelPlan:
         name=name, flavor=_str(section["flavor"], where, f"{at}.flavor") if "flavor" in section else None,
         data=_data(section, where, at), train=_train(section.get("train") or {}, where, f"{at}.train"),
         layouts={str(k): dict(v or {}) for k, v in settings.items()},
+        engines=_engines(section.get("engines"), where, f"{at}.engines"),
         debug={"data": _data(debug, where, f"{at}.debug"), "train": _train(debug.get("train") or {}, where,
                                                                           f"{at}.debug.train")} if debug else {})
 
@@ -244,6 +248,19 @@ def _hostfile(text: str, study_path: Path) -> Path:
         return given
     project = study_path.absolute().parent.parent / given
     return project if project.exists() else given
+
+
+def _engines(value, where: str, key: str) -> tuple[str, ...]:
+    """A list of engine names (horovod, ddp, fsdp), each once; empty when not given."""
+    if value is None:
+        return ()
+    names = tuple(_str(v, where, f"{key}[{i}]") for i, v in enumerate(_list(value, where, key)))
+    for i, name in enumerate(names):
+        if name not in train_config.ENGINES:
+            raise ConfigError(f"{where}: {key}[{i}] {quote(name)} is not one of {', '.join(train_config.ENGINES)}")
+    if len(set(names)) != len(names):
+        raise ConfigError(f"{where}: {key} names an engine twice")
+    return names
 
 
 def _keys(data: dict, valid, where: str, prefix: str) -> None:

@@ -192,3 +192,18 @@ def test_the_engine_table_compares_each_engine_with_horovod_and_says_why():
     assert ddp["comm_ms"] == pytest.approx(1.0) and rows[0]["comm_ms"] == pytest.approx(4.0)
     assert ddp["why"] == "comm -3.0 ms" and ddp["within_noise"] is False
     assert "| resnet50 | 1x2 | ddp | 2 |" in engines.markdown(rows)
+
+
+def test_a_study_names_engines_for_all_its_models_or_one(tmp_path):
+    from hvdbench.study.schema import load_study
+
+    path = tmp_path / "s.yaml"
+    path.write_text("study: s\nreproduces: x\nlayouts: [1x1, 1x2]\nengines: [horovod, ddp]\n"
+                    "models:\n  resnet50: {synthetic: true}\n  bert: {synthetic: true, engines: [fsdp]}\n")
+    study = load_study(path)
+    assert study.engines == ("horovod", "ddp")
+    assert study.models["resnet50"].engines == () and study.models["bert"].engines == ("fsdp",)
+    path.write_text("study: s\nreproduces: x\nlayouts: [1x1]\nengines: [horovod, zero3]\n"
+                    "models:\n  resnet50: {synthetic: true}\n")
+    with pytest.raises(ConfigError, match=r"engines\[1\] 'zero3' is not one of horovod, ddp, fsdp"):
+        load_study(path)
