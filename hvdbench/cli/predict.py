@@ -50,7 +50,8 @@ def fits_and_rows(runs, sweeps, layouts, fit_on=None, machines="auto", layout_be
         if missing:
             from hvdbench.errors import ConfigError
 
-            raise ConfigError(f"--fit-on {','.join(missing)}: no run of {', '.join(map(str, sweeps))} has "
+            where = ", ".join(map(str, sweeps)) or "the --mllog logs"
+            raise ConfigError(f"--fit-on {','.join(missing)}: no run of {where} has "
                               f"{'that layout' if len(missing) == 1 else 'these layouts'} (its runs have "
                               f"{', '.join(f'{n}x{g}' for n, g in have) or 'no layout'})")
     fits = fit_groups(runs, allreduce, shared, wanted, layout_benches)
@@ -58,7 +59,10 @@ def fits_and_rows(runs, sweeps, layouts, fit_on=None, machines="auto", layout_be
 
 
 @click.command()
-@click.argument("sweeps", nargs=-1, required=True, metavar="SWEEP_DIR...", type=click.Path(path_type=Path))
+@click.argument("sweeps", nargs=-1, metavar="[SWEEP_DIR]...", type=click.Path(path_type=Path))
+@click.option("--mllog", "mllogs", multiple=True, type=click.Path(path_type=Path),
+              help="Folder of published MLPerf logs (as `report --mllog` reads them): predict each system's "
+                   "time to train at other layouts. Repeatable.")
 @layouts_option("--layouts", required=True, help="Layouts to predict, NODESxGPUS, comma-separated.")
 @FIT_ON
 @MACHINES_OPTION
@@ -67,30 +71,51 @@ def fits_and_rows(runs, sweeps, layouts, fit_on=None, machines="auto", layout_be
                    "has them (--allreduce-bench), or predict every layout's from the link model fitted "
                    "on the --fit-on layouts (to test the model).")
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path),
-              help="Folder for prediction.csv and prediction.png [default: FIRST_SWEEP/report].")
-def predict(sweeps, layouts, fit_on, machines, layout_benches, out):
+              help="Folder for prediction.csv and its plots [default: FIRST_SWEEP/report, or ./report with only "
+                   "--mllog].")
+def predict(sweeps, mllogs, layouts, fit_on, machines, layout_benches, out):
     """Predicted throughput, speed-up and efficiency of layouts not run, for each model and batch
     the sweeps measured with a step-time breakdown (PyTorch runs): one rank's step without
     communication, how many ranks a machine holds before each slows, the gradient bytes, each
     link's allreduce latency and bus bandwidth (from `sweep --allreduce-bench` rows when present)
-    and the overlap of communication with backward, fitted on the measured layouts.
+    and the overlap of communication with backward, fitted on the measured layouts. Time-to-accuracy
+    runs and published MLPerf logs (--mllog) get their time to train predicted too: samples to the
+    target at the layout's global batch (critical batch size; for MLPerf logs the benchmark's RCP
+    table), the training rate, evaluation and the rest (hvdbench/results/predict_ttt.py); a layout
+    that cannot be predicted honestly (model parallelism changed, too few fitted layouts) says why.
 
     \b
     Example:
       hvdbench predict results/demo --layouts 2x2,4x1,8x8,16x8
       hvdbench predict results/demo --layouts 2x2 --fit-on 1x1,1x2,2x1
+      hvdbench predict --mllog training_results_v5.1/Nebius --fit-on 1x8,2x8 --layouts 4x8,8x8,16x8 --out pred
     """
     from hvdbench.errors import ConfigError
     from hvdbench.files import check_writable_dir
-    from hvdbench.results import store
+    from hvdbench.results import mllog, predict_ttt, store, ttt
+    from hvdbench.results.aggregate import time_to_train_rows
     from hvdbench.results.predict import markdown, write
 
-    out = check_writable_dir(out or store.sweep_folder(sweeps[0]) / "report", "--out")
-    runs, _ = store.current_runs(store.load_sweeps(sweeps))
+    if not sweeps and not mllogs:
+        raise click.UsageError("give at least one SWEEP_DIR or --mllog DIR")
+    out = check_writable_dir(out or (store.sweep_folder(sweeps[0]) / "report" if sweeps else Path("report")), "--out")
+    loaded = []
+    for folder in sweeps:  # each time-to-accuracy run's parts from its own mllog.txt
+        rows = store.load_sweeps([folder])
+        ttt.read_parts(rows, store.sweep_folder(folder))
+        loaded += rows
+    runs, _ = store.current_runs(loaded)
+    for root in mllogs:
+        runs += mllog.load(root)[0]
     fits, rows = fits_and_rows(runs, sweeps, layouts, fit_on, machines, layout_benches)
-    if not fits:
-        raise ConfigError(f"{', '.join(map(str, sweeps))}: no successful throughput run with a step-time "
-                          "breakdown to fit on (PyTorch runs record one; --no-breakdown turns it off)")
-    click.echo(markdown(rows, fits))
-    for path in write(rows, fits, out):
+    parts, _ = ttt.layout_parts(runs, time_to_train_rows(runs))
+    wanted = {f"{n}x{g}" for n, g in fit_on} if fit_on else None
+    ttt_fits, ttt_rows = predict_ttt.predictions(runs, parts, layouts, wanted, fits)
+    if not fits and not ttt_fits:
+        raise ConfigError(f"{', '.join(map(str, (*sweeps, *mllogs)))}: no successful throughput run with a step-time "
+                          "breakdown (PyTorch runs record one; --no-breakdown turns it off) and no converged "
+                          "time-to-accuracy run with its event log to fit on")
+    text = "\n".join(part for part in (markdown(rows, fits), predict_ttt.markdown(ttt_rows, ttt_fits)) if part)
+    click.echo(text)
+    for path in write(rows, fits, out, ttt_rows=ttt_rows, ttt_fits=ttt_fits):
         click.echo(f"wrote {path}")

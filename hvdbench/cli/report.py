@@ -72,8 +72,9 @@ def _expand_studies(paths) -> tuple[list[Path], dict[str, dict]]:
 @click.option("--baseline", metavar="NxG", help="Layout (NODESxGPUS) that speed-up and efficiency are "
               "measured against [default: the smallest GPU count present, single-node first].")
 @layouts_option("--predict", "predict_layouts",
-                help="Also predict these layouts (NODESxGPUS, comma-separated) from the sweeps' runs: "
-                     "prediction.csv/.png and a section of summary.md (see `hvdbench predict`).")
+                help="Also predict these layouts (NODESxGPUS, comma-separated) from the sweeps' runs and the "
+                     "--mllog logs (time to train): prediction.csv/.png and a section of summary.md (see "
+                     "`hvdbench predict`).")
 def report(sweeps, mllogs, out, formats, baseline, group_by, ruleset, predict_layouts):
     """Speed-up, scaling efficiency, scale-up vs scale-out and MLPerf time-to-train (olympic mean,
     mean ± 2σ) from SWEEP_DIR/runs.csv files, study folders (`hvdbench study run --out DIR`: its
@@ -82,7 +83,10 @@ def report(sweeps, mllogs, out, formats, baseline, group_by, ruleset, predict_la
     With `hvdbench bench` results in a sweep folder, comm_vs_training.csv and io_vs_training.csv
     put them beside the training throughput of the same layout. Sweeps run under several engines
     (`sweep --engines`) get engines.csv/.png: each engine's throughput, its ratio to Horovod's and
-    where its step went.
+    where its step went. Time-to-accuracy runs and published logs get ttt_waterfall.csv/.png (each
+    layout's time to train from the ideal: convergence, throughput, evaluation, the rest) and
+    convergence.csv/.png (samples to target against the global batch: S_min and B_crit, with the
+    benchmark's RCP table's); --predict predicts their time to train too (prediction.csv).
 
     \b
     Example:
@@ -92,10 +96,22 @@ def report(sweeps, mllogs, out, formats, baseline, group_by, ruleset, predict_la
       hvdbench report --mllog training_results_v4.0/Oracle --format csv,md
       hvdbench report --mllog vendor-logs --group-by submitter+platform --ruleset 4.0.0
       hvdbench report results/demo --predict 2x2,8x8
+      hvdbench report --mllog training_results_v5.1/University-of-Florida --predict 64x8
     """
     from rich.progress import track
 
-    from hvdbench.results import aggregate, bench_tables, engines, mllog, store, study_tables, waterfall
+    from hvdbench.results import (
+        aggregate,
+        bench_tables,
+        convergence,
+        engines,
+        mllog,
+        predict_ttt,
+        store,
+        study_tables,
+        ttt,
+        waterfall,
+    )
     from hvdbench.results import tables as tab
 
     if not sweeps and not mllogs:
@@ -110,6 +126,7 @@ def report(sweeps, mllogs, out, formats, baseline, group_by, ruleset, predict_la
     for folder in sweeps:  # each time-to-accuracy run's evaluation cadence from its resolved config
         rows = store.load_sweeps([folder])
         aggregate.read_eval_cadence(rows, store.sweep_folder(folder))
+        ttt.read_parts(rows, store.sweep_folder(folder))  # time to train in parts, from each run's mllog.txt
         loaded += rows
     runs, superseded = store.current_runs(loaded)
     notes = [f"{superseded} earlier attempt(s) of retried runs are kept in runs.csv and superseded "
@@ -125,20 +142,28 @@ def report(sweeps, mllogs, out, formats, baseline, group_by, ruleset, predict_la
     bench = bench_tables.build(sweeps, runs)
     falls = waterfall.waterfall_rows(runs, tables.scaling, waterfall.twin_runs(sweeps))
     engine_rows = engines.engine_rows(runs, tables.scaling)
+    # Time to train in parts (a waterfall per layout) and samples to target against the global batch.
+    parts, lacking = ttt.layout_parts(runs, tables.time_to_train)
+    notes += [f"{len(lacking)} time-to-train row(s) without parts, e.g. {lacking[0]}"] if lacking else []
+    ttt_falls, conv = ttt.waterfall_rows(parts, tables.time_to_train, falls), convergence.rows(parts, runs)
     study_rows = {name: study_tables.speedup_rows(tables, record.get("published")) for name, record in studies.items()}
     study_md = [study_tables.markdown(study_rows[name], name, record.get("reproduces", ""))
                 for name, record in studies.items()]
-    fits, predicted = [], []
+    fits, predicted, ttt_fits, ttt_predicted = [], [], [], []
     if predict_layouts:
         from hvdbench.cli.predict import fits_and_rows
         from hvdbench.results import predict
 
         fits, predicted = fits_and_rows(runs, sweeps, predict_layouts)
-        if not fits:
-            notes.append("--predict: no successful throughput run with a step-time breakdown to fit on")
+        ttt_fits, ttt_predicted = predict_ttt.predictions(runs, parts, predict_layouts, None, fits)
+        if not fits and not ttt_fits:
+            notes.append("--predict: no successful throughput run with a step-time breakdown, and no converged "
+                         "time-to-accuracy run with its parts, to fit on")
     text = "\n".join(part for part in (tab.markdown(tables, sources, notes), waterfall.markdown(falls),
+                                       ttt.markdown(ttt_falls), convergence.markdown(conv),
                                        engines.markdown(engine_rows), *study_md,
                                        predict.markdown(predicted, fits) if fits else "",
+                                       predict_ttt.markdown(ttt_predicted, ttt_fits),
                                        bench_tables.markdown(bench)) if part)
     notes = []  # in the text above
 
@@ -151,8 +176,12 @@ def report(sweeps, mllogs, out, formats, baseline, group_by, ruleset, predict_la
     if falls:
         written += waterfall.write(falls, out, formats)
     written += engines.write(engine_rows, out, formats)
-    if fits:
-        written += predict.write(predicted, fits, out, formats)
+    if ttt_falls:
+        written += ttt.write(ttt_falls, out, formats)
+    if conv:
+        written += convergence.write(conv, out, formats)
+    if fits or ttt_predicted:
+        written += predict.write(predicted, fits, out, formats, ttt_predicted, ttt_fits)
     for name, rows in study_rows.items():
         written += study_tables.write(rows, out if len(studies) == 1 else out / name, name, formats)
     if "png" in formats:

@@ -37,6 +37,9 @@ Predicted throughput = calibration · n · batch_per_gpu · accum_steps / step(N
 efficiency against the group's baseline as the scaling table computes them. A prediction for a
 layout that was measured carries the measured throughput and predicted / measured beside it.
 
+Time to train of layouts not run (time-to-accuracy runs, published MLPerf logs): predict_ttt.py, whose
+rows follow these in prediction.csv; it takes this module's rate where a sweep has a throughput fit.
+
 Caveats (prediction.csv `flags`, and `note` in words; FLAGS): a layout not run that puts more ranks
 on one machine than it has cores (CPU runs; the runs do not record cores, so os.cpu_count() when
 they ran on this machine or on an emulated cluster of it, else unchecked) or more GPUs on a node
@@ -615,19 +618,26 @@ def figure(rows: list[dict], fits: list[Fit]):
     return fig
 
 
-def write(rows: list[dict], fits: list[Fit], out, formats=("csv", "png")) -> list:
+def write(rows: list[dict], fits: list[Fit], out, formats=("csv", "png"), ttt_rows=(), ttt_fits=()) -> list:
+    """prediction.csv: the throughput rows, then the time-to-train ones (predict_ttt), whose columns
+    follow these where there are any (a throughput-only prediction.csv keeps its columns), and the
+    plots of each (prediction.png, prediction_ttt.png)."""
     from pathlib import Path
 
     from hvdbench.files import atomic_write_png, atomic_write_text
-    from hvdbench.results.schema import PREDICTION_COLUMNS
+    from hvdbench.results.predict_ttt import write_figure
+    from hvdbench.results.schema import PREDICTION_COLUMNS, TTT_PREDICTION_COLUMNS
     from hvdbench.results.tables import to_csv
 
     written = []
     out = Path(out)
     if "csv" in formats:
         path = out / "prediction.csv"
-        atomic_write_text(path, to_csv(rows, PREDICTION_COLUMNS))
+        extra = tuple(c for c in TTT_PREDICTION_COLUMNS if c not in PREDICTION_COLUMNS) if ttt_rows else ()
+        columns = PREDICTION_COLUMNS + extra
+        atomic_write_text(path, to_csv([*rows, *ttt_rows], columns))
         written.append(path)
     if "png" in formats and rows:
         written.append(atomic_write_png(figure(rows, fits), out / "prediction.png"))
+    written += write_figure(list(ttt_rows), list(ttt_fits), out, formats)
     return written

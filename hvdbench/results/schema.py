@@ -391,6 +391,26 @@ PREDICTION_COLUMNS = SCALING_GROUP + ("layout", "nodes", "gpus_per_node", "gpus"
                                       "ranks_per_machine_limit", "fitted_on",
                                       # why a prediction may not mean what it seems (predict.FLAGS), in words
                                       "flags", "note")
+# ttt_waterfall.csv: one row per group, layout and global batch above the baseline. *_min: minutes;
+# `throughput` is what was trained per second while training (`unit` per second).
+TTT_WATERFALL_COLUMNS = TTT_GROUP + (
+    "layout", "nodes", "gpus_per_node", "gpus", "global_batch", "baseline", "base_global_batch", "gpu_ratio",
+    "ideal_min", "convergence_min", "throughput_min", "comm_min", "data_min", "compute_min", "unattributed_min",
+    "eval_min", "other_min", "measured_min", "unit", "trained", "base_trained", "throughput", "base_throughput",
+    "train_s", "base_train_s", "eval_s", "base_eval_s", "other_s", "base_other_s", "runs_used", "base_runs_used",
+    # where each figure came from: the events read (summary._ttt_parts), and the throughput split's source
+    "trained_from", "train_from", "eval_from", "split_from", "note")
+# convergence.csv: one row per source (a model group's runs, or an RCP table).
+CONVERGENCE_COLUMNS = TTT_GROUP + (
+    "source", "ruleset", "unit", "points", "batch_sizes", "trained", "s_min", "b_crit", "r2", "max_rel_residual",
+    "rms_rel_residual", "status", "note")
+# prediction.csv's time-to-train columns, after the throughput predictor's (schema.PREDICTION_COLUMNS;
+# predict.write writes both). *_min: minutes; the waterfall's parts against the fitted baseline.
+TTT_PREDICTION_COLUMNS = (
+    "global_batch", "global_batch_from", "trained_unit", "predicted_trained", "measured_trained", "training_rate",
+    "measured_training_rate", "ttt_baseline", "ideal_ttt_min", "convergence_min", "throughput_min", "eval_min",
+    "other_min", "predicted_ttt_min", "measured_ttt_min", "ttt_predicted_vs_measured", "rate_from",
+    "convergence_from", "eval_from")
 # A study's speed-up across models (hvdbench.results.study_tables): one row per model and GPU count,
 # the fewest-node layout of that count, from time to train where the model has it, else throughput.
 STUDY_SPEEDUP_COLUMNS = ("system", "model", "flavor", "framework", "precision", "basis", "gpus", "layout",

@@ -64,7 +64,7 @@ from hvdbench.results.mllog.record import (
     ruleset_of,
     to_run_result,
 )
-from hvdbench.results.mllog.summary import LogSummary, read_run_log, read_runs, summarize
+from hvdbench.results.mllog.summary import TTT_FIELDS, LogSummary, read_run_log, read_runs, summarize
 
 __all__ = [
     "ACCELERATORS_PER_NODE", "MARKER", "NUMBER_OF_NODES", "OWN_LOG_NAME", "RCP_KEYS", "RUN_KEYS", "SYSJSON_MARKER",
@@ -74,5 +74,5 @@ __all__ = [
     "layout_from_name", "layout_from_text", "locate", "resolve_layout", "system_family", "BINARY_PROBE", "NOT_LOGS",
     "RESULT_GLOB", "Reading", "find_logs", "load", "read_mllog_dir", "SAMPLE_COUNTED_BENCHMARKS", "NOT_CHECKED",
     "Rcp", "rcp_check", "DEFAULT_RULESET", "FRAMEWORK_WORDS", "MllogRun", "framework_of", "ruleset_of",
-    "to_run_result", "LogSummary", "read_run_log", "read_runs", "summarize",
+    "to_run_result", "LogSummary", "TTT_FIELDS", "read_run_log", "read_runs", "summarize",
 ]

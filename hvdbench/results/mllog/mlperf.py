@@ -17,6 +17,11 @@ from __future__ import annotations
 SAMPLE_COUNTED_BENCHMARKS = frozenset({
     "unet3d", "gpt3", "llama31_8b", "llama31_405b", "flux1", "gpt_oss_20b", "deepseekv3_671b", "dlrmv4"})
 
+# MLPerf benchmarks whose published logs put the steps per epoch, not the training set's size, under
+# train_samples (NVIDIA's SSD and RetinaNet: 4572 at a global batch of 256, 464 at 2528, both ~1.17M
+# OpenImages samples): their progress is counted in epochs (hvdbench.results.mllog.summary._trained).
+TRAIN_SAMPLES_NOT_A_SIZE = frozenset({"ssd", "retinanet"})
+
 # An eval_accuracy logged as several numbers is scored by this one: MLPerf's log format for Mask
 # R-CNN is {"BBOX": box mAP, "SEGM": mask mAP} (the compliance checker's maskrcnn rules, which
 # hvdbench's maskrcnn follows), and box mAP is the first of its two targets. The registry cannot

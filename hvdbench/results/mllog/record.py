@@ -19,7 +19,7 @@ from mlperf_logging.mllog import constants as C
 
 from hvdbench.results.mllog.groups import DEFAULT_GROUP_BY, group_name, group_parts, parse_group_by
 from hvdbench.results.mllog.layouts import locate, resolve_layout
-from hvdbench.results.mllog.summary import LogSummary
+from hvdbench.results.mllog.summary import TTT_FIELDS, LogSummary
 from hvdbench.results.schema import RunResult
 
 DEFAULT_RULESET = "4.0.0"  # the last training ruleset with ResNet-50 (hvdbench's own logs follow it)
@@ -41,6 +41,15 @@ class MllogRun(RunResult):
     rcp_lines: list[str] = field(default_factory=list, repr=False)
     link: str = ""  # the systems JSON's host_networking: what joins the nodes
     submission: str = ""  # the systems JSON file (size taken out) the run's folder belongs to: groups.submission
+    # The time to train in parts (LogSummary's TTT_FIELDS; hvdbench.results.ttt): what was trained by
+    # run_stop (samples, or epochs), seconds training and evaluating, and where each came from.
+    trained: float | None = None
+    trained_unit: str = ""
+    trained_from: str = ""
+    train_s: float | None = None
+    train_from: str = ""
+    eval_s: float | None = None
+    eval_from: str = ""
 
 
 def ruleset_of(path: Path, given: str | None) -> tuple[str, bool]:
@@ -94,6 +103,8 @@ def to_run_result(s: LogSummary, root: str | os.PathLike, group_by: tuple[str, .
     if s.throughput is not None:
         record.throughput = s.throughput
         record.throughput_per_gpu = s.throughput / world if world else None
+    for name in TTT_FIELDS:
+        setattr(record, name, getattr(s, name))
     if not throughput_run:
         record.metric_name, record.final_metric, record.epochs = C.EVAL_ACCURACY, s.final_metric, s.epochs
         record.epochs_to_target = s.epochs if s.status == "success" else None

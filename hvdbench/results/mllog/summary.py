@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import math
 import os
+import statistics
 from dataclasses import dataclass, field
 
 from mlperf_logging.mllog import constants as C
@@ -29,7 +30,7 @@ from hvdbench.results.mllog.events import (
     read_log,
     split_runs,
 )
-from hvdbench.results.mllog.mlperf import accuracy_of, counts_samples
+from hvdbench.results.mllog.mlperf import TRAIN_SAMPLES_NOT_A_SIZE, accuracy_of, counts_samples
 
 
 @dataclass
@@ -63,6 +64,16 @@ class LogSummary:
     sysjson_line: int = 0
     rcp_lines: list[str] = field(default_factory=list)  # the events the RCP checker reads
     refused: list[Event] = field(default_factory=list)  # events read as missing: a number not finite
+    # The time to train in parts (`_ttt_parts`; hvdbench.results.ttt): what was trained by run_stop
+    # (samples, or epochs where the training set's size is not logged), the seconds spent training
+    # and evaluating, and where each figure came from; the rest of run_start -> run_stop is "other".
+    trained: float | None = None
+    trained_unit: str = ""  # samples | epochs
+    trained_from: str = ""
+    train_s: float | None = None
+    train_from: str = ""
+    eval_s: float | None = None
+    eval_from: str = ""
 
     @property
     def bad_accuracy(self) -> Event | None:
@@ -139,7 +150,103 @@ def summarize(events: list[Event], path: str = "", duplicates: int = 0, bad_line
     # and one epoch_stop around the whole run): no time per epoch from them.
     s.epoch_times_s = [] if s.sample_based else [t for t in _epoch_times(events) if math.isfinite(t)]
     s.rcp_lines = [e.line() for e in events if e.key in RCP_KEYS]
+    _ttt_parts(s, events)
     return s
+
+
+# The fields `_ttt_parts` sets, copied onto a run's record (MllogRun, or a sweep run's row read beside
+# its own mllog.txt: hvdbench.results.ttt.read_parts).
+TTT_FIELDS = ("trained", "trained_unit", "trained_from", "train_s", "train_from", "eval_s", "eval_from")
+
+
+def _ttt_parts(s: LogSummary, events: list[Event]) -> None:
+    """Split run_start -> run_stop into training, evaluation and the rest, and say what was trained.
+
+    - trained: run_stop's samples_count; else the last evaluation's samples (sample-based logs); else
+      its epochs x train_samples where the training set's size was logged before run_start (as
+      hvdbench and ResNet do; not SSD and RetinaNet, which log steps per epoch there:
+      TRAIN_SAMPLES_NOT_A_SIZE); else its epochs.
+    - evaluation: the time inside eval_start -> eval_stop intervals. It wins where a block or epoch
+      interval spans it too (BERT and DLRM log one interval around the whole run, evaluations
+      inside, and stop training for them); an evaluation that overlapped training (RetinaNet's
+      asynchronous one) is counted as evaluation for the time it overlapped.
+    - training: the time inside block_start -> block_stop intervals, or epoch_start -> epoch_stop
+      where those are finer (ResNet logs blocks of 4 epochs around its evaluations), outside
+      evaluation; without either, what was trained / the harmonic mean of the logged tracked_stats
+      throughputs (equal sample intervals); without those, the run less its evaluation.
+    Intervals are clipped to the run; one left open at run_stop runs to it."""
+    if s.run_start_ms is None or s.run_stop_ms is None or s.run_stop_ms <= s.run_start_ms:
+        return
+    t0, t1 = s.run_start_ms, s.run_stop_ms
+    run_s = (t1 - t0) / 1000.0
+    evals = _intervals(events, C.EVAL_START, C.EVAL_STOP, t0, t1)
+    blocks = _intervals(events, C.BLOCK_START, C.BLOCK_STOP, t0, t1)
+    epochs = _intervals(events, C.EPOCH_START, C.EPOCH_STOP, t0, t1)
+    eval_ms = _covered(evals)
+    s.eval_s = eval_ms / 1000.0
+    s.eval_from = (f"eval_start/eval_stop ({len(evals)} evaluation{'s' if len(evals) != 1 else ''})" if evals
+                   else "no eval_start/eval_stop: none counted")
+    s.trained, s.trained_unit, s.trained_from = _trained(s, events)
+    rates = [float(e.value["throughput"]) for e in events
+             if e.key == TRACKED_STATS and isinstance(e.value, dict) and _number(e.value.get("throughput"))
+             and e.value["throughput"] > 0]
+    if blocks or epochs:
+        name, spans = ("epoch", epochs) if len(epochs) > len(blocks) else ("block", blocks)
+        s.train_s = (_covered(spans + evals) - eval_ms) / 1000.0
+        s.train_from = f"{name}_start/{name}_stop ({len(spans)}), less evaluation"
+    elif rates and s.trained and s.trained_unit == "samples":
+        s.train_s = s.trained / statistics.harmonic_mean(rates)
+        s.train_from = f"samples / tracked_stats throughput (harmonic mean of {len(rates)})"
+    else:
+        s.train_s = run_s - s.eval_s
+        s.train_from = "run_start -> run_stop less evaluation (no block, epoch or throughput events)"
+    if not math.isfinite(s.train_s):
+        s.train_s, s.train_from = None, ""
+
+
+def _trained(s: LogSummary, events: list[Event]) -> tuple[float | None, str, str]:
+    """(samples or epochs trained by run_stop, unit, where from): see `_ttt_parts`."""
+    stop = next((e for e in events if e.key == C.RUN_STOP), None)
+    count = _number(stop.metadata.get(C.SAMPLES_COUNT)) if stop is not None else None
+    if count:
+        return count, "samples", "run_stop samples_count"
+    if s.sample_based:
+        return (s.samples, "samples", "the last evaluation's samples_count") if s.samples else (None, "", "")
+    if not s.epochs:
+        return None, "", ""
+    sizes = [e for e in events if e.key == C.TRAIN_SAMPLES and _number(e.value) and e.value > 0
+             and e.time_ms <= s.run_start_ms]
+    if sizes and s.benchmark not in TRAIN_SAMPLES_NOT_A_SIZE:
+        return s.epochs * float(sizes[0].value), "samples", "epochs at the last evaluation x train_samples"
+    return s.epochs, "epochs", "epochs at the last evaluation (no training set size logged before run_start)"
+
+
+def _intervals(events: list[Event], start: str, stop: str, t0: float, t1: float) -> list[tuple[float, float]]:
+    """start -> stop intervals in file order (a start opens one, the next stop closes it; one left
+    open at the end runs to t1), clipped to [t0, t1]."""
+    out, opened = [], None
+    for e in events:
+        if e.key == start:
+            opened = e.time_ms if opened is None else opened
+        elif e.key == stop and opened is not None:
+            out.append((opened, e.time_ms))
+            opened = None
+    if opened is not None:
+        out.append((opened, t1))
+    return [(max(a, t0), min(b, t1)) for a, b in out if min(b, t1) > max(a, t0)]
+
+
+def _covered(spans: list[tuple[float, float]]) -> float:
+    """The length of the union of intervals."""
+    total, current = 0.0, None
+    for a, b in sorted(spans):
+        if current is not None and a <= current[1]:
+            current[1] = max(current[1], b)
+            continue
+        if current is not None:
+            total += current[1] - current[0]
+        current = [a, b]
+    return total + (current[1] - current[0] if current is not None else 0.0)
 
 
 def _int(event: Event | None) -> int:

@@ -1,0 +1,312 @@
+"""Samples to the target as a function of the global batch: the critical batch size.
+
+    hvdbench report results/r50-tta                  # convergence.csv, convergence.png, a summary.md section
+    hvdbench report --mllog training_results_v5.1    # each system's submissions, and the benchmarks' RCPs
+    fit([(16, 159744), (32, 172032), (64, 208896)])  # -> CriticalBatch(s_min=..., b_crit=..., r2=...)
+    rcp_points("llama31_8b", "5.1.0")                # ("5.1.0", [(16, S), (32, S), ...], "samples")
+
+McCandlish et al., "An Empirical Model of Large-Batch Training" (arXiv 1812.06162): with B_crit the
+critical batch size, the samples (or epochs) a run needs to reach its target grow with the global
+batch B as
+
+    S(B) = S_min x (1 + B / B_crit)
+
+linear in B: S_min is what an infinitely small batch would need, and past B_crit doubling the batch
+no longer halves the steps. `fit` is least squares of S = a + b B (S_min = a, B_crit = a / b) on the
+relative residuals (each point weighted 1 / S^2: run-to-run spread grows with S) over one point per
+layout and batch (the mean over the runs its MLPerf score keeps, ttt.LayoutParts),
+or per batch size of an RCP table (the olympic mean of its runs, as the RCP checker averages them).
+What the data cannot support is said instead of a number:
+- one batch size: no fit; S falls with B, or its slope is within two standard errors of 0: B_crit is
+  not bounded (the runs are in the perfect-scaling regime, S = S_min); S_min <= 0: S grows faster than
+  linearly, the form does not hold;
+- two batch sizes: the line goes through both; its quality is untested.
+Quality: R^2, and the largest and root-mean-square relative residuals.
+
+RCP tables: mlperf-logging's rcp_checker/training_<ruleset>/rcps_<benchmark>.json, read as the
+checker reads them: samples for sample-counted benchmarks, epochs for the others. Each MLPerf
+benchmark among the runs is fitted from the ruleset its logs belong to (the latest one before it with
+a table for it, else the latest one with one); hvdbench's own runs, from the latest.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import statistics
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from hvdbench.files import atomic_write_png, atomic_write_text
+from hvdbench.results.schema import CONVERGENCE_COLUMNS, TTT_GROUP
+
+FIT, TWO_POINTS, ONE_BATCH, UNBOUNDED, NOT_LINEAR = "fit", "two points", "one batch size", "unbounded", "not linear"
+
+
+@dataclass
+class CriticalBatch:
+    """S(B) = s_min (1 + B / b_crit); b_crit None: not bounded (S = s_min at every B)."""
+
+    s_min: float | None
+    b_crit: float | None
+    status: str  # FIT | TWO_POINTS | ONE_BATCH | UNBOUNDED | NOT_LINEAR
+    note: str = ""
+    r2: float | None = None
+    max_rel: float | None = None
+    rms_rel: float | None = None
+    points: list[tuple[float, float]] = field(default_factory=list)
+
+    @property
+    def usable(self) -> bool:
+        """Whether it gives S at another batch size (a line, or a flat one the data do not reject)."""
+        return self.status in (FIT, TWO_POINTS, UNBOUNDED)
+
+    def samples(self, batch: float) -> float | None:
+        if not self.usable or self.s_min is None:
+            return None
+        return self.s_min if self.b_crit is None else self.s_min * (1 + batch / self.b_crit)
+
+
+def fit(points, relative: bool = True) -> CriticalBatch:
+    """S_min and B_crit from (global batch, samples) points by least squares of the relative residuals
+    (`relative=False`: of the residuals themselves, as SUITE.md's table was fitted) (module docstring)."""
+    points = sorted((float(b), float(s)) for b, s in points if b and s and math.isfinite(s))
+    batches = sorted({b for b, _ in points})
+    if not points:
+        return CriticalBatch(None, None, ONE_BATCH, "no converged run", points=points)
+    mean_s = statistics.fmean(s for _, s in points)
+    if len(batches) < 2:
+        return CriticalBatch(None, None, ONE_BATCH, f"every run has a global batch of {batches[0]:g}: no slope "
+                             "to fit", points=points)
+    xs, ys = [b for b, _ in points], [s for _, s in points]
+    # Relative least squares (weights 1 / S^2): the runs' spread grows with S (an RCP's standard
+    # deviation is a few % of its mean at every batch), so a residual counts by its share of S.
+    w = [1 / y ** 2 if relative else 1.0 for y in ys]
+    mx = sum(wi * x for wi, x in zip(w, xs)) / sum(w)
+    my = sum(wi * y for wi, y in zip(w, ys)) / sum(w)
+    sxx = sum(wi * (x - mx) ** 2 for wi, x in zip(w, xs))
+    slope = sum(wi * (x - mx) * (y - my) for wi, x, y in zip(w, xs, ys)) / sxx
+    a = my - slope * mx
+    residuals = [y - (a + slope * x) for x, y in zip(xs, ys)]
+    ss_tot = sum((y - mean_s) ** 2 for y in ys)
+    r2 = 1 - sum(e * e for e in residuals) / ss_tot if ss_tot > 0 else None
+    rel = [abs(e) / y for e, y in zip(residuals, ys)]
+    quality = {"r2": r2, "max_rel": max(rel), "rms_rel": math.sqrt(statistics.fmean(r * r for r in rel))}
+    n = len(points)
+    # The slope's standard error (n - 2 degrees of freedom): a slope within 2 of them of 0 bounds no B_crit.
+    se = math.sqrt(sum(wi * e * e for wi, e in zip(w, residuals)) / (n - 2) / sxx) if n > 2 else 0.0
+    if slope <= 0 or (n > 2 and slope <= 2 * se):
+        flat = [abs(y / mean_s - 1) for y in ys]
+        why = ("S falls as the batch grows" if slope <= 0 else
+               f"S's growth with the batch ({slope:.3g} per unit of batch) is within two standard errors "
+               f"({2 * se:.3g}) of 0")
+        return CriticalBatch(mean_s, None, UNBOUNDED, f"{why}: B_crit is not bounded by these batch sizes; S is "
+                             "taken as flat (their mean)", r2=None, max_rel=max(flat),
+                             rms_rel=math.sqrt(statistics.fmean(f * f for f in flat)), points=points)
+    if a <= 0:
+        return CriticalBatch(None, None, NOT_LINEAR, f"the line crosses S = 0 at a batch of {-a / slope:.3g} (S_min "
+                             f"{a:.3g} <= 0): S grows faster than linearly over these batch sizes", points=points,
+                             **quality)
+    if len(batches) == 2:
+        return CriticalBatch(a, a / slope, TWO_POINTS, "the line goes through both, its quality untested",
+                             points=points, **quality)
+    return CriticalBatch(a, a / slope, FIT, "", points=points, **quality)
+
+
+# --- the RCP tables ------------------------------------------------------------------------------
+
+def _rcp_root() -> Path:
+    from mlperf_logging import rcp_checker
+
+    return Path(rcp_checker.__file__).parent
+
+
+def _version(name: str) -> tuple[int, ...]:
+    try:
+        return tuple(int(x) for x in name.split("_", 1)[1].split("."))
+    except (IndexError, ValueError):
+        return ()
+
+
+def rcp_points(benchmark: str, ruleset: str | None = None,
+               strict: bool = False) -> tuple[str, list[tuple[float, float]], int] | None:
+    """(ruleset read, [(batch, olympic mean samples or epochs to converge)], runs per point at the
+    least) of a benchmark's RCP table: the ruleset's own, else the latest earlier one with a table for
+    it, else (not `strict`) the latest one; None when no ruleset has one."""
+    root = _rcp_root()
+    tables = sorted(((_version(d.name), d) for d in root.glob("training_*")
+                     if (d / f"rcps_{benchmark}.json").is_file()), key=lambda vd: vd[0])
+    if not tables:
+        return None
+    want = _version(f"training_{ruleset}") if ruleset else ()
+    earlier = [vd for vd in tables if want and vd[0] <= want]
+    if strict and not earlier:
+        return None
+    version, folder = (earlier or tables)[-1]
+    try:
+        data = json.loads((folder / f"rcps_{benchmark}.json").read_text())
+    except (OSError, ValueError):
+        return None
+    points, least = [], None
+    for entry in data.values() if isinstance(data, dict) else ():
+        runs = sorted(entry.get("Epochs to converge") or entry.get("samples to converge") or [])
+        if not runs or not entry.get("BS"):
+            continue
+        kept = runs[1:-1] if len(runs) > 2 else runs  # olympic: the checker drops the min and the max
+        points.append((float(entry["BS"]), statistics.fmean(kept)))
+        least = len(runs) if least is None else min(least, len(runs))
+    return ".".join(map(str, version)), sorted(points), least or 0
+
+
+def rcp_for(model: str, ruleset: str | None = None) -> tuple[str, str, list[tuple[float, float]], int] | None:
+    """(benchmark, ruleset read, points, runs per point) of a model's RCP table: under the model's own
+    name (a published log's submission_benchmark: RetinaNet is `retinanet` from 5.0 on), else under its
+    registry spec's MLPerf name (hvdbench's retinanet is MLPerf's `ssd` of 4.x)."""
+    names = dict.fromkeys((model, benchmark_of(model)))
+    for strict in (True, False):  # a name with a table of that ruleset or before it first
+        for name in names:
+            table = rcp_points(name, ruleset, strict=strict and bool(ruleset))
+            if table is not None:
+                return (name, *table)
+    return None
+
+
+def benchmark_of(model: str) -> str:
+    """The MLPerf benchmark a run's model is: its registry spec's name for hvdbench's models, the
+    model's own name for published logs (their `submission_benchmark`)."""
+    from hvdbench.contracts import get_spec, model_names
+
+    return get_spec(model).benchmark if model in model_names() else model
+
+
+# --- the table ----------------------------------------------------------------------------------
+
+def rows(parts, runs=()) -> list[dict]:
+    """CONVERGENCE_COLUMNS rows: each model group's layouts (ttt.LayoutParts) fitted, then each MLPerf
+    benchmark among them from its RCP table (in the ruleset of its logs, `runs`: MllogRun.ruleset)."""
+    from hvdbench.results.mllog.mlperf import counts_samples
+
+    groups: dict[tuple, list] = {}
+    for p in parts:
+        groups.setdefault(p.key, []).append(p)
+    out = []
+    for key, ps in groups.items():
+        cb = fit((p.global_batch, p.trained) for p in ps)
+        units = {p.unit for p in ps}
+        out.append(_row(dict(zip(TTT_GROUP, key)), "runs", "", " | ".join(sorted(units)), cb,
+                        sum(p.runs_used for p in ps)))
+    rulesets: dict[str, set[str]] = {}
+    for key in groups:
+        model = dict(zip(TTT_GROUP, key))["model"]
+        rulesets.setdefault(model, set())
+    for r in runs:
+        if r.model in rulesets and getattr(r, "ruleset", ""):
+            rulesets[r.model].add(r.ruleset)
+    for model, wanted in sorted(rulesets.items()):
+        for ruleset in sorted(wanted) or [None]:
+            table = rcp_for(model, ruleset)
+            if table is None:
+                continue
+            benchmark, used, points, least = table
+            group = {**dict.fromkeys(TTT_GROUP, ""), "model": model}
+            out.append(_row(group, f"RCP {benchmark} (training {used})", used,
+                            "samples" if counts_samples(benchmark) else "epochs", fit(points), least,
+                            least_runs=True))
+    return _dedupe(out)
+
+
+def _dedupe(rows_: list[dict]) -> list[dict]:
+    """One RCP row per table (two rulesets falling back to the same table read it once)."""
+    seen, out = set(), []
+    for r in rows_:
+        key = (r["source"], r["model"]) if r["source"].startswith("RCP") else id(r)
+        if key not in seen:
+            seen.add(key)
+            out.append(r)
+    return out
+
+
+def _row(group: dict, source: str, ruleset: str, unit: str, cb: CriticalBatch, runs: int, least_runs=False) -> dict:
+    note = cb.note
+    if least_runs and runs:
+        note = (note + "; " if note else "") + f"{runs}+ runs per batch size (olympic means)"
+    elif runs:
+        note = (note + "; " if note else "") + f"{runs} runs in all (the ones each layout's score keeps)"
+    return {**group, "source": source, "ruleset": ruleset, "unit": unit, "points": len(cb.points),
+            "batch_sizes": " ".join(f"{b:g}" for b in sorted({b for b, _ in cb.points})),
+            "trained": " ".join(f"{s:.6g}" for _, s in cb.points), "s_min": cb.s_min, "b_crit": cb.b_crit,
+            "r2": cb.r2, "max_rel_residual": cb.max_rel, "rms_rel_residual": cb.rms_rel, "status": cb.status,
+            "note": note, "fit": cb}
+
+
+# --- Markdown, plot, files ----------------------------------------------------------------------
+
+def markdown(rows_: list[dict]) -> str:
+    from hvdbench.results.tables import markdown_table
+
+    if not rows_:
+        return ""
+
+    def num(v, fmt="{:,.4g}"):
+        return "–" if v is None else fmt.format(v)
+
+    lines = [[r["model"], r["system"] or "–", r["source"], r["unit"], r["batch_sizes"] or "–",
+              num(r["s_min"]), "∞ (not bounded)" if r["status"] == UNBOUNDED else num(r["b_crit"]),
+              num(r["r2"], "{:.3f}"), num(None if r["max_rel_residual"] is None else 100 * r["max_rel_residual"],
+                                          "{:.1f} %"),
+              r["status"] + (f": {r['note']}" if r["note"] else "")] for r in rows_]
+    return "\n".join([
+        "## Convergence against the global batch (critical batch size)\n",
+        "S(B) = S_min × (1 + B / B_crit) (McCandlish et al. 2018), least squares over one point per layout and "
+        "batch (the mean of the runs its score keeps), and over each batch size of mlperf-logging's RCP tables "
+        "(olympic means). Past B_crit, doubling the batch no longer halves the steps.\n",
+        markdown_table(["model", "system", "source", "unit", "global batches", "S_min", "B_crit", "R²",
+                        "largest residual", "status"], lines) + "\n"])
+
+
+def figure(rows_: list[dict], most: int = 12):
+    """One panel per model and unit (a log's samples and an RCP's epochs do not share an axis): each
+    source's points (S against the global batch) and its fitted line."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    panels = list(dict.fromkeys((r["model"], r["unit"]) for r in rows_ if r["fit"].points))[:most]
+    cols = min(2, len(panels))
+    nrows = math.ceil(len(panels) / cols)
+    fig = Figure(figsize=(6.4 * cols, 4.6 * nrows), layout="constrained")
+    FigureCanvasAgg(fig)
+    for i, (model, unit) in enumerate(panels):
+        ax = fig.add_subplot(nrows, cols, i + 1)
+        for r in (r for r in rows_ if (r["model"], r["unit"]) == (model, unit)):
+            cb: CriticalBatch = r["fit"]
+            if not cb.points:
+                continue
+            label = r["source"] if r["source"] != "runs" else f"runs: {r['system']}"
+            xs = [b for b, _ in cb.points]
+            line = ax.plot(xs, [s for _, s in cb.points], "o" if r["source"] == "runs" else "s", label=label)[0]
+            if cb.usable:
+                lo, hi = min(xs), max(xs)
+                grid = [lo + (hi - lo) * j / 40 for j in range(41)]
+                ax.plot(grid, [cb.samples(b) for b in grid], "-", color=line.get_color(), alpha=0.7,
+                        label="  S_min {:,.4g}, B_crit {}".format(
+                            cb.s_min, "∞" if cb.b_crit is None else f"{cb.b_crit:,.4g}"))
+        ax.set_xscale("log", base=2)
+        ax.set_xlabel("global batch")
+        ax.set_ylabel(f"{unit or 'samples'} to the target")
+        ax.set_title(f"{model}: S(B) = S_min (1 + B / B_crit)", fontsize=10)
+        ax.grid(True, alpha=0.3)
+        ax.legend(fontsize=7)
+    return fig
+
+
+def write(rows_: list[dict], out, formats=("csv", "png")) -> list[Path]:
+    from hvdbench.results.tables import to_csv
+
+    written = []
+    if "csv" in formats:
+        path = Path(out) / "convergence.csv"
+        atomic_write_text(path, to_csv(rows_, CONVERGENCE_COLUMNS))
+        written.append(path)
+    if "png" in formats and any(r["fit"].points for r in rows_):
+        written.append(atomic_write_png(figure(rows_), Path(out) / "convergence.png"))
+    return written

@@ -1,0 +1,491 @@
+"""Time to train of layouts not run, for sweeps and published MLPerf results alike.
+
+    hvdbench predict results/r50 --layouts 2x2,8x8                   # the sweep's time-to-accuracy runs too
+    hvdbench predict --mllog training_results_v5.1/Nebius --fit-on 1x8,2x8 --layouts 4x8,8x8 --out OUT
+    hvdbench report --mllog training_results_v5.1/Nebius --predict 8x8,16x8
+
+    fits, rows = predictions(runs, parts, [(4, 8), (8, 8)], fit_on={"1x8", "2x8"})   # parts: ttt.layout_parts
+
+A layout's time to train is S(B) / T + E + O (hvdbench.results.ttt), each part predicted from the
+fitted layouts (--fit-on, default: every measured one) of its group (system, model, ...):
+
+- S(B), what the layout trains before it reaches the target, at its global batch B: McCandlish's
+  S_min (1 + B / B_crit) (hvdbench.results.convergence). For published MLPerf logs, B_crit is the
+  benchmark's RCP table's (many batch sizes, 10-20 runs each) and S_min is scaled so the line passes
+  through the fitted layouts on average (a submission converges in its own number of samples);
+  otherwise both come from the fitted layouts. One fitted batch size and no RCP: only layouts at that
+  batch are predicted.
+- T, the training rate. For a sweep whose throughput runs have a step breakdown: the throughput
+  predictor's rate at the layout (hvdbench.results.predict), times the ratio of the time-to-accuracy
+  runs' own rate to it at the fitted layouts (real data, evaluation pauses). Otherwise (published
+  logs): each GPU's time per sample is x = c + d / b, b the per-GPU batch B / GPUs: c the work of a
+  sample, d a step's fixed cost (communication, latency) that a smaller per-GPU batch shares among
+  fewer samples; c, d >= 0 by least squares over the fitted layouts (two at least; with one per-GPU
+  batch among them, the per-GPU rate is held).
+- E, evaluation, per unit trained: A x GPUs^-g, g in [0, 1] fitted (1: it scales with the ranks;
+  less: part of it does not shrink); O, the rest: the same form in seconds, or its mean where a fitted
+  layout's is not positive.
+
+The global batch of a layout: the published (or run) one where it was measured; else the per-GPU
+batch of the largest fitted layout times its GPUs (a sweep's batch per GPU), capped at the largest
+batch of the benchmark's RCP table (a submission above it fails the RCP check).
+
+Where a prediction cannot be honest the row says why and has no number (`flags`, `note`):
+- model-parallel: the layout's global batch is smaller than its GPUs by more than any fitted layout's
+  (at least GPUs / B GPUs per data-parallel replica): model parallelism changed, which these fits
+  cannot see (University of Florida's Llama 3.1 8B: B = 16 on 32 GPUs after 16 on 8);
+- too-few-fitted: fewer fitted layouts than the rate model needs;
+- convergence-unknown: one fitted batch size, no RCP, and another batch asked.
+Flags on a printed number: extrapolated (more than 4x the largest fitted GPUs or global batch, or
+under a quarter of the smallest fitted per-GPU batch), beyond-rcp (a global batch above the RCP
+table's largest), fitted (the layout was fitted on), baseline (the fitted baseline's own row).
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+import textwrap
+from dataclasses import dataclass, field
+
+from hvdbench.results.convergence import CriticalBatch, fit, rcp_for
+from hvdbench.results.schema import SCALING_GROUP, TTT_GROUP, TTT_PREDICTION_COLUMNS
+from hvdbench.results.ttt import LayoutParts, decompose, group_values
+
+EXTRAPOLATION = 4.0  # times past the fitted range that a printed number carries the `extrapolated` flag
+FLAGS = {
+    "model-parallel": "the global batch is smaller than the GPUs by more than in any fitted layout: model "
+                      "parallelism changed between layouts, which the fits cannot see; not predicted",
+    "too-few-fitted": "fewer fitted layouts than the rate model needs; not predicted",
+    "convergence-unknown": "one fitted global batch and no RCP table: the samples at another batch are unknown; "
+                           "not predicted",
+    "extrapolated": f"more than {EXTRAPOLATION:g}x past the fitted GPUs, global batch or per-GPU batch: the "
+                    "further out, the less the fitted costs hold",
+    "beyond-rcp": "a global batch above the RCP table's largest: MLPerf's RCP check fails such a submission",
+    "fitted": "a fitted layout: how well the fit reproduces it",
+    "baseline": "the fitted baseline's own row",
+}
+REFUSED = ("model-parallel", "too-few-fitted", "convergence-unknown")
+
+
+@dataclass
+class TttFit:
+    """What `predict_layout` needs for one time-to-train group (TTT_GROUP values in `group`)."""
+
+    group: dict
+    parts: list[LayoutParts]  # every measured layout (and batch) of the group with parts
+    fitted: list[LayoutParts]
+    base: LayoutParts | None  # the smallest fitted layout: the waterfall's baseline
+    unit: str = ""
+    published: bool = False
+    convergence: CriticalBatch | None = None
+    s_scale: float = 1.0  # S_min's scale against the RCP table's line (published logs)
+    convergence_from: str = ""
+    rate: tuple[float, float] | None = None  # (c, d): GPU-seconds per unit trained = c + d / per-GPU batch
+    throughput_fit: object = None  # predict.Fit, with `calibration` below
+    calibration: float = 1.0
+    rate_from: str = ""
+    eval_law: tuple[float, float] = (0.0, 1.0)  # (A, g): E per unit trained = A x GPUs^-g
+    other_law: tuple[float, float] | None = (0.0, 1.0)  # (A, g): O = A x GPUs^-g; None: other_mean
+    other_mean: float = 0.0
+    eval_from: str = ""
+    most_per_replica: float = 1.0  # the most GPUs per data-parallel replica (GPUs / B) a fitted layout had
+    rcp_largest: float | None = None
+    refused: str = ""  # a reason no layout of the group can be predicted (too-few-fitted)
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def fitted_on(self) -> str:
+        return " ".join(dict.fromkeys(p.layout for p in self.fitted))
+
+    def samples(self, batch: float) -> float | None:
+        if self.convergence is None:
+            return None
+        s = self.convergence.samples(batch)
+        return None if s is None else self.s_scale * s
+
+    def training_rate(self, nodes: int, gpus_per_node: int, batch: float) -> float | None:
+        n = nodes * gpus_per_node
+        if self.throughput_fit is not None:
+            from hvdbench.errors import ConfigError
+            from hvdbench.results.predict import predict
+
+            try:
+                return self.calibration * predict(self.throughput_fit, nodes, gpus_per_node)["predicted_throughput"]
+            except ConfigError:
+                pass  # a link kind the throughput runs never measured: the rate model below, if fitted
+        if self.rate is None:
+            return None
+        c, d = self.rate
+        per_gpu = c + d * n / batch
+        return n / per_gpu if per_gpu > 0 else None
+
+    def eval_s(self, n: int, trained: float) -> float:
+        a, g = self.eval_law
+        return a * n ** -g * trained
+
+    def other_s(self, n: int) -> float:
+        if self.other_law is None:
+            return self.other_mean
+        a, g = self.other_law
+        return a * n ** -g
+
+
+# --- fitting ----------------------------------------------------------------------------------------
+
+def _power_law(points: list[tuple[int, float]]) -> tuple[float, float] | None:
+    """(A, g) of y = A n^-g through positive points, g in [0, 1] (least squares in logs); one point
+    or one n: g = 1 (scales with the ranks). None when a y is not positive."""
+    if not points or any(y <= 0 for _, y in points):
+        return None
+    ns = {n for n, _ in points}
+    g = 1.0
+    if len(ns) > 1:
+        lx = [math.log(n) for n, _ in points]
+        ly = [math.log(y) for _, y in points]
+        mx, my = statistics.fmean(lx), statistics.fmean(ly)
+        slope = sum((a - mx) * (b - my) for a, b in zip(lx, ly)) / sum((a - mx) ** 2 for a in lx)
+        g = min(1.0, max(0.0, -slope))
+    a = math.exp(statistics.fmean(math.log(y * n ** g) for n, y in points))
+    return a, g
+
+
+def _rate_model(fitted: list[LayoutParts]) -> tuple[tuple[float, float] | None, str]:
+    """(c, d) of a GPU's time per unit trained x = c + d / b from the fitted layouts (module docstring)."""
+    from hvdbench.results.predict import _least_squares
+
+    if len(fitted) < 2:
+        return None, ""
+    x = [p.gpus / p.throughput for p in fitted]
+    inv_b = [p.gpus / p.global_batch for p in fitted]
+    if max(inv_b) - min(inv_b) <= 1e-12 * max(inv_b):
+        c = statistics.fmean(x)
+        per_gpu = fitted[0].global_batch / fitted[0].gpus
+        return (c, 0.0), f"per-GPU rate held ({len(fitted)} fitted layouts, all at {per_gpu:g} per GPU)"
+    c, d = _least_squares([(1.0, v) for v in inv_b], x)
+    return (c, d), (f"a GPU's time per unit trained = {c:.4g} s + {d:.4g} s / per-GPU batch (least squares over "
+                    f"{len(fitted)} layouts)")
+
+
+def _matching_throughput_fit(fits, fitted: list[LayoutParts]):
+    """The throughput predictor's fit of the same model group at the fitted layouts' per-GPU batch."""
+    for f in fits or ():
+        if all(f.group.get(k) == fitted[0].group[k] for k in TTT_GROUP if k in f.group) and all(
+                abs(f.samples_per_gpu_step * p.gpus - p.global_batch) < 1e-9 for p in fitted):
+            return f
+    return None
+
+
+def fit_group(parts: list[LayoutParts], fit_on: set[str] | None = None, ruleset: str | None = None,
+              published: bool = False, throughput_fits=()) -> TttFit:
+    """A TttFit from one group's layouts (ttt.LayoutParts), fitted on those named in `fit_on` (all
+    when None). `published`: MLPerf logs, whose benchmark's RCP table gives B_crit (of `ruleset`)."""
+    from hvdbench.errors import ConfigError
+    from hvdbench.results.predict import predict
+
+    fitted = [p for p in parts if fit_on is None or p.layout in fit_on]
+    fitted.sort(key=lambda p: (p.gpus, p.nodes, p.global_batch))
+    tf = TttFit(group=dict(parts[0].group), parts=parts, fitted=fitted, base=fitted[0] if fitted else None,
+                unit=parts[0].unit, published=published)
+    if not fitted:
+        tf.refused = "no fitted layout with a time to train and its parts (--fit-on names none of this group's)"
+        return tf
+    if len({p.unit for p in fitted}) > 1:
+        tf.refused = "the fitted layouts count progress in samples and in epochs"
+        return tf
+    tf.most_per_replica = max(max(1.0, p.gpus / p.global_batch) for p in fitted)
+
+    # Convergence: the RCP table's B_crit, S_min scaled to the fitted layouts (published), else their own fit.
+    table = rcp_for(tf.group["model"], ruleset) if published else None
+    rcp = fit(table[2]) if table else None
+    if table:
+        tf.rcp_largest = max(b for b, _ in table[2])
+    if rcp is not None and rcp.usable and rcp.b_crit is not None:
+        tf.convergence = rcp
+        tf.s_scale = statistics.fmean(p.trained / rcp.samples(p.global_batch) for p in fitted)
+        tf.convergence_from = (f"RCP {table[0]} (training {table[1]}): B_crit {rcp.b_crit:,.4g}, "
+                               f"S_min {rcp.s_min:,.4g} x {tf.s_scale:.3f} (the fitted layouts' samples against "
+                               f"the RCP line)")
+    else:
+        own = fit((p.global_batch, p.trained) for p in fitted)
+        tf.convergence = own
+        tf.convergence_from = (f"the fitted layouts: S_min {own.s_min:,.4g}, B_crit "
+                               + ("not bounded (flat)" if own.b_crit is None else f"{own.b_crit:,.4g}")
+                               + f" ({own.status})" if own.usable else f"the fitted layouts: {own.note}")
+        if rcp is not None and table:
+            tf.convergence_from += f"; the RCP table (training {table[1]}) gives no line: {rcp.note}"
+
+    # The training rate: the throughput predictor where the sweep has one for this group, else c + d / b.
+    tput = _matching_throughput_fit(throughput_fits, fitted)
+    ratios = []
+    if tput is not None:
+        for p in fitted:
+            try:
+                ratios.append(p.throughput / predict(tput, p.nodes, p.gpus_per_node)["predicted_throughput"])
+            except ConfigError:
+                continue
+    if ratios:
+        tf.throughput_fit, tf.calibration = tput, statistics.fmean(ratios)
+        tf.rate_from = (f"the throughput predictor (fitted on {' '.join(tput.fitted_on)}) x {tf.calibration:.3f}, "
+                        "the time-to-accuracy runs' own rate against it")
+    tf.rate, said = _rate_model(fitted)
+    if not ratios:
+        tf.rate_from = said
+        if tf.rate is None:
+            tf.refused = (f"fitted on {len(fitted)} layout ({fitted[0].layout}): the rate model needs two "
+                          "(different GPU counts or per-GPU batches)")
+
+    # Evaluation per unit trained, and the rest, against the GPUs.
+    evals = _power_law([(p.gpus, p.eval_s / p.trained) for p in fitted if p.eval_s > 0])
+    tf.eval_law = evals or (0.0, 1.0)
+    others = [(p.gpus, p.other_s) for p in fitted]
+    tf.other_law = _power_law(others) if any(o > 0 for _, o in others) else (0.0, 1.0)
+    tf.other_mean = statistics.fmean(o for _, o in others)
+    tf.eval_from = ("no evaluation in the fitted layouts" if evals is None else
+                    f"evaluation per {tf.unit[:-1] if tf.unit.endswith('s') else tf.unit} trained "
+                    f"{evals[0]:.3g} x GPUs^-{evals[1]:.2f}") + (
+        f"; the rest {tf.other_law[0]:.3g} s x GPUs^-{tf.other_law[1]:.2f}" if tf.other_law is not None
+        else f"; the rest {tf.other_mean:.3g} s (mean)")
+    return tf
+
+
+# --- predicting -------------------------------------------------------------------------------------
+
+def choose_batch(tf: TttFit, nodes: int, gpus_per_node: int) -> tuple[int, str]:
+    """(global batch, where from) of a layout not measured: the largest fitted layout's per-GPU batch
+    times its GPUs, capped at the RCP table's largest batch (module docstring)."""
+    last = tf.fitted[-1]
+    n = nodes * gpus_per_node
+    batch = max(1, round(last.global_batch / last.gpus * n))
+    said = f"{last.layout}'s {last.global_batch / last.gpus:g} per GPU x {n} GPUs"
+    if tf.published and tf.rcp_largest and batch > tf.rcp_largest:
+        batch = int(tf.rcp_largest)
+        said += f", capped at the RCP table's largest batch ({batch})"
+    return batch, said
+
+
+def predict_layout(tf: TttFit, nodes: int, gpus_per_node: int, batch: int | None = None,
+                   batch_from: str = "", measured: LayoutParts | None = None) -> dict:
+    """One prediction.csv row (PREDICTION_COLUMNS' group and layout columns, TTT_PREDICTION_COLUMNS,
+    flags and note) of NxG at `batch` (None: `choose_batch`)."""
+    n, layout = nodes * gpus_per_node, f"{nodes}x{gpus_per_node}"
+    if batch is None and tf.fitted:
+        batch, batch_from = choose_batch(tf, nodes, gpus_per_node)
+    row = {**dict.fromkeys(SCALING_GROUP, ""), **dict.fromkeys(TTT_PREDICTION_COLUMNS), **tf.group,
+           "mode": "time_to_accuracy", "layout": layout,
+           "nodes": nodes, "gpus_per_node": gpus_per_node, "gpus": n, "global_batch": batch,
+           "global_batch_from": batch_from, "trained_unit": tf.unit,
+           "batch_per_gpu": batch // n if batch and batch % n == 0 else None,
+           "baseline": tf.base.layout if tf.base else "", "ttt_baseline": tf.base.layout if tf.base else "",
+           "fitted": measured is not None and measured in tf.fitted, "fitted_on": tf.fitted_on,
+           "rate_from": tf.rate_from, "convergence_from": tf.convergence_from, "eval_from": tf.eval_from}
+    if measured is not None:
+        row.update(measured_trained=measured.trained, measured_training_rate=measured.throughput,
+                   measured_ttt_min=measured.ttt_s / 60)
+    flags, note = [], []
+    per_replica = max(1.0, n / batch) if batch else math.inf
+    if tf.refused:
+        flags.append("too-few-fitted")
+        note.append(tf.refused + ".")
+    elif per_replica > tf.most_per_replica * (1 + 1e-9):
+        flags.append("model-parallel")
+        note.append(f"A global batch of {batch} on {n} GPUs puts at least {per_replica:g} GPUs on each data-parallel "
+                    f"replica, more than any fitted layout ({tf.most_per_replica:g}): model parallelism changed "
+                    "between layouts, which these fits cannot see.")
+    trained = tf.samples(batch) if batch else None
+    if trained is None and not flags:
+        same = [p for p in tf.fitted if p.global_batch == batch]
+        if same:
+            trained = statistics.fmean(p.trained for p in same)
+        else:
+            flags.append("convergence-unknown")
+            note.append(f"Samples to the target at a global batch of {batch} are unknown: {tf.convergence_from}.")
+    rate = None if flags else tf.training_rate(nodes, gpus_per_node, batch)
+    if rate is None and not flags:
+        flags.append("too-few-fitted")
+        note.append(f"No training rate for {layout}: {tf.rate_from or 'no rate model'}.")
+    if flags:
+        row.update(flags=";".join(flags), note=" ".join(note))
+        return row
+    e_s, o_s = tf.eval_s(n, trained), tf.other_s(n)
+    base = tf.base
+    predicted = LayoutParts(group=tf.group, layout=layout, nodes=nodes, gpus_per_node=gpus_per_node, gpus=n,
+                            global_batch=batch, runs_used=0, unit=tf.unit, trained=trained,
+                            train_s=trained / rate, eval_s=e_s, other_s=o_s, ttt_s=trained / rate + e_s + o_s)
+    parts = decompose(base, predicted)
+    row.update(predicted_trained=trained, training_rate=rate, ideal_ttt_min=parts["ideal_min"],
+               convergence_min=parts["convergence_min"], throughput_min=parts["throughput_min"],
+               eval_min=parts["eval_min"], other_min=parts["other_min"], predicted_ttt_min=parts["measured_min"])
+    if tf.unit == "samples":
+        row["predicted_throughput"] = rate  # samples/s while training: the throughput columns' unit
+    if row.get("measured_ttt_min"):
+        row["ttt_predicted_vs_measured"] = row["predicted_ttt_min"] / row["measured_ttt_min"]
+        row["measured_throughput"] = measured.throughput if tf.unit == "samples" else None
+    fitted_n = [p.gpus for p in tf.fitted]
+    fitted_b = [p.global_batch for p in tf.fitted]
+    fitted_per_gpu = [p.global_batch / p.gpus for p in tf.fitted]
+    if (n > EXTRAPOLATION * max(fitted_n) or batch > EXTRAPOLATION * max(fitted_b)
+            or batch / n < min(fitted_per_gpu) / EXTRAPOLATION):
+        flags.append("extrapolated")
+        note.append(f"Beyond {EXTRAPOLATION:g}x the fitted range (GPUs {min(fitted_n)}-{max(fitted_n)}, global batch "
+                    f"{min(fitted_b)}-{max(fitted_b)}, per GPU {min(fitted_per_gpu):g}-{max(fitted_per_gpu):g}).")
+    if tf.published and tf.rcp_largest and batch > tf.rcp_largest:
+        flags.append("beyond-rcp")
+        note.append(f"A global batch of {batch} is above the RCP table's largest ({tf.rcp_largest:g}).")
+    if row["fitted"]:
+        flags.append("fitted")
+    if measured is not None and base is not None and measured is base:
+        flags.append("baseline")
+    row.update(flags=";".join(flags), note=" ".join(note))
+    return row
+
+
+def group_rows(tf: TttFit, layouts: list[tuple[int, int]]) -> list[dict]:
+    """`tf`'s rows: every measured layout and batch (to compare with), then each of `layouts` not
+    measured, in order of GPUs."""
+    rows = []
+    measured = {(p.nodes, p.gpus_per_node) for p in tf.parts}
+    source = "published" if tf.published else "run"
+    for p in tf.parts:
+        rows.append(predict_layout(tf, p.nodes, p.gpus_per_node, p.global_batch, source, measured=p))
+    for nodes, gpus in dict.fromkeys(layouts):
+        if (nodes, gpus) not in measured:
+            rows.append(predict_layout(tf, nodes, gpus))
+    rows.sort(key=lambda r: (r["gpus"], r["nodes"], r["global_batch"] or 0))
+    return rows
+
+
+def predictions(runs, parts: list[LayoutParts], layouts: list[tuple[int, int]], fit_on: set[str] | None = None,
+                throughput_fits=()) -> tuple[list[TttFit], list[dict]]:
+    """(one TttFit per time-to-train group with parts, their rows). `runs` say which groups are
+    published MLPerf logs and of which ruleset (MllogRun.ruleset)."""
+    rulesets: dict[tuple, str] = {}
+    for r in runs:
+        if getattr(r, "ruleset", ""):
+            rulesets.setdefault(group_values(r), r.ruleset)
+    groups: dict[tuple, list[LayoutParts]] = {}
+    for p in parts:
+        if p.gpus and p.global_batch:  # a layout or batch the logs do not give cannot be placed on the curves
+            groups.setdefault(p.key, []).append(p)
+    fits, rows = [], []
+    for key, ps in groups.items():
+        tf = fit_group(ps, fit_on, rulesets.get(key), key in rulesets, throughput_fits)
+        fits.append(tf)
+        rows += group_rows(tf, layouts)
+    return fits, rows
+
+
+# --- Markdown, plot -----------------------------------------------------------------------------------
+
+def markdown(rows: list[dict], fits: list[TttFit]) -> str:
+    from hvdbench.results.tables import markdown_table
+
+    if not rows:
+        return ""
+
+    def num(v, fmt="{:,.2f}"):
+        return "–" if v is None else fmt.format(v)
+
+    parts = ["## Predicted time to train\n",
+             "time to train = S(B) / T + evaluation + other (hvdbench/results/predict_ttt.py): S from the "
+             "critical-batch fit, T from the rate model, each fitted on the layouts named below; the parts "
+             "are the waterfall's against the fitted baseline (minutes). A measured layout shows predicted / "
+             "measured; a row that cannot be predicted honestly says why instead of a number.\n"]
+    for tf in fits:
+        rs = [r for r in rows if all(r.get(k) == tf.group[k] for k in TTT_GROUP)]
+        title = " · ".join(str(tf.group[k]) for k in TTT_GROUP if k != "system" and tf.group.get(k))
+        parts.append(f"### {title} — {tf.group['system']}\n")
+        said = [f"Fitted on {tf.fitted_on or 'no layout of this group'}"]
+        said += [f"{what}: {text}" for what, text in (("Rate", tf.rate_from), ("Convergence", tf.convergence_from))
+                 if text]
+        said += [tf.eval_from[0].upper() + tf.eval_from[1:]] if tf.eval_from else []
+        parts.append(". ".join(said) + ".\n")
+        parts.append(markdown_table(
+            ["layout", "GPUs", "global batch", f"{tf.unit or 'trained'} predicted / measured", "ideal", "+ convergence",
+             "+ throughput", "+ evaluation", "+ other", "= predicted (min)", "measured (min)", "predicted / measured",
+             "check"],
+            [[r["layout"] + (" (fit)" if r.get("fitted") else ""), r["gpus"], r["global_batch"] or "–",
+              f"{num(r.get('predicted_trained'), '{:,.4g}')} / {num(r.get('measured_trained'), '{:,.4g}')}",
+              num(r.get("ideal_ttt_min")), num(r.get("convergence_min"), "{:+,.2f}"),
+              num(r.get("throughput_min"), "{:+,.2f}"), num(r.get("eval_min"), "{:+,.2f}"),
+              num(r.get("other_min"), "{:+,.2f}"),
+              num(r.get("predicted_ttt_min")) if r.get("predicted_ttt_min") is not None else "not predicted",
+              num(r.get("measured_ttt_min")), num(r.get("ttt_predicted_vs_measured"), "{:.3f}"),
+              ", ".join(f for f in (r.get("flags") or "").split(";") if f)] for r in rs]) + "\n")
+        chosen = [f"{r['layout']}: {r['global_batch']} ({r['global_batch_from']})" for r in rs
+                  if r.get("global_batch_from") not in ("published", "run", "")]
+        if chosen:
+            parts.append("Global batch of the layouts not measured: " + "; ".join(chosen) + ".\n")
+        used = list(dict.fromkeys(f for r in rs for f in (r.get("flags") or "").split(";") if f))
+        parts += [f"- **{flag}** ({', '.join(r['layout'] for r in rs if flag in (r.get('flags') or '').split(';'))})"
+                  f": {FLAGS[flag]}." for flag in used if flag in FLAGS]
+        parts.append("")
+    return "\n".join(parts)
+
+
+def figure(rows: list[dict], fits: list[TttFit]):
+    """Predicted (circles; filled: fitted) and measured (stars) time to train against the GPUs, one
+    panel per group; a layout not predicted is named where its measurement is."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+    from matplotlib.ticker import FixedLocator, NullLocator, ScalarFormatter
+
+    from hvdbench.results.plots import log_axis
+
+    fits = [tf for tf in fits if any(all(r.get(k) == tf.group[k] for k in TTT_GROUP) for r in rows)][:12]
+    cols = min(len(fits), 2) or 1
+    nrows = math.ceil(max(len(fits), 1) / cols)
+    fig = Figure(figsize=(6.4 * cols, 4.8 * nrows), layout="constrained")
+    FigureCanvasAgg(fig)
+    for i, tf in enumerate(fits):
+        ax = fig.add_subplot(nrows, cols, i + 1)
+        rs = [r for r in rows if all(r.get(k) == tf.group[k] for k in TTT_GROUP)]
+        pred = [r for r in rs if r.get("predicted_ttt_min") is not None]
+        line = sorted(pred, key=lambda r: r["gpus"])
+        if line:
+            ax.plot([r["gpus"] for r in line], [r["predicted_ttt_min"] for r in line], "o-", alpha=0.7,
+                    markerfacecolor="none", label="predicted")
+            fit_rows = [r for r in line if r.get("fitted")]
+            ax.plot([r["gpus"] for r in fit_rows], [r["predicted_ttt_min"] for r in fit_rows], "o", color="tab:blue",
+                    label="predicted, fitted layout")
+        meas = [r for r in rs if r.get("measured_ttt_min")]
+        ax.plot([r["gpus"] for r in meas], [r["measured_ttt_min"] for r in meas], "k*", markersize=9, label="measured")
+        for r in rs:
+            y = r.get("predicted_ttt_min") or r.get("measured_ttt_min")
+            if y is None:
+                continue
+            refused = set((r.get("flags") or "").split(";")) & set(REFUSED)
+            text = r["layout"] + (f" ({r['global_batch']})" if r.get("global_batch") else "")
+            if refused:
+                text += ": not predicted (" + ", ".join(sorted(refused)) + ")"
+            label = ax.annotate(text, (r["gpus"], y), fontsize=6, textcoords="offset points", xytext=(5, 4),
+                                color="red" if refused else "0.2")
+            label.set_in_layout(False)
+        xs = sorted({r["gpus"] for r in rs})
+        ax.set_xscale("log", base=2)
+        ax.set_xlim(xs[0] / 1.3, xs[-1] * 1.6)
+        ax.xaxis.set_major_locator(FixedLocator(xs))
+        ax.xaxis.set_major_formatter(ScalarFormatter())
+        ax.xaxis.set_minor_locator(NullLocator())
+        if ax.lines and any(len(line.get_xdata()) for line in ax.lines):
+            ax.margins(y=0.15)
+            log_axis(ax)
+        ax.set_xlabel("GPUs (global batch)")
+        ax.set_ylabel("time to train (min)")
+        ax.set_title(f"{tf.group['model']}: predicted and measured time to train\n"
+                     + textwrap.fill(f"{tf.group['system']} · fitted on {tf.fitted_on or 'nothing'}", 80), fontsize=9)
+        ax.grid(True, alpha=0.3)
+        ax.legend(fontsize=7)
+    return fig
+
+
+def write_figure(rows: list[dict], fits: list[TttFit], out, formats=("png",)) -> list:
+    """prediction_ttt.png when a row has a number (prediction.csv holds the rows: predict.write)."""
+    from pathlib import Path
+
+    from hvdbench.files import atomic_write_png
+
+    if "png" not in formats or not any(r.get("predicted_ttt_min") is not None or r.get("measured_ttt_min")
+                                       for r in rows):
+        return []
+    return [atomic_write_png(figure(rows, fits), Path(out) / "prediction_ttt.png")]

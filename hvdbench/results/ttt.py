@@ -1,0 +1,377 @@
+"""Why a layout took the time to train it took: each layout's time to train as a waterfall from the
+ideal, for time-to-accuracy sweeps and published MLPerf logs alike.
+
+    hvdbench report results/r50-tta                  # ttt_waterfall.csv, ttt_waterfall.png, a summary.md section
+    hvdbench report --mllog training_results_v5.1/University-of-Florida
+    read_parts(runs, "results/r50-tta")              # a sweep's runs: their parts from each run's mllog.txt
+    parts, notes = layout_parts(runs, tables.time_to_train)
+    rows = waterfall_rows(parts, tables.time_to_train, falls)     # falls: waterfall.waterfall_rows
+
+A run's time to train (run_start -> run_stop) is S / T + E + O: S what it trained (samples, or
+epochs where its log does not give the training set's size), T its training rate (S over the time
+spent training, evaluation excluded), E the time evaluating and O the rest. Each comes from the run's
+own events (hvdbench.results.mllog.summary._ttt_parts says which, and the table names the source of
+every figure): samples_count at run_stop or epochs x train_samples; block or epoch intervals, else
+tracked_stats throughput; eval_start/eval_stop.
+
+A layout's figures are the means over the runs its MLPerf score keeps (the olympic mean drops the
+fastest and the slowest), so they add up to its score. With k = the layout's GPUs / the baseline's:
+
+    ideal       = ttt(base) / k
+    convergence = (S_L - S_base) / T_L                     extra samples, at the layout's own rate
+    throughput  = S_base x (1 / T_L - 1 / (k x T_base))    the baseline's samples, slower than k x its rate
+                  split into communication / data / compute / unattributed in the shares the throughput
+                  waterfall (waterfall.py) finds at the same layout and batch; unattributed otherwise
+    evaluation  = E_L - E_base / k
+    other       = O_L - O_base / k
+    ideal + convergence + throughput + evaluation + other = measured, exactly.
+
+A negative part is a gain (the layout spent less than the baseline's share). The unit is minutes.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import statistics
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from hvdbench.files import atomic_write_png, atomic_write_text
+from hvdbench.results.aggregate import OLYMPIC_DROP, OLYMPIC_MIN_RUNS, system_of
+from hvdbench.results.schema import TTT_GROUP, TTT_WATERFALL_COLUMNS
+
+# The throughput part's split, in the order the throughput waterfall takes them (waterfall.LOSSES).
+SPLIT = (("comm_min", "comm_loss"), ("data_min", "data_loss"), ("compute_min", "compute_loss"))
+
+
+def group_values(r) -> tuple:
+    """A run's TTT_GROUP values, as the time-to-train table groups it (system: its devices or the
+    published system's group name; the other keys are the run's own fields of those names)."""
+    return tuple(system_of(r) if k == "system" else getattr(r, k, "") for k in TTT_GROUP)
+
+
+def read_parts(runs, folder) -> None:
+    """Give the time-to-accuracy runs of one sweep folder their parts (summary.TTT_FIELDS) from each
+    run's own event log, FOLDER/<run_id>/mllog.txt (the worker writes it); a run without one keeps none
+    and its layout gets no waterfall (the table says why)."""
+    from hvdbench.results.mllog.events import OWN_LOG_NAME
+    from hvdbench.results.mllog.summary import TTT_FIELDS, read_run_log
+
+    for r in runs:
+        if r.mode != "time_to_accuracy" or not r.run_id:
+            continue
+        path = Path(folder) / r.run_id / OWN_LOG_NAME
+        try:
+            s = read_run_log(path)
+        except (OSError, ValueError):
+            continue
+        for name in TTT_FIELDS:
+            setattr(r, name, getattr(s, name))
+
+
+@dataclass
+class LayoutParts:
+    """One time-to-train row's parts: the means over the runs its score keeps (`kept_runs`)."""
+
+    group: dict  # TTT_GROUP -> value
+    layout: str
+    nodes: int
+    gpus_per_node: int
+    gpus: int
+    global_batch: int
+    runs_used: int
+    unit: str  # samples | epochs
+    trained: float  # S
+    train_s: float  # S / T
+    eval_s: float  # E
+    other_s: float  # O
+    ttt_s: float  # the score, in seconds
+    trained_from: str = ""
+    train_from: str = ""
+    eval_from: str = ""
+    rows: list = field(default_factory=list, repr=False)  # the time-to-train row (hosts, link: the plots)
+
+    @property
+    def throughput(self) -> float:
+        """T: what was trained per second while training."""
+        return self.trained / self.train_s if self.train_s > 0 else math.nan
+
+    @property
+    def key(self) -> tuple:
+        return tuple(self.group[k] for k in TTT_GROUP)
+
+
+def kept_runs(done: list, missed: int, drop: int = 1) -> list:
+    """The converged runs a layout's MLPerf score averages (aggregate.olympic_score's rule): with at
+    least max(OLYMPIC_MIN_RUNS, 2 drop + 1) runs, all but the `drop` fastest and slowest (a run that
+    did not converge counts as the slowest); with fewer, every converged run; none for a DNF."""
+    n = len(done) + missed
+    if missed > drop or (missed and n < max(OLYMPIC_MIN_RUNS, 2 * drop + 1)):
+        return []
+    ordered = sorted(done, key=lambda r: r.time_to_train_s)
+    if n < max(OLYMPIC_MIN_RUNS, 2 * drop + 1):
+        return ordered
+    return (ordered + [None] * missed)[drop:n - drop]
+
+
+def layout_parts(runs, ttt_rows: list[dict]) -> tuple[list[LayoutParts], list[str]]:
+    """(each time-to-train row's parts, one line per row that has none and why)."""
+    by_key: dict[tuple, list] = {}
+    for r in runs:
+        if r.mode == "time_to_accuracy" and r.status == "success" and r.time_to_train_s is not None:
+            by_key.setdefault(group_values(r) + (r.layout, r.global_batch), []).append(r)
+    out, notes = [], []
+    for row in ttt_rows:
+        if row.get("ttt_min") is None:
+            continue
+        key = tuple(row[k] for k in TTT_GROUP)
+        done = by_key.get(key + (row["layout"], row["global_batch"]), [])
+        kept = kept_runs(done, row["runs"] - row["converged"], OLYMPIC_DROP.get(row["model"], 1))
+        where = f"{row['model']} {row['layout']} (batch {row['global_batch']}, {row['system']})"
+        lacking = [r for r in kept if None in (getattr(r, "trained", None), getattr(r, "train_s", None),
+                                               getattr(r, "eval_s", None))]
+        if not kept or lacking:
+            notes.append(f"{where}: no time-to-train parts: "
+                         + (f"run {lacking[0].run_id} has no event log to read them from (mllog.txt)"
+                            if lacking else "none of its runs is scored"))
+            continue
+        if any(r.train_s <= 0 or r.trained <= 0 for r in kept):
+            notes.append(f"{where}: no time-to-train parts: a run's log gives no training time or nothing trained")
+            continue
+        units = {r.trained_unit for r in kept}
+        if len(units) > 1:
+            notes.append(f"{where}: no time-to-train parts: its runs count progress in {' and '.join(sorted(units))}")
+            continue
+        mean = statistics.fmean
+        ttt_s = mean(r.time_to_train_s for r in kept)
+        train_s, eval_s = mean(r.train_s for r in kept), mean(r.eval_s for r in kept)
+        out.append(LayoutParts(
+            group=dict(zip(TTT_GROUP, key)), layout=row["layout"], nodes=row["nodes"],
+            gpus_per_node=row["gpus_per_node"], gpus=row["gpus"], global_batch=row["global_batch"],
+            runs_used=len(kept), unit=units.pop(), trained=mean(r.trained for r in kept), train_s=train_s,
+            eval_s=eval_s, other_s=ttt_s - train_s - eval_s, ttt_s=ttt_s,
+            trained_from=_sources(r.trained_from for r in kept), train_from=_sources(r.train_from for r in kept),
+            eval_from=_sources(r.eval_from for r in kept), rows=[row]))
+    return out, notes
+
+
+def _sources(values) -> str:
+    """The runs' sources of one figure, without each run's counts ("block_start/block_stop (13)"):
+    one when they agree, else each (what a table must show)."""
+    return " | ".join(dict.fromkeys(re.sub(r"\s*\(\d+[^)]*\)", "", v) for v in values if v))
+
+
+# --- the waterfall ----------------------------------------------------------------------------------
+
+def decompose(base: LayoutParts, row: LayoutParts) -> dict:
+    """The exact split of `row`'s time to train against `base`'s (module docstring), in minutes."""
+    k = row.gpus / base.gpus
+    t_base, t_row = base.throughput, row.throughput
+    parts = {
+        "gpu_ratio": k,
+        "ideal_min": base.ttt_s / k / 60,
+        "convergence_min": (row.trained - base.trained) / t_row / 60,
+        "throughput_min": base.trained * (1 / t_row - 1 / (k * t_base)) / 60,
+        "eval_min": (row.eval_s - base.eval_s / k) / 60,
+        "other_min": (row.other_s - base.other_s / k) / 60,
+        "measured_min": row.ttt_s / 60,
+    }
+    return parts
+
+
+def _split(fall: dict | None) -> dict[str, float] | None:
+    """Shares of the throughput loss (comm, data, compute, unattributed) in a throughput waterfall
+    row, or None when it has no breakdown or lost nothing to split."""
+    if not fall or fall.get("comm_loss") is None:
+        return None
+    total = fall["ideal"] - fall["measured"]
+    if not total or not math.isfinite(total):
+        return None
+    shares = {name: fall[loss] / total for name, loss in SPLIT}
+    shares["unattributed_min"] = fall["unattributed"] / total
+    return shares
+
+
+def _matching_fall(falls, base: LayoutParts, row: LayoutParts) -> dict | None:
+    """The throughput waterfall row of the same model group, layout and baseline, at the per-GPU
+    batch of this time-to-accuracy layout (runs of either mode; the sweep's throughput runs)."""
+    for fall in falls or ():
+        same = all(fall.get(k) == row.group[k] for k in TTT_GROUP)
+        batch = (fall.get("batch_per_gpu") or 0) * (fall.get("accum_steps") or 1) * row.gpus
+        if same and fall["layout"] == row.layout and fall["baseline"] == base.layout and batch == row.global_batch:
+            return fall
+    return None
+
+
+def waterfall_rows(parts: list[LayoutParts], ttt_rows: list[dict], falls=()) -> list[dict]:
+    """One TTT_WATERFALL_COLUMNS row per layout (and global batch) of each group above its baseline:
+    the time-to-train table's baseline row, where it has parts."""
+    by_group: dict[tuple, list[LayoutParts]] = {}
+    for p in parts:
+        by_group.setdefault(p.key, []).append(p)
+    base_rows = {tuple(r[k] for k in TTT_GROUP): r for r in ttt_rows
+                 if r.get("layout") == r.get("baseline") and r.get("speedup") == 1.0}
+    out = []
+    for key, group in by_group.items():
+        b_row = base_rows.get(key)
+        base = next((p for p in group if b_row and p.layout == b_row["layout"]
+                     and p.global_batch == b_row["global_batch"]), None)
+        if base is None:
+            continue
+        for p in sorted(group, key=lambda p: (p.gpus, p.nodes, p.global_batch)):
+            if p is base or not p.gpus:  # a layout the logs do not give has no GPU ratio
+                continue
+            out.append(_row(base, p, _matching_fall(falls, base, p)))
+    return out
+
+
+def _row(base: LayoutParts, p: LayoutParts, fall: dict | None) -> dict:
+    row = {**p.group, "layout": p.layout, "nodes": p.nodes, "gpus_per_node": p.gpus_per_node, "gpus": p.gpus,
+           "global_batch": p.global_batch, "baseline": base.layout, "base_global_batch": base.global_batch,
+           **decompose(base, p), "unit": p.unit, "trained": p.trained, "base_trained": base.trained,
+           "throughput": p.throughput, "base_throughput": base.throughput, "train_s": p.train_s,
+           "base_train_s": base.train_s, "eval_s": p.eval_s, "base_eval_s": base.eval_s, "other_s": p.other_s,
+           "base_other_s": base.other_s, "runs_used": p.runs_used, "base_runs_used": base.runs_used,
+           "trained_from": p.trained_from, "train_from": p.train_from, "eval_from": p.eval_from, "note": ""}
+    shares = _split(fall)
+    if shares is None:
+        row.update(dict.fromkeys(name for name, _ in SPLIT), unattributed_min=row["throughput_min"])
+        row["split_from"] = ""
+    else:
+        row.update({name: share * row["throughput_min"] for name, share in shares.items()})
+        row["split_from"] = (f"throughput waterfall of the {fall['mode']} runs at batch {fall['batch_per_gpu']}"
+                             f"/GPU ({fall['layout']} vs {fall['baseline']}, waterfall.csv)")
+    if base.unit != p.unit:
+        row["note"] = f"the baseline counts {base.unit} and this layout {p.unit}: the convergence part mixes them"
+    row["rows"] = base.rows + p.rows  # where the runs ran (the plot's subtitle); not a column
+    return row
+
+
+# --- Markdown, plot, files --------------------------------------------------------------------------
+
+PARTS_SHOWN = (("convergence", "convergence_min"), ("comm", "comm_min"), ("data", "data_min"),
+               ("compute", "compute_min"), ("throughput (unattributed)", "unattributed_min"),
+               ("evaluation", "eval_min"), ("other", "other_min"))
+
+
+def markdown(rows: list[dict]) -> str:
+    from hvdbench.results.tables import markdown_table
+
+    if not rows:
+        return ""
+
+    def num(v):
+        return "–" if v is None else f"{v:+,.2f}" if v else "0.00"
+
+    def rate(r, which):
+        unit = r["unit"] or "samples"
+        return f"{r[which]:,.4g} {unit}/s"
+
+    parts = ["## Why each layout took the time to train it took (time-to-train waterfall)\n",
+             "ideal (the baseline's time to train / GPU ratio) + convergence (extra samples at the layout's rate) "
+             "+ throughput (the baseline's samples, slower than the GPU ratio × its rate; comm / data / compute from "
+             "the throughput waterfall where the runs had a step breakdown) + evaluation + other = measured, in "
+             "minutes; a negative part is a gain. From each run's own events (hvdbench/results/ttt.py), over the "
+             "runs the MLPerf score keeps.\n"]
+    groups: dict[tuple, list[dict]] = {}
+    for r in rows:
+        groups.setdefault(tuple(r[k] for k in TTT_GROUP), []).append(r)
+    for rs in groups.values():
+        r0 = rs[0]
+        title = " · ".join(str(r0[k]) for k in TTT_GROUP if k != "system" and r0.get(k))
+        parts.append(f"### {title} — {r0['system']}\n")
+        parts.append(markdown_table(
+            ["layout (batch)", "vs", "ideal", *[f"+ {name}" for name, _ in PARTS_SHOWN], "= measured",
+             "trained (layout vs baseline)", "rate while training"],
+            [[f"{r['layout']} ({r['global_batch']})", f"{r['baseline']} ({r['base_global_batch']})",
+              f"{r['ideal_min']:,.2f}", *[num(r[key]) for _, key in PARTS_SHOWN], f"{r['measured_min']:,.2f}",
+              f"{r['trained']:,.4g} vs {r['base_trained']:,.4g} {r['unit']}",
+              f"{rate(r, 'throughput')} vs {rate(r, 'base_throughput')}"] for r in rs]) + "\n")
+        sources = dict.fromkeys(f"{what}: {r[key]}" for r in rs for what, key in
+                                (("trained", "trained_from"), ("training time", "train_from"),
+                                 ("evaluation", "eval_from"), ("throughput split", "split_from")) if r[key])
+        parts.append("From: " + "; ".join(sources) + ".\n")
+        parts += [f"- {r['layout']}: {r['note']}\n" for r in rs if r.get("note")]
+    return "\n".join(parts)
+
+
+ADDS, SAVES = "tab:red", "tab:green"
+
+
+def figure(rows: list[dict], most: int = 12):
+    """One panel per layout (up to `most`): the ideal, each part (red: time it adds, green: time it
+    saves), the measured time, as a waterfall in minutes, each bar with its number; under each title
+    the devices, runs, hosts and link."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+    from matplotlib.patches import Patch
+
+    from hvdbench.results.plots import context
+
+    rows = rows[:most]
+    cols = min(3, len(rows))
+    nrows = math.ceil(len(rows) / cols)
+    fig = Figure(figsize=(5.6 * cols, 4.6 * nrows + 0.4), layout="constrained")
+    FigureCanvasAgg(fig)
+    labels = ["ideal", "converg.", "comm", "data", "compute", "thru.\n(unattr.)", "eval", "other", "measured"]
+    for i, r in enumerate(rows):
+        ax = fig.add_subplot(nrows, cols, i + 1)
+        level = r["ideal_min"]
+        tops = [level]
+        bottoms, heights, colors, texts = [0], [level], ["tab:blue"], [f"{level:,.2f}"]
+        for _, key in PARTS_SHOWN:
+            part = r[key]
+            if part is None or abs(part) < 0.005:  # not measured (a dash), or nothing at the numbers' precision
+                bottoms.append(level)
+                heights.append(0)
+                colors.append("none")
+                texts.append("–" if part is None else "0.00")
+                level += part or 0.0
+                continue
+            bottoms.append(min(level, level + part))
+            heights.append(abs(part))
+            colors.append(ADDS if part > 0 else SAVES)
+            texts.append(f"{part:+,.2f}")
+            level += part
+            tops.append(level)
+        bottoms.append(0)
+        heights.append(r["measured_min"])
+        colors.append("tab:gray")
+        texts.append(f"{r['measured_min']:,.2f}")
+        top = max(tops + [r["measured_min"]])
+        least = 0.01 * top  # a hairline bar is drawn this tall; its number is exact
+        heights = [h if h == 0 or h >= least or c == "none" else least for h, c in zip(heights, colors)]
+        bars = ax.bar(range(len(labels)), heights, bottom=bottoms, color=colors)
+        for bar, text, color in zip(bars, texts, colors):
+            ax.annotate(text, (bar.get_x() + bar.get_width() / 2, bar.get_y() + bar.get_height()),
+                        textcoords="offset points", xytext=(0, 2), ha="center", va="bottom", fontsize=7,
+                        color=color if color in (ADDS, SAVES) else "0.15")
+        ax.set_xticks(range(len(labels)), labels, fontsize=7)
+        ax.set_ylabel("minutes", fontsize=8)
+        ax.set_ylim(0, top * 1.15)
+        runs = {x["layout"]: x.get("runs") for x in r.get("rows") or []}
+        below = context(r.get("rows") or [r], runs=", ".join(f"{n} run{'s' if n != 1 else ''} of {layout}"
+                                                             for layout, n in runs.items() if n))
+        ax.set_title(f"{r['model']} {r['layout']} (batch {r['global_batch']}) vs {r['baseline']} "
+                     f"(batch {r['base_global_batch']})" + (f"\n{below}" if below else ""), fontsize=8)
+        ax.grid(True, axis="y", alpha=0.3)
+    fig.legend(handles=[Patch(color="tab:blue", label="ideal: the baseline's time / GPU ratio"),
+                        Patch(color=ADDS, label="adds time"), Patch(color=SAVES, label="saves time"),
+                        Patch(color="tab:gray", label="measured (MLPerf score)")],
+               loc="outside lower center", ncol=2 if cols == 1 else 4, fontsize=8, frameon=False)
+    return fig
+
+
+def write(rows: list[dict], out, formats=("csv", "png")) -> list[Path]:
+    """ttt_waterfall.csv (always, with its header) and ttt_waterfall.png (when there are rows)."""
+    from hvdbench.results.tables import to_csv
+
+    written = []
+    if "csv" in formats:
+        path = Path(out) / "ttt_waterfall.csv"
+        atomic_write_text(path, to_csv(rows, TTT_WATERFALL_COLUMNS))
+        written.append(path)
+    if "png" in formats and rows:
+        written.append(atomic_write_png(figure(rows), Path(out) / "ttt_waterfall.png"))
+    return written
