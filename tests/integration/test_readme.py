@@ -106,4 +106,14 @@ def test_every_readme_command_runs_as_written(tmp_path):
         assert "Traceback" not in proc.stderr, f"{command}\n{proc.stderr[-3000:]}"
     assert (tmp_path / "results/local/report/scaling.csv").is_file()
     assert (tmp_path / "report/time_to_train.csv").is_file()  # the --mllog report's default folder
+    # The time-to-accuracy sweep's 1x2 time to train in parts, read from its runs' mllog.txt: the
+    # parts add up to the measured time (issue 27's waterfall on real runs).
+    import csv
+
+    with open(tmp_path / "results/local/report/ttt_waterfall.csv") as f:
+        falls = [row for row in csv.DictReader(f) if row["layout"] == "1x2"]
+    assert falls, "no 1x2 row in ttt_waterfall.csv"
+    parts = ("ideal_min", "convergence_min", "throughput_min", "eval_min", "other_min")
+    assert sum(float(falls[0][p]) for p in parts) == pytest.approx(float(falls[0]["measured_min"]), rel=1e-6)
+    assert falls[0]["trained_from"] and falls[0]["eval_from"]
     assert (tmp_path / "runs/r1/result.json").is_file() and (tmp_path / "data/imagenet/manifest.json").is_file()
