@@ -70,6 +70,9 @@ def train(model, config_file, set_values, **options):
       horovodrun -np 16 -H node1:8,node2:8 \\
           hvdbench train resnet50 --synthetic --steps 100 --precision bf16 --out runs/r50
       mpirun -np 2 hvdbench train resnet50 --framework tensorflow --flavor debug --synthetic --out runs/tf
+      torchrun --standalone --nproc-per-node 2 --no-python \
+          hvdbench train bert --flavor debug --synthetic --steps 20 --engine fsdp --out runs/fsdp
+      mpirun -np 8 hvdbench train llama2_lora --flavor 70b --synthetic --precision bf16 --engine fsdp --out runs/70b
     """
     from hvdbench.train.config import resolve
     from hvdbench.train.options import overrides_from_options
