@@ -181,6 +181,9 @@ def _check_precision_on_cpu(cfg, spec, dist) -> None:
     before building it; warn once that fp16 runs, but slowly, on a CPU. Every rank agrees."""
     if dist.device_name != "cpu":
         return
+    if cfg.fsdp_offload:
+        raise AgreedError("--fsdp-offload moves fsdp's shards from the GPUs to host memory; a CPU run keeps them "
+                          "there already: leave it out")
     why = spec.unsupported_on_cpu.get(cfg.precision)
     if why:
         others = " or ".join(p for p in ("bf16", "fp32") if p not in spec.unsupported_on_cpu)

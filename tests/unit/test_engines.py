@@ -207,3 +207,17 @@ def test_a_study_names_engines_for_all_its_models_or_one(tmp_path):
                     "models:\n  resnet50: {synthetic: true}\n")
     with pytest.raises(ConfigError, match=r"engines\[1\] 'zero3' is not one of horovod, ddp, fsdp"):
         load_study(path)
+
+
+def test_cpu_offload_on_a_cpu_run_is_refused_in_one_line(tmp_path):
+    from types import SimpleNamespace
+
+    from hvdbench.train import worker
+
+    cfg = resolve({"model": "bert", "flavor": "debug", "synthetic": True, "engine": "fsdp", "fsdp_offload": True,
+                   "out": str(tmp_path)})
+    dist = SimpleNamespace(device_name="cpu", rank=0)
+    with pytest.raises(worker.AgreedError, match="--fsdp-offload moves fsdp's shards from the GPUs"):
+        worker._check_precision_on_cpu(cfg, get_spec("bert"), dist)
+    worker._check_precision_on_cpu(resolve({"model": "bert", "flavor": "debug", "synthetic": True, "engine": "fsdp",
+                                            "out": str(tmp_path)}), get_spec("bert"), dist)  # without: fine
