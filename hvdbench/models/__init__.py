@@ -17,4 +17,10 @@ REGISTRY = {
     "ssd": "hvdbench.models.ssd",
     "retinanet": "hvdbench.models.retinanet",
     "maskrcnn": "hvdbench.models.maskrcnn",
+    "flux1": "hvdbench.models.flux1",
+    "llama31_8b": "hvdbench.models.llama31_8b",
+    "gpt_oss_20b": "hvdbench.models.gpt_oss_20b",
+    "deepseekv3_671b": "hvdbench.models.deepseekv3_671b",
+    "qwen35_397b_grpo": "hvdbench.models.qwen35_397b_grpo",
+    "llama31_405b": "hvdbench.models.llama31_405b",
 }

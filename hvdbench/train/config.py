@@ -365,6 +365,11 @@ def validate(cfg: TrainConfig, spec) -> None:
             raise ConfigError(f"{key} {quote(value)} is not one of {', '.join(valid)}")
 
     check_ranges(cfg)  # the choices and limits of single keys
+    # The model's own reason first (ModelSpec.refuse): a model that cannot run as configured (a
+    # spec-only entry, a 70B base under a replica per rank) says why before any other complaint.
+    reason = spec.refuse(cfg) if spec.refuse else None
+    if reason:
+        raise ConfigError(reason)
     if cfg.framework not in spec.frameworks:
         raise ConfigError(f"model {spec.name} has no {cfg.framework} implementation "
                           f"(frameworks: {', '.join(spec.frameworks)})")
@@ -392,9 +397,6 @@ def validate(cfg: TrainConfig, spec) -> None:
         raise ConfigError("--save-parameters is implemented for --framework torch")
     if cfg.horovod_timeline and cfg.engine != "horovod":
         raise ConfigError(f"--horovod-timeline records Horovod's own timeline; --engine {cfg.engine} has none")
-    reason = spec.refuse(cfg) if spec.refuse else None  # the model's own (ModelSpec.refuse)
-    if reason:
-        raise ConfigError(reason)
 
 
 # --- NxGxBxA names ---------------------------------------------------------------------------

@@ -80,7 +80,7 @@ def test_read_manifest_accepts_a_good_one(tmp_path):
 @pytest.mark.parametrize("change, message", [
     ({"format_version": 99}, "format_version 99"),
     ({"format": "other"}, "not an hvdbench dataset manifest"),
-    ({"kind": "audio"}, "unknown dataset kind 'audio'; valid: bert, bert_packed, detection, images"),
+    ({"kind": "audio"}, "unknown dataset kind 'audio'; valid: bert, bert_packed, detection, flux_latents, images"),
     ({"splits": {"train": {"samples": 11, "shards": [{"file": "a.h5", "samples": 10}]}}}, "do not add up"),
 ])
 def test_read_manifest_rejects_bad_ones_naming_the_file(tmp_path, change, message):

@@ -174,7 +174,7 @@ def test_every_shipped_study_loads_and_dry_runs(path, tmp_path):
 
 @pytest.mark.parametrize("recipe, key, message", [
     (["digits; touch /tmp/pwned"], "prepare[0]", "'digits; touch /tmp/pwned' is not a command of `hvdbench prepare`"),
-    (["nosuch"], "prepare[0]", "'nosuch' is not a command of `hvdbench prepare` (bert, coco, "),
+    (["nosuch"], "prepare[0]", "'nosuch' is not a command of `hvdbench prepare` (bert, c4, coco, "),
     (["--size", "8"], "prepare[0]", "'--size' is not a command"),
     (["digits", ""], "prepare[1]", "must be a non-empty string, not ''"),
     (["digits", "  "], "prepare[1]", "must be a non-empty string"),

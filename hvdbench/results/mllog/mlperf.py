@@ -10,12 +10,12 @@ model for, so their published logs read right too, and MLPerf's own log format.
 
 from __future__ import annotations
 
-# MLPerf benchmarks hvdbench has no model for whose logs count samples, not epochs, in `epoch_num`
-# (their reference convergence points are sample counts too). hvdbench's own (BERT, Stable
-# Diffusion, Llama 2 70B LoRA...) say so in their spec; a log whose evaluations carry
-# `samples_count` is sample-based whatever its benchmark.
-SAMPLE_COUNTED_BENCHMARKS = frozenset({
-    "unet3d", "gpt3", "llama31_8b", "llama31_405b", "flux1", "gpt_oss_20b", "deepseekv3_671b", "dlrmv4"})
+# MLPerf benchmarks whose logs count samples, not epochs, in `epoch_num` (their reference
+# convergence points are sample counts too), named here because hvdbench trains none of them as
+# MLPerf does (no model, or a spec-only entry). Those hvdbench trains (BERT, Stable Diffusion,
+# Llama 2 70B LoRA, Llama 3.1 8B, Flux.1, gpt-oss-20b...) say so in their spec; a log whose
+# evaluations carry `samples_count` is sample-based whatever its benchmark.
+SAMPLE_COUNTED_BENCHMARKS = frozenset({"unet3d", "gpt3", "llama31_405b", "deepseekv3_671b", "dlrmv4"})
 
 # MLPerf benchmarks whose published logs put the steps per epoch, not the training set's size, under
 # train_samples (NVIDIA's SSD and RetinaNet: 4572 at a global batch of 256, 464 at 2528, both ~1.17M

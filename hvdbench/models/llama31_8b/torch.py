@@ -1,0 +1,97 @@
+"""Llama 3.1 pre-training, single-device PyTorch code (transformers' Llama built from a config).
+
+    from hvdbench.contracts import get_spec
+    from hvdbench.models.llama31_8b import torch as llama
+    model = llama.build(get_spec("llama31_8b").flavor("debug"), vocab_size=2048, seq_len=256)
+    loss, stats = llama.loss_and_stats(model, {"tokens": tokens})   # (B, 257) int32 ids
+    with torch.device("meta"):
+        full = llama.build(get_spec("llama31_8b").flavor("full"))   # 8,030,261,248 parameters
+
+The network is transformers' `LlamaForCausalLM` from a `LlamaConfig` (no download, no weights):
+RMSNorm, SwiGLU, grouped-query attention through PyTorch's scaled_dot_product_attention, RoPE
+(theta 5e5 with Llama 3.1's frequency scaling), untied output layer. Loss: the next-token
+cross-entropy over every target token of the sequences; the eval metric adds token losses and
+counts over every batch and rank (log-perplexity). Optimizer, parameter groups and the cosine
+schedule: hvdbench/families/lm/torch.py.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import torch
+
+from hvdbench.errors import ConfigError
+from hvdbench.families.lm import torch as lm
+from hvdbench.frameworks.torch.vision import ensure_torchvision
+from hvdbench.models.llama31_8b import FLAVORS
+
+ensure_torchvision()  # transformers imports torchvision when it is installed
+
+
+def sized(cfg, vocab_size: int | None = None, seq_len: int | None = None):
+    """The flavor with a dataset manifest's vocab_size and seq_len (when given)."""
+    if vocab_size is not None:
+        cfg = replace(cfg, vocab_size=int(vocab_size))
+    if seq_len is not None:
+        cfg = replace(cfg, seq_len=int(seq_len))
+    return cfg
+
+
+def llama_config(cfg):
+    from transformers import LlamaConfig
+
+    if cfg.hidden % cfg.heads or cfg.heads % cfg.kv_heads:
+        raise ConfigError(f"llama31_8b: hidden {cfg.hidden} must divide into heads {cfg.heads}, and heads into "
+                          f"kv_heads {cfg.kv_heads}")
+    rope = {"rope_type": "default", "rope_theta": cfg.rope_theta}
+    if cfg.rope_scaling:  # Llama 3.1's: its 131,072-token context stretched from 8,192
+        rope = {"rope_type": "llama3", "rope_theta": cfg.rope_theta, "factor": 8.0, "low_freq_factor": 1.0,
+                "high_freq_factor": 4.0, "original_max_position_embeddings": 8192}
+    config = LlamaConfig(
+        vocab_size=cfg.vocab_size, hidden_size=cfg.hidden, intermediate_size=cfg.intermediate,
+        num_hidden_layers=cfg.layers, num_attention_heads=cfg.heads, num_key_value_heads=cfg.kv_heads,
+        max_position_embeddings=max(cfg.seq_len, 131072 if cfg.rope_scaling else 8192), rms_norm_eps=cfg.rms_eps, rope_parameters=rope,
+        tie_word_embeddings=cfg.tie_embeddings, attention_bias=False, mlp_bias=False, use_cache=False)
+    config._attn_implementation = "sdpa"  # PyTorch's fused attention: flash / memory-efficient on GPUs
+    return config
+
+
+def build(cfg, vocab_size: int | None = None, seq_len: int | None = None, **_):
+    """LlamaForCausalLM for a flavor; vocab_size and seq_len of a dataset's manifest override the
+    flavor's. Built where `torch.device(...)` says (meta: nothing allocated), else on the GPU."""
+    from transformers import LlamaForCausalLM
+
+    lm.flush_denormals()
+    cfg = sized(cfg, vocab_size, seq_len)
+    with torch.device(lm.build_device()):
+        model = LlamaForCausalLM(llama_config(cfg))
+    if cfg.gradient_checkpointing:
+        model.activation_checkpointing_enable(activation_checkpointing_kwargs={"use_reentrant": False})
+    model.lm_cfg = cfg
+    return model
+
+
+def loss_and_stats(model, batch):
+    """(mean next-token loss, {"loss_sum", "count"}) over every target token of the batch."""
+    loss, stats, _ = lm.next_token_loss(model, batch)
+    return loss, stats
+
+
+def shard_units(model) -> list[torch.nn.Module]:
+    """The decoder layers, which `--engine fsdp` shards one by one (then the rest as one unit)."""
+    return list(model.model.layers)
+
+
+def init_weights(model) -> None:
+    """Fill a model built on the meta device (ModelSpec.build_on_meta) with transformers' Llama
+    initialisation (normal 0.02, RMSNorm weights 1, RoPE's frequencies)."""
+    lm.hf_init_weights(model)
+
+
+def param_groups(model, cfg) -> list[dict]:
+    flavor = getattr(model, "lm_cfg", None) or FLAVORS[cfg.flavor]
+    return lm.param_groups(model, cfg, flavor.grad_clip, flavor.schedule_steps, flavor.end_ratio)
+
+
+make_optimizer = lm.make_optimizer
