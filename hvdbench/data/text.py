@@ -32,8 +32,9 @@ def read_utf8(path: str | Path) -> str:
         raise DatasetError(f"{path}: cannot read ({e.strerror})") from None
 
 
-def expand_sources(sources: list[str]) -> list[str]:
-    """`builtin:pydoc`, files, or folders (their files, sorted); a missing path is a DatasetError."""
+def expand_sources(sources: list[str], what: str = "--src", pick=None, described: str = "text files") -> list[str]:
+    """`builtin:pydoc`, files, or folders (their files, sorted, or those `pick(files)` keeps, named
+    `described` when none are left); a missing path is a DatasetError naming `what`."""
     out = []
     for src in sources:
         if src == BUILTIN_PYDOC:
@@ -44,15 +45,16 @@ def expand_sources(sources: list[str]) -> list[str]:
         path = Path(src)
         if path.is_dir():
             files = sorted(p for p in path.iterdir() if p.is_file() and not p.name.startswith("."))
+            files = pick(files) if pick else files
             if not files:
-                raise DatasetError(f"{path}: no text files in this folder")
+                raise DatasetError(f"{path}: no {described} in this folder")
             out += [str(p) for p in files]
         elif path.is_file():
             out.append(str(path))
         else:
-            raise DatasetError(f"{path}: no such file or folder")
+            raise DatasetError(f"{path}: no such file or folder ({what})")
     if not out:
-        raise DatasetError("no text given (--src FILE|DIR|builtin:pydoc)")
+        raise DatasetError(f"no text given ({what} FILE|DIR|{BUILTIN_PYDOC})")
     return out
 
 

@@ -156,7 +156,7 @@ def test_the_builtin_text_stands_in_for_c4_and_says_so(tmp_path):
 def test_bad_sources_are_one_line_errors(corpus, tmp_path):
     with pytest.raises(DatasetError, match="no such file or folder"):
         prepare_c4([str(tmp_path / "nope")], tmp_path / "o1")
-    with pytest.raises(DatasetError, match="unknown built-in text 'builtin:wiki'"):
+    with pytest.raises(DatasetError, match="unknown built-in corpus 'builtin:wiki'"):
         prepare_c4(["builtin:wiki"], tmp_path / "o2")
     with pytest.raises(DatasetError, match="not a Hugging Face tokenizers file"):
         prepare_c4([str(corpus["src"])], tmp_path / "o3", tokenizer=str(corpus["val"]), workers=1)

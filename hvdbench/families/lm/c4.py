@@ -53,6 +53,7 @@ from pathlib import Path
 import numpy as np
 
 from hvdbench.data import manifest as mf
+from hvdbench.data import text as text_sources
 from hvdbench.data.parallel import ShardJob, World, finish, run_jobs, start
 from hvdbench.data.shards import shard_name, write_shard
 from hvdbench.data.text import BUILTIN_PYDOC, hold_out
@@ -78,32 +79,17 @@ C4_TRAIN_PREFIX = "c4-train."
 
 # --- reading documents -----------------------------------------------------------------------------
 
+def json_files(files: list[Path]) -> list[Path]:
+    """A folder's C4 files: its *.json* files; of C4's en/ folder, which holds both splits
+    (c4-train.*-of-01024 and c4-validation.*-of-00008), the training ones (the validation ones: --val-src)."""
+    files = [p for p in files if ".json" in p.name]
+    return [p for p in files if p.name.startswith(C4_TRAIN_PREFIX)] or files
+
+
 def expand_sources(sources: list[str], what: str = "--src") -> list[str]:
-    """`builtin:pydoc` (alone), files, and folders (their `*.json*` files, sorted); DatasetError for
-    a missing path, an unknown built-in or an empty folder."""
-    out = []
-    for src in sources:
-        if src == BUILTIN_PYDOC:
-            out.append(src)
-            continue
-        if src.startswith("builtin:"):
-            raise DatasetError(f"unknown built-in text {src!r}; the one built in is {BUILTIN_PYDOC}")
-        path = Path(src)
-        if path.is_dir():
-            files = sorted(p for p in path.iterdir() if p.is_file() and ".json" in p.name and not p.name.startswith("."))
-            # C4's en/ folder holds both splits: c4-train.*-of-01024 and c4-validation.*-of-00008.
-            # Training from the folder takes the training files only (the validation ones: --val-src).
-            train_files = [p for p in files if p.name.startswith(C4_TRAIN_PREFIX)]
-            files = train_files or files
-            if not files:
-                raise DatasetError(f"{path}: no *.json, *.jsonl or *.json.gz files in this folder")
-            out += [str(p) for p in files]
-        elif path.is_file():
-            out.append(str(path))
-        else:
-            raise DatasetError(f"{path}: no such file or folder ({what})")
-    if not out:
-        raise DatasetError(f"no text given ({what} FILE|DIR|{BUILTIN_PYDOC})")
+    """`builtin:pydoc` (alone), files, and folders (their C4 files, sorted); DatasetError for a
+    missing path, an unknown built-in or a folder without C4 files."""
+    out = text_sources.expand_sources(sources, what, json_files, "*.json, *.jsonl or *.json.gz files")
     if BUILTIN_PYDOC in out and len(out) > 1:
         raise DatasetError(f"{BUILTIN_PYDOC} stands alone: give it or files, not both ({what})")
     return out

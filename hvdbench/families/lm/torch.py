@@ -18,6 +18,17 @@ from hvdbench.errors import ConfigError
 from hvdbench.families.lm.recipe import ADAM_BETAS, ADAM_EPS
 
 
+def sized(cfg, vocab_size: int | None = None, seq_len: int | None = None):
+    """The flavor with a dataset manifest's vocab_size and seq_len (when given)."""
+    from dataclasses import replace
+
+    if vocab_size is not None:
+        cfg = replace(cfg, vocab_size=int(vocab_size))
+    if seq_len is not None:
+        cfg = replace(cfg, seq_len=int(seq_len))
+    return cfg
+
+
 def flush_denormals() -> None:
     """On CPUs, tiny softmax gradients fall into denormal floats, which cost several times in the
     backward matmuls (measured for llama2_lora's debug model): flush them to 0."""

@@ -51,6 +51,15 @@ def remap_groups(groups: list[dict], before: dict[int, str], after: dict[str, to
     return [{**g, "params": [after[before[id(p)]] for p in g["params"]]} for g in groups]
 
 
+def update(opt, scaler) -> None:
+    """The optimizer's step, through the fp16 loss scaler when there is one."""
+    if scaler:
+        scaler.step(opt)
+        scaler.update()
+    else:
+        opt.step()
+
+
 class HorovodEngine:
     name = "horovod"
     reduces_in_backward = False  # Horovod's synchronize() is a phase of its own
@@ -77,12 +86,8 @@ class HorovodEngine:
         opt.synchronize()
 
     def step(self, opt, scaler) -> None:
-        with opt.skip_synchronize():
-            if scaler:
-                scaler.step(opt)
-                scaler.update()
-            else:
-                opt.step()
+        with opt.skip_synchronize():  # synchronize() ran in finish_backward
+            update(opt, scaler)
 
     def inner(self, net):
         return net.model
@@ -130,11 +135,7 @@ class DdpEngine(HorovodEngine):
         """Backward returned after the reducer's last allreduce."""
 
     def step(self, opt, scaler) -> None:
-        if scaler:
-            scaler.step(opt)
-            scaler.update()
-        else:
-            opt.step()
+        update(opt, scaler)
 
     def inner(self, net):
         return net.module.model

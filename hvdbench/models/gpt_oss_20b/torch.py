@@ -19,8 +19,6 @@ every layer's router logits, summed over layers), which the metric reduces and r
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 import torch
 
 from hvdbench.errors import ConfigError
@@ -31,12 +29,7 @@ from hvdbench.models.gpt_oss_20b import FLAVORS
 ensure_torchvision()  # transformers imports torchvision when it is installed
 
 
-def sized(cfg, vocab_size: int | None = None, seq_len: int | None = None):
-    if vocab_size is not None:
-        cfg = replace(cfg, vocab_size=int(vocab_size))
-    if seq_len is not None:
-        cfg = replace(cfg, seq_len=int(seq_len))
-    return cfg
+sized = lm.sized  # the flavor with a manifest's vocab_size and seq_len
 
 
 def gpt_oss_config(cfg, device: torch.device | None = None):

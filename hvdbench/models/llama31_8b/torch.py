@@ -17,8 +17,6 @@ schedule: hvdbench/families/lm/torch.py.
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 import torch
 
 from hvdbench.errors import ConfigError
@@ -29,13 +27,7 @@ from hvdbench.models.llama31_8b import FLAVORS
 ensure_torchvision()  # transformers imports torchvision when it is installed
 
 
-def sized(cfg, vocab_size: int | None = None, seq_len: int | None = None):
-    """The flavor with a dataset manifest's vocab_size and seq_len (when given)."""
-    if vocab_size is not None:
-        cfg = replace(cfg, vocab_size=int(vocab_size))
-    if seq_len is not None:
-        cfg = replace(cfg, seq_len=int(seq_len))
-    return cfg
+sized = lm.sized  # the flavor with a manifest's vocab_size and seq_len
 
 
 def llama_config(cfg):
