@@ -61,7 +61,9 @@ def engine_rows(runs, scaling: list[dict]) -> list[dict]:
                 "vs_reference_2sigma": ratio_2sigma,
                 "within_noise": None if ratio is None else abs(ratio - 1) <= (ratio_2sigma or 0.0),
                 **{f"{p.removesuffix('_s')}_ms": 1e3 * parts[p] if p in parts else None for p in PARTS},
-                "shard_parameters": max(held) if held else None, "flags": row.get("flags", "")})
+                "shard_parameters": max(held) if held else None, "flags": row.get("flags", ""),
+                # where it ran, for the plot's subtitle (plots.context), not engines.csv's columns
+                **{k: row.get(k) for k in ("hosts", "link", "nodes")}})
     for row in out:
         row["why"] = _why(row, [r for r in out if r["layout"] == row["layout"] and r["engine"] == row["reference"]
                                 and all(r[k] == row[k] for k in _KEY)])
@@ -138,8 +140,12 @@ def figure(rows: list[dict]):
     right.set_title("where the mean step went")
     left.legend(fontsize=8)
     right.legend(fontsize=8)
+    from hvdbench.results.aggregate import device_word
+    from hvdbench.results.plots import context
+
     first = rows[0]
-    fig.suptitle(f"{first['model']} · {first['flavor']} · {first['framework']} · {first['precision']}: engines")
+    fig.suptitle(f"{first['model']} · {first['flavor']} · {first['framework']} · {first['precision']} · batch "
+                 f"{first['batch_per_gpu']}/{device_word(first)}: engines\n{context(rows)}", fontsize=10)
     fig.tight_layout()
     return fig
 
