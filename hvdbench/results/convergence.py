@@ -37,7 +37,6 @@ import statistics
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from hvdbench.files import atomic_write_png, atomic_write_text
 from hvdbench.results.schema import CONVERGENCE_COLUMNS, TTT_GROUP
 
 FIT, TWO_POINTS, ONE_BATCH, UNBOUNDED, NOT_LINEAR = "fit", "two points", "one batch size", "unbounded", "not linear"
@@ -300,13 +299,8 @@ def figure(rows_: list[dict], most: int = 12):
 
 
 def write(rows_: list[dict], out, formats=("csv", "png")) -> list[Path]:
-    from hvdbench.results.tables import to_csv
+    from hvdbench.results.tables import write_table
 
-    written = []
-    if "csv" in formats:
-        path = Path(out) / "convergence.csv"
-        atomic_write_text(path, to_csv(rows_, CONVERGENCE_COLUMNS))
-        written.append(path)
-    if "png" in formats and any(r["fit"].points for r in rows_):
-        written.append(atomic_write_png(figure(rows_), Path(out) / "convergence.png"))
-    return written
+    drawn = any(r["fit"].points for r in rows_)
+    return write_table(out, "convergence", rows_, CONVERGENCE_COLUMNS, formats,
+                       (lambda: figure(rows_)) if drawn else None)

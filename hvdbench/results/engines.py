@@ -151,19 +151,8 @@ def figure(rows: list[dict]):
 
 
 def write(rows: list[dict], out: Path, formats=("csv", "png")) -> list[Path]:
-    from hvdbench.files import atomic_write_png, atomic_write_text
-    from hvdbench.results.tables import to_csv
+    from hvdbench.results.tables import write_table
 
-    if not rows:
+    if not rows:  # no layout ran under two engines: no table at all
         return []
-    written = []
-    if "csv" in formats:
-        written.append(out / "engines.csv")
-        atomic_write_text(written[-1], to_csv(rows, ENGINE_COLUMNS))
-    if "png" in formats:
-        import matplotlib.pyplot as plt
-
-        fig = figure(rows)
-        written.append(atomic_write_png(fig, out / "engines.png"))
-        plt.close(fig)
-    return written
+    return write_table(out, "engines", rows, ENGINE_COLUMNS, formats, lambda: figure(rows))

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from hvdbench.files import atomic_write_png, atomic_write_text
 from hvdbench.results.aggregate import Tables
 from hvdbench.results.schema import STUDY_SPEEDUP_COLUMNS, TTT_GROUP
 
@@ -128,13 +127,8 @@ def figure(rows: list[dict], study: str):
 
 
 def write(rows: list[dict], out: Path, study: str, formats=("csv", "png")) -> list[Path]:
-    from hvdbench.results.tables import to_csv
+    from hvdbench.results.tables import write_table
 
-    out, written = Path(out), []
-    if "csv" in formats:
-        path = out / "study_speedup.csv"
-        atomic_write_text(path, to_csv(rows, STUDY_SPEEDUP_COLUMNS))
-        written.append(path)
-    if "png" in formats and any(r["speedup"] is not None for r in rows):
-        written.append(atomic_write_png(figure(rows, study), out / "study_speedup.png"))
-    return written
+    drawn = any(r["speedup"] is not None for r in rows)
+    return write_table(out, "study_speedup", rows, STUDY_SPEEDUP_COLUMNS, formats,
+                       (lambda: figure(rows, study)) if drawn else None)

@@ -55,6 +55,20 @@ def write_csvs(tables: Tables, out: Path) -> list[Path]:
     return written
 
 
+def write_table(out: Path, name: str, rows: list[dict], columns, formats=("csv", "png"), figure=None) -> list[Path]:
+    """NAME.csv (when "csv" is in `formats`; its header even without rows) and NAME.png drawn by
+    `figure()` (when "png" is, and a figure is given: None where there is nothing to draw)."""
+    from hvdbench.files import atomic_write_png
+
+    written = []
+    if "csv" in formats:
+        written.append(Path(out) / f"{name}.csv")
+        atomic_write_text(written[-1], to_csv(rows, columns))
+    if "png" in formats and figure is not None:
+        written.append(atomic_write_png(figure(), Path(out) / f"{name}.png"))
+    return written
+
+
 def write_markdown(text: str, out: Path) -> Path:
     path = Path(out) / "summary.md"
     atomic_write_text(path, text)

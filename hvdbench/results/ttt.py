@@ -37,7 +37,6 @@ import statistics
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from hvdbench.files import atomic_write_png, atomic_write_text
 from hvdbench.results.aggregate import OLYMPIC_DROP, OLYMPIC_MIN_RUNS, system_of
 from hvdbench.results.schema import TTT_GROUP, TTT_WATERFALL_COLUMNS
 
@@ -365,13 +364,7 @@ def figure(rows: list[dict], most: int = 12):
 
 def write(rows: list[dict], out, formats=("csv", "png")) -> list[Path]:
     """ttt_waterfall.csv (always, with its header) and ttt_waterfall.png (when there are rows)."""
-    from hvdbench.results.tables import to_csv
+    from hvdbench.results.tables import write_table
 
-    written = []
-    if "csv" in formats:
-        path = Path(out) / "ttt_waterfall.csv"
-        atomic_write_text(path, to_csv(rows, TTT_WATERFALL_COLUMNS))
-        written.append(path)
-    if "png" in formats and rows:
-        written.append(atomic_write_png(figure(rows), Path(out) / "ttt_waterfall.png"))
-    return written
+    return write_table(out, "ttt_waterfall", rows, TTT_WATERFALL_COLUMNS, formats,
+                       (lambda: figure(rows)) if rows else None)

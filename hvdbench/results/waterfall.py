@@ -31,7 +31,6 @@ import math
 import statistics
 from pathlib import Path
 
-from hvdbench.files import atomic_write_png, atomic_write_text
 from hvdbench.results.aggregate import scaling_key
 from hvdbench.results.schema import SCALING_GROUP, WATERFALL_COLUMNS
 
@@ -232,13 +231,6 @@ def figure(rows: list[dict], most: int = 12):
 
 
 def write(rows: list[dict], out: Path, formats=("csv", "png")) -> list[Path]:
-    from hvdbench.results.tables import to_csv
+    from hvdbench.results.tables import write_table
 
-    written = []
-    if "csv" in formats:
-        path = Path(out) / "waterfall.csv"
-        atomic_write_text(path, to_csv(rows, WATERFALL_COLUMNS))
-        written.append(path)
-    if "png" in formats and rows:
-        written.append(atomic_write_png(figure(rows), Path(out) / "waterfall.png"))
-    return written
+    return write_table(out, "waterfall", rows, WATERFALL_COLUMNS, formats, (lambda: figure(rows)) if rows else None)

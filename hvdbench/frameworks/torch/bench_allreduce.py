@@ -87,6 +87,17 @@ class HorovodComm:
 
 # --- timers: (dtype, nbytes, iters, warmup) -> (seconds per op on this rank, wrong elements) ------
 
+def seconds_per_op(op, iters: int, warmup: int, barrier) -> float:
+    """`op()` `warmup` times, a barrier, then the mean of `iters` timed calls: every timer's loop."""
+    for _ in range(warmup):
+        op()
+    barrier()
+    start = time.perf_counter()
+    for _ in range(iters):
+        op()
+    return (time.perf_counter() - start) / iters
+
+
 def horovod_timer(comm: HorovodComm):
     import torch
 
@@ -101,13 +112,7 @@ def horovod_timer(comm: HorovodComm):
         hvd.allreduce_(t, op=hvd.Sum, name=name)
         wrong = int((t != expected).sum())
         t.zero_()  # zeros stay zeros: no overflow to inf over many in-place sums
-        for _ in range(warmup):
-            hvd.allreduce_(t, op=hvd.Sum, name=name)
-        hvd.barrier()
-        start = time.perf_counter()
-        for _ in range(iters):
-            hvd.allreduce_(t, op=hvd.Sum, name=name)
-        return (time.perf_counter() - start) / iters, wrong
+        return seconds_per_op(lambda: hvd.allreduce_(t, op=hvd.Sum, name=name), iters, warmup, hvd.barrier), wrong
 
     return timer
 
@@ -137,13 +142,7 @@ def torch_timer(address: str, port: int, rank: int, size: int):
         tdist.all_reduce(t)
         wrong = int((t != expected).sum())
         t.zero_()
-        for _ in range(warmup):
-            tdist.all_reduce(t)
-        tdist.barrier()
-        start = time.perf_counter()
-        for _ in range(iters):
-            tdist.all_reduce(t)
-        return (time.perf_counter() - start) / iters, wrong
+        return seconds_per_op(lambda: tdist.all_reduce(t), iters, warmup, tdist.barrier), wrong
 
     def gather(obj) -> list:
         out = [None] * size
@@ -154,17 +153,6 @@ def torch_timer(address: str, port: int, rank: int, size: int):
         yield timer, gather
     finally:
         tdist.destroy_process_group()
-
-
-def torch_rendezvous(comm: HorovodComm) -> tuple[str, int]:
-    """Rank 0's address and a free port, agreed through Horovod before it shuts down (as the ddp and
-    fsdp engines start: hvdbench.frameworks.torch.process_group)."""
-    from hvdbench.frameworks.torch.process_group import free_port, own_address
-    from hvdbench.train.launch_info import place
-
-    offer = (own_address(place()), free_port()) if comm.rank == 0 else None
-    address, port = comm.hvd.broadcast_object(offer, root_rank=0, name="hvdbench.bench.rendezvous")
-    return address, int(port)
 
 
 @contextmanager
@@ -187,13 +175,7 @@ def mpi_timer(comm):
         comm.Allreduce(MPI.IN_PLACE, spec, op)
         wrong = int((buf != expected).sum())
         buf.fill(0)
-        for _ in range(warmup):
-            comm.Allreduce(MPI.IN_PLACE, spec, op)
-        comm.Barrier()
-        start = time.perf_counter()
-        for _ in range(iters):
-            comm.Allreduce(MPI.IN_PLACE, spec, op)
-        return (time.perf_counter() - start) / iters, wrong
+        return seconds_per_op(lambda: comm.Allreduce(MPI.IN_PLACE, spec, op), iters, warmup, comm.Barrier), wrong
 
     try:
         yield timer
@@ -260,7 +242,10 @@ def _run(opts: AllreduceOptions) -> None:
     kwargs = dict(iters=opts.iters, warmup_iters=opts.warmup_iters, budget_bytes=opts.budget_bytes,
                   on_row=lambda row: say(AR.line(row)))
     rows = AR.sweep(base, "horovod", horovod_timer(comm), comm.allgather, points, **kwargs)
-    rendezvous = torch_rendezvous(comm)
+    from hvdbench.frameworks.torch.process_group import offer_rendezvous
+    from hvdbench.train.launch_info import place
+
+    rendezvous = offer_rendezvous(comm.hvd, place())  # for torch.distributed, before Horovod stops
     comm.barrier()
     comm.shutdown()
     # torch.distributed's all_reduce (what --engine ddp reduces gradients with), Horovod stopped.

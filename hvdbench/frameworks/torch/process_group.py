@@ -58,16 +58,23 @@ def own_address(here: Place, env=os.environ) -> str:
     return address
 
 
+def offer_rendezvous(hvd, here: Place) -> tuple[str, int]:
+    """Rank 0's (address, free port) on every rank, through a running Horovod's broadcast."""
+    offer = (own_address(here), free_port()) if hvd.rank() == 0 else None
+    address, port = hvd.broadcast_object(offer, root_rank=0, name="hvdbench.rendezvous")
+    return address, int(port)
+
+
 def agree_rendezvous(here: Place) -> tuple[str, int]:
-    """Rank 0's (address, port), agreed through Horovod's collectives (see the module's doc)."""
+    """Rank 0's (address, port), agreed through Horovod's collectives (see the module's doc):
+    Horovod is started for it and shut down again."""
     import horovod.torch as hvd
 
     cpu_mpi_settings(on_gpu=torch.cuda.is_available())
     hvd.init()
-    offer = (own_address(here), free_port()) if hvd.rank() == 0 else None
-    address, port = hvd.broadcast_object(offer, root_rank=0, name="hvdbench.rendezvous")
+    agreed = offer_rendezvous(hvd, here)
     hvd.shutdown()
-    return address, int(port)
+    return agreed
 
 
 class TorchDist(DistBase):

@@ -207,24 +207,30 @@ class Trainer:
             self.dist.sync()
             t0 = time.perf_counter()
             for batch in micro_batches:
-                with self.engine.accumulating(self.net, last=False):
-                    with self.autocast:
-                        loss, _ = self.net(batch)
-                    loss.backward()
+                self._backward(batch, last=False)
             self.dist.sync()
             times.append(time.perf_counter() - t0)
         # Gradients held back from synchronisation wait inside the engine (fsdp keeps them unsharded,
         # out of the optimizer's reach): one synchronised backward of a zero loss hands them over,
         # and they are dropped with the rest.
-        with self.engine.accumulating(self.net, last=True):
-            with self.autocast:
-                loss, _ = self.net(micro_batches[0])
-            (loss * 0).backward()
+        self._backward(micro_batches[0], last=True, zero=True)
         self.optimizer.zero_grad()
         torch.set_rng_state(cpu_rng)
         if cuda_rng is not None:
             torch.cuda.set_rng_state_all(cuda_rng)
         return statistics.median(times)
+
+    def _backward(self, batch: dict, last: bool, micro: int = 1, zero: bool = False) -> None:
+        """Forward and backward of one micro-batch, its loss a 1/`micro` share of the step's (or
+        nothing, `zero`); the engine reduces gradients after the `last` one only."""
+        with self.engine.accumulating(self.net, last):
+            with self.autocast:
+                loss, _ = self.net(batch)
+            if zero:
+                loss = loss * 0
+            elif micro > 1:
+                loss = loss / micro
+            (self.scaler.scale(loss) if self.scaler else loss).backward()
 
     def train_step(self, micro_batches: list[dict]) -> None:
         """One optimizer step over `accum_steps` micro-batches; the engine averages the summed
@@ -237,12 +243,7 @@ class Trainer:
         self._mode(True)
         self.optimizer.zero_grad()
         for i, batch in enumerate(micro_batches):
-            with engine.accumulating(self.net, last=i == len(micro_batches) - 1):
-                with self.autocast:
-                    loss, _ = self.net(batch)
-                if len(micro_batches) > 1:
-                    loss = loss / len(micro_batches)
-                (self.scaler.scale(loss) if self.scaler else loss).backward()
+            self._backward(batch, last=i == len(micro_batches) - 1, micro=len(micro_batches))
         if timer:
             timer.mark("compute")
         engine.finish_backward(self.optimizer)
