@@ -1,7 +1,7 @@
 """--engine horovod|ddp|fsdp without a launch: the option wherever a TrainConfig goes, each launcher's
 environment read into rank, size, local rank and rendezvous (exact values), the torchrun launcher's
 argv, `sweep --engines`, the per-engine memory estimate and the GPU refusals, and the report's
-engine table. The launches themselves are tests/integration/test_engines.py."""
+engine table. The launches themselves are tests/integration/test_train_engines.py."""
 
 import pytest
 import torch
