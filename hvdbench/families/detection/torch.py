@@ -8,7 +8,7 @@ torch.py import it): single-device code (Horovod is applied in frameworks/torch/
 `on_device` normalises the canvases as the references do; `targets` turns a detection-kind batch
 into the per-image targets torchvision's detection models take; `evaluation_stats` turns their
 detections into what the `CocoMap` metric (metric.py) reads; `NarrowResNet` is the narrow ResNet
-of the debug flavors (and SSD's backbone); `cpu_setup` flushes denormals on CPUs.
+of the debug flavors (and SSD's backbone).
 """
 
 from __future__ import annotations
@@ -93,12 +93,6 @@ def detection_loss_and_stats(model, batch: dict, background: bool, masks: bool =
     return batch["images"].new_zeros(()), evaluation_stats(batch, detections, background, mask_floor)
 
 
-def cpu_setup() -> None:
-    """Flush denormals on CPUs: tiny gradients of the heads otherwise slow the math several-fold."""
-    if not torch.cuda.is_available():
-        torch.set_flush_denormal(True)
-
-
 class NarrowResNet(nn.Module):
     """A ResNet of BasicBlocks with chosen widths, for the debug flavors: a stem (3x3 or 7x7 conv,
     stride 2, optional 3x3 max pool) and one stage per width; `strides` per stage. Its children run
@@ -133,5 +127,5 @@ def _stage(channels: int, width: int, count: int, stride: int, norm_layer) -> nn
     return nn.Sequential(*blocks)
 
 
-__all__ = ["MEAN", "STD", "on_device", "targets", "evaluation_stats", "detection_loss_and_stats", "cpu_setup",
+__all__ = ["MEAN", "STD", "on_device", "targets", "evaluation_stats", "detection_loss_and_stats",
            "NarrowResNet"]

@@ -16,24 +16,7 @@ import torch.nn.functional as F
 
 from hvdbench.errors import ConfigError
 from hvdbench.families.lm.recipe import ADAM_BETAS, ADAM_EPS
-
-
-def sized(cfg, vocab_size: int | None = None, seq_len: int | None = None):
-    """The flavor with a dataset manifest's vocab_size and seq_len (when given)."""
-    from dataclasses import replace
-
-    if vocab_size is not None:
-        cfg = replace(cfg, vocab_size=int(vocab_size))
-    if seq_len is not None:
-        cfg = replace(cfg, seq_len=int(seq_len))
-    return cfg
-
-
-def flush_denormals() -> None:
-    """On CPUs, tiny softmax gradients fall into denormal floats, which cost several times in the
-    backward matmuls (measured for llama2_lora's debug model): flush them to 0."""
-    if not torch.cuda.is_available():
-        torch.set_flush_denormal(True)
+from hvdbench.frameworks.torch.recipe import clip_to_groups
 
 
 def build_device():
@@ -102,10 +85,7 @@ class AdamW(torch.optim.AdamW):
     def step(self, closure=None):
         if self.state:  # not the state-creating step of a fresh optimizer
             self._cosine()
-        limit = max(float(g.get("max_grad_norm", 0.0)) for g in self.param_groups)
-        if limit > 0:
-            params = [p for g in self.param_groups for p in g["params"] if p.grad is not None]
-            torch.nn.utils.clip_grad_norm_(params, limit)
+        clip_to_groups(self)
         return super().step(closure)
 
     def _cosine(self) -> None:

@@ -1,8 +1,7 @@
 """What the translation models' PyTorch code shares (hvdbench/models/transformer/ and gnmt/ torch.py
 import it): single-device code (Horovod is applied in frameworks/torch/dist.py).
 
-    from hvdbench.families.translation.torch import sized, trim, shift_right, smoothed_loss
-    cfg = sized(cfg, vocab_size, max_len)                 # a build's first step: the manifest's sizes
+    from hvdbench.families.translation.torch import trim, shift_right, smoothed_loss
     src, src_len, tgt, tgt_len = trim(batch)              # the batch's common padding cut off
 
 The trimming of padded batches, teacher forcing's shifted input, the label-smoothed loss, greedy
@@ -13,7 +12,6 @@ the dataset's tokenizer attached for evaluation, and Adam with optional gradient
 from __future__ import annotations
 
 import math
-from dataclasses import replace
 
 import torch
 import torch.nn.functional as F
@@ -22,24 +20,7 @@ from hvdbench.errors import ConfigError
 from hvdbench.families.translation.bleu import bleu_stats
 from hvdbench.families.translation.data import tokenizer_path
 from hvdbench.families.translation.tokens import BOS, EOS, PAD, Detokenizer
-
-
-def flush_denormals() -> None:
-    """On CPUs, tiny softmax gradients of a tied output layer fall into denormal floats, which
-    cost ~6x in the backward matmuls (measured; hvdbench/models/transformer/README.md): flush them to 0."""
-    if not torch.cuda.is_available():
-        torch.set_flush_denormal(True)
-
-
-def sized(cfg, vocab_size: int | None, max_len: int | None):
-    """The flavor with a dataset manifest's vocab_size and max_len (when given), denormals flushed:
-    what every translation network's build does first (gnmt's too)."""
-    flush_denormals()
-    if vocab_size is not None:
-        cfg = replace(cfg, vocab_size=int(vocab_size))
-    if max_len is not None:
-        cfg = replace(cfg, max_len=int(max_len))
-    return cfg
+from hvdbench.frameworks.torch.recipe import clip_to_groups
 
 
 def trim(batch: dict) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -151,10 +132,7 @@ class Adam(torch.optim.Adam):
     clipping sees the gradients already averaged over ranks (as one process would)."""
 
     def step(self, closure=None):
-        limit = max(float(g.get("max_grad_norm", 0.0)) for g in self.param_groups)
-        if limit > 0:
-            params = [p for g in self.param_groups for p in g["params"] if p.grad is not None]
-            torch.nn.utils.clip_grad_norm_(params, limit)
+        clip_to_groups(self)
         return super().step(closure)
 
 

@@ -52,6 +52,7 @@ vision.ensure_torchvision()  # diffusers imports torchvision when it is installe
 from diffusers import FluxTransformer2DModel  # noqa: E402
 
 from hvdbench.errors import ConfigError, DatasetError  # noqa: E402
+from hvdbench.frameworks.torch.recipe import clip_to_groups  # noqa: E402
 
 PATCH = 2  # Flux packs 2 x 2 latent pixels into one token
 TIMESTEPS = 8  # the validation loss's t = i / 8
@@ -370,16 +371,12 @@ def param_groups(model: Flux, cfg) -> list[dict]:
 
 class AdamW(torch.optim.AdamW):
     """torch's AdamW that first clips the global gradient norm to the groups' `max_grad_norm` (the
-    reference's max_norm 1.0) with torch.nn.utils.clip_grad_norm_, which also takes FSDP2's sharded
-    (DTensor) gradients. Under Horovod the DistributedOptimizer subclasses this class and steps after
-    its allreduce, so the clipping sees the averaged gradients, as the reference's does."""
+    reference's max_norm 1.0; frameworks/torch/recipe.clip_to_groups, sharded gradients included).
+    Under Horovod the DistributedOptimizer subclasses this class and steps after its allreduce, so
+    the clipping sees the averaged gradients, as the reference's does."""
 
     def step(self, closure=None):
-        limit = max(float(g.get("max_grad_norm", 0.0)) for g in self.param_groups)
-        if limit > 0:
-            params = [p for g in self.param_groups for p in g["params"] if p.grad is not None]
-            if params:
-                torch.nn.utils.clip_grad_norm_(params, limit)
+        clip_to_groups(self)
         return super().step(closure)
 
 

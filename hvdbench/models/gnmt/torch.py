@@ -37,10 +37,10 @@ from hvdbench.families.translation.torch import (
     groups_with_clip,
     make_adam,
     shift_right,
-    sized,
     smoothed_loss,
     trim,
 )
+from hvdbench.frameworks.torch.recipe import flush_denormals, sized
 
 
 class BahdanauAttention(nn.Module):
@@ -143,7 +143,8 @@ class GNMT(nn.Module):
 def build(cfg, vocab_size: int | None = None, max_len: int | None = None, **_) -> GNMT:
     """The network for a flavor; vocab_size and max_len of a dataset's manifest override the
     flavor's (the synthetic defaults)."""
-    return GNMT(sized(cfg, vocab_size, max_len))
+    flush_denormals()
+    return GNMT(sized(cfg, vocab_size=vocab_size, max_len=max_len))
 
 
 def loss_and_stats(model, batch):

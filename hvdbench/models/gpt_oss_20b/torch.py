@@ -23,13 +23,13 @@ import torch
 
 from hvdbench.errors import ConfigError
 from hvdbench.families.lm import torch as lm
+from hvdbench.frameworks.torch.recipe import flush_denormals, sized
 from hvdbench.frameworks.torch.vision import ensure_torchvision
 from hvdbench.models.gpt_oss_20b import FLAVORS
 
 ensure_torchvision()  # transformers imports torchvision when it is installed
 
 
-sized = lm.sized  # the flavor with a manifest's vocab_size and seq_len
 
 
 def gpt_oss_config(cfg, device: torch.device | None = None):
@@ -56,8 +56,8 @@ def build(cfg, vocab_size: int | None = None, seq_len: int | None = None, **_):
     flavor's. Built where `torch.device(...)` says (meta: nothing allocated), else on the GPU."""
     from transformers import GptOssForCausalLM
 
-    lm.flush_denormals()
-    cfg = sized(cfg, vocab_size, seq_len)
+    flush_denormals()
+    cfg = sized(cfg, vocab_size=vocab_size, seq_len=seq_len)
     device = lm.build_device()
     run_on = torch.device("cuda") if device.type == "meta" and torch.cuda.is_available() else device
     with torch.device(device):

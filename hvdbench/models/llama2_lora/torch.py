@@ -35,6 +35,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from hvdbench.errors import ConfigError, DatasetError
+from hvdbench.frameworks.torch.recipe import clip_to_groups, flush_denormals, sized
 from hvdbench.frameworks.torch.vision import ensure_torchvision
 from hvdbench.models.llama2_lora import FLAVORS
 from hvdbench.models.llama2_lora.data import BOS, EOS, IGNORE, PAD, base_of
@@ -46,22 +47,6 @@ RUN_DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float
 # The network's sizes a base checkpoint must match (what base.json's "config" records).
 ARCHITECTURE = ("layers", "hidden", "intermediate", "heads", "kv_heads", "vocab_size", "rms_eps", "rope_theta",
                 "tie_embeddings")
-
-
-def flush_denormals() -> None:
-    """On CPUs, tiny softmax gradients of a tied output layer fall into denormal floats, which cost
-    ~6x in the backward matmuls (MODELS.md): flush them to 0."""
-    if not torch.cuda.is_available():
-        torch.set_flush_denormal(True)
-
-
-def sized(cfg, vocab_size: int | None = None, max_len: int | None = None):
-    """The flavor with a dataset manifest's vocab_size and max_len (when given)."""
-    if vocab_size is not None:
-        cfg = replace(cfg, vocab_size=int(vocab_size))
-    if max_len is not None:
-        cfg = replace(cfg, max_len=int(max_len))
-    return cfg
 
 
 def architecture(cfg) -> dict:
@@ -204,7 +189,7 @@ def build(cfg, vocab_size: int | None = None, max_len: int | None = None, **_):
     large for one GPU (70b) runs under --engine fsdp only (SPEC.refuse), which builds it on the meta
     device and materialises each rank's shard (init_weights)."""
     flush_denormals()
-    cfg = sized(cfg, vocab_size, max_len)
+    cfg = sized(cfg, vocab_size=vocab_size, max_len=max_len)
     model = add_adapters(build_base(cfg), cfg)
     if cfg.gradient_checkpointing:
         # Non-reentrant checkpointing: the frozen embeddings' output needs no grad for it to work.
@@ -336,10 +321,7 @@ class AdamW(torch.optim.AdamW):
                 if peak > end:
                     f = min(1.0, max(0.0, (lr - end) / (peak - end)))
                     group["lr"] = end + (peak - end) * (1.0 - math.cos(math.pi * f)) / 2.0
-        limit = max(float(g.get("max_grad_norm", 0.0)) for g in self.param_groups)
-        if limit > 0:
-            params = [p for g in self.param_groups for p in g["params"] if p.grad is not None]
-            torch.nn.utils.clip_grad_norm_(params, limit)
+        clip_to_groups(self)
         return super().step(closure)
 
 

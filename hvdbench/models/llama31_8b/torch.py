@@ -21,13 +21,13 @@ import torch
 
 from hvdbench.errors import ConfigError
 from hvdbench.families.lm import torch as lm
+from hvdbench.frameworks.torch.recipe import flush_denormals, sized
 from hvdbench.frameworks.torch.vision import ensure_torchvision
 from hvdbench.models.llama31_8b import FLAVORS
 
 ensure_torchvision()  # transformers imports torchvision when it is installed
 
 
-sized = lm.sized  # the flavor with a manifest's vocab_size and seq_len
 
 
 def llama_config(cfg):
@@ -54,8 +54,8 @@ def build(cfg, vocab_size: int | None = None, seq_len: int | None = None, **_):
     flavor's. Built where `torch.device(...)` says (meta: nothing allocated), else on the GPU."""
     from transformers import LlamaForCausalLM
 
-    lm.flush_denormals()
-    cfg = sized(cfg, vocab_size, seq_len)
+    flush_denormals()
+    cfg = sized(cfg, vocab_size=vocab_size, seq_len=seq_len)
     with torch.device(lm.build_device()):
         model = LlamaForCausalLM(llama_config(cfg))
     if cfg.gradient_checkpointing:

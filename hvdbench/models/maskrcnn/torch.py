@@ -26,6 +26,7 @@ from __future__ import annotations
 
 from hvdbench.errors import DatasetError
 from hvdbench.frameworks.torch import vision
+from hvdbench.frameworks.torch.recipe import flush_denormals
 
 vision.ensure_torchvision()  # before torchvision: its native ops cannot load beside a CPU torch
 
@@ -40,7 +41,6 @@ from torchvision.ops.misc import FrozenBatchNorm2d  # noqa: E402
 # on_device: the trainer's preprocessing for this model (the detection family's normalisation).
 from hvdbench.families.detection.torch import (  # noqa: E402
     NarrowResNet,
-    cpu_setup,
     detection_loss_and_stats,
     on_device,  # noqa: F401
 )
@@ -51,7 +51,7 @@ def build(cfg, num_classes: int | None = None, image_size: int | None = None, ma
     if mask_bytes is not None and mask_bytes <= 0:
         raise DatasetError("maskrcnn trains on instance masks and this dataset has none: prepare it with "
                            "masks (`hvdbench prepare coco ... --masks` or `hvdbench prepare digit-scenes --masks`)")
-    cpu_setup()
+    flush_denormals()
     classes = (num_classes or cfg.num_classes) + 1  # + background
     common = {"min_size": cfg.min_size, "max_size": cfg.max_size, "image_mean": [0.0, 0.0, 0.0],
               "image_std": [1.0, 1.0, 1.0], "rpn_pre_nms_top_n_train": cfg.rpn_pre_nms_train,

@@ -23,6 +23,7 @@ per location sized for 12-28 px digits.
 from __future__ import annotations
 
 from hvdbench.frameworks.torch import vision
+from hvdbench.frameworks.torch.recipe import flush_denormals
 
 vision.ensure_torchvision()  # before torchvision: its native ops cannot load beside a CPU torch
 
@@ -36,7 +37,6 @@ from torchvision.ops.misc import FrozenBatchNorm2d  # noqa: E402
 # on_device: the trainer's preprocessing for this model (the detection family's normalisation).
 from hvdbench.families.detection.torch import (  # noqa: E402
     NarrowResNet,
-    cpu_setup,
     detection_loss_and_stats,
     on_device,  # noqa: F401
 )
@@ -55,7 +55,7 @@ def backbone(cfg):
 
 
 def build(cfg, num_classes: int | None = None, image_size: int | None = None, **_data_info) -> RetinaNet:
-    cpu_setup()
+    flush_denormals()
     classes = num_classes or cfg.num_classes
     fpn = backbone(cfg)
     anchors = AnchorGenerator(tuple(tuple(s) for s in cfg.anchor_sizes),

@@ -26,6 +26,7 @@ import torch
 from torch import nn
 
 from hvdbench.frameworks.torch import vision
+from hvdbench.frameworks.torch.recipe import flush_denormals
 
 vision.ensure_torchvision()  # before torchvision: its native ops cannot load beside a CPU torch
 
@@ -35,7 +36,6 @@ from torchvision.models.detection.ssd import SSD, SSDHead  # noqa: E402
 # on_device: the trainer's preprocessing for this model (the family's normalisation).
 from hvdbench.families.detection.torch import (  # noqa: E402
     NarrowResNet,
-    cpu_setup,
     detection_loss_and_stats,
     on_device,
 )
@@ -74,7 +74,7 @@ class SSDBackbone(nn.Module):
 def build(cfg, num_classes: int | None = None, image_size: int | None = None, **_data_info) -> SSD:
     """torchvision's SSD over the flavor's backbone; `num_classes` object classes (+1 background).
     The transform resizes any canvas to the flavor's size (300 for SSD300), as the reference does."""
-    cpu_setup()
+    flush_denormals()
     classes = (num_classes or cfg.num_classes) + 1
     backbone = SSDBackbone(cfg)
     anchors = DefaultBoxGenerator([list(a) for a in cfg.aspect_ratios], scales=list(cfg.scales),

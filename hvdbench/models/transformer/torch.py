@@ -43,10 +43,10 @@ from hvdbench.families.translation.torch import (
     groups_with_clip,
     make_adam,
     shift_right,
-    sized,
     smoothed_loss,
     trim,
 )
+from hvdbench.frameworks.torch.recipe import flush_denormals, sized
 
 
 def sinusoids(length: int, dim: int) -> torch.Tensor:
@@ -176,7 +176,8 @@ class DecoderCache:
 def build(cfg, vocab_size: int | None = None, max_len: int | None = None, **_) -> Transformer:
     """The network for a flavor; vocab_size and max_len of a dataset's manifest override the
     flavor's (the synthetic defaults)."""
-    cfg = sized(cfg, vocab_size, max_len)
+    flush_denormals()
+    cfg = sized(cfg, vocab_size=vocab_size, max_len=max_len)
     if cfg.d_model % cfg.heads:
         raise ConfigError(f"transformer: d_model {cfg.d_model} is not a multiple of heads {cfg.heads}")
     cfg = replace(cfg, max_positions=max(cfg.max_positions, cfg.max_len))
