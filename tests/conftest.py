@@ -54,6 +54,20 @@ def mpirun():
     return path
 
 
+@pytest.fixture(scope="module")
+def torch_one_thread():
+    """One torch math thread for a module (`pytestmark = pytest.mark.usefixtures("torch_one_thread")`):
+    the unit tests' tensors are small, and on a shared 2-core machine two threads wait on each other
+    (measured: a debug LM step 0.15 s with one, 1-2 s with two under load; flux1's learning test 0.4 s
+    with one, 11-31 s with two)."""
+    import torch  # here, not at the top: most test modules never load torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
 @pytest.fixture(scope="session")
 def digits(tmp_path_factory, hvdbench_bin):
     """scikit-learn's digits prepared once for the run (`hvdbench prepare digits`); tests only read it."""

@@ -40,14 +40,7 @@ NARROW = dataclasses.replace(FULL, layers=1, single_layers=1, heads=2, head_dim=
                              gradient_checkpointing=False)
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    """One math thread: the tensors are small, and on a shared 2-core machine two threads wait on each
-    other (measured: the learning test 0.4 s with one, 11-31 s with two under load)."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("torch_one_thread")  # tests/conftest.py
 
 
 def n_params(model):

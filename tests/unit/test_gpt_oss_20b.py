@@ -22,14 +22,7 @@ from hvdbench.models.gpt_oss_20b import torch as G
 SPEC = get_spec("gpt_oss_20b")
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    """One math thread: these tensors are small, and on a shared 2-core machine two threads wait on
-    each other (measured: a debug step 0.15 s with one, 1-2 s with two under load)."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("torch_one_thread")  # tests/conftest.py
 
 
 def batch_of(n=4, vocab=2048, seq_len=32, seed=0):
