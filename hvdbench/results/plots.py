@@ -78,6 +78,27 @@ def context(rows: list[dict], runs: str | None = None) -> str:
     return "\n".join(part for part in (head, where.replace(" · ", "\n")) if part)
 
 
+def waterfall_context(row: dict) -> str:
+    """`context` under a waterfall panel (waterfall.py, ttt.py): the rows of its two layouts (or the
+    row itself), with each layout's runs in words."""
+    runs = {x["layout"]: x.get("runs") for x in row.get("rows") or []}
+    return context(row.get("rows") or [row], runs=", ".join(f"{n} run{'s' if n != 1 else ''} of {layout}"
+                                                           for layout, n in runs.items() if n))
+
+
+def waterfall_bars(ax, labels: list[str], bottoms, heights, colors, texts, signed: tuple[str, ...],
+                   label_size: int) -> None:
+    """A waterfall panel's bars (waterfall.py, ttt.py), each with its number above it, in its bar's
+    colour for the `signed` colours (the parts that add or take away), dark grey for the others;
+    the labels under them."""
+    bars = ax.bar(range(len(labels)), heights, bottom=bottoms, color=colors)
+    for bar, text, color in zip(bars, texts, colors):
+        ax.annotate(text, (bar.get_x() + bar.get_width() / 2, bar.get_y() + bar.get_height()),
+                    textcoords="offset points", xytext=(0, 2), ha="center", va="bottom", fontsize=7,
+                    color=color if color in signed else "0.15")
+    ax.set_xticks(range(len(labels)), labels, fontsize=label_size)
+
+
 def _title(row: dict, group: list[dict] | None = None) -> str:
     parts = [row["model"], row.get("flavor"), row.get("framework"), row.get("engine"), row.get("precision")]
     if row.get("batch_per_gpu"):

@@ -306,7 +306,7 @@ def figure(rows: list[dict], most: int = 12):
     from matplotlib.figure import Figure
     from matplotlib.patches import Patch
 
-    from hvdbench.results.plots import context
+    from hvdbench.results.plots import waterfall_bars, waterfall_context
 
     rows = rows[:most]
     cols = min(3, len(rows))
@@ -341,17 +341,10 @@ def figure(rows: list[dict], most: int = 12):
         top = max(tops + [r["measured_min"]])
         least = 0.01 * top  # a hairline bar is drawn this tall; its number is exact
         heights = [h if h == 0 or h >= least or c == "none" else least for h, c in zip(heights, colors)]
-        bars = ax.bar(range(len(labels)), heights, bottom=bottoms, color=colors)
-        for bar, text, color in zip(bars, texts, colors):
-            ax.annotate(text, (bar.get_x() + bar.get_width() / 2, bar.get_y() + bar.get_height()),
-                        textcoords="offset points", xytext=(0, 2), ha="center", va="bottom", fontsize=7,
-                        color=color if color in (ADDS, SAVES) else "0.15")
-        ax.set_xticks(range(len(labels)), labels, fontsize=7)
+        waterfall_bars(ax, labels, bottoms, heights, colors, texts, signed=(ADDS, SAVES), label_size=7)
         ax.set_ylabel("minutes", fontsize=8)
         ax.set_ylim(0, top * 1.15)
-        runs = {x["layout"]: x.get("runs") for x in r.get("rows") or []}
-        below = context(r.get("rows") or [r], runs=", ".join(f"{n} run{'s' if n != 1 else ''} of {layout}"
-                                                             for layout, n in runs.items() if n))
+        below = waterfall_context(r)
         ax.set_title(f"{r['model']} {r['layout']} (batch {r['global_batch']}) vs {r['baseline']} "
                      f"(batch {r['base_global_batch']})" + (f"\n{below}" if below else ""), fontsize=8)
         ax.grid(True, axis="y", alpha=0.3)

@@ -170,7 +170,7 @@ def figure(rows: list[dict], most: int = 12):
     from matplotlib.figure import Figure
     from matplotlib.patches import Patch
 
-    from hvdbench.results.plots import context
+    from hvdbench.results.plots import waterfall_bars, waterfall_context
 
     rows = rows[:most]
     cols = min(3, len(rows))
@@ -208,17 +208,10 @@ def figure(rows: list[dict], most: int = 12):
         heights.append(r["measured"])
         colors.append("tab:gray")
         texts.append(f"{r['measured']:,.1f}")
-        bars = ax.bar(range(len(labels)), heights, bottom=bottoms, color=colors)
-        for bar, text, color in zip(bars, texts, colors):
-            ax.annotate(text, (bar.get_x() + bar.get_width() / 2, bar.get_y() + bar.get_height()),
-                        textcoords="offset points", xytext=(0, 2), ha="center", va="bottom", fontsize=7,
-                        color=color if color in (LOSS, GAIN) else "0.15")
-        ax.set_xticks(range(len(labels)), labels, fontsize=8)
+        waterfall_bars(ax, labels, bottoms, heights, colors, texts, signed=(LOSS, GAIN), label_size=8)
         ax.set_ylabel("samples/s", fontsize=8)
         ax.set_ylim(0, top * 1.12)  # room for the numbers above the tallest bar
-        runs = {x["layout"]: x.get("runs") for x in r.get("rows") or []}
-        below = context(r.get("rows") or [r], runs=", ".join(f"{n} run{'s' if n != 1 else ''} of {layout}"
-                                                             for layout, n in runs.items() if n))
+        below = waterfall_context(r)
         ax.set_title(f"{r['model']} {r['layout']} vs {r['baseline']} ({r['flavor']}, {r['framework']})"
                      + (f"\n{below}" if below else ""), fontsize=8)
         ax.grid(True, axis="y", alpha=0.3)
