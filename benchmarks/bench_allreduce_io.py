@@ -35,7 +35,7 @@ sys.path.insert(0, str(ROOT))
 
 from hvdbench.bench.allreduce_report import CSV_NAME as AR_CSV, AllreduceRow  # noqa: E402
 from hvdbench.bench.io import CSV_NAME as IO_CSV, IoRow  # noqa: E402
-from hvdbench.results.store import read_rows  # noqa: E402
+from hvdbench.results.records.store import read_rows  # noqa: E402
 
 MIB = 1 << 20
 

@@ -25,7 +25,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from hvdbench.results.store import read_runs  # noqa: E402
+from hvdbench.results.records.store import read_runs  # noqa: E402
 
 BIN = Path(sys.executable).parent
 OLD = ("--thread-share", "1", "--warmup-max-steps", "3")

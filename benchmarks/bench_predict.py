@@ -63,9 +63,9 @@ def cross_bandwidth(sweeps: dict[str, Path]) -> list[float]:
     """The interconnect changes, the layout does not: fit on one bandwidth's 1x1, 1x2 and 2x1 (work,
     exposure), take another bandwidth's 2x1 link from its allreduce bench alone, predict its 2x1.
     Two ranks: what this 2-core machine runs without oversubscribing its cores."""
-    from hvdbench.results.bench_tables import load
-    from hvdbench.results.predict import fit_group, fit_link, predict
-    from hvdbench.results.store import load_sweeps
+    from hvdbench.results.analyses.bench_tables import load
+    from hvdbench.results.predict.throughput import fit_group, fit_link, predict
+    from hvdbench.results.records.store import load_sweeps
 
     ratios = []
     for fitted_bw, fitted in sweeps.items():

@@ -8,7 +8,7 @@ two smallest node counts of each system and benchmark, predicting the rest.
 TREE: a checkout of mlcommons' training_results_vX.Y repository (the submitters' results/ folders and
 systems/ JSONs are what is read; nothing is downloaded). A set is one system's submissions of one
 benchmark (the report's group: hvdbench.results.mllog) at 3 or more GPU counts; its layouts at the two
-smallest GPU counts are fitted on (hvdbench.results.predict_ttt.fit_group, as `hvdbench predict
+smallest GPU counts are fitted on (hvdbench.results.predict.time_to_train.fit_group, as `hvdbench predict
 --mllog DIR --fit-on ...` fits them), every other measured layout of it is predicted at its published
 global batch and compared with its MLPerf score (time_to_train.csv's ttt_min). Printed: each
 prediction's |predicted / measured - 1| with what went wrong (samples, training rate, evaluation and
@@ -31,9 +31,9 @@ GOAL_MEDIAN, GOAL_WITHIN, BAND = 0.10, 0.80, 0.15
 def sets_of(tree: Path) -> list[tuple]:
     """(tree name, fit, rows) per set of one tree: a TttFit on the two smallest GPU counts and its rows."""
     from hvdbench.results import mllog
-    from hvdbench.results.aggregate import time_to_train_rows
-    from hvdbench.results.predict_ttt import fit_group, group_rows
-    from hvdbench.results.ttt import group_values, layout_parts
+    from hvdbench.results.analyses.ttt import group_values, layout_parts
+    from hvdbench.results.predict.time_to_train import fit_group, group_rows
+    from hvdbench.results.stats.aggregate import time_to_train_rows
 
     runs, _ = mllog.load(tree)
     parts, _ = layout_parts(runs, time_to_train_rows(runs))

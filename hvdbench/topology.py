@@ -8,7 +8,7 @@ Slurm allocation:
 
     hosts = parse_hostfile("hostfiles/example-2node")      # "node1 slots=8" per line
     hosts = parse_hosts_arg("node1:8,node2:8")
-    hosts = hosts_from_slurm(os.environ)                  # runs `scontrol show hostnames NODELIST`
+    hosts = hosts_from_slurm(os.environ, expand=capture)  # capture runs `scontrol show hostnames NODELIST`
     layouts = select_layouts(hosts, gpus=[4], which="all")  # 4 slots x 2 hosts -> 1x4, 2x2
 
 Every host name is validated (letters, digits, '-', '.', '_'; no leading '-'), so a name can be
@@ -182,16 +182,11 @@ def scontrol_argv(nodelist: str) -> list[str]:
     return ["scontrol", "show", "hostnames", nodelist]
 
 
-def _run_scontrol(argv: list[str]) -> str:
-    from hvdbench.launchers.guard import capture  # the one module that runs commands
-
-    return capture(argv)
-
-
-def hosts_from_slurm(env: Mapping[str, str], gpus_per_node: int | None = None,
-                     expand: Callable[[list[str]], str] = _run_scontrol) -> list[Host]:
+def hosts_from_slurm(env: Mapping[str, str], gpus_per_node: int | None = None, *,
+                     expand: Callable[[list[str]], str]) -> list[Host]:
     """Hosts of the current Slurm allocation. Slots: `gpus_per_node` if given, else
-    SLURM_NTASKS_PER_NODE, else SLURM_GPUS_PER_NODE (`8` or `a100:8`)."""
+    SLURM_NTASKS_PER_NODE, else SLURM_GPUS_PER_NODE (`8` or `a100:8`). `expand` runs an argv and
+    returns its output (the caller's runner, launchers.guard.capture: this module runs nothing)."""
     nodelist = env.get("SLURM_JOB_NODELIST") or env.get("SLURM_NODELIST")
     if not nodelist:
         raise TopologyError("not inside a Slurm allocation (SLURM_JOB_NODELIST unset): "

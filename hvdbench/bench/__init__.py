@@ -12,5 +12,5 @@ Modules (none imports a framework; the Horovod/mpi4py side is `hvdbench.framewor
     io.py                reader and raw-h5py passes, page-cache checks, accelerator demand
 
 Their CSV rows (AllreduceRow, IoRow, with the layout columns of runs.csv) are declared in
-`hvdbench.results.schema`, with every other CSV hvdbench writes.
+`hvdbench.results.records.schema`, with every other CSV hvdbench writes.
 """

@@ -1,6 +1,6 @@
 """`hvdbench bench allreduce`, framework-neutral part: the sweep over message sizes, the
 Horovod/MPI comparison, the terminal table and the busbw plot. Its CSV row, `AllreduceRow`, is
-declared in `hvdbench.results.schema` with every other CSV's columns (and importable from here).
+declared in `hvdbench.results.records.schema` with every other CSV's columns (and importable from here).
 
     horovodrun -np 2 -H localhost:2 --mpi hvdbench bench allreduce --max-bytes 16777216 --out results/demo
 
@@ -21,8 +21,8 @@ from hvdbench.bench import formulas as F
 from hvdbench.bench.rows import run_identity
 from hvdbench.errors import HvdbenchError
 from hvdbench.files import atomic_write_png
-from hvdbench.results.schema import AllreduceRow
-from hvdbench.results.store import ALLREDUCE_CSV, append_rows
+from hvdbench.results.records.schema import AllreduceRow
+from hvdbench.results.records.store import ALLREDUCE_CSV, append_rows
 
 CSV_NAME = ALLREDUCE_CSV
 IMPLS = ("horovod", "torch", "mpi")  # torch: torch.distributed all_reduce (Gloo)
@@ -130,7 +130,7 @@ def figure(rows: list[AllreduceRow], link: str = "", devices: str = ""):
     inter-node link (`link`: the sweep's, see write_outputs)."""
     from matplotlib.figure import Figure  # no pyplot: no global state, no GUI backend
 
-    from hvdbench.results.aggregate import where_ran
+    from hvdbench.results.stats.aggregate import where_ran
 
     world = rows[0].world_size if rows else 0
     value = "busbw_gb_s" if world > 1 else "algbw_gb_s"
@@ -169,7 +169,7 @@ def plot(rows: list[AllreduceRow], path: Path, link: str = "", devices: str = ""
 def write_outputs(rows: list[AllreduceRow], out: Path) -> list[Path]:
     """Append the rows to OUT/bench_allreduce.csv and draw OUT/bench_allreduce_<layout>_<controller>.png
     (naming the inter-node link OUT/sweep.json records, when OUT is a sweep's folder)."""
-    from hvdbench.results.store import SWEEP_RECORD, sweep_link
+    from hvdbench.results.records.store import SWEEP_RECORD, sweep_link
 
     out = Path(out)
     csv_path = append_rows(out / CSV_NAME, rows)

@@ -45,8 +45,8 @@ from hvdbench.bench import defaults
 from hvdbench.bench.rows import run_identity
 from hvdbench.data.readers import open_dataset
 from hvdbench.errors import ConfigError, DatasetError, HvdbenchError
-from hvdbench.results.schema import IoRow
-from hvdbench.results.store import IO_CSV, append_or_rescue
+from hvdbench.results.records.schema import IoRow
+from hvdbench.results.records.store import IO_CSV, append_or_rescue
 
 CSV_NAME = IO_CSV
 IMPLS = ("reader", "reader+decode", "h5py")
@@ -175,7 +175,7 @@ def drop_caches(path: Path = DROP_CACHES) -> None:
 
 def demand_from(path: str | os.PathLike) -> float:
     """The throughput (samples/s) of a training run's result.json."""
-    from hvdbench.results.schema import read_result
+    from hvdbench.results.records.schema import read_result
 
     record, _ = read_result(path)
     if record.throughput is None or record.throughput <= 0:

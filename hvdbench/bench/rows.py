@@ -4,8 +4,8 @@
     for line in render(table).splitlines(): print(line)
 
 Their rows (`AllreduceRow`, `IoRow`, their `BenchRow` base with the layout columns) are declared
-in `hvdbench.results.schema` beside runs.csv's `RunResult`, and stored with the same machinery
-(`hvdbench.results.store`: append_rows / read_rows): rows are only ever added, a crash leaves the
+in `hvdbench.results.records.schema` beside runs.csv's `RunResult`, and stored with the same machinery
+(`hvdbench.results.records.store`: append_rows / read_rows): rows are only ever added, a crash leaves the
 old file or the new one, a file written by another schema version is refused with its name.
 """
 
@@ -14,7 +14,7 @@ from __future__ import annotations
 import io
 from datetime import datetime, timezone
 
-from hvdbench.results.schema import new_run_id
+from hvdbench.results.records.schema import new_run_id
 
 
 def run_identity() -> tuple[str, str]:

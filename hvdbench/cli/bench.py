@@ -58,7 +58,7 @@ def _rank0_or_quiet(fn):
     try:
         return fn()
     except HvdbenchError:
-        from hvdbench.train.launch_info import launcher_rank
+        from hvdbench.launchers.launch_info import launcher_rank
 
         if launcher_rank() != 0:
             sys.exit(1)
@@ -70,7 +70,7 @@ def _check_output(out: str, csv_name: str, row_class) -> None:
     from pathlib import Path
 
     from hvdbench.files import check_writable_dir
-    from hvdbench.results.store import check_appendable
+    from hvdbench.results.records.store import check_appendable
 
     check_writable_dir(out, "--out")
     check_appendable(Path(out) / csv_name, row_class)
@@ -126,7 +126,7 @@ def allreduce(min_bytes, max_bytes, dtypes, iters, warmup_iters, budget_bytes, m
           --min-bytes 1M --max-bytes 256M --out results/tune
     """
     from hvdbench.bench.allreduce_report import CSV_NAME, plan
-    from hvdbench.results.schema import AllreduceRow
+    from hvdbench.results.records.schema import AllreduceRow
 
     _rank0_or_quiet(lambda: plan(dtypes, min_bytes, max_bytes))  # bad sizes: one error, before Horovod starts
     _rank0_or_quiet(lambda: _check_output(out, CSV_NAME, AllreduceRow))  # and an unwritable --out
@@ -168,8 +168,8 @@ def io(data, split, batch_size, passes, seed, drop_caches, demand, demand_from, 
     if demand is not None and demand_from:
         raise click.UsageError("give --demand or --demand-from, not both")
     from hvdbench.bench import io as bio
-    from hvdbench.results.schema import IoRow
-    from hvdbench.train.launch_info import detect_launcher
+    from hvdbench.launchers.launch_info import detect_launcher
+    from hvdbench.results.records.schema import IoRow
 
     opts = bio.IoOptions(data=data, out=out, split=split, batch_size=batch_size, passes=passes, seed=seed,
                          drop_caches=drop_caches, demand=demand, demand_from=demand_from)

@@ -1,5 +1,5 @@
 """`hvdbench predict`: the throughput of layouts not run, from the sweeps that were (see
-hvdbench/results/predict.py for the model and what each parameter is fitted from)."""
+hvdbench/results/predict/throughput.py for the model and what each parameter is fitted from)."""
 
 from pathlib import Path
 
@@ -9,10 +9,10 @@ MACHINES = ("auto", "shared", "separate")
 
 
 def _layouts(ctx, param, value):
-    """NxG,... -> [(N, G), ...], each held to the hostfiles' bounds (hvdbench.results.aggregate.
+    """NxG,... -> [(N, G), ...], each held to the hostfiles' bounds (hvdbench.results.stats.aggregate.
     parse_layout); click names the option given (--layouts, --fit-on, --predict), not --baseline."""
     from hvdbench.errors import ConfigError
-    from hvdbench.results.predict import parse_layouts
+    from hvdbench.results.predict.throughput import parse_layouts
 
     if value is None:
         return None
@@ -38,8 +38,8 @@ MACHINES_OPTION = click.option(
 
 def fits_and_rows(runs, sweeps, layouts, fit_on=None, machines="auto", layout_benches=True):
     """(fits, prediction rows) for the runs of `sweeps`: the one path of `predict` and `report`."""
-    from hvdbench.results import bench_tables
-    from hvdbench.results.predict import fit_groups, prediction_rows
+    from hvdbench.results.analyses import bench_tables
+    from hvdbench.results.predict.throughput import fit_groups, prediction_rows
 
     allreduce, _ = bench_tables.load(sweeps)
     shared = None if machines == "auto" else machines == "shared"
@@ -81,7 +81,7 @@ def predict(sweeps, mllogs, layouts, fit_on, machines, layout_benches, out):
     and the overlap of communication with backward, fitted on the measured layouts. Time-to-accuracy
     runs and published MLPerf logs (--mllog) get their time to train predicted too: samples to the
     target at the layout's global batch (critical batch size; for MLPerf logs the benchmark's RCP
-    table), the training rate, evaluation and the rest (hvdbench/results/predict_ttt.py); a layout
+    table), the training rate, evaluation and the rest (hvdbench/results/predict/time_to_train.py); a layout
     that cannot be predicted honestly (model parallelism changed, too few fitted layouts) says why.
 
     \b
@@ -92,9 +92,12 @@ def predict(sweeps, mllogs, layouts, fit_on, machines, layout_benches, out):
     """
     from hvdbench.errors import ConfigError
     from hvdbench.files import check_writable_dir
-    from hvdbench.results import mllog, predict_ttt, store, ttt
-    from hvdbench.results.aggregate import time_to_train_rows
-    from hvdbench.results.predict import markdown, write
+    from hvdbench.results import mllog
+    from hvdbench.results.analyses import ttt
+    from hvdbench.results.predict import time_to_train as predict_ttt
+    from hvdbench.results.predict.throughput import markdown, write
+    from hvdbench.results.records import store
+    from hvdbench.results.stats.aggregate import time_to_train_rows
 
     if not sweeps and not mllogs:
         raise click.UsageError("give at least one SWEEP_DIR or --mllog DIR")
@@ -117,5 +120,5 @@ def predict(sweeps, mllogs, layouts, fit_on, machines, layout_benches, out):
                           "time-to-accuracy run with its event log to fit on")
     text = "\n".join(part for part in (markdown(rows, fits), predict_ttt.markdown(ttt_rows, ttt_fits)) if part)
     click.echo(text)
-    for path in write(rows, fits, out, ttt_rows=ttt_rows, ttt_fits=ttt_fits):
+    for path in [*write(rows, fits, out, ttt_rows=ttt_rows), *predict_ttt.write_figure(ttt_rows, ttt_fits, out)]:
         click.echo(f"wrote {path}")

@@ -29,7 +29,7 @@ def _default_out(sweeps) -> Path:
     """FIRST_SWEEP/report (beside its runs.csv), or ./report when there is no sweep."""
     if not sweeps:
         return Path("report")
-    from hvdbench.results.store import sweep_folder
+    from hvdbench.results.records.store import sweep_folder
 
     return sweep_folder(sweeps[0]) / "report"
 
@@ -100,19 +100,12 @@ def report(sweeps, mllogs, out, formats, baseline, group_by, ruleset, predict_la
     """
     from rich.progress import track
 
-    from hvdbench.results import (
-        aggregate,
-        bench_tables,
-        convergence,
-        engines,
-        mllog,
-        predict_ttt,
-        store,
-        study_tables,
-        ttt,
-        waterfall,
-    )
-    from hvdbench.results import tables as tab
+    from hvdbench.results import mllog
+    from hvdbench.results.analyses import bench_tables, convergence, engines, study_tables, ttt, waterfall
+    from hvdbench.results.predict import time_to_train as predict_ttt
+    from hvdbench.results.records import store
+    from hvdbench.results.render import tables as tab
+    from hvdbench.results.stats import aggregate
 
     if not sweeps and not mllogs:
         raise click.UsageError("give at least one SWEEP_DIR or --mllog DIR")
@@ -152,7 +145,7 @@ def report(sweeps, mllogs, out, formats, baseline, group_by, ruleset, predict_la
     fits, predicted, ttt_fits, ttt_predicted = [], [], [], []
     if predict_layouts:
         from hvdbench.cli.predict import fits_and_rows
-        from hvdbench.results import predict
+        from hvdbench.results.predict import throughput as predict
 
         fits, predicted = fits_and_rows(runs, sweeps, predict_layouts)
         ttt_fits, ttt_predicted = predict_ttt.predictions(runs, parts, predict_layouts, None, fits)
@@ -181,11 +174,12 @@ def report(sweeps, mllogs, out, formats, baseline, group_by, ruleset, predict_la
     if conv:
         written += convergence.write(conv, out, formats)
     if fits or ttt_predicted:
-        written += predict.write(predicted, fits, out, formats, ttt_predicted, ttt_fits)
+        written += predict.write(predicted, fits, out, formats, ttt_predicted)
+        written += predict_ttt.write_figure(ttt_predicted, ttt_fits, out, formats)
     for name, rows in study_rows.items():
         written += study_tables.write(rows, out if len(studies) == 1 else out / name, name, formats)
     if "png" in formats:
-        from hvdbench.results import plots
+        from hvdbench.results.render import plots
         pngs, skipped = plots.write_plots(tables, out)
         written += pngs
         notes += skipped

@@ -26,7 +26,7 @@ class WorkerCommand(click.Command):
     otherwise ran on, waiting on their lost peers). Not for a lone process: nohup works."""
 
     def invoke(self, ctx):
-        from hvdbench.train.launch_info import detect_launcher
+        from hvdbench.launchers.launch_info import detect_launcher
 
         if detect_launcher() != "single":
             from hvdbench.launchers.guard import die_with_parent
@@ -45,7 +45,7 @@ class WorkerCommand(click.Command):
 def _quiet_unless_rank0(code: int) -> None:
     import os
 
-    from hvdbench.train.launch_info import launcher_rank
+    from hvdbench.launchers.launch_info import launcher_rank
 
     if launcher_rank() != 0:
         time.sleep(float(os.environ.get("HVDBENCH_QUIET_EXIT_DELAY_S", QUIET_EXIT_DELAY_S)))
@@ -80,7 +80,7 @@ def train(model, config_file, set_values, **options):
     try:
         cfg = resolve(overrides_from_options(model, set_values, options), config_file)
         from hvdbench.files import check_writable_dir
-        from hvdbench.train.launch_info import launcher_rank
+        from hvdbench.launchers.launch_info import launcher_rank
 
         if launcher_rank() == 0:  # the rank that writes: checked before a framework starts
             check_writable_dir(cfg.out, "--out")

@@ -10,10 +10,12 @@ Horovod's init, the attributes the worker reads, and the collectives on host val
 from __future__ import annotations
 
 import socket
+import time
 
 import numpy as np
 
 from hvdbench.frameworks import fixed_threads, math_threads
+from hvdbench.interference import Neighbours
 
 
 class DistBase:
@@ -44,10 +46,6 @@ class DistBase:
     def _neighbours_at_start(self, window_s: float = 0.1) -> float:
         """Cores' worth of other processes on the busiest of the job's machines, measured while
         every rank sleeps (a collective: all ranks start the window together)."""
-        import time
-
-        from hvdbench.train.interference import Neighbours
-
         self.allgather_object(None)
         watch = Neighbours()
         time.sleep(window_s)

@@ -5,7 +5,9 @@
 
 `guard` runs the launch commands (hvdbench.sweep.launch is the sweep's one way to it). Every argv
 element is a separate string (no shell), hostnames were validated by `hvdbench.topology`, so user
-values cannot become options or shell syntax.
+values cannot become options or shell syntax. `launch_info` is the other end: what a launched
+process reads of its launcher's environment (its rank, its place), for the trainer (train/) and the
+engines (frameworks/) alike.
 
 The worker is `<venv>/bin/hvdbench train ...`, by absolute path: the console script beside
 `sys.executable`. mpirun/srun/ssh start it on other nodes with a non-interactive shell whose PATH

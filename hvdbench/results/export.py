@@ -38,10 +38,10 @@ from pathlib import Path
 
 from hvdbench.errors import ConfigError, OutputError
 from hvdbench.files import atomic_write_text
-from hvdbench.results.aggregate import OLYMPIC_DROP, olympic_score
 from hvdbench.results.mllog import LogSummary, read_run_log
-from hvdbench.results.schema import RunResult, SchemaError
-from hvdbench.results.store import current_runs, load_sweeps
+from hvdbench.results.records.schema import RunResult, SchemaError
+from hvdbench.results.records.store import current_runs, load_sweeps
+from hvdbench.results.stats.aggregate import OLYMPIC_DROP, olympic_score
 
 USAGE = "training"
 DEFAULT_RULESET = "4.0.0"  # the last training round with ResNet-50; BERT too

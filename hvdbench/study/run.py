@@ -270,7 +270,7 @@ def prepare_data(sweep: StudySweep, console) -> None:
 def run_study(study: Study, sweeps: list[StudySweep], opts: StudyOptions, console) -> Counter:
     """Run every sweep in order; a sweep whose data cannot be prepared is counted failed and the
     study goes on. SweepInterrupted (SIGINT/SIGTERM) ends the study: run it again to resume."""
-    from hvdbench.results.store import read_runs
+    from hvdbench.results.records.store import read_runs
     from hvdbench.sweep import run as sweep_run
     from hvdbench.sweep.plan import pending
 

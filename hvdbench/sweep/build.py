@@ -20,8 +20,9 @@ import click
 from hvdbench import topology
 from hvdbench.contracts import get_spec
 from hvdbench.errors import ConfigError, HvdbenchError
-from hvdbench.results.schema import RunResult
-from hvdbench.results.store import EXPLAIN_DIR, RUNS_CSV, check_appendable
+from hvdbench.launchers.guard import capture
+from hvdbench.results.records.schema import RunResult
+from hvdbench.results.records.store import EXPLAIN_DIR, RUNS_CSV, check_appendable
 from hvdbench.sweep import layout_config as sweep_config
 from hvdbench.sweep import plan
 from hvdbench.sweep.spec import SweepSpec, resolve_entry
@@ -96,7 +97,7 @@ def hosts_of(hostfile=None, hosts=None, gpus_per_node=None):
         return topology.parse_hostfile(hostfile)
     if hosts is not None:
         return topology.parse_hosts_arg(hosts)
-    return topology.hosts_from_slurm(os.environ, gpus_per_node)
+    return topology.hosts_from_slurm(os.environ, gpus_per_node, expand=capture)
 
 
 def check_train_args(model: str, train_args) -> None:

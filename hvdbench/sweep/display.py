@@ -26,7 +26,7 @@ from rich.table import Table
 from rich.text import Text
 
 from hvdbench.launchers.guard import Outcome
-from hvdbench.results.schema import RunResult
+from hvdbench.results.records.schema import RunResult
 from hvdbench.sweep.launch import command, env_additions
 from hvdbench.sweep.plan import PlannedRun
 from hvdbench.sweep.spec import SweepSpec, run_dir

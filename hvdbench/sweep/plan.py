@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from hvdbench.errors import TopologyError
-from hvdbench.results.schema import RunResult
+from hvdbench.results.records.schema import RunResult
 from hvdbench.sweep.layout_config import LayoutConfig, SweepConfig
 from hvdbench.topology import Layout
 

@@ -15,7 +15,7 @@ import re
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from hvdbench.results.schema import RunResult, SchemaError, read_result
+from hvdbench.results.records.schema import RunResult, SchemaError, read_result
 
 if TYPE_CHECKING:
     from hvdbench.launchers.guard import Outcome

@@ -6,7 +6,7 @@
         counts = run_sweep(spec, console)
 
 The sweep directory (--out) holds:
-    runs.csv                 one row per run, appended atomically (hvdbench.results.store)
+    runs.csv                 one row per run, appended atomically (hvdbench.results.records.store)
     sweep.json               model and train arguments of the sweep; a resume must match them
     <run_id>/                one per run: hostfile, command.txt, layout.yaml (with a config),
                              launch.log (the launcher's output), logs/ (per-rank), launch.json
@@ -39,8 +39,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from hvdbench.launchers import guard
-from hvdbench.results.schema import RunResult
-from hvdbench.results.store import append_run, check_appendable, read_rows, read_runs
+from hvdbench.results.records.schema import RunResult
+from hvdbench.results.records.store import append_run, check_appendable, read_rows, read_runs
 from hvdbench.sweep import locks
 from hvdbench.sweep.display import SweepProgress, dry_run, plan_line
 from hvdbench.sweep.launch import bench_dir, command, env_additions, launch_bench, launch_run
@@ -157,8 +157,8 @@ def _busy_refusal(spec: SweepSpec, run: PlannedRun, started: str) -> RunResult |
         return None
     import time
 
-    from hvdbench.results.schema import BUSY_CPUS
-    from hvdbench.train.interference import busy_now
+    from hvdbench.interference import busy_now
+    from hvdbench.results.records.schema import BUSY_CPUS
 
     deadline = time.monotonic() + spec.require_idle
     while True:

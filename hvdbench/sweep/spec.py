@@ -18,7 +18,7 @@ from pathlib import Path
 from hvdbench.errors import ConfigError
 from hvdbench.files import atomic_write_text
 from hvdbench.frameworks import SHARED_MACHINE_ENV
-from hvdbench.results.store import RUNS_CSV, SWEEP_RECORD, read_sweep_record
+from hvdbench.results.records.store import RUNS_CSV, SWEEP_RECORD, read_sweep_record
 from hvdbench.sweep.plan import Entry, PlannedRun, interleave
 
 # Train options the sweep sets for every run: not allowed after `--`.

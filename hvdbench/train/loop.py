@@ -24,14 +24,14 @@ from mlperf_logging.mllog import constants as C
 
 from hvdbench.contracts import RunFacts
 from hvdbench.errors import DatasetError
+from hvdbench.interference import Neighbours
 from hvdbench.output import line
-from hvdbench.results.schema import BUSY_CPUS, MEASURED, RunResult
-from hvdbench.train.interference import Neighbours
+from hvdbench.results.records.schema import BUSY_CPUS, MEASURED, RunResult
 from hvdbench.train.schedule import lr_at
 from hvdbench.train.warmup import cap as warmup_cap
 from hvdbench.train.warmup import settled as warmup_settled
 
-# What one run measured: RunResult's measured columns (declared once, results.schema.MEASURED, with
+# What one run measured: RunResult's measured columns (declared once, results.records.schema.MEASURED, with
 # their defaults) and the evaluations' history (checks.json's `evals`). hvdbench.train.result copies
 # the columns into the record.
 Measures = make_dataclass("Measures", [

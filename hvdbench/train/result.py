@@ -15,8 +15,8 @@ from pathlib import Path
 
 from hvdbench.errors import ConfigError
 from hvdbench.files import atomic_write_text
-from hvdbench.results.schema import MEASURED, RunResult, write_result
-from hvdbench.train.launch_info import detect_launcher
+from hvdbench.launchers.launch_info import detect_launcher
+from hvdbench.results.records.schema import MEASURED, RunResult, write_result
 from hvdbench.train.loop import say
 
 

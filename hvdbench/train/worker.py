@@ -28,12 +28,12 @@ from mlperf_logging.mllog import constants as C
 
 from hvdbench.errors import ConfigError, DatasetError, HvdbenchError
 from hvdbench.events import EventLog
+from hvdbench.launchers.launch_info import detect_launcher, launcher_rank
 from hvdbench.output import line
-from hvdbench.results.schema import new_run_id
+from hvdbench.results.records.schema import new_run_id
 from hvdbench.train import config as config_mod
 from hvdbench.train import result as result_mod
 from hvdbench.train.faults import Fault
-from hvdbench.train.launch_info import detect_launcher, launcher_rank
 from hvdbench.train.loop import Loop, say
 from hvdbench.train.memory import check_device_fits, check_fits, exact_counts
 from hvdbench.train.schedule import scaled_lr

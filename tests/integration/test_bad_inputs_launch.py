@@ -9,7 +9,7 @@ import subprocess
 import pytest
 
 from conftest import launch_env, run
-from hvdbench.results.store import read_runs
+from hvdbench.results.records.store import read_runs
 
 pytestmark = pytest.mark.integration
 

@@ -5,7 +5,7 @@ from conftest import run
 
 from hvdbench.bench.allreduce_report import CSV_NAME as AR_CSV, AllreduceRow
 from hvdbench.bench.io import CSV_NAME as IO_CSV, IoRow
-from hvdbench.results.store import read_rows
+from hvdbench.results.records.store import read_rows
 
 pytestmark = pytest.mark.integration
 

@@ -6,7 +6,7 @@ import csv
 import pytest
 from conftest import run
 
-from hvdbench.results.store import read_runs
+from hvdbench.results.records.store import read_runs
 
 pytestmark = pytest.mark.integration
 

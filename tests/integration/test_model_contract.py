@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 from conftest import launch_env, run
 
-from hvdbench.results.schema import read_result
-from hvdbench.results.store import read_runs
+from hvdbench.results.records.schema import read_result
+from hvdbench.results.records.store import read_runs
 
 pytestmark = pytest.mark.integration
 

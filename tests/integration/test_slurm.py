@@ -18,7 +18,7 @@ import pytest
 
 from conftest import launch_env, run
 from hvdbench.cluster.launch import launch_settings
-from hvdbench.results.store import read_runs
+from hvdbench.results.records.store import read_runs
 from test_cluster import STATE_ROOT, cluster
 
 pytestmark = [pytest.mark.integration, pytest.mark.root,

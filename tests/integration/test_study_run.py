@@ -12,7 +12,7 @@ import pytest
 import yaml
 from conftest import launch_env, run
 
-from hvdbench.results.store import read_runs
+from hvdbench.results.records.store import read_runs
 
 pytestmark = pytest.mark.integration
 

@@ -16,7 +16,7 @@ import psutil
 import pytest
 
 from conftest import launch_env, run
-from hvdbench.results.store import read_runs
+from hvdbench.results.records.store import read_runs
 
 ROOT = Path(__file__).resolve().parents[2]
 LOCALHOST = ROOT / "hostfiles" / "localhost"
@@ -182,7 +182,7 @@ def test_killed_sweep_resumes_with_one_row_per_run(tmp_path, digits, hvdbench_bi
 @pytest.mark.timeout(420)
 def test_allreduce_bench_runs_once_per_layout_and_reaches_the_report(tmp_path, hvdbench_bin, digits):
     from hvdbench.bench.allreduce_report import AllreduceRow
-    from hvdbench.results.store import read_rows
+    from hvdbench.results.records.store import read_rows
 
     out = tmp_path / "sweep"
     argv = sweep_argv(hvdbench_bin, out, "--layouts", "1x1,1x2", "--allreduce-bench", "64K",

@@ -4,7 +4,7 @@ timed steps is kept beside the run and its summary is in the record."""
 import pytest
 from conftest import run
 
-from hvdbench.results.schema import read_result
+from hvdbench.results.records.schema import read_result
 from hvdbench.train.timeline import COLUMNS, operations, read_events, summarise
 
 pytestmark = pytest.mark.integration

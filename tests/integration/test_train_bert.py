@@ -15,7 +15,7 @@ from conftest import run
 from hvdbench.contracts import get_spec
 from hvdbench.data.readers import open_dataset
 from hvdbench.results.mllog import read_event_dicts as read_events
-from hvdbench.results.schema import read_result
+from hvdbench.results.records.schema import read_result
 
 pytestmark = pytest.mark.integration
 

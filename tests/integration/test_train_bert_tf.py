@@ -15,7 +15,7 @@ import pytest
 from conftest import run
 
 from hvdbench.contracts import get_spec
-from hvdbench.results.schema import read_result
+from hvdbench.results.records.schema import read_result
 
 pytestmark = pytest.mark.integration
 

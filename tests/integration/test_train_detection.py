@@ -12,8 +12,8 @@ import pytest
 from conftest import run
 
 from hvdbench.results.mllog import read_event_dicts as read_events
-from hvdbench.results.schema import read_result
-from hvdbench.results.store import read_runs
+from hvdbench.results.records.schema import read_result
+from hvdbench.results.records.store import read_runs
 
 pytestmark = pytest.mark.integration
 

@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 from conftest import BIN, run
 
-from hvdbench.results.schema import read_result
+from hvdbench.results.records.schema import read_result
 
 pytestmark = pytest.mark.integration
 

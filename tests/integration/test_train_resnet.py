@@ -12,7 +12,7 @@ import pytest
 from conftest import run
 
 from hvdbench.results.mllog import read_event_dicts as read_events
-from hvdbench.results.schema import read_result
+from hvdbench.results.records.schema import read_result
 
 pytestmark = pytest.mark.integration
 

@@ -13,7 +13,7 @@ import pytest
 from conftest import launch_env, run
 
 from hvdbench.results.mllog import read_event_dicts as read_events
-from hvdbench.results.schema import read_result
+from hvdbench.results.records.schema import read_result
 
 pytestmark = pytest.mark.integration
 

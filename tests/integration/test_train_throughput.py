@@ -10,7 +10,7 @@ import socket
 import pytest
 from conftest import launch_env, run
 
-from hvdbench.results.schema import read_result
+from hvdbench.results.records.schema import read_result
 
 pytestmark = pytest.mark.integration
 

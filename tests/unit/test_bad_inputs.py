@@ -26,8 +26,8 @@ import pytest
 from click.testing import CliRunner
 
 from hvdbench.cli.main import cli
-from hvdbench.results.schema import IoRow, RunResult, write_result
-from hvdbench.results.store import append_run, read_rows, read_runs
+from hvdbench.results.records.schema import IoRow, RunResult, write_result
+from hvdbench.results.records.store import append_run, read_rows, read_runs
 
 BIN = Path(sys.executable).parent
 HVDBENCH = str(BIN / "hvdbench")
@@ -108,7 +108,7 @@ def fake_srun(tmp_path, sleep=0.0) -> Path:
     (bin_dir / "srun").write_text(f"""#!{sys.executable}
 import sys, time
 from pathlib import Path
-from hvdbench.results.schema import RunResult, write_result
+from hvdbench.results.records.schema import RunResult, write_result
 argv = sys.argv[1:]
 out = Path(argv[argv.index("--out") + 1])
 with open({str(tmp_path / "launched.txt")!r}, "a") as f:
@@ -187,7 +187,7 @@ def test_an_out_on_a_read_only_file_system_is_refused(tmp_path, dataset, read_on
 def test_a_finished_measurement_is_saved_elsewhere_when_its_csv_cannot_be_written(tmp_path, dataset, monkeypatch):
     """The output folder passed the check, then could not be written (it went read-only, the disk
     filled): the rows are saved in a new file, and the one-line error says where."""
-    from hvdbench.results import store
+    from hvdbench.results.records import store
 
     def read_only(path, rows):
         raise OSError(errno.EROFS, "Read-only file system", str(path))

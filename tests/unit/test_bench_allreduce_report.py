@@ -8,9 +8,9 @@ from click.testing import CliRunner
 
 from hvdbench.bench import allreduce_report as AR
 from hvdbench.bench.formulas import busbw
-from hvdbench.results.store import append_rows, read_rows
 from hvdbench.cli.main import cli
-from hvdbench.results.schema import SchemaError
+from hvdbench.results.records.schema import SchemaError
+from hvdbench.results.records.store import append_rows, read_rows
 
 LAYOUT = {"world_size": 4, "nodes": 2, "gpus_per_node": 2, "layout": "2x2", "scale": "out",
           "hosts": "n1;n2", "controller": "mpi", "launcher": "horovodrun"}

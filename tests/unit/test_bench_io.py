@@ -14,8 +14,8 @@ from hvdbench.data import manifest as mf
 from hvdbench.data.readers import open_dataset
 from hvdbench.data.shards import shard_name, write_shard
 from hvdbench.errors import ConfigError, DatasetError
-from hvdbench.results.schema import RunResult, write_result
-from hvdbench.results.store import read_rows
+from hvdbench.results.records.schema import RunResult, write_result
+from hvdbench.results.records.store import read_rows
 
 TRAIN = 1001  # odd, over three uneven shards: shares and batches do not divide evenly
 

@@ -9,9 +9,9 @@ from hvdbench.bench.allreduce_report import CSV_NAME as AR_CSV
 from hvdbench.bench.allreduce_report import AllreduceRow
 from hvdbench.bench.io import CSV_NAME as IO_CSV
 from hvdbench.bench.io import IoRow
-from hvdbench.results import bench_tables as BT
-from hvdbench.results.schema import RunResult
-from hvdbench.results.store import append_rows, append_run, load_sweeps
+from hvdbench.results.analyses import bench_tables as BT
+from hvdbench.results.records.schema import RunResult
+from hvdbench.results.records.store import append_rows, append_run, load_sweeps
 
 MIB = 1 << 20
 GRAD = 25_557_032 * 4  # resnet50/full fp32 gradients: 97.5 MiB, under the 128 MiB fusion buffer
@@ -116,7 +116,7 @@ def test_the_csv_formats_and_their_shared_layout_columns():
     the header a file already has, so it never changes. The layout columns are declared once."""
     from dataclasses import fields
 
-    from hvdbench.results.schema import LayoutFields
+    from hvdbench.results.records.schema import LayoutFields
 
     layout = [f.name for f in fields(LayoutFields)]
     assert RunResult.columns()[12:20] == layout == [
@@ -145,6 +145,6 @@ def test_the_csv_formats_and_their_shared_layout_columns():
 
 
 def test_markdown_cells_with_a_bar_stay_one_cell():
-    from hvdbench.results.tables import markdown_table
+    from hvdbench.results.render.tables import markdown_table
 
     assert markdown_table(["a", "b"], [["x|y", 2]]) == "| a | b |\n|---|---|\n| x\\|y | 2 |"

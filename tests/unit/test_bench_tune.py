@@ -6,7 +6,7 @@ import math
 import pytest
 
 from hvdbench.bench import tune as T
-from hvdbench.results.schema import AllreduceRow
+from hvdbench.results.records.schema import AllreduceRow
 
 SPACE = (("A", ("1", "2", "3")), ("B", ("x", "y")))
 

@@ -9,9 +9,9 @@ import sys
 import psutil
 import pytest
 
+from hvdbench.cluster.blueprint import ClusterError, make_plan
 from hvdbench.cluster.launch import cluster_launch_args, launch_settings
 from hvdbench.cluster.lifecycle import _ours, _stop_process
-from hvdbench.cluster.blueprint import ClusterError, make_plan
 from hvdbench.cluster.state import (Journal, make_state_dir, plan_from_dict, plan_to_dict, rewrite_etc_hosts,
                                     with_hosts_block, without_hosts_block)
 
@@ -96,7 +96,7 @@ def test_bind_mounted_hosts_file_is_rewritten_in_place(tmp_path, monkeypatch):
 
     def busy(src, dst):
         raise OSError(errno.EBUSY, "Device or resource busy", str(dst))
-    monkeypatch.setattr("hvdbench.results.schema.os.replace", busy)
+    monkeypatch.setattr("hvdbench.results.records.schema.os.replace", busy)
     rewrite_etc_hosts(lambda t: with_hosts_block(t, _plan(tmp_path)), path)
     assert "hvd-node1" in path.read_text() and path.stat().st_ino == inode
     assert sorted(p.name for p in tmp_path.iterdir()) == ["hosts"]

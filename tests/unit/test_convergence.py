@@ -1,12 +1,12 @@
-"""Samples to target against the global batch (hvdbench/results/convergence.py): McCandlish's
+"""Samples to target against the global batch (hvdbench/results/analyses/convergence.py): McCandlish's
 S(B) = S_min (1 + B / B_crit) recovered from points it made, read from mlperf-logging's RCP tables as
 the RCP checker averages them (SUITE.md section 6's plain fit reproduced), and every case the data
 cannot support said instead of a number."""
 
 import pytest
 
-from hvdbench.results import convergence as CV
-from hvdbench.results.ttt import LayoutParts
+from hvdbench.results.analyses import convergence as CV
+from hvdbench.results.analyses.ttt import LayoutParts
 
 
 def line(s_min, b_crit, batches):

@@ -19,9 +19,9 @@ names = [m.name for m in pkgutil.walk_packages(hvdbench.__path__, "hvdbench.")
 for name in names:
     importlib.import_module(name)
 print(len(names))
-for core in ("hvdbench.cli.main", "hvdbench.results.schema", "hvdbench.results.store", "hvdbench.contracts",
-             "hvdbench.models", "hvdbench.models.resnet50", "hvdbench.models.bert.data", "hvdbench.errors",
-             "hvdbench.families.detection.data"):
+for core in ("hvdbench.cli.main", "hvdbench.results.records.schema", "hvdbench.results.records.store",
+             "hvdbench.contracts", "hvdbench.models", "hvdbench.models.resnet50", "hvdbench.models.bert.data",
+             "hvdbench.errors", "hvdbench.families.detection.data"):
     assert core in names, core
 """
 

@@ -10,13 +10,13 @@ from hvdbench.contracts import get_spec
 from hvdbench.errors import ConfigError
 from hvdbench.frameworks.torch.engines import remap_groups
 from hvdbench.launchers import Job, torchrun
-from hvdbench.results import engines
-from hvdbench.results.aggregate import build_tables
-from hvdbench.results.schema import RunResult
+from hvdbench.launchers.launch_info import Place, detect_launcher, first_slurm_host, place
+from hvdbench.results.analyses import engines
+from hvdbench.results.records.schema import RunResult
+from hvdbench.results.stats.aggregate import build_tables
 from hvdbench.topology import Layout
 from hvdbench.train import memory
 from hvdbench.train.config import resolve
-from hvdbench.train.launch_info import Place, detect_launcher, first_slurm_host, place
 from hvdbench.train.options import resolve_train_args
 
 # --- the option --------------------------------------------------------------------------------

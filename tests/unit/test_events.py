@@ -27,7 +27,7 @@ def test_lines_are_mllog_json_with_the_callers_location(tmp_path):
 
 
 def test_an_unreadable_line_in_a_runs_own_log_is_an_error(tmp_path):
-    from hvdbench.results.schema import SchemaError
+    from hvdbench.results.records.schema import SchemaError
 
     log = EventLog(tmp_path / "mllog.txt")
     log.event(C.SEED, 1)

@@ -16,8 +16,8 @@ from test_mllog import T0, compliant_lines, write
 
 from hvdbench.cli.main import cli
 from hvdbench.results.export import SYSTEM_FIELDS
-from hvdbench.results.schema import RunResult
-from hvdbench.results.store import append_run
+from hvdbench.results.records.schema import RunResult
+from hvdbench.results.records.store import append_run
 
 ENV = {"hostname": "node001", "cpu_count": 64, "platform": "Linux-6.1.0-x86_64-with-glibc2.36",
        "python": {"version": "3.11.2"}, "hvdbench": "0.1.0", "torch": {"installed": True, "version": "2.13.0"},

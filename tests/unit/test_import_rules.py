@@ -2,10 +2,15 @@
 level or inside a function) is read with `ast`, and each rule names the offending file and line.
 
     ground floor   errors, output, files, contracts/        (import nothing of hvdbench above them)
-    library        data/, topology, launchers/, results/, events, frameworks/, train/, bench/,
-                   cluster/, sweep/, study/                  (never the CLI, never a model folder)
+    library        data/, topology, launchers/, results/, events, interference, frameworks/, train/,
+                   bench/, cluster/, sweep/, study/          (never the CLI, never a model folder)
     models         families/, models/<name>/                (plugins: never another folder, never train/)
     cli            cli/                                     (the top)
+
+Inside the library, topology runs nothing (launchers/ does), frameworks/ never imports train/ (train/
+picks a framework), and results/ is rooms by concern, each importing only the rooms below it
+(RESULTS_ROOMS). No module of the package imports itself back through others (a circle), at module
+level or inside a function.
 """
 
 import ast
@@ -66,8 +71,8 @@ def test_the_ground_floor_imports_nothing_above_it():
 def test_library_code_never_imports_the_cli_or_a_model_folder():
     library = ("hvdbench.contracts", "hvdbench.data", "hvdbench.train", "hvdbench.results", "hvdbench.sweep",
                "hvdbench.study", "hvdbench.bench", "hvdbench.cluster", "hvdbench.launchers",
-               "hvdbench.frameworks", "hvdbench.topology", "hvdbench.events", "hvdbench.files",
-               "hvdbench.errors", "hvdbench.output")
+               "hvdbench.frameworks", "hvdbench.topology", "hvdbench.events", "hvdbench.interference",
+               "hvdbench.files", "hvdbench.errors", "hvdbench.output")
     assert offenders(lambda me, t: under(me, *library) and under(t, "hvdbench.cli")) == []
     assert offenders(lambda me, t: under(me, *library)
                      and (model_folder(t) or under(t, "hvdbench.families"))) == []
@@ -96,6 +101,76 @@ def test_results_read_what_the_other_layers_wrote_without_importing_them():
                      and under(t, "hvdbench.sweep", "hvdbench.bench", "hvdbench.train", "hvdbench.study")) == []
 
 
+# results/ by concern, from the bottom up: a room imports only the rooms on lower floors (export.py and
+# analyses/ share a floor: neither imports the other). A new analysis (compute, energy) is a module of
+# analyses/; a room of its own is a new line here.
+RESULTS_ROOMS = {
+    "records": 0,   # what a run is (schema.py: every CSV's columns) and the sweep folder's store
+    "mllog": 1,     # published MLPerf logs, read into run records
+    "stats": 2,     # grouping and statistics: runs -> the report's rows
+    "render": 3,    # tables (CSV, Markdown) and plots, the figure context the analyses share
+    "analyses": 4,  # the report's sections: waterfall, ttt, convergence, engines, study and bench tables
+    "export": 4,    # our sweeps as an MLPerf results tree
+    "predict": 5,   # layouts not run: throughput and time to train
+}
+
+
+def results_room(name: str) -> str | None:
+    """`hvdbench.results.render.plots` -> "render"; None outside results/ (and for the package itself)."""
+    parts = name.split(".")
+    return parts[2] if name.startswith("hvdbench.results.") else None
+
+
+def test_results_rooms_import_one_way_down():
+    rooms = {path.stem if path.is_file() else path.name for path in (PACKAGE / "results").iterdir()
+             if path.name != "__init__.py" and not path.name.startswith("__")
+             and (path.suffix == ".py" or (path / "__init__.py").is_file())}
+    assert rooms == set(RESULTS_ROOMS), "a room of results/ without its floor in RESULTS_ROOMS, or one gone"
+
+    def up_or_across(me, target):
+        mine, theirs = results_room(me), results_room(target)
+        return mine is not None and theirs is not None and mine != theirs \
+            and RESULTS_ROOMS[theirs] >= RESULTS_ROOMS[mine]
+
+    assert offenders(up_or_across) == []
+
+
+def test_topology_runs_nothing_and_frameworks_never_import_train():
+    # topology reads hosts and layouts; the runner of `scontrol` is handed in (launchers.guard.capture).
+    assert offenders(lambda me, t: me == "hvdbench.topology" and not under(t, *GROUND, "hvdbench.topology")
+                     and t != "hvdbench") == []
+    # train/ picks the framework's trainer; what both read of the launch (launchers.launch_info) and
+    # of the machine (interference) lives below them.
+    assert offenders(lambda me, t: under(me, "hvdbench.frameworks") and under(t, "hvdbench.train")) == []
+    assert offenders(lambda me, t: under(me, "hvdbench.launchers", "hvdbench.interference")
+                     and under(t, "hvdbench.train", "hvdbench.frameworks")) == []
+
+
+def test_no_circle_of_imports():
+    """No module reaches itself through the imports of others, counting imports inside functions: a
+    lazy import is for start-up time, never a way around a circle. (A submodule's own package
+    __init__ is not counted: Python runs it first by itself.)"""
+    graph: dict[str, set[str]] = {}
+    for me, _, target in imports():
+        if existing(target) and target != me and not me.startswith(target + "."):
+            graph.setdefault(me, set()).add(target)
+    circles, state = [], {}
+
+    def visit(node, path):
+        state[node] = "open"
+        for nxt in sorted(graph.get(node, ())):
+            if state.get(nxt) == "open":
+                circles.append(" -> ".join(path[path.index(nxt):] + [nxt]))
+            elif nxt not in state:
+                visit(nxt, path + [nxt])
+        state[node] = "done"
+
+    for node in sorted(graph):
+        if node not in state:
+            visit(node, [node])
+    assert circles == []
+
+
 def test_the_rules_see_imports():
     # The checks above pass vacuously if nothing is read: the package has hundreds of imports,
     # among them the ones the rules are about.
@@ -103,6 +178,7 @@ def test_the_rules_see_imports():
     assert len(found) > 300
     assert any(me == "hvdbench.cli.train" and t == "hvdbench.train.options" for me, _, t in found)
     assert any(model_folder(me) and under(t, "hvdbench.contracts") for me, _, t in found)
+    assert any(results_room(me) == "predict" and results_room(t) == "analyses" for me, _, t in found)
 
 
 def test_test_files_have_unique_basenames():

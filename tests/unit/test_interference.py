@@ -1,5 +1,5 @@
 """Numbers that flag their own interference: what else used the machine while a run was timed
-(hvdbench/train/interference.py), and the report's `busy` and `unsteady` flags."""
+(hvdbench/interference.py), and the report's `busy` and `unsteady` flags."""
 
 import subprocess
 import sys
@@ -7,9 +7,9 @@ import time
 
 import pytest
 
-from hvdbench.results.aggregate import FLAGS, scaling_rows
-from hvdbench.results.schema import BUSY_CPUS, REPORT_COLUMNS, RunResult
-from hvdbench.train import interference as I
+from hvdbench import interference as I
+from hvdbench.results.records.schema import BUSY_CPUS, REPORT_COLUMNS, RunResult
+from hvdbench.results.stats.aggregate import FLAGS, scaling_rows
 
 
 def reading(machine, machine_s, own_s, window_s=2.0):

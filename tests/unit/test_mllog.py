@@ -21,9 +21,9 @@ from mlperf_logging.mllog.mllog import MLLogger
 from hvdbench.cli.main import cli
 from hvdbench.errors import ConfigError
 from hvdbench.results import mllog
-from hvdbench.results.aggregate import build_tables
-from hvdbench.results.schema import SchemaError
-from hvdbench.results.tables import markdown
+from hvdbench.results.records.schema import SchemaError
+from hvdbench.results.render.tables import markdown
+from hvdbench.results.stats.aggregate import build_tables
 
 T0 = 1_700_000_000_000  # ms
 
@@ -860,7 +860,7 @@ def test_sample_counted_llm_rows_show_samples_not_a_sliver_of_an_epoch(tmp_path)
     assert (row["epochs_mean"], row["time_per_epoch_min"]) == (None, None)
     assert row["samples_to_target_mean"] == 300_000 and row["time_per_1m_samples_min"] == pytest.approx(31 / 0.3)
     assert tables.time_to_train[0]["epochs_mean"] is None
-    from hvdbench.results.tables import write_csvs
+    from hvdbench.results.render.tables import write_csvs
     write_csvs(tables, tmp_path / "report")
     [line] = list(csv.DictReader(open(tmp_path / "report" / "epochs.csv")))
     assert (line["epochs_mean"], line["samples_to_target_mean"]) == ("", "300000.0")

@@ -1,4 +1,4 @@
-"""The layout predictor (hvdbench/results/predict.py) recovers the parameters its inputs were
+"""The layout predictor (hvdbench/results/predict/throughput.py) recovers the parameters its inputs were
 generated with, and predicts layouts it was not fitted on from them."""
 
 import dataclasses
@@ -7,8 +7,8 @@ import math
 import pytest
 
 from hvdbench.errors import ConfigError
-from hvdbench.results import predict as P
-from hvdbench.results.schema import PREDICTION_COLUMNS, AllreduceRow, RunResult
+from hvdbench.results.predict import throughput as P
+from hvdbench.results.records.schema import PREDICTION_COLUMNS, AllreduceRow, RunResult
 
 # The "true" machine the synthetic runs come from.
 T1 = 0.050  # s of work per step, one rank alone
@@ -180,7 +180,7 @@ def test_markdown_and_figure_name_every_layout(fit, tmp_path):
 
 def _sweep(tmp_path):
     """A sweep folder of the FIT_LAYOUTS runs, one each, on an emulated node's host name."""
-    from hvdbench.results.store import append_run
+    from hvdbench.results.records.store import append_run
 
     sweep = tmp_path / "sweep"
     sweep.mkdir()

@@ -1,4 +1,4 @@
-"""Time to train of layouts not run (hvdbench/results/predict_ttt.py): exact on layouts made from the
+"""Time to train of layouts not run (hvdbench/results/predict/time_to_train.py): exact on layouts made from the
 model it fits (samples from the critical batch size, a GPU's time per sample c + d / per-GPU batch,
 evaluation scaling with the ranks), the RCP table's B_crit for published logs, the throughput
 predictor's rate for sweeps, and a row that says why where a number would not be honest (model
@@ -15,12 +15,12 @@ from mlperf_logging.mllog import constants as C
 from mlperf_logging.mllog.mllog import MLLogger
 
 from hvdbench.cli.predict import predict as predict_cmd
-from hvdbench.results import convergence as CV
 from hvdbench.results import mllog
-from hvdbench.results import predict as P
-from hvdbench.results import predict_ttt as PT
-from hvdbench.results.schema import PREDICTION_COLUMNS, RunResult
-from hvdbench.results.ttt import LayoutParts
+from hvdbench.results.analyses import convergence as CV
+from hvdbench.results.analyses.ttt import LayoutParts
+from hvdbench.results.predict import throughput as P
+from hvdbench.results.predict import time_to_train as PT
+from hvdbench.results.records.schema import PREDICTION_COLUMNS, RunResult
 
 # The truth the layouts are made from.
 S_MIN, B_CRIT = 100_000.0, 64.0
@@ -243,7 +243,7 @@ def hvdbench_log(epochs: int, epoch_s: float, eval_s: float, dataset: int = 1000
 
 def test_report_predicts_a_sweep_s_time_to_train_from_the_throughput_predictor(tmp_path):
     from hvdbench.cli.report import report
-    from hvdbench.results.store import append_run
+    from hvdbench.results.records.store import append_run
 
     sweep = tmp_path / "sweep"
     sweep.mkdir()

@@ -6,9 +6,9 @@ import math
 import pytest
 
 from hvdbench.errors import ConfigError
-from hvdbench.results.aggregate import build_tables, olympic_score, parse_layout, scaling_rows, stats
-from hvdbench.results.schema import SCHEMA_VERSION, RunResult, SchemaError
-from hvdbench.results.store import append_run, load_sweeps
+from hvdbench.results.records.schema import SCHEMA_VERSION, RunResult, SchemaError
+from hvdbench.results.records.store import append_run, load_sweeps
+from hvdbench.results.stats.aggregate import build_tables, olympic_score, parse_layout, scaling_rows, stats
 
 
 def run(layout, throughput=None, status="success", mode="throughput", **kw):
@@ -209,8 +209,8 @@ def test_runs_of_unknown_layout_are_counted_but_never_a_baseline():
 
 
 def test_a_retried_run_counts_once_in_its_current_state():
-    from hvdbench.results.schema import RunResult
-    from hvdbench.results.store import current_runs
+    from hvdbench.results.records.schema import RunResult
+    from hvdbench.results.records.store import current_runs
 
     rows = [RunResult(sweep="s", run_id="1x1-r1", status="failed"),
             RunResult(sweep="s", run_id="1x2-r1", status="success"),
@@ -272,7 +272,7 @@ def _as_version_1(store):
 
 
 def test_a_version_1_store_reads_and_is_upgraded_by_its_next_append(tmp_path):
-    from hvdbench.results.store import read_runs
+    from hvdbench.results.records.store import read_runs
 
     store = tmp_path / "runs.csv"
     for t in (100.0, 110.0):
@@ -296,7 +296,7 @@ def _timed(layout, throughput, **parts):
 
 
 def test_the_waterfall_adds_up_and_puts_each_cost_where_the_step_time_went():
-    from hvdbench.results.waterfall import waterfall_rows
+    from hvdbench.results.analyses.waterfall import waterfall_rows
 
     base = dict(data=0.001, compute=0.080, comm=0.0, update=0.004, other=0.0)  # 85 ms, 1 rank
     # 2x1: the same compute, 40 ms more exposed allreduce, 10 ms more data: 135 ms a step.
@@ -320,7 +320,7 @@ def test_the_waterfall_adds_up_and_puts_each_cost_where_the_step_time_went():
 def test_explain_twins_measure_the_data_stall_differentially_and_the_bars_still_add_up():
     """Real data keeps 90 % of the synthetic rate at 1x1 (100 vs 111.1) and 60 % at 2x1 (120 vs
     200): the layout loses ideal x (1 - 0.6 / 0.9) to its data, whatever its batch-wait timer said."""
-    from hvdbench.results.waterfall import waterfall_rows
+    from hvdbench.results.analyses.waterfall import waterfall_rows
 
     base = dict(data=0.001, compute=0.080, comm=0.0, update=0.004, other=0.0)
     runs = [_timed("1x1", 100.0, **base), _timed("2x1", 120.0, **dict(base, comm=0.040))]
@@ -337,8 +337,8 @@ def test_explain_twins_measure_the_data_stall_differentially_and_the_bars_still_
 # --- issue 31: a report a person can trust at a glance ------------------------------------------
 
 def test_the_report_names_the_threads_per_rank_and_flags_an_unfair_baseline():
-    from hvdbench.results.aggregate import thread_note
-    from hvdbench.results.tables import markdown
+    from hvdbench.results.stats.aggregate import thread_note
+    from hvdbench.results.render.tables import markdown
 
     fair = [run(layout, t, threads=1) for layout, t in (("1x1", 100), ("1x2", 190), ("2x1", 180))]
     rows = by_layout(scaling_rows(fair))
@@ -355,12 +355,13 @@ def test_the_report_names_the_threads_per_rank_and_flags_an_unfair_baseline():
     # An old sweep (runs.csv schema < 4: no threads recorded) says nothing of them.
     old = [run("1x1", 100), run("1x2", 190)]
     assert thread_note(scaling_rows(old)) == "" and "threads" not in markdown(build_tables(old)).split("## Notes")[0]
-    assert "threads" in __import__("hvdbench.results.schema", fromlist=["REPORT_COLUMNS"]).REPORT_COLUMNS["scaling"]
+    assert "threads" in __import__("hvdbench.results.records.schema",
+                                   fromlist=["REPORT_COLUMNS"]).REPORT_COLUMNS["scaling"]
 
 
 def test_noise_on_an_idle_machine_is_a_cold_start_not_a_busy_machine():
-    from hvdbench.results.aggregate import noise_cause
-    from hvdbench.results.tables import markdown
+    from hvdbench.results.stats.aggregate import noise_cause
+    from hvdbench.results.render.tables import markdown
 
     idle = [run("1x1", t, other_cpus=0.02, steps=10, warmup_steps=3) for t in (60, 100)]
     [row] = scaling_rows(idle)
@@ -389,8 +390,8 @@ def test_efficiency_carries_two_sigma_from_both_spreads():
 
 
 def test_short_times_to_train_read_in_seconds_with_the_evaluation_cadence(tmp_path):
-    from hvdbench.results.aggregate import read_eval_cadence
-    from hvdbench.results.tables import markdown, resolution
+    from hvdbench.results.stats.aggregate import read_eval_cadence
+    from hvdbench.results.render.tables import markdown, resolution
 
     runs = [tta("1x1", s / 60, run_id=f"1x1-r{i}", epochs_to_target=3.0, time_per_epoch_s=3.5, global_batch=32)
             for i, s in enumerate((30.0, 33.0))]
@@ -420,7 +421,7 @@ def test_short_times_to_train_read_in_seconds_with_the_evaluation_cadence(tmp_pa
 def test_throughput_that_falls_as_nodes_are_added_is_flagged():
     """A 2-node layout slower than the 1-node one is inverse scaling, flagged with a note; a layout
     of the same GPU count on more nodes is the layouts table's comparison, not this flag."""
-    from hvdbench.results.tables import markdown
+    from hvdbench.results.render.tables import markdown
 
     runs = [run("1x4", t) for t in (400, 404, 396)] + [run("2x4", t) for t in (300, 310, 290)]
     runs += [run("4x4", t) for t in (500, 505, 495)] + [run("4x1", t) for t in (380, 385, 375)]
@@ -439,7 +440,7 @@ def test_throughput_that_falls_as_nodes_are_added_is_flagged():
 def test_tables_of_cpu_runs_count_ranks_not_gpus():
     # hvdbench's CPU runs record their device as "cpu": a table of them counts ranks (processes),
     # as their plots do; a GPU system's tables count GPUs.
-    from hvdbench.results.tables import markdown
+    from hvdbench.results.render.tables import markdown
 
     cpu = markdown(build_tables([run("1x1", 100), run("1x2", 190), run("2x1", 150)]))
     assert "| layout | ranks | scale |" in cpu and "| per rank |" in cpu and "batch 32/rank" in cpu

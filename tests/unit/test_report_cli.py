@@ -7,8 +7,8 @@ from click.testing import CliRunner
 from test_report_aggregate import run, sweep_runs, tta
 
 from hvdbench.cli.main import cli
-from hvdbench.results.schema import RunResult
-from hvdbench.results.store import append_run
+from hvdbench.results.records.schema import RunResult
+from hvdbench.results.records.store import append_run
 
 EXPECTED = ["scaling.csv", "layouts.csv", "time_to_train.csv", "epochs.csv", "summary.md",
             "throughput_vs_gpus.png", "efficiency_vs_gpus.png", "layouts_bars.png", "time_to_train.png",

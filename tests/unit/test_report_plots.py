@@ -4,8 +4,8 @@ import matplotlib.image
 import pytest
 from test_report_aggregate import run, sweep_runs, tta
 
-from hvdbench.results import plots
-from hvdbench.results.aggregate import build_tables
+from hvdbench.results.render import plots
+from hvdbench.results.stats.aggregate import build_tables
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 
@@ -135,8 +135,9 @@ def title_says_where(text, cpus=True):
 
 def test_every_plot_names_the_devices_hosts_link_and_runs(tmp_path):
     from hvdbench.bench import allreduce_report as AR
-    from hvdbench.results import predict, study_tables, waterfall
-    from hvdbench.results.schema import AllreduceRow
+    from hvdbench.results.analyses import study_tables, waterfall
+    from hvdbench.results.predict import throughput as predict
+    from hvdbench.results.records.schema import AllreduceRow
 
     runs = placed_runs()
     t = build_tables(runs)
@@ -222,7 +223,7 @@ def test_time_to_train_in_seconds_with_epochs_target_and_readable_ticks():
 
 
 def test_waterfall_bars_carry_their_numbers_a_legend_and_a_visible_small_gain():
-    from hvdbench.results import waterfall
+    from hvdbench.results.analyses import waterfall
 
     runs = placed_runs()
     falls = waterfall.waterfall_rows(runs, build_tables(runs).scaling)
@@ -240,7 +241,7 @@ def test_waterfall_bars_carry_their_numbers_a_legend_and_a_visible_small_gain():
 
 
 def test_the_prediction_plot_rings_and_names_flagged_layouts():
-    from hvdbench.results import predict
+    from hvdbench.results.predict import throughput as predict
 
     runs = placed_runs()
     [fit] = predict.fit_groups(runs)

@@ -12,8 +12,8 @@ from test_report_aggregate import run, tta
 
 from hvdbench.cli.main import cli
 from hvdbench.errors import ConfigError
-from hvdbench.results import study_tables
-from hvdbench.results.aggregate import build_tables
+from hvdbench.results.analyses import study_tables
+from hvdbench.results.stats.aggregate import build_tables
 from hvdbench.study import run as study_run
 from hvdbench.study.schema import load_study
 

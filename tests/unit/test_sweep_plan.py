@@ -17,8 +17,8 @@ from hvdbench.cli.main import cli
 from hvdbench.errors import ConfigError, TopologyError
 from hvdbench.launchers import guard
 from hvdbench.launchers.guard import Outcome
-from hvdbench.results.schema import RunResult, write_result
-from hvdbench.results.store import read_runs
+from hvdbench.results.records.schema import RunResult, write_result
+from hvdbench.results.records.store import read_runs
 from hvdbench.sweep import batch, launch, locks, record, signals
 from hvdbench.sweep import layout_config as sweep_config
 from hvdbench.sweep import run as sweep_run

@@ -115,7 +115,7 @@ def test_hosts_from_slurm_allocation():
 
 def test_slurm_errors():
     with pytest.raises(TopologyError, match="not inside a Slurm allocation"):
-        hosts_from_slurm({})
+        hosts_from_slurm({}, expand=lambda argv: "")
     with pytest.raises(TopologyError, match="--gpus-per-node"):
         hosts_from_slurm({"SLURM_JOB_NODELIST": "n1"}, expand=lambda argv: "n1\n")
     with pytest.raises(TopologyError, match="invalid host name"):

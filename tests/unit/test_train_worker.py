@@ -12,8 +12,9 @@ import pytest
 
 from hvdbench.errors import ConfigError
 from hvdbench.frameworks import math_threads
-from hvdbench.results.schema import new_run_id
-from hvdbench.train import launch_info, loop, result, schedule
+from hvdbench.launchers import launch_info
+from hvdbench.results.records.schema import new_run_id
+from hvdbench.train import loop, result, schedule
 from hvdbench.train.faults import Fault
 from hvdbench.train.options import parse_set
 

@@ -1,4 +1,4 @@
-"""Time to train in parts (hvdbench/results/ttt.py): what each run trained, how long it trained,
+"""Time to train in parts (hvdbench/results/analyses/ttt.py): what each run trained, how long it trained,
 evaluated and did the rest, read from its own MLPerf events in the shapes published logs have them
 (NeMo's blocks of samples, ResNet's blocks of epochs around its evaluations, BERT's one block around
 the whole run, SSD's steps under train_samples, a throughput only), and each layout's time to train
@@ -14,10 +14,11 @@ from mlperf_logging.mllog import constants as C
 from mlperf_logging.mllog.mllog import MLLogger
 
 from hvdbench.cli.report import report
-from hvdbench.results import mllog, ttt
-from hvdbench.results.aggregate import time_to_train_rows
+from hvdbench.results import mllog
+from hvdbench.results.analyses import ttt
 from hvdbench.results.mllog.summary import summarize
-from hvdbench.results.schema import RunResult
+from hvdbench.results.records.schema import RunResult
+from hvdbench.results.stats.aggregate import time_to_train_rows
 
 T0 = 1_760_030_931_926  # ms: a published run's run_start
 

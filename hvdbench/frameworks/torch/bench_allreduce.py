@@ -40,8 +40,8 @@ import numpy as np
 from hvdbench.bench import defaults
 from hvdbench.bench import formulas as F
 from hvdbench.bench.formulas import DTYPE_BYTES
+from hvdbench.launchers.launch_info import launcher_rank
 from hvdbench.output import line
-from hvdbench.train.launch_info import launcher_rank
 
 # Set by Open MPI's mpirun (hence horovodrun --mpi), MPICH/Slurm PMI, and PMIx launchers.
 MPI_LAUNCH_VARIABLES = ("OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK")
@@ -74,7 +74,7 @@ class HorovodComm:
 
     def layout(self) -> dict:
         """The layout columns of a bench row (same meaning as in runs.csv)."""
-        from hvdbench.train.launch_info import detect_launcher
+        from hvdbench.launchers.launch_info import detect_launcher
 
         hosts = list(dict.fromkeys(self.allgather(self.hostname)))
         return {"world_size": self.size, "nodes": self.cross_size, "gpus_per_node": self.local_size,
@@ -243,7 +243,7 @@ def _run(opts: AllreduceOptions) -> None:
                   on_row=lambda row: say(AR.line(row)))
     rows = AR.sweep(base, "horovod", horovod_timer(comm), comm.allgather, points, **kwargs)
     from hvdbench.frameworks.torch.process_group import offer_rendezvous
-    from hvdbench.train.launch_info import place
+    from hvdbench.launchers.launch_info import place
 
     rendezvous = offer_rendezvous(comm.hvd, place())  # for torch.distributed, before Horovod stops
     comm.barrier()
@@ -268,7 +268,7 @@ def _run(opts: AllreduceOptions) -> None:
     except Exception as e:  # noqa: BLE001 - OSError, a damaged CSV, a plot that cannot be drawn
         # A finished measurement is never lost to an output error: the rows go elsewhere, said where.
         from hvdbench.errors import OutputError, os_error_line
-        from hvdbench.results.store import rescue_rows
+        from hvdbench.results.records.store import rescue_rows
 
         saved = rescue_rows(AR.CSV_NAME, rows)
         reason = os_error_line(e) if isinstance(e, OSError) else str(e)

@@ -5,7 +5,7 @@ torch.distributed process group (Gloo on CPUs; NCCL for the GPUs' tensors, Gloo 
     dist.rank, dist.size, dist.local_rank, dist.local_size, dist.cross_size, dist.device
     dist.allreduce_sum(np.array([correct, total]))
 
-Every launcher hvdbench has starts it (hvdbench.train.launch_info.place reads the rank, world size
+Every launcher hvdbench has starts it (hvdbench.launchers.launch_info.place reads the rank, world size
 and local rank each launcher announces). The rendezvous, where rank 0's TCP store listens:
 MASTER_ADDR/MASTER_PORT where the launcher (torchrun) or the user set them, the Slurm step's first
 host and a port from the job id under srun, and otherwise agreed through Horovod's collectives,
@@ -26,7 +26,7 @@ import torch.distributed as tdist
 
 from hvdbench.frameworks import cpu_mpi_settings
 from hvdbench.frameworks.dist_base import DistBase
-from hvdbench.train.launch_info import Place, place
+from hvdbench.launchers.launch_info import Place, place
 
 # How long a rank waits for the others to join or to reach a collective; a rank that crashed is
 # noticed by its launcher, which ends the job (the same as under Horovod).

@@ -29,7 +29,7 @@ from typing import Any, Iterable
 
 from mlperf_logging.mllog import constants as C
 
-from hvdbench.results.schema import SchemaError
+from hvdbench.results.records.schema import SchemaError
 
 MARKER = ":::MLLOG"
 SYSJSON_MARKER = ":::SYSJSON"  # NVIDIA's launch scripts echo the systems JSON into the log

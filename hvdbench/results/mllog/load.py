@@ -25,7 +25,7 @@ from hvdbench.results.mllog.events import RUN_KEYS, read_log
 from hvdbench.results.mllog.groups import DEFAULT_GROUP_BY, parse_group_by, separate_submissions
 from hvdbench.results.mllog.record import MllogRun, to_run_result
 from hvdbench.results.mllog.summary import LogSummary, read_runs
-from hvdbench.results.schema import SchemaError
+from hvdbench.results.records.schema import SchemaError
 
 RESULT_GLOB = "result_*.txt"
 MAX_WARNINGS = 20  # warning lines a load prints; the rest are counted

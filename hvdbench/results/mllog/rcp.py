@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from hvdbench.results.mllog.record import MllogRun, scaling_factor
-from hvdbench.results.schema import RunResult
+from hvdbench.results.records.schema import RunResult
 
 
 @dataclass(frozen=True)

@@ -20,7 +20,7 @@ from mlperf_logging.mllog import constants as C
 from hvdbench.results.mllog.groups import DEFAULT_GROUP_BY, group_name, group_parts, parse_group_by
 from hvdbench.results.mllog.layouts import locate, resolve_layout
 from hvdbench.results.mllog.summary import TTT_FIELDS, LogSummary
-from hvdbench.results.schema import RunResult
+from hvdbench.results.records.schema import RunResult
 
 DEFAULT_RULESET = "4.0.0"  # the last training ruleset with ResNet-50 (hvdbench's own logs follow it)
 
@@ -41,7 +41,7 @@ class MllogRun(RunResult):
     rcp_lines: list[str] = field(default_factory=list, repr=False)
     link: str = ""  # the systems JSON's host_networking: what joins the nodes
     submission: str = ""  # the systems JSON file (size taken out) the run's folder belongs to: groups.submission
-    # The time to train in parts (LogSummary's TTT_FIELDS; hvdbench.results.ttt): what was trained by
+    # The time to train in parts (LogSummary's TTT_FIELDS; hvdbench.results.analyses.ttt): what was trained by
     # run_stop (samples, or epochs), seconds training and evaluating, and where each came from.
     trained: float | None = None
     trained_unit: str = ""

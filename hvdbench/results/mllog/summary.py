@@ -64,7 +64,7 @@ class LogSummary:
     sysjson_line: int = 0
     rcp_lines: list[str] = field(default_factory=list)  # the events the RCP checker reads
     refused: list[Event] = field(default_factory=list)  # events read as missing: a number not finite
-    # The time to train in parts (`_ttt_parts`; hvdbench.results.ttt): what was trained by run_stop
+    # The time to train in parts (`_ttt_parts`; hvdbench.results.analyses.ttt): what was trained by run_stop
     # (samples, or epochs where the training set's size is not logged), the seconds spent training
     # and evaluating, and where each figure came from; the rest of run_start -> run_stop is "other".
     trained: float | None = None
@@ -155,7 +155,7 @@ def summarize(events: list[Event], path: str = "", duplicates: int = 0, bad_line
 
 
 # The fields `_ttt_parts` sets, copied onto a run's record (MllogRun, or a sweep run's row read beside
-# its own mllog.txt: hvdbench.results.ttt.read_parts).
+# its own mllog.txt: hvdbench.results.analyses.ttt.read_parts).
 TTT_FIELDS = ("trained", "trained_unit", "trained_from", "train_s", "train_from", "eval_s", "eval_from")
 
 

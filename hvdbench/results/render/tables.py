@@ -12,8 +12,10 @@ import csv
 import io
 from pathlib import Path
 
-from hvdbench.files import atomic_write_text
-from hvdbench.results.aggregate import (
+from hvdbench.files import atomic_write_png, atomic_write_text
+from hvdbench.results.mllog import NOT_CHECKED
+from hvdbench.results.records.schema import REPORT_COLUMNS, SCALING_GROUP, TTT_GROUP
+from hvdbench.results.stats.aggregate import (
     FLAGS,
     NOISY_CV,
     NOTES,
@@ -24,8 +26,6 @@ from hvdbench.results.aggregate import (
     thread_note,
     where_ran,
 )
-from hvdbench.results.mllog import NOT_CHECKED
-from hvdbench.results.schema import REPORT_COLUMNS, SCALING_GROUP, TTT_GROUP
 
 
 def _cell(value) -> str:
@@ -58,8 +58,6 @@ def write_csvs(tables: Tables, out: Path) -> list[Path]:
 def write_table(out: Path, name: str, rows: list[dict], columns, formats=("csv", "png"), figure=None) -> list[Path]:
     """NAME.csv (when "csv" is in `formats`; its header even without rows) and NAME.png drawn by
     `figure()` (when "png" is, and a figure is given: None where there is nothing to draw)."""
-    from hvdbench.files import atomic_write_png
-
     written = []
     if "csv" in formats:
         written.append(Path(out) / f"{name}.csv")

@@ -31,8 +31,10 @@ import math
 import statistics
 from pathlib import Path
 
-from hvdbench.results.aggregate import scaling_key
-from hvdbench.results.schema import SCALING_GROUP, WATERFALL_COLUMNS
+from hvdbench.results.records.schema import SCALING_GROUP, WATERFALL_COLUMNS
+from hvdbench.results.records.store import EXPLAIN_DIR, RUNS_CSV, load_sweeps, sweep_folder
+from hvdbench.results.render.tables import markdown_table, write_table
+from hvdbench.results.stats.aggregate import scaling_key
 
 PARTS = ("data_s", "compute_s", "comm_s", "update_s", "other_s")
 LOSSES = ("comm_loss", "data_loss", "compute_loss", "unattributed")
@@ -48,8 +50,6 @@ def mean_parts(runs) -> dict[str, float] | None:
 
 def twin_runs(sweeps) -> list:
     """The `sweep --explain` twins of the given sweep folders (SWEEP/explain/runs.csv where present)."""
-    from hvdbench.results.store import EXPLAIN_DIR, RUNS_CSV, load_sweeps, sweep_folder
-
     folders = [sweep_folder(s) for s in sweeps]
     return load_sweeps([f / EXPLAIN_DIR for f in folders if (f / EXPLAIN_DIR / RUNS_CSV).is_file()])
 
@@ -125,8 +125,6 @@ def _waterfall(key, base, row, base_parts, row_parts) -> dict:
 
 
 def markdown(rows: list[dict]) -> str:
-    from hvdbench.results.tables import markdown_table
-
     if not rows:
         return ""
 
@@ -170,7 +168,7 @@ def figure(rows: list[dict], most: int = 12):
     from matplotlib.figure import Figure
     from matplotlib.patches import Patch
 
-    from hvdbench.results.plots import waterfall_bars, waterfall_context
+    from hvdbench.results.render.plots import waterfall_bars, waterfall_context
 
     rows = rows[:most]
     cols = min(3, len(rows))
@@ -224,6 +222,4 @@ def figure(rows: list[dict], most: int = 12):
 
 
 def write(rows: list[dict], out: Path, formats=("csv", "png")) -> list[Path]:
-    from hvdbench.results.tables import write_table
-
     return write_table(out, "waterfall", rows, WATERFALL_COLUMNS, formats, (lambda: figure(rows)) if rows else None)

@@ -37,7 +37,9 @@ import statistics
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from hvdbench.results.schema import CONVERGENCE_COLUMNS, TTT_GROUP
+from hvdbench.results.mllog.mlperf import counts_samples
+from hvdbench.results.records.schema import CONVERGENCE_COLUMNS, TTT_GROUP
+from hvdbench.results.render.tables import markdown_table, write_table
 
 FIT, TWO_POINTS, ONE_BATCH, UNBOUNDED, NOT_LINEAR = "fit", "two points", "one batch size", "unbounded", "not linear"
 
@@ -183,8 +185,6 @@ def benchmark_of(model: str) -> str:
 def rows(parts, runs=()) -> list[dict]:
     """CONVERGENCE_COLUMNS rows: each model group's layouts (ttt.LayoutParts) fitted, then each MLPerf
     benchmark among them from its RCP table (in the ruleset of its logs, `runs`: MllogRun.ruleset)."""
-    from hvdbench.results.mllog.mlperf import counts_samples
-
     groups: dict[tuple, list] = {}
     for p in parts:
         groups.setdefault(p.key, []).append(p)
@@ -241,8 +241,6 @@ def _row(group: dict, source: str, ruleset: str, unit: str, cb: CriticalBatch, r
 # --- Markdown, plot, files ----------------------------------------------------------------------
 
 def markdown(rows_: list[dict]) -> str:
-    from hvdbench.results.tables import markdown_table
-
     if not rows_:
         return ""
 
@@ -299,8 +297,6 @@ def figure(rows_: list[dict], most: int = 12):
 
 
 def write(rows_: list[dict], out, formats=("csv", "png")) -> list[Path]:
-    from hvdbench.results.tables import write_table
-
     drawn = any(r["fit"].points for r in rows_)
     return write_table(out, "convergence", rows_, CONVERGENCE_COLUMNS, formats,
                        (lambda: figure(rows_)) if drawn else None)

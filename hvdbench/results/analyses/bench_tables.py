@@ -27,10 +27,11 @@ import statistics
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from hvdbench.errors import ConfigError
 from hvdbench.files import atomic_write_text
-from hvdbench.results.schema import COMM_COLUMNS, IO_COLUMNS, AllreduceRow, IoRow, RunResult
-from hvdbench.results.store import ALLREDUCE_CSV, IO_CSV, read_rows, sweep_folder
-from hvdbench.results.tables import DASH, markdown_table, to_csv
+from hvdbench.results.records.schema import COMM_COLUMNS, IO_COLUMNS, AllreduceRow, IoRow, RunResult
+from hvdbench.results.records.store import ALLREDUCE_CSV, IO_CSV, read_rows, sweep_folder
+from hvdbench.results.render.tables import DASH, markdown_table, to_csv
 
 FUSION_THRESHOLD_BYTES = 128 << 20  # Horovod >= 0.21's default HOROVOD_FUSION_THRESHOLD
 GRADIENT_BYTES_PER_PARAMETER = 4  # fp32 gradients (Horovod allreduces them in fp32 unless compressed)
@@ -128,7 +129,6 @@ def comm_rows(runs: list[RunResult], allreduce: list[AllreduceRow]) -> list[dict
 
 def io_rows(runs: list[RunResult], io: list[IoRow]) -> list[dict]:
     from hvdbench.contracts import get_spec
-    from hvdbench.errors import ConfigError
 
     benches = _latest(io, key=lambda r: (r.dataset, r.split, r.layout))
     out = []

@@ -6,17 +6,17 @@
 
     fits, rows = predictions(runs, parts, [(4, 8), (8, 8)], fit_on={"1x8", "2x8"})   # parts: ttt.layout_parts
 
-A layout's time to train is S(B) / T + E + O (hvdbench.results.ttt), each part predicted from the
+A layout's time to train is S(B) / T + E + O (hvdbench.results.analyses.ttt), each part predicted from the
 fitted layouts (--fit-on, default: every measured one) of its group (system, model, ...):
 
 - S(B), what the layout trains before it reaches the target, at its global batch B: McCandlish's
-  S_min (1 + B / B_crit) (hvdbench.results.convergence). For published MLPerf logs, B_crit is the
+  S_min (1 + B / B_crit) (hvdbench.results.analyses.convergence). For published MLPerf logs, B_crit is the
   benchmark's RCP table's (many batch sizes, 10-20 runs each) and S_min is scaled so the line passes
   through the fitted layouts on average (a submission converges in its own number of samples);
   otherwise both come from the fitted layouts. One fitted batch size and no RCP: only layouts at that
   batch are predicted.
 - T, the training rate. For a sweep whose throughput runs have a step breakdown: the throughput
-  predictor's rate at the layout (hvdbench.results.predict), times the ratio of the time-to-accuracy
+  predictor's rate at the layout (hvdbench.results.predict.throughput), times the ratio of the time-to-accuracy
   runs' own rate to it at the fitted layouts (real data, evaluation pauses). Otherwise (published
   logs): each GPU's time per sample is x = c + d / b, b the per-GPU batch B / GPUs: c the work of a
   sample, d a step's fixed cost (communication, latency) that a smaller per-GPU batch shares among
@@ -47,10 +47,16 @@ import math
 import statistics
 import textwrap
 from dataclasses import dataclass, field
+from pathlib import Path
 
-from hvdbench.results.convergence import CriticalBatch, fit, rcp_for
-from hvdbench.results.schema import SCALING_GROUP, TTT_GROUP, TTT_PREDICTION_COLUMNS
-from hvdbench.results.ttt import LayoutParts, decompose, group_values
+from hvdbench.errors import ConfigError
+from hvdbench.files import atomic_write_png
+from hvdbench.results.analyses.convergence import CriticalBatch, fit, rcp_for
+from hvdbench.results.analyses.ttt import LayoutParts, decompose, group_values
+from hvdbench.results.predict.fitting import least_squares
+from hvdbench.results.predict.throughput import predict
+from hvdbench.results.records.schema import SCALING_GROUP, TTT_GROUP, TTT_PREDICTION_COLUMNS
+from hvdbench.results.render.tables import markdown_table
 
 EXTRAPOLATION = 4.0  # times past the fitted range that a printed number carries the `extrapolated` flag
 FLAGS = {
@@ -82,7 +88,7 @@ class TttFit:
     s_scale: float = 1.0  # S_min's scale against the RCP table's line (published logs)
     convergence_from: str = ""
     rate: tuple[float, float] | None = None  # (c, d): GPU-seconds per unit trained = c + d / per-GPU batch
-    throughput_fit: object = None  # predict.Fit, with `calibration` below
+    throughput_fit: object = None  # throughput.Fit, with `calibration` below
     calibration: float = 1.0
     rate_from: str = ""
     eval_law: tuple[float, float] = (0.0, 1.0)  # (A, g): E per unit trained = A x GPUs^-g
@@ -107,9 +113,6 @@ class TttFit:
     def training_rate(self, nodes: int, gpus_per_node: int, batch: float) -> float | None:
         n = nodes * gpus_per_node
         if self.throughput_fit is not None:
-            from hvdbench.errors import ConfigError
-            from hvdbench.results.predict import predict
-
             try:
                 return self.calibration * predict(self.throughput_fit, nodes, gpus_per_node)["predicted_throughput"]
             except ConfigError:
@@ -152,8 +155,6 @@ def _power_law(points: list[tuple[int, float]]) -> tuple[float, float] | None:
 
 def _rate_model(fitted: list[LayoutParts]) -> tuple[tuple[float, float] | None, str]:
     """(c, d) of a GPU's time per unit trained x = c + d / b from the fitted layouts (module docstring)."""
-    from hvdbench.results.predict import _least_squares
-
     if len(fitted) < 2:
         return None, ""
     x = [p.gpus / p.throughput for p in fitted]
@@ -162,7 +163,7 @@ def _rate_model(fitted: list[LayoutParts]) -> tuple[tuple[float, float] | None, 
         c = statistics.fmean(x)
         per_gpu = fitted[0].global_batch / fitted[0].gpus
         return (c, 0.0), f"per-GPU rate held ({len(fitted)} fitted layouts, all at {per_gpu:g} per GPU)"
-    c, d = _least_squares([(1.0, v) for v in inv_b], x)
+    c, d = least_squares([(1.0, v) for v in inv_b], x)
     return (c, d), (f"a GPU's time per unit trained = {c:.4g} s + {d:.4g} s / per-GPU batch (least squares over "
                     f"{len(fitted)} layouts)")
 
@@ -180,9 +181,6 @@ def fit_group(parts: list[LayoutParts], fit_on: set[str] | None = None, ruleset:
               published: bool = False, throughput_fits=()) -> TttFit:
     """A TttFit from one group's layouts (ttt.LayoutParts), fitted on those named in `fit_on` (all
     when None). `published`: MLPerf logs, whose benchmark's RCP table gives B_crit (of `ruleset`)."""
-    from hvdbench.errors import ConfigError
-    from hvdbench.results.predict import predict
-
     fitted = [p for p in parts if fit_on is None or p.layout in fit_on]
     fitted.sort(key=lambda p: (p.gpus, p.nodes, p.global_batch))
     tf = TttFit(group=dict(parts[0].group), parts=parts, fitted=fitted, base=fitted[0] if fitted else None,
@@ -378,8 +376,6 @@ def predictions(runs, parts: list[LayoutParts], layouts: list[tuple[int, int]], 
 # --- Markdown, plot -----------------------------------------------------------------------------------
 
 def markdown(rows: list[dict], fits: list[TttFit]) -> str:
-    from hvdbench.results.tables import markdown_table
-
     if not rows:
         return ""
 
@@ -387,7 +383,7 @@ def markdown(rows: list[dict], fits: list[TttFit]) -> str:
         return "–" if v is None else fmt.format(v)
 
     parts = ["## Predicted time to train\n",
-             "time to train = S(B) / T + evaluation + other (hvdbench/results/predict_ttt.py): S from the "
+             "time to train = S(B) / T + evaluation + other (hvdbench/results/predict/time_to_train.py): S from the "
              "critical-batch fit, T from the rate model, each fitted on the layouts named below; the parts "
              "are the waterfall's against the fitted baseline (minutes). A measured layout shows predicted / "
              "measured; a row that cannot be predicted honestly says why instead of a number.\n"]
@@ -430,7 +426,7 @@ def figure(rows: list[dict], fits: list[TttFit]):
     from matplotlib.figure import Figure
     from matplotlib.ticker import FixedLocator, NullLocator, ScalarFormatter
 
-    from hvdbench.results.plots import log_axis
+    from hvdbench.results.render.plots import log_axis
 
     fits = [tf for tf in fits if any(all(r.get(k) == tf.group[k] for k in TTT_GROUP) for r in rows)][:12]
     cols = min(len(fits), 2) or 1
@@ -480,11 +476,7 @@ def figure(rows: list[dict], fits: list[TttFit]):
 
 
 def write_figure(rows: list[dict], fits: list[TttFit], out, formats=("png",)) -> list:
-    """prediction_ttt.png when a row has a number (prediction.csv holds the rows: predict.write)."""
-    from pathlib import Path
-
-    from hvdbench.files import atomic_write_png
-
+    """prediction_ttt.png when a row has a number (prediction.csv holds the rows: throughput.write)."""
     if "png" not in formats or not any(r.get("predicted_ttt_min") is not None or r.get("measured_ttt_min")
                                        for r in rows):
         return []

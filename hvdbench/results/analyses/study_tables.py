@@ -7,15 +7,16 @@ count against one GPU, one row per model), beside the published figures the stud
 Per model and GPU count the layout with the fewest nodes is taken (the scale-up layout; the layout
 table compares it with the scale-out ones). The basis is time to train (MLPerf's score, as the
 published suites measure speed-up) where the model has time-to-train rows, else throughput. Speed-up
-is against the model's baseline layout (the smallest GPU count run, see hvdbench.results.aggregate).
+is against the model's baseline layout (the smallest GPU count run, see hvdbench.results.stats.aggregate).
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from hvdbench.results.aggregate import Tables
-from hvdbench.results.schema import STUDY_SPEEDUP_COLUMNS, TTT_GROUP
+from hvdbench.results.records.schema import STUDY_SPEEDUP_COLUMNS, TTT_GROUP
+from hvdbench.results.render.tables import markdown_table, write_table
+from hvdbench.results.stats.aggregate import Tables
 
 TTT_BASIS, THROUGHPUT_BASIS = "time to train", "throughput"
 
@@ -61,8 +62,6 @@ def speedup_rows(tables: Tables, published: dict | None = None) -> list[dict]:
 
 def markdown(rows: list[dict], study: str, reproduces: str = "") -> str:
     """The cross-model table: a row per model, a column per GPU count ('3.9× (published 4.76×)')."""
-    from hvdbench.results.tables import markdown_table
-
     if not rows:
         return ""
     counts = sorted({r["gpus"] for r in rows})
@@ -94,7 +93,7 @@ def figure(rows: list[dict], study: str):
     from matplotlib.figure import Figure
     from matplotlib.ticker import FixedLocator, NullLocator, ScalarFormatter
 
-    from hvdbench.results.plots import context
+    from hvdbench.results.render.plots import context
 
     fig = Figure(figsize=(7.5, 5), layout="constrained")
     FigureCanvasAgg(fig)
@@ -127,8 +126,6 @@ def figure(rows: list[dict], study: str):
 
 
 def write(rows: list[dict], out: Path, study: str, formats=("csv", "png")) -> list[Path]:
-    from hvdbench.results.tables import write_table
-
     drawn = any(r["speedup"] is not None for r in rows)
     return write_table(out, "study_speedup", rows, STUDY_SPEEDUP_COLUMNS, formats,
                        (lambda: figure(rows, study)) if drawn else None)

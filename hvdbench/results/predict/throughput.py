@@ -37,7 +37,7 @@ Predicted throughput = calibration · n · batch_per_gpu · accum_steps / step(N
 efficiency against the group's baseline as the scaling table computes them. A prediction for a
 layout that was measured carries the measured throughput and predicted / measured beside it.
 
-Time to train of layouts not run (time-to-accuracy runs, published MLPerf logs): predict_ttt.py, whose
+Time to train of layouts not run (time-to-accuracy runs, published MLPerf logs): time_to_train.py, whose
 rows follow these in prediction.csv; it takes this module's rate where a sweep has a throughput fit.
 
 Caveats (prediction.csv `flags`, and `note` in words; FLAGS): a layout not run that puts more ranks
@@ -55,12 +55,16 @@ import re
 import statistics
 import textwrap
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from hvdbench.errors import ConfigError
-from hvdbench.results.aggregate import parse_layout, scaling_key
-from hvdbench.results.bench_tables import GRADIENT_BYTES_PER_PARAMETER, interpolate, parameters_of
-from hvdbench.results.schema import SCALING_GROUP
-from hvdbench.results.waterfall import mean_parts
+from hvdbench.files import atomic_write_png, atomic_write_text
+from hvdbench.results.analyses.bench_tables import GRADIENT_BYTES_PER_PARAMETER, interpolate, parameters_of
+from hvdbench.results.analyses.waterfall import mean_parts
+from hvdbench.results.predict.fitting import least_squares
+from hvdbench.results.records.schema import PREDICTION_COLUMNS, SCALING_GROUP, TTT_PREDICTION_COLUMNS
+from hvdbench.results.render.tables import markdown_table, to_csv
+from hvdbench.results.stats.aggregate import parse_layout, scaling_key
 
 
 @dataclass(frozen=True)
@@ -200,27 +204,6 @@ FLAGS = {
 
 # --- fitting ---------------------------------------------------------------------------------------
 
-def _least_squares(x: list[tuple[float, float]], y: list[float]) -> tuple[float, float]:
-    """(a, b) minimising sum (a x0 + b x1 - y)^2, both kept >= 0 (a cost cannot be negative): the
-    2x2 normal equations, and the one-unknown fit when the other comes out negative."""
-    s00 = sum(u * u for u, _ in x)
-    s01 = sum(u * v for u, v in x)
-    s11 = sum(v * v for _, v in x)
-    t0 = sum(u * w for (u, _), w in zip(x, y))
-    t1 = sum(v * w for (_, v), w in zip(x, y))
-    det = s00 * s11 - s01 * s01
-    if det > 0:
-        a, b = (t0 * s11 - t1 * s01) / det, (t1 * s00 - t0 * s01) / det
-        if a >= 0 and b >= 0:
-            return a, b
-    only_b = (0.0, max(t1 / s11, 0.0)) if s11 > 0 else (0.0, 0.0)
-    only_a = (max(t0 / s00, 0.0), 0.0) if s00 > 0 else (0.0, 0.0)
-
-    def err(ab):
-        return sum((ab[0] * u + ab[1] * v - w) ** 2 for (u, v), w in zip(x, y))
-    return min(only_b, only_a, key=err)
-
-
 def fit_link(rows, kind: str) -> Link | None:
     """Latency and busbw of one link kind from `bench allreduce` rows (AllreduceRow) of layouts of
     that kind: Horovod's fp32 times, time = latency·2(n-1) + (2(n-1)/n)·bytes/busbw, least squares."""
@@ -229,7 +212,7 @@ def fit_link(rows, kind: str) -> Link | None:
     if not usable:
         return None
     x = [(2.0 * (r.world_size - 1), 2.0 * (r.world_size - 1) / r.world_size * r.bytes) for r in usable]
-    latency, inverse_bw = _least_squares(x, [r.time_mean_s for r in usable])
+    latency, inverse_bw = least_squares(x, [r.time_mean_s for r in usable])
     if inverse_bw <= 0:
         return None
     layouts = sorted({r.layout for r in usable})
@@ -483,8 +466,6 @@ def machine_line(fit: Fit) -> str:
 
 
 def markdown(rows: list[dict], fits: list[Fit]) -> str:
-    from hvdbench.results.tables import markdown_table
-
     if not rows:
         return ""
 
@@ -493,7 +474,7 @@ def markdown(rows: list[dict], fits: list[Fit]) -> str:
 
     parts = ["## Predicted layouts\n",
              "step = work × max(1, ranks per machine / C) + exposure × ring allreduce of the "
-             "gradients; fitted on the runs named below (hvdbench/results/predict.py). A measured "
+             "gradients; fitted on the runs named below (hvdbench/results/predict/throughput.py). A measured "
              "layout shows predicted / measured.\n"]
     for fit in fits:
         rs = [r for r in rows if all(r[k] == fit.group[k] for k in SCALING_GROUP)]
@@ -553,7 +534,7 @@ def figure(rows: list[dict], fits: list[Fit]):
     from matplotlib.figure import Figure
     from matplotlib.ticker import FixedLocator, NullLocator, ScalarFormatter
 
-    from hvdbench.results.plots import context, device_axis, log_axis
+    from hvdbench.results.render.plots import context, device_axis, log_axis
 
     cols = min(len(fits), 3)
     fig = Figure(figsize=(6.0 * cols, 4.8 * math.ceil(len(fits) / 3)), layout="constrained")
@@ -618,17 +599,10 @@ def figure(rows: list[dict], fits: list[Fit]):
     return fig
 
 
-def write(rows: list[dict], fits: list[Fit], out, formats=("csv", "png"), ttt_rows=(), ttt_fits=()) -> list:
-    """prediction.csv: the throughput rows, then the time-to-train ones (predict_ttt), whose columns
-    follow these where there are any (a throughput-only prediction.csv keeps its columns), and the
-    plots of each (prediction.png, prediction_ttt.png)."""
-    from pathlib import Path
-
-    from hvdbench.files import atomic_write_png, atomic_write_text
-    from hvdbench.results.predict_ttt import write_figure
-    from hvdbench.results.schema import PREDICTION_COLUMNS, TTT_PREDICTION_COLUMNS
-    from hvdbench.results.tables import to_csv
-
+def write(rows: list[dict], fits: list[Fit], out, formats=("csv", "png"), ttt_rows=()) -> list:
+    """prediction.csv: the throughput rows, then the time-to-train ones (time_to_train.py), whose
+    columns follow these where there are any (a throughput-only prediction.csv keeps its columns), and
+    the throughput plot (prediction.png; time_to_train.write_figure draws prediction_ttt.png)."""
     written = []
     out = Path(out)
     if "csv" in formats:
@@ -639,5 +613,4 @@ def write(rows: list[dict], fits: list[Fit], out, formats=("csv", "png"), ttt_ro
         written.append(path)
     if "png" in formats and rows:
         written.append(atomic_write_png(figure(rows, fits), out / "prediction.png"))
-    written += write_figure(list(ttt_rows), list(ttt_fits), out, formats)
     return written

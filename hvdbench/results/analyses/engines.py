@@ -16,8 +16,10 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
-from hvdbench.results.schema import ENGINE_COLUMNS, SCALING_GROUP
-from hvdbench.results.waterfall import PARTS, mean_parts
+from hvdbench.results.analyses.waterfall import PARTS, mean_parts
+from hvdbench.results.records.schema import ENGINE_COLUMNS, SCALING_GROUP
+from hvdbench.results.render.tables import markdown_table, write_table
+from hvdbench.results.stats.aggregate import device_word, scaling_key
 
 REFERENCE = "horovod"  # the engine the others are compared with, when it ran
 _KEY = tuple(k for k in SCALING_GROUP if k != "engine")
@@ -35,8 +37,6 @@ def _ratio(a: dict, b: dict) -> tuple[float | None, float | None]:
 def engine_rows(runs, scaling: list[dict]) -> list[dict]:
     """One row per (group without the engine, layout, engine) where a layout ran under two engines
     or more; the reference is Horovod where it ran, else the first engine in name order."""
-    from hvdbench.results.aggregate import scaling_key
-
     by_place: dict[tuple, dict[str, dict]] = {}
     for row in scaling:
         if row.get("engine"):
@@ -85,7 +85,6 @@ def _why(row: dict, reference: list[dict]) -> str:
 def markdown(rows: list[dict]) -> str:
     if not rows:
         return ""
-    from hvdbench.results.tables import markdown_table
 
     lines = []
     for r in rows:
@@ -140,8 +139,7 @@ def figure(rows: list[dict]):
     right.set_title("where the mean step went")
     left.legend(fontsize=8)
     right.legend(fontsize=8)
-    from hvdbench.results.aggregate import device_word
-    from hvdbench.results.plots import context
+    from hvdbench.results.render.plots import context
 
     first = rows[0]
     fig.suptitle(f"{first['model']} · {first['flavor']} · {first['framework']} · {first['precision']} · batch "
@@ -151,8 +149,6 @@ def figure(rows: list[dict]):
 
 
 def write(rows: list[dict], out: Path, formats=("csv", "png")) -> list[Path]:
-    from hvdbench.results.tables import write_table
-
     if not rows:  # no layout ran under two engines: no table at all
         return []
     return write_table(out, "engines", rows, ENGINE_COLUMNS, formats, lambda: figure(rows))

@@ -13,7 +13,7 @@ On a GPU, `nvidia-smi` lists the compute processes on the machine's GPUs at both
 are not the run's ranks are `other_gpu_procs`.
 
 Measured here on a machine where a neighbour ran: a lone rank's step went from 15 ms to 660 ± 860
-ms. The report flags rows whose runs saw other_cpus >= BUSY_CPUS (hvdbench.results.schema).
+ms. The report flags rows whose runs saw other_cpus >= BUSY_CPUS (hvdbench.results.records.schema).
 """
 
 from __future__ import annotations

@@ -28,8 +28,8 @@ from matplotlib.patches import Patch
 from matplotlib.ticker import FixedLocator, FuncFormatter, MaxNLocator, NullLocator, ScalarFormatter
 
 from hvdbench.files import atomic_write_png
-from hvdbench.results.aggregate import Tables, on_cpus, where_ran
-from hvdbench.results.schema import SCALING_GROUP, TTT_GROUP
+from hvdbench.results.records.schema import SCALING_GROUP, TTT_GROUP
+from hvdbench.results.stats.aggregate import Tables, on_cpus, where_ran
 
 IDEAL = "ideal (linear)"
 FLAGGED = "check (flags in summary.md)"

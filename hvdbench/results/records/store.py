@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Iterable, TypeVar
 
 from hvdbench.errors import ConfigError, HvdbenchError, OutputError, StoreError, os_error_line
-from hvdbench.results.schema import CsvRecord, RunResult, SchemaError
+from hvdbench.results.records.schema import CsvRecord, RunResult, SchemaError
 
 R = TypeVar("R", bound=CsvRecord)
 

@@ -31,7 +31,7 @@ from hvdbench.files import atomic_write_text
 
 SCHEMA_VERSION = 5
 # Columns each runs.csv schema version added, so an older store still reads (its rows have them
-# empty) and is upgraded in place by its next append (hvdbench.results.store).
+# empty) and is upgraded in place by its next append (hvdbench.results.records.store).
 ADDED_COLUMNS = {2: ("data_s", "compute_s", "comm_s", "update_s", "other_s"),
                  3: ("other_cpus", "other_gpu_procs", "timeline_negotiate_ms", "timeline_allreduce_ms",
                      "timeline_cycles_per_step", "timeline_fused_mib"),
@@ -190,7 +190,7 @@ class RunResult(LayoutFields, _RunIdentity, CsvRecord):
     comm_s: float | None = None
     update_s: float | None = None
     other_s: float | None = None
-    # What else used the run's machines while it was timed (hvdbench.train.interference): the busiest
+    # What else used the run's machines while it was timed (hvdbench.interference): the busiest
     # machine's cores' worth of other processes' CPU time, and other compute processes on its GPUs
     # (None without a GPU).
     other_cpus: float | None = None
@@ -373,17 +373,17 @@ REPORT_COLUMNS = {
         "layout_source", "ruleset", "rcp_note", "rcp_mean", "rcp_min", "converge_mean") + _WHERE,
     "epochs": EPOCH_COLUMNS,
 }
-# Why each layout lost what it lost (hvdbench.results.waterfall): one row per group and layout.
+# Why each layout lost what it lost (hvdbench.results.analyses.waterfall): one row per group and layout.
 WATERFALL_COLUMNS = SCALING_GROUP + ("layout", "nodes", "gpus_per_node", "gpus", "baseline", "ideal", "comm_loss",
                                      "data_loss", "compute_loss", "unattributed", "measured", "data_from", "base_step_ms",
                                      "step_ms", "data_ms", "compute_ms", "comm_ms", "update_ms", "other_ms")
-# Engines side by side (hvdbench.results.engines): one row per group, layout and engine, where a layout
+# Engines side by side (hvdbench.results.analyses.engines): one row per group, layout and engine, where a layout
 # ran under two engines or more; vs_reference: throughput / the reference engine's (Horovod's).
 ENGINE_COLUMNS = tuple(k for k in SCALING_GROUP if k != "engine") + (
     "layout", "gpus", "engine", "reference", "runs", "throughput_mean", "throughput_2sigma", "vs_reference",
     "vs_reference_2sigma", "within_noise", "data_ms", "compute_ms", "comm_ms", "update_ms", "other_ms",
     "shard_parameters", "why", "flags")
-# Predicted layouts (hvdbench.results.predict): one row per group and layout, measured or not.
+# Predicted layouts (hvdbench.results.predict.throughput): one row per group and layout, measured or not.
 PREDICTION_COLUMNS = SCALING_GROUP + ("layout", "nodes", "gpus_per_node", "gpus", "baseline", "step_ms", "work_ms",
                                       "allreduce_ms", "exposed_comm_ms", "predicted_throughput", "speedup",
                                       "efficiency", "measured_throughput", "predicted_vs_measured", "fitted",
@@ -405,18 +405,18 @@ CONVERGENCE_COLUMNS = TTT_GROUP + (
     "source", "ruleset", "unit", "points", "batch_sizes", "trained", "s_min", "b_crit", "r2", "max_rel_residual",
     "rms_rel_residual", "status", "note")
 # prediction.csv's time-to-train columns, after the throughput predictor's (schema.PREDICTION_COLUMNS;
-# predict.write writes both). *_min: minutes; the waterfall's parts against the fitted baseline.
+# throughput.write writes both). *_min: minutes; the waterfall's parts against the fitted baseline.
 TTT_PREDICTION_COLUMNS = (
     "global_batch", "global_batch_from", "trained_unit", "predicted_trained", "measured_trained", "training_rate",
     "measured_training_rate", "ttt_baseline", "ideal_ttt_min", "convergence_min", "throughput_min", "eval_min",
     "other_min", "predicted_ttt_min", "measured_ttt_min", "ttt_predicted_vs_measured", "rate_from",
     "convergence_from", "eval_from")
-# A study's speed-up across models (hvdbench.results.study_tables): one row per model and GPU count,
+# A study's speed-up across models (hvdbench.results.analyses.study_tables): one row per model and GPU count,
 # the fewest-node layout of that count, from time to train where the model has it, else throughput.
 STUDY_SPEEDUP_COLUMNS = ("system", "model", "flavor", "framework", "precision", "basis", "gpus", "layout",
                          "baseline", "speedup", "efficiency", "published_speedup", "vs_published", "ttt_min",
                          "published_ttt_min", "throughput_mean", "throughput_2sigma", "hosts", "link")
-# The bench results beside training (hvdbench.results.bench_tables), written when there are any.
+# The bench results beside training (hvdbench.results.analyses.bench_tables), written when there are any.
 COMM_COLUMNS = ("model", "flavor", "framework", "precision", "layout", "gpus", "nodes", "controller",
                 "throughput_mean", "step_ms", "gradient_mib", "message_mib", "busbw_gb_s",
                 "mpi_busbw_gb_s", "allreduce_ms", "comm_share", "bench_run_id")

@@ -6,7 +6,7 @@ speed-up and scaling efficiency, scale-up vs scale-out deltas, and MLPerf's olym
     tables = build_tables(runs, baseline=None)      # Tables(scaling, layouts, time_to_train, epochs)
 
 Every table row is a dict (column -> value, None where undefined); tables.py writes them, in the
-columns `hvdbench.results.schema.REPORT_COLUMNS` declares.
+columns `hvdbench.results.records.schema.REPORT_COLUMNS` declares.
 Rules (also printed in the report's notes, `NOTES`):
 - std is the sample standard deviation (ddof=1); two-sigma = 2 x std; with one run both are empty.
 - Only successful runs with a throughput feed throughput statistics; every row still counts its
@@ -29,8 +29,10 @@ from pathlib import Path
 
 from hvdbench.errors import ConfigError
 from hvdbench.results.mllog import rcp_check
+from hvdbench.results.mllog.layouts import shown
 from hvdbench.results.mllog.mlperf import counts_samples
-from hvdbench.results.schema import BUSY_CPUS, EPOCH_COLUMNS, SCALING_GROUP, TTT_GROUP, RunResult
+from hvdbench.results.records.schema import BUSY_CPUS, EPOCH_COLUMNS, SCALING_GROUP, TTT_GROUP, RunResult
+from hvdbench.topology import MAX_NODES, MAX_SLOTS
 
 # MLPerf drops the fastest and slowest run; we do so from this many runs on (MLPerf itself asks
 # 5 runs for vision models and 10 for BERT; 3 is the least that leaves a run after dropping two).
@@ -120,9 +122,6 @@ def parse_layout(text: str, option: str = "--baseline") -> tuple[int, int]:
     """'2x4' -> (2, 4); ConfigError naming `option` (the one given: report's --baseline, predict's
     --layouts; '' names none) and the value. Held to the hostfiles' bounds: at most MAX_SLOTS
     (1024) GPUs per node and MAX_NODES (1,000,000) nodes (hvdbench.topology)."""
-    from hvdbench.results.mllog.layouts import shown
-    from hvdbench.topology import MAX_NODES, MAX_SLOTS
-
     said = f"{option} {shown(text)}" if option else shown(text)
     m = re.fullmatch(r"\s*([0-9]+)x([0-9]+)\s*", text or "")  # ASCII digits: int() also reads '٣'
     if not m:

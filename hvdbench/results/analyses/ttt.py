@@ -37,8 +37,11 @@ import statistics
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from hvdbench.results.aggregate import OLYMPIC_DROP, OLYMPIC_MIN_RUNS, system_of
-from hvdbench.results.schema import TTT_GROUP, TTT_WATERFALL_COLUMNS
+from hvdbench.results.mllog.events import OWN_LOG_NAME
+from hvdbench.results.mllog.summary import TTT_FIELDS, read_run_log
+from hvdbench.results.records.schema import TTT_GROUP, TTT_WATERFALL_COLUMNS
+from hvdbench.results.render.tables import markdown_table, write_table
+from hvdbench.results.stats.aggregate import OLYMPIC_DROP, OLYMPIC_MIN_RUNS, system_of
 
 # The throughput part's split, in the order the throughput waterfall takes them (waterfall.LOSSES).
 SPLIT = (("comm_min", "comm_loss"), ("data_min", "data_loss"), ("compute_min", "compute_loss"))
@@ -54,9 +57,6 @@ def read_parts(runs, folder) -> None:
     """Give the time-to-accuracy runs of one sweep folder their parts (summary.TTT_FIELDS) from each
     run's own event log, FOLDER/<run_id>/mllog.txt (the worker writes it); a run without one keeps none
     and its layout gets no waterfall (the table says why)."""
-    from hvdbench.results.mllog.events import OWN_LOG_NAME
-    from hvdbench.results.mllog.summary import TTT_FIELDS, read_run_log
-
     for r in runs:
         if r.mode != "time_to_accuracy" or not r.run_id:
             continue
@@ -255,8 +255,6 @@ PARTS_SHOWN = (("convergence", "convergence_min"), ("comm", "comm_min"), ("data"
 
 
 def markdown(rows: list[dict]) -> str:
-    from hvdbench.results.tables import markdown_table
-
     if not rows:
         return ""
 
@@ -271,8 +269,8 @@ def markdown(rows: list[dict]) -> str:
              "ideal (the baseline's time to train / GPU ratio) + convergence (extra samples at the layout's rate) "
              "+ throughput (the baseline's samples, slower than the GPU ratio × its rate; comm / data / compute from "
              "the throughput waterfall where the runs had a step breakdown) + evaluation + other = measured, in "
-             "minutes; a negative part is a gain. From each run's own events (hvdbench/results/ttt.py), over the "
-             "runs the MLPerf score keeps.\n"]
+             "minutes; a negative part is a gain. From each run's own events (hvdbench/results/analyses/ttt.py), "
+             "over the runs the MLPerf score keeps.\n"]
     groups: dict[tuple, list[dict]] = {}
     for r in rows:
         groups.setdefault(tuple(r[k] for k in TTT_GROUP), []).append(r)
@@ -306,7 +304,7 @@ def figure(rows: list[dict], most: int = 12):
     from matplotlib.figure import Figure
     from matplotlib.patches import Patch
 
-    from hvdbench.results.plots import waterfall_bars, waterfall_context
+    from hvdbench.results.render.plots import waterfall_bars, waterfall_context
 
     rows = rows[:most]
     cols = min(3, len(rows))
@@ -357,7 +355,5 @@ def figure(rows: list[dict], most: int = 12):
 
 def write(rows: list[dict], out, formats=("csv", "png")) -> list[Path]:
     """ttt_waterfall.csv (always, with its header) and ttt_waterfall.png (when there are rows)."""
-    from hvdbench.results.tables import write_table
-
     return write_table(out, "ttt_waterfall", rows, TTT_WATERFALL_COLUMNS, formats,
                        (lambda: figure(rows)) if rows else None)

@@ -1,0 +1,2 @@
+"""What a run is and where it is kept: schema.py (RunResult, the bench rows, every CSV's columns)
+and store.py (runs.csv and the bench CSVs, appended atomically; the sweep folder's files)."""
