@@ -103,6 +103,8 @@ def run(cfg: config_mod.TrainConfig, state: dict) -> None:
     if cfg.engine == "horovod" and detect_launcher() == "torchrun":
         raise ConfigError("torchrun starts torch.distributed ranks, which Horovod cannot join: use --engine ddp or "
                           "fsdp, or launch --engine horovod with horovodrun, mpirun or srun")
+    if cfg.engine == "horovod":  # TensorFlow's models too: Horovod is their only engine
+        frameworks.require_horovod(f"--engine horovod ({cfg.framework})")
     fw = frameworks.load(cfg.framework)
     if cfg.horovod_timeline:  # read by Horovod's init: the timeline is then started and stopped by the loop
         os.environ["HOROVOD_TIMELINE"] = "DYNAMIC"

@@ -24,7 +24,7 @@ import numpy as np
 import torch
 import torch.distributed as tdist
 
-from hvdbench.frameworks import cpu_mpi_settings
+from hvdbench.frameworks import cpu_mpi_settings, require_horovod
 from hvdbench.frameworks.dist_base import DistBase
 from hvdbench.train.launch_info import Place, place
 
@@ -67,8 +67,11 @@ def offer_rendezvous(hvd, here: Place) -> tuple[str, int]:
 
 def agree_rendezvous(here: Place) -> tuple[str, int]:
     """Rank 0's (address, port), agreed through Horovod's collectives (see the module's doc):
-    Horovod is started for it and shut down again."""
-    import horovod.torch as hvd
+    Horovod is started for it and shut down again. Where Horovod is not installed, one line says
+    which launchers need none."""
+    require_horovod("torch.distributed's rendezvous without MASTER_ADDR/MASTER_PORT (launched by mpirun or "
+                    "horovodrun, not torchrun or srun)")
+    import horovod.torch as hvd  # optional (see require_horovod): imported only where it is the rendezvous
 
     cpu_mpi_settings(on_gpu=torch.cuda.is_available())
     hvd.init()
