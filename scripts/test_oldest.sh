@@ -46,9 +46,12 @@ have="$("$VENV/bin/python" -c 'import torch; print(torch.__version__.split("+")[
 echo "[test-oldest] pip install of hvdbench in $((SECONDS - t))s; torch still $have"
 
 # Installed hvdbench, not the checkout's, is what the tests import (run from outside the checkout).
+# The one engine unit test left out plans --engines horovod,ddp, which a Python without Horovod
+# refuses in one line (tests/oldest checks that refusal).
 cd "$VENV"
 t=$SECONDS
 OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 \
   "$VENV/bin/python" -m pytest -p no:cacheprovider --rootdir "$ROOT" -c "$ROOT/pyproject.toml" \
-  "$ROOT/tests/unit/test_engines.py" "$ROOT/tests/oldest"
+  "$ROOT/tests/unit/test_engines.py" "$ROOT/tests/oldest" \
+  --deselect "$ROOT/tests/unit/test_engines.py::test_sweep_engines_run_each_layout_under_each_engine"
 echo "[test-oldest] tests in $((SECONDS - t))s; wall time $((SECONDS - T0))s"

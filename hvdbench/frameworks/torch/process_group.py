@@ -33,6 +33,14 @@ from hvdbench.train.launch_info import Place, place
 TIMEOUT = datetime.timedelta(minutes=30)
 
 
+def torch_versions() -> dict:
+    """torch's version; on GPUs also the CUDA it was built with and its NCCL (the hardware record's)."""
+    versions = {"torch": torch.__version__.split("+")[0]}
+    if torch.cuda.is_available():
+        versions.update(cuda=torch.version.cuda, nccl=".".join(map(str, torch.cuda.nccl.version())))
+    return versions
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("", 0))
@@ -106,7 +114,7 @@ class TorchDist(DistBase):
             self.device_name = torch.cuda.get_device_name(here.local_rank)
         else:
             self.device, self.device_name = torch.device("cpu"), "cpu"
-        self.versions = {"torch": torch.__version__.split("+")[0]}
+        self.versions = torch_versions()
 
     def tensor(self, values: np.ndarray) -> torch.Tensor:
         return torch.as_tensor(values)
