@@ -1,6 +1,7 @@
 """hvdbench `pip install`ed into a Python with the oldest supported PyTorch and no Horovod (CI's second
 tier, scripts/test_oldest.sh; not part of `make test`, whose venv has Horovod): a ddp/fsdp sweep
-under torchrun (the launcher a sweep takes where Horovod is not installed) and its report; ddp and
+under torchrun (the launcher a sweep takes where Horovod is not installed) and its report, a ddp run
+under mpirun (the sweep names the rendezvous Horovod would have agreed); ddp and
 fsdp end ResNet-50's steps with the same parameters (SGD: bit-identical, as under torch 2.13); asking
 for Horovod is one line; `hvdbench env` names the engines there are and why Horovod's is not.
 
@@ -47,6 +48,16 @@ def test_a_ddp_and_fsdp_sweep_and_its_report_without_horovod(tmp_path, hvdbench_
     proc = run([hvdbench_bin, "report", out, "--out", report])
     assert "## Engines side by side" in proc.stdout
     assert "intra-node link" in (report / "summary.md").read_text()
+
+
+def test_mpirun_starts_ddp_without_horovod(tmp_path, hvdbench_bin):
+    """Horovod is not there to agree torch.distributed's rendezvous: the sweep names it (MASTER_ADDR/PORT)."""
+    out = tmp_path / "mpi"
+    run([hvdbench_bin, "sweep", "resnet50", "--hosts", "localhost:2", "--layouts", "1x2", "--launcher", "mpirun",
+         "--engines", "ddp", "--out", out, "--", *STEPS[:-1]], timeout=300)
+    record, _ = read_result(out / "1x2-ddp-r1" / "result.json")
+    assert (record.status, record.engine, record.world_size, record.launcher) == ("success", "ddp", 2, "mpirun")
+    assert "-x MASTER_ADDR -x MASTER_PORT" in (out / "1x2-ddp-r1" / "command.txt").read_text()
 
 
 def test_asking_for_horovod_is_one_line(tmp_path, hvdbench_bin):
