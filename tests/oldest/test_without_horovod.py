@@ -70,6 +70,9 @@ def test_asking_for_horovod_is_one_line(tmp_path, hvdbench_bin):
                check=False)
     assert proc.returncode != 0 and proc.stderr.strip().count("\n") == 0, proc.stderr
     assert "--engine horovod needs Horovod" in proc.stderr
+    proc = run([hvdbench_bin, "bench", "allreduce", "--out", tmp_path / "b"], check=False)
+    assert proc.returncode != 0 and proc.stderr.strip().count("\n") == 0, proc.stderr
+    assert "bench allreduce (Horovod's allreduce beside torch.distributed's and MPI's) needs Horovod" in proc.stderr
 
 
 def test_env_lists_the_engines_here_and_why_not_horovod(hvdbench_bin):
