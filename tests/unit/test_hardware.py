@@ -110,3 +110,31 @@ def test_the_torch_floor_is_the_oldest_tier_torch():
     floor = re.search(r"^torch =\n    torch>=(\S+)$", (root / "setup.cfg").read_text(), flags=re.M).group(1)
     oldest = re.search(r"^OLDEST_TORCH=(\S+)$", (root / "scripts/test_oldest.sh").read_text(), flags=re.M).group(1)
     assert oldest.startswith(floor + ".")
+
+
+def test_a_sweep_keeps_each_hosts_record_once_and_the_report_names_its_links(tmp_path):
+    import json
+
+    from hvdbench.results.aggregate import where_ran
+    from hvdbench.results.store import HARDWARE_JSON, SWEEP_RECORD, sweep_link
+    from hvdbench.sweep.spec import SweepSpec, keep_hardware
+
+    spec = SweepSpec(model="resnet50", out=tmp_path, entries=[])
+    (tmp_path / SWEEP_RECORD).write_text(json.dumps({"model": "resnet50", "train_args": [], "link": ""}))
+    nvlink = {"intra_node_link": "NVLink (NV18) between 8 GPUs", "inter_node_link": "InfiniBand mlx5_0/port1, 200 Gb/sec (4X HDR)"}
+    for run, hosts in (("1x8-r1", {"n1": nvlink}), ("2x8-r1", {"n1": {**nvlink, "intra_node_link": "changed"},
+                                                               "n2": nvlink})):
+        (tmp_path / run).mkdir()
+        (tmp_path / run / HARDWARE_JSON).write_text(json.dumps(hosts))
+        keep_hardware(spec, tmp_path / run)
+    keep_hardware(spec, tmp_path / "failed-before-writing-one")  # no record: nothing added, no error
+    kept = json.loads((tmp_path / SWEEP_RECORD).read_text())["hardware"]
+    assert kept == {"n1": nvlink, "n2": nvlink}  # each host's first record
+    assert sweep_link(tmp_path / SWEEP_RECORD) == nvlink["inter_node_link"]  # read, where --link typed none
+    assert sweep_link(tmp_path / SWEEP_RECORD, "intra") == nvlink["intra_node_link"]
+    rows = [{"hosts": "n1;n2", "nodes": 2, "link": nvlink["inter_node_link"], "intra_link": nvlink["intra_node_link"]}]
+    assert where_ran(rows) == ("hosts: n1, n2 · intra-node link: NVLink (NV18) between 8 GPUs · "
+                               "inter-node link: InfiniBand mlx5_0/port1, 200 Gb/sec (4X HDR)")
+    record = json.loads((tmp_path / SWEEP_RECORD).read_text())
+    (tmp_path / SWEEP_RECORD).write_text(json.dumps({**record, "link": "typed by the user"}))
+    assert sweep_link(tmp_path / SWEEP_RECORD) == "typed by the user"
