@@ -116,11 +116,11 @@ def _cells(line: str) -> list[str]:
 
 def intra_node_link(gpus: list[dict], topo: dict) -> str:
     """The GPU-to-GPU link in words: 'NVLink (NV18) between 8 GPUs', 'PCIe via the host bridge (PHB)
-    between 2 GPUs', mixed kinds joined; one GPU has none; no GPU: the CPU ranks' host memory."""
+    between 2 GPUs', mixed kinds joined; one GPU has none; no GPU: the CPU ranks' loopback."""
     if not gpus:
-        return "none: CPU ranks share one host's memory (Gloo over loopback)"
+        return "CPU ranks on one host (Gloo over loopback)"
     if len(gpus) == 1:
-        return "none: one GPU"
+        return "one GPU, no GPU-to-GPU link"
     kinds = sorted({v for g, row in topo.get("matrix", {}).items() if g.startswith("GPU")
                     for d, v in row.items() if d.startswith("GPU")}, key=_link_rank)
     if not kinds:

@@ -49,7 +49,7 @@ def test_this_machines_record_is_complete_and_its_gpu_fields_empty():
     assert all(n["name"] != "lo" for n in record["nics"])
     assert record["inter_node_link"].startswith(f"Ethernet {max(up, key=lambda n: n['speed_mbps'] or 0)['name']} (")
     assert (record["gpus"], record["driver"], record["gpu_topology"]) == ([], "", {})  # no GPU here
-    assert record["intra_node_link"].startswith("none: CPU ranks")
+    assert record["intra_node_link"] == "CPU ranks on one host (Gloo over loopback)"
 
 
 def test_a_missing_nvidia_smi_leaves_the_gpu_fields_empty(tmp_path):
@@ -75,7 +75,7 @@ def test_topo_matrix_nics_and_affinity_are_parsed_and_named():
     pcie = hardware.parse_topo(TOPO_PCIE)
     assert pcie["matrix"] == {"GPU0": {"GPU1": "PHB"}, "GPU1": {"GPU0": "PHB"}} and pcie["nics"] == {}
     assert hardware.intra_node_link(gpus[:2], pcie) == "PCIe via the host bridge (PHB) between 2 GPUs"
-    assert hardware.intra_node_link(gpus[:1], {}) == "none: one GPU"
+    assert hardware.intra_node_link(gpus[:1], {}) == "one GPU, no GPU-to-GPU link"
     assert hardware.parse_topo("") == {} and hardware.parse_topo("No devices were found\n") == {}
 
 
