@@ -7,7 +7,7 @@ STAMP  := $(VENV)/.hvdbench-setup-ok
 export OMPI_ALLOW_RUN_AS_ROOT = 1
 export OMPI_ALLOW_RUN_AS_ROOT_CONFIRM = 1
 
-.PHONY: setup demo test test-unit test-integration bench clean-demo
+.PHONY: setup demo test test-unit test-integration test-oldest bench clean-demo
 
 setup:
 	bash scripts/setup.sh
@@ -31,3 +31,8 @@ test-integration: $(STAMP)
 
 bench: $(STAMP)
 	@for b in benchmarks/bench_*.py; do echo "== $$b"; $(PY) $$b || exit 1; done
+
+# CI's second tier: the oldest supported torch (2.11) and no Horovod, in a venv cached under
+# ~/.cache/hvdbench; `pip install .[torch,dev]` into it, the engine unit tests, a ddp/fsdp sweep.
+test-oldest:
+	bash scripts/test_oldest.sh

@@ -1,7 +1,9 @@
-"""What `hvdbench env` reports: the software and hardware stack, as one dict.
+"""What `hvdbench env` reports: the software and hardware stack, as one dict, and the engines that can
+train here (ddp and fsdp need torch; horovod needs Horovod built for torch).
 
 Framework facts come from `python -m hvdbench.frameworks.probe` in a subprocess (the core never imports
-a framework); system facts from the standard library, `mpirun --version` and `nvidia-smi`.
+a framework); system facts from the standard library, `mpirun --version` and `nvidia-smi`; the
+hardware record (CPU, GPUs, GPU links, NICs and their rates) from hvdbench/hardware.py.
 """
 
 from __future__ import annotations
@@ -14,14 +16,18 @@ import socket
 import subprocess
 import sys
 
+from hvdbench import hardware
+from hvdbench.frameworks import HOROVOD_HOWTO
+
 REQUIRED_FRAMEWORKS = ("pytorch", "tensorflow")
 REQUIRED_CONTROLLERS = ("mpi", "gloo")
 FIX = "run `make setup` in the hvdbench checkout"
+TORCH_HOWTO = "pip install 'hvdbench[torch]' (torch>=2.11), or `make setup`"
 
 
 def collect() -> dict:
     probe = _probe()
-    return {
+    info = {
         "hostname": socket.gethostname(),
         "cpu_count": os.cpu_count(),
         "platform": platform.platform(),
@@ -33,14 +39,38 @@ def collect() -> dict:
         "mpi": _mpi(probe.get("mpi4py", {})),
         "nccl": probe.get("torch", {}).get("nccl"),
         "gpus": _gpus(),
+        "hardware": hardware.host_record(),
     }
+    info["engines"] = engines(info)
+    return info
+
+
+def engines(info: dict) -> dict:
+    """Each engine: {"available": bool, "why": what is missing and how to get it ('' when available)}."""
+    torch = info["torch"]
+    no_torch = "" if torch.get("installed") else f"torch is not installed ({torch.get('error', '')}); {TORCH_HOWTO}"
+    found = {"ddp": {"available": not no_torch, "why": no_torch},
+             "fsdp": {"available": not no_torch, "why": no_torch}}
+    hvd = info["horovod"]
+    if not hvd.get("installed"):
+        why = f"Horovod is not installed ({hvd.get('error', 'import failed')}); {HOROVOD_HOWTO}"
+    elif not hvd.get("frameworks", {}).get("pytorch", {}).get("built"):
+        why = f"Horovod {hvd['version']} lacks pytorch; {FIX}"
+    else:
+        why = no_torch
+    found["horovod"] = {"available": not why, "why": why}
+    return found
 
 
 def problems(info: dict) -> list[str]:
-    """What is missing for hvdbench to train, each with what to do about it."""
+    """What is missing for hvdbench to train, each with what to do about it: no engine at all, or a
+    Horovod that is installed but lacks a framework or controller. A Python without Horovod is no
+    problem (ddp and fsdp need none): `engines` says why --engine horovod is not there."""
     hvd = info["horovod"]
     if not hvd.get("installed"):
-        return [f"Horovod is not installed ({hvd.get('error', 'import failed')}); {FIX}"]
+        usable = [name for name, e in info.get("engines", {}).items() if e["available"]]
+        return [] if usable else [f"no engine can train here: torch is not installed and Horovod is not "
+                                  f"({hvd.get('error', 'import failed')}); {FIX}"]
     found = []
     for fw in REQUIRED_FRAMEWORKS:
         entry = hvd["frameworks"].get(fw, {})
@@ -80,6 +110,17 @@ def format_text(info: dict) -> str:
             lines.append(f"gpu {i:<11} {gpu['name']}, {gpu['memory']}, driver {gpu['driver']}")
     else:
         lines.append("gpus            none")
+    hw = info["hardware"]
+    cpu = hw["cpu"]
+    lines.append(f"cpu             {cpu['model'] or 'not read'}: {cpu['cores']} cores, {cpu['logical']} logical, "
+                 f"{cpu['sockets']} socket(s)")
+    for nic in hw["nics"]:
+        rate = nic.get("rate") or (f"{nic['speed_mbps']} Mb/s" if nic["speed_mbps"] else "speed not reported")
+        lines.append(f"nic {nic['name']:<11} {nic['kind']}, {nic['state'] or 'state not read'}, {rate}")
+    lines.append(f"intra-node link {hw['intra_node_link']}")
+    lines.append(f"inter-node link {hw['inter_node_link'] or 'none found'}")
+    for name, engine in info["engines"].items():
+        lines.append(f"engine {name:<8} " + ("available" if engine["available"] else f"NOT AVAILABLE: {engine['why']}"))
     return "\n".join(lines)
 
 

@@ -9,7 +9,10 @@ import click
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object instead of text.")
 def env(as_json):
     """Report Python, torch, TensorFlow, Horovod (frameworks, controllers, tensor operations),
-    MPI, NCCL, GPUs, CPUs and hostname. Exits 1 when Horovod is missing or lacks a framework.
+    MPI, NCCL, GPUs, CPUs and hostname; the hardware record (CPU model and cores, GPUs, the
+    `nvidia-smi topo -m` matrix, NICs and their link rates, the intra- and inter-node link); the
+    engines that can train here and why one cannot. Exits 1 when no engine can train, or when an
+    installed Horovod lacks a framework or controller (a Python without Horovod is fine: ddp, fsdp).
 
     \b
     Example:

@@ -63,7 +63,8 @@ def _one_line(ctx, param, value):
 @click.option("--engines", callback=lambda ctx, param, value: tuple(v for v in (value or "").split(",") if v),
               metavar="E1,E2", help="Run each layout and repeat under each engine (horovod, ddp, fsdp: train's "
                                     "--engine); the report then compares them, e.g. --engines horovod,ddp.")
-@click.option("--launcher", type=click.Choice(LAUNCHERS), default="horovodrun", show_default=True)
+@click.option("--launcher", type=click.Choice(LAUNCHERS),
+              help="[default: horovodrun where Horovod is installed, else torchrun (ddp and fsdp need no Horovod)]")
 @click.option("--controller", type=click.Choice(CONTROLLERS), default="gloo", show_default=True,
               help="Horovod controller under horovodrun (mpirun and srun use MPI).")
 @click.option("--config", "config_name", metavar="NAME|FILE",

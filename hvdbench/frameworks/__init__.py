@@ -15,7 +15,11 @@ measurement logic (timing, epochs, evaluation, events) exists once.
 """
 
 import importlib
+import importlib.util
 import os
+import sys
+
+from hvdbench.errors import ConfigError
 
 PACKAGES = {"torch": "hvdbench.frameworks.torch", "tensorflow": "hvdbench.frameworks.tf"}
 
@@ -23,6 +27,24 @@ PACKAGES = {"torch": "hvdbench.frameworks.torch", "tensorflow": "hvdbench.framew
 def load(framework: str):
     """The framework's `train` module (imports the framework and Horovod: call it in a worker only)."""
     return importlib.import_module(f"{PACKAGES[framework]}.train")
+
+
+# Horovod is optional: only --engine horovod (and every TensorFlow model) needs it; ddp and fsdp run on
+# torch.distributed alone, in a Python that never had Horovod built.
+HOROVOD_HOWTO = ("`make setup` builds it into hvdbench's own venv; into an existing Python with torch: "
+                 "scripts/build_horovod.sh (README: which set-up to choose)")
+
+
+def horovod_installed() -> bool:
+    """Whether `import horovod` can succeed here, found without importing it (the core stays light)."""
+    return importlib.util.find_spec("horovod") is not None
+
+
+def require_horovod(what: str = "--engine horovod") -> None:
+    """One line naming what needs Horovod and how to get it, where it is not installed."""
+    if not horovod_installed():
+        raise ConfigError(f"{what} needs Horovod, which is not installed in this Python ({sys.executable}); "
+                          f"{HOROVOD_HOWTO}; --engine ddp and fsdp need no Horovod")
 
 
 # Set by an emulated cluster's launch settings (`hvdbench cluster`): its "nodes" are namespaces of

@@ -83,7 +83,7 @@ class Study:
     layouts: tuple[str, ...] = ()
     gpus: tuple[int, ...] = ()
     repeats: int = 1
-    launcher: str = "horovodrun"
+    launcher: str | None = None
     controller: str = "gloo"
     timeout: float | None = None
     flavor: str | None = None
@@ -116,8 +116,8 @@ def load_study(path: str | Path) -> Study:
     layouts = tuple(_layout(v, where, f"layouts[{i}]") for i, v in enumerate(_list(data.get("layouts", []), where,
                                                                                     "layouts")))
     gpus = tuple(_positive(v, where, f"gpus[{i}]") for i, v in enumerate(_list(data.get("gpus", []), where, "gpus")))
-    launcher = data.get("launcher", "horovodrun")
-    if launcher not in LAUNCHERS:
+    launcher = data.get("launcher")  # None: the sweep's default (horovodrun, or torchrun without Horovod)
+    if launcher is not None and launcher not in LAUNCHERS:
         raise ConfigError(f"{where}: launcher {quote(launcher)} is not one of {', '.join(LAUNCHERS)}")
     controller = data.get("controller", "gloo")
     if controller not in CONTROLLERS:

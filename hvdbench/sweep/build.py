@@ -20,6 +20,7 @@ import click
 from hvdbench import topology
 from hvdbench.contracts import get_spec
 from hvdbench.errors import ConfigError, HvdbenchError
+from hvdbench.frameworks import horovod_installed, require_horovod
 from hvdbench.launchers.guard import capture
 from hvdbench.results.records.schema import RunResult
 from hvdbench.results.records.store import EXPLAIN_DIR, RUNS_CSV, check_appendable
@@ -31,13 +32,14 @@ from hvdbench.train.options import parse_train_args
 
 def build_spec(model: str, train_args=(), *, out: Path, hostfile=None, hosts=None, cluster_name=None,
                gpus_per_node=None, gpus=None, layouts: str = "all", repeats: int = 1,
-               launcher: str = "horovodrun", controller: str = "gloo", config_name=None, timeout=None,
+               launcher: str | None = None, controller: str = "gloo", config_name=None, timeout=None,
                kill_grace: float = 10.0, env=None, launcher_args=(), allreduce_bench=None, link=None,
                retry_failed: bool = False, name: str | None = None, require_idle=None,
                engines: tuple[str, ...] = ()) -> SweepSpec:
     """The SweepSpec `hvdbench sweep` runs (its options, by the same names); HvdbenchError (or
     click.UsageError for options that do not go together) naming what is wrong."""
     env = dict(env or {})
+    launcher = launcher or default_launcher()
     get_spec(model)  # an unknown model is an error before anything is written
     check_train_args(model, train_args)
     # Given, even empty (`--hosts ''`), is given: it is named in the error, not taken for "use Slurm".
@@ -74,6 +76,12 @@ def build_spec(model: str, train_args=(), *, out: Path, hostfile=None, hosts=Non
         allreduce_bench=allreduce_bench, link=(link or "").strip(), require_idle=require_idle)
     check_runs(spec)  # every layout's run resolved as `train` will: refused here, not once per run
     return spec
+
+
+def default_launcher() -> str:
+    """A sweep's launcher when none is named: horovodrun, which comes with Horovod, where Horovod is
+    installed; else torchrun, which starts the ddp and fsdp engines' ranks without it."""
+    return "horovodrun" if horovod_installed() else "torchrun"
 
 
 def check_engines(engines, train_args) -> tuple[str, ...]:
@@ -128,6 +136,12 @@ def check_runs(spec: SweepSpec) -> None:
             else:
                 where = "train arguments after --" if spec.train_args else f"sweep of {spec.model}"
             raise ConfigError(f"{where}: {message}") from None
+        if spec.allreduce_bench:  # `bench allreduce` times Horovod's allreduce beside torch's
+            require_horovod(f"sweep of {spec.model}: --allreduce-bench")
+        if cfg.engine == "horovod":  # refused here, not once per run by every worker
+            require_horovod(f"sweep of {spec.model}: --engine horovod")
+        elif spec.launcher == "horovodrun":
+            require_horovod(f"sweep of {spec.model}: --launcher horovodrun")
         if spec.launcher == "torchrun" and cfg.engine == "horovod":
             raise ConfigError(f"sweep of {spec.model}: --launcher torchrun starts torch.distributed ranks; give "
                               f"--engines ddp,fsdp (or --engine ddp after --), or another launcher for Horovod")

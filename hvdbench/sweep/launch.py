@@ -15,12 +15,14 @@ from __future__ import annotations
 
 import os
 import shlex
+import socket
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Mapping, NamedTuple
 
 from hvdbench import launchers
 from hvdbench.files import atomic_write_text
+from hvdbench.frameworks import horovod_installed
 from hvdbench.launchers import guard
 from hvdbench.sweep.plan import PlannedRun
 from hvdbench.sweep.spec import SweepSpec, engine_args, run_dir, thread_share
@@ -35,9 +37,23 @@ class Launched(NamedTuple):
 def job_command(spec: SweepSpec, layout: Layout, worker: list[str] | tuple[str, ...], rdir: Path,
                 base_env: Mapping[str, str] | None = None) -> tuple[list[str], dict[str, str]]:
     """(argv, env): `layout.world_size` copies of `worker` through the sweep's launcher."""
-    job = launchers.Job(layout, tuple(worker), rdir, spec.controller, spec.launcher_args,
-                        tuple(spec.user_env))
-    return launchers.build(spec.launcher, job, launchers.launch_env(spec.user_env, base=base_env))
+    user_env = {**rendezvous_env(spec, layout), **spec.user_env}
+    job = launchers.Job(layout, tuple(worker), rdir, spec.controller, spec.launcher_args, tuple(user_env))
+    return launchers.build(spec.launcher, job, launchers.launch_env(user_env, base=base_env))
+
+
+def rendezvous_env(spec: SweepSpec, layout: Layout) -> dict[str, str]:
+    """MASTER_ADDR/MASTER_PORT for mpirun where Horovod is not installed: torch.distributed's ranks
+    otherwise agree them through Horovod's collectives (frameworks/torch/process_group.py), which
+    torchrun and srun need not. Rank 0 runs on the layout's first host; the port is one free on this
+    machine (the first host itself on one machine or an emulated cluster). Nothing where the user's
+    --env names them, or for any other launcher."""
+    if spec.launcher != "mpirun" or horovod_installed() or "MASTER_ADDR" in spec.user_env:
+        return {}
+    with socket.socket() as s:
+        s.bind(("", 0))
+        port = s.getsockname()[1]
+    return {"MASTER_ADDR": layout.hosts[0] if layout.hosts else "127.0.0.1", "MASTER_PORT": str(port)}
 
 
 def train_worker(spec: SweepSpec, run: PlannedRun) -> list[str]:

@@ -7,7 +7,8 @@
 
 The sweep directory (--out) holds:
     runs.csv                 one row per run, appended atomically (hvdbench.results.records.store)
-    sweep.json               model and train arguments of the sweep; a resume must match them
+    sweep.json               model and train arguments of the sweep (a resume must match them), and
+                             each host's hardware record (RUN/hardware.json's, once per host)
     <run_id>/                one per run: hostfile, command.txt, layout.yaml (with a config),
                              launch.log (the launcher's output), logs/ (per-rank), launch.json
                              (pids, outcome), and the worker's result.json, mllog.txt, config.yaml
@@ -47,7 +48,7 @@ from hvdbench.sweep.launch import bench_dir, command, env_additions, launch_benc
 from hvdbench.sweep.plan import DONE, PlannedRun, latest_status, pending
 from hvdbench.sweep.record import build_result, refused_result, time_limit_result
 from hvdbench.sweep.signals import SignalGuard, SweepInterrupted, raising_signals
-from hvdbench.sweep.spec import SWEEP_OWNED, SweepSpec, check_sweep_record, run_dir
+from hvdbench.sweep.spec import SWEEP_OWNED, SweepSpec, check_sweep_record, keep_hardware, run_dir
 
 __all__ = ["SWEEP_OWNED", "SweepInterrupted", "SweepSpec", "check_sweep_record", "command", "dry_run",
            "env_additions", "run_dir", "run_sweep"]
@@ -147,6 +148,7 @@ def _do_run(spec: SweepSpec, run: PlannedRun, signals: SignalGuard, seen: Counte
         if result is not None:
             with signals.deferred(), locks.store_lock(spec.out):
                 append_run(spec.store, result)
+                keep_hardware(spec, rdir)
         return result, False
 
 

@@ -1,5 +1,6 @@
 """What a sweep is: its model, directory, layouts, repeats and launch options, and the record
-(sweep.json) that keeps a resume from mixing in runs made with other arguments.
+(sweep.json) that keeps a resume from mixing in runs made with other arguments, and each host's
+hardware (hvdbench/hardware.py) once.
 
     hvdbench sweep resnet50 --hosts localhost:2 --repeats 2 --out results/demo -- --synthetic
     ->  spec = SweepSpec(model="resnet50", out=Path("results/demo"), entries=plan_entries(...),
@@ -18,7 +19,7 @@ from pathlib import Path
 from hvdbench.errors import ConfigError
 from hvdbench.files import atomic_write_text
 from hvdbench.frameworks import SHARED_MACHINE_ENV
-from hvdbench.results.records.store import RUNS_CSV, SWEEP_RECORD, read_sweep_record
+from hvdbench.results.records.store import HARDWARE_JSON, RUNS_CSV, SWEEP_RECORD, read_sweep_record
 from hvdbench.sweep.plan import Entry, PlannedRun, interleave
 
 # Train options the sweep sets for every run: not allowed after `--`.
@@ -128,3 +129,19 @@ def check_sweep_record(spec: SweepSpec) -> None:
         **identity, "name": spec.name, "link": spec.link,
         "created_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "hvdbench": __import__("hvdbench").__version__}, indent=2) + "\n")
+
+
+def keep_hardware(spec: SweepSpec, rdir: Path) -> None:
+    """Each host's hardware record, from a run's RUN/hardware.json (its worker wrote it), kept once per
+    host in sweep.json's "hardware": the first run that reached a host records it. A run that wrote
+    none (it failed first) adds nothing."""
+    try:
+        found = json.loads((rdir / HARDWARE_JSON).read_text())
+    except (OSError, ValueError):
+        return
+    path = spec.out / SWEEP_RECORD
+    record = read_sweep_record(path)
+    known = record.get("hardware") or {}
+    new = {host: facts for host, facts in found.items() if host not in known} if isinstance(found, dict) else {}
+    if new:
+        atomic_write_text(path, json.dumps({**record, "hardware": {**known, **new}}, indent=2) + "\n")

@@ -16,6 +16,7 @@ shutdown handshake) so that horovodrun/mpirun/srun tear the job down in seconds.
 
 from __future__ import annotations
 
+import json
 import os
 import platform
 import sys
@@ -26,11 +27,14 @@ from pathlib import Path
 import numpy as np
 from mlperf_logging.mllog import constants as C
 
+from hvdbench import hardware
 from hvdbench.errors import ConfigError, DatasetError, HvdbenchError
 from hvdbench.events import EventLog
+from hvdbench.files import atomic_write_text
 from hvdbench.launchers.launch_info import detect_launcher, launcher_rank
 from hvdbench.output import line
 from hvdbench.results.records.schema import new_run_id
+from hvdbench.results.records.store import HARDWARE_JSON
 from hvdbench.train import config as config_mod
 from hvdbench.train import result as result_mod
 from hvdbench.train.faults import Fault
@@ -103,6 +107,8 @@ def run(cfg: config_mod.TrainConfig, state: dict) -> None:
     if cfg.engine == "horovod" and detect_launcher() == "torchrun":
         raise ConfigError("torchrun starts torch.distributed ranks, which Horovod cannot join: use --engine ddp or "
                           "fsdp, or launch --engine horovod with horovodrun, mpirun or srun")
+    if cfg.engine == "horovod":  # TensorFlow's models too: Horovod is their only engine
+        frameworks.require_horovod(f"--engine horovod ({cfg.framework})")
     fw = frameworks.load(cfg.framework)
     if cfg.horovod_timeline:  # read by Horovod's init: the timeline is then started and stopped by the loop
         os.environ["HOROVOD_TIMELINE"] = "DYNAMIC"
@@ -137,6 +143,11 @@ def run(cfg: config_mod.TrainConfig, state: dict) -> None:
     synthetic = trainer.device_batch(kind.synthetic(cfg.batch_per_gpu, info, rng)) if ds is None else None
     hosts = _unique(dist.allgather_object(dist.hostname))
     devices = _unique(dist.allgather_object(dist.device_name))
+    # The hardware behind the numbers, each host's once (its first rank reads it, before the timing).
+    machines = dist.allgather_object({**hardware.host_record(), "hostname": dist.hostname, "versions": dist.versions}
+                                     if dist.local_rank == 0 else None)
+    if dist.rank == 0:
+        atomic_write_text(out / HARDWARE_JSON, json.dumps({m["hostname"]: m for m in machines if m}, indent=2) + "\n")
     global_batch = cfg.batch_per_gpu * cfg.accum_steps * dist.size
     peak_lr = scaled_lr(cfg, global_batch)
     layout = f"{dist.cross_size}x{dist.local_size}"

@@ -16,7 +16,7 @@ def _env_json():
 def test_env_json_names_every_field_and_finds_horovod_frameworks():
     proc, info = _env_json()
     for key in ("hostname", "cpu_count", "python", "torch", "tensorflow", "horovod", "mpi", "nccl",
-                "gpus", "problems"):
+                "gpus", "hardware", "engines", "problems"):
         assert key in info, key
     assert proc.returncode == 0, info["problems"]
     assert info["horovod"]["version"] == "0.28.1"
@@ -31,9 +31,24 @@ def _fake_info(horovod):
     return {"horovod": horovod}
 
 
-def test_missing_horovod_is_reported_with_the_fix():
-    found = envinfo.problems(_fake_info({"installed": False, "error": "No module named 'horovod'"}))
-    assert len(found) == 1 and "make setup" in found[0] and "not installed" in found[0]
+def test_missing_horovod_leaves_ddp_and_fsdp_and_says_how_to_get_it():
+    info = {"horovod": {"installed": False, "error": "No module named 'horovod'"},
+            "torch": {"installed": True, "version": "2.11.0"}}
+    info["engines"] = envinfo.engines(info)
+    assert envinfo.problems(info) == []  # ddp and fsdp train without Horovod
+    assert info["engines"]["ddp"] == info["engines"]["fsdp"] == {"available": True, "why": ""}
+    why = info["engines"]["horovod"]["why"]
+    assert not info["engines"]["horovod"]["available"] and "not installed" in why and "make setup" in why
+
+
+def test_no_torch_and_no_horovod_is_a_problem_with_the_fix():
+    info = {"horovod": {"installed": False, "error": "No module named 'horovod'"},
+            "torch": {"installed": False, "error": "No module named 'torch'"}}
+    info["engines"] = envinfo.engines(info)
+    assert not any(e["available"] for e in info["engines"].values())
+    assert "torch>=2.11" in info["engines"]["ddp"]["why"]
+    found = envinfo.problems(info)
+    assert len(found) == 1 and "no engine can train here" in found[0] and "make setup" in found[0]
 
 
 def test_missing_framework_and_controller_are_named():

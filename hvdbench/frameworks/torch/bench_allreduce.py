@@ -40,6 +40,7 @@ import numpy as np
 from hvdbench.bench import defaults
 from hvdbench.bench import formulas as F
 from hvdbench.bench.formulas import DTYPE_BYTES
+from hvdbench.frameworks import require_horovod
 from hvdbench.launchers.launch_info import launcher_rank
 from hvdbench.output import line
 
@@ -203,6 +204,7 @@ def main(opts: AllreduceOptions) -> None:
     rank at once (as the training worker does), so the launcher tears the job down."""
     rank = launcher_rank()
     try:
+        require_horovod("hvdbench bench allreduce (Horovod's allreduce beside torch.distributed's and MPI's)")
         _tune(opts) if opts.tune else _run(opts)
     except BaseException as e:  # noqa: BLE001 - any failure ends this rank loudly
         if isinstance(e, KeyboardInterrupt):

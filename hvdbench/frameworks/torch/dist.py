@@ -18,6 +18,7 @@ import torch
 
 from hvdbench.frameworks import cpu_mpi_settings
 from hvdbench.frameworks.dist_base import DistBase
+from hvdbench.frameworks.torch.process_group import torch_versions
 
 
 class Dist(DistBase):
@@ -35,7 +36,7 @@ class Dist(DistBase):
         else:
             self.device = torch.device("cpu")
             self.device_name = "cpu"
-        self.versions = {"torch": torch.__version__.split("+")[0], "horovod": horovod.__version__}
+        self.versions = {**torch_versions(), "horovod": horovod.__version__}
 
     def tensor(self, values: np.ndarray) -> torch.Tensor:
         return torch.as_tensor(values)

@@ -27,6 +27,7 @@ its network's parts (a LoRA base's inner model) rather than its forward.
 from __future__ import annotations
 
 import contextlib
+import inspect
 
 import torch
 
@@ -109,13 +110,20 @@ class DdpEngine(HorovodEngine):
         from torch.nn.parallel import DistributedDataParallel
 
         device = self.dist.device
+        loss_module = LossModule(model.to(device), module.loss_and_stats)
+        # Per-rank BatchNorm statistics, averaged for evaluation, as Horovod's runs have them (DDP's
+        # default would broadcast rank 0's before every forward: traffic Horovod has not); rank 0's
+        # are copied once at the start, as Horovod's broadcast does. torch >= 2.13 says so with
+        # forward_sync_buffers=False (its constructor still copies them); before it (2.11, 2.12)
+        # broadcast_buffers=False also skips that copy, so it is done here.
+        if "forward_sync_buffers" in inspect.signature(DistributedDataParallel.__init__).parameters:
+            buffers = {"forward_sync_buffers": False}
+        else:
+            buffers = {"broadcast_buffers": False}
+            broadcast_from_rank0(loss_module, parameters=False)
         net = DistributedDataParallel(
-            LossModule(model.to(device), module.loss_and_stats),
-            device_ids=[device.index] if device.type == "cuda" else None,
-            # Per-rank BatchNorm statistics, averaged for evaluation, as Horovod's runs have them
-            # (DDP's default would broadcast rank 0's before every forward: traffic Horovod has not);
-            # rank 0's are copied once at the start, as Horovod's broadcast does.
-            forward_sync_buffers=False, gradient_as_bucket_view=True)
+            loss_module, device_ids=[device.index] if device.type == "cuda" else None,
+            gradient_as_bucket_view=True, **buffers)
         if self.cfg.fp16_allreduce:
             from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
 
@@ -194,15 +202,15 @@ class FsdpEngine(DdpEngine):
         return sum((p.to_local() if hasattr(p, "to_local") else p).numel() for p in net.model.parameters())
 
 
-def broadcast_from_rank0(net) -> None:
-    """Every parameter and floating buffer from rank 0 (what DDP's constructor and Horovod's
-    broadcast_parameters do), so a model whose build draws per rank still starts equal."""
+def broadcast_from_rank0(net, parameters: bool = True) -> None:
+    """Every parameter (unless not `parameters`) and buffer from rank 0 (what DDP's constructor and
+    Horovod's broadcast_parameters do), so a model whose build draws per rank still starts equal."""
     import torch.distributed as tdist
 
     if tdist.get_world_size() == 1:
         return
     with torch.no_grad():
-        for t in [*net.parameters(), *net.buffers()]:
+        for t in [*(net.parameters() if parameters else ()), *net.buffers()]:
             tdist.broadcast(t.data, src=0)
 
 

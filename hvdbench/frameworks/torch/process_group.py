@@ -24,13 +24,21 @@ import numpy as np
 import torch
 import torch.distributed as tdist
 
-from hvdbench.frameworks import cpu_mpi_settings
+from hvdbench.frameworks import cpu_mpi_settings, require_horovod
 from hvdbench.frameworks.dist_base import DistBase
 from hvdbench.launchers.launch_info import Place, place
 
 # How long a rank waits for the others to join or to reach a collective; a rank that crashed is
 # noticed by its launcher, which ends the job (the same as under Horovod).
 TIMEOUT = datetime.timedelta(minutes=30)
+
+
+def torch_versions() -> dict:
+    """torch's version; on GPUs also the CUDA it was built with and its NCCL (the hardware record's)."""
+    versions = {"torch": torch.__version__.split("+")[0]}
+    if torch.cuda.is_available():
+        versions.update(cuda=torch.version.cuda, nccl=".".join(map(str, torch.cuda.nccl.version())))
+    return versions
 
 
 def free_port() -> int:
@@ -67,8 +75,11 @@ def offer_rendezvous(hvd, here: Place) -> tuple[str, int]:
 
 def agree_rendezvous(here: Place) -> tuple[str, int]:
     """Rank 0's (address, port), agreed through Horovod's collectives (see the module's doc):
-    Horovod is started for it and shut down again."""
-    import horovod.torch as hvd
+    Horovod is started for it and shut down again. Where Horovod is not installed, one line says
+    which launchers need none."""
+    require_horovod("torch.distributed's rendezvous without MASTER_ADDR/MASTER_PORT (launched by mpirun or "
+                    "horovodrun, not torchrun or srun)")
+    import horovod.torch as hvd  # optional (see require_horovod): imported only where it is the rendezvous
 
     cpu_mpi_settings(on_gpu=torch.cuda.is_available())
     hvd.init()
@@ -103,7 +114,7 @@ class TorchDist(DistBase):
             self.device_name = torch.cuda.get_device_name(here.local_rank)
         else:
             self.device, self.device_name = torch.device("cpu"), "cpu"
-        self.versions = {"torch": torch.__version__.split("+")[0]}
+        self.versions = torch_versions()
 
     def tensor(self, values: np.ndarray) -> torch.Tensor:
         return torch.as_tensor(values)

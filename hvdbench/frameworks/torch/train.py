@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import importlib
 import inspect
 import time
 
@@ -21,7 +22,6 @@ import torch
 
 from hvdbench.errors import ConfigError
 from hvdbench.frameworks.torch.data import DeviceBatches
-from hvdbench.frameworks.torch.dist import Dist
 from hvdbench.frameworks.torch.engines import make_engine
 
 DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
@@ -34,13 +34,19 @@ OPTIMIZERS = {
 }
 
 
-def init_dist(threads: int = 0, share: int = 0, engine: str = "horovod"):
-    """Horovod's Dist for --engine horovod; a torch.distributed process group for ddp/fsdp."""
-    if engine == "horovod":
-        return Dist(threads, share)
-    from hvdbench.frameworks.torch.process_group import TorchDist
+# --engine -> (module, class) of its Dist: the one place the engine picks it. Horovod is optional (ddp
+# and fsdp run where it was never built), so a Dist's module, and horovod.torch with dist.py, is
+# imported only when its engine is asked for.
+DISTS = {"horovod": ("hvdbench.frameworks.torch.dist", "Dist"),
+         "ddp": ("hvdbench.frameworks.torch.process_group", "TorchDist"),
+         "fsdp": ("hvdbench.frameworks.torch.process_group", "TorchDist")}
 
-    return TorchDist(threads, share)
+
+def init_dist(threads: int = 0, share: int = 0, engine: str = "horovod"):
+    """Horovod's Dist for --engine horovod; a torch.distributed process group for ddp/fsdp (the worker
+    refuses --engine horovod first, in one line, where Horovod is not installed)."""
+    module, name = DISTS[engine]
+    return getattr(importlib.import_module(module), name)(threads, share)
 
 
 # What the trainer hands a model's `build` beyond the data's info keys: keyword -> the Dist attribute.

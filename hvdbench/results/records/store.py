@@ -28,6 +28,9 @@ R = TypeVar("R", bound=CsvRecord)
 # A sweep folder's layout, declared here where its readers live (the sweep writes it):
 RUNS_CSV = "runs.csv"  # one RunResult per run
 SWEEP_RECORD = "sweep.json"  # the sweep's model, train arguments and link (sweep/spec.py writes it)
+# A run folder's record of each host's hardware (hvdbench/hardware.py, with the framework versions):
+# the worker's rank 0 writes it, the sweep keeps each host's first one in sweep.json's "hardware".
+HARDWARE_JSON = "hardware.json"
 EXPLAIN_DIR = "explain"  # SWEEP/explain/: the --explain twins, a sweep folder of their own
 ALLREDUCE_CSV = "bench_allreduce.csv"  # `bench allreduce` rows (sweep --allreduce-bench too)
 IO_CSV = "bench_io.csv"  # `bench io` rows
@@ -218,9 +221,9 @@ def load_sweeps(paths) -> list[RunResult]:
             rows = read_runs(store)
         except SchemaError as e:  # a bad cell value's message may lack the file: add it
             raise (e if str(store) in str(e) else SchemaError(f"{store}: {e}")) from None
-        link = sweep_link(store.parent / SWEEP_RECORD)
+        link, intra = sweep_link(store.parent / SWEEP_RECORD), sweep_link(store.parent / SWEEP_RECORD, "intra")
         for row in rows:
-            row.link = link  # not a runs.csv column: one per sweep, from its record
+            row.link, row.intra_link = link, intra  # not runs.csv columns: one per sweep, from its record
         runs.extend(_with_devices(rows))
     return runs
 
@@ -238,16 +241,21 @@ def _with_devices(rows: list[RunResult]) -> list[RunResult]:
     return rows
 
 
-def sweep_link(path: Path) -> str:
+def sweep_link(path: Path, kind: str = "inter") -> str:
     """The inter-node link a sweep recorded in its sweep.json (`sweep --link`, or the emulated
-    cluster's), '' when it named none or has no record (a runs.csv copied alone)."""
+    cluster's), else the one its hosts' hardware records read (hvdbench/hardware.py: the fastest
+    InfiniBand port or Ethernet NIC); with kind "intra", the GPU-to-GPU link they read. '' when
+    there is none, or no record (a runs.csv copied alone)."""
 
     if not path.is_file():
         return ""
     try:
-        return str(read_sweep_record(path).get("link") or "")
+        record = read_sweep_record(path)
     except ConfigError as e:
         raise SchemaError(str(e)) from None
+    hosts = [h for h in (record.get("hardware") or {}).values() if isinstance(h, dict)]
+    measured = " | ".join(dict.fromkeys(str(h.get(f"{kind}_node_link")) for h in hosts if h.get(f"{kind}_node_link")))
+    return str((record.get("link") if kind == "inter" else "") or measured)
 
 
 def current_runs(runs: list[RunResult]) -> tuple[list[RunResult], int]:

@@ -160,7 +160,8 @@ def _layout_cols(runs: list[RunResult]) -> dict:
             "gpus": run.world_size,
             "scale": run.scale or ("" if not run.nodes else "up" if run.nodes == 1 else "out"),
             "hosts": ";".join(hosts),
-            "link": "" if run.nodes == 1 else _one(getattr(r, "link", "") for r in runs) or ""}
+            "link": "" if run.nodes == 1 else _one(getattr(r, "link", "") for r in runs) or "",
+            "intra_link": _one(getattr(r, "intra_link", "") for r in runs) or ""}
 
 
 def layout_source(runs: list[RunResult]) -> str:
@@ -181,14 +182,17 @@ def device_word(row: dict, plural: bool = False) -> str:
 
 
 def where_ran(rows: list[dict], most: int = 4) -> str:
-    """'hosts: hvd-node1, hvd-node2 · inter-node link: emulated veth bridge, 100mbit' for a group of
-    report rows (the plots' subtitle and the Markdown tables' footer); multi-node layouts whose
-    sweep named no link say so."""
+    """'hosts: hvd-node1, hvd-node2 · intra-node link: NVLink (NV18) between 8 GPUs · inter-node link:
+    emulated veth bridge, 100mbit' for a group of report rows (the plots' subtitle and the Markdown
+    tables' footer); multi-node layouts whose sweep named and read no link say so."""
     hosts = list(dict.fromkeys(h for r in rows for h in (r.get("hosts") or "").split(";") if h))
     parts = []
     if hosts:
         shown = ", ".join(hosts[:most]) + (f" +{len(hosts) - most} more" if len(hosts) > most else "")
         parts.append(f"host{'s' if len(hosts) > 1 else ''}: {shown}")
+    intra = list(dict.fromkeys(r.get("intra_link") for r in rows if r.get("intra_link")))
+    if intra:  # read off the hosts (sweep.json's hardware records)
+        parts.append("intra-node link: " + " | ".join(intra))
     multi = [r for r in rows if (r.get("nodes") or 0) > 1]
     if multi:
         links = list(dict.fromkeys(r.get("link") for r in multi if r.get("link")))

@@ -1,0 +1,85 @@
+"""hvdbench `pip install`ed into a Python with the oldest supported PyTorch and no Horovod (CI's second
+tier, scripts/test_oldest.sh; not part of `make test`, whose venv has Horovod): a ddp/fsdp sweep
+under torchrun (the launcher a sweep takes where Horovod is not installed) and its report, a ddp run
+under mpirun (the sweep names the rendezvous Horovod would have agreed); ddp and
+fsdp end ResNet-50's steps with the same parameters (SGD: bit-identical, as under torch 2.13); asking
+for Horovod is one line; `hvdbench env` names the engines there are and why Horovod's is not.
+
+    make test-oldest
+"""
+
+import json
+
+import numpy as np
+import pytest
+from conftest import run
+
+from hvdbench.frameworks import horovod_installed
+from hvdbench.results.records.schema import read_result
+
+pytestmark = pytest.mark.integration
+
+STEPS = ["--flavor", "debug", "--synthetic", "--steps", "6", "--warmup-steps", "2", "--save-parameters"]
+
+
+def test_this_python_has_no_horovod():
+    assert not horovod_installed()  # the tier's premise: nothing below may lean on Horovod
+
+
+@pytest.mark.timeout(900)
+def test_a_ddp_and_fsdp_sweep_and_its_report_without_horovod(tmp_path, hvdbench_bin):
+    out = tmp_path / "sweep"
+    run([hvdbench_bin, "sweep", "resnet50", "--hosts", "localhost:2", "--layouts", "1x2", "--engines", "ddp,fsdp",
+         "--out", out, "--", *STEPS], timeout=600)
+    params = {}
+    for engine in ("ddp", "fsdp"):
+        record, _ = read_result(out / f"1x2-{engine}-r1" / "result.json")
+        assert (record.status, record.engine, record.world_size, record.launcher) == ("success", engine, 2, "torchrun")
+        assert record.throughput > 0 and record.comm_s is not None
+        with np.load(out / f"1x2-{engine}-r1" / "parameters.npz") as saved:
+            params[engine] = dict(saved)
+    assert params["ddp"] and list(params["ddp"]) == list(params["fsdp"])
+    for name in params["ddp"]:
+        assert np.array_equal(params["ddp"][name], params["fsdp"][name]), name
+    sweep = json.loads((out / "sweep.json").read_text())
+    host = next(iter(sweep["hardware"].values()))  # this machine's record, once per host
+    assert host["cpu"]["model"] and host["cpu"]["cores"] > 0 and host["gpus"] == []
+    report = tmp_path / "report"
+    proc = run([hvdbench_bin, "report", out, "--out", report])
+    assert "## Engines side by side" in proc.stdout
+    assert "intra-node link" in (report / "summary.md").read_text()
+
+
+def test_mpirun_starts_ddp_without_horovod(tmp_path, hvdbench_bin):
+    """Horovod is not there to agree torch.distributed's rendezvous: the sweep names it (MASTER_ADDR/PORT)."""
+    out = tmp_path / "mpi"
+    run([hvdbench_bin, "sweep", "resnet50", "--hosts", "localhost:2", "--layouts", "1x2", "--launcher", "mpirun",
+         "--engines", "ddp", "--out", out, "--", *STEPS[:-1]], timeout=300)
+    record, _ = read_result(out / "1x2-ddp-r1" / "result.json")
+    assert (record.status, record.engine, record.world_size, record.launcher) == ("success", "ddp", 2, "mpirun")
+    assert "-x MASTER_ADDR -x MASTER_PORT" in (out / "1x2-ddp-r1" / "command.txt").read_text()
+
+
+def test_asking_for_horovod_is_one_line(tmp_path, hvdbench_bin):
+    proc = run([hvdbench_bin, "train", "resnet50", *STEPS, "--engine", "horovod", "--out", tmp_path / "t"],
+               check=False)
+    lines = proc.stderr.strip().splitlines()
+    assert proc.returncode != 0 and len(lines) == 1, proc.stderr
+    assert "needs Horovod, which is not installed" in lines[0] and "ddp and fsdp need no Horovod" in lines[0]
+    proc = run([hvdbench_bin, "sweep", "resnet50", "--hosts", "localhost:2", "--out", tmp_path / "s", "--", *STEPS],
+               check=False)
+    assert proc.returncode != 0 and proc.stderr.strip().count("\n") == 0, proc.stderr
+    assert "--engine horovod needs Horovod" in proc.stderr
+    proc = run([hvdbench_bin, "bench", "allreduce", "--out", tmp_path / "b"], check=False)
+    assert proc.returncode != 0 and proc.stderr.strip().count("\n") == 0, proc.stderr
+    assert "bench allreduce (Horovod's allreduce beside torch.distributed's and MPI's) needs Horovod" in proc.stderr
+
+
+def test_env_lists_the_engines_here_and_why_not_horovod(hvdbench_bin):
+    proc = run([hvdbench_bin, "env", "--json"], check=False)
+    info = json.loads(proc.stdout)
+    assert proc.returncode == 0, info["problems"]
+    assert info["engines"]["ddp"]["available"] and info["engines"]["fsdp"]["available"]
+    assert not info["engines"]["horovod"]["available"]
+    assert "not installed" in info["engines"]["horovod"]["why"]
+    assert info["torch"]["version"].startswith("2.11.")

@@ -1,0 +1,140 @@
+"""The hardware record (hvdbench/hardware.py): this machine's (CPU, interfaces, no GPU) complete with
+the GPU fields empty; `nvidia-smi --query-gpu` and `nvidia-smi topo -m` parsed from captured text;
+InfiniBand and Ethernet rates read from a sysfs tree; a missing tool is an empty field.
+
+The nvidia-smi texts below are written from NVIDIA's documented formats (nvidia-smi's --query-gpu csv
+with noheader,nounits; `topo -m`'s tab-separated matrix and legends, as a DGX H100 and a PCIe server
+print them), not captured on a machine here: benchmarks/gpu/stack.sh captures the real ones on a lent
+GPU machine, which replace them.
+"""
+
+import re
+from pathlib import Path
+
+from hvdbench import hardware
+
+QUERY_GPU = """0, NVIDIA H100 80GB HBM3, 81559, 550.54.15, 00000000:18:00.0
+1, NVIDIA H100 80GB HBM3, 81559, 550.54.15, 00000000:2A:00.0
+"""
+
+TOPO_NVLINK = (
+    "\tGPU0\tGPU1\tGPU2\tNIC0\tNIC1\tCPU Affinity\tNUMA Affinity\tGPU NUMA ID\n"
+    "GPU0\t X \tNV18\tNV18\tPXB\tSYS\t0-55,112-167\t0\t\tN/A\n"
+    "GPU1\tNV18\t X \tNV18\tSYS\tPXB\t0-55,112-167\t0\t\tN/A\n"
+    "GPU2\tNV18\tNV18\t X \tSYS\tSYS\t56-111,168-223\t1\t\tN/A\n"
+    "NIC0\tPXB\tSYS\tSYS\t X \tSYS\t\t\t\t\n"
+    "NIC1\tSYS\tPXB\tSYS\tSYS\t X \t\t\t\t\n"
+    "\nLegend:\n\n  X    = Self\n  SYS  = Connection traversing PCIe as well as the SMP interconnect between NUMA nodes\n"
+    "  PXB  = Connection traversing multiple PCIe bridges (without traversing the PCIe Host Bridge)\n"
+    "  NV#  = Connection traversing a bonded set of # NVLinks\n\nNIC Legend:\n\n  NIC0: mlx5_0\n  NIC1: mlx5_1\n\n")
+
+# The same format without its tabs (a copy pasted from a terminal): runs of spaces.
+TOPO_PCIE = """        GPU0    GPU1    CPU Affinity    NUMA Affinity   GPU NUMA ID
+GPU0     X      PHB     0-31    0               N/A
+GPU1    PHB      X      0-31    0               N/A
+
+Legend:
+
+  X    = Self
+  PHB  = Connection traversing PCIe as well as a PCIe Host Bridge (typically the CPU)
+"""
+
+
+def test_this_machines_record_is_complete_and_its_gpu_fields_empty():
+    record = hardware.host_record()
+    cpu = record["cpu"]
+    assert cpu["model"] and cpu["cores"] >= 1 and cpu["logical"] >= cpu["cores"] and cpu["sockets"] >= 1
+    up = [n for n in record["nics"] if n["kind"] == "ethernet" and n["state"] == "up"]
+    assert up and all(n["driver"] for n in up)  # this machine's NIC, with its kernel driver
+    assert all(n["name"] != "lo" for n in record["nics"])
+    assert record["inter_node_link"].startswith(f"Ethernet {max(up, key=lambda n: n['speed_mbps'] or 0)['name']} (")
+    assert (record["gpus"], record["driver"], record["gpu_topology"]) == ([], "", {})  # no GPU here
+    assert record["intra_node_link"] == "CPU ranks on one host (Gloo over loopback)"
+
+
+def test_a_missing_nvidia_smi_leaves_the_gpu_fields_empty(tmp_path):
+    record = hardware.host_record(smi=str(tmp_path / "nvidia-smi"))  # not there: no error
+    assert (record["gpus"], record["gpu_topology"]) == ([], {})
+
+
+def test_query_gpu_lines_are_parsed():
+    gpus = hardware.parse_query_gpu(QUERY_GPU)
+    assert gpus == [{"index": i, "name": "NVIDIA H100 80GB HBM3", "memory_mib": 81559, "driver": "550.54.15",
+                     "pci_bus_id": bus} for i, bus in ((0, "00000000:18:00.0"), (1, "00000000:2A:00.0"))]
+    assert hardware.parse_query_gpu("") == [] and hardware.parse_query_gpu("garbage\n") == []
+
+
+def test_topo_matrix_nics_and_affinity_are_parsed_and_named():
+    topo = hardware.parse_topo(TOPO_NVLINK)
+    assert topo["matrix"]["GPU0"] == {"GPU1": "NV18", "GPU2": "NV18", "NIC0": "PXB", "NIC1": "SYS"}
+    assert topo["matrix"]["NIC1"]["GPU1"] == "PXB" and set(topo["matrix"]) == {"GPU0", "GPU1", "GPU2", "NIC0", "NIC1"}
+    assert topo["nics"] == {"NIC0": "mlx5_0", "NIC1": "mlx5_1"}
+    assert topo["cpu_affinity"]["GPU2"] == "56-111,168-223"
+    gpus = hardware.parse_query_gpu(QUERY_GPU + "2, NVIDIA H100 80GB HBM3, 81559, 550.54.15, 00000000:3A:00.0\n")
+    assert hardware.intra_node_link(gpus, topo) == "NVLink (NV18) between 3 GPUs"
+    pcie = hardware.parse_topo(TOPO_PCIE)
+    assert pcie["matrix"] == {"GPU0": {"GPU1": "PHB"}, "GPU1": {"GPU0": "PHB"}} and pcie["nics"] == {}
+    assert hardware.intra_node_link(gpus[:2], pcie) == "PCIe via the host bridge (PHB) between 2 GPUs"
+    assert hardware.intra_node_link(gpus[:1], {}) == "one GPU, no GPU-to-GPU link"
+    assert hardware.parse_topo("") == {} and hardware.parse_topo("No devices were found\n") == {}
+
+
+def _sysfs(root: Path, files: dict) -> None:
+    for rel, text in files.items():
+        path = root / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text + "\n")
+
+
+def test_interfaces_and_their_rates_come_from_sysfs(tmp_path):
+    net, ib = tmp_path / "net", tmp_path / "infiniband"
+    _sysfs(net, {"eth0/speed": "25000", "eth0/operstate": "up", "eth0/type": "1", "eth0/device/vendor": "x",
+                 "eth1/speed": "-1", "eth1/operstate": "down", "eth1/type": "1", "eth1/device/vendor": "x",
+                 "ib0/operstate": "up", "ib0/type": "32", "ib0/device/vendor": "x",
+                 "veth9/operstate": "up", "veth9/type": "1", "lo/operstate": "unknown", "lo/type": "772"})
+    _sysfs(ib, {"mlx5_0/ports/1/rate": "200 Gb/sec (4X HDR)", "mlx5_0/ports/1/state": "4: ACTIVE",
+                "mlx5_1/ports/1/rate": "100 Gb/sec (4X EDR)", "mlx5_1/ports/1/state": "1: DOWN"})
+    nics = {n["name"]: n for n in hardware.network_interfaces(net, ib)}
+    assert set(nics) == {"eth0", "eth1", "ib0", "veth9", "mlx5_0/port1", "mlx5_1/port1"}
+    assert (nics["eth0"]["kind"], nics["eth0"]["speed_mbps"]) == ("ethernet", 25000)
+    assert nics["eth1"]["speed_mbps"] is None and nics["veth9"]["kind"] == "virtual"
+    assert (nics["mlx5_0/port1"]["speed_mbps"], nics["mlx5_0/port1"]["rate"]) == (200000, "200 Gb/sec (4X HDR)")
+    assert hardware.inter_node_link(list(nics.values())) == "InfiniBand mlx5_0/port1, 200 Gb/sec (4X HDR)"
+    ethernet = [n for n in nics.values() if n["kind"] != "infiniband"]
+    assert re.fullmatch(r"Ethernet eth0 \(\S+\), 25 Gb/s", hardware.inter_node_link(ethernet))
+    assert hardware.inter_node_link([]) == "" and hardware.network_interfaces(tmp_path / "none", ib)[0]["kind"] == "infiniband"
+
+
+def test_the_torch_floor_is_the_oldest_tier_torch():
+    root = Path(__file__).resolve().parents[2]
+    floor = re.search(r"^torch =\n    torch>=(\S+)$", (root / "setup.cfg").read_text(), flags=re.M).group(1)
+    oldest = re.search(r"^OLDEST_TORCH=(\S+)$", (root / "scripts/test_oldest.sh").read_text(), flags=re.M).group(1)
+    assert oldest.startswith(floor + ".")
+
+
+def test_a_sweep_keeps_each_hosts_record_once_and_the_report_names_its_links(tmp_path):
+    import json
+
+    from hvdbench.results.stats.aggregate import where_ran
+    from hvdbench.results.records.store import HARDWARE_JSON, SWEEP_RECORD, sweep_link
+    from hvdbench.sweep.spec import SweepSpec, keep_hardware
+
+    spec = SweepSpec(model="resnet50", out=tmp_path, entries=[])
+    (tmp_path / SWEEP_RECORD).write_text(json.dumps({"model": "resnet50", "train_args": [], "link": ""}))
+    nvlink = {"intra_node_link": "NVLink (NV18) between 8 GPUs", "inter_node_link": "InfiniBand mlx5_0/port1, 200 Gb/sec (4X HDR)"}
+    for run, hosts in (("1x8-r1", {"n1": nvlink}), ("2x8-r1", {"n1": {**nvlink, "intra_node_link": "changed"},
+                                                               "n2": nvlink})):
+        (tmp_path / run).mkdir()
+        (tmp_path / run / HARDWARE_JSON).write_text(json.dumps(hosts))
+        keep_hardware(spec, tmp_path / run)
+    keep_hardware(spec, tmp_path / "failed-before-writing-one")  # no record: nothing added, no error
+    kept = json.loads((tmp_path / SWEEP_RECORD).read_text())["hardware"]
+    assert kept == {"n1": nvlink, "n2": nvlink}  # each host's first record
+    assert sweep_link(tmp_path / SWEEP_RECORD) == nvlink["inter_node_link"]  # read, where --link typed none
+    assert sweep_link(tmp_path / SWEEP_RECORD, "intra") == nvlink["intra_node_link"]
+    rows = [{"hosts": "n1;n2", "nodes": 2, "link": nvlink["inter_node_link"], "intra_link": nvlink["intra_node_link"]}]
+    assert where_ran(rows) == ("hosts: n1, n2 · intra-node link: NVLink (NV18) between 8 GPUs · "
+                               "inter-node link: InfiniBand mlx5_0/port1, 200 Gb/sec (4X HDR)")
+    record = json.loads((tmp_path / SWEEP_RECORD).read_text())
+    (tmp_path / SWEEP_RECORD).write_text(json.dumps({**record, "link": "typed by the user"}))
+    assert sweep_link(tmp_path / SWEEP_RECORD) == "typed by the user"
