@@ -59,6 +59,9 @@ def build_spec(model: str, train_args=(), *, out: Path, hostfile=None, hosts=Non
         cfg = sweep_config.load_sweep_config(sweep_config.find_config(str(config_name)), model)
         for entry in cfg.layouts:
             sweep_config.check_no_conflict(entry.settings, train_args, str(cfg.path))
+            if engines and "engine" in entry.settings:  # --engines would win, unshown
+                raise ConfigError(f"{cfg.path}: layouts.{entry.name}: engine {entry.settings['engine']!r} and "
+                                       f"--engines {','.join(engines)} both choose the engine: give it in one place")
     if cfg and layouts == "all" and gpus is None:
         layouts = ",".join(dict.fromkeys(entry.layout for entry in cfg.layouts))  # the config's own
     chosen = topology.select_layouts(host_list, gpus, layouts)

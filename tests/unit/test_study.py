@@ -68,6 +68,24 @@ def test_schema_errors_name_the_file_and_the_key(tmp_path, change, message):
     assert str(e.value).startswith(f"{path}: ") and message in str(e.value)
 
 
+@pytest.mark.parametrize("top, section, key", [
+    ({"engines": ["ddp"]}, {"train": {"engine": "fsdp"}}, "models.resnet50.train.engine 'fsdp' and engines [ddp]"),
+    ({}, {"engines": ["ddp", "horovod"], "layouts": {"1x1x16x1": {"engine": "fsdp"}}},
+     "models.resnet50.layouts.1x1x16x1.engine 'fsdp' and models.resnet50.engines [ddp, horovod]"),
+    ({"engines": ["horovod"]}, {"debug": {"synthetic": True, "train": {"engine": "ddp"}}},
+     "models.resnet50.debug.train.engine 'ddp' and engines [horovod]"),
+])
+def test_study_engines_and_a_models_train_engine_are_refused_together(tmp_path, top, section, key):
+    # `sweep --engines` refuses an --engine beside it; a study ran its `engines:` while its dry run
+    # and layout files showed the model's own `engine:`.
+    path = write(tmp_path, with_model({"data": digits(tmp_path), **section}, **top))
+    result = CliRunner().invoke(cli, ["study", "run", str(path), "--dry-run", "--hosts", "localhost:2",
+                                      "--out", str(tmp_path / "o")])
+    assert result.exit_code == 1 and result.stderr == (
+        f"Error: {path}: {key} both choose the engine: give it in one place\n"), result.output
+    assert not (tmp_path / "o").exists()
+
+
 def test_a_missing_model_is_refused_before_any_launch_unless_skipped(tmp_path):
     data = digits(tmp_path)
     study = load_study(write(tmp_path, {**BASE, "models": {"resnet50": {"data": data}, "dlrm": {"synthetic": True}}}))
