@@ -374,6 +374,20 @@ def test_layout_settings_train_would_refuse_are_refused_when_the_config_loads(tm
     unchanged(before)
 
 
+def test_engines_beside_a_configs_own_engine_are_refused(tmp_path):
+    # --engines would win over the config's `engine:` while --dry-run and layout.yaml showed the latter.
+    config = tmp_path / "cfg.yaml"
+    config.write_text("train: {flavor: debug, engine: fsdp}\nlayouts:\n  1x1x16x1: {}\n")
+    before = snapshot(tmp_path)
+    for dry in ([], ["--dry-run"]):
+        proc = hvd("sweep", "resnet50", "--hosts", "localhost:1", "--config", config, "--engines", "ddp", *dry,
+                   "--out", tmp_path / "out", "--", "--synthetic")
+        assert one_line_error(proc) == (f"Error: {config}: layouts.1x1x16x1: engine 'fsdp' and --engines ddp both "
+                                        "choose the engine: give it in one place")
+    assert not (tmp_path / "out").exists()
+    unchanged(before)
+
+
 def test_a_valid_config_still_sweeps_and_the_worker_gets_the_resolved_settings(tmp_path):
     config = tmp_path / "cfg.yaml"
     config.write_text("train: {flavor: debug}\nlayouts:\n  1x1x16x1: {lr: 0.2}\n")
@@ -532,6 +546,26 @@ def test_report_of_published_logs_with_infinities_and_a_bad_systems_json_warns_a
     rows = list(csv.DictReader((tmp_path / "report" / "time_to_train.csv").open()))
     assert [(r["layout"], r["runs"], r["converged"]) for r in rows] == [("1x8", "3", "2")]  # from the logs
     assert (tmp_path / "report" / "time_to_train.png").is_file()
+    unchanged(before)
+
+
+@pytest.mark.parametrize("systems_json, words", [
+    ('{"number_of_nodes": 0, "accelerators_per_node": 8}', "number_of_nodes 0 is not a whole number from 1"),
+    ('{"number_of_nodes": "two", "accelerators_per_node": 8}', "number_of_nodes 'two' is not a whole number from 1"),
+    ("not json {", "not valid JSON"),
+])
+def test_predict_mllog_warns_of_a_bad_systems_json_as_report_does(tmp_path, systems_json, words):
+    # predict dropped the systems silently: every row "too few fitted", no reason given.
+    logs = published_logs(tmp_path / "pub")
+    desc = next(logs.rglob("*.json"))
+    desc.write_text(systems_json)
+    before = snapshot(logs)
+    report = hvd("report", "--mllog", logs, "--out", tmp_path / "report")
+    predict = hvd("predict", "--mllog", logs, "--layouts", "2x8", "--out", tmp_path / "p")
+    said = [line.removeprefix("- ") for line in report.stdout.splitlines() if line.startswith("- warning: ")]
+    assert len(said) == 1 and str(desc.absolute()) in said[0] and words in said[0], report.stdout
+    assert [line for line in predict.stdout.splitlines() if line.startswith("warning: ")] == said, predict.stdout
+    assert "Traceback" not in predict.stderr
     unchanged(before)
 
 
