@@ -549,6 +549,32 @@ def test_report_of_published_logs_with_infinities_and_a_bad_systems_json_warns_a
     unchanged(before)
 
 
+def test_a_text_accuracy_is_warned_and_a_log_without_run_stop_is_incomplete(tmp_path):
+    """An eval_accuracy written as text vanished with no warning; a log cut before run_stop was
+    scored as a run that "did not converge"."""
+    logs = published_logs(tmp_path / "pub")
+    first, second = sorted(logs.rglob("result_*.txt"))[:2]
+    text = first.read_text().splitlines()
+    at = max(i for i, line in enumerate(text) if '"key": "eval_accuracy"' in line)
+    text[at] = re.sub(r'"value": ([0-9.]+)', r'"value": "\1"', text[at])
+    first.write_text("\n".join(text) + "\n")
+    second.write_text("".join(line + "\n" for line in second.read_text().splitlines()
+                              if '"key": "run_stop"' not in line))
+    before = snapshot(logs)
+    proc = hvd("report", "--mllog", logs, "--out", tmp_path / "report")
+    assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stderr
+    assert f'warning: {first}:{at + 1}: eval_accuracy value "0.8" (not a number): read as missing, and its run ' \
+           "does not count as converged" in proc.stdout
+    rows = list(csv.DictReader((tmp_path / "report" / "time_to_train.csv").open()))
+    assert [(r["runs"], r["converged"], r["scoring"]) for r in rows] == [
+        ("3", "1", "DNF: 2 of 3 runs did not converge (1 incomplete: no run_stop)")]
+    unchanged(before)
+    first.write_text(first.read_text().replace('"value": "0.8"', '"value": 0.8'))  # the incomplete run alone
+    proc = hvd("report", "--mllog", logs, "--out", tmp_path / "report")
+    rows = list(csv.DictReader((tmp_path / "report" / "time_to_train.csv").open()))
+    assert [r["scoring"] for r in rows] == ["olympic mean of 1 of 3 (dropped fastest and the incomplete run)"]
+
+
 @pytest.mark.parametrize("systems_json, words", [
     ('{"number_of_nodes": 0, "accelerators_per_node": 8}', "number_of_nodes 0 is not a whole number from 1"),
     ('{"number_of_nodes": "two", "accelerators_per_node": 8}', "number_of_nodes 'two' is not a whole number from 1"),
