@@ -12,6 +12,8 @@ from pathlib import Path
 
 import psutil
 import pytest
+from horovod.runner.common.util.hosts import SlotInfo
+from horovod.runner.gloo_run import _slot_info_to_command_fn, get_run_command
 
 from hvdbench.errors import ConfigError, HvdbenchError
 from hvdbench.launchers import (Job, build, forwarded_names, guard, horovodrun, launch_env, mpirun,
@@ -51,6 +53,29 @@ def test_horovodrun_gloo_single_process_has_no_output_filename():
     assert argv == ["horovodrun", "-np", "1", "-H", "localhost:1", "--gloo", *WORKER]
     argv, _ = horovodrun.build(job(Layout(1, 1, ("localhost",)), controller="mpi"), {}, binary="horovodrun")
     assert "--output-filename" in argv
+
+
+def test_no_environment_variable_name_reaches_horovodruns_shell(tmp_path):
+    # horovodrun writes every variable into a /bin/sh line, the value quoted, the name not: the line
+    # Horovod's own Gloo launcher builds from what build() hands it must run the worker, not a name.
+    marker = tmp_path / "ran"
+    env = {"PATH": os.environ["PATH"], "A(B)": "1", f"X;touch {marker};Y": "1", "OK": "it's; fine"}
+    _, got = horovodrun.build(job(Layout(1, 2, ("localhost",))), env, binary="horovodrun")
+    assert got == {"PATH": os.environ["PATH"], "OK": "it's; fine"}
+    worker = get_run_command(["sh", "-c", "test \"$OK\" = \"it's; fine\""], "127.0.0.1", ["lo"], 1234)
+    line = _slot_info_to_command_fn(worker, got)(SlotInfo("localhost", 0, 0, 0, 1, 1, 1))
+    assert subprocess.run(["/bin/sh", "-c", line]).returncode == 0
+    assert not marker.exists()
+    # --mpi puts the log folder into mpirun's shell line as it is: it goes shell-quoted
+    argv, _ = horovodrun.build(Job(TWO_NODES, WORKER, Path("/r/a b;c"), controller="mpi"), {})
+    assert argv[argv.index("--output-filename") + 1] == "'/r/a b;c/logs'"
+    # The sweep says which variables its ranks will not get, and why.
+    proc = subprocess.run([str(Path(sys.executable).parent / "hvdbench"), "sweep", "resnet50", "--hosts",
+                           "localhost:1", "--dry-run", "--out", str(tmp_path / "sw"), "--", "--synthetic"],
+                          env={**os.environ, "A(B)": "1"}, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert "warning: environment variable(s) 'A(B)' not passed to the ranks: not shell variable names, and " \
+           "horovodrun writes names into a shell command" in proc.stdout.splitlines()
 
 
 def test_horovodrun_rejects_unknown_controller():
