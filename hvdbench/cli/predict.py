@@ -5,6 +5,8 @@ from pathlib import Path
 
 import click
 
+from hvdbench.cli.lists import entries, shown
+
 MACHINES = ("auto", "shared", "separate")
 
 
@@ -17,9 +19,13 @@ def _layouts(ctx, param, value):
     if value is None:
         return None
     try:
-        return parse_layouts(value, option="")
+        layouts = parse_layouts(",".join(entries(value)), option="")
     except ConfigError as e:
         raise click.BadParameter(str(e)) from None
+    twice = next((f"{n}x{g}" for i, (n, g) in enumerate(layouts) if (n, g) in layouts[:i]), None)
+    if twice:  # 1x8 and 01x8
+        raise click.BadParameter(f"{shown(value)}: {twice} is given twice")
+    return layouts
 
 
 # Defined once: `hvdbench predict --layouts` and `hvdbench report --predict` take the same list.

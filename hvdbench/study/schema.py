@@ -116,6 +116,10 @@ def load_study(path: str | Path) -> Study:
     layouts = tuple(_layout(v, where, f"layouts[{i}]") for i, v in enumerate(_list(data.get("layouts", []), where,
                                                                                     "layouts")))
     gpus = tuple(_positive(v, where, f"gpus[{i}]") for i, v in enumerate(_list(data.get("gpus", []), where, "gpus")))
+    for key, values in (("layouts", layouts), ("gpus", gpus)):  # a repeat was dropped unseen
+        twice = next((i for i, v in enumerate(values) if v in values[:i]), None)
+        if twice is not None:
+            raise ConfigError(f"{where}: {key}[{twice}] {quote(values[twice])} is given twice")
     launcher = data.get("launcher", "horovodrun")
     if launcher not in LAUNCHERS:
         raise ConfigError(f"{where}: launcher {quote(launcher)} is not one of {', '.join(LAUNCHERS)}")

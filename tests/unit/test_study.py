@@ -44,6 +44,7 @@ def with_model(section, **top):
     ({"study": "Bad Name"}, "study 'Bad Name': lowercase letters"),
     ({"mode": "fast"}, "mode 'fast' is not one of throughput, time_to_accuracy, both"),
     ({"layouts": ["1x1", "2by2"]}, "layouts[1] '2by2' is not NODESxGPUS"),
+    ({"layouts": ["1x1", "1x2", "1x1"]}, "layouts[2] '1x1' is given twice"),
     ({"gpus": [1, 2]}, "give 'layouts' or 'gpus', not both"),
     ({"repeats": 0}, "repeats 0: a whole number of at least 1"),
     ({"launcher": "ssh"}, "launcher 'ssh' is not one of"),
