@@ -162,4 +162,4 @@ def run(file, out, flavor, hostfile, hosts, cluster_name, gpus_per_node, layouts
             click.echo(f"study {s.name}: {runs} launches")
             return
         run_to_the_end(f"study {s.name}", opts.out, lambda: study_run.run_study(s, sweeps, opts, console),
-                       f"(report: hvdbench report {opts.out})")
+                       f"(report: {shlex.join(['hvdbench', 'report', str(opts.out)])})")
