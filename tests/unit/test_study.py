@@ -87,6 +87,22 @@ def test_study_engines_and_a_models_train_engine_are_refused_together(tmp_path, 
     assert not (tmp_path / "o").exists()
 
 
+@pytest.mark.parametrize("section, said", [
+    ({"synthetic": True, "layouts": {"1x1x16x1": {"flavor": "huge"}}},
+     "layouts.1x1x16x1: model resnet50 has no flavor 'huge'; valid: full, debug"),
+    ({"synthetic": True, "train": {"batch_per_gpu": 16, "max_epochs": 3}},
+     "max_epochs belong to time-to-accuracy runs (--data without --steps); this is a throughput run (--synthetic)"),
+])
+def test_a_run_the_study_cannot_make_is_named_by_the_study_file(tmp_path, section, said):
+    # It named the sweep config the study generates (a temporary file on a dry run), or no file.
+    path = write(tmp_path, with_model(section))
+    for dry in (["--dry-run"], []):
+        result = CliRunner().invoke(cli, ["study", "run", str(path), *dry, "--hosts", "localhost:2",
+                                          "--out", str(tmp_path / "o")])
+        assert result.exit_code == 1 and result.stderr == (
+            f"Error: {path}: models.resnet50 (throughput sweep): {said}\n"), result.output
+
+
 def test_a_missing_model_is_refused_before_any_launch_unless_skipped(tmp_path):
     data = digits(tmp_path)
     study = load_study(write(tmp_path, {**BASE, "models": {"resnet50": {"data": data}, "dlrm": {"synthetic": True}}}))
