@@ -388,6 +388,35 @@ def test_engines_beside_a_configs_own_engine_are_refused(tmp_path):
     unchanged(before)
 
 
+@pytest.mark.parametrize("args, option, why", [
+    (["sweep", "resnet50", "--hosts", "localhost:2", "--engines", "ddp,,fsdp"], "--engines", "'ddp,,fsdp': an empty entry"),
+    (["sweep", "resnet50", "--hosts", "localhost:2", "--engines", "ddp,"], "--engines", "'ddp,': an empty entry"),
+    (["sweep", "resnet50", "--hosts", "localhost:2", "--layouts", "1x1,1x2,1x1"], "--layouts",
+     "'1x1,1x2,1x1': 1x1 is given twice"),
+    (["sweep", "resnet50", "--hosts", "localhost:2", "--gpus", "1,,2"], "--gpus", "'1,,2': an empty entry"),
+    (["study", "run", "demo", "--hosts", "localhost:2", "--only", ",,,"], "--only", "',,,': an empty entry"),
+    (["study", "run", "demo", "--hosts", "localhost:2", "--only", "resnet50,resnet50"], "--only",
+     "'resnet50,resnet50': resnet50 is given twice"),
+    (["predict", "sw", "--layouts", "2x2,02x2"], "--layouts", "'2x2,02x2': 2x2 is given twice"),
+    (["predict", "sw", "--layouts", "2x2", "--fit-on", "1x1,,1x2"], "--fit-on", "'1x1,,1x2': an empty entry"),
+    (["predict", "sw", "--layouts", ",".join(f"{n}x1" for n in range(1, 10001))], "--layouts",
+     "10,000 entries; at most 256"),
+    (["report", "sw", "--predict", "2x2,"], "--predict", "'2x2,': an empty entry"),
+])
+def test_empty_repeated_and_runaway_list_entries_are_refused_naming_the_option(tmp_path, args, option, why):
+    # They were dropped unseen: `--only ',,,'` ran every model; 10,000 layouts ran past two minutes.
+    good_runs(tmp_path / "sw" / "runs.csv")
+    before = snapshot(tmp_path)
+    args = [str(tmp_path / "sw") if a == "sw" else a for a in args]
+    dry = ["--dry-run"] if args[0] in ("sweep", "study") else []
+    result = CliRunner().invoke(cli, [*args, *dry, "--out", str(tmp_path / "o")])
+    assert result.exit_code == 2 and "Traceback" not in result.output, result.output
+    assert result.stderr.splitlines()[-1].startswith(f"Error: Invalid value for '{option}': ")
+    assert why in result.stderr.splitlines()[-1], result.stderr
+    assert not (tmp_path / "o").exists()
+    unchanged(before)
+
+
 def test_a_valid_config_still_sweeps_and_the_worker_gets_the_resolved_settings(tmp_path):
     config = tmp_path / "cfg.yaml"
     config.write_text("train: {flavor: debug}\nlayouts:\n  1x1x16x1: {lr: 0.2}\n")
@@ -573,6 +602,20 @@ def test_a_text_accuracy_is_warned_and_a_log_without_run_stop_is_incomplete(tmp_
     proc = hvd("report", "--mllog", logs, "--out", tmp_path / "report")
     rows = list(csv.DictReader((tmp_path / "report" / "time_to_train.csv").open()))
     assert [r["scoring"] for r in rows] == ["olympic mean of 1 of 3 (dropped fastest and the incomplete run)"]
+
+
+def test_a_result_file_linked_to_another_is_one_run(tmp_path):
+    # A symbolic link result_3.txt -> result_0.txt was read as a fourth run.
+    logs = published_logs(tmp_path / "pub")
+    first = next(logs.rglob("result_0.txt"))
+    (first.parent / "result_3.txt").symlink_to(first.name)
+    proc = hvd("report", "--mllog", logs, "--out", tmp_path / "report")
+    assert proc.returncode == 0, proc.stderr
+    rows = list(csv.DictReader((tmp_path / "report" / "time_to_train.csv").open()))
+    assert [(r["layout"], r["runs"]) for r in rows] == [("1x8", "3")]
+    assert f"{logs}: 3 run(s) from 3 log file(s); 2 file(s) skipped: 1 code, configuration or documents " \
+           "(e.g. Org/systems/DGXA100_1x8x56x1.json), 1 the same file as another one read (a link) " \
+           f"(e.g. {(first.parent / 'result_3.txt').relative_to(logs)})" in proc.stdout
 
 
 @pytest.mark.parametrize("systems_json, words", [
