@@ -37,7 +37,7 @@ import statistics
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from hvdbench.results.aggregate import OLYMPIC_DROP, OLYMPIC_MIN_RUNS, system_of
+from hvdbench.results.aggregate import OLYMPIC_DROP, OLYMPIC_MIN_RUNS, system_of, where_ran
 from hvdbench.results.schema import TTT_GROUP, TTT_WATERFALL_COLUMNS
 
 # The throughput part's split, in the order the throughput waterfall takes them (waterfall.LOSSES).
@@ -280,6 +280,9 @@ def markdown(rows: list[dict]) -> str:
         r0 = rs[0]
         title = " · ".join(str(r0[k]) for k in TTT_GROUP if k != "system" and r0.get(k))
         parts.append(f"### {title} — {r0['system']}\n")
+        where = where_ran([x for r in rs for x in r.get("rows") or [r]])  # as the plots say under each panel
+        if where:
+            parts.append(f"{where}\n")
         parts.append(markdown_table(
             ["layout (batch)", "vs", "ideal", *[f"+ {name}" for name, _ in PARTS_SHOWN], "= measured",
              "trained (layout vs baseline)", "rate while training"],
