@@ -731,18 +731,42 @@ def mutate_mllog(rng: random.Random, data: bytes) -> bytes:
     return ("\n".join(lines) + "\n").encode()
 
 
+ENGINE_LISTS = [["ddp"], ["fsdp", "ddp"], ["horovod"], ["ddp", "ddp"], ["nccl"], [], ["ddp", ""], "ddp", [None], [1]]
+
+
 def mutate_study(rng: random.Random, data: bytes) -> bytes:
     import yaml
 
     r, study = rng.random(), yaml.safe_load(data)
-    if r < 0.2:
+    if r < 0.15:
         return mutate_bytes(rng, data)
-    if r < 0.55:  # one item of a prepare recipe: what a shell would run, empty, a NUL, --out...
+    if r < 0.45:  # one item of a prepare recipe: what a shell would run, empty, a NUL, --out...
         recipe = study["models"]["resnet50"]["prepare"]
         recipe[rng.randrange(len(recipe))] = rng.choice(RECIPE_ITEMS)
+    elif r < 0.7:  # engines: the study's, the model's, and an engine: among its train settings (issue 40)
+        model = study["models"]["resnet50"]
+        for section, key in ((study, "engines"), (model, "engines"), (model["train"], "engine"),
+                             (model["debug"], "train")):
+            if rng.random() < 0.5:
+                section[key] = (rng.choice(ENGINE_LISTS) if key == "engines" else
+                                {"engine": rng.choice(["ddp", "fsdp", "horovod", "x"])} if key == "train" else
+                                rng.choice(["ddp", "fsdp", "horovod", "x", 1]))
     else:
         mutate_tree(rng, study, STUDY_VALUES)
     return yaml.safe_dump(study, allow_unicode=True).encode()
+
+
+C4_LINES = b'{"text": "w1 w2 w3 w4 w5", "url": "u"}\n{"text": "w6 w7 w8"}\n{"text": "w9 w1 w2 w3 w4 w5 w6"}\n' * 4
+C4_TOKENS = [b"\xef\xbb\xbf", b'{"text": "   "}', b'{"text": 5}', b"{not json", b"\xe9", b"\x00", b'"text"', b"\n\n"]
+
+
+def mutate_c4(rng: random.Random, data: bytes) -> bytes:
+    """C4's JSON lines with bytes, lines or C4-specific faults (a BOM, empty texts, broken JSON) put in."""
+    data = mutate_bytes(rng, data) if rng.random() < 0.5 else data
+    lines = data.split(b"\n")
+    for _ in range(rng.randint(0, 4)):
+        lines.insert(rng.randrange(len(lines) + 1), rng.choice(C4_TOKENS))
+    return b"\n".join(lines)
 
 
 def mutate_cells(rng: random.Random, data: bytes) -> bytes:
@@ -771,7 +795,7 @@ def published_logs(root: Path) -> Path:
 STUDY = {"study": "fuzz", "reproduces": "a fuzzed study", "layouts": ["1x1"], "repeats": 1,
          "models": {"resnet50": {"data": "nodata", "prepare": ["digits", "--size", "8"],
                                  "train": {"batch_per_gpu": 8}, "debug": {"data": "nodata", "prepare": ["digits"]}}}}
-KINDS = ("hostfile", "manifest", "runs.csv", "mllog", "systems JSON", "study", "layouts")
+KINDS = ("hostfile", "manifest", "runs.csv", "mllog", "systems JSON", "study", "layouts", "c4 source")
 
 
 def test_random_hostfiles_manifests_and_run_stores_give_a_one_line_error_or_success(tmp_path, dataset):
@@ -785,6 +809,9 @@ def test_random_hostfiles_manifests_and_run_stores_give_a_one_line_error_or_succ
     log_file = next(logs.rglob("result_0.txt")).relative_to(logs)
     desc_file = next(logs.rglob("*.json")).relative_to(logs)
     study = yaml.safe_dump(STUDY).encode()
+    from test_c4 import word_tokenizer
+
+    tokenizer = word_tokenizer(tmp_path / "words.json")
     runner = CliRunner()
     outcomes = {}
     deadline = time.monotonic() + 10  # bounded: as many seeded cases as fit, at least 25 of each kind
@@ -801,7 +828,17 @@ def test_random_hostfiles_manifests_and_run_stores_give_a_one_line_error_or_succ
                 (work / "pub" / desc_file).write_bytes(mutate_json(rng, (logs / desc_file).read_bytes(), NUMBER_VALUES)
                                                        if rng.random() < 0.8 else
                                                        mutate_bytes(rng, (logs / desc_file).read_bytes()))
-            args = ["report", "--mllog", work / "pub", "--format", "csv,md", "--out", work / "report"]
+            args = (["report", "--mllog", work / "pub", "--format", "csv,md", "--out", work / "report"]
+                    if which == "mllog" or rng.random() < 0.5 else  # predict --mllog reads the systems JSON too
+                    ["predict", "--mllog", work / "pub", "--layouts", "2x8", "--out", work / "report"])
+        elif which == "c4 source":
+            (work / "a.json").write_bytes(mutate_c4(rng, C4_LINES))
+            (work / "v.json").write_bytes(C4_LINES if rng.random() < 0.5 else mutate_c4(rng, C4_LINES))
+            val = rng.choice([[], ["--val-src", work / "v.json"], ["--val-src", work / "a.json"],
+                              ["--val-src", work / "v.json", "--val-src", work / "v.json"]])
+            src = ["--src", work / "a.json"] + (["--src", work / "a.json"] if rng.random() < 0.15 else [])
+            args = ["prepare", "c4", *src, *val, "--tokenizer", tokenizer, "--seq-len", "4", "--workers", "1",
+                    "--out", work / "c4"]
         elif which == "study":
             (work / "s.yaml").write_bytes(mutate_study(rng, study))
             args = ["study", "run", work / "s.yaml", "--dry-run", "--hosts", "localhost:1", "--out", work / "o"]
@@ -840,6 +877,9 @@ def test_random_hostfiles_manifests_and_run_stores_give_a_one_line_error_or_succ
         elif result.exit_code != 0:
             assert isinstance(result.exception, SystemExit) and result.exit_code == 1 and len(lines) == 1 \
                 and lines[0].startswith("Error: "), (which, args, result.stderr[-500:], result.exc_info)
+        if which == "c4 source" and result.exit_code == 1 and any(
+                words in lines[0] for words in ("no documents in it", "given to --val-src", "given twice")):
+            assert not (work / "c4").exists(), lines  # refused before the output folder is made
         if which in ("mllog", "systems JSON") and result.exit_code == 0:  # read as missing, never written as inf
             for table in (work / "report").glob("*.csv"):
                 text = table.read_text()
@@ -851,6 +891,7 @@ def test_random_hostfiles_manifests_and_run_stores_give_a_one_line_error_or_succ
         shutil.rmtree(work)
         i += 1
     # Both outcomes were reached for each input: the edits are neither all fatal nor all harmless.
-    wanted = {("hostfile", 1), ("manifest", 1), ("runs.csv", 1), ("manifest", 0), ("runs.csv", 0), ("mllog", 0),
+    wanted = {("c4 source", 0), ("c4 source", 1),
+              ("hostfile", 1), ("manifest", 1), ("runs.csv", 1), ("manifest", 0), ("runs.csv", 0), ("mllog", 0),
               ("systems JSON", 0), ("study", 1), ("study", 0), ("layouts", 1), ("layouts", 2)}
     assert wanted <= set(outcomes), (wanted - set(outcomes), outcomes)
