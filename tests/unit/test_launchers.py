@@ -350,6 +350,40 @@ def test_runner_parent_killed_with_sigkill_leaves_nothing(tmp_path):
             parent.kill()
 
 
+LAUNCHER = """
+import subprocess, sys, time
+rank = subprocess.Popen([sys.executable, "-c", "import time; from hvdbench.launchers.guard import die_with_parent; "
+                         "die_with_parent(); print('armed', flush=True); time.sleep(300)"])
+print("tree", rank.pid, flush=True)
+time.sleep(300)
+"""
+OWN_ENV_PARENT = PARENT.replace("{}", "dict(os.environ)").replace("import sys", "import os, sys")
+
+
+@pytest.mark.timeout(60)
+def test_a_launcher_ends_when_its_guard_and_sweep_are_both_killed(tmp_path):
+    # The OOM killer or a closed login shell kills the sweep and its guard alike (SIGKILL): neither
+    # cleans up, and torchrun with its ranks trained on to the end, unsupervised, with no row.
+    parent = subprocess.Popen([sys.executable, "-c", OWN_ENV_PARENT, LAUNCHER, str(tmp_path)], env={**os.environ})
+    try:
+        wait_for_tree(tmp_path)
+        deadline = time.monotonic() + 30
+        while "armed" not in (tmp_path / "launch.log").read_text():  # the rank asked to end with its launcher
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+        rank = tree_pids(tmp_path)[0]
+        record = json.loads((tmp_path / "launch.json").read_text())
+        launcher, guard_pid = record["pid"], record["guard_pid"]
+        assert psutil.Process(rank).ppid() == launcher
+        os.kill(guard_pid, signal.SIGKILL)
+        parent.kill()
+        parent.wait()
+        assert gone([guard_pid, launcher, rank], timeout=20)
+    finally:
+        if parent.poll() is None:
+            parent.kill()
+
+
 @pytest.mark.timeout(60)
 def test_reap_stale_ends_survivors_of_a_recorded_run(tmp_path):
     # A run recorded by a guard that was itself SIGKILLed: reap_stale ends its process tree.
