@@ -8,12 +8,13 @@ mpirun (Open MPI: RUN/logs/1/rank.<r>/{stdout,stderr}). horovodrun passes its wh
 every rank (Gloo: on the ssh command line; MPI: as `-x` for each variable), so nothing is listed.
 
 What reaches horovodrun's shell: it builds one /bin/sh command line (Gloo: per rank; MPI: the
-mpirun line) and quotes the values and the worker's argv but not the variable names, the
-`--output-filename` folder (MPI) or its working directory (Gloo, `cd DIR` on another host). So the
-environment it gets holds only shell variable names (`launchers.unsafe_names` are left out: a shell
-could not set them on the rank anyway), the MPI log folder is passed shell-quoted (horovodrun
-hands it to the shell, which unquotes it), and a Gloo launch onto other hosts is refused from a
-working directory that is not a plain path.
+mpirun line) and quotes the values and the worker's argv but not the variable names, its own
+options' values (`--mpi-args`, `-i FILE`), the `--output-filename` folder (MPI) or its working
+directory (Gloo, `cd DIR` on another host). So the environment it gets holds only shell variable
+names (`launchers.unsafe_names` are left out: a shell could not set them on the rank anyway), the MPI
+log folder is passed shell-quoted (horovodrun hands it to the shell, which unquotes it), a
+--launcher-arg with shell syntax in it is refused, and a Gloo launch onto other hosts is refused from
+a working directory that is not a plain path.
 
 Ending a run: with `--mpi`, mpirun's daemons end the remote ranks when mpirun goes. With `--gloo`
 on several hosts the remote ranks hang off ssh sessions, which do not signal them when the
@@ -28,6 +29,7 @@ is in the launcher's log (RUN/launch.log) anyway.
 from __future__ import annotations
 
 import os
+import re
 import shlex
 from typing import Mapping
 
@@ -35,6 +37,7 @@ from hvdbench.errors import HvdbenchError
 from hvdbench.launchers import CONTROLLERS, Job, hosts_arg, unsafe_names
 
 BINARY = "horovodrun"
+SHELL_SYNTAX = re.compile(r"[;&|$`<>(){}'\"\\\n]")
 LOCAL_HOSTS = ("localhost", "127.0.0.1")  # Gloo starts ranks here without ssh (and without `cd`)
 
 
@@ -51,6 +54,11 @@ def build(job: Job, env: Mapping[str, str], binary: str = BINARY) -> tuple[list[
         if shlex.quote(cwd) != cwd:
             raise HvdbenchError(f"horovodrun --gloo runs `cd {cwd}` unquoted in a shell on the other hosts: "
                                 f"start the sweep from a folder whose path holds only ASCII letters, digits and _@%+=:,./-")
+    for arg in job.launcher_args:  # horovodrun copies --mpi-args, -i FILE, ... into its shell line as given
+        if SHELL_SYNTAX.search(arg):
+            raise HvdbenchError(f"--launcher-arg {arg!r}: horovodrun passes its options to /bin/sh unquoted, where "
+                                "these characters would be shell syntax (; & | $ ` < > ( ) { } quotes, backslash, "
+                                "newline); spaces, which split its --mpi-args, are fine")
     argv += [*job.launcher_args, *job.worker]
     unsafe = set(unsafe_names(env))
     return argv, {k: v for k, v in env.items() if k not in unsafe}

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import click
 
-from hvdbench import topology
+from hvdbench import launchers, topology
 from hvdbench.contracts import get_spec
 from hvdbench.errors import ConfigError, HvdbenchError
 from hvdbench.results.schema import RunResult
@@ -75,6 +75,10 @@ def build_spec(model: str, train_args=(), *, out: Path, hostfile=None, hosts=Non
         retry_failed=retry_failed, config_path=cfg.path if cfg else None, grace_s=kill_grace,
         allreduce_bench=allreduce_bench, link=(link or "").strip(), require_idle=require_idle)
     check_runs(spec)  # every layout's run resolved as `train` will: refused here, not once per run
+    if spec.launcher == "horovodrun":  # what horovodrun's shell line cannot take, refused before any run
+        for layout in dict.fromkeys(entry.layout for entry in spec.entries):
+            launchers.build(spec.launcher, launchers.Job(layout, ("hvdbench",), spec.out, spec.controller,
+                                                         spec.launcher_args), {})
     return spec
 
 

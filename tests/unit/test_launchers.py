@@ -69,6 +69,12 @@ def test_no_environment_variable_name_reaches_horovodruns_shell(tmp_path):
     # --mpi puts the log folder into mpirun's shell line as it is: it goes shell-quoted
     argv, _ = horovodrun.build(Job(TWO_NODES, WORKER, Path("/r/a b;c"), controller="mpi"), {})
     assert argv[argv.index("--output-filename") + 1] == "'/r/a b;c/logs'"
+    # Its own options' values go into the line as given too: shell syntax in them is refused, up front.
+    with pytest.raises(HvdbenchError) as e:
+        horovodrun.build(job(TWO_NODES, controller="mpi", launcher_args=(f"--mpi-args=x;touch {marker}",)), {})
+    assert str(e.value).startswith(f"--launcher-arg '--mpi-args=x;touch {marker}': horovodrun passes its options "
+                                   "to /bin/sh unquoted")
+    horovodrun.build(job(TWO_NODES, controller="mpi", launcher_args=("--mpi-args=--mca btl tcp,self",)), {})
     # The sweep says which variables its ranks will not get, and why.
     proc = subprocess.run([str(Path(sys.executable).parent / "hvdbench"), "sweep", "resnet50", "--hosts",
                            "localhost:1", "--dry-run", "--out", str(tmp_path / "sw"), "--", "--synthetic"],
