@@ -15,7 +15,10 @@ one document per topic, which stands in for C4 where nothing may be downloaded (
 so). A line that is not a JSON object with a string `text` (or not UTF-8) is counted and skipped,
 and the first few are named (file:line) in the manifest and in the command's summary; `strict`
 makes the first one an error naming it. An empty document (no text but whitespace) is skipped and
-counted: it would add a lone end-of-document token.
+counted: it would add a lone end-of-document token. A UTF-8 byte order mark before the first line
+is not text. Before the output folder is made: a source with no document at all (broken JSON, a
+binary file, invalid UTF-8, empty texts) is an error saying which and naming its first bad line,
+and a file given twice, or to both --src and --val-src (validation text trained on), is refused.
 
 Tokens: a Hugging Face `tokenizers` file given with `tokenizer` (Llama 3.1's tokenizer.json, the
 references'; gated, so never fetched), or a byte-level BPE of `vocab_size` tokens trained on the
