@@ -1,6 +1,7 @@
 """`hvdbench cluster up|status|down`: an emulated multi-node cluster on this machine (root)."""
 
 import os
+import shlex
 
 import click
 
@@ -121,20 +122,21 @@ def _usage(name: str) -> None:
 
     s = launch_settings(name)
     np_ = sum(int(h.rsplit(":", 1)[1]) for h in s.hosts)
-    hvd_args = " ".join(s.horovodrun_args)
+    hvd_args = shlex.join(s.horovodrun_args)
     # horovodrun needs the interface named: on a single remote node it would otherwise pick loopback
     # for its rendezvous address, which the ranks cannot reach from their namespace.
     # A sweep takes the cluster by name (its hostfile, ssh wrapper, interface and link): that is the
     # line to copy; the launcher lines are for running something by hand.
+    hostfile = shlex.quote(str(s.hostfile))  # lines to copy: a path with a space stays one word
     click.echo(f"Sweep on it:\n  hvdbench sweep MODEL --cluster {name} --out DIR -- ...\n"
                f"Hostfile: {s.hostfile}\n"
                "Launch from this shell (the ssh wrapper on PATH carries the cluster's key and host keys;\n"
                f"{SHARED_MACHINE_ENV}=1 gives each rank its share of this machine's cores):\n"
-               f"  export PATH={s.env['PATH'].split(os.pathsep, 1)[0]}:$PATH {SHARED_MACHINE_ENV}=1\n"
-               f"  horovodrun -np {np_} --hostfile {s.hostfile} {hvd_args} --gloo python ...\n"
-               f"  horovodrun -np {np_} --hostfile {s.hostfile} {hvd_args} --mpi python ...\n"
-               f"  mpirun -np {np_} --hostfile {s.hostfile} {' '.join(s.mpirun_args)} python ...\n"
-               + (f"Slurm: export SLURM_CONF={s.env['SLURM_CONF']}, then sinfo, sbatch, srun, squeue, scancel;\n"
-                  f"  hvdbench sweep MODEL --hostfile {s.hostfile} --launcher slurm --submit --out DIR -- ...\n"
+               f"  export PATH={shlex.quote(s.env['PATH'].split(os.pathsep, 1)[0])}:$PATH {SHARED_MACHINE_ENV}=1\n"
+               f"  horovodrun -np {np_} --hostfile {hostfile} {hvd_args} --gloo python ...\n"
+               f"  horovodrun -np {np_} --hostfile {hostfile} {hvd_args} --mpi python ...\n"
+               f"  mpirun -np {np_} --hostfile {hostfile} {shlex.join(s.mpirun_args)} python ...\n"
+               + (f"Slurm: export SLURM_CONF={shlex.quote(s.env['SLURM_CONF'])}, then sinfo, sbatch, srun, squeue, "
+                  f"scancel;\n  hvdbench sweep MODEL --hostfile {hostfile} --launcher slurm --submit --out DIR -- ...\n"
                   if "SLURM_CONF" in s.env else "") +
                f"Remove it: hvdbench cluster down --name {name}")

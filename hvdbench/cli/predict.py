@@ -5,6 +5,8 @@ from pathlib import Path
 
 import click
 
+from hvdbench.cli.lists import entries, shown
+
 MACHINES = ("auto", "shared", "separate")
 
 
@@ -17,9 +19,13 @@ def _layouts(ctx, param, value):
     if value is None:
         return None
     try:
-        return parse_layouts(value, option="")
+        layouts = parse_layouts(",".join(entries(value)), option="")
     except ConfigError as e:
         raise click.BadParameter(str(e)) from None
+    twice = next((f"{n}x{g}" for i, (n, g) in enumerate(layouts) if (n, g) in layouts[:i]), None)
+    if twice:  # 1x8 and 01x8
+        raise click.BadParameter(f"{shown(value)}: {twice} is given twice")
+    return layouts
 
 
 # Defined once: `hvdbench predict --layouts` and `hvdbench report --predict` take the same list.
@@ -108,12 +114,17 @@ def predict(sweeps, mllogs, layouts, fit_on, machines, layout_benches, out):
         ttt.read_parts(rows, store.sweep_folder(folder))
         loaded += rows
     runs, _ = store.current_runs(loaded)
+    warnings = []  # a bad systems JSON or number drops what it held: said, as `report --mllog` says it
     for root in mllogs:
-        runs += mllog.load(root)[0]
+        more, notes = mllog.load(root)
+        runs += more
+        warnings += [note for note in notes if note.startswith("warning: ")]
     fits, rows = fits_and_rows(runs, sweeps, layouts, fit_on, machines, layout_benches)
     parts, _ = ttt.layout_parts(runs, time_to_train_rows(runs))
     wanted = {f"{n}x{g}" for n, g in fit_on} if fit_on else None
     ttt_fits, ttt_rows = predict_ttt.predictions(runs, parts, layouts, wanted, fits)
+    for warning in warnings:  # before a refusal too: they may be its cause
+        click.echo(warning)
     if not fits and not ttt_fits:
         raise ConfigError(f"{', '.join(map(str, (*sweeps, *mllogs)))}: no successful throughput run with a step-time "
                           "breakdown (PyTorch runs record one; --no-breakdown turns it off) and no converged "

@@ -1,8 +1,14 @@
 """`hvdbench report`: scaling, layout and time-to-train tables and plots from sweeps and MLPerf logs."""
 
+import json
+import os
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Iterator
 
 import click
+
+from hvdbench.files import atomic_write_text
 
 from hvdbench.cli.predict import layouts_option
 
@@ -52,6 +58,46 @@ def _expand_studies(paths) -> tuple[list[Path], dict[str, dict]]:
         sweeps += found
         studies[record["study"]] = record
     return sweeps, studies
+
+
+# OUT's record of the files the last report into it wrote, and the lock two reports into one folder take.
+REPORT_RECORD = ".hvdbench-report.json"
+REPORT_LOCK = ".hvdbench-report.lock"
+
+
+@contextmanager
+def owned_folder(out: Path) -> Iterator[list]:
+    """A report owns its --out folder: `with owned_folder(out) as written:` writes under OUT's lock
+    (a second report into it at the same time is refused), then deletes what the last report there
+    wrote (REPORT_RECORD) and this one did not, and records this one's: a folder never holds two
+    reports' files (A's waterfall beside B's summary.md). Files no report wrote are left alone."""
+    from filelock import FileLock, Timeout
+
+    from hvdbench.errors import OutputError
+
+    out.mkdir(parents=True, exist_ok=True)
+    lock = FileLock(out / REPORT_LOCK)
+    try:
+        lock.acquire(blocking=False)
+    except Timeout:
+        raise OutputError(f"--out {out}: another report is writing into this folder now; give another --out") from None
+    try:
+        written: list = []
+        yield written
+        root = out.resolve()
+        now = {os.path.relpath(Path(p).resolve(), root) for p in written}
+        try:
+            before = json.loads((out / REPORT_RECORD).read_text())["wrote"]
+        except (OSError, ValueError, KeyError, TypeError):
+            before = []
+        for rel in before if isinstance(before, list) else []:
+            path = root / str(rel)
+            # Only a file of the record inside OUT (a hand-edited record names nothing outside it).
+            if rel not in now and path.resolve().parent.is_relative_to(root) and path.is_file():
+                path.unlink()
+        atomic_write_text(out / REPORT_RECORD, json.dumps({"wrote": sorted(now)}, indent=1) + "\n")
+    finally:
+        lock.release()
 
 
 @click.command()
@@ -160,29 +206,29 @@ def report(sweeps, mllogs, out, formats, baseline, group_by, ruleset, predict_la
                                        bench_tables.markdown(bench)) if part)
     notes = []  # in the text above
 
-    written = []
-    if "csv" in formats:
-        written += tab.write_csvs(tables, out)
-        written += bench_tables.write_csvs(bench, out)
-    if "md" in formats:
-        written.append(tab.write_markdown(text, out))
-    if falls:
-        written += waterfall.write(falls, out, formats)
-    written += engines.write(engine_rows, out, formats)
-    if ttt_falls:
-        written += ttt.write(ttt_falls, out, formats)
-    if conv:
-        written += convergence.write(conv, out, formats)
-    if fits or ttt_predicted:
-        written += predict.write(predicted, fits, out, formats, ttt_predicted)
-        written += predict_ttt.write_figure(ttt_predicted, ttt_fits, out, formats)
-    for name, rows in study_rows.items():
-        written += study_tables.write(rows, out if len(studies) == 1 else out / name, name, formats)
-    if "png" in formats:
-        from hvdbench.results.render import plots
-        pngs, skipped = plots.write_plots(tables, out)
-        written += pngs
-        notes += skipped
+    with owned_folder(out) as written:  # what an earlier report wrote here and this one does not goes
+        if "csv" in formats:
+            written += tab.write_csvs(tables, out)
+            written += bench_tables.write_csvs(bench, out)
+        if "md" in formats:
+            written.append(tab.write_markdown(text, out))
+        if falls:
+            written += waterfall.write(falls, out, formats)
+        written += engines.write(engine_rows, out, formats)
+        if ttt_falls:
+            written += ttt.write(ttt_falls, out, formats)
+        if conv:
+            written += convergence.write(conv, out, formats)
+        if fits or ttt_predicted:
+            written += predict.write(predicted, fits, out, formats, ttt_predicted)
+            written += predict_ttt.write_figure(ttt_predicted, ttt_fits, out, formats)
+        for name, rows in study_rows.items():
+            written += study_tables.write(rows, out if len(studies) == 1 else out / name, name, formats)
+        if "png" in formats:
+            from hvdbench.results.render import plots
+            pngs, skipped = plots.write_plots(tables, out)
+            written += pngs
+            notes += skipped
 
     click.echo(text)
     for note in notes:

@@ -7,15 +7,12 @@ from pathlib import Path
 
 import click
 
+from hvdbench.cli.lists import comma_list, layout_list
 from hvdbench.cli.sweep import _env_pairs, _int_list, _one_line, cluster_slurm, run_to_the_end
 from hvdbench.launchers import LAUNCHERS
 from hvdbench.topology import MAX_SLOTS
 
 STUDIES_DIR = Path(__file__).resolve().parents[2] / "studies"  # the project's shipped study files
-
-
-def _names(ctx, param, value):
-    return tuple(v.strip() for v in (value or "").split(",") if v.strip())
 
 
 def find_study(name: str) -> Path:
@@ -86,12 +83,12 @@ def list_studies():
 @click.option("--cluster", "cluster_name", metavar="NAME", help="Run on the emulated cluster NAME.")
 @click.option("--gpus-per-node", type=click.IntRange(min=1, max=MAX_SLOTS),
               help="Slots per host of the Slurm allocation [default: SLURM_NTASKS_PER_NODE].")
-@click.option("--layouts", help="NODESxGPUS list replacing the study's, e.g. 1x1,1x2,2x1.")
+@click.option("--layouts", callback=layout_list, help="NODESxGPUS list replacing the study's, e.g. 1x1,1x2,2x1.")
 @click.option("--gpus", callback=_int_list, help="GPU counts replacing the study's, e.g. 1,2.")
 @click.option("--repeats", type=click.IntRange(min=1), help="Repeats [default: the study's].")
 @click.option("--launcher", type=click.Choice(LAUNCHERS), help="[default: the study's].")
 @click.option("--timeout", type=click.FloatRange(min=1), help="Seconds per run [default: the study's].")
-@click.option("--only", callback=_names, metavar="MODEL,...", help="Run only these models of the study.")
+@click.option("--only", callback=comma_list, metavar="MODEL,...", help="Run only these models of the study.")
 @click.option("--skip-missing", is_flag=True, help="Leave out models this hvdbench does not have (else an error).")
 @click.option("--retry-failed", is_flag=True, help="Rerun runs recorded as failed or timeout.")
 @click.option("--link", metavar="TEXT", callback=_one_line, help="The inter-node link, in words (see sweep --link).")
@@ -165,4 +162,4 @@ def run(file, out, flavor, hostfile, hosts, cluster_name, gpus_per_node, layouts
             click.echo(f"study {s.name}: {runs} launches")
             return
         run_to_the_end(f"study {s.name}", opts.out, lambda: study_run.run_study(s, sweeps, opts, console),
-                       f"(report: hvdbench report {opts.out})")
+                       f"(report: {shlex.join(['hvdbench', 'report', str(opts.out)])})")

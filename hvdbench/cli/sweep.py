@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import contextlib
 import os
-import re
 import shlex
 import sys
 from pathlib import Path
 
 import click
 
-from hvdbench.launchers import CONTROLLERS, LAUNCHERS
+from hvdbench.cli.lists import comma_list, entries, layout_list
+from hvdbench.launchers import CONTROLLERS, LAUNCHERS, SHELL_NAME
 from hvdbench.topology import MAX_SLOTS
 
 
@@ -19,7 +19,7 @@ def _int_list(ctx, param, value):
     if value is None:
         return None
     try:
-        numbers = [int(v) for v in value.split(",") if v.strip()]
+        numbers = [int(v) for v in entries(value)]
     except ValueError:
         raise click.BadParameter(f"{value!r}: expected whole numbers like 1,2,4") from None
     if not numbers or min(numbers) < 1:
@@ -31,7 +31,7 @@ def _env_pairs(ctx, param, values):
     env = {}
     for item in values:
         key, sep, value = item.partition("=")
-        if not sep or not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", key):
+        if not sep or not SHELL_NAME.fullmatch(key):
             raise click.BadParameter(f"{item!r}: expected KEY=VALUE with KEY a variable name")
         env[key] = value
     return env
@@ -57,10 +57,10 @@ def _one_line(ctx, param, value):
               help="Slots per host of the Slurm allocation [default: SLURM_NTASKS_PER_NODE].")
 @click.option("--gpus", callback=_int_list, help="Total GPU counts, e.g. 1,2,4 [default: powers of two "
               "up to the capacity].")
-@click.option("--layouts", default="all", show_default=True,
+@click.option("--layouts", default="all", show_default=True, callback=layout_list,
               help="all | packed (fewest nodes) | spread (most nodes) | a list like 1x4,2x2.")
 @click.option("--repeats", type=click.IntRange(min=1), default=1, show_default=True)
-@click.option("--engines", callback=lambda ctx, param, value: tuple(v for v in (value or "").split(",") if v),
+@click.option("--engines", callback=comma_list,
               metavar="E1,E2", help="Run each layout and repeat under each engine (horovod, ddp, fsdp: train's "
                                     "--engine); the report then compares them, e.g. --engines horovod,ddp.")
 @click.option("--launcher", type=click.Choice(LAUNCHERS),

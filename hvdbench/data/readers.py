@@ -30,6 +30,7 @@ import ctypes
 import math
 import mmap
 import queue
+import shlex
 import sys
 import threading
 from collections import OrderedDict
@@ -39,8 +40,9 @@ from typing import Iterator
 import numpy as np
 
 from hvdbench.contracts import get_kind
-from hvdbench.data.manifest import data_info, read_manifest
+from hvdbench.data.manifest import MANIFEST, data_info, read_manifest
 from hvdbench.data.shards import ATTR_SAMPLES, open_shard
+from hvdbench.data.verify import value_limits
 from hvdbench.errors import DatasetError
 
 BLOCK_BYTES = 8 << 20  # consecutive samples read as one sequential range
@@ -191,6 +193,10 @@ class Loader:
         # gathering 1-2 KB rows one at a time runs at half the speed of a contiguous read, and a
         # pre-training run sees each instance about once.
         self.run = run_samples or (max(1, RUN_BYTES // row_bytes) if ds.kind_spec.shuffled_when_written else 1)
+        # The kind's value limits (token ids below vocab_size, labels below num_classes), checked in
+        # every batch: a manifest whose sizes are wrong is one line naming the shard and sample here,
+        # not an IndexError deep in the model (`prepare verify` checks the whole dataset ahead).
+        self.limits = {n: v for n, v in value_limits(ds.manifest, str(ds.path / MANIFEST)).items() if n in ds.fields}
         self._pool: list[dict[str, np.ndarray]] = []  # batch arrays to recycle (see _alloc)
         self._checked: set[tuple[int, int, int]] = set()  # reads whose residency was checked before
 
@@ -319,7 +325,7 @@ class Loader:
                 arrays, first = self.ds.arrays(self.files[int(picks[a, 0])]), int(picks[a, 1])
                 for n in self.names:
                     out[n][a:z] = arrays[n][first:first + z - a]
-            return dict(out)
+            return self._within_limits(out, picks)
         picks = picks[np.lexsort((picks[:, 1], picks[:, 0]))]
         cuts = (np.flatnonzero(picks[1:, 0] != picks[:-1, 0]) + 1).tolist()
         for a, z in zip([0, *cuts], [*cuts, len(picks)]):
@@ -327,6 +333,20 @@ class Loader:
             for n in self.names:
                 # mode="clip": the rows are valid, and "raise" would copy through a buffer
                 arrays[n].take(rows, 0, out[n][a:z], "clip")
+        return self._within_limits(out, picks)
+
+    def _within_limits(self, out: dict[str, np.ndarray], picks: np.ndarray) -> dict[str, np.ndarray]:
+        """The batch, whose sample i is picks[i] (shard index, sample); DatasetError naming the shard,
+        field, sample and value of the first value outside its field's limits."""
+        for name, (low, high) in self.limits.items():
+            rows = ((out[name] < low) | (out[name] > high)).reshape(len(picks), -1)
+            if rows.any():
+                i = int(np.argmax(rows.any(axis=1)))
+                value = out[name][i].reshape(-1)[rows[i]][0].item()
+                raise DatasetError(
+                    f"{self.ds.path / self.files[int(picks[i, 0])]}: field {name!r} holds {value} at sample "
+                    f"{int(picks[i, 1])}, outside [{low}, {high}] (the manifest's {self.ds.kind!r} sizes); "
+                    f"`{shlex.join(['hvdbench', 'prepare', 'verify', str(self.ds.path)])}` checks every value")
         return dict(out)
 
     def _alloc(self, n: int) -> dict[str, np.ndarray]:

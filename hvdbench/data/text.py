@@ -55,7 +55,20 @@ def expand_sources(sources: list[str], what: str = "--src", pick=None, described
             raise DatasetError(f"{path}: no such file or folder ({what})")
     if not out:
         raise DatasetError(f"no text given ({what} FILE|DIR|{BUILTIN_PYDOC})")
+    seen: dict[object, str] = {}
+    for src in out:  # a file named twice (or in a folder also given) would be read, and trained on, twice
+        key = src if src == BUILTIN_PYDOC else Path(src).resolve()
+        if key in seen:
+            again = "" if seen[key] == src else f" (also as {seen[key]})"
+            raise DatasetError(f"{src}: given twice to {what}{again}: its documents would be read twice")
+        seen[key] = src
     return out
+
+
+def shared_file(train: list[str], val: list[str]) -> tuple[str, str] | None:
+    """The first (val, train) pair of sources that are one file (validation text trained on), or None."""
+    files = {Path(t).resolve(): t for t in train if t != BUILTIN_PYDOC}
+    return next(((v, files[Path(v).resolve()]) for v in val if Path(v).resolve() in files), None)
 
 
 def read_documents(source: str) -> list[list[str]]:

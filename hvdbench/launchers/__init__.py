@@ -18,6 +18,7 @@ same install path, as is usual on clusters) is what makes it found everywhere.
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import sys
 from dataclasses import dataclass
@@ -35,6 +36,12 @@ FORWARD_NAMES = ("PATH", "LD_LIBRARY_PATH", "PYTHONPATH", "VIRTUAL_ENV", "OMP_NU
                  "PYTHONUNBUFFERED", "TF_CPP_MIN_LOG_LEVEL",
                  "OMPI_ALLOW_RUN_AS_ROOT", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM")
 FORWARD_PREFIXES = ("HVDBENCH_", "HOROVOD_", "NCCL_")
+
+# A name a POSIX shell can set (`NAME=value`). horovodrun writes every variable of its environment
+# into a /bin/sh command line, the value quoted but the name not (Gloo: `NAME='value' ... worker`;
+# MPI: `mpirun -x NAME ...`): another name breaks every launch (`A(B)`: a syntax error naming no
+# variable) or runs as a command (`X;cmd;Y`). The user's --env names are held to it too.
+SHELL_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 # Open MPI refuses to start as root unless both are set. Containers and CI runners commonly run
 # as root, so a sweep started by root sets them (and only then) for mpirun and horovodrun --mpi.
@@ -95,6 +102,11 @@ def forwarded_names(env: Mapping[str, str], extra: tuple[str, ...] = ()) -> list
     names += sorted(n for n in env if n.startswith(FORWARD_PREFIXES))
     names += [n for n in extra if n in env]
     return list(dict.fromkeys(names))
+
+
+def unsafe_names(env: Mapping[str, str]) -> list[str]:
+    """The names in `env` that are not shell variable names (SHELL_NAME), sorted."""
+    return sorted(n for n in env if not SHELL_NAME.fullmatch(n))
 
 
 def hosts_arg(layout: Layout) -> str:

@@ -17,7 +17,9 @@ group that is neither the sweep's nor the terminal's. The guard:
   recorded descendant, SIGKILL to whatever is left after a grace period, checks that nothing is
   left, and writes the outcome into `record`;
 - asks the kernel for SIGTERM when the sweep dies (Linux PR_SET_PDEATHSIG), so even a sweep killed
-  with SIGKILL, which cannot clean up, leaves nothing running.
+  with SIGKILL, which cannot clean up, leaves nothing running; and asks the same for the launcher
+  when the guard dies, so a guard killed with SIGKILL too (the OOM killer, a closed login shell)
+  still ends the launcher, whose ranks end with it (`die_with_parent`).
 Processes are only ever signalled by recorded pid and creation time (or group id), never by name.
 `reap_stale(record)` ends any survivor of an earlier sweep before a resumed sweep reruns that run.
 Ranks on other hosts are out of the guard's reach: MPI's daemons end them with mpirun, and a worker
@@ -253,7 +255,7 @@ def _guard(parent: int, record: Path, timeout: float, grace_s: float, argv: list
     status, returncode, proc = "exited", None, None
     try:
         try:
-            proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL)
+            proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, preexec_fn=_ends_with_guard(me))
         except OSError as e:
             print(f"hvdbench: cannot run {argv[0]}: {e.strerror}", file=sys.stderr, flush=True)
             save(pid=me, status="exited", returncode=127, wall_s=0.0, leftover=[])
@@ -286,6 +288,17 @@ def _guard(parent: int, record: Path, timeout: float, grace_s: float, argv: list
         print(f"hvdbench: processes left after SIGKILL: {leftover}", file=sys.stderr, flush=True)
     save(status=status, returncode=returncode, wall_s=time.monotonic() - start, leftover=leftover)
     return 0
+
+
+def _ends_with_guard(guard_pid: int):
+    """The launcher's preexec_fn: the kernel sends it SIGTERM when the guard dies, however it dies.
+    A guard killed with SIGKILL beside its sweep (the OOM killer, a closed login shell's process
+    group) cleans up nothing: torchrun, horovodrun or mpirun would train on, unsupervised, and their
+    ranks with them (a rank ends with its launcher: `die_with_parent`, called by `hvdbench train`)."""
+    def preexec() -> None:
+        if not _prctl(PR_SET_PDEATHSIG, signal.SIGTERM) or os.getppid() != guard_pid:
+            os._exit(143)  # the guard is already gone: nothing may run unsupervised
+    return preexec
 
 
 def _track(psutil, pid: int, tracked: dict[int, float], save) -> None:

@@ -7,6 +7,15 @@
 mpirun (Open MPI: RUN/logs/1/rank.<r>/{stdout,stderr}). horovodrun passes its whole environment to
 every rank (Gloo: on the ssh command line; MPI: as `-x` for each variable), so nothing is listed.
 
+What reaches horovodrun's shell: it builds one /bin/sh command line (Gloo: per rank; MPI: the
+mpirun line) and quotes the values and the worker's argv but not the variable names, its own
+options' values (`--mpi-args`, `-i FILE`), the `--output-filename` folder (MPI) or its working
+directory (Gloo, `cd DIR` on another host). So the environment it gets holds only shell variable
+names (`launchers.unsafe_names` are left out: a shell could not set them on the rank anyway), the MPI
+log folder is passed shell-quoted (horovodrun hands it to the shell, which unquotes it), a
+--launcher-arg with shell syntax in it is refused, and a Gloo launch onto other hosts is refused from
+a working directory that is not a plain path.
+
 Ending a run: with `--mpi`, mpirun's daemons end the remote ranks when mpirun goes. With `--gloo`
 on several hosts the remote ranks hang off ssh sessions, which do not signal them when the
 connection drops; they end only if the worker asks the kernel for its parent's death signal
@@ -19,18 +28,37 @@ is in the launcher's log (RUN/launch.log) anyway.
 
 from __future__ import annotations
 
+import os
+import re
+import shlex
 from typing import Mapping
 
-from hvdbench.launchers import CONTROLLERS, Job, hosts_arg
+from hvdbench.errors import HvdbenchError
+from hvdbench.launchers import CONTROLLERS, Job, hosts_arg, unsafe_names
 
 BINARY = "horovodrun"
+SHELL_SYNTAX = re.compile(r"[;&|$`<>(){}'\"\\\n]")
+LOCAL_HOSTS = ("localhost", "127.0.0.1")  # Gloo starts ranks here without ssh (and without `cd`)
 
 
 def build(job: Job, env: Mapping[str, str], binary: str = BINARY) -> tuple[list[str], dict[str, str]]:
     if job.controller not in CONTROLLERS:
         raise ValueError(f"controller {job.controller!r} is not one of {', '.join(CONTROLLERS)}")
     argv = [binary, "-np", str(job.layout.world_size), "-H", hosts_arg(job.layout), f"--{job.controller}"]
-    if job.layout.world_size > 1 or job.controller == "mpi":
-        argv += ["--output-filename", str(job.log_dir)]
+    if job.controller == "mpi":
+        argv += ["--output-filename", shlex.quote(str(job.log_dir))]  # the shell unquotes it
+    elif job.layout.world_size > 1:
+        argv += ["--output-filename", str(job.log_dir)]  # Gloo opens the files itself
+    if job.controller == "gloo" and any(h not in LOCAL_HOSTS for h in job.layout.hosts):
+        cwd = os.getcwd()
+        if shlex.quote(cwd) != cwd:
+            raise HvdbenchError(f"horovodrun --gloo runs `cd {cwd}` unquoted in a shell on the other hosts: "
+                                f"start the sweep from a folder whose path holds only ASCII letters, digits and _@%+=:,./-")
+    for arg in job.launcher_args:  # horovodrun copies --mpi-args, -i FILE, ... into its shell line as given
+        if SHELL_SYNTAX.search(arg):
+            raise HvdbenchError(f"--launcher-arg {arg!r}: horovodrun passes its options to /bin/sh unquoted, where "
+                                "these characters would be shell syntax (; & | $ ` < > ( ) { } quotes, backslash, "
+                                "newline); spaces, which split its --mpi-args, are fine")
     argv += [*job.launcher_args, *job.worker]
-    return argv, dict(env)
+    unsafe = set(unsafe_names(env))
+    return argv, {k: v for k, v in env.items() if k not in unsafe}

@@ -142,22 +142,28 @@ def _model_sweep(study: Study, model: ModelPlan, mode: str, opts: StudyOptions, 
             raise ConfigError(f"{where}.train.{timed[0]}: a throughput setting; put it in the study's "
                               "'throughput' section so the time-to-accuracy runs train to the target")
 
-    layouts = _layout_settings(study, model, own, opts, settings, where)
-    if not layouts:
-        notes.append(f"{model.name}: none of its layouts is selected")
-        return None
     config = config_dir / f"{model.name}-{mode}.yaml"
-    atomic_write_text(config, yaml.safe_dump({"model": model.name, "train": settings, "layouts": layouts},
-                                             sort_keys=False))
-    chosen = ",".join(dict.fromkeys(name.rsplit("x", 2)[0] for name in layouts))
-    launcher = opts.launcher or study.launcher
-    sweep = build_spec(
-        model.name, (), out=sweep_dir(opts.out, model.name, mode), hostfile=_hostfile(study, opts),
-        hosts=opts.hosts, cluster_name=opts.cluster_name, gpus_per_node=opts.gpus_per_node, layouts=chosen,
-        repeats=opts.repeats or study.repeats, launcher=launcher, controller=study.controller,
-        config_name=config, timeout=opts.timeout or study.timeout, env=opts.env, link=opts.link,
-        retry_failed=opts.retry_failed, name=f"{study.name}-{model.name}-{mode}",
-        engines=model.engines or study.engines)
+    try:
+        layouts = _layout_settings(study, model, own, opts, settings, where)
+        if not layouts:
+            notes.append(f"{model.name}: none of its layouts is selected")
+            return None
+        atomic_write_text(config, yaml.safe_dump({"model": model.name, "train": settings, "layouts": layouts},
+                                                 sort_keys=False))
+        chosen = ",".join(dict.fromkeys(name.rsplit("x", 2)[0] for name in layouts))
+        launcher = opts.launcher or study.launcher
+        sweep = build_spec(
+            model.name, (), out=sweep_dir(opts.out, model.name, mode), hostfile=_hostfile(study, opts),
+            hosts=opts.hosts, cluster_name=opts.cluster_name, gpus_per_node=opts.gpus_per_node, layouts=chosen,
+            repeats=opts.repeats or study.repeats, launcher=launcher, controller=study.controller,
+            config_name=config, timeout=opts.timeout or study.timeout, env=opts.env, link=opts.link,
+            retry_failed=opts.retry_failed, name=f"{study.name}-{model.name}-{mode}",
+            engines=model.engines or study.engines)
+    except ConfigError as e:  # named by the study file, not by the sweep config it generated (a temp file)
+        said = str(e)
+        if not said.startswith(str(study.path)):
+            said = f"{where} ({mode} sweep): {said.removeprefix(f'{config}: ')}"
+        raise ConfigError(said) from None
     prepare = []
     if data.path and not (Path(data.path) / MANIFEST).is_file():
         if not data.prepare:

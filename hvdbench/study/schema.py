@@ -116,6 +116,10 @@ def load_study(path: str | Path) -> Study:
     layouts = tuple(_layout(v, where, f"layouts[{i}]") for i, v in enumerate(_list(data.get("layouts", []), where,
                                                                                     "layouts")))
     gpus = tuple(_positive(v, where, f"gpus[{i}]") for i, v in enumerate(_list(data.get("gpus", []), where, "gpus")))
+    for key, values in (("layouts", layouts), ("gpus", gpus)):  # a repeat was dropped unseen
+        twice = next((i for i, v in enumerate(values) if v in values[:i]), None)
+        if twice is not None:
+            raise ConfigError(f"{where}: {key}[{twice}] {quote(values[twice])} is given twice")
     launcher = data.get("launcher")  # None: the sweep's default (horovodrun, or torchrun without Horovod)
     if launcher is not None and launcher not in LAUNCHERS:
         raise ConfigError(f"{where}: launcher {quote(launcher)} is not one of {', '.join(LAUNCHERS)}")
@@ -134,13 +138,16 @@ def load_study(path: str | Path) -> Study:
         if without:
             raise ConfigError(f"{where}: models.{without[0]} has no 'layouts' of its own and the study gives "
                               "neither 'layouts' nor 'gpus'")
+    study_engines = _engines(data.get("engines"), where, "engines")
+    for plan in models.values():
+        _check_one_engine_choice(plan, study_engines, where)
     hostfile = data.get("hostfile")
     return Study(
         path=path, name=name, reproduces=_str(data["reproduces"], where, "reproduces"), models=models,
         mode=mode, layouts=layouts, gpus=gpus, repeats=_positive(data.get("repeats", 1), where, "repeats"),
         launcher=launcher, controller=controller, timeout=float(timeout) if timeout is not None else None,
         flavor=_str(data["flavor"], where, "flavor") if "flavor" in data else None,
-        engines=_engines(data.get("engines"), where, "engines"),
+        engines=study_engines,
         hostfile=_hostfile(_argument(hostfile, where, "hostfile"), path) if hostfile is not None else None,
         throughput=_train(data.get("throughput") or {}, where, "throughput"),
         published=_published(data.get("published") or {}, where))
@@ -261,6 +268,22 @@ def _engines(value, where: str, key: str) -> tuple[str, ...]:
     if len(set(names)) != len(names):
         raise ConfigError(f"{where}: {key} names an engine twice")
     return names
+
+
+def _check_one_engine_choice(plan: ModelPlan, study_engines: tuple[str, ...], where: str) -> None:
+    """`engines:` (the model's, else the study's) runs every layout under each engine, as `sweep
+    --engines` does: a train setting `engine:` of the same model would be shown in its runs' settings
+    and layout files but not run, so the two together are refused, as `sweep` refuses them."""
+    engines, key = (plan.engines, f"models.{plan.name}.engines") if plan.engines else (study_engines, "engines")
+    if not engines:
+        return
+    at = f"models.{plan.name}"
+    places = [(f"{at}.train", plan.train), *((f"{at}.layouts.{k}", v) for k, v in plan.layouts.items()),
+              (f"{at}.debug.train", plan.debug.get("train") or {})]
+    for place, settings in places:
+        if "engine" in settings:
+            raise ConfigError(f"{where}: {place}.engine {quote(settings['engine'])} and {key} "
+                              f"[{', '.join(engines)}] both choose the engine: give it in one place")
 
 
 def _keys(data: dict, valid, where: str, prefix: str) -> None:

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import click
 
-from hvdbench import topology
+from hvdbench import launchers, topology
 from hvdbench.contracts import get_spec
 from hvdbench.errors import ConfigError, HvdbenchError
 from hvdbench.frameworks import horovod_installed, require_horovod
@@ -62,6 +62,9 @@ def build_spec(model: str, train_args=(), *, out: Path, hostfile=None, hosts=Non
         cfg = sweep_config.load_sweep_config(sweep_config.find_config(str(config_name)), model)
         for entry in cfg.layouts:
             sweep_config.check_no_conflict(entry.settings, train_args, str(cfg.path))
+            if engines and "engine" in entry.settings:  # --engines would win, unshown
+                raise ConfigError(f"{cfg.path}: layouts.{entry.name}: engine {entry.settings['engine']!r} and "
+                                       f"--engines {','.join(engines)} both choose the engine: give it in one place")
     if cfg and layouts == "all" and gpus is None:
         layouts = ",".join(dict.fromkeys(entry.layout for entry in cfg.layouts))  # the config's own
     chosen = topology.select_layouts(host_list, gpus, layouts)
@@ -75,6 +78,10 @@ def build_spec(model: str, train_args=(), *, out: Path, hostfile=None, hosts=Non
         retry_failed=retry_failed, config_path=cfg.path if cfg else None, grace_s=kill_grace,
         allreduce_bench=allreduce_bench, link=(link or "").strip(), require_idle=require_idle)
     check_runs(spec)  # every layout's run resolved as `train` will: refused here, not once per run
+    if spec.launcher == "horovodrun":  # what horovodrun's shell line cannot take, refused before any run
+        for layout in dict.fromkeys(entry.layout for entry in spec.entries):
+            launchers.build(spec.launcher, launchers.Job(layout, ("hvdbench",), spec.out, spec.controller,
+                                                         spec.launcher_args), {})
     return spec
 
 

@@ -77,6 +77,14 @@ def env_additions(spec: SweepSpec) -> dict[str, str]:
     return {k: v for k, v in launchers.launch_env(spec.user_env).items() if os.environ.get(k) != v}
 
 
+def env_left_out(spec: SweepSpec) -> str:
+    """The warning for environment variables horovodrun cannot carry (hvdbench.launchers.horovodrun:
+    not shell variable names), or '' when there are none or the launcher is another."""
+    names = launchers.unsafe_names(os.environ) if spec.launcher == "horovodrun" else []
+    return (f"warning: environment variable(s) {', '.join(map(repr, names))} not passed to the ranks: "
+            f"not shell variable names, and horovodrun writes names into a shell command") if names else ""
+
+
 def command_text(spec: SweepSpec, argv: list[str]) -> str:
     """command.txt: the added environment, one `KEY=value \\` line each, then the exact argv."""
     env_lines = "".join(f"{k}={shlex.quote(v)} \\\n" for k, v in sorted(env_additions(spec).items()))

@@ -44,7 +44,7 @@ from hvdbench.results.records.schema import RunResult
 from hvdbench.results.records.store import append_run, check_appendable, read_rows, read_runs
 from hvdbench.sweep import locks
 from hvdbench.sweep.display import SweepProgress, dry_run, plan_line
-from hvdbench.sweep.launch import bench_dir, command, env_additions, launch_bench, launch_run
+from hvdbench.sweep.launch import bench_dir, command, env_additions, env_left_out, launch_bench, launch_run
 from hvdbench.sweep.plan import DONE, PlannedRun, latest_status, pending
 from hvdbench.sweep.record import build_result, refused_result, time_limit_result
 from hvdbench.sweep.signals import SignalGuard, SweepInterrupted, raising_signals
@@ -68,6 +68,8 @@ def run_sweep(spec: SweepSpec, console) -> Counter:
     todo = pending(runs, rows, spec.retry_failed)
     seen = Counter(row.run_id for row in rows)  # rows per run when planned: more later = another sweep's
     console.print(plan_line(spec, len(todo)))
+    if env_left_out(spec):
+        console.print(env_left_out(spec), markup=False)
     with raising_signals() as signals, SweepProgress(spec, console) as shown:
         if spec.allreduce_bench:
             _bench_layouts(spec, shown)

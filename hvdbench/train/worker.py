@@ -11,15 +11,21 @@ Trainer and `Dist` from `hvdbench.frameworks.<fw>`, the timed loop from `loop.py
 
 Failures: an error the ranks agree on (bad dataset on any rank) is printed once by rank 0; any
 other exception is printed once by the rank that raised it, which then exits at once (no Horovod
-shutdown handshake) so that horovodrun/mpirun/srun tear the job down in seconds.
+shutdown handshake) so that horovodrun/mpirun/srun tear the job down in seconds. A failing rank
+other than 0 leaves a note of its error (OUT/.rank-failures/) before it exits, and rank 0 records
+the first failure of the job, not its own follow-on one (a peer's connection reset); SIGTERM (torchrun
+ends the other ranks at once when one fails) is a failure rank 0 records too, not a silent end.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import platform
+import signal
 import sys
+import threading
 import time
 import traceback
 from pathlib import Path
@@ -47,6 +53,15 @@ class AgreedError(HvdbenchError):
     """An error every rank knows about (after an allgather); only rank 0 prints it."""
 
 
+# OUT/.rank-failures/rank<r>.json: a failing rank's own error, written before it exits, so that rank 0
+# records the rank that failed first, not its own follow-on error (Gloo's "Connection reset by peer"
+# when that rank went away). Notes older than this launch's rank 0 are an earlier attempt's.
+FAILURE_NOTES = ".rank-failures"
+FIRST_FAILURE_WAIT_S = 1.0  # how long rank 0 looks for another rank's note (a slow shared file system)
+STOPPED = "ended by SIGTERM: its launcher stopped the job (another rank failed, or a time limit)"
+_REPORTING = threading.Lock()  # one report per rank: the main thread's or the SIGTERM watcher's
+
+
 # --- entry point -----------------------------------------------------------------------------
 
 def main(cfg: config_mod.TrainConfig) -> None:
@@ -54,13 +69,16 @@ def main(cfg: config_mod.TrainConfig) -> None:
     state = {"rank": launcher_rank(), "host": platform.node(), "t0": time.time()}
     if not cfg.run_id:
         cfg.run_id = new_run_id()  # rank 0's is the one recorded
+    _watch_sigterm(cfg, state)
     try:
         run(cfg, state)
     except AgreedError as e:
+        _REPORTING.acquire()  # held until the process is gone: a SIGTERM now changes nothing
         if state["rank"] == 0:
             _report_failure(cfg, state, str(e))
         _exit(1)
     except BaseException as e:  # noqa: BLE001 - every failure ends this rank cleanly and loudly
+        _REPORTING.acquire()
         if isinstance(e, KeyboardInterrupt):
             _exit(130)
         if type(e).__name__ == "HorovodInternalError":
@@ -82,10 +100,63 @@ def _first_line(e: BaseException) -> str:
     return text.splitlines()[0] if text else type(e).__name__
 
 
+def _watch_sigterm(cfg, state) -> None:
+    """SIGTERM is how launchers end the other ranks when one fails (torchrun and mpirun at once),
+    and a rank blocked in a collective runs no Python signal handler before their SIGKILL follows:
+    rank 0 left no record. The kernel-level handler writes the signal to a pipe (set_wakeup_fd), and
+    a thread waiting on it (collectives let go of the GIL) records the failure: rank 0 the job's
+    first one (`_report_failure`), the other ranks nothing (they are not its cause); then it exits."""
+    read_fd, write_fd = os.pipe()
+    os.set_blocking(write_fd, False)
+    signal.set_wakeup_fd(write_fd, warn_on_full_buffer=False)
+    signal.signal(signal.SIGTERM, lambda signum, frame: None)  # the watcher acts on it, not the main thread
+
+    def watch() -> None:
+        while signal.SIGTERM not in os.read(read_fd, 64):
+            pass
+        with _REPORTING:
+            if state["rank"] == 0:
+                _report_failure(cfg, state, f"rank 0 on {state['host']}: {STOPPED}")
+            _exit(1)
+
+    threading.Thread(target=watch, name="hvdbench-sigterm", daemon=True).start()
+
+
 def _report_failure(cfg, state, message: str) -> None:
+    """Print this rank's error; every rank but 0 leaves a note of it, and rank 0 records the failure
+    the job had first: another rank's note written before rank 0 failed, else its own."""
     line(f"Error: {message}", sys.stderr)
-    if state["rank"] == 0:
-        result_mod.record_failure(cfg, state["t0"], message, state.get("record"))
+    failed_at = time.time()
+    if state["rank"] != 0:
+        _leave_note(cfg, state, message, failed_at)
+        return
+    first = _first_note(cfg, state, failed_at) if state.get("size", 1) > 1 else None
+    recorded = f"{first}; then {message}" if first else message
+    result_mod.record_failure(cfg, state["t0"], recorded, state.get("record"))
+
+
+def _leave_note(cfg, state, message: str, failed_at: float) -> None:
+    if cfg.out:
+        with contextlib.suppress(OSError):  # best effort: the error line printed is what matters
+            notes = Path(cfg.out) / FAILURE_NOTES
+            notes.mkdir(parents=True, exist_ok=True)
+            atomic_write_text(notes / f"rank{state['rank']}.json",
+                              json.dumps({"time": failed_at, "message": message}))
+
+
+def _first_note(cfg, state, failed_at: float) -> str | None:
+    """The message of the earliest note another rank left in this launch before rank 0 failed."""
+    deadline = time.monotonic() + FIRST_FAILURE_WAIT_S
+    while True:
+        notes = []
+        for path in (Path(cfg.out) / FAILURE_NOTES).glob("rank*.json") if cfg.out else []:
+            with contextlib.suppress(OSError, ValueError, TypeError, KeyError):
+                note = json.loads(path.read_text())
+                if state["t0"] <= float(note["time"]) <= failed_at:
+                    notes.append((float(note["time"]), str(note["message"])))
+        if notes or time.monotonic() > deadline:
+            return min(notes)[1] if notes else None
+        time.sleep(0.1)
 
 
 def _exit(code: int) -> None:
@@ -113,7 +184,7 @@ def run(cfg: config_mod.TrainConfig, state: dict) -> None:
     if cfg.horovod_timeline:  # read by Horovod's init: the timeline is then started and stopped by the loop
         os.environ["HOROVOD_TIMELINE"] = "DYNAMIC"
     dist = fw.init_dist(cfg.threads, cfg.thread_share, cfg.engine)
-    state["rank"] = dist.rank
+    state["rank"], state["size"] = dist.rank, dist.size
     fault = Fault(dist.rank, dist.size)
     ds, kind, info = _preflight(cfg, spec, flavor_cfg, dist)
     out = Path(cfg.out)

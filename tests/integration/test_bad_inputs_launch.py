@@ -1,6 +1,7 @@
 """Bad inputs (issue 15) where a real launch is involved: a worker given a damaged manifest or an
 unwritable --out, a sweep whose train arguments `train` would refuse (nothing may be launched), and
-two identical sweeps into one folder with real horovodrun runs (both exit 0, each run once)."""
+two identical sweeps into one folder with real horovodrun runs (both exit 0, each run once, with
+environment variable names horovodrun's shell cannot take: none breaks a launch or runs)."""
 
 import json
 import shutil
@@ -71,12 +72,18 @@ def test_two_identical_real_sweeps_into_one_folder_both_exit_0(tmp_path, hvdbenc
     out = tmp_path / "sw"
     argv = [hvdbench_bin, "sweep", "resnet50", "--hosts", "localhost:1", "--repeats", "2", "--timeout", "300",
             "--out", str(out), "--", *TINY]
+    # Issue 40: horovodrun writes variable names unquoted into a /bin/sh line; one with parentheses
+    # broke every launch, a crafted one ran a command. Both are in these sweeps' environment.
+    pwned = tmp_path / "pwned"
+    odd = {"A(B)": "1", f"X;touch {pwned};Y": "1"}
     procs = [subprocess.Popen([str(a) for a in argv], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                              env=launch_env()) for _ in range(2)]
+                              env=launch_env(**odd)) for _ in range(2)]
     outputs = [p.communicate(timeout=400) for p in procs]
     for p, (stdout, stderr) in zip(procs, outputs):
         assert p.returncode == 0, stdout[-3000:] + stderr[-3000:]
         assert "2 runs: 2 success" in stdout
+        assert "warning: environment variable(s) 'A(B)', 'X;touch" in stdout
+    assert not pwned.exists()
     rows = read_runs(out / "runs.csv")
     assert sorted(r.run_id for r in rows) == ["1x1-r1", "1x1-r2"]  # each run recorded once
     assert all(r.status == "success" and r.wall_s > 0 for r in rows)

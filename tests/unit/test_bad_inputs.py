@@ -374,6 +374,49 @@ def test_layout_settings_train_would_refuse_are_refused_when_the_config_loads(tm
     unchanged(before)
 
 
+def test_engines_beside_a_configs_own_engine_are_refused(tmp_path):
+    # --engines would win over the config's `engine:` while --dry-run and layout.yaml showed the latter.
+    config = tmp_path / "cfg.yaml"
+    config.write_text("train: {flavor: debug, engine: fsdp}\nlayouts:\n  1x1x16x1: {}\n")
+    before = snapshot(tmp_path)
+    for dry in ([], ["--dry-run"]):
+        proc = hvd("sweep", "resnet50", "--hosts", "localhost:1", "--config", config, "--engines", "ddp", *dry,
+                   "--out", tmp_path / "out", "--", "--synthetic")
+        assert one_line_error(proc) == (f"Error: {config}: layouts.1x1x16x1: engine 'fsdp' and --engines ddp both "
+                                        "choose the engine: give it in one place")
+    assert not (tmp_path / "out").exists()
+    unchanged(before)
+
+
+@pytest.mark.parametrize("args, option, why", [
+    (["sweep", "resnet50", "--hosts", "localhost:2", "--engines", "ddp,,fsdp"], "--engines", "'ddp,,fsdp': an empty entry"),
+    (["sweep", "resnet50", "--hosts", "localhost:2", "--engines", "ddp,"], "--engines", "'ddp,': an empty entry"),
+    (["sweep", "resnet50", "--hosts", "localhost:2", "--layouts", "1x1,1x2,1x1"], "--layouts",
+     "'1x1,1x2,1x1': 1x1 is given twice"),
+    (["sweep", "resnet50", "--hosts", "localhost:2", "--gpus", "1,,2"], "--gpus", "'1,,2': an empty entry"),
+    (["study", "run", "demo", "--hosts", "localhost:2", "--only", ",,,"], "--only", "',,,': an empty entry"),
+    (["study", "run", "demo", "--hosts", "localhost:2", "--only", "resnet50,resnet50"], "--only",
+     "'resnet50,resnet50': resnet50 is given twice"),
+    (["predict", "sw", "--layouts", "2x2,02x2"], "--layouts", "'2x2,02x2': 2x2 is given twice"),
+    (["predict", "sw", "--layouts", "2x2", "--fit-on", "1x1,,1x2"], "--fit-on", "'1x1,,1x2': an empty entry"),
+    (["predict", "sw", "--layouts", ",".join(f"{n}x1" for n in range(1, 10001))], "--layouts",
+     "10,000 entries; at most 256"),
+    (["report", "sw", "--predict", "2x2,"], "--predict", "'2x2,': an empty entry"),
+])
+def test_empty_repeated_and_runaway_list_entries_are_refused_naming_the_option(tmp_path, args, option, why):
+    # They were dropped unseen: `--only ',,,'` ran every model; 10,000 layouts ran past two minutes.
+    good_runs(tmp_path / "sw" / "runs.csv")
+    before = snapshot(tmp_path)
+    args = [str(tmp_path / "sw") if a == "sw" else a for a in args]
+    dry = ["--dry-run"] if args[0] in ("sweep", "study") else []
+    result = CliRunner().invoke(cli, [*args, *dry, "--out", str(tmp_path / "o")])
+    assert result.exit_code == 2 and "Traceback" not in result.output, result.output
+    assert result.stderr.splitlines()[-1].startswith(f"Error: Invalid value for '{option}': ")
+    assert why in result.stderr.splitlines()[-1], result.stderr
+    assert not (tmp_path / "o").exists()
+    unchanged(before)
+
+
 def test_a_valid_config_still_sweeps_and_the_worker_gets_the_resolved_settings(tmp_path):
     config = tmp_path / "cfg.yaml"
     config.write_text("train: {flavor: debug}\nlayouts:\n  1x1x16x1: {lr: 0.2}\n")
@@ -535,6 +578,66 @@ def test_report_of_published_logs_with_infinities_and_a_bad_systems_json_warns_a
     unchanged(before)
 
 
+def test_a_text_accuracy_is_warned_and_a_log_without_run_stop_is_incomplete(tmp_path):
+    """An eval_accuracy written as text vanished with no warning; a log cut before run_stop was
+    scored as a run that "did not converge"."""
+    logs = published_logs(tmp_path / "pub")
+    first, second = sorted(logs.rglob("result_*.txt"))[:2]
+    text = first.read_text().splitlines()
+    at = max(i for i, line in enumerate(text) if '"key": "eval_accuracy"' in line)
+    text[at] = re.sub(r'"value": ([0-9.]+)', r'"value": "\1"', text[at])
+    first.write_text("\n".join(text) + "\n")
+    second.write_text("".join(line + "\n" for line in second.read_text().splitlines()
+                              if '"key": "run_stop"' not in line))
+    before = snapshot(logs)
+    proc = hvd("report", "--mllog", logs, "--out", tmp_path / "report")
+    assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stderr
+    assert f'warning: {first}:{at + 1}: eval_accuracy value "0.8" (not a number): read as missing, and its run ' \
+           "does not count as converged" in proc.stdout
+    rows = list(csv.DictReader((tmp_path / "report" / "time_to_train.csv").open()))
+    assert [(r["runs"], r["converged"], r["scoring"]) for r in rows] == [
+        ("3", "1", "DNF: 2 of 3 runs did not converge (1 incomplete: no run_stop)")]
+    unchanged(before)
+    first.write_text(first.read_text().replace('"value": "0.8"', '"value": 0.8'))  # the incomplete run alone
+    proc = hvd("report", "--mllog", logs, "--out", tmp_path / "report")
+    rows = list(csv.DictReader((tmp_path / "report" / "time_to_train.csv").open()))
+    assert [r["scoring"] for r in rows] == ["olympic mean of 1 of 3 (dropped fastest and the incomplete run)"]
+
+
+def test_a_result_file_linked_to_another_is_one_run(tmp_path):
+    # A symbolic link result_3.txt -> result_0.txt was read as a fourth run.
+    logs = published_logs(tmp_path / "pub")
+    first = next(logs.rglob("result_0.txt"))
+    (first.parent / "result_3.txt").symlink_to(first.name)
+    proc = hvd("report", "--mllog", logs, "--out", tmp_path / "report")
+    assert proc.returncode == 0, proc.stderr
+    rows = list(csv.DictReader((tmp_path / "report" / "time_to_train.csv").open()))
+    assert [(r["layout"], r["runs"]) for r in rows] == [("1x8", "3")]
+    assert f"{logs}: 3 run(s) from 3 log file(s); 2 file(s) skipped: 1 code, configuration or documents " \
+           "(e.g. Org/systems/DGXA100_1x8x56x1.json), 1 the same file as another one read (a link) " \
+           f"(e.g. {(first.parent / 'result_3.txt').relative_to(logs)})" in proc.stdout
+
+
+@pytest.mark.parametrize("systems_json, words", [
+    ('{"number_of_nodes": 0, "accelerators_per_node": 8}', "number_of_nodes 0 is not a whole number from 1"),
+    ('{"number_of_nodes": "two", "accelerators_per_node": 8}', "number_of_nodes 'two' is not a whole number from 1"),
+    ("not json {", "not valid JSON"),
+])
+def test_predict_mllog_warns_of_a_bad_systems_json_as_report_does(tmp_path, systems_json, words):
+    # predict dropped the systems silently: every row "too few fitted", no reason given.
+    logs = published_logs(tmp_path / "pub")
+    desc = next(logs.rglob("*.json"))
+    desc.write_text(systems_json)
+    before = snapshot(logs)
+    report = hvd("report", "--mllog", logs, "--out", tmp_path / "report")
+    predict = hvd("predict", "--mllog", logs, "--layouts", "2x8", "--out", tmp_path / "p")
+    said = [line.removeprefix("- ") for line in report.stdout.splitlines() if line.startswith("- warning: ")]
+    assert len(said) == 1 and str(desc.absolute()) in said[0] and words in said[0], report.stdout
+    assert [line for line in predict.stdout.splitlines() if line.startswith("warning: ")] == said, predict.stdout
+    assert "Traceback" not in predict.stderr
+    unchanged(before)
+
+
 def test_a_study_recipe_a_shell_would_run_is_refused_when_the_file_loads(tmp_path):
     study = tmp_path / "s.yaml"
     study.write_text(json.dumps({**STUDY, "models": {"resnet50": {
@@ -628,18 +731,42 @@ def mutate_mllog(rng: random.Random, data: bytes) -> bytes:
     return ("\n".join(lines) + "\n").encode()
 
 
+ENGINE_LISTS = [["ddp"], ["fsdp", "ddp"], ["horovod"], ["ddp", "ddp"], ["nccl"], [], ["ddp", ""], "ddp", [None], [1]]
+
+
 def mutate_study(rng: random.Random, data: bytes) -> bytes:
     import yaml
 
     r, study = rng.random(), yaml.safe_load(data)
-    if r < 0.2:
+    if r < 0.15:
         return mutate_bytes(rng, data)
-    if r < 0.55:  # one item of a prepare recipe: what a shell would run, empty, a NUL, --out...
+    if r < 0.45:  # one item of a prepare recipe: what a shell would run, empty, a NUL, --out...
         recipe = study["models"]["resnet50"]["prepare"]
         recipe[rng.randrange(len(recipe))] = rng.choice(RECIPE_ITEMS)
+    elif r < 0.7:  # engines: the study's, the model's, and an engine: among its train settings (issue 40)
+        model = study["models"]["resnet50"]
+        for section, key in ((study, "engines"), (model, "engines"), (model["train"], "engine"),
+                             (model["debug"], "train")):
+            if rng.random() < 0.5:
+                section[key] = (rng.choice(ENGINE_LISTS) if key == "engines" else
+                                {"engine": rng.choice(["ddp", "fsdp", "horovod", "x"])} if key == "train" else
+                                rng.choice(["ddp", "fsdp", "horovod", "x", 1]))
     else:
         mutate_tree(rng, study, STUDY_VALUES)
     return yaml.safe_dump(study, allow_unicode=True).encode()
+
+
+C4_LINES = b'{"text": "w1 w2 w3 w4 w5", "url": "u"}\n{"text": "w6 w7 w8"}\n{"text": "w9 w1 w2 w3 w4 w5 w6"}\n' * 4
+C4_TOKENS = [b"\xef\xbb\xbf", b'{"text": "   "}', b'{"text": 5}', b"{not json", b"\xe9", b"\x00", b'"text"', b"\n\n"]
+
+
+def mutate_c4(rng: random.Random, data: bytes) -> bytes:
+    """C4's JSON lines with bytes, lines or C4-specific faults (a BOM, empty texts, broken JSON) put in."""
+    data = mutate_bytes(rng, data) if rng.random() < 0.5 else data
+    lines = data.split(b"\n")
+    for _ in range(rng.randint(0, 4)):
+        lines.insert(rng.randrange(len(lines) + 1), rng.choice(C4_TOKENS))
+    return b"\n".join(lines)
 
 
 def mutate_cells(rng: random.Random, data: bytes) -> bytes:
@@ -668,7 +795,7 @@ def published_logs(root: Path) -> Path:
 STUDY = {"study": "fuzz", "reproduces": "a fuzzed study", "layouts": ["1x1"], "repeats": 1,
          "models": {"resnet50": {"data": "nodata", "prepare": ["digits", "--size", "8"],
                                  "train": {"batch_per_gpu": 8}, "debug": {"data": "nodata", "prepare": ["digits"]}}}}
-KINDS = ("hostfile", "manifest", "runs.csv", "mllog", "systems JSON", "study", "layouts")
+KINDS = ("hostfile", "manifest", "runs.csv", "mllog", "systems JSON", "study", "layouts", "c4 source")
 
 
 def test_random_hostfiles_manifests_and_run_stores_give_a_one_line_error_or_success(tmp_path, dataset):
@@ -682,6 +809,9 @@ def test_random_hostfiles_manifests_and_run_stores_give_a_one_line_error_or_succ
     log_file = next(logs.rglob("result_0.txt")).relative_to(logs)
     desc_file = next(logs.rglob("*.json")).relative_to(logs)
     study = yaml.safe_dump(STUDY).encode()
+    from test_c4 import word_tokenizer
+
+    tokenizer = word_tokenizer(tmp_path / "words.json")
     runner = CliRunner()
     outcomes = {}
     deadline = time.monotonic() + 10  # bounded: as many seeded cases as fit, at least 25 of each kind
@@ -698,7 +828,17 @@ def test_random_hostfiles_manifests_and_run_stores_give_a_one_line_error_or_succ
                 (work / "pub" / desc_file).write_bytes(mutate_json(rng, (logs / desc_file).read_bytes(), NUMBER_VALUES)
                                                        if rng.random() < 0.8 else
                                                        mutate_bytes(rng, (logs / desc_file).read_bytes()))
-            args = ["report", "--mllog", work / "pub", "--format", "csv,md", "--out", work / "report"]
+            args = (["report", "--mllog", work / "pub", "--format", "csv,md", "--out", work / "report"]
+                    if which == "mllog" or rng.random() < 0.5 else  # predict --mllog reads the systems JSON too
+                    ["predict", "--mllog", work / "pub", "--layouts", "2x8", "--out", work / "report"])
+        elif which == "c4 source":
+            (work / "a.json").write_bytes(mutate_c4(rng, C4_LINES))
+            (work / "v.json").write_bytes(C4_LINES if rng.random() < 0.5 else mutate_c4(rng, C4_LINES))
+            val = rng.choice([[], ["--val-src", work / "v.json"], ["--val-src", work / "a.json"],
+                              ["--val-src", work / "v.json", "--val-src", work / "v.json"]])
+            src = ["--src", work / "a.json"] + (["--src", work / "a.json"] if rng.random() < 0.15 else [])
+            args = ["prepare", "c4", *src, *val, "--tokenizer", tokenizer, "--seq-len", "4", "--workers", "1",
+                    "--out", work / "c4"]
         elif which == "study":
             (work / "s.yaml").write_bytes(mutate_study(rng, study))
             args = ["study", "run", work / "s.yaml", "--dry-run", "--hosts", "localhost:1", "--out", work / "o"]
@@ -737,6 +877,9 @@ def test_random_hostfiles_manifests_and_run_stores_give_a_one_line_error_or_succ
         elif result.exit_code != 0:
             assert isinstance(result.exception, SystemExit) and result.exit_code == 1 and len(lines) == 1 \
                 and lines[0].startswith("Error: "), (which, args, result.stderr[-500:], result.exc_info)
+        if which == "c4 source" and result.exit_code == 1 and any(
+                words in lines[0] for words in ("no documents in it", "given to --val-src", "given twice")):
+            assert not (work / "c4").exists(), lines  # refused before the output folder is made
         if which in ("mllog", "systems JSON") and result.exit_code == 0:  # read as missing, never written as inf
             for table in (work / "report").glob("*.csv"):
                 text = table.read_text()
@@ -748,6 +891,7 @@ def test_random_hostfiles_manifests_and_run_stores_give_a_one_line_error_or_succ
         shutil.rmtree(work)
         i += 1
     # Both outcomes were reached for each input: the edits are neither all fatal nor all harmless.
-    wanted = {("hostfile", 1), ("manifest", 1), ("runs.csv", 1), ("manifest", 0), ("runs.csv", 0), ("mllog", 0),
+    wanted = {("c4 source", 0), ("c4 source", 1),
+              ("hostfile", 1), ("manifest", 1), ("runs.csv", 1), ("manifest", 0), ("runs.csv", 0), ("mllog", 0),
               ("systems JSON", 0), ("study", 1), ("study", 0), ("layouts", 1), ("layouts", 2)}
     assert wanted <= set(outcomes), (wanted - set(outcomes), outcomes)

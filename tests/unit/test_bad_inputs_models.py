@@ -7,7 +7,10 @@ cannot fit, refused before the model is built."""
 
 import json
 import math
+import subprocess
+import sys
 import warnings
+from pathlib import Path
 from types import SimpleNamespace
 
 import h5py
@@ -237,3 +240,21 @@ def test_a_flavor_without_exact_counts_is_checked_after_building(worker, tmp_pat
     monkeypatch.setenv("HVDBENCH_HOST_MEMORY_GB", "0.001")
     with pytest.raises(Built):  # bert/base has no exact counts in its spec: built first, then checked
         start(tmp_path, model="bert", flavor="base")
+
+
+# --- train: a manifest whose sizes the data breaks (token ids past its vocab_size) -------------------
+
+def test_train_on_token_ids_past_the_manifests_vocabulary_is_one_line_naming_the_shard(tmp_path):
+    # It failed deep in the model (`IndexError: index out of range in self`); `prepare verify` knew.
+    root = tmp_path / "d"
+    prepare_synthetic("lm_tokens", 16, root, info={"vocab_size": 256, "seq_len": 16}, workers=1,
+                      val_fraction=0.25)
+    shard = poke(root, "tokens", 0, 300)  # one token id past the manifest's vocab_size
+    out = tmp_path / "run"
+    proc = subprocess.run([str(Path(sys.executable).parent / "hvdbench"), "train", "llama31_8b", "--flavor", "debug",
+                           "--data", str(root), "--steps", "2", "--warmup-steps", "0", "--batch-per-gpu", "12",
+                           "--out", str(out)], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 1 and "Traceback" not in proc.stdout + proc.stderr, proc.stdout + proc.stderr
+    error = json.loads((out / "result.json").read_text())["error"]
+    assert error.endswith(f"{shard}: field 'tokens' holds 300 at sample 0, outside [0, 255] (the manifest's "
+                          f"'lm_tokens' sizes); `hvdbench prepare verify {root}` checks every value"), error

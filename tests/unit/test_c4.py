@@ -177,3 +177,60 @@ def test_the_command_line_summarises_what_it_skipped(corpus, tmp_path):
     assert result.exit_code == 0, result.output
     assert "skipped 1 empty document(s) and 2 bad line(s), e.g. " in result.output
     assert open_dataset(out).num_samples("val") == len(cut(stream(corpus["v"]), 4)[0])  # all: fewer than 1,024
+
+
+def test_validation_text_named_as_training_text_is_refused(corpus, tmp_path):
+    # Time-to-accuracy would reach its target on text it trained on: one line, nothing written.
+    train_file = corpus["src"] / "c4-train.00001-of-01024.json"
+    kw = dict(tokenizer=str(corpus["tokenizer"]), seq_len=4, workers=1)
+    link = tmp_path / "link.json"
+    link.symlink_to(corpus["val"])
+    cases = [
+        ([str(corpus["src"])], [str(train_file)],
+         f"{train_file}: given to --val-src and to --src: its validation documents would be trained on"),
+        ([str(corpus["val"]), str(train_file)], [str(link)],
+         f"{link}: given to --val-src and to --src (as {corpus['val']}): its validation documents would be "
+         "trained on"),
+        ([str(corpus["src"]), str(train_file)], [str(corpus["val"])],
+         f"{train_file}: given twice to --src: its documents would be read twice"),
+        ([str(train_file)], [str(corpus["val"]), str(corpus["val"])],
+         f"{corpus['val']}: given twice to --val-src: its documents would be read twice"),
+    ]
+    for src, val, message in cases:
+        with pytest.raises(DatasetError) as e:
+            prepare_c4(src, tmp_path / "c4", val_src=val, **kw)
+        assert str(e.value) == message
+    assert not (tmp_path / "c4").exists()
+
+
+@pytest.mark.parametrize("content, why", [
+    (b"{not json\n[1, 2\n", "2 line(s) not read, the first line 1: not a JSON object"),
+    (b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR", "3 line(s) not read, the first line 1: not UTF-8 (byte 0)"),
+    (b'{"text": "caf\xe9"}\n', "1 line(s) not read, the first line 1: not UTF-8 (byte 13)"),
+    (b'{"text": "  "}\n{"text": "\\n\\t"}\n', "2 empty document(s) (only whitespace in 'text')"),
+    (b"\n \n", "(no lines but blank ones)"),
+])
+def test_a_source_without_documents_says_what_is_wrong_and_makes_no_folder(corpus, tmp_path, content, why):
+    # Each used to end in "0 documents are too few to hold out a validation split" and an empty folder.
+    bad = tmp_path / "bad.json"
+    bad.write_bytes(content)
+    for src, val in (([str(bad)], None), ([str(corpus["src"])], [str(bad)])):
+        with pytest.raises(DatasetError) as e:
+            prepare_c4(src, tmp_path / "c4", val_src=val, tokenizer=str(corpus["tokenizer"]), seq_len=4, workers=1)
+        sep = " " if why.startswith("(") else ": "
+        assert str(e.value) == f"{bad}: no documents in it{sep}{why}"
+        assert not (tmp_path / "c4").exists()
+    one = tmp_path / "one.json"
+    one.write_bytes(b'{"text": "w1 w2"}\n')
+    with pytest.raises(DatasetError) as e:
+        prepare_c4([str(one)], tmp_path / "c4", tokenizer=str(corpus["tokenizer"]), seq_len=4, workers=1)
+    assert str(e.value) == f"{one}: 1 documents are too few to hold out a validation split"
+    assert not (tmp_path / "c4").exists()
+
+
+def test_a_byte_order_mark_keeps_the_first_document(corpus, tmp_path):
+    bom = write_lines(tmp_path / "bom.json", [json.dumps({"text": d}) for d in corpus["b"]])
+    bom.write_bytes(b"\xef\xbb\xbf" + bom.read_bytes())
+    m = prepare_c4([str(bom)], tmp_path / "c4", tokenizer=str(corpus["tokenizer"]), val_src=[str(corpus["val"])],
+                   seq_len=4, workers=1)
+    assert m["documents"]["train"] == len(corpus["b"]) and m["bad_lines"]["count"] == 0

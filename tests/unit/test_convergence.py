@@ -101,3 +101,15 @@ def test_hvdbench_s_own_models_are_fitted_from_the_registry_s_benchmark():
     """A sweep's model is hvdbench's name (resnet50); its RCP table is MLPerf's `resnet`."""
     rows = CV.rows(parts("cpu", "resnet50", line(30.0, 4000.0, (32, 64, 128)), unit="samples"))
     assert [r["source"] for r in rows] == ["runs", "RCP resnet (training 4.0.0)"]
+
+
+def test_a_published_benchmark_without_an_rcp_table_is_said(tmp_path):
+    # Its RCP row was left out with no word: a reader could not tell "no table" from "not looked at".
+    rows = CV.rows(parts("Acme B200", "nosuchbench", line(140_000, 90.0, (16, 32, 64))),
+                   [Published("nosuchbench", "5.1.0")])
+    none = [r for r in rows if r["source"] == "RCP: none"]
+    assert [(r["model"], r["ruleset"], r["status"], r["note"]) for r in none] == [
+        ("nosuchbench", "5.1.0", "no RCP", "mlperf-logging has no RCP table for 'nosuchbench' in training 5.1.0 "
+                                           "or before: nothing to compare its runs with")]
+    assert "| nosuchbench | – | RCP: none |" in CV.markdown(rows)
+    assert [p.name for p in CV.write(rows, tmp_path)] == ["convergence.csv", "convergence.png"]

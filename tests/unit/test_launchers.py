@@ -12,6 +12,8 @@ from pathlib import Path
 
 import psutil
 import pytest
+from horovod.runner.common.util.hosts import SlotInfo
+from horovod.runner.gloo_run import _slot_info_to_command_fn, get_run_command
 
 from hvdbench.errors import ConfigError, HvdbenchError
 from hvdbench.launchers import (Job, build, forwarded_names, guard, horovodrun, launch_env, mpirun,
@@ -51,6 +53,35 @@ def test_horovodrun_gloo_single_process_has_no_output_filename():
     assert argv == ["horovodrun", "-np", "1", "-H", "localhost:1", "--gloo", *WORKER]
     argv, _ = horovodrun.build(job(Layout(1, 1, ("localhost",)), controller="mpi"), {}, binary="horovodrun")
     assert "--output-filename" in argv
+
+
+def test_no_environment_variable_name_reaches_horovodruns_shell(tmp_path):
+    # horovodrun writes every variable into a /bin/sh line, the value quoted, the name not: the line
+    # Horovod's own Gloo launcher builds from what build() hands it must run the worker, not a name.
+    marker = tmp_path / "ran"
+    env = {"PATH": os.environ["PATH"], "A(B)": "1", f"X;touch {marker};Y": "1", "OK": "it's; fine"}
+    _, got = horovodrun.build(job(Layout(1, 2, ("localhost",))), env, binary="horovodrun")
+    assert got == {"PATH": os.environ["PATH"], "OK": "it's; fine"}
+    worker = get_run_command(["sh", "-c", "test \"$OK\" = \"it's; fine\""], "127.0.0.1", ["lo"], 1234)
+    line = _slot_info_to_command_fn(worker, got)(SlotInfo("localhost", 0, 0, 0, 1, 1, 1))
+    assert subprocess.run(["/bin/sh", "-c", line]).returncode == 0
+    assert not marker.exists()
+    # --mpi puts the log folder into mpirun's shell line as it is: it goes shell-quoted
+    argv, _ = horovodrun.build(Job(TWO_NODES, WORKER, Path("/r/a b;c"), controller="mpi"), {})
+    assert argv[argv.index("--output-filename") + 1] == "'/r/a b;c/logs'"
+    # Its own options' values go into the line as given too: shell syntax in them is refused, up front.
+    with pytest.raises(HvdbenchError) as e:
+        horovodrun.build(job(TWO_NODES, controller="mpi", launcher_args=(f"--mpi-args=x;touch {marker}",)), {})
+    assert str(e.value).startswith(f"--launcher-arg '--mpi-args=x;touch {marker}': horovodrun passes its options "
+                                   "to /bin/sh unquoted")
+    horovodrun.build(job(TWO_NODES, controller="mpi", launcher_args=("--mpi-args=--mca btl tcp,self",)), {})
+    # The sweep says which variables its ranks will not get, and why.
+    proc = subprocess.run([str(Path(sys.executable).parent / "hvdbench"), "sweep", "resnet50", "--hosts",
+                           "localhost:1", "--dry-run", "--out", str(tmp_path / "sw"), "--", "--synthetic"],
+                          env={**os.environ, "A(B)": "1"}, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert "warning: environment variable(s) 'A(B)' not passed to the ranks: not shell variable names, and " \
+           "horovodrun writes names into a shell command" in proc.stdout.splitlines()
 
 
 def test_horovodrun_rejects_unknown_controller():
@@ -320,6 +351,40 @@ def test_runner_parent_killed_with_sigkill_leaves_nothing(tmp_path):
             time.sleep(0.2)
         assert record.status == "interrupted" and record.leftover == []
         assert gone([record.pid, record.pgid])
+    finally:
+        if parent.poll() is None:
+            parent.kill()
+
+
+LAUNCHER = """
+import subprocess, sys, time
+rank = subprocess.Popen([sys.executable, "-c", "import time; from hvdbench.launchers.guard import die_with_parent; "
+                         "die_with_parent(); print('armed', flush=True); time.sleep(300)"])
+print("tree", rank.pid, flush=True)
+time.sleep(300)
+"""
+OWN_ENV_PARENT = PARENT.replace("{}", "dict(os.environ)").replace("import sys", "import os, sys")
+
+
+@pytest.mark.timeout(60)
+def test_a_launcher_ends_when_its_guard_and_sweep_are_both_killed(tmp_path):
+    # The OOM killer or a closed login shell kills the sweep and its guard alike (SIGKILL): neither
+    # cleans up, and torchrun with its ranks trained on to the end, unsupervised, with no row.
+    parent = subprocess.Popen([sys.executable, "-c", OWN_ENV_PARENT, LAUNCHER, str(tmp_path)], env={**os.environ})
+    try:
+        wait_for_tree(tmp_path)
+        deadline = time.monotonic() + 30
+        while "armed" not in (tmp_path / "launch.log").read_text():  # the rank asked to end with its launcher
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+        rank = tree_pids(tmp_path)[0]
+        record = json.loads((tmp_path / "launch.json").read_text())
+        launcher, guard_pid = record["pid"], record["guard_pid"]
+        assert psutil.Process(rank).ppid() == launcher
+        os.kill(guard_pid, signal.SIGKILL)
+        parent.kill()
+        parent.wait()
+        assert gone([guard_pid, launcher, rank], timeout=20)
     finally:
         if parent.poll() is None:
             parent.kill()

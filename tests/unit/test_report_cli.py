@@ -4,6 +4,7 @@ import csv
 
 import pytest
 from click.testing import CliRunner
+from filelock import FileLock
 from test_report_aggregate import run, sweep_runs, tta
 
 from hvdbench.cli.main import cli
@@ -13,6 +14,8 @@ from hvdbench.results.records.store import append_run
 EXPECTED = ["scaling.csv", "layouts.csv", "time_to_train.csv", "epochs.csv", "summary.md",
             "throughput_vs_gpus.png", "efficiency_vs_gpus.png", "layouts_bars.png", "time_to_train.png",
             "waterfall.csv", "waterfall.png"]
+
+OWN = [".hvdbench-report.json", ".hvdbench-report.lock"]  # the folder's record of what the report wrote
 
 
 @pytest.fixture
@@ -40,7 +43,7 @@ def test_report_writes_every_file_and_prints_the_tables(sweep):
     result = invoke(sweep)
     assert result.exit_code == 0, result.output
     out = sweep / "report"
-    assert sorted(p.name for p in out.iterdir()) == sorted(EXPECTED)
+    assert sorted(p.name for p in out.iterdir()) == sorted([*EXPECTED, *OWN])
     rows = {r["layout"]: r for r in read_csv(out / "scaling.csv")}
     assert float(rows["2x2"]["throughput_mean"]) == 390 and float(rows["2x2"]["efficiency"]) == pytest.approx(0.975)
     assert (rows["2x1"]["runs"], rows["2x1"]["ok"], rows["2x1"]["failed"]) == ("3", "2", "1")
@@ -67,11 +70,35 @@ def test_out_format_and_baseline_options(sweep, tmp_path):
     out = tmp_path / "elsewhere"
     result = invoke(sweep, "--out", out, "--format", "csv", "--baseline", "1x2")
     assert result.exit_code == 0, result.output
-    assert sorted(p.name for p in out.iterdir()) == ["epochs.csv", "layouts.csv", "scaling.csv", "time_to_train.csv",
-                                                    "waterfall.csv"]
+    assert sorted(p.name for p in out.iterdir()) == [*OWN, "epochs.csv", "layouts.csv", "scaling.csv",
+                                                    "time_to_train.csv", "waterfall.csv"]
     rows = {r["layout"]: r for r in read_csv(out / "scaling.csv")}
     assert rows["1x1"]["baseline"] == "1x2" and float(rows["1x1"]["speedup"]) == 0.5
     assert not (sweep / "report").exists()
+
+
+def test_a_report_owns_its_folder(sweep, tmp_path):
+    # `report A --out R` then `report B --out R` left A's waterfall and plots beside B's summary.md.
+    out, other = tmp_path / "r", tmp_path / "b"
+    append_run(other / "runs.csv", run("1x1", 100))
+    append_run(other / "runs.csv", run("1x1", 104))
+    (out / "notes.txt").parent.mkdir(parents=True)
+    (out / "notes.txt").write_text("mine")  # no report wrote it: kept
+    assert invoke(sweep, "--out", out).exit_code == 0
+    assert {p.name for p in out.iterdir()} == {*EXPECTED, *OWN, "notes.txt"}
+    result = invoke(other, "--out", out)
+    assert result.exit_code == 0, result.output
+    assert sorted(p.name for p in out.iterdir()) == sorted([
+        *OWN, "notes.txt", "scaling.csv", "layouts.csv", "time_to_train.csv", "epochs.csv", "summary.md",
+        "throughput_vs_gpus.png", "efficiency_vs_gpus.png"])
+    assert str(other) in (out / "summary.md").read_text() and str(sweep) not in (out / "summary.md").read_text()
+    # A second report into the folder while one writes there is refused, naming it; nothing changes.
+    before = {p.name: p.read_bytes() for p in out.iterdir()}
+    with FileLock(out / ".hvdbench-report.lock"):
+        result = invoke(sweep, "--out", out)
+    assert result.exit_code == 1 and result.output == (
+        f"Error: --out {out}: another report is writing into this folder now; give another --out\n")
+    assert {p.name: p.read_bytes() for p in out.iterdir()} == before
 
 
 def test_a_runs_csv_path_reports_beside_it(sweep):
@@ -170,6 +197,10 @@ def test_report_names_the_link_a_sweep_recorded(sweep):
     rows = {r["layout"]: r for r in read_csv(sweep / "report" / "scaling.csv")}
     assert rows["2x2"]["link"] == "HDR InfiniBand 200 Gb/s" and rows["1x4"]["link"] == ""
     assert "Inter-node link: HDR InfiniBand 200 Gb/s." in (sweep / "report" / "summary.md").read_text()
+    # The waterfall section says it too, as its plot does, and a CPU run's batch is per rank.
+    waterfall = (sweep / "report" / "summary.md").read_text().split("(throughput waterfall)")[1]
+    assert "### resnet50 · debug · torch · batch 32/rank — cpu\n\ninter-node link: HDR InfiniBand 200 Gb/s\n" \
+        in waterfall, waterfall
     (sweep / "sweep.json").write_text("[1, 2]")
     result = invoke(sweep)
     assert result.exit_code != 0 and "sweep.json: not a sweep record" in result.output

@@ -44,6 +44,7 @@ def with_model(section, **top):
     ({"study": "Bad Name"}, "study 'Bad Name': lowercase letters"),
     ({"mode": "fast"}, "mode 'fast' is not one of throughput, time_to_accuracy, both"),
     ({"layouts": ["1x1", "2by2"]}, "layouts[1] '2by2' is not NODESxGPUS"),
+    ({"layouts": ["1x1", "1x2", "1x1"]}, "layouts[2] '1x1' is given twice"),
     ({"gpus": [1, 2]}, "give 'layouts' or 'gpus', not both"),
     ({"repeats": 0}, "repeats 0: a whole number of at least 1"),
     ({"launcher": "ssh"}, "launcher 'ssh' is not one of"),
@@ -66,6 +67,40 @@ def test_schema_errors_name_the_file_and_the_key(tmp_path, change, message):
     with pytest.raises(ConfigError) as e:
         load_study(path)
     assert str(e.value).startswith(f"{path}: ") and message in str(e.value)
+
+
+@pytest.mark.parametrize("top, section, key", [
+    ({"engines": ["ddp"]}, {"train": {"engine": "fsdp"}}, "models.resnet50.train.engine 'fsdp' and engines [ddp]"),
+    ({}, {"engines": ["ddp", "horovod"], "layouts": {"1x1x16x1": {"engine": "fsdp"}}},
+     "models.resnet50.layouts.1x1x16x1.engine 'fsdp' and models.resnet50.engines [ddp, horovod]"),
+    ({"engines": ["horovod"]}, {"debug": {"synthetic": True, "train": {"engine": "ddp"}}},
+     "models.resnet50.debug.train.engine 'ddp' and engines [horovod]"),
+])
+def test_study_engines_and_a_models_train_engine_are_refused_together(tmp_path, top, section, key):
+    # `sweep --engines` refuses an --engine beside it; a study ran its `engines:` while its dry run
+    # and layout files showed the model's own `engine:`.
+    path = write(tmp_path, with_model({"data": digits(tmp_path), **section}, **top))
+    result = CliRunner().invoke(cli, ["study", "run", str(path), "--dry-run", "--hosts", "localhost:2",
+                                      "--out", str(tmp_path / "o")])
+    assert result.exit_code == 1 and result.stderr == (
+        f"Error: {path}: {key} both choose the engine: give it in one place\n"), result.output
+    assert not (tmp_path / "o").exists()
+
+
+@pytest.mark.parametrize("section, said", [
+    ({"synthetic": True, "layouts": {"1x1x16x1": {"flavor": "huge"}}},
+     "layouts.1x1x16x1: model resnet50 has no flavor 'huge'; valid: full, debug"),
+    ({"synthetic": True, "train": {"batch_per_gpu": 16, "max_epochs": 3}},
+     "max_epochs belong to time-to-accuracy runs (--data without --steps); this is a throughput run (--synthetic)"),
+])
+def test_a_run_the_study_cannot_make_is_named_by_the_study_file(tmp_path, section, said):
+    # It named the sweep config the study generates (a temporary file on a dry run), or no file.
+    path = write(tmp_path, with_model(section))
+    for dry in (["--dry-run"], []):
+        result = CliRunner().invoke(cli, ["study", "run", str(path), *dry, "--hosts", "localhost:2",
+                                          "--out", str(tmp_path / "o")])
+        assert result.exit_code == 1 and result.stderr == (
+            f"Error: {path}: models.resnet50 (throughput sweep): {said}\n"), result.output
 
 
 def test_a_missing_model_is_refused_before_any_launch_unless_skipped(tmp_path):

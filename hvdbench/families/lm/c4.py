@@ -15,7 +15,10 @@ one document per topic, which stands in for C4 where nothing may be downloaded (
 so). A line that is not a JSON object with a string `text` (or not UTF-8) is counted and skipped,
 and the first few are named (file:line) in the manifest and in the command's summary; `strict`
 makes the first one an error naming it. An empty document (no text but whitespace) is skipped and
-counted: it would add a lone end-of-document token.
+counted: it would add a lone end-of-document token. A UTF-8 byte order mark before the first line
+is not text. Before the output folder is made: a source with no document at all (broken JSON, a
+binary file, invalid UTF-8, empty texts) is an error saying which and naming its first bad line,
+and a file given twice, or to both --src and --val-src (validation text trained on), is refused.
 
 Tokens: a Hugging Face `tokenizers` file given with `tokenizer` (Llama 3.1's tokenizer.json, the
 references'; gated, so never fetched), or a byte-level BPE of `vocab_size` tokens trained on the
@@ -41,6 +44,7 @@ from __future__ import annotations
 
 import gzip
 import hashlib
+import itertools
 import json
 import multiprocessing
 import os
@@ -154,8 +158,8 @@ def documents(source: str, counts: Counts, strict: bool = False) -> Iterator[str
         if not raw.strip():
             continue  # a blank line is no document (a trailing newline, say)
         where = f"{source}:{number}"
-        try:
-            row = json.loads(raw.decode("utf-8"))
+        try:  # a byte order mark before the first line (editors on Windows write one) is no text
+            row = json.loads(raw.decode("utf-8-sig" if number == 1 else "utf-8"))
         except UnicodeDecodeError as e:
             counts.bad_line(where, f"not UTF-8 (byte {e.start})", strict)
             continue
@@ -170,6 +174,33 @@ def documents(source: str, counts: Counts, strict: bool = False) -> Iterator[str
             continue
         counts.documents += 1
         yield row["text"]
+
+
+def no_documents(source: str, counts: Counts) -> str:
+    """Why a source gave no document at all, in one line naming the file and its first bad line."""
+    said = []
+    if counts.bad:
+        first = counts.bad_first[0].removeprefix(f"{source}:")
+        said.append(f"{counts.bad:,} line(s) not read, the first line {first}")
+    if counts.empty:
+        said.append(f"{counts.empty:,} empty document(s) (only whitespace in 'text')")
+    return f"{source}: no documents in it" + (": " + "; ".join(said) if said else " (no lines but blank ones)")
+
+
+def check_sources(sources: list[str], strict: bool, hold: float | None = None) -> None:
+    """Before the output folder is made: each source yields a document (reading stops at its first),
+    so a file of broken JSON, binary bytes, invalid UTF-8 or empty texts is named with what is wrong;
+    with `hold` (the validation fraction held out of the first source), that source has enough
+    documents to hold it out (reading stops at as many as that needs)."""
+    for k, source in enumerate(sources):
+        counts = Counts()
+        docs = documents(source, counts, strict)
+        if source != BUILTIN_PYDOC and next(docs, None) is None:
+            raise DatasetError(no_documents(source, counts))
+        if k == 0 and hold is not None:
+            need = next(n for n in itertools.count(2) if n - max(1, round(hold * n)) >= 1)
+            hold_out(list(itertools.islice(documents(source, Counts(), strict), need)), hold, 0, source,
+                     what="documents")  # the error it gives when there are too few
 
 
 def held_out(source: str, val_fraction: float, seed: int, strict: bool) -> tuple[list[str], list[str], Counts]:
@@ -309,6 +340,11 @@ def prepare_c4(src: list[str] | str, out: Path, *, tokenizer: str | None = None,
     val_files = expand_sources(list(val_src), "--val-src") if val_src else None
     if val_files and BUILTIN_PYDOC in val_files:
         raise DatasetError(f"--val-src takes files; {BUILTIN_PYDOC} holds out its own validation documents")
+    shared = text_sources.shared_file(sources, val_files or [])
+    if shared:
+        also = "" if shared[0] == shared[1] else f" (as {shared[1]})"
+        raise DatasetError(f"{shared[0]}: given to --val-src and to --src{also}: its validation documents "
+                           "would be trained on")
     builtin = sources == [BUILTIN_PYDOC]
     sizes = DEFAULTS["builtin" if builtin else "files"]
     seq_len = seq_len or sizes["seq_len"]
@@ -319,6 +355,7 @@ def prepare_c4(src: list[str] | str, out: Path, *, tokenizer: str | None = None,
         raise DatasetError(f"--val-fraction must be between 0 and 1, got {val_fraction}")
     if tokenizer and not Path(tokenizer).is_file():
         raise DatasetError(f"{tokenizer}: no such tokenizer file (--tokenizer)")
+    check_sources(sources + (val_files or []), strict, None if val_files else val_fraction)
     world = World.detect()
 
     params = {"src": [s if s == BUILTIN_PYDOC else str(Path(s).resolve()) for s in sources],

@@ -205,6 +205,11 @@ def rows(parts, runs=()) -> list[dict]:
         for ruleset in sorted(wanted) or [None]:
             table = rcp_for(model, ruleset)
             if table is None:
+                if ruleset:  # a published benchmark: say so, rather than leave its RCP row out unseen
+                    row = _row({**dict.fromkeys(TTT_GROUP, ""), "model": model}, "RCP: none", ruleset, "",
+                               fit([]), 0)
+                    out.append({**row, "status": "no RCP", "note": f"mlperf-logging has no RCP table for "
+                                f"{model!r} in training {ruleset} or before: nothing to compare its runs with"})
                 continue
             benchmark, used, points, least = table
             group = {**dict.fromkeys(TTT_GROUP, ""), "model": model}

@@ -41,7 +41,7 @@ from hvdbench.results.mllog.events import OWN_LOG_NAME
 from hvdbench.results.mllog.summary import TTT_FIELDS, read_run_log
 from hvdbench.results.records.schema import TTT_GROUP, TTT_WATERFALL_COLUMNS
 from hvdbench.results.render.tables import markdown_table, write_table
-from hvdbench.results.stats.aggregate import OLYMPIC_DROP, OLYMPIC_MIN_RUNS, system_of
+from hvdbench.results.stats.aggregate import OLYMPIC_DROP, OLYMPIC_MIN_RUNS, system_of, where_ran
 
 # The throughput part's split, in the order the throughput waterfall takes them (waterfall.LOSSES).
 SPLIT = (("comm_min", "comm_loss"), ("data_min", "data_loss"), ("compute_min", "compute_loss"))
@@ -278,6 +278,9 @@ def markdown(rows: list[dict]) -> str:
         r0 = rs[0]
         title = " · ".join(str(r0[k]) for k in TTT_GROUP if k != "system" and r0.get(k))
         parts.append(f"### {title} — {r0['system']}\n")
+        where = where_ran([x for r in rs for x in r.get("rows") or [r]])  # as the plots say under each panel
+        if where:
+            parts.append(f"{where}\n")
         parts.append(markdown_table(
             ["layout (batch)", "vs", "ideal", *[f"+ {name}" for name, _ in PARTS_SHOWN], "= measured",
              "trained (layout vs baseline)", "rate while training"],

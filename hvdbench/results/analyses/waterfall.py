@@ -34,7 +34,7 @@ from pathlib import Path
 from hvdbench.results.records.schema import SCALING_GROUP, WATERFALL_COLUMNS
 from hvdbench.results.records.store import EXPLAIN_DIR, RUNS_CSV, load_sweeps, sweep_folder
 from hvdbench.results.render.tables import markdown_table, write_table
-from hvdbench.results.stats.aggregate import scaling_key
+from hvdbench.results.stats.aggregate import on_cpus, scaling_key, where_ran
 
 PARTS = ("data_s", "compute_s", "comm_s", "update_s", "other_s")
 LOSSES = ("comm_loss", "data_loss", "compute_loss", "unattributed")
@@ -141,8 +141,11 @@ def markdown(rows: list[dict]) -> str:
              "layout's run on synthetic data (`sweep --explain`).\n"]
     for key, rs in groups.items():
         r0 = rs[0]
-        parts.append(f"### {r0['model']} · {r0['flavor']} · {r0['framework']} · batch {r0['batch_per_gpu']}/GPU"
-                     f" — {r0['system']}\n")
+        parts.append(f"### {r0['model']} · {r0['flavor']} · {r0['framework']} · batch {r0['batch_per_gpu']}/"
+                     f"{'rank' if on_cpus(r0) else 'GPU'} — {r0['system']}\n")
+        where = where_ran([x for r in rs for x in r.get("rows") or [r]])  # as the plots say under each panel
+        if where:
+            parts.append(f"{where}\n")
         parts.append(markdown_table(
             ["layout", "vs", "ideal", "− comm", "− data", "− compute", "− unattributed", "= measured",
              "step ms (baseline → layout)", "data / compute / comm / update / other ms"],

@@ -15,7 +15,8 @@ JSON as Python reads it takes NaN, Infinity and numbers like 1e999 (infinite as 
 holding one anywhere (time_ms, value, metadata), or a number past ±1e150 (`LARGEST`), is kept in its
 place but flagged (`Event.non_finite` says where and what), and every reader treats it as missing
 (`summarize`), so no table, CSV or plot gets `inf` or `nan` and an Infinity accuracy never counts as
-converged.
+converged. An eval_accuracy whose value is no number (text such as "0.759", null) is flagged the same
+way: read as missing and warned, never dropped unseen.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from typing import Any, Iterable
 
 from mlperf_logging.mllog import constants as C
 
+from hvdbench.results.mllog.mlperf import accuracy_of
 from hvdbench.results.records.schema import SchemaError
 
 MARKER = ":::MLLOG"
@@ -69,7 +71,8 @@ class Event:
     rank: int | None  # from the launcher prefix; None when the line has none
     lineno: int
     # Where the record holds a number that is not finite or past ±LARGEST and what it is, e.g.
-    # "value Infinity (not a finite number)"; "" for a sound event. Readers treat it as missing.
+    # "value Infinity (not a finite number)", or an eval_accuracy that is no number ('value "0.759"
+    # (not a number)'); "" for a sound event. Readers treat it as missing.
     non_finite: str = ""
 
     def line(self) -> str:
@@ -100,6 +103,10 @@ def parse_line(line: str, lineno: int = 0) -> Event | None:
     value = record.get("value")
     non_finite = (_non_finite(time_ms, "time_ms") or _non_finite(value, "value")
                   or _non_finite(metadata, "metadata"))
+    if not non_finite and record["key"] == C.EVAL_ACCURACY and accuracy_of(value) is None:
+        # Text ("0.759"), null, a list: no score, as a non-finite one is none (said, not dropped unseen).
+        shown = json.dumps(value)
+        non_finite = f"value {shown if len(shown) <= 24 else shown[:20] + '...'} (not a number)"
     if len(non_finite) > 120:  # a metadata key can be any text: the line quotes it short
         non_finite = non_finite[:60] + "..." + non_finite[-57:]
     return Event(time_ms=time_ms, event_type=str(record.get("event_type", "")),

@@ -103,10 +103,11 @@ def shown(value) -> str:
     return text if len(text) <= 24 else text[:20] + "..."
 
 
-def check_count(value, most: int) -> tuple[int, str]:
+def check_count(value, most: int, zero_given: bool = False) -> tuple[int, str]:
     """(count, problem) of a nodes or accelerators-per-node value as logged or in a systems JSON
     (numbers or strings of ASCII digits: "8"): (n, "") for 1..most; (0, "") when not given (absent,
-    null, "", 0: a CPU system's accelerators_per_node); (0, why) for anything else."""
+    null, "", 0: a CPU system's accelerators_per_node); (0, why) for anything else, 0 too when
+    `zero_given` (no system has 0 nodes)."""
     if value is None or (isinstance(value, str) and not value.strip()):
         return 0, ""
     number = None
@@ -119,7 +120,7 @@ def check_count(value, most: int) -> tuple[int, str]:
     elif isinstance(value, str) and re.fullmatch(r"\s*[0-9]+\s*", value):
         digits = value.strip().lstrip("0") or "0"
         number = int(digits) if len(digits) <= len(str(most)) else most + 1  # int() of 5000 digits fails
-    if number == 0:
+    if number == 0 and not zero_given:
         return 0, ""
     if number is None or not 0 < number <= most:
         return 0, f"{shown(value)} is not a whole number from 1 to {most:,}"
@@ -232,7 +233,7 @@ def _counts(values: dict, where: str, warnings: list | None) -> tuple[int, int, 
         value, line = values.get(key), None
         if isinstance(value, tuple):
             value, line = value
-        count, problem = check_count(value, MAX_PER_KEY[key])
+        count, problem = check_count(value, MAX_PER_KEY[key], zero_given=key == NUMBER_OF_NODES)
         if problem:
             said = f"{where}{f':{line}' if line else ''}: {key} {problem}"
             if warnings is not None:

@@ -68,6 +68,7 @@ def find_logs(root: str | os.PathLike) -> Reading:
     if not root.is_dir():
         raise SchemaError(f"{root}: no such directory of MLPerf logs")
     reading = Reading(root)
+    seen: set[tuple[int, int]] = set()  # (device, inode): a link to a file read already is not a second run
     for folder, dirs, files in os.walk(root):
         dirs[:] = sorted(d for d in dirs if not d.startswith("."))  # .git and the like
         for name in sorted(files):
@@ -82,7 +83,21 @@ def find_logs(root: str | os.PathLike) -> Reading:
                 reading.skip(path, "not a regular file")
             else:
                 reading.logs.append(path)
+    kept = set()
+    for path in sorted(reading.logs, key=Path.is_symlink):  # a file's own name before a link's (stable)
+        if _identity(path) in seen:
+            reading.skip(path, "the same file as another one read (a link)")
+        else:
+            seen.add(_identity(path))
+            kept.add(path)
+    reading.logs = [path for path in reading.logs if path in kept]
     return reading
+
+
+def _identity(path: Path) -> tuple[int, int]:
+    """The file a path names, whatever the path (symbolic and hard links alike)."""
+    st = path.stat()
+    return st.st_dev, st.st_ino
 
 
 def _probe(path: Path) -> str | None:

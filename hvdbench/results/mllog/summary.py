@@ -33,6 +33,11 @@ from hvdbench.results.mllog.events import (
 from hvdbench.results.mllog.mlperf import TRAIN_SAMPLES_NOT_A_SIZE, accuracy_of, counts_samples
 
 
+# The error of a run whose log has a run_start and no run_stop: incomplete (cut off, or still
+# running when it was copied), not a run that trained to the end and missed its target.
+INCOMPLETE = f"no {C.RUN_STOP} event (the log ends early)"
+
+
 @dataclass
 class LogSummary:
     """What one run's log says; `to_run_result` turns it into the common record."""
@@ -91,7 +96,7 @@ class LogSummary:
         if self.run_start_ms is None:
             return f"no {C.RUN_START} event"
         if self.run_stop_ms is None:
-            return f"no {C.RUN_STOP} event (the log ends early)"
+            return INCOMPLETE
         if self.bad_accuracy is not None:
             return (f"{C.EVAL_ACCURACY} at line {self.bad_accuracy.lineno}: {self.bad_accuracy.non_finite}: "
                     "not converged")

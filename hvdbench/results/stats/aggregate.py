@@ -31,6 +31,7 @@ from hvdbench.errors import ConfigError
 from hvdbench.results.mllog import rcp_check
 from hvdbench.results.mllog.layouts import shown
 from hvdbench.results.mllog.mlperf import counts_samples
+from hvdbench.results.mllog.summary import INCOMPLETE
 from hvdbench.results.records.schema import BUSY_CPUS, EPOCH_COLUMNS, SCALING_GROUP, TTT_GROUP, RunResult
 from hvdbench.topology import MAX_NODES, MAX_SLOTS
 
@@ -93,24 +94,29 @@ class Score:
     rule: str
 
 
-def olympic_score(minutes: list[float], not_converged: int, drop: int = 1) -> Score:
+def olympic_score(minutes: list[float], not_converged: int, drop: int = 1, incomplete: int = 0) -> Score:
     """MLPerf's time-to-train score from the converged runs' minutes and the count of runs that
     did not converge (each counts as infinitely slow): `drop` runs dropped from each end, at most
-    `drop` non-converged (the summarizer's max_dropped_scores)."""
+    `drop` non-converged (the summarizer's max_dropped_scores). `incomplete` of the non-converged
+    are logs that end before run_stop, and are called so."""
     n = len(minutes) + not_converged
     if n == 0:
         return Score(None, "no runs")
+    missed = ("incomplete (no run_stop: the log ends early)" if incomplete and incomplete == not_converged else
+              f"did not converge ({incomplete} incomplete: no run_stop)" if incomplete else "did not converge")
     if not_converged > drop:
-        return Score(None, f"DNF: {not_converged} of {n} runs did not converge")
+        return Score(None, f"DNF: {not_converged} of {n} runs {missed}")
     if n < max(OLYMPIC_MIN_RUNS, 2 * drop + 1):
         if not_converged:
-            return Score(None, f"DNF: {not_converged} of {n} runs did not converge "
+            return Score(None, f"DNF: {not_converged} of {n} runs {missed} "
                                f"(< {max(OLYMPIC_MIN_RUNS, 2 * drop + 1)} runs, none dropped)")
         return Score(statistics.fmean(minutes), f"mean of {n}")
     ordered = sorted(minutes) + [math.inf] * not_converged
     kept = ordered[drop:-drop]
     each = "" if drop == 1 else f"{drop} "
-    dropped = (f"{each}fastest and the non-converged run{'s' if not_converged > 1 else ''}"
+    which = ("incomplete" if incomplete == not_converged else "non-converged (or incomplete)") if incomplete \
+        else "non-converged"
+    dropped = (f"{each}fastest and the {which} run{'s' if not_converged > 1 else ''}"
                + (f" and {drop - not_converged} slowest" if 0 < not_converged < drop else "")
                if not_converged else f"{each}fastest and {each}slowest")
     return Score(statistics.fmean(kept), f"olympic mean of {len(kept)} of {n} (dropped {dropped})")
@@ -459,7 +465,8 @@ def time_to_train_rows(runs: list[RunResult], baseline: tuple[int, int] | None =
             done = [r for r in layout_runs if r.status == "success" and r.time_to_train_s is not None]
             missed = len(layout_runs) - len(done)
             minutes = [r.time_to_train_s / 60 for r in done]
-            score, st = olympic_score(minutes, missed, OLYMPIC_DROP.get(key[1], 1)), stats(minutes)
+            cut = sum(r.error == INCOMPLETE for r in layout_runs)
+            score, st = olympic_score(minutes, missed, OLYMPIC_DROP.get(key[1], 1), cut), stats(minutes)
             samples = [(r.time_to_train_s / 60, getattr(r, "samples_to_target", None)) for r in done]
             samples = [(m, n) for m, n in samples if n]
             epochs = stats(r.epochs_to_target if r.epochs_to_target is not None else r.epochs for r in done)

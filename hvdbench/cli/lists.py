@@ -1,0 +1,46 @@
+"""Comma-separated option values, checked whole: every entry given, each once, at most MAX_ENTRIES.
+
+    @click.option("--engines", callback=comma_list)              # ('horovod', 'ddp')
+    entries("1x1,,2x1")   ->  click.BadParameter: '1x1,,2x1': an empty entry (two commas in a row, or one at an end)
+
+An empty or repeated entry used to be dropped unseen (`study run --only ',,,'` ran every model), and a
+list had no bound (10,000 predicted layouts ran for minutes); click names the option in its error.
+"""
+
+from __future__ import annotations
+
+import click
+
+MAX_ENTRIES = 256  # layouts, engines, models or GPU counts in one option: more is a runaway script
+
+
+def shown(value: str, limit: int = 60) -> str:
+    """The value as an error quotes it: repr, cut to about `limit` characters."""
+    return repr(value) if len(value) <= limit else repr(value[:limit - 3])[:-1] + "...'"
+
+
+def entries(value: str, most: int = MAX_ENTRIES) -> list[str]:
+    """The entries of `value`, stripped; click.BadParameter for an empty one, a repeated one or more
+    than `most`."""
+    items = [v.strip() for v in value.split(",")]
+    if not all(items):
+        raise click.BadParameter(f"{shown(value)}: an empty entry (two commas in a row, or one at an end)")
+    if len(items) > most:
+        raise click.BadParameter(f"{shown(value)}: {len(items):,} entries; at most {most}")
+    twice = next((v for i, v in enumerate(items) if v in items[:i]), None)
+    if twice is not None:
+        raise click.BadParameter(f"{shown(value)}: {twice} is given twice")
+    return items
+
+
+def comma_list(ctx, param, value) -> tuple[str, ...]:
+    """click callback: `entries` of the value as a tuple; () when the option is not given."""
+    return () if value is None else tuple(entries(value))
+
+
+def layout_list(ctx, param, value):
+    """click callback of a sweep's or study's --layouts: all, packed or spread as given, else a list
+    of NODESxGPUS checked by `entries` (returned as the same comma-separated text)."""
+    if value is None or value in ("all", "packed", "spread"):
+        return value
+    return ",".join(entries(value))
