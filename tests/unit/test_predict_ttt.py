@@ -215,6 +215,15 @@ def test_predict_mllog_writes_time_to_train_predictions(tmp_path):
     assert math.isfinite(ratio) and abs(ratio - 1) < 0.1  # the same per-GPU rate; S from the RCP line
     assert rows["8x8"]["flags"] == "model-parallel" and rows["8x8"]["predicted_ttt_min"] == ""
     assert rows["16x8"]["global_batch"] == "128" and "capped" in rows["16x8"]["global_batch_from"]
+    # every number has its interval, printed and written
+    assert "80 % interval (min)" in got.output
+    for layout in ("4x8", "16x8"):
+        r = rows[layout]
+        assert float(r["predicted_ttt_low_min"]) < float(r["predicted_ttt_min"]) < float(r["predicted_ttt_high_min"])
+        assert float(r["training_rate_low"]) < float(r["training_rate"]) < float(r["training_rate_high"])
+        assert r["interval"] == "0.8" and r["samples_from"].startswith("the RCP table's mean")
+    assert (float(rows["16x8"]["predicted_ttt_high_min"]) / float(rows["16x8"]["predicted_ttt_low_min"])
+            > float(rows["4x8"]["predicted_ttt_high_min"]) / float(rows["4x8"]["predicted_ttt_low_min"]))
 
 
 def test_predict_without_input_or_fit_is_a_one_line_error(tmp_path):
@@ -287,6 +296,8 @@ def test_report_predicts_a_sweep_s_time_to_train_from_the_throughput_predictor(t
     for r in rows:  # the fitted layouts come back
         if r["measured_ttt_min"]:
             assert float(r["ttt_predicted_vs_measured"]) == pytest.approx(1.0, rel=1e-4)  # times logged in ms
+    assert float(new["predicted_ttt_low_min"]) < float(new["predicted_ttt_min"]) < float(new["predicted_ttt_high_min"])
+    assert "80 % interval (min)" in (tmp_path / "r" / "summary.md").read_text()
     assert (tmp_path / "r" / "ttt_waterfall.csv").is_file() and (tmp_path / "r" / "prediction_ttt.png").is_file()
 
 
