@@ -106,7 +106,7 @@ def main(argv=None) -> int:
         median, within = statistics.median(errors), sum(e <= BAND for e in errors) / len(errors)
         coverage = sum(p["inside"] for p in sel) / len(sel)
         print(f"{label:>28}: {len(sel):3d} predictions, median |predicted/measured - 1| {100 * median:5.1f} % "
-              f"(goal <= {100 * GOAL_MEDIAN:.0f} %: {'met' if median <= GOAL_MEDIAN else 'not met'}), "
+              f"(goal <= {100 * GOAL_MEDIAN:.1f} %: {'met' if median <= GOAL_MEDIAN else 'not met'}), "
               f"{100 * within:4.0f} % within ±{100 * BAND:.0f} % "
               f"(goal {100 * GOAL_WITHIN:.0f} %: {'met' if within >= GOAL_WITHIN else 'not met'}); "
               f"{100 * coverage:3.0f} % inside their {100 * COVERAGE:.0f} % interval "
