@@ -820,6 +820,8 @@ def test_two_results_of_one_system_are_two_rows_of_one_study(tmp_path):
         ("AMD / MI300X", "1x8", "training_results_v4.1/AMD/systems/MI300X", 5, 32.0),
         ("AMD / MI300X", "1x8", "training_results_v5.0/AMD/systems/MI300X", 5, 22.0),
         ("NVIDIA / GB200", "8x4", "GB200_n8", 5, 32.0), ("NVIDIA / GB200", "8x4", "GB200_n8-POWER", 5, 32.0)]
+    md = markdown(build_tables(runs))  # the summary says which row is which
+    assert "| 1x8 [training_results_v4.1/AMD/systems/MI300X] |" in md and "| 8x4 [GB200_n8-POWER] |" in md
     # --group-by platform pools the systems into one group, as asked; each result keeps its row
     pooled = build_tables(mllog.load(tmp_path, group_by="platform")[0]).time_to_train
     assert len({r["system"] for r in pooled}) == 1 and [r["runs"] for r in pooled] == [5, 5, 5, 5]
