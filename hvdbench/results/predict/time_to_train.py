@@ -14,8 +14,8 @@ fitted layouts (--fit-on, default: every measured one) of its group (system, mod
   benchmark's RCP table (many batch sizes, 10-20 runs each) covers B, the table's own mean there
   (interpolated in logs between its two nearest batches), else its line (B_crit from the table); either
   scaled so it passes through the fitted layouts on average (a submission converges in its own number
-  of samples). The row's `samples_from` says which. Otherwise both come from the fitted layouts. One fitted batch size and no RCP: only layouts at that
-  batch are predicted.
+  of samples). The row's `samples_from` says which. Otherwise both come from the fitted layouts.
+  One fitted batch size and no RCP: only layouts at that batch are predicted.
 - T, the training rate. For a sweep whose throughput runs have a step breakdown: the throughput
   predictor's rate at the layout (hvdbench.results.predict.throughput), times the ratio of the time-to-accuracy
   runs' own rate to it at the fitted layouts (real data, evaluation pauses). Otherwise (published
@@ -102,7 +102,8 @@ class TttFit:
     convergence: CriticalBatch | None = None
     s_scale: float = 1.0  # S_min's scale against the RCP table's line (published logs)
     convergence_from: str = ""
-    rcp_points: list = field(default_factory=list)  # the RCP table's (batch, mean samples): its own mean where it covers B
+    # The RCP table's (batch, mean samples): its own mean where it covers the batch (samples_and_source).
+    rcp_points: list = field(default_factory=list)
     # What the fit cannot explain, as log-spreads (the interval, `spread`): the fitted layouts' samples
     # and rates against the fitted curves, and their repeats' relative spread of time to train.
     samples_residual: float = 0.0
