@@ -13,8 +13,11 @@ smallest GPU counts are fitted on (hvdbench.results.predict.time_to_train.fit_gr
 global batch and compared with its MLPerf score (time_to_train.csv's ttt_min). Printed: each
 prediction's |predicted / measured - 1| with what went wrong (samples, training rate, evaluation and
 the rest), the layouts the predictor refused and why, the median error and the share within +-15 %
-(goal: median <= 10 %, 80 % within +-15 %), also apart for the predictions inside 4x the fitted range.
-No assertion: a benchmark prints figures.
+(goal: median <= 7.5 %, 80 % within +-15 %), also apart for the predictions inside 4x the fitted range;
+and each prediction's interval (predict.fitting.COVERAGE, 80 %): the share of measured times to train
+inside their interval (goal: the stated share, within 10 points) and the interval's median width
+(high / low - 1). A set is one study (mllog.groups: one hardware, over several systems files); two
+results at one layout are each predicted. No assertion: a benchmark prints figures.
 """
 
 from __future__ import annotations
@@ -25,7 +28,9 @@ import sys
 import time
 from pathlib import Path
 
-GOAL_MEDIAN, GOAL_WITHIN, BAND = 0.10, 0.80, 0.15
+from hvdbench.results.predict.fitting import COVERAGE
+
+GOAL_MEDIAN, GOAL_WITHIN, BAND, COVERAGE_SLACK = 0.075, 0.80, 0.15, 0.10
 
 
 def sets_of(tree: Path) -> list[tuple]:
@@ -65,7 +70,8 @@ def main(argv=None) -> int:
     predicted, refused = [], []
     for tree in args.trees:
         for name, tf, rows in sets_of(tree):
-            fitted = ", ".join(f"{p.layout} (B {p.global_batch})" for p in tf.fitted)
+            fitted = ", ".join(f"{p.layout} (B {p.global_batch}" + (f", {p.result})" if p.result else ")")
+                               for p in tf.fitted)
             print(f"\n{name} · {tf.group['model']} · {tf.group['system']} — fitted on {fitted}")
             for r in rows:
                 where = f"{name} {tf.group['model']} {r['layout']}"
@@ -76,11 +82,15 @@ def main(argv=None) -> int:
                 error = r["ttt_predicted_vs_measured"] - 1
                 s_err = r["predicted_trained"] / r["measured_trained"] - 1
                 t_err = r["training_rate"] / r["measured_training_rate"] - 1
+                low, high = r["predicted_ttt_low_min"], r["predicted_ttt_high_min"]
                 predicted.append({"where": where, "error": error, "flags": r["flags"], "s": s_err, "t": t_err,
-                                  "group": tf.group})
-                print(f"  {r['layout']:>7} B {r['global_batch']:>6}  predicted {r['predicted_ttt_min']:8.2f} min  "
-                      f"measured {r['measured_ttt_min']:8.2f} min  |err| {100 * abs(error):5.1f} %  "
-                      f"(samples {_pct(s_err)} %, rate {_pct(t_err)} %)  {r['flags']}")
+                                  "group": tf.group, "inside": low <= r["measured_ttt_min"] <= high,
+                                  "width": high / low - 1})
+                print(f"  {r['layout']:>7} B {r['global_batch']:>6}  predicted {r['predicted_ttt_min']:8.2f} min "
+                      f"[{low:.2f}-{high:.2f}]  measured {r['measured_ttt_min']:8.2f} min "
+                      f"{'in ' if predicted[-1]['inside'] else 'OUT'}  |err| {100 * abs(error):5.1f} %  "
+                      f"(samples {_pct(s_err)} %, rate {_pct(t_err)} %; samples from {r['samples_from']})  "
+                      f"{r['flags']}" + (f"  [{r['result']}]" if r.get("result") else ""))
     if not predicted:
         print("\nno prediction: no set of 3 or more GPU counts with parts in these trees")
         return 0
@@ -94,10 +104,14 @@ def main(argv=None) -> int:
             continue
         errors = sorted(abs(p["error"]) for p in sel)
         median, within = statistics.median(errors), sum(e <= BAND for e in errors) / len(errors)
+        coverage = sum(p["inside"] for p in sel) / len(sel)
         print(f"{label:>28}: {len(sel):3d} predictions, median |predicted/measured - 1| {100 * median:5.1f} % "
-              f"(goal <= {100 * GOAL_MEDIAN:.0f} %: {'met' if median <= GOAL_MEDIAN else 'not met'}), "
+              f"(goal <= {100 * GOAL_MEDIAN:.1f} %: {'met' if median <= GOAL_MEDIAN else 'not met'}), "
               f"{100 * within:4.0f} % within ±{100 * BAND:.0f} % "
-              f"(goal {100 * GOAL_WITHIN:.0f} %: {'met' if within >= GOAL_WITHIN else 'not met'})")
+              f"(goal {100 * GOAL_WITHIN:.0f} %: {'met' if within >= GOAL_WITHIN else 'not met'}); "
+              f"{100 * coverage:3.0f} % inside their {100 * COVERAGE:.0f} % interval "
+              f"({'met' if abs(coverage - COVERAGE) <= COVERAGE_SLACK else 'not met'}), median width "
+              f"{100 * statistics.median(p['width'] for p in sel):.0f} %")
     misses = [p for p in predicted if abs(p["error"]) > BAND]
     if misses:
         print("\nmisses (|error| > 15 %), with the part that went wrong:")

@@ -802,9 +802,10 @@ def submission_runs(org_dir, system, minutes=(30.0, 31.0, 32.0, 33.0, 34.0), **k
         write(org_dir / "results" / system / "resnet" / f"result_{i}.txt", mlperf_lines(minutes=m, **kw))
 
 
-def test_two_submissions_whose_systems_share_a_name_are_two_groups(tmp_path):
-    """Grouped by the systems JSON a result folder belongs to, as the summarizer scores them: one
-    system in two rounds of one tree, and an 8-node system whose -POWER folder repeats its runs."""
+def test_two_results_of_one_system_are_two_rows_of_one_study(tmp_path):
+    """Scored per systems file, as the summarizer scores them, never one row of 10 runs: one system in
+    two rounds' trees, and an 8-node system whose -POWER folder repeats its runs. Same hardware: one
+    study (one group), the rows told apart by `result`."""
     for round_, minutes in (("v4.1", 30.0), ("v5.0", 20.0)):
         org = tmp_path / f"training_results_{round_}" / "AMD"
         system_json(org / "systems" / "MI300X.json", "MI300X", 1, 8, submitter="AMD")
@@ -814,12 +815,54 @@ def test_two_submissions_whose_systems_share_a_name_are_two_groups(tmp_path):
         system_json(nv / "systems" / f"{system}.json", "GB200", 8, 4, submitter="NVIDIA")
         submission_runs(nv, system)
     runs, _ = mllog.load(tmp_path)
-    assert sorted((system, layout, n) for system, layout, _, n, _ in rows_of(runs)) == [
-        ("AMD / MI300X [training_results_v4.1/AMD/systems/MI300X]", "1x8", 5),
-        ("AMD / MI300X [training_results_v5.0/AMD/systems/MI300X]", "1x8", 5),
-        ("NVIDIA / GB200 [GB200]", "8x4", 5), ("NVIDIA / GB200 [GB200_POWER]", "8x4", 5)]  # folders, size out
-    # --group-by platform pools across submissions, as asked
-    assert len({r.devices for r in mllog.load(tmp_path, group_by="platform")[0]}) == 1
+    rows = build_tables(runs).time_to_train
+    assert sorted((r["system"], r["layout"], r["result"], r["runs"], r["ttt_min"]) for r in rows) == [
+        ("AMD / MI300X", "1x8", "training_results_v4.1/AMD/systems/MI300X", 5, 32.0),
+        ("AMD / MI300X", "1x8", "training_results_v5.0/AMD/systems/MI300X", 5, 22.0),
+        ("NVIDIA / GB200", "8x4", "GB200_n8", 5, 32.0), ("NVIDIA / GB200", "8x4", "GB200_n8-POWER", 5, 32.0)]
+    md = markdown(build_tables(runs))  # the summary says which row is which
+    assert "| 1x8 [training_results_v4.1/AMD/systems/MI300X] |" in md and "| 8x4 [GB200_n8-POWER] |" in md
+    # --group-by platform pools the systems into one group, as asked; each result keeps its row
+    pooled = build_tables(mllog.load(tmp_path, group_by="platform")[0]).time_to_train
+    assert len({r["system"] for r in pooled}) == 1 and [r["runs"] for r in pooled] == [5, 5, 5, 5]
+
+
+SYSTEMS_JSON = Path(__file__).parent / "systems_json"  # real systems JSON files (README.md there)
+
+
+def test_a_study_is_one_hardware_a_result_one_systems_file(tmp_path):
+    """Real systems JSONs of MLPerf Training v5.1: a size spelled as a GPU count (theia_ngpu8, _ngpu72),
+    as node words (MI300X-...-1node, -2node) or not at all in the name (Krai's n1_v5.0 and n1_v5.1, one
+    size in two rounds) is one study; another accelerator is another study, even under one name."""
+    tree = tmp_path / "training_results_v5.1"
+    for path in SYSTEMS_JSON.glob("*/systems/*.json"):
+        org = tree / path.parent.parent.name
+        (org / "systems").mkdir(parents=True, exist_ok=True)
+        (org / "systems" / path.name).write_text(path.read_text())
+        submission_runs(org, path.stem, [10.0 + i for i in range(5)] if "ngpu72" in path.stem or "2node" in path.stem
+                        else [40.0 + i for i in range(5)])
+    # Theia's name over other hardware (a captured file with another accelerator): apart.
+    other = json.loads((SYSTEMS_JSON / "NVIDIA" / "systems" / "theia_ngpu8_ngc25.09_nemo.json").read_text())
+    other["accelerator_model_name"] = "NVIDIA H100-SXM5-80GB"
+    (tree / "NVIDIA" / "systems" / "theia_h100_ngpu8.json").write_text(json.dumps(other))
+    submission_runs(tree / "NVIDIA", "theia_h100_ngpu8")
+    rows = build_tables(mllog.load(tree)[0]).time_to_train
+    got = sorted((r["system"], r["layout"], r["result"], r["runs"], r["speedup"] and round(r["speedup"], 3))
+                 for r in rows)
+    theia = "NVIDIA / Theia (NVIDIA GB300 NVL72)"
+    assert got == sorted([
+        ("Krai / Dell PowerEdge XE9680 (MI300X-192GB)", "1x8", "PowerEdge-XE9680-MI300X-192GB_n1_v5.0", 5, 1.0),
+        ("Krai / Dell PowerEdge XE9680 (MI300X-192GB)", "1x8", "PowerEdge-XE9680-MI300X-192GB_n1_v5.1", 5, 1.0),
+        ("MangoBoost / MangoBoost MI300X (MI300X-192GB-HBM3, LLMBoost SW and GPUBoost HW)", "1x8",
+         "MI300X-LLMBoost-GPUBoost-1node", 5, 1.0),
+        ("MangoBoost / MangoBoost MI300X (MI300X-192GB-HBM3, LLMBoost SW and GPUBoost HW)", "2x8",
+         "MI300X-LLMBoost-GPUBoost-2node", 5, round(42 / 12, 3)),
+        ("MangoBoost / MangoBoost MI325X (MI325X-256GB-HBM3E, LLMBoost SW and GPUBoost HW)", "1x8",
+         "MI325X-LLMBoost-GPUBoost-1node", 5, 1.0),
+        (f"{theia} [NVIDIA H100-SXM5-80GB]", "2x4", "theia_h100_ngpu8", 5, 1.0),
+        (f"{theia} [NVIDIA Blackwell Ultra GPU (GB300)]", "2x4", "theia_ngpu8_ngc25.09_nemo", 5, 1.0),
+        (f"{theia} [NVIDIA Blackwell Ultra GPU (GB300)]", "18x4", "theia_ngpu72_ngc25.09_nemo", 5, round(42 / 12, 3)),
+        ("NVIDIA / Tyche (NVIDIA GB200 NVL72)", "2x4", "tyche_ngpu8_ngc25.09_nemo", 5, 1.0)])
 
 
 def test_size_words_in_system_names_make_one_scaling_study(tmp_path):

@@ -320,3 +320,22 @@ def test_gpu_layouts_with_more_gpus_per_node_than_any_run_are_flagged(fit):
     assert not fit.on_cpus and fit.most_gpus_per_node == 2
     assert P.predict(fit, 2, 8)["flags"].split(";")[0] == "more-gpus-than-runs"
     assert "more-gpus-than-runs" not in P.predict(fit, 4, 2)["flags"]
+
+
+def test_every_prediction_has_an_interval_that_widens_past_the_fitted_gpus(fit):
+    """predicted x exp(+-z sigma): sigma from the fitted layouts' residuals (none here: the runs follow
+    the model) and PER_DOUBLING["gpus"] for each doubling past the fitted GPUs (1-2)."""
+    from hvdbench.results.predict.fitting import COVERAGE, PER_DOUBLING, Z
+
+    rows = {r["layout"]: r for r in P.prediction_rows([fit], [(8, 8), (16, 8)])}
+    for layout in ("1x1", "1x2", "2x1"):  # inside the fitted range, reproduced exactly: no width
+        r = rows[layout]
+        assert r["predicted_throughput_low"] == pytest.approx(r["predicted_throughput"])
+        assert r["predicted_throughput_high"] == pytest.approx(r["predicted_throughput"])
+    for layout, doublings in (("8x8", 5), ("16x8", 6)):
+        r = rows[layout]
+        half = math.exp(Z * PER_DOUBLING["gpus"] * doublings)
+        assert r["predicted_throughput_high"] / r["predicted_throughput"] == pytest.approx(half)
+        assert r["predicted_throughput"] / r["predicted_throughput_low"] == pytest.approx(half)
+        assert r["interval"] == COVERAGE and f"{doublings:.1f} doublings past the fitted GPUs" in r["interval_from"]
+    assert "80 % interval" in P.markdown(list(rows.values()), [fit])

@@ -70,22 +70,32 @@ def test_one_per_gpu_batch_among_the_fitted_layouts_holds_the_per_gpu_rate():
     assert PT.predict_layout(tf, 4, 8)["training_rate"] == pytest.approx(32 / (C_S + D_S / 2))
 
 
-def test_published_logs_take_b_crit_from_the_rcp_table_and_scale_s_min():
-    rcp = CV.fit(CV.rcp_points("llama31_8b", "5.1.0")[1])
+def test_published_logs_take_the_rcp_tables_mean_where_it_covers_the_batch_else_its_line():
+    """Samples to target: the RCP table's own mean (scaled to the fitted layouts) at a batch the table
+    covers, interpolated between two of its batches; past its largest, the critical-batch line."""
+    _, table, _ = CV.rcp_points("llama31_8b", "5.1.0")  # 16, 32, 64, 96, 128
+    mean = dict(table)
+    rcp = CV.fit(table)
     parts = []
     for nodes, batch in ((1, 16), (2, 32)):
         p = truth(nodes, 8, batch, model="llama31_8b")
-        p.train_s *= 1.1 * rcp.samples(batch) / p.trained  # the same rate, at 1.1 x the RCP line's samples
-        p.trained = 1.1 * rcp.samples(batch)
+        p.train_s *= 1.1 * mean[batch] / p.trained  # the same rate, at 1.1 x the RCP table's samples
+        p.trained = 1.1 * mean[batch]
         parts.append(p)
     tf = PT.fit_group(parts, None, "5.1.0", published=True)
     assert tf.s_scale == pytest.approx(1.1) and tf.convergence.b_crit == pytest.approx(rcp.b_crit)
     assert "RCP llama31_8b (training 5.1.0)" in tf.convergence_from
-    assert tf.samples(64) == pytest.approx(1.1 * rcp.samples(64))
+    assert tf.samples_and_source(64) == (pytest.approx(1.1 * mean[64]), "the RCP table's mean (at 64)")
+    s80, said = tf.samples_and_source(80)  # halfway in logs from 64 to 96
+    assert s80 == pytest.approx(1.1 * mean[64] ** (1 - math.log(80 / 64) / math.log(1.5))
+                                * mean[96] ** (math.log(80 / 64) / math.log(1.5)))
+    assert said == "the RCP table's mean (between 64 and 96)" and mean[64] < s80 / 1.1 < mean[96]
+    assert tf.samples_and_source(256) == (pytest.approx(1.1 * rcp.samples(256)), "the critical-batch line")
     batch, said = PT.choose_batch(tf, 16, 8)  # 2 per GPU x 128 GPUs = 256: above the table's largest
     assert batch == 128 and "capped at the RCP table's largest batch (128)" in said
     row = PT.predict_layout(tf, 8, 8, 256, "published")
     assert "beyond-rcp" in row["flags"] and row["predicted_ttt_min"] is not None
+    assert row["samples_from"] == "the critical-batch line"
 
 
 def test_model_parallelism_that_changed_is_said_not_predicted():
@@ -205,6 +215,15 @@ def test_predict_mllog_writes_time_to_train_predictions(tmp_path):
     assert math.isfinite(ratio) and abs(ratio - 1) < 0.1  # the same per-GPU rate; S from the RCP line
     assert rows["8x8"]["flags"] == "model-parallel" and rows["8x8"]["predicted_ttt_min"] == ""
     assert rows["16x8"]["global_batch"] == "128" and "capped" in rows["16x8"]["global_batch_from"]
+    # every number has its interval, printed and written
+    assert "80 % interval (min)" in got.output
+    for layout in ("4x8", "16x8"):
+        r = rows[layout]
+        assert float(r["predicted_ttt_low_min"]) < float(r["predicted_ttt_min"]) < float(r["predicted_ttt_high_min"])
+        assert float(r["training_rate_low"]) < float(r["training_rate"]) < float(r["training_rate_high"])
+        assert r["interval"] == "0.8" and r["samples_from"].startswith("the RCP table's mean")
+    assert (float(rows["16x8"]["predicted_ttt_high_min"]) / float(rows["16x8"]["predicted_ttt_low_min"])
+            > float(rows["4x8"]["predicted_ttt_high_min"]) / float(rows["4x8"]["predicted_ttt_low_min"]))
 
 
 def test_predict_without_input_or_fit_is_a_one_line_error(tmp_path):
@@ -277,4 +296,32 @@ def test_report_predicts_a_sweep_s_time_to_train_from_the_throughput_predictor(t
     for r in rows:  # the fitted layouts come back
         if r["measured_ttt_min"]:
             assert float(r["ttt_predicted_vs_measured"]) == pytest.approx(1.0, rel=1e-4)  # times logged in ms
+    assert float(new["predicted_ttt_low_min"]) < float(new["predicted_ttt_min"]) < float(new["predicted_ttt_high_min"])
+    assert "80 % interval (min)" in (tmp_path / "r" / "summary.md").read_text()
     assert (tmp_path / "r" / "ttt_waterfall.csv").is_file() and (tmp_path / "r" / "prediction_ttt.png").is_file()
+
+
+def test_every_time_to_train_has_an_interval_from_residuals_repeats_and_the_distance_past_the_fit():
+    from hvdbench.results.predict.fitting import COVERAGE, PER_DOUBLING, Z
+
+    parts = [truth(1, 8, 16), truth(2, 8, 64), truth(4, 8, 64), truth(16, 8, 128)]
+    tf = PT.fit_group(parts, {"1x8", "2x8"})
+    rows = by_layout(PT.group_rows(tf, []))
+    fitted = rows["2x8"]  # the model is exact and no repeats are known: no width
+    assert fitted["predicted_ttt_low_min"] == pytest.approx(fitted["predicted_ttt_high_min"])
+    far = rows["16x8"]  # past 8-16 GPUs, 2-4 per GPU and 16-64 global: 3 doublings, 1 halving and 1 doubling
+    rate_sigma = PER_DOUBLING["gpus"] * 3 + PER_DOUBLING["per_gpu_batch"] * 1
+    sigma = rate_sigma + PER_DOUBLING["global_batch"] * 1
+    assert far["predicted_ttt_high_min"] / far["predicted_ttt_min"] == pytest.approx(math.exp(Z * sigma))
+    assert far["predicted_ttt_low_min"] < far["measured_ttt_min"] < far["predicted_ttt_high_min"]
+    assert far["training_rate_high"] / far["training_rate"] == pytest.approx(math.exp(Z * rate_sigma))
+    assert far["predicted_throughput_low"] == pytest.approx(far["training_rate_low"]) and far["interval"] == COVERAGE
+    # The repeats' spread widens every interval: cv 10 % over 8 runs each side
+    for p in parts:
+        p.rows = [{"ttt_std_min": 0.1 * p.ttt_s / 60, "ttt_mean_min": p.ttt_s / 60}]
+    tf = PT.fit_group(parts, {"1x8", "2x8"})
+    fitted = by_layout(PT.group_rows(tf, []))["2x8"]
+    assert fitted["predicted_ttt_high_min"] / fitted["predicted_ttt_min"] == pytest.approx(math.exp(Z * 0.1 * 0.5))
+    assert "repeats 5.0 %" in fitted["interval_from"]
+    text = PT.markdown(PT.group_rows(tf, []), [tf])
+    assert "80 % interval (min)" in text

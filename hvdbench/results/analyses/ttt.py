@@ -90,6 +90,7 @@ class LayoutParts:
     train_from: str = ""
     eval_from: str = ""
     rows: list = field(default_factory=list, repr=False)  # the time-to-train row (hosts, link: the plots)
+    result: str = ""  # a published row's systems file (two at one layout: one per round or stack)
 
     @property
     def throughput(self) -> float:
@@ -119,13 +120,13 @@ def layout_parts(runs, ttt_rows: list[dict]) -> tuple[list[LayoutParts], list[st
     by_key: dict[tuple, list] = {}
     for r in runs:
         if r.mode == "time_to_accuracy" and r.status == "success" and r.time_to_train_s is not None:
-            by_key.setdefault(group_values(r) + (r.layout, r.global_batch), []).append(r)
+            by_key.setdefault(group_values(r) + (r.layout, r.global_batch, getattr(r, "result", "")), []).append(r)
     out, notes = [], []
     for row in ttt_rows:
         if row.get("ttt_min") is None:
             continue
         key = tuple(row[k] for k in TTT_GROUP)
-        done = by_key.get(key + (row["layout"], row["global_batch"]), [])
+        done = by_key.get(key + (row["layout"], row["global_batch"], row.get("result") or ""), [])
         kept = kept_runs(done, row["runs"] - row["converged"], OLYMPIC_DROP.get(row["model"], 1))
         where = f"{row['model']} {row['layout']} (batch {row['global_batch']}, {row['system']})"
         lacking = [r for r in kept if None in (getattr(r, "trained", None), getattr(r, "train_s", None),
@@ -151,7 +152,7 @@ def layout_parts(runs, ttt_rows: list[dict]) -> tuple[list[LayoutParts], list[st
             runs_used=len(kept), unit=units.pop(), trained=mean(r.trained for r in kept), train_s=train_s,
             eval_s=eval_s, other_s=ttt_s - train_s - eval_s, ttt_s=ttt_s,
             trained_from=_sources(r.trained_from for r in kept), train_from=_sources(r.train_from for r in kept),
-            eval_from=_sources(r.eval_from for r in kept), rows=[row]))
+            eval_from=_sources(r.eval_from for r in kept), rows=[row], result=row.get("result") or ""))
     return out, notes
 
 

@@ -13,7 +13,8 @@ By concern, each module lower in this list reading only those above it:
                  for the others
     summary.py   one run's events -> LogSummary (times, status, evaluations, epochs or samples)
     layouts.py   nodes x accelerators per node from log events, systems JSON, NxGxBxA and platform names
-    groups.py    --group-by: the system a run is reported under
+    groups.py    --group-by: the system a run is reported under; a result is one systems file, a study
+                 one hardware (HARDWARE_FIELDS, assign_studies)
     record.py    LogSummary + where the log sits -> MllogRun, the common record
     load.py      a folder: which files hold runs, every run under it
     rcp.py       mlperf-logging's RCP checker on a group of runs

@@ -22,7 +22,7 @@ from pathlib import Path
 from mlperf_logging.mllog import constants as C
 
 from hvdbench.results.mllog.events import RUN_KEYS, read_log
-from hvdbench.results.mllog.groups import DEFAULT_GROUP_BY, parse_group_by, separate_submissions
+from hvdbench.results.mllog.groups import DEFAULT_GROUP_BY, assign_studies, parse_group_by
 from hvdbench.results.mllog.record import MllogRun, to_run_result
 from hvdbench.results.mllog.summary import LogSummary, read_runs
 from hvdbench.results.records.schema import SchemaError
@@ -147,7 +147,7 @@ def load(root: str | os.PathLike, progress=lambda files: files, group_by: str | 
             warnings.append(non_finite_warning(path, log.non_finite))
         runs += [to_run_result(s, root, keys, ruleset, descs, warnings) for s in read_runs(log)]
     runs += _empty_results(empty_results, reading, root, keys, ruleset, descs, warnings)
-    separate_submissions(runs, keys)
+    assign_studies(runs, keys)
     if not runs:
         raise SchemaError(f"{root}: no file holds a readable :::MLLOG event ({reading.summary(0)})")
     notes = [reading.summary(len(runs))]

@@ -40,7 +40,10 @@ class MllogRun(RunResult):
     published_scaling: float | None = None  # scaling.json beside the log (the published RCP rescale)
     rcp_lines: list[str] = field(default_factory=list, repr=False)
     link: str = ""  # the systems JSON's host_networking: what joins the nodes
-    submission: str = ""  # the systems JSON file (size taken out) the run's folder belongs to: groups.submission
+    # The result it belongs to (its systems file: one time-to-train row each) and that file's hardware
+    # (the study: runs of one hardware are one group); groups.assign_studies.
+    result: str = ""
+    hardware: str = ""
     # The time to train in parts (LogSummary's TTT_FIELDS; hvdbench.results.analyses.ttt): what was trained by
     # run_stop (samples, or epochs), seconds training and evaluating, and where each came from.
     trained: float | None = None
@@ -98,7 +101,7 @@ def to_run_result(s: LogSummary, root: str | os.PathLike, group_by: tuple[str, .
         wall_s=ttt, layout_source=source, submitter=parts["submitter"], system_name=parts["_system_name"],
         division=s.division or str(where.desc.get("division") or ""), ruleset=rules, ruleset_assumed=assumed,
         published_scaling=scaling_factor(scaling) if where.system_dir is not None else None,
-        rcp_lines=s.rcp_lines, submission=parts["_submission"],
+        rcp_lines=s.rcp_lines, result=parts["_result"], hardware=parts["_hardware"],
         link=str(where.desc.get("host_networking") or s.sysjson.get("host_networking") or "").strip())
     if s.throughput is not None:
         record.throughput = s.throughput

@@ -61,7 +61,15 @@ from hvdbench.errors import ConfigError
 from hvdbench.files import atomic_write_png, atomic_write_text
 from hvdbench.results.analyses.bench_tables import GRADIENT_BYTES_PER_PARAMETER, interpolate, parameters_of
 from hvdbench.results.analyses.waterfall import mean_parts
-from hvdbench.results.predict.fitting import least_squares
+from hvdbench.results.predict.fitting import (
+    COVERAGE,
+    PER_DOUBLING,
+    doublings_past,
+    interval,
+    least_squares,
+    quadrature,
+    rms,
+)
 from hvdbench.results.records.schema import PREDICTION_COLUMNS, SCALING_GROUP, TTT_PREDICTION_COLUMNS
 from hvdbench.results.render.tables import markdown_table, to_csv
 from hvdbench.results.stats.aggregate import parse_layout, scaling_key
@@ -426,11 +434,29 @@ def prediction_rows(fits: list[Fit], layouts: list[tuple[int, int]]) -> list[dic
     rows = []
     for fit in fits:
         wanted = list(dict.fromkeys([*map(parse_layout, fit.measured), *layouts]))
+        mine = []
         for nodes, gpus in sorted(wanted, key=lambda ng: (ng[0] * ng[1], ng[0])):
             try:
-                rows.append(predict(fit, nodes, gpus))
+                mine.append(predict(fit, nodes, gpus))
             except ConfigError as e:
                 fit.notes.append(str(e))
+        rows += with_intervals(fit, mine)
+    return rows
+
+
+def with_intervals(fit: Fit, rows: list[dict]) -> list[dict]:
+    """Each row's interval (fitting.interval): the fitted layouts' residuals (predicted / measured, in
+    logs) in quadrature with PER_DOUBLING["gpus"] for each doubling past the fitted GPUs."""
+    fitted = [r for r in rows if r["fitted"]]
+    residual = rms(math.log(r["predicted_vs_measured"]) for r in fitted if (r["predicted_vs_measured"] or 0) > 0)
+    gpus = [r["gpus"] for r in fitted]
+    for r in rows:
+        past = doublings_past(r["gpus"], gpus)
+        sigma = quadrature(residual, PER_DOUBLING["gpus"] * past)
+        r["predicted_throughput_low"], r["predicted_throughput_high"] = interval(r["predicted_throughput"], sigma)
+        r["interval"] = COVERAGE
+        r["interval_from"] = (f"±{100 * (math.exp(sigma) - 1):.0f} % (1 sigma): fitted layouts' residual "
+                              f"{100 * residual:.1f} %, {past:.1f} doublings past the fitted GPUs")
     return rows
 
 
@@ -486,10 +512,12 @@ def markdown(rows: list[dict], fits: list[Fit]) -> str:
         parts += [f"Not predicted: {note}.\n" for note in fit.notes]
         unit = "CPU ranks" if fit.on_cpus else "GPUs"
         parts.append(markdown_table(
-            ["layout", unit, "step ms", "work ms", "exposed comm ms", "predicted samples/s", "speed-up",
+            ["layout", unit, "step ms", "work ms", "exposed comm ms", "predicted samples/s",
+             f"{100 * COVERAGE:.0f} % interval", "speed-up",
              "efficiency", "measured", "predicted / measured", "check"],
             [[r["layout"] + (" (fit)" if r["fitted"] else ""), r["gpus"], num(r["step_ms"]), num(r["work_ms"]),
               num(r["exposed_comm_ms"]), num(r["predicted_throughput"]),
+              f"{num(r.get('predicted_throughput_low'))}-{num(r.get('predicted_throughput_high'))}",
               num(r["speedup"], "{:.2f}×") + (" (predicted / measured)" if "baseline" in r["flags"].split(";") else ""),
               num(None if r["efficiency"] is None else 100 * r["efficiency"], "{:.0f} %"),
               num(r["measured_throughput"]), num(r["predicted_vs_measured"], "{:.3f}"),
@@ -548,6 +576,12 @@ def figure(rows: list[dict], fits: list[Fit]):
             if sel:
                 ax.plot([r["gpus"] for r in sel], [r["predicted_throughput"] for r in sel], style, alpha=0.7,
                         label="predicted, one node" if nodes_one else "predicted, several nodes")
+                band = [r for r in sel if r.get("predicted_throughput_low") is not None]
+                if band:
+                    ax.fill_between([r["gpus"] for r in band], [r["predicted_throughput_low"] for r in band],
+                                    [r["predicted_throughput_high"] for r in band], alpha=0.12, lw=0,
+                                    color=ax.lines[-1].get_color(),
+                                    label=f"{100 * COVERAGE:.0f} % interval" if nodes_one else None)
                 # Layouts with one prediction (2x2 and 4x1 on an emulated cluster) share one label, red
                 # when flagged; one-node names above their points, several-node ones below (a
                 # scale-out layout is usually the slower at its count: the names stay apart).

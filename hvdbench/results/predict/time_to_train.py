@@ -10,11 +10,12 @@ A layout's time to train is S(B) / T + E + O (hvdbench.results.analyses.ttt), ea
 fitted layouts (--fit-on, default: every measured one) of its group (system, model, ...):
 
 - S(B), what the layout trains before it reaches the target, at its global batch B: McCandlish's
-  S_min (1 + B / B_crit) (hvdbench.results.analyses.convergence). For published MLPerf logs, B_crit is the
-  benchmark's RCP table's (many batch sizes, 10-20 runs each) and S_min is scaled so the line passes
-  through the fitted layouts on average (a submission converges in its own number of samples);
-  otherwise both come from the fitted layouts. One fitted batch size and no RCP: only layouts at that
-  batch are predicted.
+  S_min (1 + B / B_crit) (hvdbench.results.analyses.convergence). For published MLPerf logs, where the
+  benchmark's RCP table (many batch sizes, 10-20 runs each) covers B, the table's own mean there
+  (interpolated in logs between its two nearest batches), else its line (B_crit from the table); either
+  scaled so it passes through the fitted layouts on average (a submission converges in its own number
+  of samples). The row's `samples_from` says which. Otherwise both come from the fitted layouts.
+  One fitted batch size and no RCP: only layouts at that batch are predicted.
 - T, the training rate. For a sweep whose throughput runs have a step breakdown: the throughput
   predictor's rate at the layout (hvdbench.results.predict.throughput), times the ratio of the time-to-accuracy
   runs' own rate to it at the fitted layouts (real data, evaluation pauses). Otherwise (published
@@ -29,6 +30,12 @@ fitted layouts (--fit-on, default: every measured one) of its group (system, mod
 The global batch of a layout: the published (or run) one where it was measured; else the per-GPU
 batch of the largest fitted layout times its GPUs (a sweep's batch per GPU), capped at the largest
 batch of the benchmark's RCP table (a submission above it fails the RCP check).
+
+Every number has an interval meant to hold 80 % of measurements (predict.fitting.COVERAGE; columns
+*_low/*_high beside it, a band in the plot, `interval_from` in words): the log-spread of what the fit
+cannot explain (the fitted layouts' samples and rates against the fitted curves, their repeats' spread
+of time to train), in quadrature with a spread per doubling past the fitted GPUs, per-GPU batch and
+global batch (`spread`, fitting.PER_DOUBLING).
 
 Where a prediction cannot be honest the row says why and has no number (`flags`, `note`):
 - model-parallel: the layout's global batch is smaller than its GPUs by more than any fitted layout's
@@ -53,7 +60,15 @@ from hvdbench.errors import ConfigError
 from hvdbench.files import atomic_write_png
 from hvdbench.results.analyses.convergence import CriticalBatch, fit, rcp_for
 from hvdbench.results.analyses.ttt import LayoutParts, decompose, group_values
-from hvdbench.results.predict.fitting import least_squares
+from hvdbench.results.predict.fitting import (
+    COVERAGE,
+    PER_DOUBLING,
+    doublings_past,
+    interval,
+    least_squares,
+    quadrature,
+    rms,
+)
 from hvdbench.results.predict.throughput import predict
 from hvdbench.results.records.schema import SCALING_GROUP, TTT_GROUP, TTT_PREDICTION_COLUMNS
 from hvdbench.results.render.tables import markdown_table
@@ -87,6 +102,14 @@ class TttFit:
     convergence: CriticalBatch | None = None
     s_scale: float = 1.0  # S_min's scale against the RCP table's line (published logs)
     convergence_from: str = ""
+    # The RCP table's (batch, mean samples): its own mean where it covers the batch (samples_and_source).
+    rcp_points: list = field(default_factory=list)
+    # What the fit cannot explain, as log-spreads (the interval, `spread`): the fitted layouts' samples
+    # and rates against the fitted curves, and their repeats' relative spread of time to train.
+    samples_residual: float = 0.0
+    rate_residual: float = 0.0
+    repeat_cv: float = 0.0
+    repeat_runs: float = 1.0
     rate: tuple[float, float] | None = None  # (c, d): GPU-seconds per unit trained = c + d / per-GPU batch
     throughput_fit: object = None  # throughput.Fit, with `calibration` below
     calibration: float = 1.0
@@ -105,10 +128,26 @@ class TttFit:
         return " ".join(dict.fromkeys(p.layout for p in self.fitted))
 
     def samples(self, batch: float) -> float | None:
+        return self.samples_and_source(batch)[0]
+
+    def samples_and_source(self, batch: float) -> tuple[float | None, str]:
+        """(samples to target at `batch`, where from): the RCP table's own mean where the table covers
+        the batch (between two of its batches: interpolated in logs), else the fitted line; both x s_scale."""
+        s, said = self._unscaled(batch)
+        return (None, "") if s is None else (self.s_scale * s, said)
+
+    def _unscaled(self, batch: float) -> tuple[float | None, str]:
+        points = sorted(self.rcp_points)
+        if len(points) >= 2 and points[0][0] <= batch <= points[-1][0]:
+            for (b0, s0), (b1, s1) in zip(points, points[1:]):
+                if b0 <= batch <= b1:
+                    w = 0.0 if b1 == b0 else math.log(batch / b0) / math.log(b1 / b0)
+                    at = f"at {b0:g}" if w == 0 else f"at {b1:g}" if w == 1 else f"between {b0:g} and {b1:g}"
+                    return math.exp((1 - w) * math.log(s0) + w * math.log(s1)), f"the RCP table's mean ({at})"
         if self.convergence is None:
-            return None
+            return None, ""
         s = self.convergence.samples(batch)
-        return None if s is None else self.s_scale * s
+        return s, "the critical-batch line" if s is not None else ""
 
     def training_rate(self, nodes: int, gpus_per_node: int, batch: float) -> float | None:
         n = nodes * gpus_per_node
@@ -200,10 +239,12 @@ def fit_group(parts: list[LayoutParts], fit_on: set[str] | None = None, ruleset:
         tf.rcp_largest = max(b for b, _ in table[2])
     if rcp is not None and rcp.usable and rcp.b_crit is not None:
         tf.convergence = rcp
-        tf.s_scale = statistics.fmean(p.trained / rcp.samples(p.global_batch) for p in fitted)
-        tf.convergence_from = (f"RCP {table[0]} (training {table[1]}): B_crit {rcp.b_crit:,.4g}, "
-                               f"S_min {rcp.s_min:,.4g} x {tf.s_scale:.3f} (the fitted layouts' samples against "
-                               f"the RCP line)")
+        tf.rcp_points = [(b, s) for b, s in table[2] if b > 0 and s > 0]
+        tf.s_scale = statistics.fmean(p.trained / tf._unscaled(p.global_batch)[0] for p in fitted)
+        tf.convergence_from = (f"RCP {table[0]} (training {table[1]}): its mean where the table covers the batch "
+                               f"({min(b for b, _ in tf.rcp_points):g}-{tf.rcp_largest:g}), else B_crit "
+                               f"{rcp.b_crit:,.4g}, S_min {rcp.s_min:,.4g}; x {tf.s_scale:.3f} (the fitted layouts' "
+                               "samples against it)")
     else:
         own = fit((p.global_batch, p.trained) for p in fitted)
         tf.convergence = own
@@ -239,12 +280,52 @@ def fit_group(parts: list[LayoutParts], fit_on: set[str] | None = None, ruleset:
     others = [(p.gpus, p.other_s) for p in fitted]
     tf.other_law = _power_law(others) if any(o > 0 for _, o in others) else (0.0, 1.0)
     tf.other_mean = statistics.fmean(o for _, o in others)
+    _residuals(tf)
     tf.eval_from = ("no evaluation in the fitted layouts" if evals is None else
                     f"evaluation per {tf.unit[:-1] if tf.unit.endswith('s') else tf.unit} trained "
                     f"{evals[0]:.3g} x GPUs^-{evals[1]:.2f}") + (
         f"; the rest {tf.other_law[0]:.3g} s x GPUs^-{tf.other_law[1]:.2f}" if tf.other_law is not None
         else f"; the rest {tf.other_mean:.3g} s (mean)")
     return tf
+
+
+def _residuals(tf: TttFit) -> None:
+    """What the fit cannot explain at its own layouts (log-spreads): samples and rate against the fitted
+    curves, and the spread of each fitted layout's repeats (its time-to-train row's std / mean)."""
+    logs = [math.log(tf.samples(p.global_batch) / p.trained) for p in tf.fitted
+            if p.trained > 0 and (tf.samples(p.global_batch) or 0) > 0]
+    tf.samples_residual = rms(logs)
+    rates = [math.log(tf.training_rate(p.nodes, p.gpus_per_node, p.global_batch) / p.throughput) for p in tf.fitted
+             if p.throughput > 0 and (tf.training_rate(p.nodes, p.gpus_per_node, p.global_batch) or 0) > 0]
+    tf.rate_residual = rms(rates)
+    cvs, runs = [], []
+    for p in tf.fitted:
+        row = p.rows[0] if p.rows else {}
+        if row.get("ttt_std_min") and row.get("ttt_mean_min"):
+            cvs.append(row["ttt_std_min"] / row["ttt_mean_min"])
+            runs.append(max(1, p.runs_used))
+    tf.repeat_cv = statistics.fmean(cvs) if cvs else 0.0
+    tf.repeat_runs = statistics.fmean(runs) if runs else 1.0
+
+
+def spread(tf: TttFit, n: int, batch: float, rcp_mean: bool) -> tuple[float, float, str]:
+    """(log-spread of the training rate, of the time to train, in words) at n GPUs and global batch
+    `batch`: the fitted layouts' residuals and repeats in quadrature with PER_DOUBLING past the fitted
+    GPUs, per-GPU batch (the rate) and global batch (the samples; less where the RCP table's own mean
+    at that batch is used)."""
+    past_n = doublings_past(n, [p.gpus for p in tf.fitted])
+    past_b = doublings_past(batch / n, [p.global_batch / p.gpus for p in tf.fitted])
+    past_batch = doublings_past(batch, [p.global_batch for p in tf.fitted])
+    rate_far = PER_DOUBLING["gpus"] * past_n + PER_DOUBLING["per_gpu_batch"] * past_b
+    samples_far = PER_DOUBLING["global_batch_rcp" if rcp_mean else "global_batch"] * past_batch
+    # The score is an olympic mean of repeats: the fitted ones' and this layout's each miss by cv / sqrt(runs).
+    repeats = tf.repeat_cv * math.sqrt(2 / tf.repeat_runs)
+    rate = quadrature(tf.rate_residual, rate_far)
+    ttt = quadrature(tf.rate_residual, tf.samples_residual, repeats, rate_far + samples_far)
+    said = (f"±{100 * (math.exp(ttt) - 1):.0f} % (1 sigma): fit residuals samples {100 * tf.samples_residual:.1f} %, "
+            f"rate {100 * tf.rate_residual:.1f} %; repeats {100 * repeats:.1f} %; past the fitted range "
+            f"{past_n:.1f} doublings of GPUs, {past_b:.1f} of per-GPU batch, {past_batch:.1f} of global batch")
+    return rate, ttt, said
 
 
 # --- predicting -------------------------------------------------------------------------------------
@@ -279,7 +360,7 @@ def predict_layout(tf: TttFit, nodes: int, gpus_per_node: int, batch: int | None
            "rate_from": tf.rate_from, "convergence_from": tf.convergence_from, "eval_from": tf.eval_from}
     if measured is not None:
         row.update(measured_trained=measured.trained, measured_training_rate=measured.throughput,
-                   measured_ttt_min=measured.ttt_s / 60)
+                   measured_ttt_min=measured.ttt_s / 60, result=measured.result)
     flags, note = [], []
     per_replica = max(1.0, n / batch) if batch else math.inf
     if tf.refused:
@@ -290,11 +371,12 @@ def predict_layout(tf: TttFit, nodes: int, gpus_per_node: int, batch: int | None
         note.append(f"A global batch of {batch} on {n} GPUs puts at least {per_replica:g} GPUs on each data-parallel "
                     f"replica, more than any fitted layout ({tf.most_per_replica:g}): model parallelism changed "
                     "between layouts, which these fits cannot see.")
-    trained = tf.samples(batch) if batch else None
+    trained, samples_from = tf.samples_and_source(batch) if batch else (None, "")
     if trained is None and not flags:
         same = [p for p in tf.fitted if p.global_batch == batch]
         if same:
             trained = statistics.fmean(p.trained for p in same)
+            samples_from = "the fitted layouts at this batch"
         else:
             flags.append("convergence-unknown")
             note.append(f"Samples to the target at a global batch of {batch} are unknown: {tf.convergence_from}.")
@@ -313,9 +395,15 @@ def predict_layout(tf: TttFit, nodes: int, gpus_per_node: int, batch: int | None
     parts = decompose(base, predicted)
     row.update(predicted_trained=trained, training_rate=rate, ideal_ttt_min=parts["ideal_min"],
                convergence_min=parts["convergence_min"], throughput_min=parts["throughput_min"],
-               eval_min=parts["eval_min"], other_min=parts["other_min"], predicted_ttt_min=parts["measured_min"])
+               eval_min=parts["eval_min"], other_min=parts["other_min"], predicted_ttt_min=parts["measured_min"],
+               samples_from=samples_from)
+    rate_sigma, ttt_sigma, row["interval_from"] = spread(tf, n, batch, samples_from.startswith("the RCP"))
+    row["training_rate_low"], row["training_rate_high"] = interval(rate, rate_sigma)
+    row["predicted_ttt_low_min"], row["predicted_ttt_high_min"] = interval(row["predicted_ttt_min"], ttt_sigma)
+    row["interval"] = COVERAGE
     if tf.unit == "samples":
         row["predicted_throughput"] = rate  # samples/s while training: the throughput columns' unit
+        row["predicted_throughput_low"], row["predicted_throughput_high"] = interval(rate, rate_sigma)
     if row.get("measured_ttt_min"):
         row["ttt_predicted_vs_measured"] = row["predicted_ttt_min"] / row["measured_ttt_min"]
         row["measured_throughput"] = measured.throughput if tf.unit == "samples" else None
@@ -349,7 +437,7 @@ def group_rows(tf: TttFit, layouts: list[tuple[int, int]]) -> list[dict]:
     for nodes, gpus in dict.fromkeys(layouts):
         if (nodes, gpus) not in measured:
             rows.append(predict_layout(tf, nodes, gpus))
-    rows.sort(key=lambda r: (r["gpus"], r["nodes"], r["global_batch"] or 0))
+    rows.sort(key=lambda r: (r["gpus"], r["nodes"], r["global_batch"] or 0, r.get("result") or ""))
     return rows
 
 
@@ -398,16 +486,23 @@ def markdown(rows: list[dict], fits: list[TttFit]) -> str:
         parts.append(". ".join(said) + ".\n")
         parts.append(markdown_table(
             ["layout", "GPUs", "global batch", f"{tf.unit or 'trained'} predicted / measured", "ideal", "+ convergence",
-             "+ throughput", "+ evaluation", "+ other", "= predicted (min)", "measured (min)", "predicted / measured",
-             "check"],
-            [[r["layout"] + (" (fit)" if r.get("fitted") else ""), r["gpus"], r["global_batch"] or "–",
+             "+ throughput", "+ evaluation", "+ other", "= predicted (min)", f"{100 * COVERAGE:.0f} % interval (min)",
+             "measured (min)", "predicted / measured", "check"],
+            [[r["layout"] + (" (fit)" if r.get("fitted") else "") + (f" [{r['result']}]" if r.get("result") else ""),
+              r["gpus"], r["global_batch"] or "–",
               f"{num(r.get('predicted_trained'), '{:,.4g}')} / {num(r.get('measured_trained'), '{:,.4g}')}",
               num(r.get("ideal_ttt_min")), num(r.get("convergence_min"), "{:+,.2f}"),
               num(r.get("throughput_min"), "{:+,.2f}"), num(r.get("eval_min"), "{:+,.2f}"),
               num(r.get("other_min"), "{:+,.2f}"),
               num(r.get("predicted_ttt_min")) if r.get("predicted_ttt_min") is not None else "not predicted",
+              f"{num(r.get('predicted_ttt_low_min'))}-{num(r.get('predicted_ttt_high_min'))}"
+              if r.get("predicted_ttt_low_min") is not None else "–",
               num(r.get("measured_ttt_min")), num(r.get("ttt_predicted_vs_measured"), "{:.3f}"),
               ", ".join(f for f in (r.get("flags") or "").split(";") if f)] for r in rs]) + "\n")
+        samples = dict.fromkeys(f"{r['layout']}: {r['samples_from']}" for r in rs
+                                if r.get("samples_from") and not r.get("fitted"))
+        if samples:
+            parts.append("Samples to target from: " + "; ".join(samples) + ".\n")
         chosen = [f"{r['layout']}: {r['global_batch']} ({r['global_batch_from']})" for r in rs
                   if r.get("global_batch_from") not in ("published", "run", "")]
         if chosen:
@@ -441,6 +536,11 @@ def figure(rows: list[dict], fits: list[TttFit]):
         if line:
             ax.plot([r["gpus"] for r in line], [r["predicted_ttt_min"] for r in line], "o-", alpha=0.7,
                     markerfacecolor="none", label="predicted")
+            band = [r for r in line if r.get("predicted_ttt_low_min") is not None]
+            if band:
+                ax.fill_between([r["gpus"] for r in band], [r["predicted_ttt_low_min"] for r in band],
+                                [r["predicted_ttt_high_min"] for r in band], color="tab:blue", alpha=0.15, lw=0,
+                                label=f"{100 * COVERAGE:.0f} % interval")
             fit_rows = [r for r in line if r.get("fitted")]
             ax.plot([r["gpus"] for r in fit_rows], [r["predicted_ttt_min"] for r in fit_rows], "o", color="tab:blue",
                     label="predicted, fitted layout")

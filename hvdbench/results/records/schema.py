@@ -363,8 +363,9 @@ REPORT_COLUMNS = {
     # ttt_min: MLPerf's score (olympic mean); ttt_rcp_min: the same after the official summarizer's
     # RCP rescale (x rcp_factor; closed-division MLPerf logs, see hvdbench.results.mllog.rcp_check);
     # samples_*: sample-based logs (BERT), whose epochs are often unknown.
+    # result: a published run's systems file (one row each, as the summarizer scores them; mllog.groups)
     "time_to_train": TTT_GROUP + _LAYOUT + (
-        "global_batch", "runs", "converged", "failed", "aborted", "timeout", "epochs_mean",
+        "global_batch", "result", "runs", "converged", "failed", "aborted", "timeout", "epochs_mean",
         "time_per_epoch_min", "samples_to_target_mean", "time_per_1m_samples_min", "ttt_min",
         "ttt_rcp_min", "rcp_factor", "rcp_check", "scoring", "ttt_mean_min", "ttt_std_min", "ttt_2sigma_min",
         # the evaluation cadence and the time it spans: the target was crossed up to that much earlier
@@ -384,8 +385,12 @@ ENGINE_COLUMNS = tuple(k for k in SCALING_GROUP if k != "engine") + (
     "vs_reference_2sigma", "within_noise", "data_ms", "compute_ms", "comm_ms", "update_ms", "other_ms",
     "shard_parameters", "why", "flags")
 # Predicted layouts (hvdbench.results.predict.throughput): one row per group and layout, measured or not.
+# predicted_throughput_low/_high: the interval meant to hold `interval` (the share, predict.fitting.COVERAGE)
+# of measurements; interval_from: its parts in words (fit residuals, repeats, doublings past the fitted range).
 PREDICTION_COLUMNS = SCALING_GROUP + ("layout", "nodes", "gpus_per_node", "gpus", "baseline", "step_ms", "work_ms",
-                                      "allreduce_ms", "exposed_comm_ms", "predicted_throughput", "speedup",
+                                      "allreduce_ms", "exposed_comm_ms", "predicted_throughput",
+                                      "predicted_throughput_low", "predicted_throughput_high", "interval",
+                                      "interval_from", "speedup",
                                       "efficiency", "measured_throughput", "predicted_vs_measured", "fitted",
                                       "link_kind", "busbw_gb_s", "latency_us", "allreduce_from", "exposure",
                                       "ranks_per_machine_limit", "fitted_on",
@@ -406,11 +411,14 @@ CONVERGENCE_COLUMNS = TTT_GROUP + (
     "rms_rel_residual", "status", "note")
 # prediction.csv's time-to-train columns, after the throughput predictor's (schema.PREDICTION_COLUMNS;
 # throughput.write writes both). *_min: minutes; the waterfall's parts against the fitted baseline.
+# result: the published row's systems file (mllog.groups); *_low/*_high: the interval (PREDICTION_COLUMNS'
+# `interval`); samples_from: whether the samples to target are the RCP table's own mean at that batch or the line.
 TTT_PREDICTION_COLUMNS = (
-    "global_batch", "global_batch_from", "trained_unit", "predicted_trained", "measured_trained", "training_rate",
-    "measured_training_rate", "ttt_baseline", "ideal_ttt_min", "convergence_min", "throughput_min", "eval_min",
-    "other_min", "predicted_ttt_min", "measured_ttt_min", "ttt_predicted_vs_measured", "rate_from",
-    "convergence_from", "eval_from")
+    "global_batch", "result", "global_batch_from", "trained_unit", "predicted_trained", "measured_trained",
+    "samples_from", "training_rate", "training_rate_low", "training_rate_high", "measured_training_rate",
+    "ttt_baseline", "ideal_ttt_min", "convergence_min", "throughput_min", "eval_min", "other_min",
+    "predicted_ttt_min", "predicted_ttt_low_min", "predicted_ttt_high_min", "measured_ttt_min",
+    "ttt_predicted_vs_measured", "rate_from", "convergence_from", "eval_from")
 # A study's speed-up across models (hvdbench.results.analyses.study_tables): one row per model and GPU count,
 # the fewest-node layout of that count, from time to train where the model has it, else throughput.
 STUDY_SPEEDUP_COLUMNS = ("system", "model", "flavor", "framework", "precision", "basis", "gpus", "layout",

@@ -281,9 +281,13 @@ def _ttt_md(rows):
     header += [f"RCP-normalised{in_unit}", "RCP"] * rcp
     header += [f"mean ± 2σ{in_unit}", "speed-up"] + ["speed-up (RCP)"] * rescaled + ["efficiency", "scoring"]
     lines = []
+    # Two results at one layout (one per round or software stack: mllog.groups): say which is which.
+    twice = {r["layout"] for r in rows if sum(o["layout"] == r["layout"] for o in rows) > 1}
     for r in rows:
-        line = [r["layout"] or DASH, r["gpus"] or DASH, r["global_batch"] or DASH, r["runs"], r["converged"],
-                _target(r)]
+        where = r["layout"] or DASH
+        if r["layout"] in twice and r.get("result"):
+            where += f" [{r['result']}]"
+        line = [where, r["gpus"] or DASH, r["global_batch"] or DASH, r["runs"], r["converged"], _target(r)]
         if epochs:
             line += [_num(r["epochs_mean"], ".2f"), _duration(r["time_per_epoch_min"], per_epoch)]
         if samples:

@@ -461,7 +461,7 @@ def time_to_train_rows(runs: list[RunResult], baseline: tuple[int, int] | None =
     for key, group in sorted(_group_by(tta, _ttt_key).items()):
         rows = []
         by_layout = _group_by(group, _batch_key(group))
-        for (_, _, _, global_batch), layout_runs in by_layout.items():
+        for (_, _, _, global_batch, result), layout_runs in by_layout.items():
             done = [r for r in layout_runs if r.status == "success" and r.time_to_train_s is not None]
             missed = len(layout_runs) - len(done)
             minutes = [r.time_to_train_s / 60 for r in done]
@@ -479,7 +479,8 @@ def time_to_train_rows(runs: list[RunResult], baseline: tuple[int, int] | None =
                 epochs = per_epoch = Stats(0, None, None)
             counts = _counts(layout_runs)
             rows.append({**dict(zip(TTT_GROUP, key)), **_layout_cols(layout_runs),
-                         "global_batch": global_batch, "runs": counts["runs"], "converged": counts["ok"],
+                         "global_batch": global_batch, "result": result, "runs": counts["runs"],
+                         "converged": counts["ok"],
                          **{k: counts[k] for k in ("failed", "aborted", "timeout")},
                          "epochs_mean": epochs.mean, "time_per_epoch_min": per_epoch.mean,
                          "ttt_min": score.minutes, "scoring": score.rule, "ttt_mean_min": st.mean,
@@ -493,7 +494,7 @@ def time_to_train_rows(runs: list[RunResult], baseline: tuple[int, int] | None =
                          "layout_source": layout_source(layout_runs),
                          **_rcp_cols(rcp_check(layout_runs), score.minutes)})
         base = _pick_baseline(rows, "ttt_min", baseline)
-        for row in sorted(rows, key=lambda row: (row["gpus"], row["nodes"], row["global_batch"])):
+        for row in sorted(rows, key=lambda row: (row["gpus"], row["nodes"], row["global_batch"], row["result"])):
             row.update(baseline=base["layout"] if base else "", speedup=None, efficiency=None, speedup_rcp=None)
             if base and row["ttt_min"] and row["gpus"] and base["gpus"]:
                 row["speedup"] = base["ttt_min"] / row["ttt_min"]
@@ -534,8 +535,10 @@ def read_eval_cadence(runs: list[RunResult], folder) -> None:
 
 
 def _batch_key(group: list[RunResult]):
-    """The time-to-train row key of a run: layout and global batch. A run that died before
-    logging its batch (global_batch 0) joins its layout's row when the layout ran one batch."""
+    """The time-to-train row key of a run: layout, global batch and result (a published run's systems
+    file, mllog.groups.assign_studies: two results at one layout are two rows, as the summarizer scores
+    them; '' for a sweep's runs). A run that died before logging its batch (global_batch 0) joins its
+    layout's row when the layout ran one batch."""
     batches: dict[tuple, set] = {}
     for r in group:
         if r.global_batch:
@@ -544,7 +547,7 @@ def _batch_key(group: list[RunResult]):
     def key(r: RunResult) -> tuple:
         layout = (r.nodes, r.gpus_per_node, r.layout)
         known = batches.get(layout, set())
-        return (*layout, r.global_batch or (next(iter(known)) if len(known) == 1 else 0))
+        return (*layout, r.global_batch or (next(iter(known)) if len(known) == 1 else 0), getattr(r, "result", ""))
     return key
 
 
