@@ -1,0 +1,171 @@
+"""FLOPs per sample of a model's training step, counted from the network itself.
+
+    fl = count(spec, "full")                    # ResNet-50 at 224: forward 8.18e9, training 24.5e9
+    fl.forward, fl.training, fl.formula          # per sample; formula: 6N + attention (transformers)
+    hvdbench bench flops                         # the table for every model and flavor
+
+The network is built on the meta device (no weights are allocated: Llama 3.1 8B and gpt-oss-20b
+are counted on a laptop) and one batch of the dataset kind's synthetic samples goes through the
+folder's own `loss_and_stats` and backward under `torch.utils.flop_counter.FlopCounterMode`
+(Lightning's and Composer's counter: a multiply-add counts 2 FLOPs; matrix products, convolutions
+and attention kernels are counted, elementwise ops are not). These are *model* FLOPs: activation
+recompute is not counted. Training = forward + backward as counted; the backward of the first
+layer computes no input gradient, so training comes out a little under 3 x forward (ResNet-50:
+2.97x), which is what MLPerf-style "3 x forward" conventions approximate.
+
+A network whose forward needs the data's values (detection's box matching and NMS read tensors on
+the host) cannot run on the meta device: its counts are None, and the run's TFLOP/s and MFU stay
+empty rather than guessed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import csv
+import inspect
+import io
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+from torch.utils.flop_counter import FlopCounterMode
+
+from hvdbench.contracts import get_spec
+from hvdbench.contracts.registry import model_names
+from hvdbench.files import atomic_write_text
+
+# Samples per counted batch: enough that per-sample figures do not hinge on batch-1 shapes; on the
+# meta device the batch costs nothing.
+COUNT_BATCH = 2
+
+# Names a flavor's dataclass gives its transformer sizes (the formula's inputs), first found wins.
+_LAYERS = ("n_layers", "num_layers", "layers", "depth", "num_hidden_layers")
+_WIDTH = ("dim", "hidden", "hidden_size", "d_model", "width")
+_TOKENS = ("seq_len", "max_seq_len", "seq_length", "max_len", "context")
+
+
+@dataclass(frozen=True)
+class Flops:
+    forward: float | None  # FLOPs per sample, forward pass
+    training: float | None  # forward + backward per sample
+    formula: float | None = None  # 6N + 12 L d T per sample (transformers), None elsewhere
+    tokens: int | None = None  # tokens per sample the formula used
+    note: str = ""
+
+    @property
+    def ratio(self) -> float | None:
+        """counted training / formula."""
+        return self.training / self.formula if self.training and self.formula else None
+
+
+def transformer_formula(parameters: int, layers: int, width: int, tokens: int, causal_halved: bool = False,
+                        embedding: int = 0) -> float:
+    """Training FLOPs per sample of `tokens` tokens: 6 x (N - embedding) per token (forward 2N,
+    backward 4N) plus attention's 12 x L x d x T per token (QK^T and AV, forward and backward),
+    not halved for a causal mask (torchtitan, NeMo; Megatron since 2025 halves it: causal_halved)."""
+    attention = 12 * layers * width * tokens * (0.5 if causal_halved else 1.0)
+    return tokens * (6 * (parameters - embedding) + attention)
+
+
+def _first(obj, names):
+    for name in names:
+        value = getattr(obj, name, None)
+        if isinstance(value, int) and value > 0:
+            return value
+    return None
+
+
+def _to_meta(batch: dict) -> dict:
+    return {k: (torch.from_numpy(v) if isinstance(v, np.ndarray) else torch.as_tensor(v)).to("meta")
+            for k, v in batch.items()}
+
+
+def _build_kwargs(build, info: dict) -> dict:
+    declared = inspect.signature(build).parameters
+    extra = {name: value for name, value in (("rank", 0), ("world", 1)) if name in declared}
+    return {**info, **extra}
+
+
+def count(spec, flavor: str | None = None, info: dict | None = None, batch: int = COUNT_BATCH,
+          precision: str = "fp32") -> Flops:
+    """Per-sample FLOPs of `spec`'s flavor (see the module's docstring) built for `info` (a dataset's
+    info keys; default: the flavor's synthetic sizes), with the transformer formula beside where the
+    flavor names its layers, width and tokens."""
+    flavor_cfg = spec.flavor(flavor)
+    module = spec.framework_module("torch")
+    info = info if info is not None else spec.synthetic_info(flavor_cfg)
+    rng = np.random.default_rng(0)
+    kind = spec.kinds[0]
+    note = ""
+    forward = training = None
+    parameters, model = 0, None
+    try:
+        with torch.device("meta"):
+            model = module.build(flavor_cfg, **_build_kwargs(module.build, info))
+        parameters = sum(p.numel() for p in model.parameters() if p.requires_grad)
+        data = _to_meta(kind.synthetic(batch, info, rng))
+        on_device = getattr(module, "on_device", None)
+        if on_device:
+            data = on_device(data, torch.device("meta"))
+        model.train()
+        amp = (torch.autocast("cpu", dtype=torch.bfloat16) if precision == "bf16" else contextlib.nullcontext())
+        with FlopCounterMode(display=False) as fwd:
+            with amp:
+                loss, _ = module.loss_and_stats(model, data)
+        with FlopCounterMode(display=False) as bwd:
+            loss.backward()
+        forward = fwd.get_total_flops() / batch
+        training = forward + bwd.get_total_flops() / batch
+    except Exception as e:  # noqa: BLE001 - a data-dependent network: say why, count nothing
+        note = f"not countable on the meta device ({type(e).__name__}: {(str(e).splitlines() or [''])[0][:120]})"
+    layers, width, tokens = (_first(flavor_cfg, _LAYERS), _first(flavor_cfg, _WIDTH), _first(flavor_cfg, _TOKENS))
+    formula = None
+    if layers and width and tokens and model is not None:
+        embedding = sum(m.weight.numel() for m in model.modules() if isinstance(m, torch.nn.Embedding)
+                        and m.weight.requires_grad)
+        formula = transformer_formula(parameters, layers, width, tokens, embedding=embedding)
+    return Flops(forward or None, training or None, formula, tokens if formula else None, note)
+
+
+# --- the table (hvdbench bench flops) ----------------------------------------------------------
+
+FLOPS_COLUMNS = ("model", "flavor", "forward_gflop", "training_gflop", "formula_gflop", "tokens", "ratio", "note")
+
+
+def flops_rows(models=(), flavors=()) -> list[dict]:
+    """One row per model (every registered model with a PyTorch network, or `models`) and flavor
+    (all, or those in `flavors`); an unknown model or flavor is a ConfigError naming it."""
+    names = list(models) or [n for n in model_names() if "torch" in get_spec(n).frameworks]
+    rows = []
+    for name in names:
+        spec = get_spec(name)
+        chosen = [f for f in spec.flavors if not flavors or f in flavors]
+        if flavors:
+            for f in flavors:
+                spec.flavor(f)  # an unknown flavor: its error names the valid ones
+        for flavor in chosen:
+            fl = count(spec, flavor)
+            rows.append({"model": name, "flavor": flavor, "forward_gflop": _g(fl.forward),
+                         "training_gflop": _g(fl.training), "formula_gflop": _g(fl.formula),
+                         "tokens": fl.tokens or "", "ratio": f"{fl.ratio:.4f}" if fl.ratio else "", "note": fl.note})
+    return rows
+
+
+def _g(value: float | None) -> str:
+    return f"{value / 1e9:.6g}" if value else ""
+
+
+def markdown(rows: list[dict]) -> str:
+    lines = ["| " + " | ".join(FLOPS_COLUMNS) + " |", "|---|---|" + "---:|" * 5 + "---|"]
+    lines += ["| " + " | ".join(str(r[c]) for c in FLOPS_COLUMNS) + " |" for r in rows]
+    return "\n".join(lines)
+
+
+def write_csv(rows: list[dict], path) -> str:
+    buf = io.StringIO()
+    writer = csv.DictWriter(buf, fieldnames=FLOPS_COLUMNS, lineterminator="\n")
+    writer.writeheader()
+    writer.writerows(rows)
+    atomic_write_text(Path(path), buf.getvalue())
+    return str(path)
