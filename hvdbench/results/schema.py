@@ -427,13 +427,23 @@ REPORT_COLUMNS = {
 # Why each layout lost what it lost (hvdbench.results.waterfall): one row per group and layout.
 WATERFALL_COLUMNS = SCALING_GROUP + ("layout", "nodes", "gpus_per_node", "gpus", "baseline", "ideal", "comm_loss",
                                      "data_loss", "compute_loss", "unattributed", "measured", "data_from", "base_step_ms",
-                                     "step_ms", "data_ms", "compute_ms", "comm_ms", "update_ms", "other_ms")
+                                     "step_ms", "data_ms", "compute_ms", "comm_ms", "update_ms", "other_ms",
+                                     # the layout's MFU (hvdbench.results.compute): how far its compute part was
+                                     # from the hardware
+                                     "compute_mfu")
 # Engines side by side (hvdbench.results.engines): one row per group, layout and engine, where a layout
 # ran under two engines or more; vs_reference: throughput / the reference engine's (Horovod's).
 ENGINE_COLUMNS = tuple(k for k in SCALING_GROUP if k != "engine") + (
     "layout", "gpus", "engine", "reference", "runs", "throughput_mean", "throughput_2sigma", "vs_reference",
     "vs_reference_2sigma", "within_noise", "data_ms", "compute_ms", "comm_ms", "update_ms", "other_ms",
     "shard_parameters", "why", "flags")
+# How far each layout's compute was from the hardware (hvdbench.results.compute): one row per group and
+# layout; mfu against the datasheet peak, mfu_measured against `bench compute`'s; energy_to_train_j:
+# time-to-accuracy runs' GPUs, run_start -> run_stop.
+COMPUTE_COLUMNS = SCALING_GROUP + (
+    "layout", "gpus", "runs", "throughput_per_gpu", "flops_per_sample", "model_tflops_per_gpu", "peak_tflops", "mfu",
+    "measured_peak_tflops", "mfu_measured", "mem_allocated_gb", "mem_reserved_gb", "mem_resident_gb",
+    "mem_estimate_gb", "energy_j_per_sample", "power_w_per_gpu", "energy_to_train_j", "note")
 # Predicted layouts (hvdbench.results.predict): one row per group and layout, measured or not.
 PREDICTION_COLUMNS = SCALING_GROUP + ("layout", "nodes", "gpus_per_node", "gpus", "baseline", "step_ms", "work_ms",
                                       "allreduce_ms", "exposed_comm_ms", "predicted_throughput", "speedup",

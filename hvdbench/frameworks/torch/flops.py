@@ -22,13 +22,16 @@ from __future__ import annotations
 
 import contextlib
 import csv
+import dataclasses
 import inspect
 import io
+import logging
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import torch
+from torch._subclasses.fake_tensor import FakeTensorMode
 from torch.utils.flop_counter import FlopCounterMode
 
 from hvdbench.contracts import get_spec
@@ -76,53 +79,113 @@ def _first(obj, names):
     return None
 
 
-def _to_meta(batch: dict) -> dict:
-    return {k: (torch.from_numpy(v) if isinstance(v, np.ndarray) else torch.as_tensor(v)).to("meta")
-            for k, v in batch.items()}
-
-
 def _build_kwargs(build, info: dict) -> dict:
     declared = inspect.signature(build).parameters
     extra = {name: value for name, value in (("rank", 0), ("world", 1)) if name in declared}
     return {**info, **extra}
 
 
-def count(spec, flavor: str | None = None, info: dict | None = None, batch: int = COUNT_BATCH,
-          precision: str = "fp32") -> Flops:
+def _step_flops(module, model, data: dict, amp) -> tuple[float, float]:
+    """(forward, backward) FLOPs of one step of `loss_and_stats` on `data`."""
+    model.train()
+    with FlopCounterMode(display=False) as fwd:
+        with amp:
+            loss, _ = module.loss_and_stats(model, data)
+    with FlopCounterMode(display=False) as bwd:
+        loss.backward()
+    return fwd.get_total_flops(), bwd.get_total_flops()
+
+
+def _on_meta(module, flavor_cfg, info, batch: dict, amp):
+    """Built on the meta device (no weights allocated); the batch as fake tensors over meta ones, so
+    libraries that skip value checks while tracing (transformers' packed-sequence check) skip them."""
+    with torch.device("meta"):
+        model = module.build(flavor_cfg, **_build_kwargs(module.build, info))
+    with FakeTensorMode(allow_non_fake_inputs=True) as mode:
+        data = {k: mode.from_tensor(v.to("meta")) for k, v in batch.items()}
+        if getattr(module, "on_device", None):
+            data = module.on_device(data, torch.device("meta"))
+        return model, _step_flops(module, model, data, amp)
+
+
+def _faked(module, flavor_cfg, info, batch: dict, amp):
+    """Built and run under FakeTensorMode on a fake CPU (no storage either): for networks that make a
+    torch.Generator on their parameters' device, which the meta device refuses."""
+    overwrite = torch.__future__.get_overwrite_module_params_on_conversion()
+    torch.__future__.set_overwrite_module_params_on_conversion(True)  # .to(dtype) of fake parameters
+    try:
+        with FakeTensorMode(allow_non_fake_inputs=True) as mode:
+            model = module.build(flavor_cfg, **_build_kwargs(module.build, info))
+            data = {k: mode.from_tensor(v) for k, v in batch.items()}
+            if getattr(module, "on_device", None):
+                data = module.on_device(data, torch.device("cpu"))
+            return model, _step_flops(module, model, data, amp)
+    finally:
+        torch.__future__.set_overwrite_module_params_on_conversion(overwrite)
+
+
+def _real(module, flavor_cfg, info, batch: dict, amp):
+    """Built and run for real on the CPU, one sample (the RNG restored after): for networks whose
+    forward reads the data's values (translation trims to the longest sentence; detection matches
+    boxes), only where the flavor is small enough (CPU_COUNT_PARAMETERS)."""
+    state = torch.get_rng_state()
+    try:
+        model = module.build(flavor_cfg, **_build_kwargs(module.build, info))
+        data = {k: v[:1] for k, v in batch.items()}
+        if getattr(module, "on_device", None):
+            data = module.on_device(data, torch.device("cpu"))
+        return model, _step_flops(module, model, data, amp)
+    finally:
+        torch.set_rng_state(state)
+
+
+# The most parameters a flavor may have to be counted for real on the CPU when neither the meta
+# device nor fake tensors can run it (a few GB and seconds; the full detection and translation
+# networks are below it, the LLMs are counted on the meta device).
+CPU_COUNT_PARAMETERS = 300_000_000
+
+
+def count(spec, flavor: str | None = None, info: dict | None = None, batch: int = COUNT_BATCH) -> Flops:
     """Per-sample FLOPs of `spec`'s flavor (see the module's docstring) built for `info` (a dataset's
     info keys; default: the flavor's synthetic sizes), with the transformer formula beside where the
-    flavor names its layers, width and tokens."""
+    flavor names its layers, width and tokens. Tried on the meta device, then on fake tensors, then
+    for real on the CPU (one sample, small flavors only); in fp32, then under bf16 autocast (a network
+    whose kernels take bf16 only: gpt-oss's grouped experts)."""
     flavor_cfg = spec.flavor(flavor)
+    if getattr(flavor_cfg, "gradient_checkpointing", False):
+        # Model FLOPs, not hardware FLOPs: activation recompute (a second forward inside backward)
+        # is the run's cost, not the model's (torchtitan and MLPerf count without it).
+        flavor_cfg = dataclasses.replace(flavor_cfg, gradient_checkpointing=False)
     module = spec.framework_module("torch")
     info = info if info is not None else spec.synthetic_info(flavor_cfg)
-    rng = np.random.default_rng(0)
-    kind = spec.kinds[0]
-    note = ""
-    forward = training = None
-    parameters, model = 0, None
-    try:
-        with torch.device("meta"):
-            model = module.build(flavor_cfg, **_build_kwargs(module.build, info))
-        parameters = sum(p.numel() for p in model.parameters() if p.requires_grad)
-        data = _to_meta(kind.synthetic(batch, info, rng))
-        on_device = getattr(module, "on_device", None)
-        if on_device:
-            data = on_device(data, torch.device("meta"))
-        model.train()
-        amp = (torch.autocast("cpu", dtype=torch.bfloat16) if precision == "bf16" else contextlib.nullcontext())
-        with FlopCounterMode(display=False) as fwd:
-            with amp:
-                loss, _ = module.loss_and_stats(model, data)
-        with FlopCounterMode(display=False) as bwd:
-            loss.backward()
-        forward = fwd.get_total_flops() / batch
-        training = forward + bwd.get_total_flops() / batch
-    except Exception as e:  # noqa: BLE001 - a data-dependent network: say why, count nothing
-        note = f"not countable on the meta device ({type(e).__name__}: {(str(e).splitlines() or [''])[0][:120]})"
+    samples = {k: torch.from_numpy(np.ascontiguousarray(v)) for k, v in
+               spec.kinds[0].synthetic(batch, info, np.random.default_rng(0)).items()}
+    with torch.device("meta"):
+        parameters = sum(p.numel() for p in module.build(flavor_cfg, **_build_kwargs(module.build, info)).parameters()
+                         if p.requires_grad)
+    # Fake tensors log every op they cannot run before raising it; the failure is in the note.
+    logging.getLogger("torch._subclasses.fake_tensor").setLevel(logging.CRITICAL)
+    ways = [("meta", _on_meta), ("fake", _faked)] + ([("cpu", _real)] if parameters <= CPU_COUNT_PARAMETERS else [])
+    found, model, failures, per = None, None, [], batch
+    for where, way in ways:
+        for amp in (contextlib.nullcontext(), torch.autocast("cpu", dtype=torch.bfloat16)):
+            try:
+                model, found = way(module, flavor_cfg, info, samples, amp)
+                per = 1 if where == "cpu" else batch
+                break
+            except Exception as e:  # noqa: BLE001 - the next way; all failing is reported below
+                failures.append(f"{where}: {type(e).__name__}: {(str(e).splitlines() or [''])[0][:100]}")
+        if found:
+            break
+    note = ("counted on the CPU, one sample" if found and per == 1 else "") if found else (
+        "not countable: " + "; ".join(failures[-2:]))
+    forward, training = (found[0] / per, (found[0] + found[1]) / per) if found else (None, None)
     layers, width, tokens = (_first(flavor_cfg, _LAYERS), _first(flavor_cfg, _WIDTH), _first(flavor_cfg, _TOKENS))
     formula = None
-    if layers and width and tokens and model is not None:
-        embedding = sum(m.weight.numel() for m in model.modules() if isinstance(m, torch.nn.Embedding)
+    if layers and width and tokens:
+        with torch.device("meta"):
+            built = model or module.build(flavor_cfg, **_build_kwargs(module.build, info))
+        embedding = sum(m.weight.numel() for m in built.modules() if isinstance(m, torch.nn.Embedding)
                         and m.weight.requires_grad)
         formula = transformer_formula(parameters, layers, width, tokens, embedding=embedding)
     return Flops(forward or None, training or None, formula, tokens if formula else None, note)
@@ -144,6 +207,11 @@ def flops_rows(models=(), flavors=()) -> list[dict]:
         if flavors:
             for f in flavors:
                 spec.flavor(f)  # an unknown flavor: its error names the valid ones
+        try:
+            spec.framework_module("torch")
+        except ModuleNotFoundError:  # a spec-only entry (deepseekv3_671b, ...): no network to count
+            rows.append({**dict.fromkeys(FLOPS_COLUMNS, ""), "model": name, "note": "spec only: no PyTorch network"})
+            continue
         for flavor in chosen:
             fl = count(spec, flavor)
             rows.append({"model": name, "flavor": flavor, "forward_gflop": _g(fl.forward),

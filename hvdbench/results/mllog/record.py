@@ -40,6 +40,7 @@ class MllogRun(RunResult):
     published_scaling: float | None = None  # scaling.json beside the log (the published RCP rescale)
     rcp_lines: list[str] = field(default_factory=list, repr=False)
     link: str = ""  # the systems JSON's host_networking: what joins the nodes
+    accelerator: str = ""  # the systems JSON's accelerator_model_name (its peak: hvdbench.results.compute)
     submission: str = ""  # the systems JSON file (size taken out) the run's folder belongs to: groups.submission
     # The time to train in parts (LogSummary's TTT_FIELDS; hvdbench.results.ttt): what was trained by
     # run_stop (samples, or epochs), seconds training and evaluating, and where each came from.
@@ -99,7 +100,8 @@ def to_run_result(s: LogSummary, root: str | os.PathLike, group_by: tuple[str, .
         division=s.division or str(where.desc.get("division") or ""), ruleset=rules, ruleset_assumed=assumed,
         published_scaling=scaling_factor(scaling) if where.system_dir is not None else None,
         rcp_lines=s.rcp_lines, submission=parts["_submission"],
-        link=str(where.desc.get("host_networking") or s.sysjson.get("host_networking") or "").strip())
+        link=str(where.desc.get("host_networking") or s.sysjson.get("host_networking") or "").strip(),
+        accelerator=parts["accelerator"])
     if s.throughput is not None:
         record.throughput = s.throughput
         record.throughput_per_gpu = s.throughput / world if world else None
