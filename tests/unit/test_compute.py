@@ -49,7 +49,7 @@ def test_transformer_formula_is_6n_plus_the_attention_term_not_halved():
                                                                                       + 12 * layers * width * tokens)
 
 
-@pytest.mark.parametrize("model,flavor", [("bert", "large"), ("llama31_8b", "full")])
+@pytest.mark.parametrize("model,flavor", [("bert", "large"), ("llama31_8b", "full"), ("gpt_oss_20b", "full")])
 def test_full_transformers_count_within_2_percent_of_6n_plus_attention_without_allocating(model, flavor,
                                                                                           torch_one_thread):
     fl = count(get_spec(model), flavor)  # 8B parameters on the meta device: nothing allocated

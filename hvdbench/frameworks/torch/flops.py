@@ -26,13 +26,14 @@ import dataclasses
 import inspect
 import io
 import logging
+import math
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import torch
 from torch._subclasses.fake_tensor import FakeTensorMode
-from torch.utils.flop_counter import FlopCounterMode
+from torch.utils.flop_counter import FlopCounterMode, flop_registry, register_flop_formula
 
 from hvdbench.contracts import get_spec
 from hvdbench.contracts.registry import model_names
@@ -46,6 +47,20 @@ COUNT_BATCH = 2
 _LAYERS = ("n_layers", "num_layers", "layers", "depth", "num_hidden_layers")
 _WIDTH = ("dim", "hidden", "hidden_size", "d_model", "width")
 _TOKENS = ("seq_len", "max_seq_len", "seq_length", "max_len", "context")
+_HEADS, _HEAD_DIM = ("heads", "num_heads", "n_heads"), ("head_dim",)
+_EXPERTS, _TOP_K = ("experts", "num_experts", "n_experts"), ("top_k", "experts_per_token")
+
+
+def _grouped_mm_flops(a_shape, b_shape, *args, out_shape=None, **kwargs) -> int:
+    """FLOPs of torch._grouped_mm (a mixture of experts' per-expert products, which torch's counter
+    does not know): 2 x every output element x the contracted length; when both operands are 2-D the
+    groups split the contracted dimension (a weight gradient), so each output element sees 1/G of it."""
+    total = 2 * math.prod(out_shape) * a_shape[-1]
+    return total // out_shape[0] if len(a_shape) == 2 and len(b_shape) == 2 else total
+
+
+if hasattr(torch.ops.aten, "_grouped_mm") and torch.ops.aten._grouped_mm not in flop_registry:
+    register_flop_formula(torch.ops.aten._grouped_mm)(_grouped_mm_flops)
 
 
 @dataclass(frozen=True)
@@ -98,9 +113,13 @@ def _step_flops(module, model, data: dict, amp) -> tuple[float, float]:
 
 def _on_meta(module, flavor_cfg, info, batch: dict, amp):
     """Built on the meta device (no weights allocated); the batch as fake tensors over meta ones, so
-    libraries that skip value checks while tracing (transformers' packed-sequence check) skip them."""
+    libraries that skip value checks while tracing (transformers' packed-sequence check) skip them.
+    The bf16 try casts the weights as well: the meta kernel of grouped matrix products (gpt-oss's
+    experts) takes bf16 only, and autocast does not reach it."""
     with torch.device("meta"):
         model = module.build(flavor_cfg, **_build_kwargs(module.build, info))
+    if not isinstance(amp, contextlib.nullcontext):
+        model = model.to(torch.bfloat16)
     with FakeTensorMode(allow_non_fake_inputs=True) as mode:
         data = {k: mode.from_tensor(v.to("meta")) for k, v in batch.items()}
         if getattr(module, "on_device", None):
@@ -187,7 +206,15 @@ def count(spec, flavor: str | None = None, info: dict | None = None, batch: int 
             built = model or module.build(flavor_cfg, **_build_kwargs(module.build, info))
         embedding = sum(m.weight.numel() for m in built.modules() if isinstance(m, torch.nn.Embedding)
                         and m.weight.requires_grad)
-        formula = transformer_formula(parameters, layers, width, tokens, embedding=embedding)
+        heads, head_dim = _first(flavor_cfg, _HEADS), _first(flavor_cfg, _HEAD_DIM)
+        attention_width = heads * head_dim if heads and head_dim else width  # q heads x head dim (torchtitan)
+        experts, top_k = _first(flavor_cfg, _EXPERTS), _first(flavor_cfg, _TOP_K)
+        active = parameters
+        if experts and top_k:  # a mixture of experts: a token passes top_k of the experts (active parameters)
+            expert = sum(p.numel() for name, p in built.named_parameters() if ".experts." in f".{name}."
+                         and p.requires_grad)
+            active = parameters - expert * (1 - top_k / experts)
+        formula = transformer_formula(active, layers, attention_width, tokens, embedding=embedding)
     return Flops(forward or None, training or None, formula, tokens if formula else None, note)
 
 
