@@ -25,13 +25,16 @@ from hvdbench.results.schema import COMPUTE_COLUMNS, SCALING_GROUP, ComputeRow
 from hvdbench.results.store import COMPUTE_CSV, read_rows, sweep_folder
 from hvdbench.results.tables import markdown_table, write_table
 
-# Training FLOPs per sample (forward + backward, FlopCounterMode on the meta device) of hvdbench's
-# network of each MLPerf benchmark at the reference's size: benchmark -> (model, flavor, FLOPs, sample).
-# From `hvdbench bench flops --model M --flavor F` (tests/unit/test_compute.py checks they agree).
+# Training FLOPs (forward + backward, FlopCounterMode on the meta device) of one row of hvdbench's
+# network of each MLPerf benchmark at the reference's size, and the rows one logged sample takes:
+# benchmark -> (model, flavor, FLOPs per row, rows per sample, what a sample is). The FLOPs are
+# `hvdbench bench flops --model M --flavor F`'s (tests/unit/test_compute.py checks they agree).
+# BERT's logs count sequences, packed about 2 to a 512-token row in today's submissions
+# (../shared/COMPUTE.md): a sequence is taken as half a row, an assumption the note states.
 REFERENCE_FLOPS = {
-    "resnet": ("resnet50", "full", 24.298e9, "224x224 image"),
-    "bert": ("bert", "large", 1.0197e12, "512-token sequence"),
-    "llama31_8b": ("llama31_8b", "full", 4.7442e14, "8192-token sequence"),
+    "resnet": ("resnet50", "full", 24.298e9, 1.0, "224x224 image"),
+    "bert": ("bert", "large", 1.0197e12, 0.5, "sequence, ~2 per 512-token row (packed)"),
+    "llama31_8b": ("llama31_8b", "full", 4.7442e14, 1.0, "8192-token sequence"),
 }
 # ResNet-50 logs count epochs: ImageNet-1k's training images per epoch.
 IMAGENET_TRAIN = 1_281_167
@@ -81,9 +84,9 @@ def _published(run) -> tuple[float | None, float | None, float | None, str]:
     rate = samples / train_s / run.world_size if samples and train_s and run.world_size else run.throughput_per_gpu
     accelerator = getattr(run, "accelerator", "")
     peak = peak_tflops(accelerator, PUBLISHED_PRECISION)
-    note = f"{ref[0]}/{ref[1]} per {ref[3]}; peak: {PUBLISHED_PRECISION}" + (
+    note = f"{ref[0]}/{ref[1]} per {ref[4]}; peak: {PUBLISHED_PRECISION}" + (
         "" if peak else f"; no datasheet peak for {accelerator or 'an unnamed accelerator'}")
-    return ref[2], rate, peak, note
+    return ref[2] * ref[3], rate, peak, note
 
 
 def compute_rows(runs, sweeps=()) -> list[dict]:

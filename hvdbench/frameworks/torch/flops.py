@@ -201,7 +201,7 @@ def count(spec, flavor: str | None = None, info: dict | None = None, batch: int 
     forward, training = (found[0] / per, (found[0] + found[1]) / per) if found else (None, None)
     layers, width, tokens = (_first(flavor_cfg, _LAYERS), _first(flavor_cfg, _WIDTH), _first(flavor_cfg, _TOKENS))
     formula = None
-    if layers and width and tokens:
+    if layers and width and tokens and _first(flavor_cfg, _HEADS):  # attention heads: a transformer
         with torch.device("meta"):
             built = model or module.build(flavor_cfg, **_build_kwargs(module.build, info))
         embedding = sum(m.weight.numel() for m in built.modules() if isinstance(m, torch.nn.Embedding)
