@@ -8,8 +8,8 @@ logs.
 
 A run's figures come from its own record (hvdbench.train.compute: FLOPs per sample counted on the
 meta device, peaks from hvdbench.peaks). Published logs (hvdbench.results.mllog) carry no FLOPs:
-theirs are hvdbench's own count of the benchmark's network at the reference's size (REFERENCE_FLOPS,
-`hvdbench bench flops`; a unit test holds the two equal), their samples/s per accelerator what the
+theirs are hvdbench's own count of the benchmark's network at the reference's size (the model spec's
+`published_flops`, from `hvdbench bench flops`; a unit test holds the two equal), their samples/s per accelerator what the
 log trained over its training time, and the peak the bf16 one of the systems JSON's accelerator. A
 submission trained in fp8 or fp4 can exceed the bf16 peak: the table says which peak it assumed.
 """
@@ -19,25 +19,13 @@ from __future__ import annotations
 import statistics
 from pathlib import Path
 
+from hvdbench.contracts import specs
 from hvdbench.peaks import mfu, model_tflops, peak_tflops
 from hvdbench.results.aggregate import scaling_key
 from hvdbench.results.schema import COMPUTE_COLUMNS, SCALING_GROUP, ComputeRow
 from hvdbench.results.store import COMPUTE_CSV, read_rows, sweep_folder
 from hvdbench.results.tables import markdown_table, write_table
 
-# Training FLOPs (forward + backward, FlopCounterMode on the meta device) of one row of hvdbench's
-# network of each MLPerf benchmark at the reference's size, and the rows one logged sample takes:
-# benchmark -> (model, flavor, FLOPs per row, rows per sample, what a sample is). The FLOPs are
-# `hvdbench bench flops --model M --flavor F`'s (tests/unit/test_compute.py checks they agree).
-# BERT's logs count sequences, packed about 2 to a 512-token row in today's submissions
-# (../shared/COMPUTE.md): a sequence is taken as half a row, an assumption the note states.
-REFERENCE_FLOPS = {
-    "resnet": ("resnet50", "full", 24.298e9, 1.0, "224x224 image"),
-    "bert": ("bert", "large", 1.0197e12, 0.5, "sequence, ~2 per 512-token row (packed)"),
-    "llama31_8b": ("llama31_8b", "full", 4.7442e14, 1.0, "8192-token sequence"),
-}
-# ResNet-50 logs count epochs: ImageNet-1k's training images per epoch.
-IMAGENET_TRAIN = 1_281_167
 PUBLISHED_PRECISION = "bf16"  # the peak published MFU is taken against
 
 
@@ -72,21 +60,21 @@ def measured_peaks(sweeps) -> dict[tuple[str, str, str], float]:
 
 
 def _published(run) -> tuple[float | None, float | None, float | None, str]:
-    """(FLOPs per sample, samples/s per accelerator, bf16 peak, note) of a published log's run."""
-    ref = REFERENCE_FLOPS.get(run.model)
-    if ref is None:
+    """(FLOPs per sample, samples/s per accelerator, bf16 peak, note) of a published log's run: the
+    model whose spec names the log's benchmark gives the FLOPs (ModelSpec.published_flops)."""
+    spec = next((s for s in specs() if s.mlperf_benchmark == run.model and s.published_flops), None)
+    if spec is None:
         return None, None, None, f"no FLOPs count for benchmark {run.model!r}"
-    trained = getattr(run, "trained", None)
-    unit = getattr(run, "trained_unit", "")
-    train_s = getattr(run, "train_s", None)
-    samples = trained * IMAGENET_TRAIN if trained and unit == "epochs" and run.model == "resnet" else (
-        trained if unit == "samples" else None)
+    ref = spec.published_flops
+    trained, unit, train_s = getattr(run, "trained", None), getattr(run, "trained_unit", ""), getattr(run, "train_s", None)
+    samples = (trained * ref.epoch_samples if unit == "epochs" and ref.epoch_samples else
+               trained if unit == "samples" else None) if trained else None
     rate = samples / train_s / run.world_size if samples and train_s and run.world_size else run.throughput_per_gpu
     accelerator = getattr(run, "accelerator", "")
     peak = peak_tflops(accelerator, PUBLISHED_PRECISION)
-    note = f"{ref[0]}/{ref[1]} per {ref[4]}; peak: {PUBLISHED_PRECISION}" + (
+    note = f"{spec.name}/{ref.flavor} per {ref.sample}; peak: {PUBLISHED_PRECISION}" + (
         "" if peak else f"; no datasheet peak for {accelerator or 'an unnamed accelerator'}")
-    return ref[2] * ref[3], rate, peak, note
+    return ref.per_sample, rate, peak, note
 
 
 def compute_rows(runs, sweeps=()) -> list[dict]:

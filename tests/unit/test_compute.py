@@ -57,9 +57,14 @@ def test_full_transformers_count_within_2_percent_of_6n_plus_attention_without_a
     assert within(fl.training, fl.formula), fl.ratio
 
 
-def test_the_reports_reference_flops_are_the_counters(torch_one_thread):
-    for benchmark, (model, flavor, flops, _, _) in rc.REFERENCE_FLOPS.items():
-        assert within(count(get_spec(model), flavor).training, flops, 0.001), benchmark
+def test_the_specs_published_flops_are_the_counters(torch_one_thread):
+    from hvdbench.contracts import specs
+
+    published = [s for s in specs() if s.published_flops]
+    assert {s.name for s in published} >= {"resnet50", "bert", "llama31_8b"}
+    for spec in published:
+        ref = spec.published_flops
+        assert within(count(spec, ref.flavor).training, ref.flops_per_row, 0.001), spec.name
 
 
 # --- peaks and MFU ----------------------------------------------------------------------------------
@@ -196,7 +201,7 @@ def test_published_logs_get_mfu_from_hvdbenchs_count_and_the_accelerators_bf16_p
                    layout="1x8", devices="NVIDIA dgx", mode="time_to_accuracy", trained=40.0,
                    trained_unit="epochs", train_s=900.0, accelerator="NVIDIA H100-SXM5-80GB")
     flops, rate, peak, note = rc._published(run)
-    assert rate == pytest.approx(40 * rc.IMAGENET_TRAIN / 900 / 8)  # ~7,117 img/s per GPU
+    assert rate == pytest.approx(40 * 1_281_167 / 900 / 8)  # ImageNet epochs: ~7,117 img/s per GPU
     assert peak == 989.4 and "bf16" in note
     [row] = rc.compute_rows([run])
     assert row["mfu"] == pytest.approx(flops * rate / 1e12 / 989.4)
