@@ -150,16 +150,19 @@ def markdown(rows: list[dict]) -> str:
 
 
 def figure(rows: list[dict]):
-    """Left: model TFLOP/s per GPU per layout (MFU % on the bars); right: memory per rank against
-    the estimate."""
+    """Model TFLOP/s per GPU per group and layout, MFU % on the bars; beside it, where any rank's
+    memory was recorded, the memory per rank against the estimate."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    labels = [f"{r['model']}/{r['flavor']} {r['engine']} {r['layout']}" for r in rows]
-    xs = range(len(rows))
-    fig, (left, right) = plt.subplots(1, 2, figsize=(12, 4.5))
+    labels = [" ".join(str(r[k]) for k in ("system", "model", "flavor", "engine", "layout") if r.get(k)) for r in rows]
+    held = [r["mem_allocated_gb"] or r["mem_resident_gb"] for r in rows]
+    memory = any(h is not None for h in held)
+    fig, axes = plt.subplots(1, 2 if memory else 1, figsize=(12 if memory else 7, 5), squeeze=False)
+    left = axes[0][0]
+    xs = list(range(len(rows)))
     bars = left.bar(xs, [r["model_tflops_per_gpu"] or 0 for r in rows], color="#4c72b0")
     for bar, r in zip(bars, rows):
         share = r["mfu"] if r["mfu"] is not None else r["mfu_measured"]
@@ -168,15 +171,16 @@ def figure(rows: list[dict]):
                       ha="center", va="bottom", fontsize=7)
     left.set_ylabel("model TFLOP/s per GPU (MFU % on top)")
     left.set_title("compute")
-    held = [(r["mem_allocated_gb"] or r["mem_resident_gb"] or 0) for r in rows]
-    right.bar([x - 0.2 for x in xs], held, 0.4, label="peak per rank", color="#55a868")
-    right.bar([x + 0.2 for x in xs], [r["mem_estimate_gb"] or 0 for r in rows], 0.4, label="estimate",
-              color="#c4c4c4")
-    right.set_ylabel("GB")
-    right.set_title("memory per rank")
-    right.legend(fontsize=8)
-    for ax in (left, right):
-        ax.set_xticks(list(xs), labels, rotation=30, ha="right", fontsize=7)
+    if memory:
+        right = axes[0][1]
+        right.bar([x - 0.2 for x in xs], [h or 0 for h in held], 0.4, label="peak per rank", color="#55a868")
+        right.bar([x + 0.2 for x in xs], [r["mem_estimate_gb"] or 0 for r in rows], 0.4, label="estimate",
+                  color="#c4c4c4")
+        right.set_ylabel("GB")
+        right.set_title("memory per rank (GPU: allocated; CPU: resident)")
+        right.legend(fontsize=8)
+    for ax in axes[0]:
+        ax.set_xticks(xs, labels, rotation=30, ha="right", fontsize=7)
     fig.tight_layout()
     return fig
 
