@@ -47,6 +47,8 @@ def test_transformer_formula_is_6n_plus_the_attention_term_not_halved():
     assert halved == tokens * (6 * n + 6 * layers * width * tokens)
     assert transformer_formula(n, layers, width, tokens, embedding=1000) == tokens * (6 * (n - 1000)
                                                                                       + 12 * layers * width * tokens)
+    # a frozen base (LoRA) costs forward and activation gradients only: 4 per parameter and token
+    assert transformer_formula(10, layers, width, tokens, frozen=n) == tokens * (60 + 4 * n + 12 * layers * width * tokens)
 
 
 @pytest.mark.parametrize("model,flavor", [("bert", "large"), ("llama31_8b", "full"), ("gpt_oss_20b", "full")])

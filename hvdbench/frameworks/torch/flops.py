@@ -77,13 +77,15 @@ class Flops:
         return self.training / self.formula if self.training and self.formula else None
 
 
-def transformer_formula(parameters: int, layers: int, width: int, tokens: int, causal_halved: bool = False,
-                        embedding: int = 0) -> float:
+def transformer_formula(parameters: float, layers: int, width: int, tokens: int, causal_halved: bool = False,
+                        embedding: float = 0, frozen: float = 0) -> float:
     """Training FLOPs per sample of `tokens` tokens: 6 x (N - embedding) per token (forward 2N,
-    backward 4N) plus attention's 12 x L x d x T per token (QK^T and AV, forward and backward),
-    not halved for a causal mask (torchtitan, NeMo; Megatron since 2025 halves it: causal_halved)."""
+    backward 4N: gradients of the activations and of the weights) plus attention's 12 x L x d x T per
+    token (QK^T and AV, forward and backward), not halved for a causal mask (torchtitan, NeMo;
+    Megatron since 2025 halves it: causal_halved). `frozen` parameters (a LoRA base) cost 4 per
+    token: no weight gradient."""
     attention = 12 * layers * width * tokens * (0.5 if causal_halved else 1.0)
-    return tokens * (6 * (parameters - embedding) + attention)
+    return tokens * (6 * (parameters - embedding) + 4 * frozen + attention)
 
 
 def _first(obj, names):
@@ -179,17 +181,18 @@ def count(spec, flavor: str | None = None, info: dict | None = None, batch: int 
     info = info if info is not None else spec.synthetic_info(flavor_cfg)
     samples = {k: torch.from_numpy(np.ascontiguousarray(v)) for k, v in
                spec.kinds[0].synthetic(batch, info, np.random.default_rng(0)).items()}
-    with torch.device("meta"):
-        parameters = sum(p.numel() for p in module.build(flavor_cfg, **_build_kwargs(module.build, info)).parameters()
-                         if p.requires_grad)
+    with torch.device("meta"):  # the skeleton: parameter counts and the formula's sizes, nothing allocated
+        skeleton = module.build(flavor_cfg, **_build_kwargs(module.build, info))
+    trained = sum(p.numel() for p in skeleton.parameters() if p.requires_grad)
+    frozen = sum(p.numel() for p in skeleton.parameters() if not p.requires_grad)
     # Fake tensors log every op they cannot run before raising it; the failure is in the note.
     logging.getLogger("torch._subclasses.fake_tensor").setLevel(logging.CRITICAL)
-    ways = [("meta", _on_meta), ("fake", _faked)] + ([("cpu", _real)] if parameters <= CPU_COUNT_PARAMETERS else [])
-    found, model, failures, per = None, None, [], batch
+    ways = [("meta", _on_meta), ("fake", _faked)] + ([("cpu", _real)] if trained + frozen <= CPU_COUNT_PARAMETERS else [])
+    found, failures, per = None, [], batch
     for where, way in ways:
         for amp in (contextlib.nullcontext(), torch.autocast("cpu", dtype=torch.bfloat16)):
             try:
-                model, found = way(module, flavor_cfg, info, samples, amp)
+                _, found = way(module, flavor_cfg, info, samples, amp)
                 per = 1 if where == "cpu" else batch
                 break
             except Exception as e:  # noqa: BLE001 - the next way; all failing is reported below
@@ -202,19 +205,18 @@ def count(spec, flavor: str | None = None, info: dict | None = None, batch: int 
     layers, width, tokens = (_first(flavor_cfg, _LAYERS), _first(flavor_cfg, _WIDTH), _first(flavor_cfg, _TOKENS))
     formula = None
     if layers and width and tokens and _first(flavor_cfg, _HEADS):  # attention heads: a transformer
-        with torch.device("meta"):
-            built = model or module.build(flavor_cfg, **_build_kwargs(module.build, info))
-        embedding = sum(m.weight.numel() for m in built.modules() if isinstance(m, torch.nn.Embedding)
-                        and m.weight.requires_grad)
+        embeddings = [m.weight for m in skeleton.modules() if isinstance(m, torch.nn.Embedding)]
         heads, head_dim = _first(flavor_cfg, _HEADS), _first(flavor_cfg, _HEAD_DIM)
         attention_width = heads * head_dim if heads and head_dim else width  # q heads x head dim (torchtitan)
         experts, top_k = _first(flavor_cfg, _EXPERTS), _first(flavor_cfg, _TOP_K)
-        active = parameters
+        active = {True: float(trained), False: float(frozen)}  # parameters a token passes, by requires_grad
+        for emb in embeddings:  # a lookup, no multiply-adds
+            active[emb.requires_grad] -= emb.numel()
         if experts and top_k:  # a mixture of experts: a token passes top_k of the experts (active parameters)
-            expert = sum(p.numel() for name, p in built.named_parameters() if ".experts." in f".{name}."
-                         and p.requires_grad)
-            active = parameters - expert * (1 - top_k / experts)
-        formula = transformer_formula(active, layers, attention_width, tokens, embedding=embedding)
+            for name, p in skeleton.named_parameters():
+                if ".experts." in f".{name}.":
+                    active[p.requires_grad] -= p.numel() * (1 - top_k / experts)
+        formula = transformer_formula(active[True], layers, attention_width, tokens, frozen=active[False])
     return Flops(forward or None, training or None, formula, tokens if formula else None, note)
 
 
