@@ -200,7 +200,7 @@ def count(spec, flavor: str | None = None, info: dict | None = None, batch: int 
         if found:
             break
     note = ("counted on the CPU, one sample" if found and per == 1 else "") if found else (
-        "not countable: " + "; ".join(failures[-2:]))
+        "not countable: " + "; ".join(dict.fromkeys(failures[::2])))  # each way's fp32 failure
     forward, training = (found[0] / per, (found[0] + found[1]) / per) if found else (None, None)
     layers, width, tokens = (_first(flavor_cfg, _LAYERS), _first(flavor_cfg, _WIDTH), _first(flavor_cfg, _TOKENS))
     formula = None
