@@ -111,10 +111,15 @@ def combine(ranks: list[dict], samples: int) -> dict:
 
 def fill(record, figures: dict) -> None:
     """The record's compute columns: the window's figures, and model TFLOP/s per GPU and MFU from
-    its flops_per_sample (set before the loop), throughput and device (its first)."""
+    its flops_per_sample (set before the loop), its samples/s per GPU (a time-to-accuracy run's: what
+    it trained over its training time) and device (its first)."""
     for key, value in figures.items():
         setattr(record, key, value)
     device = record.devices.split(";")[0] if record.devices else ""
     record.peak_tflops = peak_tflops(device, record.precision)
-    record.model_tflops_per_gpu = model_tflops(record.flops_per_sample, record.throughput_per_gpu)
+    rate = record.throughput_per_gpu
+    if rate is None and record.time_per_epoch_s and record.epochs and record.world_size:
+        # time to accuracy: the samples trained over the time spent training (evaluations left out)
+        rate = record.steps * record.global_batch / (record.time_per_epoch_s * record.epochs) / record.world_size
+    record.model_tflops_per_gpu = model_tflops(record.flops_per_sample, rate)
     record.mfu = mfu(record.model_tflops_per_gpu, record.peak_tflops)

@@ -138,6 +138,11 @@ def test_fill_gives_tflops_and_mfu_from_the_device_and_precision():
     cpu = RunResult(devices="cpu", precision="fp32", throughput_per_gpu=100.0, flops_per_sample=1e9)
     tc.fill(cpu, {})
     assert cpu.model_tflops_per_gpu == pytest.approx(0.1) and cpu.mfu is None and cpu.peak_tflops is None
+    tta = RunResult(devices="NVIDIA A100-SXM4-80GB", precision="bf16", mode="time_to_accuracy", flops_per_sample=1e12,
+                    steps=100, global_batch=64, world_size=2, epochs=2.0, time_per_epoch_s=8.0)
+    tc.fill(tta, {})
+    assert tta.model_tflops_per_gpu == pytest.approx(200.0)  # 6,400 samples in 16 s on 2 GPUs: 200/s each
+    assert tta.mfu == pytest.approx(200 / 312)
 
 
 # --- schema -------------------------------------------------------------------------------------------
