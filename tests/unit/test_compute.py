@@ -212,3 +212,15 @@ def test_published_logs_get_mfu_from_hvdbenchs_count_and_the_accelerators_bf16_p
     assert peak == 989.4 and "bf16" in note
     [row] = rc.compute_rows([run])
     assert row["mfu"] == pytest.approx(flops * rate / 1e12 / 989.4)
+
+
+def test_bench_flops_names_what_it_cannot_count():
+    from hvdbench.errors import ConfigError
+    from hvdbench.frameworks.torch.flops import flops_rows
+
+    with pytest.raises(ConfigError, match="ncf has no flavor 'large'; valid: full, debug"):
+        flops_rows(["ncf"], ["large"])
+    with pytest.raises(ConfigError, match="no model has flavor nosuch"):
+        flops_rows((), ["nosuch"])
+    [row] = flops_rows(["deepseekv3_671b"])
+    assert row["note"] == "spec only: no PyTorch network" and row["training_gflop"] == ""

@@ -37,6 +37,7 @@ from torch.utils.flop_counter import FlopCounterMode, flop_registry, register_fl
 
 from hvdbench.contracts import get_spec
 from hvdbench.contracts.registry import model_names
+from hvdbench.errors import ConfigError
 from hvdbench.files import atomic_write_text
 
 # Samples per counted batch: enough that per-sample figures do not hinge on batch-1 shapes; on the
@@ -227,15 +228,19 @@ FLOPS_COLUMNS = ("model", "flavor", "forward_gflop", "training_gflop", "formula_
 
 def flops_rows(models=(), flavors=()) -> list[dict]:
     """One row per model (every registered model with a PyTorch network, or `models`) and flavor
-    (all, or those in `flavors`); an unknown model or flavor is a ConfigError naming it."""
-    names = list(models) or [n for n in model_names() if "torch" in get_spec(n).frameworks]
+    (all, or those in `flavors`: of every model, the models that have one of them); an unknown model,
+    a flavor a named model lacks, or flavors no model has are a ConfigError naming them."""
+    names = list(models) or [n for n in model_names() if "torch" in get_spec(n).frameworks
+                             and (not flavors or set(flavors) & set(get_spec(n).flavors))]
+    if not names:
+        raise ConfigError(f"no model has flavor {', '.join(flavors)}")
     rows = []
     for name in names:
         spec = get_spec(name)
         chosen = [f for f in spec.flavors if not flavors or f in flavors]
-        if flavors:
+        if flavors and models:
             for f in flavors:
-                spec.flavor(f)  # an unknown flavor: its error names the valid ones
+                spec.flavor(f)  # a flavor a named model lacks: its error names the valid ones
         try:
             spec.framework_module("torch")
         except ModuleNotFoundError:  # a spec-only entry (deepseekv3_671b, ...): no network to count
