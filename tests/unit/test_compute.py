@@ -224,3 +224,31 @@ def test_bench_flops_names_what_it_cannot_count():
         flops_rows((), ["nosuch"])
     [row] = flops_rows(["deepseekv3_671b"])
     assert row["note"] == "spec only: no PyTorch network" and row["training_gflop"] == ""
+
+
+def test_an_uninitialised_nvml_call_reads_as_no_energy():
+    assert tc.energy_mj(object()) is None  # pynvml raises NVMLError (library not loaded): empty, not 0
+
+
+class _GpuDist:
+    device = torch.device("cuda", 1)  # this rank's GPU (no CUDA call is made for it)
+    rank, size = 0, 1
+
+    def allgather_object(self, obj):
+        return [obj]
+
+
+def test_the_gpu_path_maps_the_visible_device_and_reads_the_counter_twice(monkeypatch):
+    """NVML cannot run here: its four calls are stood in for with what they return on a GPU machine
+    (a handle; the energy counter in mJ since the driver loaded, an int), to test what hvdbench does
+    with them: CUDA_VISIBLE_DEVICES=2,3 makes cuda:1 NVML's device 3; mJ -> J over the window."""
+    readings = iter([5_000_000, 5_350_000])
+    asked = []
+    monkeypatch.setattr(pynvml, "nvmlInit", lambda: None)
+    monkeypatch.setattr(pynvml, "nvmlDeviceGetHandleByIndex", lambda i: asked.append(i) or f"gpu{i}")
+    monkeypatch.setattr(pynvml, "nvmlDeviceGetTotalEnergyConsumption", lambda handle: next(readings))
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "2,3")
+    figures = tc.ComputeWindow(_GpuDist(), object()).stop(samples=700)
+    assert asked == [3]
+    assert figures["energy_j"] == 350.0 and figures["energy_j_per_sample"] == 0.5
+    assert figures["power_w_per_gpu"] > 0
