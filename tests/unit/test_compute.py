@@ -252,3 +252,20 @@ def test_the_gpu_path_maps_the_visible_device_and_reads_the_counter_twice(monkey
     assert asked == [3]
     assert figures["energy_j"] == 350.0 and figures["energy_j_per_sample"] == 0.5
     assert figures["power_w_per_gpu"] > 0
+
+
+def test_the_waterfall_names_its_compute_parts_mfu():
+    from hvdbench.results.aggregate import build_tables
+    from hvdbench.results.waterfall import markdown, waterfall_rows
+
+    parts = dict(step_time_mean_s=0.1, data_s=0.0, compute_s=0.08, comm_s=0.01, update_s=0.01, other_s=0.0)
+    runs = [_run("1x1", devices="NVIDIA H100 80GB HBM3", peak_tflops=989.4, mfu=0.2, **parts),
+            _run("1x2", world_size=2, gpus_per_node=2, throughput=180.0, throughput_per_gpu=90.0,
+                 devices="NVIDIA H100 80GB HBM3", peak_tflops=989.4, mfu=0.18, **parts)]
+    falls = waterfall_rows(runs, build_tables(runs).scaling)
+    rows = rc.compute_rows(runs)
+    for fall in falls:
+        fall["compute_mfu"] = rc.mfu_of(rows, fall, fall["layout"])
+    [fall] = falls
+    assert fall["layout"] == "1x2" and fall["compute_mfu"] == pytest.approx(1.0 / 989.4)  # 1 TFLOP/s per GPU
+    assert f"(MFU {100 * fall['compute_mfu']:.1f} %)" in markdown(falls)
