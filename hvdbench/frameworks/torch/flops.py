@@ -182,8 +182,12 @@ def count(spec, flavor: str | None = None, info: dict | None = None, batch: int 
     info = info if info is not None else spec.synthetic_info(flavor_cfg)
     samples = {k: torch.from_numpy(np.ascontiguousarray(v)) for k, v in
                spec.kinds[0].synthetic(batch, info, np.random.default_rng(0)).items()}
-    with torch.device("meta"):  # the skeleton: parameter counts and the formula's sizes, nothing allocated
-        skeleton = module.build(flavor_cfg, **_build_kwargs(module.build, info))
+    try:
+        with torch.device("meta"):  # the skeleton: parameter counts and the formula's sizes, nothing allocated
+            skeleton = module.build(flavor_cfg, **_build_kwargs(module.build, info))
+    except Exception as e:  # noqa: BLE001 - a count never fails a run: its figures stay empty, saying why
+        return Flops(None, None, note=f"not countable: the network does not build on the meta device "
+                                      f"({type(e).__name__}: {(str(e).splitlines() or [''])[0][:100]})")
     trained = sum(p.numel() for p in skeleton.parameters() if p.requires_grad)
     frozen = sum(p.numel() for p in skeleton.parameters() if not p.requires_grad)
     # Fake tensors log every op they cannot run before raising it; the failure is in the note.
