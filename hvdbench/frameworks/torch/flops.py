@@ -190,20 +190,25 @@ def count(spec, flavor: str | None = None, info: dict | None = None, batch: int 
                                       f"({type(e).__name__}: {(str(e).splitlines() or [''])[0][:100]})")
     trained = sum(p.numel() for p in skeleton.parameters() if p.requires_grad)
     frozen = sum(p.numel() for p in skeleton.parameters() if not p.requires_grad)
-    # Fake tensors log every op they cannot run before raising it; the failure is in the note.
-    logging.getLogger("torch._subclasses.fake_tensor").setLevel(logging.CRITICAL)
     ways = [("meta", _on_meta), ("fake", _faked)] + ([("cpu", _real)] if trained + frozen <= CPU_COUNT_PARAMETERS else [])
     found, failures, per = None, [], batch
-    for where, way in ways:
-        for amp in (contextlib.nullcontext(), torch.autocast("cpu", dtype=torch.bfloat16)):
-            try:
-                _, found = way(module, flavor_cfg, info, samples, amp)
-                per = 1 if where == "cpu" else batch
+    # Fake tensors log every op they cannot run before raising it; the failure is in the note.
+    fake_log = logging.getLogger("torch._subclasses.fake_tensor")
+    level = fake_log.level
+    fake_log.setLevel(logging.CRITICAL)
+    try:
+        for where, way in ways:
+            for amp in (contextlib.nullcontext(), torch.autocast("cpu", dtype=torch.bfloat16)):
+                try:
+                    _, found = way(module, flavor_cfg, info, samples, amp)
+                    per = 1 if where == "cpu" else batch
+                    break
+                except Exception as e:  # noqa: BLE001 - the next way; all failing is reported below
+                    failures.append(f"{where}: {type(e).__name__}: {(str(e).splitlines() or [''])[0][:100]}")
+            if found:
                 break
-            except Exception as e:  # noqa: BLE001 - the next way; all failing is reported below
-                failures.append(f"{where}: {type(e).__name__}: {(str(e).splitlines() or [''])[0][:100]}")
-        if found:
-            break
+    finally:
+        fake_log.setLevel(level)
     note = ("counted on the CPU, one sample" if found and per == 1 else "") if found else (
         "not countable: " + "; ".join(dict.fromkeys(failures[::2])))  # each way's fp32 failure
     forward, training = (found[0] / per, (found[0] + found[1]) / per) if found else (None, None)
