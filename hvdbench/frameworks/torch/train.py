@@ -273,8 +273,10 @@ class Trainer:
 
     def flops_per_sample(self, spec, flavor: str) -> float | None:
         """Training FLOPs per sample of this run's network, counted on the meta device for the
-        run's data sizes (hvdbench.frameworks.torch.flops); None where it cannot be counted."""
-        return count_flops(spec, flavor, info=self.data_info).training
+        run's data sizes (hvdbench.frameworks.torch.flops); None where it cannot be counted. The
+        run's random streams are left as they were (a count on the CPU draws its weights)."""
+        with torch.random.fork_rng(devices=[]):
+            return count_flops(spec, flavor, info=self.data_info).training
 
     def reset_peak_memory(self) -> None:
         if self.dist.device.type == "cuda":
