@@ -91,6 +91,10 @@ step prepare-images 120 "$PY" -m hvdbench prepare synthetic --like images --samp
 train r50-bf16-hdf5 resnet50 --flavor full --data /tmp/hvdbench-images --precision bf16 --batch-per-gpu 256 \
   --steps 100 --warmup-steps 20
 
+# Issue 37: bench compute, and MFU, memory and energy of one ResNet-50 and one BERT-large run.
+source benchmarks/gpu/compute.sh
+compute_checks
+
 "$PY" - "$OUT" <<'PY' | tee "$OUT/logs/summary.txt"
 import json, pathlib, sys
 out = pathlib.Path(sys.argv[1])

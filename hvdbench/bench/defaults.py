@@ -18,3 +18,13 @@ IO_SPLIT = "train"
 IO_BATCH_SIZE = 256  # samples per rank per batch
 IO_PASSES = 2  # full reads of the split, each way
 IO_SEED = 0
+
+# bench compute: the precisions timed (those a device lacks get a row saying so), and the time each
+# (rank, op, precision) is given: the op is timed once, then repeated to fill the budget (2 at least).
+COMPUTE_DTYPES = ("fp32", "tf32", "bf16", "fp16", "fp8")
+COMPUTE_BUDGET_S = 1.0
+COMPUTE_MAX_ITERS = 200
+# Matrix size n (n x n times n x n) and copy size: large enough to reach a device's steady rate,
+# small enough for a CPU core (2 x 2048^3 = 17 GFLOP, a fraction of a second in fp32 on one core).
+MATMUL_N = {"cuda": 8192, "cpu": 2048}
+COPY_BYTES = {"cuda": 1 << 30, "cpu": 256 << 20}

@@ -1,4 +1,5 @@
-"""`hvdbench bench allreduce|io`: the interconnect and the storage, measured beside the training numbers."""
+"""`hvdbench bench allreduce|io|compute|flops`: the interconnect, the storage and the compute, measured beside
+the training numbers."""
 
 from __future__ import annotations
 
@@ -47,6 +48,14 @@ def _dtypes(ctx, param, value: str) -> list[str]:
     return list(dict.fromkeys(chosen))
 
 
+def _compute_dtypes(ctx, param, value: str) -> list[str]:
+    chosen = [d.strip() for d in value.split(",") if d.strip()]
+    bad = [d for d in chosen if d not in D.COMPUTE_DTYPES]
+    if bad or not chosen:
+        raise click.BadParameter(f"{','.join(bad) or repr(value)}: choose from {','.join(D.COMPUTE_DTYPES)}")
+    return list(dict.fromkeys(chosen))
+
+
 def _size_option(name: str, default: int, help_text: str):
     """A byte-size option whose --help shows its default as one would type it (256M, not 268435456):
     the default is given as that text, which ByteSize converts like any value."""
@@ -78,13 +87,14 @@ def _check_output(out: str, csv_name: str, row_class) -> None:
 
 @click.group()
 def bench():
-    """Allreduce and storage micro-benchmarks, run with the same launchers and layouts as training;
+    """Allreduce, storage and compute micro-benchmarks, run with the same launchers and layouts as training;
     each appends rows with layout columns to a CSV in --out (a sweep folder, beside runs.csv).
 
     \b
     Example:
       horovodrun -np 2 -H localhost:2 --mpi hvdbench bench allreduce --out results/demo
       hvdbench bench io --data data/digits --out results/demo
+      hvdbench bench compute --out results/demo
     """
 
 
@@ -196,3 +206,61 @@ def io(data, split, batch_size, passes, seed, drop_caches, demand, demand_from, 
             click.echo(f"wrote {path}")
         return
     comm.shutdown()
+
+
+@bench.command(cls=WorkerCommand)
+@click.option("--dtype", "dtypes", default=",".join(D.COMPUTE_DTYPES), show_default=True, callback=_compute_dtypes,
+              help="Comma-separated precisions of the matrix products (a device without one gets a row saying so).")
+@click.option("--size", type=click.IntRange(min=16), help="n of the n x n x n products [default: 8192 on a GPU, "
+              "2048 on a CPU].")
+@_size_option("--copy-bytes", 0, help_text="Bytes of the copy that measures memory bandwidth [default 0: 1G on a "
+                                            "GPU, 256M on a CPU].")
+@click.option("--budget-s", type=click.FloatRange(min=0), default=D.COMPUTE_BUDGET_S, show_default=True,
+              help="Seconds each (op, precision) is repeated for, after one call that sizes it.")
+@click.option("--out", required=True, type=click.Path(file_okay=False), help="Folder for bench_compute.csv and the plot.")
+def compute(dtypes, size, copy_bytes, budget_s, out):
+    """What each rank's device can do: dense matrix products in fp32 (TF32 off), tf32, bf16, fp16 and
+    fp8 (TFLOP/s), and a large copy (memory bandwidth, bytes read + written), beside the datasheet's
+    dense peak where the device is known (`hvdbench.peaks`). Alone or under any launcher
+    (horovodrun, mpirun, srun, torchrun: the ranks meet over torch.distributed); every rank measures
+    at once, rank 0 prints the table, appends OUT/bench_compute.csv and draws
+    OUT/bench_compute_<layout>.png. `report` reads it for each run's MFU against the measured peak.
+
+    \b
+    Example:
+      hvdbench bench compute --out results/demo
+      horovodrun -np 2 -H localhost:2 --gloo hvdbench bench compute --dtype fp32,bf16 --out results/demo
+      torchrun --standalone --nproc-per-node 8 -m hvdbench bench compute --out results/h100
+    """
+    from hvdbench.bench.compute import CSV_NAME
+    from hvdbench.results.records.schema import ComputeRow
+
+    _rank0_or_quiet(lambda: _check_output(out, CSV_NAME, ComputeRow))
+    from hvdbench.frameworks.torch.bench_compute import ComputeOptions, main
+
+    main(ComputeOptions(out=out, dtypes=dtypes, size=size or 0, copy_bytes=copy_bytes, budget_s=budget_s),
+         say=click.echo)
+
+
+@bench.command()
+@click.option("--model", "models", multiple=True, help="A model to count (repeatable) [default: every model "
+              "with a PyTorch network].")
+@click.option("--flavor", "flavors", multiple=True, help="Flavors to count (repeatable) [default: all of them].")
+@click.option("--out", type=click.Path(dir_okay=False), help="Also write the table as CSV to this file.")
+def flops(models, flavors, out):
+    """Training FLOPs per sample of each model and flavor, counted from the network itself on the
+    meta device (no weights allocated: the full flavors count on a laptop), with the transformers'
+    6N + 12 L d T formula beside (attention not halved for a causal mask) and counted / formula.
+    Forward + backward as counted (torch's FlopCounterMode: 2 FLOPs per multiply-add).
+
+    \b
+    Example:
+      hvdbench bench flops --model resnet50 --flavor full
+      hvdbench bench flops --out flops.csv
+    """
+    from hvdbench.frameworks.torch.flops import flops_rows, markdown, write_csv
+
+    rows = flops_rows(models, flavors)
+    click.echo(markdown(rows))
+    if out:
+        click.echo(f"wrote {write_csv(rows, out)}")

@@ -129,7 +129,9 @@ def report(sweeps, mllogs, out, formats, baseline, group_by, ruleset, predict_la
     With `hvdbench bench` results in a sweep folder, comm_vs_training.csv and io_vs_training.csv
     put them beside the training throughput of the same layout. Sweeps run under several engines
     (`sweep --engines`) get engines.csv/.png: each engine's throughput, its ratio to Horovod's and
-    where its step went. Time-to-accuracy runs and published logs get ttt_waterfall.csv/.png (each
+    where its step went. compute.csv/.png: each layout's model TFLOP/s per GPU, MFU (against the
+    datasheet peak, and `bench compute`'s where the sweep ran it), memory per rank and energy per
+    sample; published logs' MFU too. Time-to-accuracy runs and published logs get ttt_waterfall.csv/.png (each
     layout's time to train from the ideal: convergence, throughput, evaluation, the rest) and
     convergence.csv/.png (samples to target against the global batch: S_min and B_crit, with the
     benchmark's RCP table's); --predict predicts their time to train too (prediction.csv).
@@ -147,7 +149,7 @@ def report(sweeps, mllogs, out, formats, baseline, group_by, ruleset, predict_la
     from rich.progress import track
 
     from hvdbench.results import mllog
-    from hvdbench.results.analyses import bench_tables, convergence, engines, study_tables, ttt, waterfall
+    from hvdbench.results.analyses import bench_tables, compute, convergence, engines, study_tables, ttt, waterfall
     from hvdbench.results.predict import time_to_train as predict_ttt
     from hvdbench.results.records import store
     from hvdbench.results.render import tables as tab
@@ -181,6 +183,9 @@ def report(sweeps, mllogs, out, formats, baseline, group_by, ruleset, predict_la
     bench = bench_tables.build(sweeps, runs)
     falls = waterfall.waterfall_rows(runs, tables.scaling, waterfall.twin_runs(sweeps))
     engine_rows = engines.engine_rows(runs, tables.scaling)
+    compute_rows = compute.compute_rows(runs, sweeps)
+    for fall in falls:  # the waterfall names its compute part's MFU
+        fall["compute_mfu"] = compute.mfu_of(compute_rows, fall, fall["layout"])
     # Time to train in parts (a waterfall per layout) and samples to target against the global batch.
     parts, lacking = ttt.layout_parts(runs, tables.time_to_train)
     notes += [f"{len(lacking)} time-to-train row(s) without parts, e.g. {lacking[0]}"] if lacking else []
@@ -200,7 +205,7 @@ def report(sweeps, mllogs, out, formats, baseline, group_by, ruleset, predict_la
                          "time-to-accuracy run with its parts, to fit on")
     text = "\n".join(part for part in (tab.markdown(tables, sources, notes), waterfall.markdown(falls),
                                        ttt.markdown(ttt_falls), convergence.markdown(conv),
-                                       engines.markdown(engine_rows), *study_md,
+                                       engines.markdown(engine_rows), compute.markdown(compute_rows), *study_md,
                                        predict.markdown(predicted, fits) if fits else "",
                                        predict_ttt.markdown(ttt_predicted, ttt_fits),
                                        bench_tables.markdown(bench)) if part)
@@ -215,6 +220,7 @@ def report(sweeps, mllogs, out, formats, baseline, group_by, ruleset, predict_la
         if falls:
             written += waterfall.write(falls, out, formats)
         written += engines.write(engine_rows, out, formats)
+        written += compute.write(compute_rows, out, formats)
         if ttt_falls:
             written += ttt.write(ttt_falls, out, formats)
         if conv:

@@ -80,6 +80,9 @@ def _one_line(ctx, param, value):
 @click.option("--allreduce-bench", metavar="MAX_BYTES",
               help="Also run `hvdbench bench allreduce --max-bytes MAX_BYTES` once per layout (e.g. 64M), "
                    "so the report shows each layout's bus bandwidth beside its throughput.")
+@click.option("--compute-bench", is_flag=True,
+              help="Also run `hvdbench bench compute` once per layout, so the report gives each run's MFU against "
+                   "the devices' measured matrix-product peak as well as the datasheet's.")
 @click.option("--link", metavar="TEXT", callback=_one_line, help="The inter-node link, in words, for the report and its plots, e.g. "
               "'HDR InfiniBand 200 Gb/s' [default: with --cluster, the emulated link and its shaping; "
               "on a resume, the one recorded in OUT/sweep.json].")
@@ -104,8 +107,8 @@ def _one_line(ctx, param, value):
 @click.option("--out", required=True, type=click.Path(file_okay=False, path_type=Path),
               help="Sweep directory: runs.csv and one directory per run.")
 def sweep(model, train_args, hostfile, hosts, cluster_name, gpus_per_node, gpus, layouts, repeats, engines, launcher,
-          controller, config_name, timeout, kill_grace, env, launcher_args, allreduce_bench, link, require_idle,
-          explain, retry_failed, name,
+          controller, config_name, timeout, kill_grace, env, launcher_args, allreduce_bench, compute_bench, link,
+          require_idle, explain, retry_failed, name,
           dry_run, submit, sbatch_args, time_limit, template, out):
     """Run MODEL over every nodes x GPUs layout and repeat; one row per run in OUT/runs.csv.
 
@@ -145,7 +148,8 @@ def sweep(model, train_args, hostfile, hosts, cluster_name, gpus_per_node, gpus,
         model, train_args, hostfile=hostfile, hosts=hosts, cluster_name=cluster_name,
         gpus_per_node=gpus_per_node, gpus=gpus, layouts=layouts, repeats=repeats, launcher=launcher,
         controller=controller, config_name=config_name, timeout=timeout, kill_grace=kill_grace, env=env,
-        launcher_args=launcher_args, allreduce_bench=allreduce_bench, link=link, retry_failed=retry_failed,
+        launcher_args=launcher_args, allreduce_bench=allreduce_bench, compute_bench=compute_bench, link=link,
+        retry_failed=retry_failed,
         name=name, out=out, require_idle=require_idle, engines=engines)
     console = output_console()
     from hvdbench.sweep.build import explain_spec

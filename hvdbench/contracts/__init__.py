@@ -20,6 +20,7 @@ from hvdbench.contracts.spec import (
     FRAMEWORK_MODULES,
     MllogValue,
     ModelSpec,
+    PublishedFlops,
     RunFacts,
     TensorFlowModel,
     TorchModel,
@@ -29,5 +30,5 @@ from hvdbench.contracts.spec import (
 __all__ = [
     "DatasetKind", "GatheredMetric", "Metric", "RatioMetric", "accuracy", "eval_loss", "ENTRY_POINT_GROUP",
     "counts_samples", "expected_parameters", "get_kind", "get_spec", "kind_names", "model_names", "specs",
-    "FRAMEWORK_MODULES", "MllogValue", "ModelSpec", "RunFacts", "TensorFlowModel", "TorchModel", "only_with",
+    "FRAMEWORK_MODULES", "MllogValue", "ModelSpec", "PublishedFlops", "RunFacts", "TensorFlowModel", "TorchModel", "only_with",
 ]

@@ -56,6 +56,26 @@ def only_with(optimizer: str, value: MllogValue) -> Callable[[Any, RunFacts], An
 
 
 @dataclass(frozen=True)
+class PublishedFlops:
+    """The published MLPerf benchmark's training FLOPs per logged sample, as hvdbench counts its own
+    network at the reference's size: what the report's MFU of published logs uses
+    (hvdbench.results.analyses.compute). `flops_per_row`: `hvdbench bench flops --model M --flavor F`'s
+    training figure (tests/unit/test_compute.py holds them equal); `rows_per_sample`: rows of that
+    size one logged sample takes (BERT's packed sequences: ~0.5); `epoch_samples`: samples per epoch of
+    the reference's data, for logs that count epochs; `sample`: what a sample is, in words."""
+
+    flavor: str
+    flops_per_row: float
+    rows_per_sample: float = 1.0
+    epoch_samples: int = 0
+    sample: str = ""
+
+    @property
+    def per_sample(self) -> float:
+        return self.flops_per_row * self.rows_per_sample
+
+
+@dataclass(frozen=True)
 class ModelSpec:
     """Everything framework-neutral about a model; data only (cheap to import, no framework)."""
 
@@ -105,6 +125,8 @@ class ModelSpec:
     # its shard (torch.py's `init_weights(model)` draws the values, else every module's
     # reset_parameters). Other flavors are built whole from the seed, so every engine starts equal.
     build_on_meta: tuple[str, ...] = ()
+    # The MLPerf benchmark's FLOPs per logged sample (PublishedFlops), for published logs' MFU.
+    published_flops: PublishedFlops | None = None
     package: str = ""  # the folder's module (set by the registry): torch.py / tf.py live there
 
     def flavor(self, name: str | None) -> Any:

@@ -34,6 +34,7 @@ def build_spec(model: str, train_args=(), *, out: Path, hostfile=None, hosts=Non
                gpus_per_node=None, gpus=None, layouts: str = "all", repeats: int = 1,
                launcher: str | None = None, controller: str = "gloo", config_name=None, timeout=None,
                kill_grace: float = 10.0, env=None, launcher_args=(), allreduce_bench=None, link=None,
+               compute_bench: bool = False,
                retry_failed: bool = False, name: str | None = None, require_idle=None,
                engines: tuple[str, ...] = ()) -> SweepSpec:
     """The SweepSpec `hvdbench sweep` runs (its options, by the same names); HvdbenchError (or
@@ -76,7 +77,8 @@ def build_spec(model: str, train_args=(), *, out: Path, hostfile=None, hosts=Non
         launcher="srun" if launcher == "slurm" else launcher, controller=controller, timeout=timeout,
         train_args=tuple(train_args), user_env=env, launcher_args=tuple(launcher_args),
         retry_failed=retry_failed, config_path=cfg.path if cfg else None, grace_s=kill_grace,
-        allreduce_bench=allreduce_bench, link=(link or "").strip(), require_idle=require_idle)
+        allreduce_bench=allreduce_bench, compute_bench=compute_bench, link=(link or "").strip(),
+        require_idle=require_idle)
     check_runs(spec)  # every layout's run resolved as `train` will: refused here, not once per run
     if spec.launcher == "horovodrun":  # what horovodrun's shell line cannot take, refused before any run
         for layout in dict.fromkeys(entry.layout for entry in spec.entries):
@@ -200,6 +202,7 @@ def explain_spec(spec: SweepSpec) -> SweepSpec:
     if not any(a == "--steps" or a.startswith("--steps=") for a in args):
         raise click.UsageError("--explain compares throughput runs: give --steps N after --")
     twin = dataclasses.replace(spec, out=spec.out / EXPLAIN_DIR, name=f"{spec.name}-explain",
-                               train_args=(*args, "--synthetic"), allreduce_bench=None)
+                               train_args=(*args, "--synthetic"), allreduce_bench=None,
+                               compute_bench=False)
     check_runs(twin)  # the twins' own configurations (synthetic data), for their rows
     return twin

@@ -123,10 +123,10 @@ def run_line(run: PlannedRun, result: RunResult) -> str:
             + (f"  {result.error[:120]}" if result.error else ""))
 
 
-def bench_line(layout: Layout, outcome: Outcome, rdir: Path) -> str:
+def bench_line(layout: Layout, outcome: Outcome, rdir: Path, bench: str = "allreduce") -> str:
     ok = outcome.status == "exited" and outcome.returncode == 0
     said = "done" if ok else f"{outcome.status} (see {rdir / 'launch.log'})"
-    return f"bench allreduce {layout.name:>6}  {outcome.wall_s:7.1f} s  {said}"
+    return f"bench {bench:<9} {layout.name:>6}  {outcome.wall_s:7.1f} s  {said}"
 
 
 PLAIN_STATUS_S = 30.0  # in a pipe, a line on a run in flight once it has gone this long, and this often
@@ -226,8 +226,8 @@ class SweepProgress:
     def print(self, line: str) -> None:
         self.progress.console.print(line)
 
-    def bench(self, layout: Layout, outcome: Outcome, rdir: Path) -> None:
-        self.print(bench_line(layout, outcome, rdir))
+    def bench(self, layout: Layout, outcome: Outcome, rdir: Path, bench: str = "allreduce") -> None:
+        self.print(bench_line(layout, outcome, rdir, bench))
 
     def start(self, total: int, done: int) -> None:
         self.task = self.progress.add_task(f"sweep {self.spec.name}", total=total, completed=done)

@@ -116,13 +116,13 @@ def launch_run(spec: SweepSpec, run: PlannedRun) -> Launched:
     return launch(spec, run.layout, train_worker(spec, run), run_dir(spec, run), files)
 
 
-def bench_dir(spec: SweepSpec, layout: Layout) -> Path:
-    return spec.out / f"bench-allreduce-{layout.name}"
+def bench_dir(spec: SweepSpec, layout: Layout, bench: str = "allreduce") -> Path:
+    return spec.out / f"bench-{bench}-{layout.name}"
 
 
-def launch_bench(spec: SweepSpec, layout: Layout) -> Launched:
-    """`hvdbench bench allreduce --max-bytes MAX --out SWEEP` over `layout`, in bench_dir(); the
-    bench appends its rows to SWEEP/bench_allreduce.csv itself."""
-    worker = [str(launchers.bin_dir() / "hvdbench"), "bench", "allreduce",
-              "--max-bytes", spec.allreduce_bench, "--out", str(spec.out)]
-    return launch(spec, layout, worker, bench_dir(spec, layout))
+def launch_bench(spec: SweepSpec, layout: Layout, bench: str = "allreduce") -> Launched:
+    """`hvdbench bench allreduce --max-bytes MAX --out SWEEP` (or `bench compute --out SWEEP`) over
+    `layout`, in bench_dir(); the bench appends its rows to SWEEP/bench_<bench>.csv itself."""
+    options = ["--max-bytes", spec.allreduce_bench] if bench == "allreduce" else []
+    worker = [str(launchers.bin_dir() / "hvdbench"), "bench", bench, *options, "--out", str(spec.out)]
+    return launch(spec, layout, worker, bench_dir(spec, layout, bench))

@@ -15,6 +15,7 @@ The sweep directory (--out) holds:
     <run_id>/attempts/<k>/   what an earlier, unrecorded attempt of the run left (kept, not reused)
     bench-allreduce-<NxG>/   with --allreduce-bench: the same launch files for the layout's bench,
                              whose rows go to bench_allreduce.csv
+    bench-compute-<NxG>/     with --compute-bench: the same for `bench compute` (bench_compute.csv)
 
 Resume: a run with a row is done (success/aborted; failed/timeout too unless --retry-failed).
 A run directory without a row is either an attempt that finished but was not appended yet (its
@@ -40,8 +41,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from hvdbench.launchers import guard
-from hvdbench.results.records.schema import RunResult
-from hvdbench.results.records.store import append_run, check_appendable, read_rows, read_runs
+from hvdbench.results.records.schema import AllreduceRow, ComputeRow, RunResult
+from hvdbench.results.records.store import ALLREDUCE_CSV, COMPUTE_CSV, append_run, check_appendable, read_rows, read_runs
 from hvdbench.sweep import locks
 from hvdbench.sweep.display import SweepProgress, dry_run, plan_line
 from hvdbench.sweep.launch import bench_dir, command, env_additions, env_left_out, launch_bench, launch_run
@@ -72,7 +73,9 @@ def run_sweep(spec: SweepSpec, console) -> Counter:
         console.print(env_left_out(spec), markup=False)
     with raising_signals() as signals, SweepProgress(spec, console) as shown:
         if spec.allreduce_bench:
-            _bench_layouts(spec, shown)
+            _bench_layouts(spec, shown, "allreduce")
+        if spec.compute_bench:
+            _bench_layouts(spec, shown, "compute")
         shown.start(total=len(runs), done=len(runs) - len(todo))
         held = []
         for run in todo:
@@ -90,21 +93,24 @@ def run_sweep(spec: SweepSpec, console) -> Counter:
     return Counter(status.get(run.run_id, "not run") for run in runs)
 
 
-def _bench_layouts(spec: SweepSpec, shown: SweepProgress) -> None:
-    """`hvdbench bench allreduce` once per layout, through the same launcher and hosts, into
-    SWEEP/bench_allreduce.csv, where `hvdbench report` reads it to put the interconnect's bus
-    bandwidth beside each layout's training throughput. A layout the file already has is skipped,
-    so a resumed sweep does not measure it again."""
-    from hvdbench.bench.allreduce_report import CSV_NAME, AllreduceRow
+# A bench a sweep runs once per layout: its CSV and row class.
+BENCHES = {"allreduce": (ALLREDUCE_CSV, AllreduceRow), "compute": (COMPUTE_CSV, ComputeRow)}
 
-    csv_path = spec.out / CSV_NAME
-    done = {row.layout for row in read_rows(csv_path, AllreduceRow)} if csv_path.exists() else set()
+
+def _bench_layouts(spec: SweepSpec, shown: SweepProgress, bench: str) -> None:
+    """`hvdbench bench allreduce` (or `bench compute`) once per layout, through the same launcher and
+    hosts, into SWEEP/bench_<bench>.csv, where `hvdbench report` reads it to put the interconnect's
+    bus bandwidth (the devices' measured peak) beside each layout's training throughput (MFU). A
+    layout the file already has is skipped, so a resumed sweep does not measure it again."""
+    csv_name, row_class = BENCHES[bench]
+    csv_path = spec.out / csv_name
+    done = {row.layout for row in read_rows(csv_path, row_class)} if csv_path.exists() else set()
     for layout in dict.fromkeys(entry.layout for entry in spec.entries):
         if layout.name in done:
             continue
-        rdir = bench_dir(spec, layout)
+        rdir = bench_dir(spec, layout, bench)
         _set_aside(rdir)
-        shown.bench(layout, launch_bench(spec, layout).outcome, rdir)
+        shown.bench(layout, launch_bench(spec, layout, bench).outcome, rdir, bench)
 
 
 def _rows(spec: SweepSpec) -> list[RunResult]:

@@ -27,6 +27,7 @@ from hvdbench.errors import DatasetError
 from hvdbench.interference import Neighbours
 from hvdbench.output import line
 from hvdbench.results.records.schema import BUSY_CPUS, MEASURED, RunResult
+from hvdbench.train.compute import ComputeWindow
 from hvdbench.train.schedule import lr_at
 from hvdbench.train.warmup import cap as warmup_cap
 from hvdbench.train.warmup import settled as warmup_settled
@@ -36,7 +37,8 @@ from hvdbench.train.warmup import settled as warmup_settled
 # the columns into the record.
 Measures = make_dataclass("Measures", [
     *((f.name, f.type, field(default=f.default)) for f in fields(RunResult) if f.name in MEASURED),
-    ("evals", list, field(default_factory=list))])
+    ("evals", list, field(default_factory=list)),
+    ("compute", dict, field(default_factory=dict))])  # the window's compute figures (train/compute.py)
 
 
 class Progress:
@@ -160,6 +162,7 @@ class Loop:
                     _, pending = next(batches)
                     self.trainer.start_timing(pending)
                 dist.sync()
+                window = ComputeWindow(dist, self.trainer)
                 t0 = last = time.perf_counter()
                 watch = Neighbours(getattr(dist, "device", None))
                 if cfg.horovod_timeline:
@@ -188,7 +191,8 @@ class Loop:
         elapsed = dist.allreduce_max(time.perf_counter() - t0)
         with contextlib.suppress(AttributeError):
             batches.close()
-        m = Measures(steps=steps, warmup_steps=warmup, throughput=steps * self.global_batch / elapsed)
+        m = Measures(steps=steps, warmup_steps=warmup, throughput=steps * self.global_batch / elapsed,
+                     compute=window.stop(steps * self.global_batch))
         if warmup > cfg.warmup_steps:
             say(dist, f"warm-up: {warmup} steps (step times settled after {warmup} of at most {most}; "
                       f"--warmup-steps {cfg.warmup_steps})" if warmup < most else
@@ -292,6 +296,7 @@ class Loop:
         dist.sync()
         events.end(C.INIT_STOP)
         events.start(C.RUN_START)
+        window = ComputeWindow(dist, self.trainer)  # the energy to train: run_start -> run_stop
         run_start, eval_s, step = time.time(), 0.0, 0
         watch = Neighbours(getattr(dist, "device", None))
         block = block_start(0)
@@ -330,6 +335,8 @@ class Loop:
             progress.restart(step)  # the evaluation's pause is not training speed
             block = block_start(step)
         batches.close()
+        dist.sync()
+        m.compute = window.stop(step * self.global_batch)
         run_stop = time.time()
         events.end(C.RUN_STOP, metadata={"status": m.status, **where(step)})
         m.steps, m.epochs = step, step / steps_per_epoch

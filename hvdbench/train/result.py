@@ -17,6 +17,7 @@ from hvdbench.errors import ConfigError
 from hvdbench.files import atomic_write_text
 from hvdbench.launchers.launch_info import detect_launcher
 from hvdbench.results.records.schema import MEASURED, RunResult, write_result
+from hvdbench.train.compute import fill as fill_compute
 from hvdbench.train.loop import say
 
 
@@ -56,6 +57,7 @@ def finish(record: RunResult, cfg, measures, metric_name: str, out: Path, digest
         setattr(record, name, getattr(measures, name))
     if measures.throughput is not None:
         record.throughput_per_gpu = measures.throughput / record.world_size
+    fill_compute(record, measures.compute)
     record.metric_name = metric_name
     record.target = cfg.target if cfg.mode == "time_to_accuracy" else None
     record.wall_s = time.time() - t0
@@ -68,6 +70,10 @@ def finish(record: RunResult, cfg, measures, metric_name: str, out: Path, digest
         say(dist, f"{record.status}: {record.metric_name} {record.final_metric:.4f} (target {record.target}) "
                   f"after {record.epochs:g} epochs, time-to-train {record.time_to_train_s:.1f} s, "
                   f"{record.time_per_epoch_s:.2f} s/epoch")
+    if record.model_tflops_per_gpu is not None:
+        say(dist, f"compute: {record.model_tflops_per_gpu:.3g} model TFLOP/s per GPU ({record.flops_per_sample:.3g} "
+                  f"FLOPs per sample)" + (f", MFU {100 * record.mfu:.1f} % of {record.peak_tflops:g} TFLOP/s "
+                                         f"({record.precision})" if record.mfu is not None else ""))
     say(dist, f"parameters identical on all {record.world_size} ranks: {identical}; "
               f"result: {out / 'result.json'}")
 

@@ -45,7 +45,7 @@ from hvdbench.train import config as config_mod
 from hvdbench.train import result as result_mod
 from hvdbench.train.faults import Fault
 from hvdbench.train.loop import Loop, say
-from hvdbench.train.memory import check_device_fits, check_fits, exact_counts
+from hvdbench.train.memory import check_device_fits, check_fits, estimate, exact_counts
 from hvdbench.train.schedule import scaled_lr
 
 
@@ -238,6 +238,8 @@ def run(cfg: config_mod.TrainConfig, state: dict) -> None:
     result_mod.describe_job(record, dist, hosts, devices, trainer.num_trainable(),
                             dist.allgather_object(local))
     state["record"] = record  # a failure from here on is recorded with the job's layout and devices
+    if dist.rank == 0:
+        _count_compute(record, cfg, spec, trainer, dist)
     loop = Loop(cfg, dist, trainer, events, fault, ds, global_batch, peak_lr, spec.metric, synthetic,
                 hyperparameters=lambda facts: spec.mllog_values(cfg, facts))
     measures = loop.throughput() if cfg.mode == "throughput" else loop.time_to_accuracy()
@@ -296,6 +298,16 @@ def _check_host_memory(cfg, spec, dist, trained: int, frozen: int) -> None:
         check_fits(spec, cfg, sharing, trained, frozen=frozen, ranks=dist.size)
     except ConfigError as e:
         raise AgreedError(str(e)) from None
+
+
+def _count_compute(record, cfg, spec, trainer, dist) -> None:
+    """The record's FLOPs per sample (counted on the meta device: no step of the run is spent) and
+    train/memory.py's estimate of one rank's memory, beside which the run's peak is recorded."""
+    if hasattr(trainer, "flops_per_sample"):
+        record.flops_per_sample = trainer.flops_per_sample(spec, cfg.flavor)
+    est = estimate(spec, cfg.flavor, cfg.framework, cfg.batch_per_gpu, cfg.precision, cfg.optimizer,
+                   trainer.num_trainable(), trainer.num_parameters() - trainer.num_trainable(), cfg.engine, dist.size)
+    record.mem_estimate_gb = est.total / 1e9
 
 
 def _save_parameters(trainer, dist, path: Path) -> None:

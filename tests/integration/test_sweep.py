@@ -197,6 +197,20 @@ def test_allreduce_bench_runs_once_per_layout_and_reaches_the_report(tmp_path, h
     run(argv, timeout=200)  # resumed: nothing left to train, and no layout measured twice
     assert len(read_rows(out / "bench_allreduce.csv", AllreduceRow)) == len(rows)
 
+    # Every run recorded its compute: FLOPs per sample (counted on the meta device), model TFLOP/s per
+    # rank, resident memory beside the estimate; a CPU has no datasheet peak (no MFU) and no NVML energy.
+    for r in read_runs(out / "runs.csv"):
+        assert r.flops_per_sample > 0 and r.model_tflops_per_gpu > 0
+        assert r.mem_resident_gb > 0 and r.mem_estimate_gb > 0
+        assert r.mfu is None and r.energy_j is None and r.power_w_per_gpu is None
+    # `bench compute` alone is the 1x1 layout: its measured fp32 peak gives that layout's MFU.
+    run([hvdbench_bin, "bench", "compute", "--dtype", "fp32", "--size", "128", "--copy-bytes", "1M",
+         "--budget-s", "0.05", "--out", out])
+
     run([hvdbench_bin, "report", out, "--out", tmp_path / "report", "--format", "csv"])
     comm = (tmp_path / "report" / "comm_vs_training.csv").read_text()
     assert "1x2" in comm
+    import csv
+
+    compute = {r["layout"]: r for r in csv.DictReader((tmp_path / "report" / "compute.csv").open())}
+    assert float(compute["1x1"]["mfu_measured"]) > 0 and compute["1x2"]["mfu_measured"] == ""

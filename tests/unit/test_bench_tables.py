@@ -10,7 +10,7 @@ from hvdbench.bench.allreduce_report import AllreduceRow
 from hvdbench.bench.io import CSV_NAME as IO_CSV
 from hvdbench.bench.io import IoRow
 from hvdbench.results.analyses import bench_tables as BT
-from hvdbench.results.records.schema import RunResult
+from hvdbench.results.records.schema import ComputeRow, RunResult
 from hvdbench.results.records.store import append_rows, append_run, load_sweeps
 
 MIB = 1 << 20
@@ -141,7 +141,13 @@ def test_the_csv_formats_and_their_shared_layout_columns():
         "data_s", "compute_s", "comm_s", "update_s", "other_s",  # schema 2 added the breakdown
         "other_cpus", "other_gpu_procs", "timeline_negotiate_ms", "timeline_allreduce_ms",  # schema 3
         "timeline_cycles_per_step", "timeline_fused_mib", "threads",  # schema 4: threads
-        "engine", "shard_parameters", "schema_version"]  # schema 5: the engine and a rank's parameters
+        "engine", "shard_parameters",  # schema 5: the engine and a rank's parameters
+        "flops_per_sample", "model_tflops_per_gpu", "peak_tflops", "mfu", "mem_allocated_gb",  # schema 6: compute
+        "mem_reserved_gb", "mem_resident_gb", "mem_estimate_gb", "energy_j", "energy_j_per_sample",
+        "power_w_per_gpu", "schema_version"]
+    assert ComputeRow.columns() == [
+        "run_id", "started_at", "rank", "host", "device", "op", "dtype", "size", "iters", "time_mean_s", "tflops",
+        "gb_s", "peak_tflops", "vs_peak", "note", *bench_layout, "schema_version"]
 
 
 def test_markdown_cells_with_a_bar_stay_one_cell():

@@ -311,6 +311,8 @@ def test_a_run_and_a_layout_bench_take_the_same_launch_path(tmp_path, monkeypatc
                      "--run-id", "1x2-r1", "--sweep-name", "sw", "--repeat", "1", "--thread-share", "2"]),
         s.out / "bench-allreduce-1x2": (launch.launch_bench(s, run.layout),
                                         ["bench", "allreduce", "--max-bytes", "64K", "--out", str(s.out)]),
+        s.out / "bench-compute-1x2": (launch.launch_bench(s, run.layout, "compute"),
+                                      ["bench", "compute", "--out", str(s.out)]),
     }
     for rdir, ((started_at, outcome), worker) in launched.items():
         assert (outcome.status, outcome.returncode) == ("exited", 0) and started_at

@@ -23,6 +23,7 @@ import torch
 from hvdbench.errors import ConfigError
 from hvdbench.frameworks.torch.data import DeviceBatches
 from hvdbench.frameworks.torch.engines import make_engine
+from hvdbench.frameworks.torch.flops import count as count_flops
 
 DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
 
@@ -273,6 +274,26 @@ class Trainer:
                 _, stats = self.net(self.device_batch(batch))
             state = metric.update(state, stats)
         return metric.local(state)
+
+    # --- compute figures, read around the timed window (hvdbench.train.compute); not part of a step ---
+
+    def flops_per_sample(self, spec, flavor: str) -> float | None:
+        """Training FLOPs per sample of this run's network, counted on the meta device for the
+        run's data sizes (hvdbench.frameworks.torch.flops); None where it cannot be counted. The
+        run's random streams are left as they were (a count on the CPU draws its weights)."""
+        with torch.random.fork_rng(devices=[]):
+            return count_flops(spec, flavor, info=self.data_info).training
+
+    def reset_peak_memory(self) -> None:
+        if self.dist.device.type == "cuda":
+            torch.cuda.reset_peak_memory_stats(self.dist.device)
+
+    def peak_memory(self) -> dict[str, float]:
+        """GB (1e9 bytes) allocated and reserved at most since reset_peak_memory (GPUs; {} on a CPU)."""
+        if self.dist.device.type != "cuda":
+            return {}
+        return {"mem_allocated_gb": torch.cuda.max_memory_allocated(self.dist.device) / 1e9,
+                "mem_reserved_gb": torch.cuda.max_memory_reserved(self.dist.device) / 1e9}
 
     def param_digest(self) -> str:
         """sha256 of every parameter's bytes, whole (fsdp gathers its shards: every rank calls this),

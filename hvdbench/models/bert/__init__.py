@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from hvdbench.contracts import ModelSpec, accuracy, only_with
+from hvdbench.contracts import ModelSpec, PublishedFlops, accuracy, only_with
 from hvdbench.models.bert.data import BERT, BERT_PACKED
 
 # MLPerf's reference LAMB (training/language_model/tensorflow/bert: lamb_optimizer_v1.py, as
@@ -67,6 +67,10 @@ SPEC = ModelSpec(
     kinds=(BERT, BERT_PACKED),
     metric=accuracy("masked_lm_accuracy"),
     mlperf_benchmark="bert",
+    # A 512-token row of BERT-large; the logs count sequences, packed about 2 to a row in today's
+    # submissions (../shared/COMPUTE.md): a sequence is taken as half a row.
+    published_flops=PublishedFlops("large", 1.0197e12, rows_per_sample=0.5,
+                                   sample="sequence, ~2 per 512-token row (packed)"),
     mlperf_target=0.720,
     # Measured with the debug defaults below on 2 CPU ranks (global batch 16) on
     # `hvdbench prepare bert --src builtin:pydoc --vocab-size 4000`: 0.12 is passed in ~1.2 epochs

@@ -137,7 +137,7 @@ def markdown(rows: list[dict]) -> str:
     parts = ["## Why each layout lost what it lost (throughput waterfall)\n",
              "ideal (the baseline's rate per GPU × GPUs) − exposed communication − data stall − compute "
              "change − unattributed = measured, in samples/s; the step times (rank 0's mean, ms) say where "
-             "each layout's step went. A negative loss is a gain. (twin): the data stall measured against the "
+             "each layout's step went; MFU: the layout's model FLOPs utilisation (the compute table). A negative loss is a gain. (twin): the data stall measured against the "
              "layout's run on synthetic data (`sweep --explain`).\n"]
     for key, rs in groups.items():
         r0 = rs[0]
@@ -151,7 +151,8 @@ def markdown(rows: list[dict]) -> str:
              "step ms (baseline → layout)", "data / compute / comm / update / other ms"],
             [[r["layout"], r["baseline"], num(r["ideal"]), num(r["comm_loss"]),
               num(r["data_loss"]) + (" (twin)" if r.get("data_from") == "synthetic twin" else ""),
-              num(r["compute_loss"]), num(r["unattributed"]), num(r["measured"]),
+              num(r["compute_loss"]) + (f" (MFU {100 * r['compute_mfu']:.1f} %)" if r.get("compute_mfu") is not None
+                                        else ""), num(r["unattributed"]), num(r["measured"]),
               "–" if r["step_ms"] is None else f"{r['base_step_ms']:.1f} → {r['step_ms']:.1f}",
               "–" if r["compute_ms"] is None else " / ".join(f"{r[p]:.1f}" for p in
                                                              ("data_ms", "compute_ms", "comm_ms", "update_ms",

@@ -44,6 +44,7 @@ class MllogRun(RunResult):
     # (the study: runs of one hardware are one group); groups.assign_studies.
     result: str = ""
     hardware: str = ""
+    accelerator: str = ""  # the systems JSON's accelerator_model_name (its peak: hvdbench.results.analyses.compute)
     # The time to train in parts (LogSummary's TTT_FIELDS; hvdbench.results.analyses.ttt): what was trained by
     # run_stop (samples, or epochs), seconds training and evaluating, and where each came from.
     trained: float | None = None
@@ -101,7 +102,7 @@ def to_run_result(s: LogSummary, root: str | os.PathLike, group_by: tuple[str, .
         wall_s=ttt, layout_source=source, submitter=parts["submitter"], system_name=parts["_system_name"],
         division=s.division or str(where.desc.get("division") or ""), ruleset=rules, ruleset_assumed=assumed,
         published_scaling=scaling_factor(scaling) if where.system_dir is not None else None,
-        rcp_lines=s.rcp_lines, result=parts["_result"], hardware=parts["_hardware"],
+        rcp_lines=s.rcp_lines, result=parts["_result"], hardware=parts["_hardware"], accelerator=parts["accelerator"],
         link=str(where.desc.get("host_networking") or s.sysjson.get("host_networking") or "").strip())
     if s.throughput is not None:
         record.throughput = s.throughput

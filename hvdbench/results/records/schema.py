@@ -4,6 +4,7 @@
                                 a worker writes the same record as result.json
     bench_allreduce.csv         AllreduceRow: one row per implementation, dtype and message size
     bench_io.csv                IoRow: one row per pass and way of reading
+    bench_compute.csv           ComputeRow: one row per rank, operation and precision
     <report>/<table>.csv        REPORT_COLUMNS (scaling, layouts, time_to_train, epochs), and
                                 COMM_COLUMNS / IO_COLUMNS (comm_vs_training, io_vs_training)
 
@@ -29,14 +30,19 @@ from typing import Any
 from hvdbench.errors import HvdbenchError
 from hvdbench.files import atomic_write_text
 
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
+# What a run measured of its compute (schema 6; hvdbench.train.compute fills them once the loop ends).
+COMPUTE_MEASURED = ("flops_per_sample", "model_tflops_per_gpu", "peak_tflops", "mfu", "mem_allocated_gb",
+                    "mem_reserved_gb", "mem_resident_gb", "mem_estimate_gb", "energy_j", "energy_j_per_sample",
+                    "power_w_per_gpu")
 # Columns each runs.csv schema version added, so an older store still reads (its rows have them
 # empty) and is upgraded in place by its next append (hvdbench.results.records.store).
 ADDED_COLUMNS = {2: ("data_s", "compute_s", "comm_s", "update_s", "other_s"),
                  3: ("other_cpus", "other_gpu_procs", "timeline_negotiate_ms", "timeline_allreduce_ms",
                      "timeline_cycles_per_step", "timeline_fused_mib"),
                  4: ("threads",),
-                 5: ("engine", "shard_parameters")}
+                 5: ("engine", "shard_parameters"),
+                 6: COMPUTE_MEASURED}
 # What a column added later reads as in an older row, where empty would be wrong: every run before
 # schema 5 trained under Horovod.
 ADDED_DEFAULTS = {"engine": "horovod"}
@@ -206,6 +212,26 @@ class RunResult(LayoutFields, _RunIdentity, CsvRecord):
     # group; and the most parameters one rank held (fsdp: its shard; else every parameter).
     engine: str = "horovod"
     shard_parameters: int | None = None
+    # Compute (schema 6; hvdbench.train.compute). Empty where not measured, never 0.
+    # Training FLOPs per sample (forward + backward, counted on the meta device by
+    # hvdbench.frameworks.torch.flops; model FLOPs: no recompute), and what they make of throughput:
+    flops_per_sample: float | None = None
+    model_tflops_per_gpu: float | None = None  # flops_per_sample x throughput_per_gpu / 1e12
+    peak_tflops: float | None = None  # the device's dense datasheet peak in the run's precision (hvdbench.peaks)
+    mfu: float | None = None  # model_tflops_per_gpu / peak_tflops (a fraction)
+    # Peak memory over the timed window, the most any rank held, GB (1e9 bytes): GPUs' allocated and
+    # reserved (torch.cuda.max_memory_*), CPUs' resident set (ru_maxrss: the whole process's life);
+    # beside train/memory.py's estimate for one rank.
+    mem_allocated_gb: float | None = None
+    mem_reserved_gb: float | None = None
+    mem_resident_gb: float | None = None
+    mem_estimate_gb: float | None = None
+    # NVIDIA GPUs (NVML's energy counter, every rank's GPU): joules over the timed window (throughput)
+    # or run_start -> run_stop (time to accuracy: the energy to train), all GPUs together; per sample;
+    # and the mean power per GPU.
+    energy_j: float | None = None
+    energy_j_per_sample: float | None = None
+    power_w_per_gpu: float | None = None
     schema_version: int = SCHEMA_VERSION
 
     def __post_init__(self):
@@ -294,6 +320,31 @@ class AllreduceRow(BenchRow):
 
 
 @dataclass
+class ComputeRow(BenchRow):
+    """A row of bench_compute.csv: one operation (a dense matrix product in one precision, or a large
+    copy) timed on one rank's device in one run."""
+
+    SCHEMA_VERSION = 1
+
+    run_id: str = ""
+    started_at: str = ""  # ISO 8601, UTC
+    rank: int = 0
+    host: str = ""
+    device: str = ""  # the device's name (torch.cuda.get_device_name, or "cpu")
+    op: str = ""  # matmul | copy
+    dtype: str = ""  # fp32 | tf32 | bf16 | fp16 | fp8 (copy: the element type copied)
+    size: int = 0  # matmul: n of n x n x n; copy: bytes of the source tensor
+    iters: int = 0  # timed operations
+    time_mean_s: float | None = None  # per operation
+    tflops: float | None = None  # matmul: 2 n^3 / time / 1e12
+    gb_s: float | None = None  # copy: bytes read + written / time / 1e9
+    peak_tflops: float | None = None  # matmul: the datasheet's dense peak (hvdbench.peaks), if the device is known
+    vs_peak: float | None = None  # tflops / peak_tflops
+    note: str = ""  # why a precision has no figure on this device
+    schema_version: int = SCHEMA_VERSION
+
+
+@dataclass
 class IoRow(BenchRow):
     """A row of bench_io.csv: one way of reading (reader, reader+decode, h5py) in one pass of one run."""
 
@@ -377,13 +428,23 @@ REPORT_COLUMNS = {
 # Why each layout lost what it lost (hvdbench.results.analyses.waterfall): one row per group and layout.
 WATERFALL_COLUMNS = SCALING_GROUP + ("layout", "nodes", "gpus_per_node", "gpus", "baseline", "ideal", "comm_loss",
                                      "data_loss", "compute_loss", "unattributed", "measured", "data_from", "base_step_ms",
-                                     "step_ms", "data_ms", "compute_ms", "comm_ms", "update_ms", "other_ms")
+                                     "step_ms", "data_ms", "compute_ms", "comm_ms", "update_ms", "other_ms",
+                                     # the layout's MFU (hvdbench.results.analyses.compute): how far its compute
+                                     # part was from the hardware
+                                     "compute_mfu")
 # Engines side by side (hvdbench.results.analyses.engines): one row per group, layout and engine, where a layout
 # ran under two engines or more; vs_reference: throughput / the reference engine's (Horovod's).
 ENGINE_COLUMNS = tuple(k for k in SCALING_GROUP if k != "engine") + (
     "layout", "gpus", "engine", "reference", "runs", "throughput_mean", "throughput_2sigma", "vs_reference",
     "vs_reference_2sigma", "within_noise", "data_ms", "compute_ms", "comm_ms", "update_ms", "other_ms",
     "shard_parameters", "why", "flags")
+# How far each layout's compute was from the hardware (hvdbench.results.analyses.compute): one row per group and
+# layout; mfu against the datasheet peak, mfu_measured against `bench compute`'s; energy_to_train_j:
+# time-to-accuracy runs' GPUs, run_start -> run_stop.
+COMPUTE_COLUMNS = SCALING_GROUP + (
+    "layout", "gpus", "runs", "throughput_per_gpu", "flops_per_sample", "model_tflops_per_gpu", "peak_tflops", "mfu",
+    "measured_peak_tflops", "mfu_measured", "mem_allocated_gb", "mem_reserved_gb", "mem_resident_gb",
+    "mem_estimate_gb", "energy_j_per_sample", "power_w_per_gpu", "energy_to_train_j", "note")
 # Predicted layouts (hvdbench.results.predict.throughput): one row per group and layout, measured or not.
 # predicted_throughput_low/_high: the interval meant to hold `interval` (the share, predict.fitting.COVERAGE)
 # of measurements; interval_from: its parts in words (fit residuals, repeats, doublings past the fitted range).

@@ -34,6 +34,7 @@ HARDWARE_JSON = "hardware.json"
 EXPLAIN_DIR = "explain"  # SWEEP/explain/: the --explain twins, a sweep folder of their own
 ALLREDUCE_CSV = "bench_allreduce.csv"  # `bench allreduce` rows (sweep --allreduce-bench too)
 IO_CSV = "bench_io.csv"  # `bench io` rows
+COMPUTE_CSV = "bench_compute.csv"  # `bench compute` rows (sweep --compute-bench too)
 
 
 def append_run(store: str | os.PathLike, result: RunResult) -> None:

@@ -1,0 +1,191 @@
+"""How far each layout's compute was from the hardware (the report's compute table): model TFLOP/s
+per GPU, MFU against the datasheet peak and against `bench compute`'s measured peak, peak memory per
+rank beside train/memory.py's estimate, and energy per sample; and the same MFU for published MLPerf
+logs.
+
+    rows = compute_rows(runs, sweeps)      # one row per scaling group and layout (runs.csv's columns)
+    markdown(rows); write(rows, out, formats)  # compute.csv, compute.png, a summary.md section
+
+A run's figures come from its own record (hvdbench.train.compute: FLOPs per sample counted on the
+meta device, peaks from hvdbench.peaks). Published logs (hvdbench.results.mllog) carry no FLOPs:
+theirs are hvdbench's own count of the benchmark's network at the reference's size (the model spec's
+`published_flops`, from `hvdbench bench flops`; a unit test holds the two equal), their samples/s per accelerator what the
+log trained over its training time, and the peak the bf16 one of the systems JSON's accelerator. A
+submission trained in fp8 or fp4 can exceed the bf16 peak: the table says which peak it assumed.
+"""
+
+from __future__ import annotations
+
+import statistics
+from pathlib import Path
+
+from hvdbench.contracts import specs
+from hvdbench.peaks import mfu, model_tflops, peak_tflops
+from hvdbench.results.stats.aggregate import scaling_key
+from hvdbench.results.records.schema import COMPUTE_COLUMNS, SCALING_GROUP, ComputeRow
+from hvdbench.results.records.store import COMPUTE_CSV, read_rows, sweep_folder
+from hvdbench.results.render.tables import markdown_table, write_table
+
+PUBLISHED_PRECISION = "bf16"  # the peak published MFU is taken against
+
+
+def _mean(values) -> float | None:
+    values = [v for v in values if v is not None]
+    return statistics.fmean(values) if values else None
+
+
+def _max(values) -> float | None:
+    values = [v for v in values if v is not None]
+    return max(values) if values else None
+
+
+def measured_peaks(sweeps) -> dict[tuple[str, str, str], float]:
+    """(layout, device, dtype) -> the median over ranks of `bench compute`'s matmul TFLOP/s, from each
+    sweep folder's bench_compute.csv (the latest run of a layout where there are several)."""
+    peaks: dict[tuple[str, str, str], float] = {}
+    for folder in sweeps or ():
+        path = Path(sweep_folder(folder)) / COMPUTE_CSV
+        if not path.exists():
+            continue
+        rows = [r for r in read_rows(path, ComputeRow, "compute bench") if r.op == "matmul" and r.tflops is not None]
+        latest: dict[str, str] = {}
+        for r in rows:
+            latest[r.layout] = max(latest.get(r.layout, ""), r.run_id)
+        by_key: dict[tuple, list[float]] = {}
+        for r in rows:
+            if r.run_id == latest[r.layout]:
+                by_key.setdefault((r.layout, r.device, r.dtype), []).append(r.tflops)
+        peaks.update({k: statistics.median(v) for k, v in by_key.items()})
+    return peaks
+
+
+def _published(run) -> tuple[float | None, float | None, float | None, str]:
+    """(FLOPs per sample, samples/s per accelerator, bf16 peak, note) of a published log's run: the
+    model whose spec names the log's benchmark gives the FLOPs (ModelSpec.published_flops)."""
+    spec = next((s for s in specs() if s.mlperf_benchmark == run.model and s.published_flops), None)
+    if spec is None:
+        return None, None, None, f"no FLOPs count for benchmark {run.model!r}"
+    ref = spec.published_flops
+    trained, unit, train_s = getattr(run, "trained", None), getattr(run, "trained_unit", ""), getattr(run, "train_s", None)
+    samples = (trained * ref.epoch_samples if unit == "epochs" and ref.epoch_samples else
+               trained if unit == "samples" else None) if trained else None
+    rate = samples / train_s / run.world_size if samples and train_s and run.world_size else run.throughput_per_gpu
+    accelerator = getattr(run, "accelerator", "")
+    peak = peak_tflops(accelerator, PUBLISHED_PRECISION)
+    note = f"{spec.name}/{ref.flavor} per {ref.sample}; peak: {PUBLISHED_PRECISION}" + (
+        "" if peak else f"; no datasheet peak for {accelerator or 'an unnamed accelerator'}")
+    return ref.per_sample, rate, peak, note
+
+
+def compute_rows(runs, sweeps=()) -> list[dict]:
+    """One row per scaling group and layout with a compute figure (see the module's docstring)."""
+    measured = measured_peaks(sweeps)
+    groups: dict[tuple, list] = {}
+    for r in runs:
+        if r.status in ("success", "aborted"):
+            groups.setdefault((scaling_key(r), r.layout), []).append(r)
+    out = []
+    for (key, layout), mine in groups.items():
+        first = mine[0]
+        published = first.sweep.startswith("mllog:")
+        if published:
+            figures = [_published(r) for r in mine]
+            flops = figures[0][0]
+            rate = _mean(f[1] for f in figures)
+            peak, note = figures[0][2], figures[0][3]
+            tflops = model_tflops(flops, rate)
+        else:
+            flops = _mean(r.flops_per_sample for r in mine)
+            rate = _mean(r.throughput_per_gpu for r in mine)
+            tflops = _mean(r.model_tflops_per_gpu for r in mine)
+            peak, note = first.peak_tflops, ""
+        if flops is None and _max(r.mem_resident_gb for r in mine) is None:
+            continue  # nothing of compute known (a log of a benchmark hvdbench does not count, rows before schema 6)
+        device = first.devices.split(";")[0] if first.devices else ""
+        bench_peak = measured.get((layout, device, first.precision))
+        out.append({
+            **dict(zip(SCALING_GROUP, key)), "layout": layout, "gpus": first.world_size, "runs": len(mine),
+            "throughput_per_gpu": rate, "flops_per_sample": flops, "model_tflops_per_gpu": tflops,
+            "peak_tflops": peak, "mfu": mfu(tflops, peak), "measured_peak_tflops": bench_peak,
+            "mfu_measured": mfu(tflops, bench_peak),
+            "mem_allocated_gb": _max(r.mem_allocated_gb for r in mine),
+            "mem_reserved_gb": _max(r.mem_reserved_gb for r in mine),
+            "mem_resident_gb": _max(r.mem_resident_gb for r in mine),
+            "mem_estimate_gb": _mean(r.mem_estimate_gb for r in mine),
+            "energy_j_per_sample": _mean(r.energy_j_per_sample for r in mine),
+            "power_w_per_gpu": _mean(r.power_w_per_gpu for r in mine),
+            "energy_to_train_j": _mean(r.energy_j for r in mine if r.mode == "time_to_accuracy"),
+            "note": note})
+    return out
+
+
+def mfu_of(rows: list[dict], group: dict, layout: str) -> float | None:
+    """The MFU of a scaling group's layout (the waterfall names its compute part's), or None."""
+    for r in rows:
+        if r["layout"] == layout and all(r[k] == group.get(k) for k in SCALING_GROUP):
+            return r["mfu"] if r["mfu"] is not None else r["mfu_measured"]
+    return None
+
+
+def _fmt(value, spec: str, scale: float = 1.0) -> str:
+    return "" if value is None else format(value * scale, spec)
+
+
+def markdown(rows: list[dict]) -> str:
+    if not rows:
+        return ""
+    lines = [[r["system"], r["model"], r["flavor"], r["engine"], r["precision"], r["layout"],
+              _fmt(r["flops_per_sample"], ".3g"), _fmt(r["model_tflops_per_gpu"], ".3g"),
+              _fmt(r["mfu"], ".1f", 100), _fmt(r["mfu_measured"], ".1f", 100),
+              _fmt(r["mem_allocated_gb"] or r["mem_resident_gb"], ".2f"), _fmt(r["mem_estimate_gb"], ".2f"),
+              _fmt(r["energy_j_per_sample"], ".3g"), _fmt(r["power_w_per_gpu"], ".0f"), r["note"]] for r in rows]
+    return ("## Compute: how far from the hardware\n\nModel TFLOP/s per GPU (training FLOPs per sample, forward + "
+            "backward as counted on hvdbench's network, x samples/s per GPU), MFU against the device's dense "
+            "datasheet peak in the run's precision and against `bench compute`'s measured matrix-product peak, the "
+            "most memory one rank held (GPU: allocated; CPU: resident) beside hvdbench's estimate, and (NVIDIA GPUs) "
+            "energy per sample and mean power per GPU from NVML. Empty: not measured.\n\n"
+            + markdown_table(["system", "model", "flavor", "engine", "precision", "layout", "FLOPs/sample",
+                              "TFLOP/s/GPU", "MFU %", "MFU % (bench)", "memory GB", "estimate GB", "J/sample",
+                              "W/GPU", "note"], lines) + "\n")
+
+
+def figure(rows: list[dict]):
+    """Model TFLOP/s per GPU per group and layout, MFU % on the bars; beside it, where any rank's
+    memory was recorded, the memory per rank against the estimate."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    labels = [" ".join(str(r[k]) for k in ("system", "model", "flavor", "engine", "layout") if r.get(k)) for r in rows]
+    held = [r["mem_allocated_gb"] or r["mem_resident_gb"] for r in rows]
+    memory = any(h is not None for h in held)
+    fig, axes = plt.subplots(1, 2 if memory else 1, figsize=(12 if memory else 7, 5), squeeze=False)
+    left = axes[0][0]
+    xs = list(range(len(rows)))
+    bars = left.bar(xs, [r["model_tflops_per_gpu"] or 0 for r in rows], color="#4c72b0")
+    for bar, r in zip(bars, rows):
+        share = r["mfu"] if r["mfu"] is not None else r["mfu_measured"]
+        if share is not None:
+            left.text(bar.get_x() + bar.get_width() / 2, bar.get_height(), f"{100 * share:.1f} %",
+                      ha="center", va="bottom", fontsize=7)
+    left.set_ylabel("model TFLOP/s per GPU (MFU % on top)")
+    left.set_title("compute")
+    if memory:
+        right = axes[0][1]
+        right.bar([x - 0.2 for x in xs], [h or 0 for h in held], 0.4, label="peak per rank", color="#55a868")
+        right.bar([x + 0.2 for x in xs], [r["mem_estimate_gb"] or 0 for r in rows], 0.4, label="estimate",
+                  color="#c4c4c4")
+        right.set_ylabel("GB")
+        right.set_title("memory per rank (GPU: allocated; CPU: resident)")
+        right.legend(fontsize=8)
+    for ax in axes[0]:
+        ax.set_xticks(xs, labels, rotation=30, ha="right", fontsize=7)
+    fig.tight_layout()
+    return fig
+
+
+def write(rows: list[dict], out: Path, formats=("csv", "png")) -> list[Path]:
+    if not rows:
+        return []
+    return write_table(out, "compute", rows, COMPUTE_COLUMNS, formats, lambda: figure(rows))
