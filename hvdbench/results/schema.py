@@ -29,14 +29,15 @@ from typing import Any
 from hvdbench.errors import HvdbenchError
 from hvdbench.files import atomic_write_text
 
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 # Columns each runs.csv schema version added, so an older store still reads (its rows have them
 # empty) and is upgraded in place by its next append (hvdbench.results.store).
 ADDED_COLUMNS = {2: ("data_s", "compute_s", "comm_s", "update_s", "other_s"),
                  3: ("other_cpus", "other_gpu_procs", "timeline_negotiate_ms", "timeline_allreduce_ms",
                      "timeline_cycles_per_step", "timeline_fused_mib"),
                  4: ("threads",),
-                 5: ("engine", "shard_parameters")}
+                 5: ("engine", "shard_parameters"),
+                 6: ("compile_s",)}
 # What a column added later reads as in an older row, where empty would be wrong: every run before
 # schema 5 trained under Horovod.
 ADDED_DEFAULTS = {"engine": "horovod"}
@@ -47,7 +48,8 @@ STATUSES = ("success", "aborted", "failed", "timeout")
 MEASURED = ("status", "steps", "warmup_steps", "throughput", "step_time_mean_s", "step_time_std_s",
             "final_metric", "epochs", "epochs_to_target", "time_per_epoch_s", "time_to_train_s",
             "data_s", "compute_s", "comm_s", "update_s", "other_s", "other_cpus", "other_gpu_procs",
-            "timeline_negotiate_ms", "timeline_allreduce_ms", "timeline_cycles_per_step", "timeline_fused_mib")
+            "timeline_negotiate_ms", "timeline_allreduce_ms", "timeline_cycles_per_step", "timeline_fused_mib",
+            "compile_s")
 MODES = ("throughput", "time_to_accuracy")
 
 
@@ -206,6 +208,9 @@ class RunResult(LayoutFields, _RunIdentity, CsvRecord):
     # group; and the most parameters one rank held (fsdp: its shard; else every parameter).
     engine: str = "horovod"
     shard_parameters: int | None = None
+    # --compile (or a compiled optimizer): the seconds the first steps spent beyond a plain step
+    # (tracing, code generation, autotuning), inside the untimed warm-up; empty when nothing compiled.
+    compile_s: float | None = None
     schema_version: int = SCHEMA_VERSION
 
     def __post_init__(self):

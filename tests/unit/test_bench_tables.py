@@ -141,7 +141,8 @@ def test_the_csv_formats_and_their_shared_layout_columns():
         "data_s", "compute_s", "comm_s", "update_s", "other_s",  # schema 2 added the breakdown
         "other_cpus", "other_gpu_procs", "timeline_negotiate_ms", "timeline_allreduce_ms",  # schema 3
         "timeline_cycles_per_step", "timeline_fused_mib", "threads",  # schema 4: threads
-        "engine", "shard_parameters", "schema_version"]  # schema 5: the engine and a rank's parameters
+        "engine", "shard_parameters",  # schema 5: the engine and a rank's parameters
+        "compile_s", "schema_version"]  # schema 6: the seconds --compile took
 
 
 def test_markdown_cells_with_a_bar_stay_one_cell():

@@ -23,15 +23,24 @@ from hvdbench.errors import ConfigError
 from hvdbench.frameworks.torch.data import DeviceBatches
 from hvdbench.frameworks.torch.dist import Dist
 from hvdbench.frameworks.torch.engines import make_engine
+from hvdbench.frameworks.torch.recipe import fused
 
 DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
 
+
 # cfg.optimizer -> the optimizer over parameter groups (a model may bring its own: make_optimizer).
 OPTIMIZERS = {
-    "sgd": lambda groups, cfg: torch.optim.SGD(groups, lr=cfg.lr, momentum=cfg.momentum),
-    "adamw": lambda groups, cfg: torch.optim.AdamW(groups, lr=cfg.lr, betas=(0.9, 0.999), eps=1e-6),
-    "adam": lambda groups, cfg: torch.optim.Adam(groups, lr=cfg.lr, betas=(0.9, 0.999), eps=1e-8),
+    # torch's fused SGD has no rule for FSDP2's sharded (DTensor) parameters (aten._fused_sgd_, torch
+    # 2.13): under fsdp SGD keeps its multi-tensor update. Fused Adam and AdamW have one.
+    "sgd": lambda groups, cfg: torch.optim.SGD(groups, lr=cfg.lr, momentum=cfg.momentum,
+                                               **(fused(cfg) if cfg.engine != "fsdp" else {})),
+    "adamw": lambda groups, cfg: torch.optim.AdamW(groups, lr=cfg.lr, betas=(0.9, 0.999), eps=1e-6, **fused(cfg)),
+    "adam": lambda groups, cfg: torch.optim.Adam(groups, lr=cfg.lr, betas=(0.9, 0.999), eps=1e-8, **fused(cfg)),
 }
+# Steps timed one by one while a compiled step settles: the first traces and compiles forward and
+# backward (an optimizer compiled on its own, with a step count that changes, compiles once more on
+# the second); the last is a plain step, the yardstick of what the others spent compiling.
+COMPILE_PROBE_STEPS = 3
 
 
 def init_dist(threads: int = 0, share: int = 0, engine: str = "horovod"):
@@ -43,19 +52,22 @@ def init_dist(threads: int = 0, share: int = 0, engine: str = "horovod"):
     return TorchDist(threads, share)
 
 
-# What the trainer hands a model's `build` beyond the data's info keys: keyword -> the Dist attribute.
+# What the trainer hands a model's `build` beyond the data's info keys: keyword -> the Dist attribute,
+# and the TrainConfig fields a network may take (the attention kernel of a transformer).
 RUN_KEYWORDS = {"rank": "rank", "world": "size"}
+CONFIG_KEYWORDS = ("attention",)
 
 
-def run_keywords(build, dist) -> dict:
-    """This process's Horovod `rank` and the `world` size, for the ones `build` declares as named
-    parameters (hvdbench/contracts/spec.py's TorchModel): a model that seeds a random stream per rank
-    reads its rank there, not from the launcher. A `**kwargs` catch-all does not declare them, so a
-    build that does not ask is called as before."""
+def run_keywords(build, dist, cfg=None) -> dict:
+    """This process's Horovod `rank` and the `world` size, and the CONFIG_KEYWORDS of `cfg`, for the
+    ones `build` declares as named parameters (hvdbench/contracts/spec.py's TorchModel): a model that
+    seeds a random stream per rank reads its rank there, not from the launcher. A `**kwargs`
+    catch-all does not declare them, so a build that does not ask is called as before."""
     declared = inspect.signature(build).parameters
-    return {name: getattr(dist, attr) for name, attr in RUN_KEYWORDS.items()
-            if name in declared and declared[name].kind in (inspect.Parameter.POSITIONAL_OR_KEYWORD,
-                                                            inspect.Parameter.KEYWORD_ONLY)}
+    named = {name for name, p in declared.items()
+             if p.kind in (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)}
+    return {**{name: getattr(dist, attr) for name, attr in RUN_KEYWORDS.items() if name in named},
+            **{name: getattr(cfg, name) for name in CONFIG_KEYWORDS if cfg is not None and name in named}}
 
 
 def param_groups(model, cfg) -> list[dict]:
@@ -125,14 +137,21 @@ class Trainer:
         torch.manual_seed(cfg.seed)
         device = dist.device
         with torch.device("meta") if meta else contextlib.nullcontext():
-            model = module.build(flavor_cfg, **data_info, **run_keywords(module.build, dist))
+            model = module.build(flavor_cfg, **data_info, **run_keywords(module.build, dist, cfg))
         if not meta:
             model = model.to(device)
+        if cfg.channels_last and self.engine.channels_last_weights:
+            model = model.to(memory_format=torch.channels_last)  # 4-d weights only; the rest is unchanged
         self.model = model  # the model folder's network (the engine's wrapper is self.net)
-        self.device_batch = DeviceBatches(device, getattr(module, "on_device", None))
+        self.device_batch = DeviceBatches(device, getattr(module, "on_device", None),
+                                          channels_last=cfg.channels_last, overlap=cfg.overlap_copies)
 
         groups = getattr(module, "param_groups", param_groups)(model, cfg)
         self.net = self.engine.wrap(model, module, meta=meta)
+        if cfg.compile != "off":
+            # The wrapper's own forward is compiled in place (Module.compile), so parameter names,
+            # DDP's buckets and FSDP's hooks stay as they are; dynamo compiles on the first step.
+            self.net.compile(mode=cfg.compile)
         opt = getattr(module, "make_optimizer", make_optimizer)(self.engine.groups(model, groups), cfg)
         self.optimizer = self.engine.optimizer(opt, self.net)
         self.engine.broadcast(self.net, self.optimizer)
@@ -144,9 +163,18 @@ class Trainer:
         self._training = None
         self.timer = None
         self.unsynced_s = None  # ddp/fsdp: one step's forward and backward without the reduction
+        # Compiled runs: the first steps' times (COMPILE_PROBE_STEPS), then compile_s, what they spent
+        # beyond a plain step (tracing, code generation, autotuning). None: nothing compiled.
+        self._probe_times = [] if cfg.compile != "off" or self.optimizer_compiles() else None
+        self.compile_s = None
 
     def compile(self, example: dict) -> None:
-        """Nothing to prepare ahead in eager PyTorch (the TensorFlow trainer traces its graphs)."""
+        """Nothing to prepare ahead here: torch.compile (--compile) compiles on the first step, inside
+        the warm-up (the TensorFlow trainer traces its graphs now)."""
+
+    def optimizer_compiles(self) -> bool:
+        """Whether the optimizer compiles its own update (LAMB with --fused-optimizer)."""
+        return any(g.get("compiled") for g in self.optimizer.param_groups)
 
     def num_parameters(self) -> int:
         """Every parameter of the whole model (what its weights take in memory, unsharded)."""
@@ -236,7 +264,21 @@ class Trainer:
         """One optimizer step over `accum_steps` micro-batches; the engine averages the summed
         gradients over ranks after the last backward pass (horovod: allreduces that run while
         backward goes on, `finish_backward` waits for the ones still outstanding, the exposed
-        communication; ddp/fsdp: inside the last backward)."""
+        communication; ddp/fsdp: inside the last backward). The first steps of a compiled run are
+        timed one by one (compile_s)."""
+        if self._probe_times is None:
+            return self._train_step(micro_batches)
+        t0 = time.perf_counter()
+        self._train_step(micro_batches)
+        if self.dist.device.type == "cuda":
+            torch.cuda.synchronize(self.dist.device)
+        times = self._probe_times
+        times.append(time.perf_counter() - t0)
+        if len(times) == COMPILE_PROBE_STEPS:
+            self.compile_s = max(0.0, sum(times[:-1]) - (len(times) - 1) * times[-1])
+            self._probe_times = None
+
+    def _train_step(self, micro_batches: list[dict]) -> None:
         timer, engine = self.timer, self.engine
         if timer:
             timer.start()
