@@ -91,6 +91,9 @@ step prepare-images 120 "$PY" -m hvdbench prepare synthetic --like images --samp
 train r50-bf16-hdf5 resnet50 --flavor full --data /tmp/hvdbench-images --precision bf16 --batch-per-gpu 256 \
   --steps 100 --warmup-steps 20
 
+# The levers of issue 37, each on and off (their own table; no Horovod needed).
+step levers 420 bash benchmarks/gpu/levers.sh "$OUT/levers"
+
 "$PY" - "$OUT" <<'PY' | tee "$OUT/logs/summary.txt"
 import json, pathlib, sys
 out = pathlib.Path(sys.argv[1])

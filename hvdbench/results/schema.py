@@ -208,8 +208,8 @@ class RunResult(LayoutFields, _RunIdentity, CsvRecord):
     # group; and the most parameters one rank held (fsdp: its shard; else every parameter).
     engine: str = "horovod"
     shard_parameters: int | None = None
-    # --compile (or a compiled optimizer): the seconds the first steps spent beyond a plain step
-    # (tracing, code generation, autotuning), inside the untimed warm-up; empty when nothing compiled.
+    # --compile (or a compiled optimizer): the seconds torch.compile spent compiling in the run's steps
+    # and evaluations (in the warm-up, out of the throughput; recompiles too); empty when nothing compiled.
     compile_s: float | None = None
     schema_version: int = SCHEMA_VERSION
 

