@@ -1,0 +1,110 @@
+#!/usr/bin/env bash
+# The levers of issue 37 on one GPU, each on and off: hvdbench train as users run it (one process,
+# --engine ddp: no Horovod needed), ResNet-50 (batch 256) and BERT-large (batch 32, LAMB), bf16,
+# synthetic data, then hvdbench against a bare PyTorch loop given the same levers. A summary table
+# (samples/s, step, compile seconds, MFU where the run recorded it, the ratio to each model's run
+# without levers) is printed last and written to OUT_DIR/levers.txt.
+#
+#   bash benchmarks/gpu/levers.sh [OUT_DIR]                   # on a GPU machine: ~6 minutes on an H100
+#   ONLY="r50-base r50-compile" bash benchmarks/gpu/levers.sh  # only these steps
+#   DEVICE=cpu FLAVOR=debug bash benchmarks/gpu/levers.sh /tmp/levers   # the script's logic on a CPU
+#
+# Steps run in order of what they tell (the biggest lever first) and each under `timeout`; once
+# BUDGET_S seconds (default 330) have gone, the steps left are skipped and say so, so the whole
+# script fits its device time. Environment: PYTHON (default python3), ENGINE (ddp; horovod where it
+# is built), DEVICE (gpu|cpu), FLAVOR (full|debug: the models' flavors for GPUs or CPUs), STEPS and
+# WARMUP (timed and warm-up steps of each run), BUDGET_S. Called from benchmarks/gpu/run.sh, or alone.
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+OUT="$(realpath -m "${1:-${OUT:-levers-out}}")"
+mkdir -p "$OUT/logs" "$OUT/runs"
+PY="${PYTHON:-python3}"
+export PYTHONUNBUFFERED=1 PYTHONPATH="/tmp/hvdbench-site:$PWD${PYTHONPATH:+:$PYTHONPATH}"
+export PATH="$(dirname "$("$PY" -c 'import sys; print(sys.executable)')"):$PATH"
+DEVICE="${DEVICE:-gpu}" ENGINE="${ENGINE:-ddp}" BUDGET_S="${BUDGET_S:-330}"
+if [ "$DEVICE" = cpu ]; then
+  # The debug flavors, fp32, a few steps: checks that every step runs, not what the levers gain.
+  FLAVOR="${FLAVOR:-debug}" R50_FLAVOR=debug BERT_FLAVOR=debug PRECISION=fp32 R50_BATCH=16 BERT_BATCH=4
+  STEPS="${STEPS:-4}" WARMUP="${WARMUP:-3}" LIMIT=300 THREADS=1
+  export CUDA_VISIBLE_DEVICES=""
+else
+  FLAVOR="${FLAVOR:-full}" R50_FLAVOR=full BERT_FLAVOR=large PRECISION=bf16 R50_BATCH=256 BERT_BATCH=32
+  STEPS="${STEPS:-30}" WARMUP="${WARMUP:-8}" LIMIT=150 THREADS=8
+fi
+if [ "$FLAVOR" = debug ]; then R50_FLAVOR=debug BERT_FLAVOR=debug; fi
+T0=$SECONDS
+
+# step NAME SECONDS CMD...: CMD under a time limit, its output in OUT/logs/NAME.log; goes on when it fails.
+step() {
+  local name="$1" limit="$2"; shift 2
+  if [ -n "${ONLY:-}" ] && [[ " $ONLY " != *" $name "* ]]; then return 0; fi
+  if [ $((SECONDS - T0)) -ge "$BUDGET_S" ]; then
+    printf '[levers] %-16s skipped: %ds of the %ds budget gone\n' "$name" $((SECONDS - T0)) "$BUDGET_S"
+    echo "skipped" >"$OUT/logs/$name.skipped"
+    return 0
+  fi
+  local t=$SECONDS rc=0
+  timeout --kill-after=10 "$limit" "$@" >"$OUT/logs/$name.log" 2>&1 || rc=$?
+  printf '[levers] %-16s rc=%d %4ds (total %ds)\n' "$name" "$rc" $((SECONDS - t)) $((SECONDS - T0))
+  [ "$rc" = 0 ] || tail -n 8 "$OUT/logs/$name.log"
+  return 0
+}
+
+# train NAME MODEL OPTIONS...: hvdbench train, one process, synthetic data, the run's record in OUT/runs/NAME.
+train() {
+  local name="$1" model="$2"; shift 2
+  step "$name" "$LIMIT" "$PY" -m hvdbench train "$model" --engine "$ENGINE" --synthetic --precision "$PRECISION" \
+    --steps "$STEPS" --warmup-steps "$WARMUP" --threads "$THREADS" --out "$OUT/runs/$name" "$@"
+}
+r50() { local name="$1"; shift; train "$name" resnet50 --flavor "$R50_FLAVOR" --batch-per-gpu "$R50_BATCH" "$@"; }
+bert() { local name="$1"; shift; train "$name" bert --flavor "$BERT_FLAVOR" --batch-per-gpu "$BERT_BATCH" "$@"; }
+
+step facts 30 "$PY" -c "import torch; print('torch', torch.__version__, 'cuda', torch.version.cuda,
+  torch.cuda.get_device_name(0) if torch.cuda.is_available() else 'cpu')"
+# The biggest lever first: torch.compile (the bare compiled loop reached 5,644 images/s on an H100).
+r50 r50-base
+r50 r50-all --compile default --channels-last --fused-optimizer
+bert bert-base
+bert bert-varlen --attention varlen
+r50 r50-compile --compile default
+bert bert-fused --fused-optimizer
+r50 r50-channels-last --channels-last
+r50 r50-fused --fused-optimizer
+bert bert-all --compile default --attention varlen --fused-optimizer
+# hvdbench's loop against a bare loop given the same levers, alternately in one process.
+step bare-levers $((2 * LIMIT)) "$PY" benchmarks/bench_train.py --only bare --engine "$ENGINE" --flavor "$R50_FLAVOR" \
+  --batch "$R50_BATCH" --precision "$PRECISION" --steps "$STEPS" --warmup "$WARMUP" --rounds 2 --threads "$THREADS" \
+  --compile default --channels-last --fused-optimizer --out "$OUT/runs/bare-levers.json"
+# CUDA graphs on top of compile (torch.compile's reduce-overhead), last: at these batch sizes a step
+# is GPU-bound, so little is expected of it.
+r50 r50-cudagraphs --compile reduce-overhead --channels-last --fused-optimizer
+
+"$PY" - "$OUT" <<'PY' | tee "$OUT/levers.txt"
+import json, pathlib, sys
+out = pathlib.Path(sys.argv[1])
+print("\nlevers (each model's runs against its run without levers, `base`)")
+print(f"  {'run':18s} {'status':8s} {'samples/s':>10s} {'vs base':>8s} {'step ms':>8s} {'compile s':>9s} {'MFU':>6s}  device")
+base = {}
+for run in sorted((out / "runs").glob("*/result.json"), key=lambda p: (p.parent.name.split("-")[0], p.stat().st_mtime)):
+    r = json.loads(run.read_text())
+    name, model = run.parent.name, run.parent.name.split("-")[0]
+    tput = r.get("throughput")
+    if name.endswith("-base") and tput:
+        base[model] = tput
+    ratio = f"{tput / base[model]:.3f}" if tput and base.get(model) else ""
+    cell = lambda v, f: format(v, f) if v is not None else ""
+    print(f"  {name:18s} {r['status']:8s} {cell(tput, ',.1f'):>10s} {ratio:>8s} "
+          f"{cell(r.get('step_time_mean_s') and 1e3 * r['step_time_mean_s'], '.1f'):>8s} "
+          f"{cell(r.get('compile_s'), '.1f'):>9s} {cell(r.get('mfu'), '.3f'):>6s}  {r.get('devices') or ''}"
+          + (f"  error: {r['error']}" if r.get("error") else ""))
+for skipped in sorted((out / "logs").glob("*.skipped")):
+    print(f"  {skipped.stem:18s} skipped (budget)")
+bench = out / "runs" / "bare-levers.json"
+if bench.exists():
+    b = json.loads(bench.read_text())["bare"]
+    print(f"  hvdbench / bare loop, both with compile + channels-last + fused SGD (ResNet-50): median "
+          f"{b['median_ratio']:.3f}; rounds {', '.join(f'{q:.3f}' for q in b['ratios'])}; hvdbench "
+          f"{', '.join(f'{x:,.0f}' for x in b['hvdbench'])}; bare {', '.join(f'{x:,.0f}' for x in b['baseline'])}"
+          + (f"; compile s {b['compile_s']}" if b.get("compile_s") else ""))
+PY
+tar -czf "$OUT/levers-results.tgz" -C "$OUT" logs runs
