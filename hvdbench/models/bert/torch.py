@@ -73,9 +73,13 @@ class Sequences:
         row_start = torch.arange(b * l, device=flat.device) % l == 0
         starts = real & (row_start | (flat != flat.roll(1)))
         self.shape = (b, l)
-        self.tokens = real.nonzero().squeeze(1)  # one host sync per forward, shared by every layer
+        self.tokens = real.nonzero().squeeze(1)  # host syncs once per forward, shared by every layer
         first = starts[self.tokens].nonzero().squeeze(1)
         self.offsets = torch.cat([first, first.new_tensor([len(self.tokens)])])
+        # The longest and shortest sequence, known to SDPA up front: it would read them back from the
+        # device in every layer, forward and backward.
+        lengths = self.offsets.diff().cpu()
+        self.longest, self.shortest = int(lengths.max()), int(lengths.min())
 
     def attend(self, qkv, heads: int, dropout: float):
         """Self-attention of each sequence alone: qkv (B,L,3H) -> context (B,L,H), zero at padding."""
@@ -84,7 +88,8 @@ class Sequences:
         # (3, tokens, heads, head dim), each of q, k, v contiguous: SDPA's nested kernels need it
         picked = qkv.flatten(0, 1).index_select(0, self.tokens).view(-1, 3, heads, h // heads).transpose(0, 1)
         # (sequences, their lengths, heads, head dim) -> SDPA's (sequences, heads, length, head dim)
-        q, k, v = (torch.nested.nested_tensor_from_jagged(x, self.offsets).transpose(1, 2)
+        q, k, v = (torch.nested.nested_tensor_from_jagged(x, self.offsets, min_seqlen=self.shortest,
+                                                          max_seqlen=self.longest).transpose(1, 2)
                    for x in picked.contiguous().unbind(0))
         ctx = F.scaled_dot_product_attention(q, k, v, dropout_p=dropout).transpose(1, 2).values()
         full = ctx.new_zeros(b * l, h).index_copy(0, self.tokens, ctx.reshape(-1, h))
