@@ -15,13 +15,7 @@
 # where it is built), DEVICE (gpu|cpu), FLAVOR (full|debug: the models' flavors for GPUs or CPUs),
 # STEPS and WARMUP (timed and warm-up steps of each run), BUDGET_S. Called from benchmarks/gpu/run.sh,
 # or alone.
-set -uo pipefail
-cd "$(dirname "$0")/../.."
-OUT="$(realpath -m "${1:-${OUT:-levers-out}}")"
-mkdir -p "$OUT/logs" "$OUT/runs"
-PY="${PYTHON:-python3}"
-export PYTHONUNBUFFERED=1 PYTHONPATH="/tmp/hvdbench-site:$PWD${PYTHONPATH:+:$PYTHONPATH}"
-export PATH="$(dirname "$("$PY" -c 'import sys; print(sys.executable)')"):$PATH"
+. "$(dirname "$0")/common.sh" levers-out "$@"
 DEVICE="${DEVICE:-gpu}" ENGINE="${ENGINE:-ddp}"
 if [ "$DEVICE" = cpu ]; then
   # The debug flavors, fp32, a few steps: checks that every step runs, not what the levers gain.

@@ -8,13 +8,7 @@
 # Needs .gpu/horovod-0.28.1.tar.gz and, in .gpu/deps/, the wheels of what the machine lacks
 # (see benchmarks/gpu/README.md); PyTorch with CUDA, nvcc and cmake must be there. Every step
 # writes its log under OUT_DIR; OUT_DIR/gpu-results.tgz holds them all; the summary is printed last.
-set -uo pipefail
-cd "$(dirname "$0")/../.."
-OUT="$(realpath -m "${1:-${OUT:-gpu-out}}")"
-mkdir -p "$OUT/logs" "$OUT/runs"
-PY="${PYTHON:-python3}"
-export PYTHONUNBUFFERED=1 PYTHONPATH="/tmp/hvdbench-site:$PWD${PYTHONPATH:+:$PYTHONPATH}"
-export PATH="$(dirname "$("$PY" -c 'import sys; print(sys.executable)')"):$PATH"
+. "$(dirname "$0")/common.sh" gpu-out "$@"
 T0=$SECONDS
 
 # step NAME SECONDS CMD...: run CMD with a time limit, its output in OUT/logs/NAME.log; go on when it fails.
