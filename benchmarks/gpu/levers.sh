@@ -54,6 +54,10 @@ train() {
 r50() { local name="$1"; shift; train "$name" resnet50 --flavor "$R50_FLAVOR" --batch-per-gpu "$R50_BATCH" "$@"; }
 bert() { local name="$1"; shift; train "$name" bert --flavor "$BERT_FLAVOR" --batch-per-gpu "$BERT_BATCH" "$@"; }
 
+# Alone on a fresh machine: the wheels run.sh installs (mlperf-logging: benchmarks/gpu/README.md).
+if ! "$PY" -c "import mlperf_logging" 2>/dev/null && ls .gpu/deps/*.whl >/dev/null 2>&1; then
+  step deps 120 "$PY" -m pip install -q --no-index --no-deps --target /tmp/hvdbench-site .gpu/deps/*.whl
+fi
 step facts 30 "$PY" -c "import torch; print('torch', torch.__version__, 'cuda', torch.version.cuda,
   torch.cuda.get_device_name(0) if torch.cuda.is_available() else 'cpu')"
 # The biggest lever first: torch.compile (the bare compiled loop reached 5,644 images/s on an H100).

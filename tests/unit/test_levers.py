@@ -128,6 +128,17 @@ def test_varlen_trains_with_attention_dropout_under_bf16():
     assert torch.isfinite(loss) and model.layers[0].attention.qkv.weight.grad.abs().sum() > 0
 
 
+def test_varlen_attention_for_a_network_without_it_is_refused(tmp_path):
+    from hvdbench.frameworks.torch.train import run_keywords
+    from hvdbench.models.resnet50 import torch as resnet
+
+    cfg = resolve({"model": "resnet50", "flavor": "debug", "synthetic": True, "out": str(tmp_path),
+                   "attention": "varlen"})
+    with pytest.raises(ConfigError, match="--attention varlen: resnet50's network has no attention to choose"):
+        run_keywords(resnet.build, None, cfg)
+    assert run_keywords(bert.build, None, cfg) == {"attention": "varlen"}
+
+
 def test_an_unknown_attention_is_refused():
     with pytest.raises(ConfigError, match="bert: attention 'flex' is not one of mask, varlen"):
         bert.build(DEBUG, vocab_size=VOCAB, attention="flex")

@@ -62,6 +62,9 @@ def run_keywords(build, dist, cfg=None) -> dict:
     declared = inspect.signature(build).parameters
     named = {name for name, p in declared.items()
              if p.kind in (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)}
+    if cfg is not None and cfg.attention != "mask" and "attention" not in named:
+        raise ConfigError(f"--attention {cfg.attention}: {cfg.model}'s network has no attention to choose "
+                          "(BERT's has)")
     return {**{name: getattr(dist, attr) for name, attr in RUN_KEYWORDS.items() if name in named},
             **{name: getattr(cfg, name) for name in CONFIG_KEYWORDS if cfg is not None and name in named}}
 
