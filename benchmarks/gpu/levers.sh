@@ -9,9 +9,9 @@
 #   ONLY="r50-base r50-compile" bash benchmarks/gpu/levers.sh  # only these steps
 #   DEVICE=cpu FLAVOR=debug bash benchmarks/gpu/levers.sh /tmp/levers   # the script's logic on a CPU
 #
-# Steps run in order of what they tell (the biggest lever first), each under `timeout`; once BUDGET_S
-# seconds (default 330 on a GPU, 900 on a CPU) have gone, the steps left are skipped and say so, so
-# the whole script fits its device time. Environment: PYTHON (default python3), ENGINE (ddp; horovod
+# Steps run in order of what they tell (the biggest lever first), each under `timeout` and never past
+# BUDGET_S seconds (default 330 on a GPU, 900 on a CPU) and 30 s more: the steps left then are skipped
+# and say so, so the whole script fits its device time. Environment: PYTHON (default python3), ENGINE (ddp; horovod
 # where it is built), DEVICE (gpu|cpu), FLAVOR (full|debug: the models' flavors for GPUs or CPUs),
 # STEPS and WARMUP (timed and warm-up steps of each run), BUDGET_S. Called from benchmarks/gpu/run.sh,
 # or alone.
@@ -32,14 +32,18 @@ T0=$SECONDS
 # step NAME SECONDS CMD...: CMD under a time limit, its output in OUT/logs/NAME.log; goes on when it fails.
 step() {
   local name="$1" limit="$2"; shift 2
-  if [ -n "${ONLY:-}" ] && [[ " $ONLY " != *" $name "* ]]; then return 0; fi
-  if [ $((SECONDS - T0)) -ge "$BUDGET_S" ]; then
+  if [ -n "${ONLY:-}" ] && [[ " deps facts $ONLY " != *" $name "* ]]; then return 0; fi
+  # A step gets at most what is left of the budget and 30 s more; with under 20 s left it is skipped.
+  local left=$((BUDGET_S - (SECONDS - T0)))
+  if [ "$left" -lt 20 ]; then
     printf '[levers] %-16s skipped: %ds of the %ds budget gone\n' "$name" $((SECONDS - T0)) "$BUDGET_S"
     echo "skipped" >"$OUT/logs/$name.skipped"
     return 0
   fi
+  [ "$limit" -le $((left + 30)) ] || limit=$((left + 30))
   local t=$SECONDS rc=0
   timeout --kill-after=10 "$limit" "$@" >"$OUT/logs/$name.log" 2>&1 || rc=$?
+  echo "$rc" >"$OUT/logs/$name.rc"
   printf '[levers] %-16s rc=%d %4ds (total %ds)\n' "$name" "$rc" $((SECONDS - t)) $((SECONDS - T0))
   [ "$rc" = 0 ] || tail -n 8 "$OUT/logs/$name.log"
   return 0
@@ -101,6 +105,11 @@ for run in sorted((out / "runs").glob("*/result.json"), key=lambda p: (p.parent.
           + (f"  error: {r['error']}" if r.get("error") else ""))
 for skipped in sorted((out / "logs").glob("*.skipped")):
     print(f"  {skipped.stem:18s} skipped (budget)")
+for rc in sorted((out / "logs").glob("*.rc")):
+    code = int(rc.read_text())
+    if code:
+        print(f"  {rc.stem:18s} exit {code}" + (" (timed out)" if code in (124, 137) else "")
+              + f": logs/{rc.stem}.log")
 bench = out / "runs" / "bare-levers.json"
 if bench.exists():
     b = json.loads(bench.read_text())["bare"]
