@@ -89,7 +89,8 @@ r50 r50-cudagraphs --compile reduce-overhead --channels-last --fused-optimizer
 import json, pathlib, sys
 out = pathlib.Path(sys.argv[1])
 print("\nlevers (each model's runs against its run without levers, `base`)")
-print(f"  {'run':18s} {'status':8s} {'samples/s':>10s} {'vs base':>8s} {'step ms':>8s} {'compile s':>9s} {'MFU':>6s}  device")
+print(f"  {'run':18s} {'status':8s} {'samples/s':>10s} {'vs base':>8s} {'step ms':>8s} {'compile s':>9s} "
+      f"{'MFU':>6s}  device")
 base = {}
 for run in sorted((out / "runs").glob("*/result.json"), key=lambda p: (p.parent.name.split("-")[0], p.stat().st_mtime)):
     r = json.loads(run.read_text())

@@ -100,9 +100,10 @@ class TrainConfig:
     weight_decay: float = option(5e-5, "Weight decay (not on biases and norms).")
     # the levers that close the gap to the hardware on GPUs (each measured on and off by
     # benchmarks/gpu/levers.sh; off by default, which is what wins on CPUs)
-    compile: str = option("off", "PyTorch: torch.compile the step's forward and backward in this mode (reduce-overhead: "
-                                 "with CUDA graphs); the warm-up covers the compile, whose seconds are recorded apart "
-                                 "(compile_s), out of the throughput.", cli=True, choices=COMPILE_MODES)
+    compile: str = option("off", "PyTorch: torch.compile the step's forward and backward in this mode "
+                                 "(reduce-overhead: with CUDA graphs); the warm-up covers the compile, whose seconds "
+                                 "are recorded apart (compile_s), out of the throughput.", cli=True,
+                          choices=COMPILE_MODES)
     fused_optimizer: bool = option(False, "PyTorch: the optimizer's update in fused kernels (torch's fused SGD, Adam, "
                                           "AdamW; LAMB's multi-tensor update compiled into a few).", cli=True)
     attention: str = option("mask", "PyTorch transformers that take it (BERT): mask (SDPA under a boolean mask that "

@@ -54,5 +54,5 @@ def fused(cfg) -> dict:
     """torch's fused update (one kernel family for every tensor, on GPUs and CPUs) for
     --fused-optimizer, as keyword arguments of torch's SGD, Adam and AdamW; without it torch picks its
     multi-tensor (foreach) update on GPUs. The option lives in the parameter groups, so it survives
-    Horovod rebuilding the optimizer from them."""
-    return {"fused": True} if cfg.fused_optimizer else {}
+    Horovod rebuilding the optimizer from them. (A stand-in config without the field: off.)"""
+    return {"fused": True} if getattr(cfg, "fused_optimizer", False) else {}
