@@ -15,6 +15,15 @@
 Alternating inside one process/job means both sides see the same machine, the same moment and
 the same process state; the order is swapped every other round (ABBA). Ratios are per round; the
 median is reported. Prints a table and writes benchmarks/results/bench_train.json.
+
+The GPU levers (issue 37) apply to both sides of comparison 1 alike: `--compile MODE` (hvdbench's
+--compile; the bare loop compiles its model the same way), `--fused-optimizer` (torch's fused SGD
+on both), `--channels-last` (images and weights NHWC on both: use `--engine ddp`, as Horovod refuses
+channels-last weights). The warm-up (`--warmup`, at least the 3 steps a compile takes) covers the
+compile on both sides. `--engine ddp` runs hvdbench's side without Horovod (a one-process group):
+
+    python benchmarks/bench_train.py --only bare --engine ddp --flavor full --batch 256 --precision bf16 \
+        --compile default --fused-optimizer --channels-last --rounds 2
 """
 
 from __future__ import annotations
@@ -61,7 +70,10 @@ def bench_line(stdout: str) -> dict:
 def interleaved(args, np: int, baseline: str) -> dict:
     inner = [sys.executable, __file__, "interleaved", "--baseline", baseline, "--flavor", args.flavor, "--batch", args.batch,
              "--steps", args.steps, "--warmup", args.warmup, "--threads", args.threads, "--rounds", args.rounds,
-             "--precision", args.precision, *(["--bare-nhwc-params"] if args.bare_nhwc_params else [])]
+             "--precision", args.precision, "--engine", args.engine, "--compile", args.compile,
+             *(["--bare-nhwc-params"] if args.bare_nhwc_params else []),
+             *(["--fused-optimizer"] if args.fused_optimizer else []),
+             *(["--channels-last"] if args.channels_last else [])]
     argv = inner if baseline == "bare" else [HOROVODRUN, "-np", np, "-H", f"localhost:{np}", f"--{args.controller}", *inner]
     return bench_line(call(argv, args.threads).stdout)
 
@@ -81,9 +93,11 @@ def interleaved_main(a) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         cfg = config.resolve({"model": "resnet50", "flavor": a.flavor, "synthetic": True, "out": tmp,
                               "batch_per_gpu": a.batch, "steps": a.steps, "warmup_steps": a.warmup,
-                              "threads": a.threads, "precision": a.precision})
+                              "threads": a.threads, "precision": a.precision, "engine": a.engine,
+                              "compile": a.compile, "fused_optimizer": a.fused_optimizer,
+                              "channels_last": a.channels_last})
     fw = frameworks.load("torch")
-    dist = fw.init_dist(a.threads)
+    dist = fw.init_dist(a.threads, engine=a.engine)
     spec = get_spec("resnet50")
     flavor = spec.flavor(a.flavor)
     info = spec.synthetic_info(flavor)
@@ -109,6 +123,8 @@ def interleaved_main(a) -> None:
         ratios = [o / t for o, t in zip(ours, theirs)]
         result = {"hvdbench": ours, "baseline": theirs, "ratios": ratios,
                   "median_ratio": float(np.median(ratios)), "size": dist.size}
+        if trainer.compile_s is not None:
+            result["compile_s"] = {"hvdbench": trainer.compile_s, "baseline": getattr(baseline, "compile_s", None)}
         if hasattr(baseline, "aggregate"):
             result["baseline_aggregate"] = baseline.aggregate
             result["median_ratio_aggregate"] = float(np.median([o / t for o, t in zip(ours, baseline.aggregate)]))
@@ -119,7 +135,8 @@ def _model_and_batch(flavor: str, batch: int, nhwc_params: bool = False):
     """The model and one fixed batch on this rank's device. On a GPU the images are channels-last
     (NHWC, what tensor cores want) and, as in hvdbench's trainer, the parameters keep the default
     layout (Horovod refuses non-contiguous tensors); `nhwc_params` converts them too, which a bare
-    loop without Horovod may do. On a CPU everything stays NCHW."""
+    loop without Horovod may do. On a CPU everything stays NCHW unless `nhwc_params`
+    (--channels-last: images and weights NHWC on any device)."""
     import numpy as np
     import torch
 
@@ -133,9 +150,9 @@ def _model_and_batch(flavor: str, batch: int, nhwc_params: bool = False):
     cuda = torch.cuda.is_available()
     device = torch.device("cuda", torch.cuda.current_device()) if cuda else torch.device("cpu")
     model = resnet.build(cfg).to(device)
-    if cuda and nhwc_params:
+    if nhwc_params:
         model = model.to(memory_format=torch.channels_last)
-    fixed = DeviceBatches(device, resnet.on_device)(
+    fixed = DeviceBatches(device, resnet.on_device, channels_last=nhwc_params)(
         spec.kinds[0].synthetic(batch, spec.synthetic_info(cfg), np.random.default_rng(0)))
     return model, fixed
 
@@ -173,16 +190,27 @@ def _synchronize() -> None:
 
 def _bare_loop(a, lr, cfg):
     """The plainest PyTorch training loop on its own copy of the model: fixed batch, SGD."""
+    import contextlib
+
     import torch
 
-    model, batch = _model_and_batch(a.flavor, a.batch, nhwc_params=a.bare_nhwc_params)
-    opt = torch.optim.SGD(model.parameters(), lr=lr, momentum=cfg.momentum, weight_decay=cfg.weight_decay)
+    from hvdbench.frameworks.torch.train import CompileClock
+
+    model, batch = _model_and_batch(a.flavor, a.batch, nhwc_params=a.bare_nhwc_params or a.channels_last)
+    opt = torch.optim.SGD(model.parameters(), lr=lr, momentum=cfg.momentum, weight_decay=cfg.weight_decay,
+                          **({"fused": True} if a.fused_optimizer else {}))
     model.train()
+    if a.compile != "off":
+        model.compile(mode=a.compile)
     step = _plain_step(model, opt, batch["images"], batch["labels"], a.precision)
+    # The seconds its compile takes, counted as the trainer counts its own (dynamo's callbacks).
+    clock = CompileClock() if a.compile != "off" else contextlib.nullcontext()
 
     def rate() -> float:
-        for _ in range(a.warmup):
-            step()
+        with clock:
+            for _ in range(a.warmup):
+                step()
+        rate.compile_s = getattr(clock, "seconds", None)
         _synchronize()
         t0 = time.perf_counter()
         for _ in range(a.steps):
@@ -190,6 +218,7 @@ def _bare_loop(a, lr, cfg):
         _synchronize()
         return a.steps * a.batch / (time.perf_counter() - t0)
 
+    rate.compile_s = None
     return rate
 
 
@@ -270,6 +299,13 @@ def main(argv=None) -> None:
     p.add_argument("--bare-nhwc-params", action="store_true",
                    help="GPU: the bare loop also keeps its parameters channels-last (hvdbench cannot: Horovod "
                         "needs contiguous tensors), to measure what that costs.")
+    p.add_argument("--engine", choices=["horovod", "ddp"], default="horovod",
+                   help="hvdbench's engine in comparison 1 (ddp: no Horovod needed).")
+    p.add_argument("--compile", choices=["off", "default", "max-autotune", "reduce-overhead"], default="off",
+                   help="torch.compile both sides of comparison 1 in this mode.")
+    p.add_argument("--fused-optimizer", action="store_true", help="torch's fused SGD on both sides of comparison 1.")
+    p.add_argument("--channels-last", action="store_true",
+                   help="Images and weights channels-last on both sides of comparison 1 (with --engine ddp).")
     p.add_argument("--controller", choices=["gloo", "mpi"], default="gloo")
     p.add_argument("--horovod-np", type=int, default=2, help="Ranks of comparison 2 (1 on a one-GPU machine).")
     p.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "bench_train.json")
@@ -316,9 +352,11 @@ if __name__ == "__main__":
         q.add_argument("mode")
         q.add_argument("--baseline", choices=["bare", "horovod"], required=True)
         for name, default in (("--flavor", "debug"), ("--batch", 32), ("--steps", 100), ("--warmup", 10),
-                              ("--threads", 1), ("--rounds", 6), ("--precision", "fp32")):
+                              ("--threads", 1), ("--rounds", 6), ("--precision", "fp32"), ("--engine", "horovod"),
+                              ("--compile", "off")):
             q.add_argument(name, type=type(default), default=default)
-        q.add_argument("--bare-nhwc-params", action="store_true")
+        for flag in ("--bare-nhwc-params", "--fused-optimizer", "--channels-last"):
+            q.add_argument(flag, action="store_true")
         interleaved_main(q.parse_args())
     else:
         main()

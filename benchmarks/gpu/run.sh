@@ -8,13 +8,7 @@
 # Needs .gpu/horovod-0.28.1.tar.gz and, in .gpu/deps/, the wheels of what the machine lacks
 # (see benchmarks/gpu/README.md); PyTorch with CUDA, nvcc and cmake must be there. Every step
 # writes its log under OUT_DIR; OUT_DIR/gpu-results.tgz holds them all; the summary is printed last.
-set -uo pipefail
-cd "$(dirname "$0")/../.."
-OUT="$(realpath -m "${1:-${OUT:-gpu-out}}")"
-mkdir -p "$OUT/logs" "$OUT/runs"
-PY="${PYTHON:-python3}"
-export PYTHONUNBUFFERED=1 PYTHONPATH="/tmp/hvdbench-site:$PWD${PYTHONPATH:+:$PYTHONPATH}"
-export PATH="$(dirname "$("$PY" -c 'import sys; print(sys.executable)')"):$PATH"
+. "$(dirname "$0")/common.sh" gpu-out "$@"
 T0=$SECONDS
 
 # step NAME SECONDS CMD...: run CMD with a time limit, its output in OUT/logs/NAME.log; go on when it fails.
@@ -94,6 +88,8 @@ train r50-bf16-hdf5 resnet50 --flavor full --data /tmp/hvdbench-images --precisi
 # Issue 37: bench compute, and MFU, memory and energy of one ResNet-50 and one BERT-large run.
 source benchmarks/gpu/compute.sh
 compute_checks
+# The levers of issue 37, each on and off (their own table; no Horovod needed).
+step levers 420 bash benchmarks/gpu/levers.sh "$OUT/levers"
 
 "$PY" - "$OUT" <<'PY' | tee "$OUT/logs/summary.txt"
 import json, pathlib, sys

@@ -191,7 +191,8 @@ class TorchModel(Protocol):
         of ranks), each only when `build` declares a parameter of that name (`**info` alone gets
         neither), so no model reads the launcher or imports the trainer for them. Give them
         defaults: a build outside the trainer (a test, a parameter count) passes none. No info key
-        may be named `rank` or `world`.
+        may be named `rank` or `world`. The same way, a build that declares `attention` gets the
+        run's --attention (mask or varlen: how a transformer keeps a row's sequences apart).
 
             def build(cfg, num_items=None, rank=None, **_):   # rank: the trainer's; None outside it
         """

@@ -37,6 +37,12 @@ PRECISIONS = ("fp32", "bf16", "fp16")
 OPTIMIZERS = ("sgd", "adamw", "adam")  # each framework's Trainer implements these
 LR_SCALINGS = ("linear", "sqrt", "none")  # how the learning rate grows with the global batch
 EVAL_UNITS = ("epochs", "samples")
+# torch.compile's modes (PyTorch): reduce-overhead also captures the step's kernels in CUDA graphs.
+COMPILE_MODES = ("off", "default", "max-autotune", "reduce-overhead")
+# How a transformer's attention keeps the sequences of a row apart (PyTorch): a boolean mask through
+# SDPA (the reference), or each sequence alone through SDPA on nested tensors (variable-length kernels).
+ATTENTIONS = ("mask", "varlen")
+LEVERS = ("compile", "fused_optimizer", "attention", "channels_last", "overlap_copies")
 DIVISIONS = ("open", "closed")
 SUBMISSION_STATUSES = ("cloud", "onprem", "preview", "research")
 
@@ -92,6 +98,23 @@ class TrainConfig:
     decay_power: float = option(2.0, "Power of the polynomial decay.")
     momentum: float = option(0.9, "SGD momentum.")
     weight_decay: float = option(5e-5, "Weight decay (not on biases and norms).")
+    # the levers that close the gap to the hardware on GPUs (each measured on and off by
+    # benchmarks/gpu/levers.sh; off by default, which is what wins on CPUs)
+    compile: str = option("off", "PyTorch: torch.compile the step's forward and backward in this mode "
+                                 "(reduce-overhead: with CUDA graphs); the warm-up covers the compile, whose seconds "
+                                 "are recorded apart (compile_s), out of the throughput.", cli=True,
+                          choices=COMPILE_MODES)
+    fused_optimizer: bool = option(False, "PyTorch: the optimizer's update in fused kernels (torch's fused SGD, Adam, "
+                                          "AdamW; LAMB's multi-tensor update compiled into a few).", cli=True)
+    attention: str = option("mask", "PyTorch transformers that take it (BERT): mask (SDPA under a boolean mask that "
+                                    "keeps a packed row's sequences apart, the reference) or varlen (each sequence "
+                                    "attends alone: SDPA over nested tensors, variable-length kernels on GPUs, padding "
+                                    "skipped).", cli=True, choices=ATTENTIONS)
+    channels_last: bool = option(False, "PyTorch: images and activations channels-last (NHWC), and the convolution "
+                                        "weights too under ddp (Horovod and FSDP2 refuse non-contiguous gradients "
+                                        "or parameters: theirs keep the default layout).", cli=True)
+    overlap_copies: bool = option(False, "PyTorch on GPUs: copy each batch to the device on a side stream, so the copy "
+                                         "runs while the step before it computes.", cli=True)
     # throughput mode (--steps; also the mode with --synthetic): warm-up steps are not timed
     steps: int = option(0, "Throughput mode: timed steps.", cli=True)
     warmup_steps: int = option(10, "Throughput mode: untimed steps first, at least (default 10); warm-up goes "
@@ -395,6 +418,9 @@ def validate(cfg: TrainConfig, spec) -> None:
         raise ConfigError("fsdp_offload needs --engine fsdp")
     if cfg.save_parameters and cfg.framework != "torch":
         raise ConfigError("--save-parameters is implemented for --framework torch")
+    levers = [name for name in LEVERS if getattr(cfg, name) != TrainConfig.__dataclass_fields__[name].default]
+    if levers and cfg.framework != "torch":
+        raise ConfigError(f"{', '.join(levers)}: levers of the PyTorch trainer; --framework {cfg.framework} has none")
     if cfg.horovod_timeline and cfg.engine != "horovod":
         raise ConfigError(f"--horovod-timeline records Horovod's own timeline; --engine {cfg.engine} has none")
 

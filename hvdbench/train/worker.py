@@ -243,6 +243,9 @@ def run(cfg: config_mod.TrainConfig, state: dict) -> None:
     loop = Loop(cfg, dist, trainer, events, fault, ds, global_batch, peak_lr, spec.metric, synthetic,
                 hyperparameters=lambda facts: spec.mllog_values(cfg, facts))
     measures = loop.throughput() if cfg.mode == "throughput" else loop.time_to_accuracy()
+    measures.compile_s = getattr(trainer, "compile_s", None)  # the TensorFlow trainer has none
+    if measures.compile_s is not None:
+        say(dist, f"compile: {measures.compile_s:.1f} s (torch.compile, in the warm-up: not in the throughput)")
 
     digests = dist.allgather_object(trainer.param_digest())
     if cfg.save_parameters:

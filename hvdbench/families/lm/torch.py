@@ -16,7 +16,7 @@ import torch.nn.functional as F
 
 from hvdbench.errors import ConfigError
 from hvdbench.families.lm.recipe import ADAM_BETAS, ADAM_EPS
-from hvdbench.frameworks.torch.recipe import clip_to_groups
+from hvdbench.frameworks.torch.recipe import clip_to_groups, fused
 
 
 def build_device():
@@ -109,4 +109,4 @@ def make_optimizer(groups: list[dict], cfg, betas=ADAM_BETAS, eps: float = ADAM_
     """The references' AdamW (beta 0.9/0.95, epsilon 1e-5: MLPerf's closed division checks them)."""
     if cfg.optimizer != "adamw":
         raise ConfigError(f"optimizer {cfg.optimizer!r}: the language models train with their reference's adamw")
-    return AdamW(groups, lr=cfg.lr, betas=betas, eps=eps, weight_decay=cfg.weight_decay)
+    return AdamW(groups, lr=cfg.lr, betas=betas, eps=eps, weight_decay=cfg.weight_decay, **fused(cfg))

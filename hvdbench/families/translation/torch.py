@@ -20,7 +20,7 @@ from hvdbench.errors import ConfigError
 from hvdbench.families.translation.bleu import bleu_stats
 from hvdbench.families.translation.data import tokenizer_path
 from hvdbench.families.translation.tokens import BOS, EOS, PAD, Detokenizer
-from hvdbench.frameworks.torch.recipe import clip_to_groups
+from hvdbench.frameworks.torch.recipe import clip_to_groups, fused
 
 
 def trim(batch: dict) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -139,7 +139,7 @@ class Adam(torch.optim.Adam):
 def make_adam(groups: list[dict], cfg, betas: tuple[float, float], eps: float):
     if cfg.optimizer != "adam":
         raise ConfigError(f"optimizer {cfg.optimizer!r}: this model trains with its reference's adam")
-    return Adam(groups, lr=cfg.lr, betas=betas, eps=eps)
+    return Adam(groups, lr=cfg.lr, betas=betas, eps=eps, **fused(cfg))
 
 
 def attach_vocabulary(model, data_dir: str | None) -> None:

@@ -64,6 +64,10 @@ def update(opt, scaler) -> None:
 class HorovodEngine:
     name = "horovod"
     reduces_in_backward = False  # Horovod's synchronize() is a phase of its own
+    # --channels-last: Horovod refuses the gradients of channels-last weights ("Tensor is required to be
+    # contiguous"), so under it only the images and activations are (benchmarks/gpu/README.md); ddp
+    # takes them.
+    channels_last_weights = False
 
     def __init__(self, dist, cfg):
         self.dist, self.cfg = dist, cfg
@@ -105,6 +109,7 @@ class HorovodEngine:
 class DdpEngine(HorovodEngine):
     name = "ddp"
     reduces_in_backward = True
+    channels_last_weights = True
 
     def wrap(self, model, module, meta: bool = False):
         from torch.nn.parallel import DistributedDataParallel
@@ -151,6 +156,8 @@ class DdpEngine(HorovodEngine):
 
 class FsdpEngine(DdpEngine):
     name = "fsdp"
+    # fully_shard refuses them too ("FSDP does not support non-contiguous parameters yet", torch 2.13)
+    channels_last_weights = False
 
     def wrap(self, model, module, meta: bool = False):
         """Shard `model` (built whole from the seed, or on the meta device when `meta`): its units

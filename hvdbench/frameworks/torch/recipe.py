@@ -1,7 +1,10 @@
 """What the PyTorch model folders' single-device code shares around a reference's recipe (no
-Horovod here): a build's first steps and the gradient clipping of their optimizers.
+Horovod here): a build's first steps, the gradient clipping of their optimizers, and torch's fused
+update where the run asks for it (--fused-optimizer).
 
-    from hvdbench.frameworks.torch.recipe import clip_to_groups, flush_denormals, sized
+    from hvdbench.frameworks.torch.recipe import clip_to_groups, flush_denormals, fused, sized
+
+    torch.optim.AdamW(groups, lr=cfg.lr, **fused(cfg))         # fused=True with --fused-optimizer
 
     def build(cfg, vocab_size=None, max_len=None, **_):
         flush_denormals()                                      # on CPUs only
@@ -45,3 +48,11 @@ def clip_to_groups(optimizer: torch.optim.Optimizer) -> None:
         params = [p for g in optimizer.param_groups for p in g["params"] if p.grad is not None]
         if params:
             torch.nn.utils.clip_grad_norm_(params, limit)
+
+
+def fused(cfg) -> dict:
+    """torch's fused update (one kernel family for every tensor, on GPUs and CPUs) for
+    --fused-optimizer, as keyword arguments of torch's SGD, Adam and AdamW; without it torch picks its
+    multi-tensor (foreach) update on GPUs. The option lives in the parameter groups, so it survives
+    Horovod rebuilding the optimizer from them. (A stand-in config without the field: off.)"""
+    return {"fused": True} if getattr(cfg, "fused_optimizer", False) else {}

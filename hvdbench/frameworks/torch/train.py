@@ -24,14 +24,19 @@ from hvdbench.errors import ConfigError
 from hvdbench.frameworks.torch.data import DeviceBatches
 from hvdbench.frameworks.torch.engines import make_engine
 from hvdbench.frameworks.torch.flops import count as count_flops
+from hvdbench.frameworks.torch.recipe import fused
 
 DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
 
+
 # cfg.optimizer -> the optimizer over parameter groups (a model may bring its own: make_optimizer).
 OPTIMIZERS = {
-    "sgd": lambda groups, cfg: torch.optim.SGD(groups, lr=cfg.lr, momentum=cfg.momentum),
-    "adamw": lambda groups, cfg: torch.optim.AdamW(groups, lr=cfg.lr, betas=(0.9, 0.999), eps=1e-6),
-    "adam": lambda groups, cfg: torch.optim.Adam(groups, lr=cfg.lr, betas=(0.9, 0.999), eps=1e-8),
+    # torch's fused SGD has no rule for FSDP2's sharded (DTensor) parameters (aten._fused_sgd_, torch
+    # 2.13): under fsdp SGD keeps its multi-tensor update. Fused Adam and AdamW have one.
+    "sgd": lambda groups, cfg: torch.optim.SGD(groups, lr=cfg.lr, momentum=cfg.momentum,
+                                               **(fused(cfg) if cfg.engine != "fsdp" else {})),
+    "adamw": lambda groups, cfg: torch.optim.AdamW(groups, lr=cfg.lr, betas=(0.9, 0.999), eps=1e-6, **fused(cfg)),
+    "adam": lambda groups, cfg: torch.optim.Adam(groups, lr=cfg.lr, betas=(0.9, 0.999), eps=1e-8, **fused(cfg)),
 }
 
 
@@ -50,19 +55,25 @@ def init_dist(threads: int = 0, share: int = 0, engine: str = "horovod"):
     return getattr(importlib.import_module(module), name)(threads, share)
 
 
-# What the trainer hands a model's `build` beyond the data's info keys: keyword -> the Dist attribute.
+# What the trainer hands a model's `build` beyond the data's info keys: keyword -> the Dist attribute,
+# and the TrainConfig fields a network may take (the attention kernel of a transformer).
 RUN_KEYWORDS = {"rank": "rank", "world": "size"}
+CONFIG_KEYWORDS = ("attention",)
 
 
-def run_keywords(build, dist) -> dict:
-    """This process's Horovod `rank` and the `world` size, for the ones `build` declares as named
-    parameters (hvdbench/contracts/spec.py's TorchModel): a model that seeds a random stream per rank
-    reads its rank there, not from the launcher. A `**kwargs` catch-all does not declare them, so a
-    build that does not ask is called as before."""
+def run_keywords(build, dist, cfg=None) -> dict:
+    """This process's Horovod `rank` and the `world` size, and the CONFIG_KEYWORDS of `cfg`, for the
+    ones `build` declares as named parameters (hvdbench/contracts/spec.py's TorchModel): a model that
+    seeds a random stream per rank reads its rank there, not from the launcher. A `**kwargs`
+    catch-all does not declare them, so a build that does not ask is called as before."""
     declared = inspect.signature(build).parameters
-    return {name: getattr(dist, attr) for name, attr in RUN_KEYWORDS.items()
-            if name in declared and declared[name].kind in (inspect.Parameter.POSITIONAL_OR_KEYWORD,
-                                                            inspect.Parameter.KEYWORD_ONLY)}
+    named = {name for name, p in declared.items()
+             if p.kind in (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)}
+    if cfg is not None and cfg.attention != "mask" and "attention" not in named:
+        raise ConfigError(f"--attention {cfg.attention}: {cfg.model}'s network has no attention to choose "
+                          "(BERT's has)")
+    return {**{name: getattr(dist, attr) for name, attr in RUN_KEYWORDS.items() if name in named},
+            **{name: getattr(cfg, name) for name in CONFIG_KEYWORDS if cfg is not None and name in named}}
 
 
 def param_groups(model, cfg) -> list[dict]:
@@ -120,6 +131,42 @@ class PhaseTimer:
         return dict(self.sums)
 
 
+class CompileClock:
+    """The seconds torch.compile spends compiling (dynamo's tracing with inductor's code generation,
+    a backward compiled when it first runs, CUDA graphs recorded) while this clock is entered, from
+    dynamo's compile callbacks, which fire for every compile in the process: the trainer enters it
+    around its own steps and evaluations only (a bare loop beside it compiles on its own time)."""
+
+    def __init__(self):
+        from torch._dynamo.callback import on_compile_end, on_compile_start
+
+        self.seconds = 0.0
+        self._entered = 0
+        self._open = 0  # compiles under way (a lazy backward's may nest in another's callbacks)
+        self._since = None
+        on_compile_start(self._start)
+        on_compile_end(self._end)
+
+    def __enter__(self):
+        self._entered += 1
+        return self
+
+    def __exit__(self, *exc):
+        self._entered -= 1
+
+    def _start(self, *args) -> None:  # (torch passes CallbackArgs, older versions nothing)
+        if self._entered:
+            self._open += 1
+            if self._open == 1:
+                self._since = time.perf_counter()
+
+    def _end(self, *args) -> None:
+        if self._open:
+            self._open -= 1
+            if self._open == 0:
+                self.seconds += time.perf_counter() - self._since
+
+
 class Trainer:
     def __init__(self, cfg, module, flavor_cfg, data_info: dict, dist, meta: bool = False):
         """`module`: the model folder's torch.py (build, loss_and_stats, optional on_device,
@@ -132,14 +179,21 @@ class Trainer:
         torch.manual_seed(cfg.seed)
         device = dist.device
         with torch.device("meta") if meta else contextlib.nullcontext():
-            model = module.build(flavor_cfg, **data_info, **run_keywords(module.build, dist))
+            model = module.build(flavor_cfg, **data_info, **run_keywords(module.build, dist, cfg))
         if not meta:
             model = model.to(device)
+        if cfg.channels_last and self.engine.channels_last_weights:
+            model = model.to(memory_format=torch.channels_last)  # 4-d weights only; the rest is unchanged
         self.model = model  # the model folder's network (the engine's wrapper is self.net)
-        self.device_batch = DeviceBatches(device, getattr(module, "on_device", None))
+        self.device_batch = DeviceBatches(device, getattr(module, "on_device", None),
+                                          channels_last=cfg.channels_last, overlap=cfg.overlap_copies)
 
         groups = getattr(module, "param_groups", param_groups)(model, cfg)
         self.net = self.engine.wrap(model, module, meta=meta)
+        if cfg.compile != "off":
+            # The wrapper's own forward is compiled in place (Module.compile), so parameter names,
+            # DDP's buckets and FSDP's hooks stay as they are; dynamo compiles on the first step.
+            self.net.compile(mode=cfg.compile)
         opt = getattr(module, "make_optimizer", make_optimizer)(self.engine.groups(model, groups), cfg)
         self.optimizer = self.engine.optimizer(opt, self.net)
         self.engine.broadcast(self.net, self.optimizer)
@@ -151,9 +205,24 @@ class Trainer:
         self._training = None
         self.timer = None
         self.unsynced_s = None  # ddp/fsdp: one step's forward and backward without the reduction
+        # Compiled runs: the seconds spent compiling in this trainer's steps and evaluations.
+        self._compiling = CompileClock() if cfg.compile != "off" or self.optimizer_compiles() else None
 
     def compile(self, example: dict) -> None:
-        """Nothing to prepare ahead in eager PyTorch (the TensorFlow trainer traces its graphs)."""
+        """Nothing to prepare ahead here: torch.compile (--compile) compiles on the first step, inside
+        the warm-up (the TensorFlow trainer traces its graphs now)."""
+
+    @property
+    def compile_s(self) -> float | None:
+        """Seconds torch.compile spent compiling for this trainer so far (None: nothing compiles)."""
+        return self._compiling.seconds if self._compiling else None
+
+    def _clock(self):
+        return self._compiling or contextlib.nullcontext()
+
+    def optimizer_compiles(self) -> bool:
+        """Whether the optimizer compiles its own update (LAMB with --fused-optimizer)."""
+        return any(g.get("compiled") for g in self.optimizer.param_groups)
 
     def num_parameters(self) -> int:
         """Every parameter of the whole model (what its weights take in memory, unsharded)."""
@@ -210,17 +279,18 @@ class Trainer:
         cpu_rng = torch.get_rng_state()
         cuda_rng = torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None
         times = []
-        for _ in range(rounds):
-            self.dist.sync()
-            t0 = time.perf_counter()
-            for batch in micro_batches:
-                self._backward(batch, last=False)
-            self.dist.sync()
-            times.append(time.perf_counter() - t0)
-        # Gradients held back from synchronisation wait inside the engine (fsdp keeps them unsharded,
-        # out of the optimizer's reach): one synchronised backward of a zero loss hands them over,
-        # and they are dropped with the rest.
-        self._backward(micro_batches[0], last=True, zero=True)
+        with self._clock():  # under ddp and fsdp the step without synchronisation compiles once more
+            for _ in range(rounds):
+                self.dist.sync()
+                t0 = time.perf_counter()
+                for batch in micro_batches:
+                    self._backward(batch, last=False)
+                self.dist.sync()
+                times.append(time.perf_counter() - t0)
+            # Gradients held back from synchronisation wait inside the engine (fsdp keeps them unsharded,
+            # out of the optimizer's reach): one synchronised backward of a zero loss hands them over,
+            # and they are dropped with the rest.
+            self._backward(micro_batches[0], last=True, zero=True)
         self.optimizer.zero_grad()
         torch.set_rng_state(cpu_rng)
         if cuda_rng is not None:
@@ -244,6 +314,10 @@ class Trainer:
         gradients over ranks after the last backward pass (horovod: allreduces that run while
         backward goes on, `finish_backward` waits for the ones still outstanding, the exposed
         communication; ddp/fsdp: inside the last backward)."""
+        with self._clock():
+            self._train_step(micro_batches)
+
+    def _train_step(self, micro_batches: list[dict]) -> None:
         timer, engine = self.timer, self.engine
         if timer:
             timer.start()
@@ -267,12 +341,13 @@ class Trainer:
         self.dist.average_buffers(self.model)
         self._mode(False)
         state = metric.start()
-        for batch in batches:
-            if len(batch[next(iter(batch))]) == 0:  # drop_last=False can leave a rank one batch short
-                continue
-            with self.autocast:
-                _, stats = self.net(self.device_batch(batch))
-            state = metric.update(state, stats)
+        with self._clock():  # a compiled network compiles once more for evaluation (no gradients)
+            for batch in batches:
+                if len(batch[next(iter(batch))]) == 0:  # drop_last=False can leave a rank one batch short
+                    continue
+                with self.autocast:
+                    _, stats = self.net(self.device_batch(batch))
+                state = metric.update(state, stats)
         return metric.local(state)
 
     # --- compute figures, read around the timed window (hvdbench.train.compute); not part of a step ---

@@ -12,7 +12,13 @@ original BERT and MLPerf's reference. A batch is either unpacked (one sequence p
 
 - attention is block-diagonal: token i attends token j iff input_mask[i] == input_mask[j]. With
   unpacked rows (mask 1/0) the same rule makes real tokens attend only real tokens; padding then
-  attends only padding, which keeps every softmax row non-empty (no NaN) and is never read;
+  attends only padding, which keeps every softmax row non-empty (no NaN) and is never read. Two
+  ways, the same numbers (`build(..., attention=)`, TrainConfig.attention): "mask" gives SDPA that
+  rule as a boolean (B,1,L,L) mask (the reference; on GPUs a mask sends SDPA to a slower kernel
+  than flash attention); "varlen" hands SDPA each sequence alone as a nested (jagged) tensor, which
+  GPUs run in variable-length flash kernels with no mask and no padding (padding positions then
+  hold the attention's bias only; nothing reads them). FlexAttention's document mask would do the
+  same on GPUs, but it has no backward on CPUs, where every path here must train;
 - position embeddings come from `positions` (restarting at 0 in each sequence);
 - next-sentence prediction reads each sequence's own [CLS], found from `packed_input_len`.
 
@@ -24,6 +30,7 @@ cross-entropy averaged over sequences. The training loss is their sum.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import replace
 
 import torch
@@ -31,6 +38,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from hvdbench.errors import ConfigError
+from hvdbench.frameworks.torch.recipe import fused
 from hvdbench.models.bert import ADAMW_BETAS, ADAMW_EPSILON, LAMB_BETAS, LAMB_EPSILON, LAMB_MAX_GRAD_NORM
 
 
@@ -43,11 +51,49 @@ class SelfAttention(nn.Module):
         self.attention_dropout = cfg.attention_dropout
 
     def forward(self, x, allowed):
+        """`allowed`: the (B,1,L,L) boolean mask, or the rows' Sequences (attention="varlen")."""
         b, l, h = x.shape
-        q, k, v = self.qkv(x).view(b, l, 3, self.heads, h // self.heads).permute(2, 0, 3, 1, 4)
         p = self.attention_dropout if self.training else 0.0
+        if isinstance(allowed, Sequences):
+            return self.out(allowed.attend(self.qkv(x), self.heads, p))
+        q, k, v = self.qkv(x).view(b, l, 3, self.heads, h // self.heads).permute(2, 0, 3, 1, 4)
         ctx = F.scaled_dot_product_attention(q, k, v, attn_mask=allowed, dropout_p=p)
         return self.out(ctx.transpose(1, 2).reshape(b, l, h))
+
+
+class Sequences:
+    """Where each sequence of a batch lies among its rows' tokens, for attention="varlen": `tokens`,
+    the flat (B*L) index of every non-padding token, in order; `offsets`, where each sequence starts
+    among them (and the end). A sequence is a run of equal non-zero input_mask values in one row."""
+
+    def __init__(self, input_mask):
+        b, l = input_mask.shape
+        flat = input_mask.flatten()
+        real = flat != 0
+        row_start = torch.arange(b * l, device=flat.device) % l == 0
+        starts = real & (row_start | (flat != flat.roll(1)))
+        self.shape = (b, l)
+        self.tokens = real.nonzero().squeeze(1)  # host syncs once per forward, shared by every layer
+        first = starts[self.tokens].nonzero().squeeze(1)
+        self.offsets = torch.cat([first, first.new_tensor([len(self.tokens)])])
+        # The longest and shortest sequence, known to SDPA up front: it would read them back from the
+        # device in every layer, forward and backward.
+        lengths = self.offsets.diff().cpu()
+        self.longest, self.shortest = int(lengths.max()), int(lengths.min())
+
+    def attend(self, qkv, heads: int, dropout: float):
+        """Self-attention of each sequence alone: qkv (B,L,3H) -> context (B,L,H), zero at padding."""
+        b, l = self.shape
+        h = qkv.size(-1) // 3
+        # (3, tokens, heads, head dim), each of q, k, v contiguous: SDPA's nested kernels need it
+        picked = qkv.flatten(0, 1).index_select(0, self.tokens).view(-1, 3, heads, h // heads).transpose(0, 1)
+        # (sequences, their lengths, heads, head dim) -> SDPA's (sequences, heads, length, head dim)
+        q, k, v = (torch.nested.nested_tensor_from_jagged(x, self.offsets, min_seqlen=self.shortest,
+                                                          max_seqlen=self.longest).transpose(1, 2)
+                   for x in picked.contiguous().unbind(0))
+        ctx = F.scaled_dot_product_attention(q, k, v, dropout_p=dropout).transpose(1, 2).values()
+        full = ctx.new_zeros(b * l, h).index_copy(0, self.tokens, ctx.reshape(-1, h))
+        return full.view(b, l, h)
 
 
 class Layer(nn.Module):
@@ -68,9 +114,10 @@ class Layer(nn.Module):
 
 
 class BertForPreTraining(nn.Module):
-    def __init__(self, cfg):
+    def __init__(self, cfg, attention: str = "mask"):
         super().__init__()
         self.cfg = cfg
+        self.attention = attention
         self.word_embeddings = nn.Embedding(cfg.vocab_size, cfg.hidden)
         self.position_embeddings = nn.Embedding(cfg.max_positions, cfg.hidden)
         self.segment_embeddings = nn.Embedding(cfg.type_vocab_size, cfg.hidden)
@@ -96,7 +143,10 @@ class BertForPreTraining(nn.Module):
         x = (self.word_embeddings(input_ids) + self.position_embeddings(positions)
              + self.segment_embeddings(segment_ids))
         x = self.dropout(self.embedding_norm(x))
-        allowed = (input_mask[:, :, None] == input_mask[:, None, :]).unsqueeze(1)  # (B,1,L,L)
+        if self.attention == "varlen":
+            allowed = Sequences(input_mask)
+        else:
+            allowed = (input_mask[:, :, None] == input_mask[:, None, :]).unsqueeze(1)  # (B,1,L,L)
         for layer in self.layers:
             x = layer(x, allowed)
         return x
@@ -147,16 +197,23 @@ class BertForPreTraining(nn.Module):
         }
 
 
-def build(cfg, vocab_size: int | None = None, max_seq_len: int | None = None, **_) -> nn.Module:
+ATTENTIONS = ("mask", "varlen")
+
+
+def build(cfg, vocab_size: int | None = None, max_seq_len: int | None = None, attention: str = "mask",
+          **_) -> nn.Module:
     """The network for a flavor; vocab_size/max_seq_len from the dataset manifest override the
-    flavor's (other data_info keys are for other models and are ignored)."""
+    flavor's (other data_info keys are for other models and are ignored); `attention`: how a row's
+    sequences are kept apart (the module's doc)."""
+    if attention not in ATTENTIONS:
+        raise ConfigError(f"bert: attention {attention!r} is not one of {', '.join(ATTENTIONS)}")
     if vocab_size is not None:
         cfg = replace(cfg, vocab_size=int(vocab_size))
     if max_seq_len is not None and int(max_seq_len) > cfg.max_positions:
         cfg = replace(cfg, max_positions=int(max_seq_len))  # a larger table, same architecture
     if cfg.hidden % cfg.heads:
         raise ConfigError(f"bert: hidden {cfg.hidden} is not a multiple of heads {cfg.heads}")
-    return BertForPreTraining(cfg)
+    return BertForPreTraining(cfg, attention)
 
 
 def sequence_losses(model, batch):
@@ -205,8 +262,11 @@ class Lamb(torch.optim.Optimizer):
         x = x - lr * (||x|| / ||r||) * r      (trust ratio 1 where either norm is 0, or adapt=False)
 
     Group options beside lr, betas, eps, weight_decay: `adapt` (the trust ratio; the reference
-    leaves it off LayerNorms and biases, with their weight decay) and `max_grad_norm` (> 0: the
-    global gradient norm over every group is clipped to it first). Under Horovod the
+    leaves it off LayerNorms and biases, with their weight decay), `max_grad_norm` (> 0: the
+    global gradient norm over every group is clipped to it first) and `compiled` (the update
+    through torch.compile, --fused-optimizer: its multi-tensor kernels fused into a few; it compiles
+    on the first step and once more on the second, when the step count and learning rate turn
+    into inputs). Under Horovod the
     DistributedOptimizer subclasses this class and rebuilds it from the parameter groups, so every
     option lives in the groups, and the clipping sees gradients already averaged over ranks.
 
@@ -217,11 +277,11 @@ class Lamb(torch.optim.Optimizer):
 
     def __init__(self, params, lr: float = 1e-3, betas: tuple[float, float] = LAMB_BETAS,
                  eps: float = LAMB_EPSILON, weight_decay: float = 0.0, adapt: bool = True,
-                 max_grad_norm: float = 0.0):
+                 max_grad_norm: float = 0.0, compiled: bool = False):
         if not lr > 0 or not 0 <= betas[0] < 1 or not 0 <= betas[1] < 1 or eps < 0 or weight_decay < 0:
             raise ValueError(f"Lamb: invalid lr {lr}, betas {betas}, eps {eps} or weight_decay {weight_decay}")
         super().__init__(params, dict(lr=lr, betas=tuple(betas), eps=eps, weight_decay=weight_decay,
-                                      adapt=adapt, max_grad_norm=max_grad_norm))
+                                      adapt=adapt, max_grad_norm=max_grad_norm, compiled=compiled))
         for group in self.param_groups:
             for p in group["params"]:
                 self.state[p] = {"step": 0, "exp_avg": torch.zeros_like(p, memory_format=torch.preserve_format),
@@ -247,35 +307,54 @@ class Lamb(torch.optim.Optimizer):
         return loss
 
     def _update(self, group: dict, params: list, scale) -> None:
-        """One step of the group's parameters: the update above on tensor lists (multi-tensor
-        "foreach" kernels). On an H100, BERT-large's optimizer step takes 20 ms this way (a loop
-        over the tensors took 61 ms; torch's AdamW, 10 ms)."""
-        beta1, beta2 = group["betas"]
-        grads = [p.grad for p in params]
-        if scale is not None:
-            grads = torch._foreach_mul(grads, scale)
+        """One step of the group's parameters: `lamb_update` on tensor lists (multi-tensor
+        "foreach" kernels), compiled when the group says so. On an H100, BERT-large's optimizer
+        step takes 20 ms in foreach kernels (a loop over the tensors took 61 ms; torch's AdamW, 10 ms)."""
         states = [self.state[p] for p in params]
-        m, v = [s["exp_avg"] for s in states], [s["exp_avg_sq"] for s in states]
         for s in states:
             s["step"] += 1
-        torch._foreach_mul_(m, beta1)
-        torch._foreach_add_(m, grads, alpha=1 - beta1)
-        torch._foreach_mul_(v, beta2)
-        torch._foreach_addcmul_(v, grads, grads, value=1 - beta2)
-        denom = torch._foreach_div(v, [1 - beta2 ** s["step"] for s in states])
-        torch._foreach_sqrt_(denom)
-        torch._foreach_add_(denom, group["eps"])
-        update = torch._foreach_div(m, [1 - beta1 ** s["step"] for s in states])
-        torch._foreach_div_(update, denom)
-        if group["weight_decay"]:
-            torch._foreach_add_(update, params, alpha=group["weight_decay"])
-        if group["adapt"]:
-            w_norm = torch.stack(torch._foreach_norm(params))
-            u_norm = torch.stack(torch._foreach_norm(update))
-            # On the device: no read-back per tensor.
-            ratio = torch.where((w_norm > 0) & (u_norm > 0), w_norm / u_norm, torch.ones_like(w_norm))
-            torch._foreach_mul_(update, list(ratio.unbind()))
-        torch._foreach_add_(params, update, alpha=-group["lr"])
+        update = compiled_lamb_update if group.get("compiled") else lamb_update
+        update(params, [p.grad for p in params], [s["exp_avg"] for s in states], [s["exp_avg_sq"] for s in states],
+               [s["step"] for s in states], group["lr"], *group["betas"], group["eps"], group["weight_decay"],
+               group["adapt"], scale)
+
+
+def lamb_update(params, grads, m, v, steps: list[int], lr: float, beta1: float, beta2: float, eps: float,
+                weight_decay: float, adapt: bool, scale) -> None:
+    """LAMB's update (Lamb's doc) of `params` in place, with their gradients, moments and step
+    counts; `scale`: the gradients' clipping factor (a tensor) or None."""
+    if scale is not None:
+        grads = torch._foreach_mul(grads, scale)
+    torch._foreach_mul_(m, beta1)
+    torch._foreach_add_(m, grads, alpha=1 - beta1)
+    torch._foreach_mul_(v, beta2)
+    torch._foreach_addcmul_(v, grads, grads, value=1 - beta2)
+    denom = torch._foreach_div(v, [1 - beta2 ** s for s in steps])
+    torch._foreach_sqrt_(denom)
+    torch._foreach_add_(denom, eps)
+    update = torch._foreach_div(m, [1 - beta1 ** s for s in steps])
+    torch._foreach_div_(update, denom)
+    if weight_decay:
+        torch._foreach_add_(update, params, alpha=weight_decay)
+    if adapt:
+        w_norm = torch.stack(torch._foreach_norm(params))
+        u_norm = torch.stack(torch._foreach_norm(update))
+        # On the device: no read-back per tensor.
+        ratio = torch.where((w_norm > 0) & (u_norm > 0), w_norm / u_norm, torch.ones_like(w_norm))
+        torch._foreach_mul_(update, list(ratio.unbind()))
+    torch._foreach_add_(params, update, alpha=-lr)
+
+
+def compiled_lamb_update(*args) -> None:
+    """lamb_update through torch.compile, compiled on its first call (dynamo, then inductor); the
+    step counts and the learning rate change every step, so the second call compiles once more with
+    them as inputs, and no call after it does."""
+    _compiled_lamb()(*args)
+
+
+@functools.cache
+def _compiled_lamb():
+    return torch.compile(lamb_update)  # made on first use: importing the model needs no compiler
 
 
 def param_groups(model, cfg) -> list[dict]:
@@ -291,9 +370,10 @@ def param_groups(model, cfg) -> list[dict]:
 
 
 def make_optimizer(groups: list[dict], cfg):
-    """LAMB (MLPerf's reference, the default) or AdamW."""
+    """LAMB (MLPerf's reference, the default) or AdamW; --fused-optimizer compiles LAMB's update and
+    gives AdamW torch's fused kernels."""
     if cfg.optimizer == "lamb":
-        return Lamb(groups, lr=cfg.lr, betas=LAMB_BETAS, eps=LAMB_EPSILON)
+        return Lamb(groups, lr=cfg.lr, betas=LAMB_BETAS, eps=LAMB_EPSILON, compiled=cfg.fused_optimizer)
     if cfg.optimizer == "adamw":
-        return torch.optim.AdamW(groups, lr=cfg.lr, betas=ADAMW_BETAS, eps=ADAMW_EPSILON)
+        return torch.optim.AdamW(groups, lr=cfg.lr, betas=ADAMW_BETAS, eps=ADAMW_EPSILON, **fused(cfg))
     raise ConfigError(f"optimizer {cfg.optimizer!r}: bert trains with lamb (MLPerf's reference) or adamw")

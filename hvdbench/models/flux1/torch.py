@@ -52,7 +52,7 @@ vision.ensure_torchvision()  # diffusers imports torchvision when it is installe
 from diffusers import FluxTransformer2DModel  # noqa: E402
 
 from hvdbench.errors import ConfigError, DatasetError  # noqa: E402
-from hvdbench.frameworks.torch.recipe import clip_to_groups  # noqa: E402
+from hvdbench.frameworks.torch.recipe import clip_to_groups, fused  # noqa: E402
 
 PATCH = 2  # Flux packs 2 x 2 latent pixels into one token
 TIMESTEPS = 8  # the validation loss's t = i / 8
@@ -384,4 +384,4 @@ def make_optimizer(groups: list[dict], cfg):
     """The reference's AdamW: betas (0.9, 0.95), epsilon 1e-8 (torchtitan's), weight decay from the groups."""
     if cfg.optimizer != "adamw":
         raise ConfigError(f"optimizer {cfg.optimizer!r}: flux1 trains with its reference's adamw")
-    return AdamW(groups, lr=cfg.lr, betas=(0.9, 0.95), eps=1e-8, weight_decay=cfg.weight_decay)
+    return AdamW(groups, lr=cfg.lr, betas=(0.9, 0.95), eps=1e-8, weight_decay=cfg.weight_decay, **fused(cfg))

@@ -35,7 +35,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from hvdbench.errors import ConfigError, DatasetError
-from hvdbench.frameworks.torch.recipe import clip_to_groups, flush_denormals, sized
+from hvdbench.frameworks.torch.recipe import clip_to_groups, flush_denormals, fused, sized
 from hvdbench.frameworks.torch.vision import ensure_torchvision
 from hvdbench.models.llama2_lora import FLAVORS
 from hvdbench.models.llama2_lora.data import BOS, EOS, IGNORE, PAD, base_of
@@ -329,7 +329,7 @@ def make_optimizer(groups: list[dict], cfg):
     """The reference's AdamW (betas 0.9/0.999, epsilon 1e-8: transformers' Trainer defaults)."""
     if cfg.optimizer != "adamw":
         raise ConfigError(f"optimizer {cfg.optimizer!r}: llama2_lora trains with its reference's adamw")
-    return AdamW(groups, lr=cfg.lr, betas=(0.9, 0.999), eps=1e-8, weight_decay=cfg.weight_decay)
+    return AdamW(groups, lr=cfg.lr, betas=(0.9, 0.999), eps=1e-8, weight_decay=cfg.weight_decay, **fused(cfg))
 
 
 # --- pre-training the debug base (hvdbench prepare lm-base) ------------------------------------

@@ -56,6 +56,7 @@ vision.ensure_torchvision()  # diffusers and torchmetrics import torchvision whe
 from diffusers import DDIMScheduler, DDPMScheduler, UNet2DConditionModel  # noqa: E402
 
 from hvdbench.errors import ConfigError
+from hvdbench.frameworks.torch.recipe import fused
 
 # SD v2's noise schedule (scheduler_config.json of stabilityai/stable-diffusion-2).
 SCHEDULE = {"num_train_timesteps": 1000, "beta_start": 0.00085, "beta_end": 0.012,
@@ -426,9 +427,9 @@ def make_optimizer(groups: list[dict], cfg):
     """MLPerf's AdamW (betas 0.9/0.999, eps 1e-8: the core's adamw has eps 1e-6); sgd and adam as
     the core's."""
     if cfg.optimizer == "adamw":
-        return torch.optim.AdamW(groups, lr=cfg.lr, betas=(0.9, 0.999), eps=1e-8)
+        return torch.optim.AdamW(groups, lr=cfg.lr, betas=(0.9, 0.999), eps=1e-8, **fused(cfg))
     if cfg.optimizer == "adam":
-        return torch.optim.Adam(groups, lr=cfg.lr, betas=(0.9, 0.999), eps=1e-8)
+        return torch.optim.Adam(groups, lr=cfg.lr, betas=(0.9, 0.999), eps=1e-8, **fused(cfg))
     if cfg.optimizer == "sgd":
         return torch.optim.SGD(groups, lr=cfg.lr, momentum=cfg.momentum)
     raise ConfigError(f"optimizer {cfg.optimizer!r} has no PyTorch implementation here; valid: adamw, adam, sgd")

@@ -42,7 +42,7 @@ ADDED_COLUMNS = {2: ("data_s", "compute_s", "comm_s", "update_s", "other_s"),
                      "timeline_cycles_per_step", "timeline_fused_mib"),
                  4: ("threads",),
                  5: ("engine", "shard_parameters"),
-                 6: COMPUTE_MEASURED}
+                 6: COMPUTE_MEASURED + ("compile_s",)}
 # What a column added later reads as in an older row, where empty would be wrong: every run before
 # schema 5 trained under Horovod.
 ADDED_DEFAULTS = {"engine": "horovod"}
@@ -53,7 +53,8 @@ STATUSES = ("success", "aborted", "failed", "timeout")
 MEASURED = ("status", "steps", "warmup_steps", "throughput", "step_time_mean_s", "step_time_std_s",
             "final_metric", "epochs", "epochs_to_target", "time_per_epoch_s", "time_to_train_s",
             "data_s", "compute_s", "comm_s", "update_s", "other_s", "other_cpus", "other_gpu_procs",
-            "timeline_negotiate_ms", "timeline_allreduce_ms", "timeline_cycles_per_step", "timeline_fused_mib")
+            "timeline_negotiate_ms", "timeline_allreduce_ms", "timeline_cycles_per_step", "timeline_fused_mib",
+            "compile_s")
 MODES = ("throughput", "time_to_accuracy")
 
 
@@ -232,6 +233,9 @@ class RunResult(LayoutFields, _RunIdentity, CsvRecord):
     energy_j: float | None = None
     energy_j_per_sample: float | None = None
     power_w_per_gpu: float | None = None
+    # --compile (or a compiled optimizer): the seconds torch.compile spent compiling in the run's steps
+    # and evaluations (in the warm-up, out of the throughput; recompiles too); empty when nothing compiled.
+    compile_s: float | None = None
     schema_version: int = SCHEMA_VERSION
 
     def __post_init__(self):

@@ -1,0 +1,122 @@
+#!/usr/bin/env bash
+# The levers of issue 37 on one GPU, each on and off: hvdbench train as users run it (one process,
+# --engine ddp: no Horovod needed), ResNet-50 (batch 256) and BERT-large (batch 32, LAMB), bf16,
+# synthetic data, then hvdbench against a bare PyTorch loop given the same levers. A summary table
+# (samples/s, step, compile seconds, MFU where the run recorded it, the ratio to each model's run
+# without levers) is printed last and written to OUT_DIR/levers.txt.
+#
+#   bash benchmarks/gpu/levers.sh [OUT_DIR]                   # on a GPU machine: ~6 minutes on an H100
+#   ONLY="r50-base r50-compile" bash benchmarks/gpu/levers.sh  # only these steps
+#   DEVICE=cpu FLAVOR=debug bash benchmarks/gpu/levers.sh /tmp/levers   # the script's logic on a CPU
+#
+# Steps run in order of what they tell (the biggest lever first), each under `timeout` and never past
+# BUDGET_S seconds (default 330 on a GPU, 900 on a CPU) and 30 s more: the steps left then are skipped
+# and say so, so the whole script fits its device time. Environment: PYTHON (default python3), ENGINE (ddp; horovod
+# where it is built), DEVICE (gpu|cpu), FLAVOR (full|debug: the models' flavors for GPUs or CPUs),
+# STEPS and WARMUP (timed and warm-up steps of each run), BUDGET_S. Called from benchmarks/gpu/run.sh,
+# or alone.
+. "$(dirname "$0")/common.sh" levers-out "$@"
+DEVICE="${DEVICE:-gpu}" ENGINE="${ENGINE:-ddp}"
+if [ "$DEVICE" = cpu ]; then
+  # The debug flavors, fp32, a few steps: checks that every step runs, not what the levers gain.
+  FLAVOR="${FLAVOR:-debug}" R50_FLAVOR=debug BERT_FLAVOR=debug PRECISION=fp32 R50_BATCH=16 BERT_BATCH=4
+  STEPS="${STEPS:-4}" WARMUP="${WARMUP:-3}" LIMIT=300 THREADS=1 BUDGET_S="${BUDGET_S:-900}"
+  export CUDA_VISIBLE_DEVICES=""
+else
+  FLAVOR="${FLAVOR:-full}" R50_FLAVOR=full BERT_FLAVOR=large PRECISION=bf16 R50_BATCH=256 BERT_BATCH=32
+  STEPS="${STEPS:-30}" WARMUP="${WARMUP:-8}" LIMIT=150 THREADS=8 BUDGET_S="${BUDGET_S:-330}"
+fi
+if [ "$FLAVOR" = debug ]; then R50_FLAVOR=debug BERT_FLAVOR=debug; fi
+T0=$SECONDS
+
+# step NAME SECONDS CMD...: CMD under a time limit, its output in OUT/logs/NAME.log; goes on when it fails.
+step() {
+  local name="$1" limit="$2"; shift 2
+  if [ -n "${ONLY:-}" ] && [[ " deps facts $ONLY " != *" $name "* ]]; then return 0; fi
+  # A step gets at most what is left of the budget and 30 s more; with under 20 s left it is skipped.
+  local left=$((BUDGET_S - (SECONDS - T0)))
+  if [ "$left" -lt 20 ]; then
+    printf '[levers] %-16s skipped: %ds of the %ds budget gone\n' "$name" $((SECONDS - T0)) "$BUDGET_S"
+    echo "skipped" >"$OUT/logs/$name.skipped"
+    return 0
+  fi
+  [ "$limit" -le $((left + 30)) ] || limit=$((left + 30))
+  local t=$SECONDS rc=0
+  timeout --kill-after=10 "$limit" "$@" >"$OUT/logs/$name.log" 2>&1 || rc=$?
+  echo "$rc" >"$OUT/logs/$name.rc"
+  printf '[levers] %-16s rc=%d %4ds (total %ds)\n' "$name" "$rc" $((SECONDS - t)) $((SECONDS - T0))
+  [ "$rc" = 0 ] || tail -n 8 "$OUT/logs/$name.log"
+  return 0
+}
+
+# train NAME MODEL OPTIONS...: hvdbench train, one process, synthetic data, the run's record in OUT/runs/NAME.
+train() {
+  local name="$1" model="$2"; shift 2
+  step "$name" "$LIMIT" "$PY" -m hvdbench train "$model" --engine "$ENGINE" --synthetic --precision "$PRECISION" \
+    --steps "$STEPS" --warmup-steps "$WARMUP" --threads "$THREADS" --out "$OUT/runs/$name" "$@"
+}
+r50() { local name="$1"; shift; train "$name" resnet50 --flavor "$R50_FLAVOR" --batch-per-gpu "$R50_BATCH" "$@"; }
+bert() { local name="$1"; shift; train "$name" bert --flavor "$BERT_FLAVOR" --batch-per-gpu "$BERT_BATCH" "$@"; }
+
+# Alone on a fresh machine: the wheels run.sh installs (mlperf-logging: benchmarks/gpu/README.md).
+if ! "$PY" -c "import mlperf_logging" 2>/dev/null && ls .gpu/deps/*.whl >/dev/null 2>&1; then
+  step deps 120 "$PY" -m pip install -q --no-index --no-deps --target /tmp/hvdbench-site .gpu/deps/*.whl
+fi
+step facts 30 "$PY" -c "import torch; print('torch', torch.__version__, 'cuda', torch.version.cuda,
+  torch.cuda.get_device_name(0) if torch.cuda.is_available() else 'cpu')"
+# The biggest lever first: torch.compile (the bare compiled loop reached 5,644 images/s on an H100).
+r50 r50-base
+r50 r50-all --compile default --channels-last --fused-optimizer
+# hvdbench's loop against a bare loop given the same levers, alternately in one process (goal >= 0.99).
+step bare-levers $((2 * LIMIT)) "$PY" benchmarks/bench_train.py --only bare --engine "$ENGINE" --flavor "$R50_FLAVOR" \
+  --batch "$R50_BATCH" --precision "$PRECISION" --steps "$STEPS" --warmup "$WARMUP" --rounds 2 --threads "$THREADS" \
+  --compile default --channels-last --fused-optimizer --out "$OUT/runs/bare-levers.json"
+bert bert-base
+bert bert-varlen --attention varlen
+bert bert-compile-varlen --compile default --attention varlen
+r50 r50-compile --compile default
+r50 r50-channels-last --channels-last
+r50 r50-fused --fused-optimizer
+# LAMB's update compiled: ~390 tensors in two groups, compiled twice (the second time with the step
+# count as an input), so it comes late; its compile may take a minute or more.
+bert bert-fused --fused-optimizer
+bert bert-all --compile default --attention varlen --fused-optimizer
+# CUDA graphs on top of compile (torch.compile's reduce-overhead), last: at these batch sizes a step
+# is GPU-bound, so little is expected of it.
+r50 r50-cudagraphs --compile reduce-overhead --channels-last --fused-optimizer
+
+"$PY" - "$OUT" <<'PY' | tee "$OUT/levers.txt"
+import json, pathlib, sys
+out = pathlib.Path(sys.argv[1])
+print("\nlevers (each model's runs against its run without levers, `base`)")
+print(f"  {'run':18s} {'status':8s} {'samples/s':>10s} {'vs base':>8s} {'step ms':>8s} {'compile s':>9s} "
+      f"{'MFU':>6s}  device")
+base = {}
+for run in sorted((out / "runs").glob("*/result.json"), key=lambda p: (p.parent.name.split("-")[0], p.stat().st_mtime)):
+    r = json.loads(run.read_text())
+    name, model = run.parent.name, run.parent.name.split("-")[0]
+    tput = r.get("throughput")
+    if name.endswith("-base") and tput:
+        base[model] = tput
+    ratio = f"{tput / base[model]:.3f}" if tput and base.get(model) else ""
+    cell = lambda v, f: format(v, f) if v is not None else ""
+    print(f"  {name:18s} {r['status']:8s} {cell(tput, ',.1f'):>10s} {ratio:>8s} "
+          f"{cell(r.get('step_time_mean_s') and 1e3 * r['step_time_mean_s'], '.1f'):>8s} "
+          f"{cell(r.get('compile_s'), '.1f'):>9s} {cell(r.get('mfu'), '.3f'):>6s}  {r.get('devices') or ''}"
+          + (f"  error: {r['error']}" if r.get("error") else ""))
+for skipped in sorted((out / "logs").glob("*.skipped")):
+    print(f"  {skipped.stem:18s} skipped (budget)")
+for rc in sorted((out / "logs").glob("*.rc")):
+    code = int(rc.read_text())
+    if code:
+        print(f"  {rc.stem:18s} exit {code}" + (" (timed out)" if code in (124, 137) else "")
+              + f": logs/{rc.stem}.log")
+bench = out / "runs" / "bare-levers.json"
+if bench.exists():
+    b = json.loads(bench.read_text())["bare"]
+    print(f"  hvdbench / bare loop, both with compile + channels-last + fused SGD (ResNet-50): median "
+          f"{b['median_ratio']:.3f}; rounds {', '.join(f'{q:.3f}' for q in b['ratios'])}; hvdbench "
+          f"{', '.join(f'{x:,.0f}' for x in b['hvdbench'])}; bare {', '.join(f'{x:,.0f}' for x in b['baseline'])}"
+          + (f"; compile s {b['compile_s']}" if b.get("compile_s") else ""))
+PY
+tar -czf "$OUT/levers-results.tgz" -C "$OUT" logs runs
