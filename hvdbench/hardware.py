@@ -84,11 +84,15 @@ def parse_query_gpu(text: str) -> list[dict]:
     return gpus
 
 
+ANSI_ESCAPE = re.compile(r"\x1b\[[0-9;]*m")
+
+
 def parse_topo(text: str) -> dict:
     """`nvidia-smi topo -m` -> {"matrix": {GPU0: {GPU1: "NV18", NIC0: "PXB", ...}}, "nics": {NIC0:
     "mlx5_0"}, "cpu_affinity": {GPU0: "0-55"}}; {} for no text. Rows and columns are tab-separated;
     the header names the devices, then CPU/NUMA affinity columns; the NIC legend maps NICn to its name."""
-    lines = [line.rstrip() for line in text.splitlines()]
+    # nvidia-smi underlines the header with terminal escapes even when it writes to a pipe
+    lines = [ANSI_ESCAPE.sub("", line).rstrip() for line in text.splitlines()]
     header = next((i for i, line in enumerate(lines) if re.match(r"^\s+GPU0\b", line)), None)
     if header is None:
         return {}

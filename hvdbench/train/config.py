@@ -38,7 +38,10 @@ OPTIMIZERS = ("sgd", "adamw", "adam")  # each framework's Trainer implements the
 LR_SCALINGS = ("linear", "sqrt", "none")  # how the learning rate grows with the global batch
 EVAL_UNITS = ("epochs", "samples")
 # torch.compile's modes (PyTorch): reduce-overhead also captures the step's kernels in CUDA graphs.
-COMPILE_MODES = ("off", "default", "max-autotune", "reduce-overhead")
+# auto: `default` where the step runs on a CUDA GPU, off elsewhere (a model spec's default: compiling
+# ResNet-50 gained 45 % on an H200, benchmarks/gpu/README.md; on a CPU compiling costs minutes and wins
+# nothing at the debug flavors' sizes).
+COMPILE_MODES = ("off", "auto", "default", "max-autotune", "reduce-overhead")
 # How a transformer's attention keeps the sequences of a row apart (PyTorch): a boolean mask through
 # SDPA (the reference), or each sequence alone through SDPA on nested tensors (variable-length kernels).
 ATTENTIONS = ("mask", "varlen")
@@ -101,7 +104,8 @@ class TrainConfig:
     # the levers that close the gap to the hardware on GPUs (each measured on and off by
     # benchmarks/gpu/levers.sh; off by default, which is what wins on CPUs)
     compile: str = option("off", "PyTorch: torch.compile the step's forward and backward in this mode "
-                                 "(reduce-overhead: with CUDA graphs); the warm-up covers the compile, whose seconds "
+                                 "(reduce-overhead: with CUDA graphs; auto: default on a CUDA GPU, off elsewhere, "
+                                 "ResNet-50's default); the warm-up covers the compile, whose seconds "
                                  "are recorded apart (compile_s), out of the throughput.", cli=True,
                           choices=COMPILE_MODES)
     fused_optimizer: bool = option(False, "PyTorch: the optimizer's update in fused kernels (torch's fused SGD, Adam, "
@@ -418,7 +422,8 @@ def validate(cfg: TrainConfig, spec) -> None:
         raise ConfigError("fsdp_offload needs --engine fsdp")
     if cfg.save_parameters and cfg.framework != "torch":
         raise ConfigError("--save-parameters is implemented for --framework torch")
-    levers = [name for name in LEVERS if getattr(cfg, name) != TrainConfig.__dataclass_fields__[name].default]
+    levers = [name for name in LEVERS if getattr(cfg, name) != TrainConfig.__dataclass_fields__[name].default
+              and not (name == "compile" and cfg.compile == "auto")]  # auto: nothing where nothing compiles
     if levers and cfg.framework != "torch":
         raise ConfigError(f"{', '.join(levers)}: levers of the PyTorch trainer; --framework {cfg.framework} has none")
     if cfg.horovod_timeline and cfg.engine != "horovod":

@@ -2,10 +2,10 @@
 the GPU fields empty; `nvidia-smi --query-gpu` and `nvidia-smi topo -m` parsed from captured text;
 InfiniBand and Ethernet rates read from a sysfs tree; a missing tool is an empty field.
 
-The nvidia-smi texts below are written from NVIDIA's documented formats (nvidia-smi's --query-gpu csv
+The multi-GPU nvidia-smi texts below are written from NVIDIA's documented formats (nvidia-smi's --query-gpu csv
 with noheader,nounits; `topo -m`'s tab-separated matrix and legends, as a DGX H100 and a PCIe server
-print them), not captured on a machine here: benchmarks/gpu/stack.sh captures the real ones on a lent
-GPU machine, which replace them.
+print them), not captured here (the lent machines have one GPU); captured/ holds a real one-GPU H200's
+output, as benchmarks/gpu/stack.sh captured it.
 """
 
 import re
@@ -77,6 +77,22 @@ def test_topo_matrix_nics_and_affinity_are_parsed_and_named():
     assert hardware.intra_node_link(gpus[:2], pcie) == "PCIe via the host bridge (PHB) between 2 GPUs"
     assert hardware.intra_node_link(gpus[:1], {}) == "one GPU, no GPU-to-GPU link"
     assert hardware.parse_topo("") == {} and hardware.parse_topo("No devices were found\n") == {}
+
+
+CAPTURED = Path(__file__).parent / "captured"
+
+
+def test_a_real_h200s_nvidia_smi_output_is_parsed():
+    """Captured on a lent H200 machine (captured/README.md): its header carries terminal escapes."""
+    topo = hardware.parse_topo((CAPTURED / "h200-topo-m.txt").read_text())
+    assert topo == {"matrix": {"GPU0": {}}, "nics": {}, "cpu_affinity": {"GPU0": "0-15"}}
+    gpus = hardware.parse_query_gpu((CAPTURED / "h200-query-gpu.txt").read_text())
+    assert gpus == [{"index": 0, "name": "NVIDIA H200", "memory_mib": 143771, "driver": "580.159.04",
+                     "pci_bus_id": "00000000:00:06.0"}]
+    assert hardware.intra_node_link(gpus, topo) == "one GPU, no GPU-to-GPU link"
+    escaped = TOPO_NVLINK.replace("\tGPU0\tGPU1\tGPU2\tNIC0\tNIC1\tCPU Affinity\tNUMA Affinity\tGPU NUMA ID",
+                                  "\t\x1b[4mGPU0\tGPU1\tGPU2\tNIC0\tNIC1\tCPU Affinity\tNUMA Affinity\tGPU NUMA ID\x1b[0m")
+    assert escaped != TOPO_NVLINK and hardware.parse_topo(escaped) == hardware.parse_topo(TOPO_NVLINK)
 
 
 def _sysfs(root: Path, files: dict) -> None:

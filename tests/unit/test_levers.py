@@ -21,6 +21,7 @@ import torch
 
 from hvdbench.contracts import get_spec
 from hvdbench.errors import ConfigError
+from hvdbench.frameworks.torch.train import compile_mode
 from hvdbench.models.bert import torch as bert
 from hvdbench.models.bert.data import BERT
 from hvdbench.train.config import resolve
@@ -40,7 +41,8 @@ def test_the_levers_reach_train_set_and_layout_settings(tmp_path):
     base = {"model": "resnet50", "flavor": "debug", "synthetic": True, "out": str(tmp_path / "o")}
     cfg = resolve(base)
     assert (cfg.compile, cfg.fused_optimizer, cfg.attention, cfg.channels_last, cfg.overlap_copies) == \
-        ("off", False, "mask", False, False)  # the defaults: what wins on CPUs
+        ("auto", False, "mask", False, False)  # ResNet-50 compiles where it wins (GPUs); the rest: CPUs' best
+    assert resolve({**base, "model": "bert"}).compile == "off"
     cfg = resolve_train_args("bert", ["--synthetic", "--compile", "max-autotune", "--fused-optimizer",
                                       "--attention", "varlen", "--channels-last", "--overlap-copies"], out="o")
     assert (cfg.compile, cfg.fused_optimizer, cfg.attention, cfg.channels_last, cfg.overlap_copies) == \
@@ -51,7 +53,7 @@ def test_the_levers_reach_train_set_and_layout_settings(tmp_path):
 
 
 @pytest.mark.parametrize("given, said", [
-    ({"compile": "fast"}, "compile 'fast' is not one of off, default, max-autotune, reduce-overhead"),
+    ({"compile": "fast"}, "compile 'fast' is not one of off, auto, default, max-autotune, reduce-overhead"),
     ({"attention": "flash"}, "attention 'flash' is not one of mask, varlen"),
     ({"framework": "tensorflow", "compile": "default", "channels_last": True},
      "compile, channels_last: levers of the PyTorch trainer; --framework tensorflow has none"),
@@ -60,6 +62,15 @@ def test_levers_that_cannot_apply_are_one_line(tmp_path, given, said):
     with pytest.raises(ConfigError) as e:
         resolve({"model": "resnet50", "flavor": "debug", "synthetic": True, "out": str(tmp_path), **given})
     assert said in str(e.value) and "\n" not in str(e.value)
+
+
+def test_compile_auto_compiles_on_a_gpu_only_and_asks_nothing_of_tensorflow(tmp_path):
+    assert compile_mode("auto", torch.device("cuda", 0)) == "default"
+    assert compile_mode("auto", torch.device("cpu")) == "off"
+    assert compile_mode("max-autotune", torch.device("cpu")) == "max-autotune"  # asked for: done anywhere
+    cfg = resolve({"model": "resnet50", "flavor": "debug", "synthetic": True, "out": str(tmp_path),
+                   "framework": "tensorflow"})  # ResNet-50's default auto is no lever TensorFlow refuses
+    assert cfg.compile == "auto"
 
 
 # --- BERT: variable-length attention = the block-diagonal mask --------------------------------

@@ -29,6 +29,13 @@ from hvdbench.frameworks.torch.recipe import fused
 DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
 
 
+def compile_mode(requested: str, device: torch.device) -> str:
+    """torch.compile's mode for --compile: `auto` compiles (mode default) on a CUDA GPU only."""
+    if requested == "auto":
+        return "default" if device.type == "cuda" else "off"
+    return requested
+
+
 # cfg.optimizer -> the optimizer over parameter groups (a model may bring its own: make_optimizer).
 OPTIMIZERS = {
     # torch's fused SGD has no rule for FSDP2's sharded (DTensor) parameters (aten._fused_sgd_, torch
@@ -190,10 +197,11 @@ class Trainer:
 
         groups = getattr(module, "param_groups", param_groups)(model, cfg)
         self.net = self.engine.wrap(model, module, meta=meta)
-        if cfg.compile != "off":
+        self.compile_mode = compile_mode(cfg.compile, device)
+        if self.compile_mode != "off":
             # The wrapper's own forward is compiled in place (Module.compile), so parameter names,
             # DDP's buckets and FSDP's hooks stay as they are; dynamo compiles on the first step.
-            self.net.compile(mode=cfg.compile)
+            self.net.compile(mode=self.compile_mode)
         opt = getattr(module, "make_optimizer", make_optimizer)(self.engine.groups(model, groups), cfg)
         self.optimizer = self.engine.optimizer(opt, self.net)
         self.engine.broadcast(self.net, self.optimizer)
@@ -206,7 +214,7 @@ class Trainer:
         self.timer = None
         self.unsynced_s = None  # ddp/fsdp: one step's forward and backward without the reduction
         # Compiled runs: the seconds spent compiling in this trainer's steps and evaluations.
-        self._compiling = CompileClock() if cfg.compile != "off" or self.optimizer_compiles() else None
+        self._compiling = CompileClock() if self.compile_mode != "off" or self.optimizer_compiles() else None
 
     def compile(self, example: dict) -> None:
         """Nothing to prepare ahead here: torch.compile (--compile) compiles on the first step, inside
