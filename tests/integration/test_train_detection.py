@@ -1,6 +1,8 @@
 """`hvdbench train ssd|retinanet|maskrcnn` under real two-rank Horovod launches on the built-in
-digit scenes: each debug flavor reaches its COCO mAP target (Mask R-CNN: box and mask) with
-Gloo and with MPI, both ranks end with the same parameters, the whole validation split is
+digit scenes: each debug flavor reaches its COCO mAP target (Mask R-CNN: box and mask), SSD and
+Mask R-CNN with MPI, RetinaNet with Gloo (one launch per model: the controller is Horovod's, not the
+model's, and both are still crossed with a detector that exchanges boxes and masks; each model ran
+under both until CI's budget asked for the 2.5 minutes), both ranks end with the same parameters, the whole validation split is
 scored and the MLLOG names the MLPerf benchmark; each runs throughput on --synthetic data, and
 `hvdbench sweep ssd` runs as it does for resnet50."""
 
@@ -49,8 +51,7 @@ def _check_tta(out, proc, model):
 
 
 @pytest.mark.timeout(420)
-@pytest.mark.parametrize("model, controller", [("ssd", "--gloo"), ("ssd", "--mpi"), ("retinanet", "--gloo"),
-                                               ("retinanet", "--mpi"), ("maskrcnn", "--gloo"), ("maskrcnn", "--mpi")])
+@pytest.mark.parametrize("model, controller", [("ssd", "--mpi"), ("retinanet", "--gloo"), ("maskrcnn", "--mpi")])
 def test_debug_detector_reaches_its_map_target_under_horovodrun(model, controller, scenes, tmp_path, horovodrun,
                                                                 hvdbench_bin):
     out = tmp_path / "run"
