@@ -91,7 +91,8 @@ def compare(rows: list[AllreduceRow]) -> list[AllreduceRow]:
 # --- output ----------------------------------------------------------------------------------
 
 def table(rows: list[AllreduceRow], title: str = "allreduce"):
-    """A rich Table: one line per (dtype, size), Horovod beside MPI."""
+    """A rich Table: one line per (dtype, size), Horovod beside torch.distributed and MPI ("-" for
+    what was not measured: Horovod where it is not installed, MPI outside an MPI job)."""
     from rich.box import ASCII2  # ASCII: mpirun's output forwarding may split a line mid-character
     from rich.table import Table
 
@@ -100,18 +101,16 @@ def table(rows: list[AllreduceRow], title: str = "allreduce"):
                  "hvd busbw GB/s", "torch busbw GB/s", "mpi time us", "mpi busbw GB/s", "hvd/torch", "hvd/mpi",
                  "wrong"):
         t.add_column(name, justify="left" if name in ("size", "dtype") else "right")
-    mpi = {(r.dtype, r.bytes): r for r in rows if r.impl == "mpi"}
-    tor = {(r.dtype, r.bytes): r for r in rows if r.impl == "torch"}
-    for r in rows:
-        if r.impl != "horovod":
-            continue
-        m, o = mpi.get((r.dtype, r.bytes)), tor.get((r.dtype, r.bytes))
-        t.add_row(F.human_bytes(r.bytes), r.dtype, str(r.iters), _us(r.time_mean_s),
-                  f"{_us(r.time_min_s)}-{_us(r.time_max_s)}", _g(r.algbw_gb_s), _g(r.busbw_gb_s),
-                  _g(o.busbw_gb_s) if o else "-", _us(m.time_mean_s) if m else "-", _g(m.busbw_gb_s) if m else "-",
-                  f"{o.time_mean_s / r.time_mean_s:.2f}" if o and o.time_mean_s and r.time_mean_s else "-",
-                  f"{r.vs_mpi:.2f}" if r.vs_mpi is not None else "-",
-                  str(r.wrong + sum(x.wrong for x in (m, o) if x)))
+    by = {impl: {(r.dtype, r.bytes): r for r in rows if r.impl == impl} for impl in IMPLS}
+    for key in dict.fromkeys((r.dtype, r.bytes) for r in rows):  # Horovod's may be missing (not installed)
+        h, o, m = (by[impl].get(key) for impl in IMPLS)
+        measured = [x for x in (h, o, m) if x]
+        t.add_row(F.human_bytes(key[1]), key[0], str(measured[0].iters), _us(h and h.time_mean_s),
+                  f"{_us(h.time_min_s)}-{_us(h.time_max_s)}" if h else "-", _g(h and h.algbw_gb_s),
+                  _g(h and h.busbw_gb_s), _g(o and o.busbw_gb_s), _us(m and m.time_mean_s), _g(m and m.busbw_gb_s),
+                  f"{o.time_mean_s / h.time_mean_s:.2f}" if h and o and o.time_mean_s and h.time_mean_s else "-",
+                  f"{h.vs_mpi:.2f}" if h and h.vs_mpi is not None else "-",
+                  str(sum(x.wrong for x in measured)))
     return t
 
 

@@ -145,8 +145,6 @@ def check_runs(spec: SweepSpec) -> None:
             else:
                 where = "train arguments after --" if spec.train_args else f"sweep of {spec.model}"
             raise ConfigError(f"{where}: {message}") from None
-        if spec.allreduce_bench:  # `bench allreduce` times Horovod's allreduce beside torch's
-            require_horovod(f"sweep of {spec.model}: --allreduce-bench")
         if cfg.engine == "horovod":  # refused here, not once per run by every worker
             require_horovod(f"sweep of {spec.model}: --engine horovod")
         elif spec.launcher == "horovodrun":

@@ -1,13 +1,14 @@
 """hvdbench `pip install`ed into a Python with the oldest supported PyTorch and no Horovod (CI's second
 tier, scripts/test_oldest.sh; not part of `make test`, whose venv has Horovod): a ddp/fsdp sweep
 under torchrun (the launcher a sweep takes where Horovod is not installed) and its report, a ddp run
-under mpirun (the sweep names the rendezvous Horovod would have agreed); ddp and
+and the allreduce bench under mpirun (the sweep names the rendezvous Horovod would have agreed); ddp and
 fsdp end ResNet-50's steps with the same parameters (SGD: bit-identical, as under torch 2.13); asking
 for Horovod is one line; `hvdbench env` names the engines there are and why Horovod's is not.
 
     make test-oldest
 """
 
+import csv
 import json
 
 import numpy as np
@@ -50,14 +51,23 @@ def test_a_ddp_and_fsdp_sweep_and_its_report_without_horovod(tmp_path, hvdbench_
     assert "intra-node link" in (report / "summary.md").read_text()
 
 
-def test_mpirun_starts_ddp_without_horovod(tmp_path, hvdbench_bin):
-    """Horovod is not there to agree torch.distributed's rendezvous: the sweep names it (MASTER_ADDR/PORT)."""
+def test_mpirun_starts_ddp_and_the_allreduce_bench_without_horovod(tmp_path, hvdbench_bin):
+    """Horovod is not there to agree torch.distributed's rendezvous: the sweep names it (MASTER_ADDR/PORT),
+    for the run and for its layout's allreduce bench, which times torch.distributed's and MPI's."""
     out = tmp_path / "mpi"
     run([hvdbench_bin, "sweep", "resnet50", "--hosts", "localhost:2", "--layouts", "1x2", "--launcher", "mpirun",
-         "--engines", "ddp", "--out", out, "--", *STEPS[:-1]], timeout=300)
+         "--engines", "ddp", "--allreduce-bench", "256K", "--out", out, "--", *STEPS[:-1]], timeout=300)
     record, _ = read_result(out / "1x2-ddp-r1" / "result.json")
     assert (record.status, record.engine, record.world_size, record.launcher) == ("success", "ddp", 2, "mpirun")
     assert "-x MASTER_ADDR -x MASTER_PORT" in (out / "1x2-ddp-r1" / "command.txt").read_text()
+    # The layout's allreduce bench without Horovod: torch.distributed's rows, every sum right; MPI's
+    # reference needs mpi4py, which this Python (pip install .[torch,dev]) has not: said in the note.
+    with open(out / "bench_allreduce.csv") as f:
+        rows = list(csv.DictReader(f))
+    assert rows and {r["impl"] for r in rows} == {"torch"} and all(r["layout"] == "1x2" for r in rows)
+    assert all(float(r["busbw_gb_s"]) > 0 and r["wrong"] == "0" for r in rows)
+    assert rows[0]["note"].startswith("Horovod is not installed here: torch.distributed only; ")
+    assert "mpi4py is not installed" in rows[0]["note"]
 
 
 def test_asking_for_horovod_is_one_line(tmp_path, hvdbench_bin):
@@ -70,9 +80,9 @@ def test_asking_for_horovod_is_one_line(tmp_path, hvdbench_bin):
                check=False)
     assert proc.returncode != 0 and proc.stderr.strip().count("\n") == 0, proc.stderr
     assert "--engine horovod needs Horovod" in proc.stderr
-    proc = run([hvdbench_bin, "bench", "allreduce", "--out", tmp_path / "b"], check=False)
+    proc = run([hvdbench_bin, "bench", "allreduce", "--tune", "--out", tmp_path / "b"], check=False)
     assert proc.returncode != 0 and proc.stderr.strip().count("\n") == 0, proc.stderr
-    assert "bench allreduce (Horovod's allreduce beside torch.distributed's and MPI's) needs Horovod" in proc.stderr
+    assert "bench allreduce --tune (a search over Horovod's settings) needs Horovod" in proc.stderr
 
 
 def test_env_lists_the_engines_here_and_why_not_horovod(hvdbench_bin):

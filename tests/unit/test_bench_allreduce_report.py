@@ -2,6 +2,7 @@
 (the real Horovod and MPI timers run in tests/integration/test_bench.py)."""
 
 import csv
+import dataclasses
 
 import pytest
 from click.testing import CliRunner
@@ -101,6 +102,22 @@ def test_table_shows_horovod_beside_mpi():
     text = console.export_text()
     assert "1 MiB" in text and "nccl-tests" in text and "hvd/mpi" in text
     assert len([line for line in text.splitlines() if "| fp16" in line]) == 19
+
+
+def test_table_without_horovod_shows_torch_and_mpi():
+    """Where Horovod is not installed the bench times torch.distributed and MPI: each size is a line
+    with Horovod's columns "-" (the table was keyed on Horovod's rows and came out empty)."""
+    from rich.console import Console
+
+    rows, _ = run_both()
+    torch_rows = [dataclasses.replace(r, impl="torch", vs_mpi=None) for r in rows if r.impl == "horovod"]
+    without = AR.compare(torch_rows + [r for r in rows if r.impl == "mpi"])
+    console = Console(width=220, record=True)
+    console.print(AR.table(without))
+    fp16 = [line for line in console.export_text().splitlines() if "| fp16" in line]
+    assert len(fp16) == 19
+    cells = [c.strip() for c in fp16[0].split("|")]
+    assert cells[4] == "-" and cells[8] not in ("", "-") and cells[9] not in ("", "-")  # hvd time; torch, mpi
 
 
 def test_rows_of_another_schema_version_are_refused(tmp_path):

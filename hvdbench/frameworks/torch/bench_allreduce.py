@@ -27,6 +27,7 @@ torch.distributed, then MPI, each on a quiet machine.
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import socket
 import sys
@@ -40,8 +41,9 @@ import numpy as np
 from hvdbench.bench import defaults
 from hvdbench.bench import formulas as F
 from hvdbench.bench.formulas import DTYPE_BYTES
-from hvdbench.frameworks import require_horovod
-from hvdbench.launchers.launch_info import launcher_rank
+from hvdbench.errors import ConfigError
+from hvdbench.frameworks import horovod_installed, require_horovod
+from hvdbench.launchers.launch_info import detect_launcher, launcher_rank, place
 from hvdbench.output import line
 
 # Set by Open MPI's mpirun (hence horovodrun --mpi), MPICH/Slurm PMI, and PMIx launchers.
@@ -50,8 +52,23 @@ NO_MPI_WORLD = ("MPI reference unavailable: the ranks were not launched as an MP
                 "or no launcher); launch with horovodrun --mpi or mpirun for it")
 
 
+NO_MPI4PY = ("MPI reference unavailable: mpi4py is not installed in this Python (pip install 'hvdbench[mpi]', "
+             "built against the MPI that launches the ranks)")
+
+
 def launched_by_mpi(env=os.environ) -> bool:
     return any(name in env for name in MPI_LAUNCH_VARIABLES)
+
+
+def mpi_reference() -> tuple[object | None, str]:
+    """MPI's COMM_WORLD for the reference, or None and the note that says why not."""
+    if not launched_by_mpi():
+        return None, NO_MPI_WORLD
+    if importlib.util.find_spec("mpi4py") is None:  # an optional extra (hvdbench[mpi])
+        return None, NO_MPI4PY
+    from mpi4py import MPI  # initialises MPI before Horovod, which then joins this world
+
+    return MPI.COMM_WORLD, ""
 
 
 class HorovodComm:
@@ -204,8 +221,13 @@ def main(opts: AllreduceOptions) -> None:
     rank at once (as the training worker does), so the launcher tears the job down."""
     rank = launcher_rank()
     try:
-        require_horovod("hvdbench bench allreduce (Horovod's allreduce beside torch.distributed's and MPI's)")
-        _tune(opts) if opts.tune else _run(opts)
+        if opts.tune:
+            require_horovod("hvdbench bench allreduce --tune (a search over Horovod's settings)")
+            _tune(opts)
+        elif horovod_installed():
+            _run(opts)
+        else:
+            _run_without_horovod(opts)
     except BaseException as e:  # noqa: BLE001 - any failure ends this rank loudly
         if isinstance(e, KeyboardInterrupt):
             os._exit(130)
@@ -221,14 +243,7 @@ def _run(opts: AllreduceOptions) -> None:
     from hvdbench.bench import allreduce_report as AR
 
     points = AR.plan(opts.dtypes, opts.min_bytes, opts.max_bytes)  # bad sizes fail before any launch work
-    mpi_world, note = None, ""
-    if opts.mpi_reference:
-        if launched_by_mpi():
-            from mpi4py import MPI  # initialises MPI before Horovod, which then joins this world
-
-            mpi_world = MPI.COMM_WORLD
-        else:
-            note = NO_MPI_WORLD
+    mpi_world, note = mpi_reference() if opts.mpi_reference else (None, "")
     comm = HorovodComm()
     if mpi_world is not None and mpi_world.Get_size() != comm.size:
         note, mpi_world = (f"MPI reference unavailable: the MPI world has {mpi_world.Get_size()} ranks, "
@@ -258,11 +273,55 @@ def _run(opts: AllreduceOptions) -> None:
             rows += AR.sweep(base, "mpi", timer, mpi_world.allgather, points, **kwargs)
     if comm.rank != 0:
         return
-    rows = AR.compare(rows)
+    _show_and_write(rows, base, note, opts)
+
+
+def _run_without_horovod(opts: AllreduceOptions) -> None:
+    """Where Horovod is not installed: torch.distributed's all_reduce (the collective --engine ddp
+    reduces with) and MPI's reference where the ranks are an MPI job, the same sizes and rows. The
+    ranks meet at MASTER_ADDR/MASTER_PORT, which torchrun and srun set, and a sweep sets for mpirun."""
+    from hvdbench.bench import allreduce_report as AR
+
+    points = AR.plan(opts.dtypes, opts.min_bytes, opts.max_bytes)
+    where = place()
+    if where.master_addr is None or where.master_port is None:
+        raise ConfigError("bench allreduce without Horovod: torch.distributed's ranks meet at MASTER_ADDR and "
+                          "MASTER_PORT, which are not set; launch with torchrun or srun, or give both to mpirun "
+                          "(-x MASTER_ADDR -x MASTER_PORT; a sweep's --allreduce-bench sets them)")
+    mpi_world, why = mpi_reference() if opts.mpi_reference else (None, "")
+    note = "; ".join(part for part in ("Horovod is not installed here: torch.distributed" +
+                                       (" and MPI" if mpi_world is not None else "") + " only", why) if part)
+    say = (lambda text: line(f"[hvdbench] {text}")) if where.rank == 0 else (lambda text: None)
+    kwargs = dict(iters=opts.iters, warmup_iters=opts.warmup_iters, budget_bytes=opts.budget_bytes,
+                  on_row=lambda row: say(AR.line(row)))
+    with torch_timer(where.master_addr, where.master_port, where.rank, where.size) as (timer, gather):
+        hosts = list(dict.fromkeys(gather(socket.gethostname())))
+        nodes = len(hosts)
+        base = AR.new_run({"world_size": where.size, "nodes": nodes, "gpus_per_node": where.size // nodes,
+                           "layout": f"{nodes}x{where.size // nodes}", "scale": "up" if nodes == 1 else "out",
+                           "hosts": ";".join(hosts), "controller": "", "launcher": detect_launcher()})
+        run_id, started_at = gather((base.run_id, base.started_at))[0]  # rank 0's, on every rank
+        base = replace(base, run_id=run_id, started_at=started_at, note=note)
+        say(f"allreduce over {where.size} rank(s) ({base.layout}, hosts {base.hosts}): {len(points)} sizes x "
+            f"{'torch + mpi' if mpi_world is not None else 'torch'}")
+        say(note)
+        rows = AR.sweep(base, "torch", timer, gather, points, **kwargs)
+    if mpi_world is not None:
+        with mpi_timer(mpi_world) as timer:
+            rows += AR.sweep(base, "mpi", timer, mpi_world.allgather, points, **kwargs)
+    if where.rank != 0:
+        return
+    _show_and_write(rows, base, note, opts)
+
+
+def _show_and_write(rows: list, base, note: str, opts: AllreduceOptions) -> None:
+    """Rank 0: the table and summary printed, then the CSV and plot written (a failed write keeps the rows)."""
+    from hvdbench.bench import allreduce_report as AR
     from hvdbench.bench.rows import render
 
+    rows = AR.compare(rows)
     text = render(AR.table(rows, title=f"allreduce: {base.world_size} ranks, {base.layout}, "
-                                        f"{base.controller} controller"))
+                                        f"{base.controller or 'no Horovod'} controller"))
     for row in [*text.splitlines(), *([note] if note else []), *AR.summary(rows)]:
         line(row.rstrip())  # shown before anything can fail to write
     try:
