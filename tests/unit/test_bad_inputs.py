@@ -293,7 +293,9 @@ def corrupt_stores(tmp_path):
     good = good_runs(tmp_path / "good" / "runs.csv").read_bytes()
     lines = good.split(b"\n")
     return {
-        "binary": (os.urandom(64) + b"\xff\xfe" + os.urandom(64), ":1", "not UTF-8"),
+        # random bytes without a line break before the bad pair: random ones broke a line now and
+        # then, and the bad byte was (rightly) named on line 2
+        "binary": (os.urandom(64).replace(b"\n", b" ") + b"\xff\xfe" + os.urandom(64), ":1", "not UTF-8"),
         "binary row": (b"\n".join([lines[0], lines[1], b"\xff\xfe\x00garbage"]) + b"\n", ":3", "not UTF-8"),
         "short row": (b"\n".join([lines[0], lines[1], b",".join(lines[2].split(b",")[:7])]) + b"\n", ":3",
                       "7 cell(s), the header has"),

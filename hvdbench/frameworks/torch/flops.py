@@ -180,8 +180,15 @@ def count(spec, flavor: str | None = None, info: dict | None = None, batch: int 
         flavor_cfg = dataclasses.replace(flavor_cfg, gradient_checkpointing=False)
     module = spec.framework_module("torch")
     info = info if info is not None else spec.synthetic_info(flavor_cfg)
+    # The run's data may be another of the model's kinds than its first (Flux.1's and Stable
+    # Diffusion's debug flavors train on images, their full flavors on latents): the one whose info
+    # keys the data has.
+    kind = next((k for k in spec.kinds if all(key in info for key in k.info_keys)), None)
+    if kind is None:
+        return Flops(None, None, note=f"not countable: the data's info ({', '.join(sorted(info))}) is none of "
+                                      f"{spec.name}'s dataset kinds")
     samples = {k: torch.from_numpy(np.ascontiguousarray(v)) for k, v in
-               spec.kinds[0].synthetic(batch, info, np.random.default_rng(0)).items()}
+               kind.synthetic(batch, info, np.random.default_rng(0)).items()}
     try:
         with torch.device("meta"):  # the skeleton: parameter counts and the formula's sizes, nothing allocated
             skeleton = module.build(flavor_cfg, **_build_kwargs(module.build, info))
