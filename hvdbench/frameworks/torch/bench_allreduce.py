@@ -71,6 +71,13 @@ def mpi_reference() -> tuple[object | None, str]:
     return MPI.COMM_WORLD, ""
 
 
+def layout_columns(size: int, nodes: int, per_node: int, hosts: list[str], controller: str) -> dict:
+    """The layout columns of a bench row (same meaning as in runs.csv), under any launcher."""
+    return {"world_size": size, "nodes": nodes, "gpus_per_node": per_node, "layout": f"{nodes}x{per_node}",
+            "scale": "up" if nodes == 1 else "out", "hosts": ";".join(hosts), "controller": controller,
+            "launcher": detect_launcher()}
+
+
 class HorovodComm:
     """Rank, size, layout and the two collectives the benches need, over horovod.torch."""
 
@@ -92,12 +99,8 @@ class HorovodComm:
 
     def layout(self) -> dict:
         """The layout columns of a bench row (same meaning as in runs.csv)."""
-        from hvdbench.launchers.launch_info import detect_launcher
-
         hosts = list(dict.fromkeys(self.allgather(self.hostname)))
-        return {"world_size": self.size, "nodes": self.cross_size, "gpus_per_node": self.local_size,
-                "layout": f"{self.cross_size}x{self.local_size}", "scale": "up" if self.cross_size == 1 else "out",
-                "hosts": ";".join(hosts), "controller": self.controller, "launcher": detect_launcher()}
+        return layout_columns(self.size, self.cross_size, self.local_size, hosts, self.controller)
 
     def shutdown(self) -> None:
         self.hvd.shutdown()
@@ -268,12 +271,7 @@ def _run(opts: AllreduceOptions) -> None:
     # torch.distributed's all_reduce (what --engine ddp reduces gradients with), Horovod stopped.
     with torch_timer(*rendezvous, comm.rank, comm.size) as (timer, gather):
         rows += AR.sweep(base, "torch", timer, gather, points, **kwargs)
-    if mpi_world is not None:
-        with mpi_timer(mpi_world) as timer:
-            rows += AR.sweep(base, "mpi", timer, mpi_world.allgather, points, **kwargs)
-    if comm.rank != 0:
-        return
-    _show_and_write(rows, base, note, opts)
+    _mpi_then_write(rows, base, note, opts, mpi_world, points, kwargs, comm.rank)
 
 
 def _run_without_horovod(opts: AllreduceOptions) -> None:
@@ -297,27 +295,28 @@ def _run_without_horovod(opts: AllreduceOptions) -> None:
     with torch_timer(where.master_addr, where.master_port, where.rank, where.size) as (timer, gather):
         hosts = list(dict.fromkeys(gather(socket.gethostname())))
         nodes = len(hosts)
-        base = AR.new_run({"world_size": where.size, "nodes": nodes, "gpus_per_node": where.size // nodes,
-                           "layout": f"{nodes}x{where.size // nodes}", "scale": "up" if nodes == 1 else "out",
-                           "hosts": ";".join(hosts), "controller": "", "launcher": detect_launcher()})
+        base = AR.new_run(layout_columns(where.size, nodes, where.size // nodes, hosts, ""))
         run_id, started_at = gather((base.run_id, base.started_at))[0]  # rank 0's, on every rank
         base = replace(base, run_id=run_id, started_at=started_at, note=note)
         say(f"allreduce over {where.size} rank(s) ({base.layout}, hosts {base.hosts}): {len(points)} sizes x "
             f"{'torch + mpi' if mpi_world is not None else 'torch'}")
         say(note)
         rows = AR.sweep(base, "torch", timer, gather, points, **kwargs)
-    if mpi_world is not None:
-        with mpi_timer(mpi_world) as timer:
-            rows += AR.sweep(base, "mpi", timer, mpi_world.allgather, points, **kwargs)
-    if where.rank != 0:
-        return
-    _show_and_write(rows, base, note, opts)
+    _mpi_then_write(rows, base, note, opts, mpi_world, points, kwargs, where.rank)
 
 
-def _show_and_write(rows: list, base, note: str, opts: AllreduceOptions) -> None:
-    """Rank 0: the table and summary printed, then the CSV and plot written (a failed write keeps the rows)."""
+def _mpi_then_write(rows: list, base, note: str, opts: AllreduceOptions, mpi_world, points, kwargs: dict,
+                    rank: int) -> None:
+    """MPI's reference on the same sizes (where there is an MPI world), then on rank 0 the table and
+    summary printed and the CSV and plot written (a failed write keeps the rows)."""
     from hvdbench.bench import allreduce_report as AR
     from hvdbench.bench.rows import render
+
+    if mpi_world is not None:
+        with mpi_timer(mpi_world) as timer:
+            rows = rows + AR.sweep(base, "mpi", timer, mpi_world.allgather, points, **kwargs)
+    if rank != 0:
+        return
 
     rows = AR.compare(rows)
     text = render(AR.table(rows, title=f"allreduce: {base.world_size} ranks, {base.layout}, "
