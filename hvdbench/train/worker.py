@@ -239,7 +239,7 @@ def run(cfg: config_mod.TrainConfig, state: dict) -> None:
                             dist.allgather_object(local))
     state["record"] = record  # a failure from here on is recorded with the job's layout and devices
     if dist.rank == 0:
-        _count_compute(record, cfg, spec, trainer, dist)
+        _count_compute(record, cfg, spec, kind, trainer, dist)
     loop = Loop(cfg, dist, trainer, events, fault, ds, global_batch, peak_lr, spec.metric, synthetic,
                 hyperparameters=lambda facts: spec.mllog_values(cfg, facts))
     measures = loop.throughput() if cfg.mode == "throughput" else loop.time_to_accuracy()
@@ -303,11 +303,11 @@ def _check_host_memory(cfg, spec, dist, trained: int, frozen: int) -> None:
         raise AgreedError(str(e)) from None
 
 
-def _count_compute(record, cfg, spec, trainer, dist) -> None:
+def _count_compute(record, cfg, spec, kind, trainer, dist) -> None:
     """The record's FLOPs per sample (counted on the meta device: no step of the run is spent) and
     train/memory.py's estimate of one rank's memory, beside which the run's peak is recorded."""
     if hasattr(trainer, "flops_per_sample"):
-        record.flops_per_sample = trainer.flops_per_sample(spec, cfg.flavor)
+        record.flops_per_sample = trainer.flops_per_sample(spec, cfg.flavor, kind)
     est = estimate(spec, cfg.flavor, cfg.framework, cfg.batch_per_gpu, cfg.precision, cfg.optimizer,
                    trainer.num_trainable(), trainer.num_parameters() - trainer.num_trainable(), cfg.engine, dist.size)
     record.mem_estimate_gb = est.total / 1e9

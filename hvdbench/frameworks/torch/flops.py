@@ -167,9 +167,10 @@ def _real(module, flavor_cfg, info, batch: dict, amp):
 CPU_COUNT_PARAMETERS = 300_000_000
 
 
-def count(spec, flavor: str | None = None, info: dict | None = None, batch: int = COUNT_BATCH) -> Flops:
+def count(spec, flavor: str | None = None, info: dict | None = None, batch: int = COUNT_BATCH,
+          kind=None) -> Flops:
     """Per-sample FLOPs of `spec`'s flavor (see the module's docstring) built for `info` (a dataset's
-    info keys; default: the flavor's synthetic sizes), with the transformer formula beside where the
+    info keys; default: the flavor's synthetic sizes) on samples of `kind` (default: its first), with the transformer formula beside where the
     flavor names its layers, width and tokens. Tried on the meta device, then on fake tensors, then
     for real on the CPU (one sample, small flavors only); in fp32, then under bf16 autocast (a network
     whose kernels take bf16 only: gpt-oss's grouped experts)."""
@@ -180,13 +181,9 @@ def count(spec, flavor: str | None = None, info: dict | None = None, batch: int 
         flavor_cfg = dataclasses.replace(flavor_cfg, gradient_checkpointing=False)
     module = spec.framework_module("torch")
     info = info if info is not None else spec.synthetic_info(flavor_cfg)
-    # The run's data may be another of the model's kinds than its first (Flux.1's and Stable
-    # Diffusion's debug flavors train on images, their full flavors on latents): the one whose info
-    # keys the data has.
-    kind = next((k for k in spec.kinds if all(key in info for key in k.info_keys)), None)
-    if kind is None:
-        return Flops(None, None, note=f"not countable: the data's info ({', '.join(sorted(info))}) is none of "
-                                      f"{spec.name}'s dataset kinds")
+    # A run's data may be another of the model's kinds than its first (Flux.1's and Stable
+    # Diffusion's debug flavors train on images, their full flavors on latents): the run names it.
+    kind = kind if kind is not None else spec.kinds[0]
     samples = {k: torch.from_numpy(np.ascontiguousarray(v)) for k, v in
                kind.synthetic(batch, info, np.random.default_rng(0)).items()}
     try:

@@ -360,13 +360,13 @@ class Trainer:
 
     # --- compute figures, read around the timed window (hvdbench.train.compute); not part of a step ---
 
-    def flops_per_sample(self, spec, flavor: str) -> float | None:
+    def flops_per_sample(self, spec, flavor: str, kind) -> float | None:
         """Training FLOPs per sample of this run's network, counted on the meta device for the
-        run's data sizes (hvdbench.frameworks.torch.flops); None where it cannot be counted. The
+        run's data sizes and dataset kind (hvdbench.frameworks.torch.flops); None where it cannot be counted. The
         run's random streams are left as they were (a count on the CPU draws its weights)."""
         with torch.random.fork_rng(devices=[]):
             try:
-                return count_flops(spec, flavor, info=self.data_info).training
+                return count_flops(spec, flavor, info=self.data_info, kind=kind).training
             except Exception:  # noqa: BLE001 - a count never fails a run: its FLOPs columns stay empty
                 return None
 
