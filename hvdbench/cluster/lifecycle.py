@@ -31,6 +31,7 @@ from hvdbench.cluster.state import (
     without_hosts_block,
 )
 from hvdbench.files import atomic_write_text
+from hvdbench.launchers.guard import wait_gone
 
 ROOT_MESSAGE = "hvdbench cluster needs root (network namespaces); run as root or use local layouts"
 # tool -> Debian package that provides it
@@ -329,13 +330,13 @@ def _stop_process(entry: dict) -> list[str]:
             q.terminate()
         except psutil.NoSuchProcess:
             pass
-    _, alive = psutil.wait_procs(procs, timeout=5)
+    alive = wait_gone(procs, 5)
     for q in alive:
         try:
             q.kill()
         except psutil.NoSuchProcess:
             pass
-    psutil.wait_procs(alive, timeout=5)
+    wait_gone(alive, 5)
     _reap(entry["pid"])
     what = entry.get("name") or f"sshd of {entry['node']}"
     return [f"stopped {what} (pid {entry['pid']}"

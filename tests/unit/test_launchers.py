@@ -449,3 +449,22 @@ def test_die_with_parent_ends_a_worker_whose_parent_dies(tmp_path):
     finally:
         if parent.poll() is None:
             parent.kill()
+
+
+def test_wait_gone_counts_a_zombie_as_exited_and_returns_what_still_runs():
+    """A process that has exited but is not yet reaped (a zombie: here our own unreaped child, on a
+    cluster node an orphan init has not collected) is gone for `guard.wait_gone`, so `cluster down` and
+    the sweep's clean-up never wait out their timeout for it; a running process is returned."""
+    exited = subprocess.Popen(["sleep", "30"])
+    running = subprocess.Popen(["sleep", "30"])
+    try:
+        exited.kill()
+        zombie = psutil.Process(exited.pid)
+        while zombie.status() != psutil.STATUS_ZOMBIE:
+            time.sleep(0.01)
+        assert guard.wait_gone([zombie, psutil.Process(running.pid)], 0.2) == [psutil.Process(running.pid)]
+        assert guard.wait_gone([zombie], 30) == []
+    finally:
+        running.kill()
+        running.wait()
+        exited.wait()
