@@ -33,6 +33,7 @@ SUBSTITUTIONS = {
         "train bert --flavor debug --data data/pydoc-packed --out runs/b1 --max-epochs 0.2",
     "--repeats 3": "--repeats 1",
     "--vocab-size 4000": "--vocab-size 1000",
+    "--max-bytes 64M": "--max-bytes 1M",
 }
 
 

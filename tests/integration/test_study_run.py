@@ -1,7 +1,8 @@
 """A two-model study with real launches: ResNet-50 and BERT (debug flavors, data made by each
-model's prepare recipe), 1x1 and 1x2, two repeats, stopped with SIGTERM in the middle and resumed:
-every run is recorded once, the completed rows stay byte for byte, and the report prints the
-speed-up across models."""
+model's prepare recipe), 1x1 and 1x2, one repeat, stopped with SIGTERM in the middle (after the
+first model's first row) and resumed: every run is recorded once, the completed rows stay byte for
+byte, and the report prints the speed-up across models. (Two repeats ran here until CI's budget asked
+for their four launches; the stop still lands midway through the first model.)"""
 
 import csv
 import signal
@@ -21,7 +22,7 @@ def study_file(tmp_path):
     path = tmp_path / "two.yaml"
     path.write_text(yaml.safe_dump({
         "study": "two", "reproduces": "the integration test's two-model study", "mode": "throughput",
-        "layouts": ["1x1", "1x2"], "repeats": 2, "flavor": "debug", "timeout": 240,
+        "layouts": ["1x1", "1x2"], "repeats": 1, "flavor": "debug", "timeout": 240,
         "throughput": {"steps": 6, "warmup_steps": 2},
         "models": {
             "resnet50": {"data": str(tmp_path / "digits"), "prepare": ["digits"], "train": {"batch_per_gpu": 16}},
@@ -40,9 +41,9 @@ def test_study_stopped_midway_resumes_with_every_row_once(tmp_path, hvdbench_bin
     store = out / "resnet50" / "throughput" / "runs.csv"
     try:
         deadline = time.monotonic() + 300
-        while not (store.exists() and len(read_runs(store)) >= 2):  # midway through the first model
+        while not (store.exists() and len(read_runs(store)) >= 1):  # midway through the first model
             assert proc.poll() is None, f"study ended early: {proc.stderr.read()}"
-            assert time.monotonic() < deadline, "the study recorded no two runs in 300 s"
+            assert time.monotonic() < deadline, "the study recorded no run in 300 s"
             time.sleep(0.5)
         first = store.read_bytes()
         proc.send_signal(signal.SIGTERM)
@@ -55,13 +56,13 @@ def test_study_stopped_midway_resumes_with_every_row_once(tmp_path, hvdbench_bin
     assert not (out / "bert" / "throughput" / "runs.csv").exists()  # the second model had not started
 
     done = run(argv, timeout=500)
-    assert "study two: 8 runs: 8 success" in done.stdout
+    assert "study two: 4 runs: 4 success" in done.stdout
     assert store.read_bytes().startswith(first)  # the rows before the stop are intact
     for model in ("resnet50", "bert"):
         rows = read_runs(out / model / "throughput" / "runs.csv")
         ids = sorted(r.run_id for r in rows)
         batch = 16 if model == "resnet50" else rows[0].batch_per_gpu
-        assert ids == sorted(f"1x{g}x{batch}x1-r{k}" for g in (1, 2) for k in (1, 2)), ids
+        assert ids == sorted(f"1x{g}x{batch}x1-r{k}" for g in (1, 2) for k in (1,)), ids
         assert {(r.model, r.flavor, r.mode, r.status) for r in rows} == {(model, "debug", "throughput", "success")}
 
     report = run([hvdbench_bin, "report", out])

@@ -1,5 +1,5 @@
-"""`hvdbench train resnet50` under real two-rank Horovod launches (Gloo and MPI, PyTorch and
-TensorFlow): the debug ResNet reaches its target on the built-in digits, both ranks end with the
+"""`hvdbench train resnet50` under real two-rank Horovod launches (PyTorch with MPI, TensorFlow with
+Gloo): the debug ResNet reaches its target on the built-in digits, both ranks end with the
 same parameters, and the event log passes MLCommons' compliance checker. (Throughput runs:
 test_train_throughput.py.)"""
 
@@ -50,10 +50,13 @@ def compliance(mllog, cwd):
 
 
 @pytest.mark.timeout(300)
-@pytest.mark.parametrize("controller", ["gloo", "mpi"])
-@pytest.mark.parametrize("framework", ["torch", "tensorflow"])
+@pytest.mark.parametrize("framework, controller", [("torch", "mpi"), ("tensorflow", "gloo")])
 def test_debug_resnet_reaches_its_target_on_digits(framework, controller, digits, tmp_path, horovodrun,
                                                    hvdbench_bin):
+    """One launch per framework, the controllers crossed: each framework and each controller (with its
+    launcher) trains to the target once. The other two pairs ran here until CI's budget asked for
+    their 21 s; PyTorch under Gloo still trains to the target in test_closed_division.py, and both
+    frameworks allreduce under both controllers in test_smoke.py."""
     out = tmp_path / "run"
     proc = run(hvdrun(horovodrun, controller, hvdbench_bin, "train", "resnet50", "--framework", framework,
                       "--flavor", "debug", "--data", digits, "--out", out))
