@@ -60,7 +60,11 @@ SPEC = ModelSpec(
     # The debug flavor on one thread on the gettext corpus (README.md): at batch 32 BLEU 2.8 /
     # 6.6 / 7.4 / 13.1 after 0.79 / 1.63 / 2.41 / 3.26 epochs (40 / 80 / 120 / 160 CPU-s); at batch
     # 64 (two ranks) 1.5 / 3.6 / 7.2 / 8.8 after 0.78 / 1.64 / 2.40 / 3.21. A low target on the
-    # real corpus, chosen over an easier generated task: README.md says why.
+    # real corpus, chosen over an easier generated task: README.md says why. Tried to pass it at the
+    # first epoch (one thread per rank, machine load 11-17): peak 1.2e-2 at 64, warm-up 0.05, linear
+    # decay to epoch 2 (power 1, max_epochs 2) does so alone (BLEU 5.6 / 5.6 at batch 32, seeds 0 / 2;
+    # 5.9 at batch 16) but not on two ranks of 16 (2.6 / 4.2 after epochs 1 / 2; peak 8e-3: 1.7 /
+    # 3.8), so these defaults stay.
     flavor_targets={"debug": 5.0},
     defaults={
         # The reference: Adam 1e-3, 200 exponential warm-up steps, then the rate halves four times
