@@ -34,6 +34,7 @@ SUBSTITUTIONS = {
     "--repeats 3": "--repeats 1",
     "--vocab-size 4000": "--vocab-size 1000",
     "--max-bytes 64M": "--max-bytes 1M",
+    "hvdbench bench compute --out results/local": "hvdbench bench compute --budget-s 0.05 --out results/local",
 }
 
 

@@ -114,13 +114,13 @@ def test_crashing_worker_gives_a_failed_row_and_the_sweep_goes_on(tmp_path, digi
 def test_hung_worker_times_out_and_leaves_no_process(tmp_path, digits, hvdbench_bin):
     out = tmp_path / "hang"
     # horovodrun's MPI controller: horovodrun -> its middleman (own session) -> mpirun -> ranks.
-    proc = run(sweep_argv(hvdbench_bin, out, "--layouts", "1x2", "--controller", "mpi", "--timeout", "20",
+    proc = run(sweep_argv(hvdbench_bin, out, "--layouts", "1x2", "--controller", "mpi", "--timeout", "15",
                           "--kill-grace", "3", "--env", "HVDBENCH_INJECT_FAULT=hang",
                           train=[*STEPS, "--data", digits]), check=False)
     assert proc.returncode == 1
     [row] = read_runs(out / "runs.csv")
     assert (row.run_id, row.status, row.controller) == ("1x2-r1", "timeout", "mpi")
-    assert row.error.startswith("no result after 20 s")
+    assert row.error.startswith("no result after 15 s")
     record = json.loads((out / "1x2-r1" / "launch.json").read_text())
     assert record["status"] == "timeout" and record["leftover"] == []
     assert len(record["descendants"]) >= 4  # horovodrun, its helpers, mpirun and the ranks were seen

@@ -1,5 +1,5 @@
 """`--engine horovod|ddp|fsdp` under real two-rank launches on the CPU (Gloo): from the same seed and
-data, 20 steps of ResNet-50, BERT and llama2_lora end with the same parameters under every engine,
+data, 10 steps of ResNet-50, BERT and llama2_lora end with the same parameters under every engine,
 started by horovodrun, mpirun and torchrun in turn; fsdp holds half the parameters on each of 2 ranks;
 ResNet-50 reaches its time-to-accuracy target under ddp and fsdp; and `sweep --engines horovod,ddp`
 over 1x1 and 1x2 reports the engines side by side.
@@ -11,7 +11,8 @@ IEEE arithmetic whatever the order), so their parameters are bit-identical; so a
 fsdp (SGD updates each element on its own). BERT's LAMB (a trust ratio of two norms per tensor) and
 llama2_lora's gradient clipping (one global norm) sum their squares shard by shard under fsdp, in
 another order than over the whole tensor: float32 rounding (2^-24 relative per addition) compounded over
-20 steps, so fsdp must agree within 1e-4 of the weights' scale (measured: 1.1e-5 for BERT).
+the steps, so fsdp must agree within 1e-4 of the weights' scale (measured: 1.1e-5 for BERT after 20
+steps, which this test ran until CI's budget asked for fewer).
 """
 
 import numpy as np
@@ -22,7 +23,7 @@ from hvdbench.results.records.schema import read_result
 
 pytestmark = pytest.mark.integration
 
-STEPS = ["--synthetic", "--steps", "17", "--warmup-steps", "3", "--warmup-max-steps", "3", "--save-parameters"]
+STEPS = ["--synthetic", "--steps", "7", "--warmup-steps", "3", "--warmup-max-steps", "3", "--save-parameters"]
 
 
 def launcher_argv(launcher, horovodrun, mpirun):
@@ -50,7 +51,7 @@ def test_every_engine_trains_the_same_parameters(tmp_path, model, horovodrun, mp
              "--engine", engine, *STEPS, "--out", out], timeout=300)
         record, config = read_result(out / "result.json")
         assert (record.status, record.engine, record.world_size, record.launcher) == ("success", engine, 2, launcher)
-        assert config["engine"] == engine and record.steps == 17 and record.warmup_steps == 3
+        assert config["engine"] == engine and record.steps == 7 and record.warmup_steps == 3
         assert record.compute_s is not None and record.comm_s is not None  # the breakdown under every engine
         records[engine] = record
         with np.load(out / "parameters.npz") as saved:
