@@ -222,6 +222,9 @@ def test_a_debug_flavor_on_images_is_counted_on_its_images(model):
     spec = get_spec(model)
     fl = count(spec, "debug", info={"num_classes": 10, "image_size": 8}, kind=spec.kind("images"))
     assert fl.training and fl.training > 0
+    # The latents' samples for the images' sizes cannot be made: the count says so, and fails nothing.
+    wrong = count(spec, "debug", info={"num_classes": 10, "image_size": 8})
+    assert wrong.training is None and wrong.note.startswith(f"not countable: no {spec.kinds[0].name} samples")
 
 
 def test_bench_flops_names_what_it_cannot_count():

@@ -184,8 +184,12 @@ def count(spec, flavor: str | None = None, info: dict | None = None, batch: int 
     # A run's data may be another of the model's kinds than its first (Flux.1's and Stable
     # Diffusion's debug flavors train on images, their full flavors on latents): the run names it.
     kind = kind if kind is not None else spec.kinds[0]
-    samples = {k: torch.from_numpy(np.ascontiguousarray(v)) for k, v in
-               kind.synthetic(batch, info, np.random.default_rng(0)).items()}
+    try:
+        samples = {k: torch.from_numpy(np.ascontiguousarray(v)) for k, v in
+                   kind.synthetic(batch, info, np.random.default_rng(0)).items()}
+    except Exception as e:  # noqa: BLE001 - a count never fails a run: its figures stay empty, saying why
+        return Flops(None, None, note=f"not countable: no {kind.name} samples for these sizes "
+                                      f"({type(e).__name__}: {(str(e).splitlines() or [''])[0][:100]})")
     try:
         with torch.device("meta"):  # the skeleton: parameter counts and the formula's sizes, nothing allocated
             skeleton = module.build(flavor_cfg, **_build_kwargs(module.build, info))
