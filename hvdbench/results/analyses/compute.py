@@ -199,8 +199,9 @@ def figure(rows: list[dict]):
             left.annotate(_share(r), (value, y), xytext=(3, 0), textcoords="offset points", va="center", fontsize=7)
     left.set_xlim(0, max(tflops + [1e-9]) * 1.35)  # room for the words beside the longest bar
     left.set_yticks(ys, labels, fontsize=7)
-    left.set_xlabel(f"model TFLOP/s per {unit}" + (" (MFU beside each bar)" if False in cpus else
-                                                  " (share of bench compute's peak beside each bar)"))
+    beside = "" if not any(_share(r) for r in rows) else (
+        " (MFU beside each bar)" if False in cpus else " (share of bench compute's peak beside each bar)")
+    left.set_xlabel(f"model TFLOP/s per {unit}{beside}")
     if memory:
         right = axes[1]
         right.barh([y + 0.2 for y in ys], [h or 0 for h in held], 0.4, label="peak per rank", color="#55a868")
