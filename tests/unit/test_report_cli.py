@@ -248,3 +248,12 @@ def test_a_report_over_failed_runs_says_which_failed_and_why(tmp_path):
     result = invoke(store.parent)
     assert result.exit_code == 0, result.output
     assert "- failed, 3 run(s)" in result.stdout and "No run succeeded" not in result.stdout
+
+
+def test_failure_groups_name_runs_without_an_error_by_their_status():
+    from hvdbench.results.analyses.failures import failure_groups
+
+    groups = failure_groups([tta("1x1", None, status="aborted", run_id="a"), run("1x1", status="failed", run_id="f"),
+                             run("1x2", 100.0)])
+    assert [(g["status"], g["error"], g["runs"]) for g in groups] == [
+        ("aborted", "stopped before reaching its target", ["a"]), ("failed", "no error recorded", ["f"])]

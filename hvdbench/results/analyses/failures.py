@@ -23,7 +23,8 @@ def failure_groups(runs) -> list[dict]:
     several = len({r.sweep for r in bad}) > 1
     groups: dict[tuple[str, str], list[str]] = {}
     for r in bad:
-        error = " ".join((r.error or "").split()) or "no error recorded"
+        error = " ".join((r.error or "").split()) or (
+            "stopped before reaching its target" if r.status == "aborted" else "no error recorded")
         groups.setdefault((r.status, error), []).append(_name(r, several))
     return [{"status": status, "error": error, "runs": names}
             for (status, error), names in sorted(groups.items(), key=lambda kv: -len(kv[1]))]
