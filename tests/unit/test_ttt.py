@@ -291,6 +291,7 @@ def test_short_times_to_train_are_in_seconds_in_both_figures_alike():
     ax = ttt.figure(falls).axes[0]
     assert ax.get_ylabel() == "seconds" and plots.time_to_train_figure(rows).axes[0].get_ylabel().startswith(
         "time to train (s)")
+    assert ax.figure.legends[0].get_texts()[0].get_text() == "ideal: the baseline's time / rank ratio"  # CPU ranks
     measured = falls[0]["measured_min"] * 60
     assert [t.get_text() for t in ax.texts][-1] == f"{measured:,.1f}"
     slow = three("1x1", 32, 6000.0, 100.0, 6.0, 2.0) + three("1x2", 64, 7000.0, 180.0, 4.0, 1.5)

@@ -41,7 +41,7 @@ from hvdbench.results.mllog.events import OWN_LOG_NAME
 from hvdbench.results.mllog.summary import TTT_FIELDS, read_run_log
 from hvdbench.results.records.schema import TTT_GROUP, TTT_WATERFALL_COLUMNS
 from hvdbench.results.render.tables import figure_time_unit, markdown_table, pages, write_table
-from hvdbench.results.stats.aggregate import OLYMPIC_DROP, OLYMPIC_MIN_RUNS, system_of, where_ran
+from hvdbench.results.stats.aggregate import OLYMPIC_DROP, OLYMPIC_MIN_RUNS, device_word, system_of, where_ran
 
 # The throughput part's split, in the order the throughput waterfall takes them (waterfall.LOSSES).
 SPLIT = (("comm_min", "comm_loss"), ("data_min", "data_loss"), ("compute_min", "compute_loss"))
@@ -355,7 +355,7 @@ def figure(rows: list[dict], every: list[dict] | None = None):
         ax.set_title(f"{r['model']} {r['layout']} (batch {r['global_batch']}) vs {r['baseline']} "
                      f"(batch {r['base_global_batch']})" + (f"\n{below}" if below else ""), fontsize=8)
         ax.grid(True, axis="y", alpha=0.3)
-    fig.legend(handles=[Patch(color="tab:blue", label="ideal: the baseline's time / GPU ratio"),
+    fig.legend(handles=[Patch(color="tab:blue", label=f"ideal: the baseline's time / {device_word(rows[0])} ratio"),
                         Patch(color=ADDS, label="adds time"), Patch(color=SAVES, label="saves time"),
                         Patch(color="tab:gray", label="measured (MLPerf score)")],
                loc="outside lower center", ncol=2 if cols == 1 else 4, fontsize=8, frameon=False)
