@@ -34,8 +34,7 @@ def nothing_succeeded(runs) -> str:
     """The one line a report over runs none of which succeeded ends with; '' when one did."""
     if not runs or any(r.status == "success" for r in runs):
         return ""
-    return (f"no run succeeded: all {len(runs)} run(s) did not (their errors are under 'Runs that did not "
-            "succeed'); the tables hold only dashes")
+    return f"no run succeeded: all {len(runs)} run(s) did not (their errors are under 'Runs that did not succeed')"
 
 
 def markdown(groups: list[dict], runs) -> str:
