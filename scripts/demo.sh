@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# make demo: the main job on built-in data, end to end, as a study (studies/demo.yaml).
+# make demo: the main job on built-in data, end to end, as a study (hvdbench/studies/demo.yaml).
 #   1. as root, bring up a 2-node emulated cluster (network namespaces, 2 slots each) with the
 #      inter-node link shaped to $DEMO_BANDWIDTH; otherwise run local layouts only, and say so;
 #   2. study: every model with a debug flavor (ResNet-50, BERT, Transformer, GNMT, NCF, Llama2 LoRA,
@@ -35,8 +35,8 @@ else
   echo "NOTE: no emulated cluster (needs root and network namespaces): local layouts 1x1 and 1x2 only"
 fi
 
-echo "== 2. study: every debug model, throughput x ${STUDY_REPEATS} repeats (studies/demo.yaml)"
-"$HVD" study run studies/demo.yaml "${HOSTS[@]}" --repeats "$STUDY_REPEATS" --out "$RUN/study"
+echo "== 2. study: every debug model, throughput x ${STUDY_REPEATS} repeats (hvdbench/studies/demo.yaml)"
+"$HVD" study run demo "${HOSTS[@]}" --repeats "$STUDY_REPEATS" --out "$RUN/study"
 
 echo "== 3. sweep: ResNet-50 debug time-to-accuracy (top-1 0.95) x $REPEATS repeats"
 [ -f "$OUT/digits/manifest.json" ] || "$HVD" prepare digits --out "$OUT/digits"

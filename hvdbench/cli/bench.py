@@ -88,13 +88,15 @@ def _check_output(out: str, csv_name: str, row_class) -> None:
 @click.group()
 def bench():
     """Allreduce, storage and compute micro-benchmarks, run with the same launchers and layouts as training;
-    each appends rows with layout columns to a CSV in --out (a sweep folder, beside runs.csv).
+    each appends rows with layout columns to a CSV in --out (a sweep folder, beside runs.csv); and a
+    model's training FLOPs per sample, counted from its network (flops).
 
     \b
     Example:
       horovodrun -np 2 -H localhost:2 --mpi hvdbench bench allreduce --out results/demo
       hvdbench bench io --data data/digits --out results/demo
       hvdbench bench compute --out results/demo
+      hvdbench bench flops --model resnet50
     """
 
 

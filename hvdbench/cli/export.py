@@ -64,7 +64,8 @@ def export(sweeps, out, env_file, ruleset, check):
         ours = "DNF" if b.minutes is None else f"{b.minutes:.4f} min"
         line = f"{b.folder}: {len(b.runs)} run(s); hvdbench: {ours} ({b.rule})"
         if check:
-            line += "; summarizer: " + ("no score" if b.official is None else f"{b.official:.4f} min")
+            line += "; summarizer: " + (f"no score ({ex.no_score_reason(b)})" if b.official is None
+                                        else f"{b.official:.4f} min")
         click.echo(line)
     for note in result.notes:
         click.echo(note)

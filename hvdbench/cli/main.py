@@ -12,12 +12,12 @@ COMMANDS = {
     "prepare": ("hvdbench.cli.prepare", "prepare", "Prepare datasets into HDF5 shards (images, BERT, packed)."),
     "train": ("hvdbench.cli.train", "train", "Train a model as a Horovod worker (run under horovodrun/mpirun/srun)."),
     "sweep": ("hvdbench.cli.sweep", "sweep", "Run a model over every nodes x GPUs layout and repeat."),
-    "study": ("hvdbench.cli.study", "study", "Run a study file: several models x layouts x repeats (studies/*.yaml)."),
+    "study": ("hvdbench.cli.study", "study", "Run a study file: several models x layouts x repeats (`study list`)."),
     "report": ("hvdbench.cli.report", "report", "Scaling, layout and time-to-train tables and plots from sweeps."),
     "predict": ("hvdbench.cli.predict", "predict", "Predict the throughput of layouts not run (e.g. 8x8) from a sweep."),
     "export": ("hvdbench.cli.export", "export", "Time-to-accuracy sweeps as an MLPerf results tree (result_summarizer)."),
     "cluster": ("hvdbench.cli.cluster", "cluster", "An emulated multi-node cluster on this machine (root)."),
-    "bench": ("hvdbench.cli.bench", "bench", "Allreduce and storage micro-benchmarks."),
+    "bench": ("hvdbench.cli.bench", "bench", "Benchmarks: allreduce, storage, compute; a model's FLOPs."),
 }
 
 

@@ -149,7 +149,8 @@ def report(sweeps, mllogs, out, formats, baseline, group_by, ruleset, predict_la
     from rich.progress import track
 
     from hvdbench.results import mllog
-    from hvdbench.results.analyses import bench_tables, compute, convergence, engines, study_tables, ttt, waterfall
+    from hvdbench.results.analyses import (bench_tables, compute, convergence, engines, failures, study_tables, ttt,
+                                           waterfall)
     from hvdbench.results.predict import time_to_train as predict_ttt
     from hvdbench.results.records import store
     from hvdbench.results.render import tables as tab
@@ -203,7 +204,8 @@ def report(sweeps, mllogs, out, formats, baseline, group_by, ruleset, predict_la
         if not fits and not ttt_fits:
             notes.append("--predict: no successful throughput run with a step-time breakdown, and no converged "
                          "time-to-accuracy run with its parts, to fit on")
-    text = "\n".join(part for part in (tab.markdown(tables, sources, notes), waterfall.markdown(falls),
+    text = "\n".join(part for part in (tab.markdown(tables, sources, notes),
+                                       failures.markdown(failures.failure_groups(runs), runs), waterfall.markdown(falls),
                                        ttt.markdown(ttt_falls), convergence.markdown(conv),
                                        engines.markdown(engine_rows), compute.markdown(compute_rows), *study_md,
                                        predict.markdown(predicted, fits) if fits else "",
@@ -241,3 +243,7 @@ def report(sweeps, mllogs, out, formats, baseline, group_by, ruleset, predict_la
         click.echo(note)
     for path in written:
         click.echo(f"wrote {path}")
+    if failures.nothing_succeeded(runs):  # the tables are written; a script chaining `sweep && report` sees it
+        from hvdbench.errors import ConfigError
+
+        raise ConfigError(failures.nothing_succeeded(runs))

@@ -12,15 +12,16 @@ from hvdbench.cli.sweep import _env_pairs, _int_list, _one_line, cluster_slurm, 
 from hvdbench.launchers import LAUNCHERS
 from hvdbench.topology import MAX_SLOTS
 
-STUDIES_DIR = Path(__file__).resolve().parents[2] / "studies"  # the project's shipped study files
+# The shipped study files: package data (setup.cfg's package_data), so a pip-installed hvdbench has them.
+STUDIES_DIR = Path(__file__).resolve().parents[1] / "studies"
 
 
 def find_study(name: str) -> Path:
-    """A path as given, else studies/NAME.yaml here, else in the hvdbench project."""
+    """A path as given, else studies/NAME.yaml here (the user's own), else the shipped STUDIES_DIR/NAME.yaml."""
     from hvdbench.errors import ConfigError
     from hvdbench.train.config import quote
 
-    what = "a study is a NAME from studies/ (`hvdbench study list`) or a YAML file"
+    what = "a study is a NAME of `hvdbench study list` or a YAML file"
     given = Path(name)
     if given.is_dir():
         said = f"{name}: a directory, not a study file ({what})"
@@ -42,7 +43,7 @@ def find_study(name: str) -> Path:
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 def study():
-    """Studies: several models x layouts x repeats from one YAML file (studies/*.yaml).
+    """Studies: several models x layouts x repeats from one YAML file (`hvdbench study list`).
 
     \b
     Example:
@@ -54,16 +55,20 @@ def study():
 
 @study.command("list")
 def list_studies():
-    """The study files shipped in studies/, with what each reproduces.
+    """The study files shipped with hvdbench (hvdbench/studies/), with what each reproduces.
 
     \b
     Example:
       hvdbench study list
     """
-    from hvdbench.errors import HvdbenchError
+    from hvdbench.errors import ConfigError, HvdbenchError
     from hvdbench.study.schema import load_study
 
-    for path in sorted(STUDIES_DIR.glob("*.yaml")):
+    shipped = sorted(STUDIES_DIR.glob("*.yaml"))
+    if not shipped:  # an install that left its package data out: say so, never an empty list and exit 0
+        raise ConfigError(f"no study files in {STUDIES_DIR} (this hvdbench was installed without its package "
+                          "data; reinstall it, or give `study run` a YAML file's path)")
+    for path in shipped:
         try:
             s = load_study(path)
             click.echo(f"{path.stem}: {', '.join(s.models)} — {s.reproduces}")
@@ -100,7 +105,7 @@ def list_studies():
 @click.option("--time-limit", default="02:00:00", show_default=True, help="With --launcher slurm: per job.")
 def run(file, out, flavor, hostfile, hosts, cluster_name, gpus_per_node, layouts, gpus, repeats, launcher, timeout,
         only, skip_missing, retry_failed, link, env, dry_run, submit, sbatch_args, time_limit):
-    """Run every model of study FILE (a path, or NAME for studies/NAME.yaml) over its layouts and
+    """Run every model of study FILE (a path, or a NAME of `hvdbench study list`) over its layouts and
     repeats, one sweep per model and mode in OUT; running it again resumes. `hvdbench report OUT`
     then prints the study's tables, the speed-up across models among them.
 

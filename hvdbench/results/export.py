@@ -36,6 +36,8 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from mlperf_logging.benchmark_meta import get_result_file_counts
+
 from hvdbench.errors import ConfigError, OutputError
 from hvdbench.files import atomic_write_text
 from hvdbench.results.mllog import LogSummary, read_run_log
@@ -275,6 +277,26 @@ def export_mlperf(sweeps: list[Path], out: Path, env: dict, ruleset: str = DEFAU
     for system, desc in result.systems.items():
         atomic_write_text(out / "systems" / f"{system}.json", json.dumps(desc, indent=4) + "\n")
     return result
+
+
+def no_score_reason(b: Benchmark) -> str:
+    """Why the summarizer gave folder `b` no score, from its rules (result_summarizer's olympic mean
+    drops the fastest and the slowest run, a log without run_stop counting as the slowest, and scores
+    nothing past that many such logs), with the runs MLPerf asks of the benchmark
+    (mlperf-logging's result file count): 'its olympic mean drops the fastest and slowest of 2 runs,
+    leaving none; MLPerf scores resnet from 5 runs, this system has 2'."""
+    n, drop = len(b.runs), OLYMPIC_DROP.get(b.benchmark, 1)
+    missed = sum(1 for r in b.runs if r.summary is None or r.summary.run_stop_ms is None)  # what it cannot time
+    if missed > drop:
+        why = f"{missed} of {n} runs have no run_stop (it drops at most {drop})"
+    elif n <= 2 * drop:
+        why = f"its olympic mean drops the {drop} fastest and {drop} slowest of {n} run(s), leaving none"
+    else:
+        why = "the summarizer's output says why (`score it:` below)"
+    needed = get_result_file_counts(USAGE).get(b.benchmark)
+    if needed and n < needed:
+        why += f"; MLPerf scores {b.benchmark} from {needed} runs, this system has {n}"
+    return why
 
 
 def check(result: Export, timeout: float = 600) -> str:

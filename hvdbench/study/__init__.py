@@ -1,1 +1,1 @@
-"""Studies: several models, their layouts and repeats from one file (studies/*.yaml)."""
+"""Studies: several models, their layouts and repeats from one file (hvdbench/studies/*.yaml: package data)."""

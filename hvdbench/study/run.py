@@ -1,7 +1,7 @@
 """A study run: one sweep per model and mode, in one folder, resumable, with one progress line
 over the whole study between the sweeps' own views.
 
-    hvdbench study run studies/dgx1-mlperf-v05-suite.yaml --flavor debug --hosts localhost:2 \\
+    hvdbench study run dgx1-mlperf-v05-suite --flavor debug --hosts localhost:2 \\
         --layouts 1x1,1x2 --skip-missing --out results/dgx1
     ->  study = load_study(FILE)
         sweeps, notes = plan_study(study, StudyOptions(out=..., flavor="debug", ...), config_dir)

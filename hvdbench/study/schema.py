@@ -1,7 +1,7 @@
 """A study file: several models, their data, train and per-layout settings, the layouts, repeats
-and mode of one published scaling study (`studies/<name>.yaml`).
+and mode of one published scaling study (`hvdbench/studies/<name>.yaml`, or a file of the user's own).
 
-    study = load_study("studies/dgx1-mlperf-v05-suite.yaml")
+    study = load_study("hvdbench/studies/dgx1-mlperf-v05-suite.yaml")
     study.models["resnet50"].layouts        # {"1x8x256x1": {...}} or {}
 
 Loading is strict: an unknown key anywhere, a wrong type or a malformed layout is a ConfigError
@@ -249,12 +249,15 @@ def _published(values, where: str) -> dict:
 
 
 def _hostfile(text: str, study_path: Path) -> Path:
-    """As given (from the working directory), else from the project the study file lives in."""
+    """As given (from the working directory), else from the project the study file lives in, else from
+    hvdbench's checkout (the shipped studies, in hvdbench/studies/, name its hostfiles/example-*)."""
     given = Path(text)
     if given.is_absolute() or given.exists():
         return given
-    project = study_path.absolute().parent.parent / given
-    return project if project.exists() else given
+    for project in (study_path.absolute().parent.parent, Path(__file__).resolve().parents[2]):
+        if (project / given).exists():
+            return project / given
+    return given
 
 
 def _engines(value, where: str, key: str) -> tuple[str, ...]:

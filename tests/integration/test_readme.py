@@ -1,8 +1,10 @@
 """Every command of the README's "Using it" block works as written, in a fresh shell after `make
-setup`, in order, each exiting 0.
+setup`, in order, each exiting 0; then the pip path's block ("Which set-up to choose": env, a ddp/fsdp
+sweep, its report) the same way, but for its `pip install` line, which `make setup` did already.
 
 Only these substitutions are made, all for size or for what a test machine lacks:
-- SUBSTITUTIONS below: a tiny image tree for `/data/imagenet`, fewer steps, epochs and repeats;
+- SUBSTITUTIONS below: a tiny image tree for `/data/imagenet`, fewer steps, epochs and repeats
+  (PIP_PATH_SUBSTITUTIONS for the pip path's sweep);
 - the commands run in a temporary folder holding `.venv` (a link to this checkout's) and a copy of
   `hostfiles/`, so `data/`, `runs/` and `results/` are written there;
 - `path/to/mlperf/training_results/results` is made there: one MLPerf result log written with
@@ -38,11 +40,22 @@ SUBSTITUTIONS = {
 }
 
 
-def readme_commands() -> list[str]:
+# The pip path's sweep, shorter: the same engines, layouts and flavor.
+PIP_PATH_SUBSTITUTIONS = {"--flavor debug --synthetic": "--flavor debug --synthetic --steps 6 --warmup-steps 2"}
+PIP_INSTALL = "python -m pip install '.[torch]'"
+
+
+def readme_commands(heading: str = "## Using it") -> list[str]:
+    """The commands of the first bash block under `heading` (indented blocks too), comments dropped."""
     text = (ROOT / "README.md").read_text()
-    section = text[text.index("## Using it"):]
+    section = text[text.index(heading):]
     block = re.search(r"```bash\n(.*?)```", section, re.S).group(1)
-    return [line for line in block.splitlines() if line.strip() and not line.startswith("#")]
+    lines = [line.split("  #")[0].strip() for line in block.splitlines()]
+    return [line for line in lines if line and not line.startswith("#")]
+
+
+def pip_path_commands() -> list[str]:
+    return readme_commands("### Which set-up to choose")
 
 
 def test_readme_block_is_what_this_test_adapts():
@@ -51,6 +64,11 @@ def test_readme_block_is_what_this_test_adapts():
     joined = "\n".join(commands)
     assert [old for old in SUBSTITUTIONS if old not in joined] == []
     assert sum(c.startswith(("hvdbench ", "horovodrun ")) for c in commands) == len(commands) - 1
+    pip_path = pip_path_commands()
+    assert pip_path[0] == PIP_INSTALL and all(c.startswith("hvdbench ") for c in pip_path[1:])
+    assert [old for old in PIP_PATH_SUBSTITUTIONS if old not in "\n".join(pip_path)] == []
+    # The sweep a CPU machine can run (issue 50: the full flavor failed all four runs there).
+    assert any(" sweep " in c and "--flavor debug" in c for c in pip_path)
 
 
 def _image_tree(root: Path) -> None:
@@ -98,8 +116,9 @@ def test_every_readme_command_runs_as_written(tmp_path):
     activate, steps = commands[0], commands[1:]
     env = {"PATH": "/usr/bin:/bin", "HOME": os.environ.get("HOME", "/root"), "LANG": "C.UTF-8",
            "OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1"}
-    for command in steps:
-        for old, new in SUBSTITUTIONS.items():
+    pip_steps = [c for c in pip_path_commands() if c != PIP_INSTALL]
+    for command in steps + pip_steps:
+        for old, new in (SUBSTITUTIONS if command in steps else PIP_PATH_SUBSTITUTIONS).items():
             command = command.replace(old, new)
         proc = subprocess.run(["bash", "--noprofile", "--norc", "-c", f"{activate} && {command}"],
                               cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
@@ -119,3 +138,8 @@ def test_every_readme_command_runs_as_written(tmp_path):
     assert sum(float(falls[0][p]) for p in parts) == pytest.approx(float(falls[0]["measured_min"]), rel=1e-6)
     assert falls[0]["trained_from"] and falls[0]["eval_from"]
     assert (tmp_path / "runs/r1/result.json").is_file() and (tmp_path / "data/imagenet/manifest.json").is_file()
+    # The pip path's sweep: every run of both engines succeeded, and its report put them side by side.
+    with open(tmp_path / "results/mine/runs.csv") as f:
+        mine = list(csv.DictReader(f))
+    assert {(r["engine"], r["status"]) for r in mine} == {("ddp", "success"), ("fsdp", "success")}
+    assert "## Engines side by side" in (tmp_path / "results/mine/report/summary.md").read_text()

@@ -93,3 +93,9 @@ def test_env_lists_the_engines_here_and_why_not_horovod(hvdbench_bin):
     assert not info["engines"]["horovod"]["available"]
     assert "not installed" in info["engines"]["horovod"]["why"]
     assert info["torch"]["version"].startswith("2.11.")
+
+
+def test_the_installed_package_has_its_studies(hvdbench_bin):
+    """The study files are package data: `pip install` (not editable) brings them (issue 50)."""
+    proc = run([hvdbench_bin, "study", "list"])
+    assert "demo: resnet50, bert" in proc.stdout and "dgx1-mlperf-v05-suite:" in proc.stdout

@@ -282,3 +282,25 @@ def test_the_waterfall_names_its_compute_parts_mfu():
     [fall] = falls
     assert fall["layout"] == "1x2" and fall["compute_mfu"] == pytest.approx(1.0 / 989.4)  # 1 TFLOP/s per GPU
     assert f"(MFU {100 * fall['compute_mfu']:.1f} %)" in markdown(falls)
+
+
+def test_compute_png_is_readable_on_cpus():
+    """Issue 50: one horizontal bar per row, labels naming what differs (a throughput and a
+    time-to-accuracy sweep of one model apart), per rank and no 'MFU' on CPUs, and the devices/hosts
+    subtitle every plot has."""
+    runs = [_run(layout, hosts="node1", **kw) for layout in ("1x1", "1x2")
+            for kw in ({}, {"mode": "time_to_accuracy", "run_id": f"t-{layout}"})]
+    runs += [_run(f"1x{g}", run_id=f"r-1x{g}", hosts="node1") for g in range(3, 13)]
+    rows = rc.compute_rows(runs)
+    fig = rc.figure(rows)
+    left = fig.axes[0]
+    labels = [t.get_text() for t in left.get_yticklabels()]
+    assert len(labels) == len(rows) == 14 and len(set(labels)) == 14  # none under another's label
+    assert "throughput · 1x1" in labels and "time to accuracy · 1x1" in labels
+    assert all(t.get_rotation() == 0 for t in left.get_yticklabels())  # a line each, none slanted
+    assert "per rank" in left.get_xlabel() and "GPU" not in left.get_xlabel() and "MFU" not in left.get_xlabel()
+    title = fig._suptitle.get_text()
+    assert "devices: CPUs (no GPU)" in title and "host: node1" in title and "1 run(s) per bar" in title
+    assert "| TFLOP/s/rank |" in rc.markdown(rows) and "W/rank" in rc.markdown(rows)
+    gpu = rc.figure(rc.compute_rows([_run(devices="NVIDIA H100 80GB HBM3", peak_tflops=989.0)]))
+    assert "per GPU (MFU beside each bar)" in gpu.axes[0].get_xlabel()

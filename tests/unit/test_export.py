@@ -256,3 +256,18 @@ def test_nothing_to_export_says_what_the_sweep_holds(tmp_path, rows, words):
     if rows and rows[0]["status"] == "failed":
         assert "--data and no --steps" not in line  # the sweep may well have been run that way
     assert not (tmp_path / "out").exists() or not any((tmp_path / "out").iterdir())
+
+
+def test_no_score_from_the_summarizer_says_why(tmp_path):
+    """Issue 50: the demo's 2 runs of a layout get no official score: the line says why, in the
+    summarizer's own rules and mlperf-logging's result file count for the benchmark."""
+    folder = tmp_path / "results" / "two"
+    for i, minutes in enumerate((30.0, 31.0)):
+        sweep_run(folder, "1x2", minutes, i)
+    env = tmp_path / "env.json"
+    env.write_text(json.dumps(ENV))
+    result = invoke("export", folder, "--mlperf", tmp_path / "mlperf", "--env", env)
+    assert result.exit_code == 0, result.output
+    assert ("results/cpu_1x2x32x1_torch_debug/resnet: 2 run(s); hvdbench: 30.5000 min (mean of 2); summarizer: "
+            "no score (its olympic mean drops the 1 fastest and 1 slowest of 2 run(s), leaving none; MLPerf "
+            "scores resnet from 5 runs, this system has 2)") in result.output

@@ -224,3 +224,36 @@ def test_report_reads_each_runs_evaluation_cadence_and_names_the_threads(tmp_pat
     assert (scaling["1x1"]["threads"], scaling["1x2"]["threads"]) == ("2", "1")
     assert scaling["1x2"]["flags"] == "unfair-baseline"
     assert "the 1x1 rank had 2 threads, the 1x2 ranks 1 each" in result.output
+
+
+def test_a_report_over_failed_runs_says_which_failed_and_why(tmp_path):
+    """Issue 50: a sweep whose runs all failed is not tables of dashes and exit 0: the report lists each
+    failed run under its recorded error, grouped, says in one line that no run succeeded and exits 1,
+    with every table still written."""
+    store = tmp_path / "mine" / "runs.csv"
+    oom = "needs 25.8 GB of host memory, this machine has 7.7 GB: try --flavor debug"
+    for layout, engine in (("1x1", "ddp"), ("1x1", "fsdp"), ("1x2", "ddp")):
+        append_run(store, run(layout, status="failed", error=oom, engine=engine, run_id=f"{layout}-{engine}-r1"))
+    append_run(store, run("1x2", status="timeout", error="no result after 300 s", engine="fsdp", run_id="1x2-fsdp-r1"))
+    result = invoke(store.parent)
+    assert result.exit_code == 1
+    assert result.stderr.strip().splitlines()[-1].startswith("Error: no run succeeded: all 4 run(s) did not")
+    summary = (store.parent / "report" / "summary.md").read_text()
+    assert summary in result.stdout and (store.parent / "report" / "scaling.csv").is_file()
+    assert "## Runs that did not succeed" in summary and "**No run succeeded: all 4 run(s)" in summary
+    assert f"- failed, 3 run(s) (1x1-ddp-r1, 1x1-fsdp-r1, 1x2-ddp-r1): {oom}" in summary
+    assert "- timeout, 1 run(s) (1x2-fsdp-r1): no result after 300 s" in summary
+    # One run that succeeded: the failures are still listed, the report exits 0.
+    append_run(store, run("1x1", 100.0, engine="ddp", run_id="1x1-ddp-r2"))
+    result = invoke(store.parent)
+    assert result.exit_code == 0, result.output
+    assert "- failed, 3 run(s)" in result.stdout and "No run succeeded" not in result.stdout
+
+
+def test_failure_groups_name_runs_without_an_error_by_their_status():
+    from hvdbench.results.analyses.failures import failure_groups
+
+    groups = failure_groups([tta("1x1", None, status="aborted", run_id="a"), run("1x1", status="failed", run_id="f"),
+                             run("1x2", 100.0)])
+    assert [(g["status"], g["error"], g["runs"]) for g in groups] == [
+        ("aborted", "stopped before reaching its target", ["a"]), ("failed", "no error recorded", ["f"])]

@@ -252,3 +252,83 @@ def test_the_prediction_plot_rings_and_names_flagged_layouts():
     assert predict.FLAGGED in ax.get_legend_handles_labels()[1]
     assert "4x1" in [t.get_text() for t in ax.texts]
     assert "ringed 4x1: oversubscribed" in ax.get_xlabel()  # why, under the axis
+
+
+# --- issue 50: nothing capped silently, one unit for one set of runs, no 2σ of one run, CPU words ----
+
+def test_no_waterfall_panel_is_left_out_past_twelve(tmp_path):
+    """14 layouts: waterfall.png holds 12 panels and waterfall-2.png the other 2, each page saying so."""
+    from hvdbench.results.analyses import waterfall
+    from hvdbench.results.render.tables import pages
+
+    runs = placed_runs()
+    fall = next(f for f in waterfall.waterfall_rows(runs, build_tables(runs).scaling) if f["layout"] == "1x2")
+    many = [{**fall, "layout": f"{n}x2"} for n in range(1, 15)]
+    figs = pages("waterfall", many, waterfall.figure)
+    assert [len(f.axes) for f in figs] == [12, 2]
+    assert figs[1]._suptitle.get_text().startswith("page 2 of 2: panels 13-14 of 14 (all in waterfall.png, waterfall-2.png)")
+    assert figs[1].axes[-1].get_title().startswith("resnet50 14x2 vs")
+    written = waterfall.write(many, tmp_path, ("csv", "png"))
+    assert [p.name for p in written] == ["waterfall.csv", "waterfall.png", "waterfall-2.png"]
+    assert [len(f.axes) for f in pages("waterfall", many[:12], waterfall.figure)] == [12]  # one page: as before
+    assert pages("waterfall", many[:12], waterfall.figure)[0]._suptitle is None
+
+
+def test_the_convergence_figure_draws_every_model():
+    from hvdbench.results.analyses import convergence as CV
+    from hvdbench.results.render.tables import pages
+
+    fit = CV.fit([(32, 1000.0), (64, 1200.0), (128, 1700.0)])
+    rows = [{"model": f"m{i}", "unit": "samples", "source": "runs", "system": "cpu", "fit": fit} for i in range(13)]
+    figs = pages("convergence", CV.panels(rows), lambda chunk: CV.figure(rows, chunk))
+    assert [len(f.axes) for f in figs] == [12, 1] and figs[1].axes[0].get_title().startswith("m12:")
+
+
+def test_engines_of_one_run_each_have_no_two_sigma_and_cpu_words():
+    from hvdbench.results.analyses import engines
+
+    runs = [run(layout, t, engine=engine, hosts="node1") for layout, t in (("1x1", 100), ("1x2", 180))
+            for engine in ("ddp", "fsdp")]
+    rows = engines.engine_rows(runs, build_tables(runs).scaling)
+    assert {r["vs_reference_2sigma"] for r in rows} == {None} and {r["within_noise"] for r in rows} == {None}
+    text = engines.markdown(rows)
+    assert "± 0.0" not in text and "| 100.0 |" in text
+    fig = engines.figure(rows)
+    left = fig.axes[0]
+    assert not [c for c in left.containers if getattr(c, "errorbar", None) is not None]  # no zero-length 2σ bars
+    assert left.get_xlabel() == "layout (nodes x ranks per node)"
+    spread = [run("1x1", t, engine=e, hosts="node1") for t in (100, 110) for e in ("ddp", "fsdp")]
+    with_spread = engines.engine_rows(spread, build_tables(spread).scaling)
+    assert "± 14.1" in engines.markdown(with_spread)
+    assert [c for c in engines.figure(with_spread).axes[0].containers if getattr(c, "errorbar", None) is not None]
+
+
+def test_cpu_runs_name_their_cpu_model_in_plots_and_summary(tmp_path):
+    import json
+
+    from click.testing import CliRunner
+
+    from hvdbench.cli.main import cli
+    from hvdbench.results.records.store import append_run
+
+    sweep = tmp_path / "s"
+    for layout, t in (("1x1", 100), ("1x1", 104), ("1x2", 190), ("1x2", 186)):
+        append_run(sweep / "runs.csv", run(layout, t, hosts="node1"))
+    (sweep / "sweep.json").write_text(json.dumps({"hardware": {"node1": {"cpu": {"model": "AMD EPYC 7B13",
+                                                                                "cores": 2}}}}))
+    result = CliRunner().invoke(cli, ["report", str(sweep), "--out", str(tmp_path / "r")])
+    assert result.exit_code == 0, result.output
+    assert "CPU: AMD EPYC 7B13" in (tmp_path / "r" / "summary.md").read_text()
+    from hvdbench.results.records.store import load_sweeps
+
+    scaling = build_tables(load_sweeps([sweep])).scaling
+    assert "CPU: AMD EPYC 7B13" in plots.throughput_figure(scaling).axes[0].get_title()
+
+
+def test_the_prediction_heading_says_rank_on_cpus():
+    from hvdbench.results.predict import throughput as predict
+
+    runs = placed_runs()
+    [fit] = predict.fit_groups(runs)
+    text = predict.markdown(predict.prediction_rows([fit], [(4, 1)]), [fit])
+    assert "· batch 32/rank —" in text and "/GPU" not in text

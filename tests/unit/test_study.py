@@ -194,7 +194,7 @@ def test_cross_model_speedup_table_from_a_fixture_store():
     assert "| 2 CPU ranks |" in text.splitlines()[4] + " |"
 
 
-@pytest.mark.parametrize("path", sorted((ROOT / "studies").glob("*.yaml")), ids=lambda p: p.stem)
+@pytest.mark.parametrize("path", sorted((ROOT / "hvdbench/studies").glob("*.yaml")), ids=lambda p: p.stem)
 def test_every_shipped_study_loads_and_dry_runs(path, tmp_path):
     study = load_study(path)
     assert study.reproduces and study.models
@@ -290,11 +290,55 @@ def test_study_run_on_a_directory_says_what_a_study_is(tmp_path):
     folder.mkdir()
     result = CliRunner().invoke(cli, ["study", "run", str(folder), "--out", str(tmp_path / "o")])
     assert result.exit_code == 1
-    assert result.stderr == (f"Error: {folder}: a directory, not a study file (a study is a NAME from studies/ "
-                             "(`hvdbench study list`) or a YAML file)\n")
+    assert result.stderr == (f"Error: {folder}: a directory, not a study file (a study is a NAME of "
+                             "`hvdbench study list` or a YAML file)\n")
     (folder / "study.json").write_text("{}")  # the --out of an earlier study run
     result = CliRunner().invoke(cli, ["study", "run", str(folder), "--out", str(tmp_path / "o")])
     assert result.exit_code == 1 and f"`hvdbench report {folder}` reports them" in result.stderr
     result = CliRunner().invoke(cli, ["study", "run", "no-such-study", "--out", str(tmp_path / "o")])
-    assert result.exit_code == 1 and "study 'no-such-study' not found (a study is a NAME from studies/" in result.stderr
+    assert result.exit_code == 1 and "study 'no-such-study' not found (a study is a NAME of `hvdbench study list`" in result.stderr
     assert not (tmp_path / "o").exists()
+
+
+# --- issue 50: the study files are package data -------------------------------------------------------
+
+def test_a_pip_installed_hvdbench_has_its_studies(tmp_path):
+    """`pip install` (a wheel built from this checkout, installed into a folder of its own) lists the
+    shipped studies and finds `demo` by name, from outside any checkout: they are package data."""
+    import shutil
+    import subprocess
+    import sys
+
+    src = tmp_path / "src"
+    shutil.copytree(ROOT / "hvdbench", src / "hvdbench", ignore=shutil.ignore_patterns("__pycache__"))
+    for name in ("setup.cfg", "pyproject.toml", "README.md"):
+        shutil.copy(ROOT / name, src / name)
+    site = tmp_path / "site"
+    subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-build-isolation", "--no-index",
+                    "--target", site, src], check=True, capture_output=True, timeout=300)
+    shutil.rmtree(src)  # nothing of the copy is left to find the studies in
+    env = {"PYTHONPATH": str(site), "PATH": "/usr/bin:/bin", "HOME": str(tmp_path)}
+
+    def hvdbench(*args):
+        return subprocess.run([sys.executable, "-m", "hvdbench", *args], cwd=tmp_path, env=env, capture_output=True,
+                              text=True, timeout=300)
+
+    where = subprocess.run([sys.executable, "-c", "import hvdbench; print(hvdbench.__file__)"], cwd=tmp_path, env=env,
+                           capture_output=True, text=True, check=True).stdout
+    assert where.startswith(str(site))  # the installed copy, not this checkout
+    listed = hvdbench("study", "list")
+    assert listed.returncode == 0, listed.stderr
+    names = [line.split(":")[0] for line in listed.stdout.splitlines()]
+    assert names == sorted(p.stem for p in (ROOT / "hvdbench" / "studies").glob("*.yaml")) and "demo" in names
+    dry = hvdbench("study", "run", "demo", "--dry-run", "--hosts", "localhost:2", "--layouts", "1x1,1x2", "--out", "o")
+    assert dry.returncode == 0 and "resnet50" in dry.stdout, dry.stderr
+
+
+def test_study_list_with_no_study_files_says_so(tmp_path, monkeypatch):
+    from hvdbench.cli import study as study_cli
+
+    monkeypatch.setattr(study_cli, "STUDIES_DIR", tmp_path / "studies")
+    result = CliRunner().invoke(cli, ["study", "list"])
+    assert result.exit_code == 1 and result.stdout == ""
+    assert result.stderr == (f"Error: no study files in {tmp_path / 'studies'} (this hvdbench was installed without "
+                             "its package data; reinstall it, or give `study run` a YAML file's path)\n")

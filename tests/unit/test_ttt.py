@@ -278,3 +278,24 @@ def test_report_of_published_logs_writes_the_waterfall_and_the_convergence(tmp_p
     lines = (out / "ttt_waterfall.csv").read_text().splitlines()
     assert len(lines) == 3 and ",2x8," in lines[1] and ",4x8," in lines[2]
     assert Path(out / "convergence.csv").read_text().count("\n") >= 3  # the runs' fit and the RCP's
+
+
+def test_short_times_to_train_are_in_seconds_in_both_figures_alike():
+    """Issue 50: the waterfall of runs under a minute reads in seconds, as time_to_train.png does for
+    the same runs (not bars of 0.09 min beside a plot in seconds)."""
+    from hvdbench.results.render import plots
+
+    fast = three("1x1", 32, 600.0, 100.0, 0.6, 0.2) + three("1x2", 64, 700.0, 180.0, 0.4, 0.15)
+    rows = time_to_train_rows(fast)
+    falls = ttt.waterfall_rows(ttt.layout_parts(fast, rows)[0], rows)
+    ax = ttt.figure(falls).axes[0]
+    assert ax.get_ylabel() == "seconds" and plots.time_to_train_figure(rows).axes[0].get_ylabel().startswith(
+        "time to train (s)")
+    assert ax.figure.legends[0].get_texts()[0].get_text() == "ideal: the baseline's time / rank ratio"  # CPU ranks
+    measured = falls[0]["measured_min"] * 60
+    assert [t.get_text() for t in ax.texts][-1] == f"{measured:,.1f}"
+    slow = three("1x1", 32, 6000.0, 100.0, 6.0, 2.0) + three("1x2", 64, 7000.0, 180.0, 4.0, 1.5)
+    rows = time_to_train_rows(slow)
+    falls = ttt.waterfall_rows(ttt.layout_parts(slow, rows)[0], rows)
+    assert ttt.figure(falls).axes[0].get_ylabel() == "minutes"
+    assert plots.time_to_train_figure(rows).axes[0].get_ylabel().startswith("time to train (min)")

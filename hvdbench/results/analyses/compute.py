@@ -21,7 +21,7 @@ from pathlib import Path
 
 from hvdbench.contracts import specs
 from hvdbench.peaks import mfu, model_tflops, peak_tflops
-from hvdbench.results.stats.aggregate import scaling_key
+from hvdbench.results.stats.aggregate import device_word, on_cpus, scaling_key, where_cols
 from hvdbench.results.records.schema import COMPUTE_COLUMNS, SCALING_GROUP, ComputeRow
 from hvdbench.results.records.store import COMPUTE_CSV, read_rows, sweep_folder
 from hvdbench.results.render.tables import markdown_table, write_table
@@ -115,7 +115,7 @@ def compute_rows(runs, sweeps=()) -> list[dict]:
             "energy_j_per_sample": _mean(r.energy_j_per_sample for r in mine),
             "power_w_per_gpu": _mean(r.power_w_per_gpu for r in mine),
             "energy_to_train_j": _mean(r.energy_j for r in mine if r.mode == "time_to_accuracy"),
-            "note": note})
+            "note": note, **where_cols(mine)})  # where it ran: the plot's subtitle, not compute.csv's columns
     return out
 
 
@@ -134,6 +134,7 @@ def _fmt(value, spec: str, scale: float = 1.0) -> str:
 def markdown(rows: list[dict]) -> str:
     if not rows:
         return ""
+    unit = "rank" if all(on_cpus(r) for r in rows) else "GPU"  # a CPU run's "GPU" is a process
     lines = [[r["system"], r["model"], r["flavor"], r["engine"], r["precision"], r["layout"],
               _fmt(r["flops_per_sample"], ".3g"), _fmt(r["model_tflops_per_gpu"], ".3g"),
               _fmt(r["mfu"], ".1f", 100), _fmt(r["mfu_measured"], ".1f", 100),
@@ -145,43 +146,75 @@ def markdown(rows: list[dict]) -> str:
             "most memory one rank held (GPU: allocated; CPU: resident) beside hvdbench's estimate, and (NVIDIA GPUs) "
             "energy per sample and mean power per GPU from NVML. Empty: not measured.\n\n"
             + markdown_table(["system", "model", "flavor", "engine", "precision", "layout", "FLOPs/sample",
-                              "TFLOP/s/GPU", "MFU %", "MFU % (bench)", "memory GB", "estimate GB", "J/sample",
-                              "W/GPU", "note"], lines) + "\n")
+                              f"TFLOP/s/{unit}", "MFU %", "MFU % (bench)", "memory GB", "estimate GB", "J/sample",
+                              f"W/{unit}", "note"], lines) + "\n")
+
+
+def _word(key: str, value) -> str:
+    """A group key's value as a bar's label says it ('time to accuracy', 'batch 32')."""
+    if key == "mode":
+        return str(value).replace("_", " ")
+    return {"batch_per_gpu": "batch ", "accum_steps": "accum "}.get(key, "") + str(value)
+
+
+def _share(r: dict) -> str:
+    """The words beside a bar: MFU on GPUs (the datasheet's, else bench compute's peak); on CPUs, which
+    have no datasheet peak here, the share of bench compute's measured one."""
+    if on_cpus(r):
+        return "" if r["mfu_measured"] is None else f"{100 * r['mfu_measured']:.1f} % of bench peak"
+    if r["mfu"] is not None:
+        return f"MFU {100 * r['mfu']:.1f} %"
+    return "" if r["mfu_measured"] is None else f"MFU {100 * r['mfu_measured']:.1f} % (bench peak)"
 
 
 def figure(rows: list[dict]):
-    """Model TFLOP/s per GPU per group and layout, MFU % on the bars; beside it, where any rank's
-    memory was recorded, the memory per rank against the estimate."""
-    import matplotlib
+    """Model TFLOP/s per GPU (per rank on CPUs) of each group and layout as horizontal bars, one
+    line of label each, MFU beside them; beside it, where any rank's memory was recorded, the memory
+    per rank against the estimate. A label names only what differs between the bars (a throughput
+    and a time-to-accuracy sweep of one model read apart), the title the rest and, under it, the
+    devices, hosts and links (plots.context, as on every plot)."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    from hvdbench.results.render.plots import context
 
-    labels = [" ".join(str(r[k]) for k in ("system", "model", "flavor", "engine", "layout") if r.get(k)) for r in rows]
+    differ = [k for k in SCALING_GROUP if len({str(r.get(k)) for r in rows}) > 1]
+    labels = [" · ".join([*(_word(k, r[k]) for k in differ if r.get(k) not in (None, "")), r["layout"]])
+              for r in rows]
+    same = [_word(k, rows[0][k]) for k in SCALING_GROUP if k not in differ and k != "system"
+            and rows[0].get(k) not in (None, "")]
+    cpus = {on_cpus(r) for r in rows}
+    unit = device_word(rows[0]) if len(cpus) == 1 else "GPU or CPU rank"
     held = [r["mem_allocated_gb"] or r["mem_resident_gb"] for r in rows]
     memory = any(h is not None for h in held)
-    fig, axes = plt.subplots(1, 2 if memory else 1, figsize=(12 if memory else 7, 5), squeeze=False)
-    left = axes[0][0]
-    xs = list(range(len(rows)))
-    bars = left.bar(xs, [r["model_tflops_per_gpu"] or 0 for r in rows], color="#4c72b0")
-    for bar, r in zip(bars, rows):
-        share = r["mfu"] if r["mfu"] is not None else r["mfu_measured"]
-        if share is not None:
-            left.text(bar.get_x() + bar.get_width() / 2, bar.get_height(), f"{100 * share:.1f} %",
-                      ha="center", va="bottom", fontsize=7)
-    left.set_ylabel("model TFLOP/s per GPU (MFU % on top)")
-    left.set_title("compute")
+    fig = Figure(figsize=(13 if memory else 8, 2.2 + 0.32 * len(rows)), layout="constrained")
+    FigureCanvasAgg(fig)
+    axes = fig.subplots(1, 2 if memory else 1, squeeze=False, sharey=True)[0]
+    ys = list(range(len(rows)))[::-1]  # the first row on top, as in compute.csv
+    left = axes[0]
+    tflops = [r["model_tflops_per_gpu"] or 0 for r in rows]
+    left.barh(ys, tflops, color="#4c72b0")
+    for y, value, r in zip(ys, tflops, rows):
+        if _share(r):
+            left.annotate(_share(r), (value, y), xytext=(3, 0), textcoords="offset points", va="center", fontsize=7)
+    left.set_xlim(0, max(tflops + [1e-9]) * 1.35)  # room for the words beside the longest bar
+    left.set_yticks(ys, labels, fontsize=7)
+    beside = "" if not any(_share(r) for r in rows) else (
+        " (MFU beside each bar)" if False in cpus else " (share of bench compute's peak beside each bar)")
+    left.set_xlabel(f"model TFLOP/s per {unit}{beside}")
     if memory:
-        right = axes[0][1]
-        right.bar([x - 0.2 for x in xs], [h or 0 for h in held], 0.4, label="peak per rank", color="#55a868")
-        right.bar([x + 0.2 for x in xs], [r["mem_estimate_gb"] or 0 for r in rows], 0.4, label="estimate",
-                  color="#c4c4c4")
-        right.set_ylabel("GB")
-        right.set_title("memory per rank (GPU: allocated; CPU: resident)")
-        right.legend(fontsize=8)
-    for ax in axes[0]:
-        ax.set_xticks(xs, labels, rotation=30, ha="right", fontsize=7)
-    fig.tight_layout()
+        right = axes[1]
+        right.barh([y + 0.2 for y in ys], [h or 0 for h in held], 0.4, label="peak per rank", color="#55a868")
+        right.barh([y - 0.2 for y in ys], [r["mem_estimate_gb"] or 0 for r in rows], 0.4, label="estimate",
+                   color="#c4c4c4")
+        right.set_xlabel("GB per rank (GPU: allocated; CPU: resident)")
+        right.set_xlim(0, max([h or 0 for h in held] + [r["mem_estimate_gb"] or 0 for r in rows] + [1e-9]) * 1.45)
+        right.legend(fontsize=8, loc="upper right")  # in the room right of the longest bar
+    for ax in axes:
+        ax.grid(True, axis="x", alpha=0.3)
+    few, many = min(r["runs"] for r in rows), max(r["runs"] for r in rows)
+    below = context(rows, runs=f"{few if few == many else f'{few}-{many}'} run(s) per bar")
+    fig.suptitle(f"compute: {' · '.join(same)}" + (f"\n{below}" if below else ""), fontsize=9)
     return fig
 
 

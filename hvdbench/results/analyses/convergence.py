@@ -39,7 +39,7 @@ from pathlib import Path
 
 from hvdbench.results.mllog.mlperf import counts_samples
 from hvdbench.results.records.schema import CONVERGENCE_COLUMNS, TTT_GROUP
-from hvdbench.results.render.tables import markdown_table, write_table
+from hvdbench.results.render.tables import markdown_table, pages, write_table
 
 FIT, TWO_POINTS, ONE_BATCH, UNBOUNDED, NOT_LINEAR = "fit", "two points", "one batch size", "unbounded", "not linear"
 
@@ -266,18 +266,24 @@ def markdown(rows_: list[dict]) -> str:
                         "largest residual", "status"], lines) + "\n"])
 
 
-def figure(rows_: list[dict], most: int = 12):
-    """One panel per model and unit (a log's samples and an RCP's epochs do not share an axis): each
-    source's points (S against the global batch) and its fitted line."""
+def panels(rows_: list[dict]) -> list[tuple]:
+    """The figure's panels: (model, unit) of each row with points (a log's samples and an RCP's epochs
+    do not share an axis)."""
+    return list(dict.fromkeys((r["model"], r["unit"]) for r in rows_ if r["fit"].points))
+
+
+def figure(rows_: list[dict], shown: list[tuple] | None = None):
+    """One panel per model and unit of `shown` (default: all, `panels`): each source's points (S
+    against the global batch) and its fitted line."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
-    panels = list(dict.fromkeys((r["model"], r["unit"]) for r in rows_ if r["fit"].points))[:most]
-    cols = min(2, len(panels))
-    nrows = math.ceil(len(panels) / cols)
+    shown = panels(rows_) if shown is None else shown
+    cols = min(2, len(shown))
+    nrows = math.ceil(len(shown) / cols)
     fig = Figure(figsize=(6.4 * cols, 4.6 * nrows), layout="constrained")
     FigureCanvasAgg(fig)
-    for i, (model, unit) in enumerate(panels):
+    for i, (model, unit) in enumerate(shown):
         ax = fig.add_subplot(nrows, cols, i + 1)
         for r in (r for r in rows_ if (r["model"], r["unit"]) == (model, unit)):
             cb: CriticalBatch = r["fit"]
@@ -304,4 +310,5 @@ def figure(rows_: list[dict], most: int = 12):
 def write(rows_: list[dict], out, formats=("csv", "png")) -> list[Path]:
     drawn = any(r["fit"].points for r in rows_)
     return write_table(out, "convergence", rows_, CONVERGENCE_COLUMNS, formats,
-                       (lambda: figure(rows_)) if drawn else None)
+                       (lambda: pages("convergence", panels(rows_), lambda chunk: figure(rows_, chunk)))
+                       if drawn else None)

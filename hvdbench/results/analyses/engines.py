@@ -26,11 +26,13 @@ _KEY = tuple(k for k in SCALING_GROUP if k != "engine")
 
 
 def _ratio(a: dict, b: dict) -> tuple[float | None, float | None]:
-    """(a / b, its 2σ) of two throughput rows."""
+    """(a / b, its 2σ) of two throughput rows; the 2σ is None where either has one run (no spread known)."""
     if not a.get("throughput_mean") or not b.get("throughput_mean"):
         return None, None
     ratio = a["throughput_mean"] / b["throughput_mean"]
-    rel = [(r.get("throughput_2sigma") or 0.0) / r["throughput_mean"] for r in (a, b)]
+    if a.get("throughput_2sigma") is None or b.get("throughput_2sigma") is None:
+        return ratio, None
+    rel = [r["throughput_2sigma"] / r["throughput_mean"] for r in (a, b)]
     return ratio, ratio * math.sqrt(sum(x * x for x in rel))
 
 
@@ -59,11 +61,11 @@ def engine_rows(runs, scaling: list[dict]) -> list[dict]:
                 "reference": reference, "runs": row["runs"], "throughput_mean": row["throughput_mean"],
                 "throughput_2sigma": row["throughput_2sigma"], "vs_reference": ratio,
                 "vs_reference_2sigma": ratio_2sigma,
-                "within_noise": None if ratio is None else abs(ratio - 1) <= (ratio_2sigma or 0.0),
+                "within_noise": None if ratio_2sigma is None else abs(ratio - 1) <= ratio_2sigma,
                 **{f"{p.removesuffix('_s')}_ms": 1e3 * parts[p] if p in parts else None for p in PARTS},
                 "shard_parameters": max(held) if held else None, "flags": row.get("flags", ""),
                 # where it ran, for the plot's subtitle (plots.context), not engines.csv's columns
-                **{k: row.get(k) for k in ("hosts", "link", "nodes")}})
+                **{k: row.get(k) for k in ("hosts", "link", "nodes", "intra_link", "cpu_model")}})
     for row in out:
         row["why"] = _why(row, [r for r in out if r["layout"] == row["layout"] and r["engine"] == row["reference"]
                                 and all(r[k] == row[k] for k in _KEY)])
@@ -86,13 +88,16 @@ def markdown(rows: list[dict]) -> str:
     if not rows:
         return ""
 
+    def pm(mean, two_sigma, fmt):  # "± 2σ" only where the runs have a spread: one run has none, not 0
+        return f"{mean:{fmt}}" + ("" if two_sigma is None else f" ± {two_sigma:{fmt}}")
+
     lines = []
     for r in rows:
-        ratio = "" if r["vs_reference"] is None else f"{r['vs_reference']:.3f} ± {r['vs_reference_2sigma']:.3f}"
+        ratio = "" if r["vs_reference"] is None else pm(r["vs_reference"], r["vs_reference_2sigma"], ".3f")
         step = [f"{r[f'{p}_ms']:.1f}" if r.get(f"{p}_ms") is not None else "" for p in
                 ("data", "compute", "comm", "update")]
         lines.append([r["model"], r["layout"], r["engine"], r["runs"],
-                      f"{r['throughput_mean']:.1f} ± {r['throughput_2sigma'] or 0:.1f}" if r["throughput_mean"] else "",
+                      pm(r["throughput_mean"], r["throughput_2sigma"], ".1f") if r["throughput_mean"] else "",
                       ratio + (" (noise)" if r["within_noise"] and r["engine"] != r["reference"] else ""), *step,
                       r["why"]])
     ref = rows[0]["reference"]
@@ -119,8 +124,11 @@ def figure(rows: list[dict]):
     for i, engine in enumerate(engines):
         mine = {r["layout"]: r for r in rows if r["engine"] == engine}
         xs = [j + i * width for j, lay in enumerate(layouts) if lay in mine]
+        # An error bar only where the runs have a spread (one run has none: no bar, not a zero-length one).
+        spread = [mine[lay]["throughput_2sigma"] for lay in layouts if lay in mine]
         left.bar(xs, [mine[lay]["throughput_mean"] or 0 for lay in layouts if lay in mine], width,
-                 yerr=[mine[lay]["throughput_2sigma"] or 0 for lay in layouts if lay in mine], capsize=3, label=engine)
+                 yerr=[math.nan if e is None else e for e in spread] if any(e is not None for e in spread) else None,
+                 capsize=3, label=engine)
         bottom = [0.0] * len(xs)
         for p, colour in zip(("data", "compute", "comm", "update", "other"),
                              ("#8c8c8c", "#4c72b0", "#dd8452", "#55a868", "#c4c4c4")):
@@ -132,7 +140,7 @@ def figure(rows: list[dict]):
             right.text(x, 0, engine_label, rotation=90, ha="center", va="bottom", fontsize=7, color="white")
     for ax in (left, right):
         ax.set_xticks([j + width * (len(engines) - 1) / 2 for j in range(len(layouts))], layouts)
-        ax.set_xlabel("layout (nodes x GPUs per node)")
+        ax.set_xlabel(f"layout (nodes x {device_word(rows[0], plural=True)} per node)")
     left.set_ylabel("samples/s (± 2σ)")
     left.set_title("throughput per engine")
     right.set_ylabel("ms per step")

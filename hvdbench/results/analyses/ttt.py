@@ -40,8 +40,8 @@ from pathlib import Path
 from hvdbench.results.mllog.events import OWN_LOG_NAME
 from hvdbench.results.mllog.summary import TTT_FIELDS, read_run_log
 from hvdbench.results.records.schema import TTT_GROUP, TTT_WATERFALL_COLUMNS
-from hvdbench.results.render.tables import markdown_table, write_table
-from hvdbench.results.stats.aggregate import OLYMPIC_DROP, OLYMPIC_MIN_RUNS, system_of, where_ran
+from hvdbench.results.render.tables import figure_time_unit, markdown_table, pages, write_table
+from hvdbench.results.stats.aggregate import OLYMPIC_DROP, OLYMPIC_MIN_RUNS, device_word, system_of, where_ran
 
 # The throughput part's split, in the order the throughput waterfall takes them (waterfall.LOSSES).
 SPLIT = (("comm_min", "comm_loss"), ("data_min", "data_loss"), ("compute_min", "compute_loss"))
@@ -300,57 +300,62 @@ def markdown(rows: list[dict]) -> str:
 ADDS, SAVES = "tab:red", "tab:green"
 
 
-def figure(rows: list[dict], most: int = 12):
-    """One panel per layout (up to `most`): the ideal, each part (red: time it adds, green: time it
-    saves), the measured time, as a waterfall in minutes, each bar with its number; under each title
-    the devices, runs, hosts and link."""
+def figure(rows: list[dict], every: list[dict] | None = None):
+    """One panel per layout (write() puts 12 a page, tables.pages): the ideal, each part (red: time it
+    adds, green: time it saves), the measured time, as a waterfall in minutes (seconds when every time
+    of `every`, default `rows`, is under one), each bar with its number; under each title the devices,
+    runs, hosts and link."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
     from matplotlib.patches import Patch
 
     from hvdbench.results.render.plots import waterfall_bars, waterfall_context
 
-    rows = rows[:most]
     cols = min(3, len(rows))
     nrows = math.ceil(len(rows) / cols)
     fig = Figure(figsize=(5.6 * cols, 4.6 * nrows + 0.4), layout="constrained")
     FigureCanvasAgg(fig)
     labels = ["ideal", "converg.", "comm", "data", "compute", "thru.\n(unattr.)", "eval", "other", "measured"]
+    # Seconds when every time is under a minute, the baselines' scores too: as time_to_train.png draws them.
+    unit, k = figure_time_unit([r["measured_min"] for r in every or rows]
+                               + [x.get("ttt_min") for r in every or rows for x in r.get("rows") or []])
+    digits = 1 if unit == "s" else 2
     for i, r in enumerate(rows):
         ax = fig.add_subplot(nrows, cols, i + 1)
-        level = r["ideal_min"]
+        level = r["ideal_min"] * k
         tops = [level]
-        bottoms, heights, colors, texts = [0], [level], ["tab:blue"], [f"{level:,.2f}"]
+        bottoms, heights, colors, texts = [0], [level], ["tab:blue"], [f"{level:,.{digits}f}"]
         for _, key in PARTS_SHOWN:
-            part = r[key]
-            if part is None or abs(part) < 0.005:  # not measured (a dash), or nothing at the numbers' precision
+            part = None if r[key] is None else r[key] * k
+            if part is None or abs(part) < 0.5 * 10 ** -digits:  # not measured (a dash), or 0 at this precision
                 bottoms.append(level)
                 heights.append(0)
                 colors.append("none")
-                texts.append("–" if part is None else "0.00")
+                texts.append("–" if part is None else f"{0:.{digits}f}")
                 level += part or 0.0
                 continue
             bottoms.append(min(level, level + part))
             heights.append(abs(part))
             colors.append(ADDS if part > 0 else SAVES)
-            texts.append(f"{part:+,.2f}")
+            texts.append(f"{part:+,.{digits}f}")
             level += part
             tops.append(level)
+        measured = r["measured_min"] * k
         bottoms.append(0)
-        heights.append(r["measured_min"])
+        heights.append(measured)
         colors.append("tab:gray")
-        texts.append(f"{r['measured_min']:,.2f}")
-        top = max(tops + [r["measured_min"]])
+        texts.append(f"{measured:,.{digits}f}")
+        top = max(tops + [measured])
         least = 0.01 * top  # a hairline bar is drawn this tall; its number is exact
         heights = [h if h == 0 or h >= least or c == "none" else least for h, c in zip(heights, colors)]
         waterfall_bars(ax, labels, bottoms, heights, colors, texts, signed=(ADDS, SAVES), label_size=7)
-        ax.set_ylabel("minutes", fontsize=8)
+        ax.set_ylabel("seconds" if unit == "s" else "minutes", fontsize=8)
         ax.set_ylim(0, top * 1.15)
         below = waterfall_context(r)
         ax.set_title(f"{r['model']} {r['layout']} (batch {r['global_batch']}) vs {r['baseline']} "
                      f"(batch {r['base_global_batch']})" + (f"\n{below}" if below else ""), fontsize=8)
         ax.grid(True, axis="y", alpha=0.3)
-    fig.legend(handles=[Patch(color="tab:blue", label="ideal: the baseline's time / GPU ratio"),
+    fig.legend(handles=[Patch(color="tab:blue", label=f"ideal: the baseline's time / {device_word(rows[0])} ratio"),
                         Patch(color=ADDS, label="adds time"), Patch(color=SAVES, label="saves time"),
                         Patch(color="tab:gray", label="measured (MLPerf score)")],
                loc="outside lower center", ncol=2 if cols == 1 else 4, fontsize=8, frameon=False)
@@ -360,4 +365,4 @@ def figure(rows: list[dict], most: int = 12):
 def write(rows: list[dict], out, formats=("csv", "png")) -> list[Path]:
     """ttt_waterfall.csv (always, with its header) and ttt_waterfall.png (when there are rows)."""
     return write_table(out, "ttt_waterfall", rows, TTT_WATERFALL_COLUMNS, formats,
-                       (lambda: figure(rows)) if rows else None)
+                       (lambda: pages("ttt_waterfall", rows, lambda page: figure(page, rows))) if rows else None)

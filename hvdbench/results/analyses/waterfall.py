@@ -33,7 +33,7 @@ from pathlib import Path
 
 from hvdbench.results.records.schema import SCALING_GROUP, WATERFALL_COLUMNS
 from hvdbench.results.records.store import EXPLAIN_DIR, RUNS_CSV, load_sweeps, sweep_folder
-from hvdbench.results.render.tables import markdown_table, write_table
+from hvdbench.results.render.tables import markdown_table, pages, write_table
 from hvdbench.results.stats.aggregate import on_cpus, scaling_key, where_ran
 
 PARTS = ("data_s", "compute_s", "comm_s", "update_s", "other_s")
@@ -164,17 +164,17 @@ def markdown(rows: list[dict]) -> str:
 LOSS, GAIN = "tab:red", "tab:green"
 
 
-def figure(rows: list[dict], most: int = 12):
-    """One panel per layout (up to `most`): ideal, the losses (red) and gains (green), measured, as a
-    waterfall, each bar with its number; under each title the devices, runs, hosts and link. A loss
-    too small to see at the panel's scale is drawn at a visible least height (its number is exact)."""
+def figure(rows: list[dict]):
+    """One panel per layout (write() puts 12 a page, tables.pages): ideal, the losses (red) and gains
+    (green), measured, as a waterfall, each bar with its number; under each title the devices, runs,
+    hosts and link. A loss too small to see at the panel's scale is drawn at a visible least height
+    (its number is exact)."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
     from matplotlib.patches import Patch
 
     from hvdbench.results.render.plots import waterfall_bars, waterfall_context
 
-    rows = rows[:most]
     cols = min(3, len(rows))
     nrows = math.ceil(len(rows) / cols)
     fig = Figure(figsize=(5.0 * cols, 4.4 * nrows + 0.4), layout="constrained")
@@ -226,4 +226,5 @@ def figure(rows: list[dict], most: int = 12):
 
 
 def write(rows: list[dict], out: Path, formats=("csv", "png")) -> list[Path]:
-    return write_table(out, "waterfall", rows, WATERFALL_COLUMNS, formats, (lambda: figure(rows)) if rows else None)
+    return write_table(out, "waterfall", rows, WATERFALL_COLUMNS, formats,
+                       (lambda: pages("waterfall", rows, figure)) if rows else None)

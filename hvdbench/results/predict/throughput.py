@@ -505,8 +505,8 @@ def markdown(rows: list[dict], fits: list[Fit]) -> str:
     for fit in fits:
         rs = [r for r in rows if all(r[k] == fit.group[k] for k in SCALING_GROUP)]
         g = fit.group
-        parts.append(f"### {g['model']} · {g['flavor']} · {g['framework']} · batch {g['batch_per_gpu']}/GPU"
-                     f" — {g['system']}\n")
+        parts.append(f"### {g['model']} · {g['flavor']} · {g['framework']} · batch {g['batch_per_gpu']}/"
+                     f"{'rank' if fit.on_cpus else 'GPU'} — {g['system']}\n")
         parts.append(describe(fit) + ".\n")
         parts.append(machine_line(fit) + "\n")
         parts += [f"Not predicted: {note}.\n" for note in fit.notes]

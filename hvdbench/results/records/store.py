@@ -223,8 +223,10 @@ def load_sweeps(paths) -> list[RunResult]:
         except SchemaError as e:  # a bad cell value's message may lack the file: add it
             raise (e if str(store) in str(e) else SchemaError(f"{store}: {e}")) from None
         link, intra = sweep_link(store.parent / SWEEP_RECORD), sweep_link(store.parent / SWEEP_RECORD, "intra")
+        cpu = sweep_cpu(store.parent / SWEEP_RECORD)
         for row in rows:
             row.link, row.intra_link = link, intra  # not runs.csv columns: one per sweep, from its record
+            row.cpu_model = cpu
         runs.extend(_with_devices(rows))
     return runs
 
@@ -257,6 +259,20 @@ def sweep_link(path: Path, kind: str = "inter") -> str:
     hosts = [h for h in (record.get("hardware") or {}).values() if isinstance(h, dict)]
     measured = " | ".join(dict.fromkeys(str(h.get(f"{kind}_node_link")) for h in hosts if h.get(f"{kind}_node_link")))
     return str((record.get("link") if kind == "inter" else "") or measured)
+
+
+def sweep_cpu(path: Path) -> str:
+    """The CPU model of a sweep's hosts (' | '-joined where they differ), from sweep.json's hardware
+    records (hvdbench/hardware.py), which the report names on CPU runs; '' without a record."""
+    if not path.is_file():
+        return ""
+    try:
+        record = read_sweep_record(path)
+    except ConfigError as e:
+        raise SchemaError(str(e)) from None
+    hardware = record.get("hardware")
+    cpus = [h.get("cpu") for h in (hardware.values() if isinstance(hardware, dict) else ()) if isinstance(h, dict)]
+    return " | ".join(dict.fromkeys(str(c["model"]) for c in cpus if isinstance(c, dict) and c.get("model")))
 
 
 def current_runs(runs: list[RunResult]) -> tuple[list[RunResult], int]:

@@ -29,6 +29,7 @@ from matplotlib.ticker import FixedLocator, FuncFormatter, MaxNLocator, NullLoca
 
 from hvdbench.files import atomic_write_png
 from hvdbench.results.records.schema import SCALING_GROUP, TTT_GROUP
+from hvdbench.results.render.tables import figure_time_unit
 from hvdbench.results.stats.aggregate import Tables, on_cpus, where_ran
 
 IDEAL = "ideal (linear)"
@@ -253,8 +254,7 @@ def efficiency_figure(scaling: list[dict]) -> Figure:
 def time_to_train_figure(ttt: list[dict]) -> Figure:
     """MLPerf's time-to-train score against the device count, ± 2σ, each point with the epochs its
     runs took, the target under the title; in seconds when every score is under a minute."""
-    seconds = all(r["ttt_min"] < 1 for r in ttt if r["ttt_min"] is not None)
-    scale = 60 if seconds else 1
+    unit, scale = figure_time_unit(r["ttt_min"] for r in ttt)
     rows = [{**r, "ttt": None if r["ttt_min"] is None else r["ttt_min"] * scale,
              "ttt_2sigma": None if r["ttt_2sigma_min"] is None else r["ttt_2sigma_min"] * scale} for r in ttt]
 
@@ -267,7 +267,7 @@ def time_to_train_figure(ttt: list[dict]) -> Figure:
         return "" if value is None else f"target: {metric or 'metric'} {value:g}"
 
     return _lines_figure(rows, TTT_GROUP, "ttt", "ttt_2sigma",
-                         f"time to train ({'s' if seconds else 'min'}), MLPerf score ± 2σ",
+                         f"time to train ({unit}), MLPerf score ± 2σ",
                          lambda b, x: b["ttt"] * b["gpus"] / x, label=epochs, subtitle=target)
 
 

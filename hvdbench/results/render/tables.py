@@ -57,14 +57,36 @@ def write_csvs(tables: Tables, out: Path) -> list[Path]:
 
 def write_table(out: Path, name: str, rows: list[dict], columns, formats=("csv", "png"), figure=None) -> list[Path]:
     """NAME.csv (when "csv" is in `formats`; its header even without rows) and NAME.png drawn by
-    `figure()` (when "png" is, and a figure is given: None where there is nothing to draw)."""
+    `figure()` (when "png" is, and a figure is given: None where there is nothing to draw). A
+    `figure()` that returns a list of pages (`pages`) writes NAME.png, NAME-2.png, ..."""
     written = []
     if "csv" in formats:
         written.append(Path(out) / f"{name}.csv")
         atomic_write_text(written[-1], to_csv(rows, columns))
     if "png" in formats and figure is not None:
-        written.append(atomic_write_png(figure(), Path(out) / f"{name}.png"))
+        drawn = figure()
+        for i, fig in enumerate(drawn if isinstance(drawn, list) else [drawn]):
+            written.append(atomic_write_png(fig, Path(out) / (f"{name}.png" if i == 0 else f"{name}-{i + 1}.png")))
     return written
+
+
+PANELS_PER_PAGE = 12  # a figure's panels per PNG; the next ones go to NAME-2.png, NAME-3.png, ...
+
+
+def pages(name: str, panels: list, draw, per: int = PANELS_PER_PAGE) -> list:
+    """`draw(chunk)` for each `per` of `panels` (write_table writes them as NAME.png, NAME-2.png, ...):
+    no panel is left out; with more than one page each says which panels it holds and where the others are."""
+    chunks = [panels[i:i + per] for i in range(0, len(panels), per)] or [[]]
+    figs = []
+    for i, chunk in enumerate(chunks):
+        fig = draw(chunk)
+        if len(chunks) > 1:
+            first = i * per + 1
+            fig.suptitle(f"page {i + 1} of {len(chunks)}: panels {first}-{first + len(chunk) - 1} of {len(panels)} "
+                         f"(all in {name}.png, " + ", ".join(f"{name}-{n}.png" for n in range(2, len(chunks) + 1))
+                         + ")", fontsize=9)
+        figs.append(fig)
+    return figs
 
 
 def write_markdown(text: str, out: Path) -> Path:
@@ -105,6 +127,12 @@ def _time_unit(minutes) -> str:
     if not known or all(m >= 1 for m in known):
         return "min"
     return "s" if all(m < 1 for m in known) else ""
+
+
+def figure_time_unit(minutes) -> tuple[str, float]:
+    """(unit, factor from minutes) a figure of durations draws in: ('s', 60) when every one is under
+    a minute, else ('min', 1); time_to_train.png and ttt_waterfall.png choose alike for the same runs."""
+    return ("s", 60.0) if _time_unit(minutes) == "s" else ("min", 1.0)
 
 
 def _duration(minutes, unit: str, two_sigma=None) -> str:

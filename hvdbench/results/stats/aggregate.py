@@ -167,7 +167,15 @@ def _layout_cols(runs: list[RunResult]) -> dict:
             "scale": run.scale or ("" if not run.nodes else "up" if run.nodes == 1 else "out"),
             "hosts": ";".join(hosts),
             "link": "" if run.nodes == 1 else _one(getattr(r, "link", "") for r in runs) or "",
-            "intra_link": _one(getattr(r, "intra_link", "") for r in runs) or ""}
+            "intra_link": _one(getattr(r, "intra_link", "") for r in runs) or "",
+            "cpu_model": _one(getattr(r, "cpu_model", "") for r in runs) or ""}
+
+
+def where_cols(runs: list[RunResult]) -> dict:
+    """Where a layout's runs ran (nodes, hosts, links, CPU model): what a plot's subtitle needs
+    (render/plots.context) for rows built outside these tables (the compute table's)."""
+    cols = _layout_cols(runs)
+    return {k: cols[k] for k in ("nodes", "hosts", "link", "intra_link", "cpu_model")}
 
 
 def layout_source(runs: list[RunResult]) -> str:
@@ -193,6 +201,9 @@ def where_ran(rows: list[dict], most: int = 4) -> str:
     tables' footer); multi-node layouts whose sweep named and read no link say so."""
     hosts = list(dict.fromkeys(h for r in rows for h in (r.get("hosts") or "").split(";") if h))
     parts = []
+    cpus = list(dict.fromkeys(r.get("cpu_model") for r in rows if on_cpus(r) and r.get("cpu_model")))
+    if cpus:  # a CPU run's device is its host's CPU (the hardware record's model)
+        parts.append("CPU: " + " | ".join(cpus))
     if hosts:
         shown = ", ".join(hosts[:most]) + (f" +{len(hosts) - most} more" if len(hosts) > most else "")
         parts.append(f"host{'s' if len(hosts) > 1 else ''}: {shown}")
