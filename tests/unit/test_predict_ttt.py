@@ -138,6 +138,31 @@ def test_model_parallelism_that_changed_is_said_not_predicted():
     assert "at least 2 GPUs on each data-parallel replica" in r["note"] and "model parallelism changed" in r["note"]
 
 
+def test_a_change_of_accumulation_is_not_a_change_of_model_parallelism():
+    """Dell's Llama 2 70B LoRA (v4.1): batch 8 everywhere, accumulation 4 on 8 and 16 GPUs, 2 on 32:
+    GPUs x accumulation / batch = 4, 8, 8 GPUs per replica; 32 GPUs at batch 8 is predicted, not
+    refused as model parallelism (GPUs / batch alone says 4 on 32 GPUs, more than the fitted 2)."""
+    parts = [truth(1, 8, 8), truth(2, 8, 8), truth(4, 8, 8)]
+    for p, accumulation in zip(parts, (4, 4, 2)):
+        p.accumulation = accumulation
+    assert [p.gpus_per_replica for p in parts] == [4, 8, 8]
+    rows = by_layout(PT.group_rows(PT.fit_group(parts, {"1x8", "2x8"}), []))
+    assert "model-parallel" not in rows["4x8"]["flags"] and rows["4x8"]["predicted_ttt_min"] is not None
+    # Without the accumulation the same logs are refused: 32 GPUs / 8 = 4 GPUs per replica, more than 2.
+    for p in parts:
+        p.accumulation = 1
+    rows = by_layout(PT.group_rows(PT.fit_group(parts, {"1x8", "2x8"}), []))
+    assert rows["4x8"]["flags"] == "model-parallel"
+
+
+def test_a_published_logs_gradient_accumulation_is_read(tmp_path):
+    root = tmp_path / "training_results_v5.1"
+    (root / "n1").mkdir(parents=True)
+    (root / "n1" / "result_0.txt").write_text(nemo_log(1, 16, 13, accumulation=4))
+    runs, _ = mllog.load(root)
+    assert [r.accumulation for r in runs] == [4] and runs[0].accum_steps == 1  # the scaling groups stay as they were
+
+
 def test_too_few_fitted_layouts_are_said():
     tf = PT.fit_group([truth(1, 8, 16), truth(2, 8, 32)], {"1x8"})
     rows = PT.group_rows(tf, [(4, 8)])
@@ -223,7 +248,7 @@ def test_time_to_accuracy_runs_at_another_batch_take_the_throughput_predictors_s
 
 # --- hvdbench predict --mllog ------------------------------------------------------------------------
 
-def nemo_log(nodes, batch, blocks, start_s=0.0):
+def nemo_log(nodes, batch, blocks, start_s=0.0, accumulation=None):
     """A published NeMo-format llama31_8b log (mlperf_logging's own line format): blocks of 12,288
     samples, each 400 s on one node of 8 GPUs (the per-GPU batch times the nodes: the same per-GPU
     rate), an evaluation after each."""
@@ -237,8 +262,10 @@ def nemo_log(nodes, batch, blocks, start_s=0.0):
         getattr(log, kind)(key, value, metadata=meta, time_ms=t0 + round(1000 * s))
     for key, value in ((C.SUBMISSION_BENCHMARK, "llama31_8b"), (C.SUBMISSION_ORG, "Acme"),
                        (C.SUBMISSION_PLATFORM, "Acme B200"), (C.SUBMISSION_DIVISION, "closed"),
-                       (mllog.NUMBER_OF_NODES, nodes), (mllog.ACCELERATORS_PER_NODE, 8), (C.GLOBAL_BATCH_SIZE, batch)):
-        at(-1, key, value)
+                       (mllog.NUMBER_OF_NODES, nodes), (mllog.ACCELERATORS_PER_NODE, 8), (C.GLOBAL_BATCH_SIZE, batch),
+                       (C.GRADIENT_ACCUMULATION_STEPS, accumulation)):
+        if value is not None:
+            at(-1, key, value)
     block_s = 400.0 / nodes  # 8 GPUs x nodes at the same per-GPU rate
     t = 0.0
     at(t, C.RUN_START, kind="start")

@@ -27,20 +27,30 @@ fitted layouts (--fit-on, default: every measured one) of its group (system, mod
   less: part of it does not shrink); O, the rest: the same form in seconds, or its mean where a fitted
   layout's is not positive.
 
-The global batch of a layout: the published (or run) one where it was measured; else the per-GPU
-batch of the largest fitted layout times its GPUs (a sweep's batch per GPU), capped at the largest
-batch of the benchmark's RCP table (a submission above it fails the RCP check).
+The global batch of a layout: the published (or run) one where it was measured; else --global-batch;
+else `choose_batch`: the fitted layouts' global batches interpolated in logs against the GPUs (past
+them, their trend: batch ~ GPUs^s, s in [0, 1] from the two outermost; one batch at both is held), at
+least one sample per data-parallel replica, within the benchmark's RCP table (its smallest batch a
+floor, its largest a cap: a submission outside fails the RCP check). The row's global_batch_from says
+which and why.
 
 Every number has an interval meant to hold 80 % of measurements (predict.fitting.COVERAGE; columns
-*_low/*_high beside it, a band in the plot, `interval_from` in words): the log-spread of what the fit
-cannot explain (the fitted layouts' samples and rates against the fitted curves, their repeats' spread
-of time to train), in quadrature with a spread per doubling past the fitted GPUs, per-GPU batch and
-global batch (`spread`, fitting.PER_DOUBLING).
+*_low/*_high beside it, a band in the plot, `interval_from` in words): the log-spread sigma of what the
+fit cannot explain (the fitted layouts' samples and rates against the fitted curves, their repeats'
+spread of time to train, a floor), in quadrature with a spread per doubling past the fitted GPUs,
+per-GPU batch and global batch (`spread_terms`, `ttt_sigma`, fitting.TTT_PER_DOUBLING); the time to
+train's interval is value x exp(q sigma), q the measured quantiles of past errors per sigma
+(fitting.TTT_QUANTILES: asymmetric), and its width grades it (`grade`: tight, usable, indicative).
+Those constants are fitted, and scored on a round each fit never saw, by
+benchmarks/bench_predict_published.py.
 
 Where a prediction cannot be honest the row says why and has no number (`flags`, `note`):
 - model-parallel: the layout's global batch is smaller than its GPUs by more than any fitted layout's
-  (at least GPUs / B GPUs per data-parallel replica): model parallelism changed, which these fits
-  cannot see (University of Florida's Llama 3.1 8B: B = 16 on 32 GPUs after 16 on 8);
+  (at least GPUs x accumulation / B GPUs per data-parallel replica, accumulation the log's
+  gradient_accumulation_steps): model parallelism changed, which these fits cannot see (University of
+  Florida's Llama 3.1 8B: B = 16 on 32 GPUs after 16 on 8); a change of accumulation alone is not one;
+- batch-capped: the batch chosen for a layout not run is the RCP table's largest and still leaves a
+  data-parallel replica (of the fitted layouts' size) without a sample;
 - too-few-fitted: fewer fitted layouts than the rate model needs;
 - convergence-unknown: one fitted batch size, no RCP, and another batch asked.
 Flags on a printed number: extrapolated (more than 4x the largest fitted GPUs or global batch, or
@@ -126,7 +136,7 @@ class TttFit:
     other_law: tuple[float, float] | None = (0.0, 1.0)  # (A, g): O = A x GPUs^-g; None: other_mean
     other_mean: float = 0.0
     eval_from: str = ""
-    most_per_replica: float = 1.0  # the most GPUs per data-parallel replica (GPUs / B) a fitted layout had
+    most_per_replica: float = 1.0  # the most GPUs per data-parallel replica (GPUs x accumulation / B) fitted
     rcp_smallest: float | None = None
     rcp_largest: float | None = None
     refused: str = ""  # a reason no layout of the group can be predicted (too-few-fitted)
@@ -243,7 +253,7 @@ def fit_group(parts: list[LayoutParts], fit_on: set[str] | None = None, ruleset:
     if len({p.unit for p in fitted}) > 1:
         tf.refused = "the fitted layouts count progress in samples and in epochs"
         return tf
-    tf.most_per_replica = max(max(1.0, p.gpus / p.global_batch) for p in fitted)
+    tf.most_per_replica = max(p.gpus_per_replica for p in fitted)
 
     # Convergence: the RCP table's B_crit, S_min scaled to the fitted layouts (published), else their own fit.
     table = rcp_for(tf.group["model"], ruleset) if published else None
@@ -429,7 +439,9 @@ def predict_layout(tf: TttFit, nodes: int, gpus_per_node: int, batch: int | None
         row.update(measured_trained=measured.trained, measured_training_rate=measured.throughput,
                    measured_ttt_min=measured.ttt_s / 60, result=measured.result)
     flags, note = [], []
-    per_replica = max(1.0, n / batch) if batch else math.inf
+    # A measured layout's own accumulation tells it from model parallelism; a layout not run has none.
+    per_replica = (measured.gpus_per_replica if measured is not None and measured.global_batch == batch
+                   else max(1.0, n / batch) if batch else math.inf)
     if tf.refused:
         flags.append("too-few-fitted")
         note.append(tf.refused + ".")
