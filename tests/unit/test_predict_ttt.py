@@ -109,6 +109,10 @@ def test_the_batch_of_a_layout_not_run_follows_the_fitted_layouts_and_the_rcp_ta
     assert batch >= 64 and "interpolated in logs between 2x8 (64) and 18x8 (72)" in said
     strong = PT.fit_group([truth(1, 8, 256), truth(2, 8, 256)])
     assert PT.choose_batch(strong, 8, 8)[0] == 256 and "^0.00" in PT.choose_batch(strong, 8, 8)[1]
+    # ... down to a quarter of the fitted per-GPU batches' smallest (16 / 4 = 4 per GPU at 256 GPUs):
+    # ResNet-50 on Eos held 3,200 from 8 to 64 GPUs and used 40,448 at 2,528, not 3,200.
+    far, said = PT.choose_batch(strong, 32, 8)
+    assert far == 1024 and "raised to 4 per GPU" in said
     # A fine-tune fitted at 8 on 8 GPUs: 2 GPUs would get 2, under llama31_8b's table's smallest (16).
     parts = []
     for nodes, batch in ((1, 16), (2, 32)):

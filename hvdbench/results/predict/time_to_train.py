@@ -403,6 +403,13 @@ def choose_batch(tf: TttFit, nodes: int, gpus_per_node: int) -> tuple[int, str]:
         batch = math.exp((1 - w) * b0 + w * b1)
         said = (f"interpolated in logs between {names[g0]} ({math.exp(b0):g}) and {names[g1]} ({math.exp(b1):g}) "
                 f"at {n} GPUs")
+    # Strong scaling has a limit: a per-GPU batch under a quarter of the fitted ones' smallest is further
+    # than their trend can tell (EXTRAPOLATION); submitters grow the batch there (ResNet-50 on Eos: 3,200 at
+    # 8 and 64 GPUs, 40,448 at 2,528).
+    least = min(p.global_batch / p.gpus for p in tf.fitted) / EXTRAPOLATION
+    if batch < least * n:
+        batch = least * n
+        said += f", raised to {least:g} per GPU (a quarter of the fitted layouts' smallest per-GPU batch)"
     fewest = math.ceil(n / tf.most_per_replica - 1e-9)  # one sample per replica at the fitted model parallelism
     if batch < fewest:
         batch = fewest
