@@ -361,11 +361,11 @@ def spread(tf: TttFit, n: int, batch: float, rcp_mean: bool) -> tuple[float, flo
     rate = quadrature(tf.rate_residual, PER_DOUBLING["gpus"] * terms["gpus"]
                       + PER_DOUBLING["per_gpu_batch"] * terms["per_gpu_batch"])
     ttt = ttt_sigma(terms)
-    said = (f"{100 * (math.exp(TTT_QUANTILES[0] * ttt) - 1):+.0f} % to {100 * (math.exp(TTT_QUANTILES[1] * ttt) - 1):+.0f} "
-            f"% (sigma {100 * ttt:.1f} %, the {100 * COVERAGE:.0f} % quantiles of past errors per sigma): "
-            f"fit residuals samples {100 * tf.samples_residual:.1f} %, rate {100 * tf.rate_residual:.1f} %; repeats "
-            f"{100 * terms['repeats']:.1f} %; past the fitted range {terms['gpus']:.1f} doublings of GPUs, "
-            f"{terms['per_gpu_batch']:.1f} of per-GPU batch, "
+    low, high = (100 * (math.exp(q * ttt) - 1) for q in TTT_QUANTILES)
+    said = (f"{low:+.0f} % to {high:+.0f} % (sigma {100 * ttt:.1f} %, the {100 * COVERAGE:.0f} % quantiles of past "
+            f"errors per sigma): fit residuals samples {100 * tf.samples_residual:.1f} %, rate "
+            f"{100 * tf.rate_residual:.1f} %; repeats {100 * terms['repeats']:.1f} %; past the fitted range "
+            f"{terms['gpus']:.1f} doublings of GPUs, {terms['per_gpu_batch']:.1f} of per-GPU batch, "
             f"{terms['global_batch'] + terms['global_batch_rcp']:.1f} of global batch")
     return rate, ttt, said
 
