@@ -245,6 +245,9 @@ def test_time_to_accuracy_runs_at_another_batch_take_the_throughput_predictors_s
     assert "oversubscribed" in four["flags"]
     rows = by_layout(PT.group_rows(tf, [(2, 2)]))
     assert rows["2x2"]["training_rate"] == pytest.approx(0.5 * four["predicted_throughput"])
+    # ... and its caveat: both tables say the 4 ranks on 2 cores are optimistic.
+    assert "oversubscribed" in rows["2x2"]["flags"].split(";") and "4 ranks on one machine" in rows["2x2"]["note"]
+    assert "**oversubscribed** (2x2)" in PT.markdown(list(rows.values()), [tf])
     speedup_tput = four["predicted_throughput"] / P.predict(fit, 1, 1)["predicted_throughput"]
     speedup_ttt = rows["2x2"]["training_rate"] / rows["1x1"]["training_rate"]
     assert speedup_ttt == pytest.approx(speedup_tput)

@@ -84,6 +84,7 @@ from hvdbench.results.predict.fitting import (
     quadrature,
     rms,
 )
+from hvdbench.results.predict.throughput import FLAGS as THROUGHPUT_FLAGS
 from hvdbench.results.predict.throughput import predict
 from hvdbench.results.records.schema import SCALING_GROUP, TTT_GROUP, TTT_PREDICTION_COLUMNS
 from hvdbench.results.render.tables import markdown_table
@@ -104,6 +105,11 @@ FLAGS = {
     "fitted": "a fitted layout: how well the fit reproduces it",
     "baseline": "the fitted baseline's own row",
 }
+# The throughput predictor's caveats a time to train on its rate carries (issue 50 item 7: 4 ranks on
+# 2 cores flagged in one table and not in the other).
+CARRIED = ("oversubscribed", "more-gpus-than-runs", "faster-than-link")
+FLAGS.update({flag: THROUGHPUT_FLAGS[flag] + " (the training rate is the throughput predictor's)"
+              for flag in CARRIED})
 REFUSED = ("batch-capped", "model-parallel", "too-few-fitted", "convergence-unknown")
 
 
@@ -480,6 +486,15 @@ def predict_layout(tf: TttFit, nodes: int, gpus_per_node: int, batch: int | None
     if flags:
         row.update(flags=";".join(flags), note=" ".join(note))
         return row
+    if tf.throughput_fit is not None and measured is None:
+        # The rate is the throughput predictor's: what it warns of at this layout holds here too.
+        try:
+            said = predict(tf.throughput_fit, nodes, gpus_per_node)
+        except ConfigError:
+            said = {"flags": "", "note": ""}
+        carried = [f for f in said["flags"].split(";") if f in CARRIED]
+        flags += carried
+        note += [said["note"]] if carried else []
     e_s, o_s = tf.eval_s(n, trained), tf.other_s(n)
     base = tf.base
     predicted = LayoutParts(group=tf.group, layout=layout, nodes=nodes, gpus_per_node=gpus_per_node, gpus=n,
