@@ -44,8 +44,9 @@ Caveats (prediction.csv `flags`, and `note` in words; FLAGS): a layout not run t
 on one machine than it has cores (CPU runs; the runs do not record cores, so os.cpu_count() when
 they ran on this machine or on an emulated cluster of it, else unchecked) or more GPUs on a node
 than any run had; communication from an inter-node busbw above the rate of the link the sweep
-recorded (`link_rate` of its text); and the baseline's own row, whose speed-up is predicted /
-measured, not a speed-up.
+recorded (`link_rate` of its text); a fitted layout the model misses by more than POOR_FIT (its own
+calibration against the median's, when that is why); and the baseline's own row, whose speed-up is
+predicted / measured, not a speed-up.
 """
 
 from __future__ import annotations

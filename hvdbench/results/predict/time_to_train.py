@@ -55,7 +55,9 @@ Where a prediction cannot be honest the row says why and has no number (`flags`,
 - convergence-unknown: one fitted batch size, no RCP, and another batch asked.
 Flags on a printed number: extrapolated (more than 4x the largest fitted GPUs or global batch, or
 under a quarter of the smallest fitted per-GPU batch), beyond-rcp (a global batch above the RCP
-table's largest), fitted (the layout was fitted on), baseline (the fitted baseline's own row).
+table's largest), fitted (the layout was fitted on), baseline (the fitted baseline's own row); and,
+where the rate is the throughput predictor's, its caveats at that layout (CARRIED: oversubscribed,
+more-gpus-than-runs, faster-than-link), so that one sweep's two predictions never disagree silently.
 """
 
 from __future__ import annotations
