@@ -463,7 +463,8 @@ def predict_layout(tf: TttFit, nodes: int, gpus_per_node: int, batch: int | None
     elif per_replica > tf.most_per_replica * (1 + 1e-9) and "capped at the RCP" in batch_from:
         flags.append("batch-capped")
         note.append(f"The RCP table's largest global batch, {batch}, gives {n} GPUs fewer samples per step than "
-                    f"one per data-parallel replica of the fitted layouts ({tf.most_per_replica:g} GPUs each): "
+                    f"one per data-parallel replica of the fitted layouts ({tf.most_per_replica:g} "
+                    f"GPU{'s' if tf.most_per_replica != 1 else ''} each): "
                     "this layout needs more model parallelism (or accumulation) than any fitted one; give "
                     "--global-batch, or fit on a layout with more GPUs per replica.")
     elif per_replica > tf.most_per_replica * (1 + 1e-9):
