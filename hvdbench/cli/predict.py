@@ -76,10 +76,14 @@ def fits_and_rows(runs, sweeps, layouts, fit_on=None, machines="auto", layout_be
               help="Take a layout's allreduce time from its own `bench allreduce` rows where the sweep "
                    "has them (--allreduce-bench), or predict every layout's from the link model fitted "
                    "on the --fit-on layouts (to test the model).")
+@click.option("--global-batch", type=click.IntRange(min=1), default=None,
+              help="The global batch of the --layouts not run, for their time to train [default: each one's "
+                   "from the fitted layouts' batches, within the benchmark's RCP table; the table says which "
+                   "and why].")
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path),
               help="Folder for prediction.csv and its plots [default: FIRST_SWEEP/report, or ./report with only "
                    "--mllog].")
-def predict(sweeps, mllogs, layouts, fit_on, machines, layout_benches, out):
+def predict(sweeps, mllogs, layouts, fit_on, machines, layout_benches, global_batch, out):
     """Predicted throughput, speed-up and efficiency of layouts not run, for each model and batch
     the sweeps measured with a step-time breakdown (PyTorch runs): one rank's step without
     communication, how many ranks a machine holds before each slows, the gradient bytes, each
@@ -95,6 +99,7 @@ def predict(sweeps, mllogs, layouts, fit_on, machines, layout_benches, out):
       hvdbench predict results/demo --layouts 2x2,4x1,8x8,16x8
       hvdbench predict results/demo --layouts 2x2 --fit-on 1x1,1x2,2x1
       hvdbench predict --mllog training_results_v5.1/Nebius --fit-on 1x8,2x8 --layouts 4x8,8x8,16x8 --out pred
+      hvdbench predict --mllog training_results_v5.1/Nebius --layouts 16x8 --global-batch 256 --out pred
     """
     from hvdbench.errors import ConfigError
     from hvdbench.files import check_writable_dir
@@ -122,7 +127,7 @@ def predict(sweeps, mllogs, layouts, fit_on, machines, layout_benches, out):
     fits, rows = fits_and_rows(runs, sweeps, layouts, fit_on, machines, layout_benches)
     parts, _ = ttt.layout_parts(runs, time_to_train_rows(runs))
     wanted = {f"{n}x{g}" for n, g in fit_on} if fit_on else None
-    ttt_fits, ttt_rows = predict_ttt.predictions(runs, parts, layouts, wanted, fits)
+    ttt_fits, ttt_rows = predict_ttt.predictions(runs, parts, layouts, wanted, fits, global_batch)
     for warning in warnings:  # before a refusal too: they may be its cause
         click.echo(warning)
     if not fits and not ttt_fits:

@@ -56,8 +56,8 @@ def test_layouts_not_fitted_are_predicted_exactly_from_the_model_they_follow():
         parts_sum = sum(r[k] for k in ("ideal_ttt_min", "convergence_min", "throughput_min", "eval_min", "other_min"))
         assert parts_sum == pytest.approx(r["predicted_ttt_min"], rel=1e-12)
     assert rows["1x8"]["flags"] == "fitted;baseline" and rows["2x8"]["flags"] == "fitted"
-    new = rows["16x8"]  # not measured: the largest fitted layout's 4 per GPU, 512
-    assert new["global_batch"] == 512 and "2x8's 4 per GPU x 128 GPUs" in new["global_batch_from"]
+    new = rows["16x8"]  # not measured: the fitted trend (x4 for x2 GPUs) held to at most x GPUs: 64 x 8
+    assert new["global_batch"] == 512 and "2x8's 64 x (128 / 16 GPUs)^1.00" in new["global_batch_from"]
     assert new["predicted_ttt_min"] == pytest.approx(truth(16, 8, 512).ttt_s / 60)
     assert new["flags"] == "extrapolated" and new["measured_ttt_min"] is None
     assert set(PREDICTION_COLUMNS) >= {"flags", "note", "layout"} and set(new) <= set(PREDICTION_COLUMNS) | set(
@@ -98,6 +98,40 @@ def test_published_logs_take_the_rcp_tables_mean_where_it_covers_the_batch_else_
     assert row["samples_from"] == "the critical-batch line"
 
 
+def test_the_batch_of_a_layout_not_run_follows_the_fitted_layouts_and_the_rcp_table():
+    """Issue 48: a study fitted at 2 and 18 nodes got, at 4 nodes, a third of the smaller fitted batch
+    (the largest layout's 0.5 per GPU). Now: between fitted GPU counts the global batch is interpolated
+    in logs; past them the fitted trend goes on (one batch at both: held); the RCP table's smallest
+    is a floor and its largest a cap."""
+    tf = PT.fit_group([truth(2, 8, 64), truth(18, 8, 72)])
+    batch, said = PT.choose_batch(tf, 4, 8)
+    assert batch == round(math.exp(math.log(64) + math.log(2) / math.log(9) * math.log(72 / 64)))  # 66
+    assert batch >= 64 and "interpolated in logs between 2x8 (64) and 18x8 (72)" in said
+    strong = PT.fit_group([truth(1, 8, 256), truth(2, 8, 256)])
+    assert PT.choose_batch(strong, 8, 8)[0] == 256 and "^0.00" in PT.choose_batch(strong, 8, 8)[1]
+    # ... down to a quarter of the fitted per-GPU batches' smallest (16 / 4 = 4 per GPU at 256 GPUs):
+    # ResNet-50 on Eos held 3,200 from 8 to 64 GPUs and used 40,448 at 2,528, not 3,200.
+    far, said = PT.choose_batch(strong, 32, 8)
+    assert far == 1024 and "raised to 4 per GPU" in said
+    # A fine-tune fitted at 8 on 8 GPUs: 2 GPUs would get 2, under llama31_8b's table's smallest (16).
+    parts = []
+    for nodes, batch in ((1, 16), (2, 32)):
+        p = truth(nodes, 8, batch, model="llama31_8b")
+        parts.append(p)
+    tf = PT.fit_group(parts, None, "5.1.0", published=True)
+    assert tf.rcp_smallest == 16 and tf.rcp_largest == 128
+    small, said = PT.choose_batch(tf, 1, 2)
+    assert small == 16 and "raised to the RCP table's smallest batch (16)" in said
+    # Past the cap the refusal names the cap, not a change of model parallelism.
+    row = PT.predict_layout(tf, 32, 8)
+    assert row["global_batch"] == 128 and row["flags"] == "batch-capped" and row["predicted_ttt_min"] is None
+    assert "RCP table's largest global batch, 128" in row["note"] and "model parallelism changed" not in row["note"]
+    assert "--global-batch" in row["note"]
+    # The user's batch is used as given; too small for the fitted model parallelism is said as such.
+    given = PT.predict_layout(tf, 4, 8, 16, "--global-batch")
+    assert given["flags"] == "model-parallel" and "would need model parallelism (--global-batch)" in given["note"]
+
+
 def test_model_parallelism_that_changed_is_said_not_predicted():
     """University of Florida's Llama 3.1 8B: batch 16 on 8 GPUs and 32 on 16, then 16 on 32 GPUs."""
     parts = [truth(1, 8, 16), truth(2, 8, 32), truth(4, 8, 16)]
@@ -106,6 +140,31 @@ def test_model_parallelism_that_changed_is_said_not_predicted():
     assert r["flags"] == "model-parallel" and r["predicted_ttt_min"] is None
     assert r["measured_ttt_min"] == pytest.approx(parts[2].ttt_s / 60)
     assert "at least 2 GPUs on each data-parallel replica" in r["note"] and "model parallelism changed" in r["note"]
+
+
+def test_a_change_of_accumulation_is_not_a_change_of_model_parallelism():
+    """Dell's Llama 2 70B LoRA (v4.1): batch 8 everywhere, accumulation 4 on 8 and 16 GPUs, 2 on 32:
+    GPUs x accumulation / batch = 4, 8, 8 GPUs per replica; 32 GPUs at batch 8 is predicted, not
+    refused as model parallelism (GPUs / batch alone says 4 on 32 GPUs, more than the fitted 2)."""
+    parts = [truth(1, 8, 8), truth(2, 8, 8), truth(4, 8, 8)]
+    for p, accumulation in zip(parts, (4, 4, 2)):
+        p.accumulation = accumulation
+    assert [p.gpus_per_replica for p in parts] == [4, 8, 8]
+    rows = by_layout(PT.group_rows(PT.fit_group(parts, {"1x8", "2x8"}), []))
+    assert "model-parallel" not in rows["4x8"]["flags"] and rows["4x8"]["predicted_ttt_min"] is not None
+    # Without the accumulation the same logs are refused: 32 GPUs / 8 = 4 GPUs per replica, more than 2.
+    for p in parts:
+        p.accumulation = 1
+    rows = by_layout(PT.group_rows(PT.fit_group(parts, {"1x8", "2x8"}), []))
+    assert rows["4x8"]["flags"] == "model-parallel"
+
+
+def test_a_published_logs_gradient_accumulation_is_read(tmp_path):
+    root = tmp_path / "training_results_v5.1"
+    (root / "n1").mkdir(parents=True)
+    (root / "n1" / "result_0.txt").write_text(nemo_log(1, 16, 13, accumulation=4))
+    runs, _ = mllog.load(root)
+    assert [r.accumulation for r in runs] == [4] and runs[0].accum_steps == 1  # the scaling groups stay as they were
 
 
 def test_too_few_fitted_layouts_are_said():
@@ -158,9 +217,45 @@ def test_a_sweep_s_rate_is_the_throughput_predictor_s_times_its_own_ratio():
     assert tf.training_rate(2, 2, 64) == pytest.approx(0.8 * P.predict(fit, 2, 2)["predicted_throughput"])
 
 
+def test_time_to_accuracy_runs_at_another_batch_take_the_throughput_predictors_shape_oversubscription_included(
+        monkeypatch):
+    """Issue 50 item 7: the throughput runs (16 per rank) put 4 ranks on a 2-core machine at 0.39x;
+    the time-to-accuracy runs (32 per rank) had no throughput fit at their batch, so c + d / b had
+    the same 4 ranks finishing fastest. Now their rate is the throughput predictor's, calibrated on
+    their own fitted layouts: no layout trains faster than the throughput prediction allows."""
+    import os
+
+    monkeypatch.setattr(os, "cpu_count", lambda: 2)
+    runs = throughput_runs()
+    for r in runs:
+        r.link, r.hosts = "emulated veth bridge, 100mbit", "localhost"
+    fit = P.fit_group(runs)
+    assert fit.shared_machine and fit.cores == 2
+    parts = []
+    for nodes, gpus in ((1, 1), (1, 2)):
+        p = truth(nodes, gpus, 32 * nodes * gpus, model="resnet50")
+        p.group.update(system="cpu", flavor="debug", framework="torch", precision=fit.group["precision"],
+                       engine=fit.group.get("engine", ""))
+        p.train_s = p.trained / (0.5 * P.predict(fit, nodes, gpus)["predicted_throughput"])
+        parts.append(p)
+    tf = PT.fit_group(parts, throughput_fits=[fit])
+    assert tf.throughput_fit is fit and tf.calibration == pytest.approx(0.5)
+    assert "16 per GPU" in tf.rate_from
+    four = P.predict(fit, 2, 2)
+    assert "oversubscribed" in four["flags"]
+    rows = by_layout(PT.group_rows(tf, [(2, 2)]))
+    assert rows["2x2"]["training_rate"] == pytest.approx(0.5 * four["predicted_throughput"])
+    # ... and its caveat: both tables say the 4 ranks on 2 cores are optimistic.
+    assert "oversubscribed" in rows["2x2"]["flags"].split(";") and "4 ranks on one machine" in rows["2x2"]["note"]
+    assert "**oversubscribed** (2x2)" in PT.markdown(list(rows.values()), [tf])
+    speedup_tput = four["predicted_throughput"] / P.predict(fit, 1, 1)["predicted_throughput"]
+    speedup_ttt = rows["2x2"]["training_rate"] / rows["1x1"]["training_rate"]
+    assert speedup_ttt == pytest.approx(speedup_tput)
+
+
 # --- hvdbench predict --mllog ------------------------------------------------------------------------
 
-def nemo_log(nodes, batch, blocks, start_s=0.0):
+def nemo_log(nodes, batch, blocks, start_s=0.0, accumulation=None):
     """A published NeMo-format llama31_8b log (mlperf_logging's own line format): blocks of 12,288
     samples, each 400 s on one node of 8 GPUs (the per-GPU batch times the nodes: the same per-GPU
     rate), an evaluation after each."""
@@ -174,8 +269,10 @@ def nemo_log(nodes, batch, blocks, start_s=0.0):
         getattr(log, kind)(key, value, metadata=meta, time_ms=t0 + round(1000 * s))
     for key, value in ((C.SUBMISSION_BENCHMARK, "llama31_8b"), (C.SUBMISSION_ORG, "Acme"),
                        (C.SUBMISSION_PLATFORM, "Acme B200"), (C.SUBMISSION_DIVISION, "closed"),
-                       (mllog.NUMBER_OF_NODES, nodes), (mllog.ACCELERATORS_PER_NODE, 8), (C.GLOBAL_BATCH_SIZE, batch)):
-        at(-1, key, value)
+                       (mllog.NUMBER_OF_NODES, nodes), (mllog.ACCELERATORS_PER_NODE, 8), (C.GLOBAL_BATCH_SIZE, batch),
+                       (C.GRADIENT_ACCUMULATION_STEPS, accumulation)):
+        if value is not None:
+            at(-1, key, value)
     block_s = 400.0 / nodes  # 8 GPUs x nodes at the same per-GPU rate
     t = 0.0
     at(t, C.RUN_START, kind="start")
@@ -224,6 +321,14 @@ def test_predict_mllog_writes_time_to_train_predictions(tmp_path):
         assert r["interval"] == "0.8" and r["samples_from"].startswith("the RCP table's mean")
     assert (float(rows["16x8"]["predicted_ttt_high_min"]) / float(rows["16x8"]["predicted_ttt_low_min"])
             > float(rows["4x8"]["predicted_ttt_high_min"]) / float(rows["4x8"]["predicted_ttt_low_min"]))
+    # The batch chosen and why, the interval and its grade, printed.
+    assert "Global batch of the layouts not measured: 16x8: 128 (" in got.output and "capped" in got.output
+    assert f"({rows['16x8']['grade']})" in got.output and rows["16x8"]["grade"] in ("tight", "usable", "indicative")
+    # The user's batch for the layouts not run: used, and said so.
+    got = CliRunner().invoke(predict_cmd, ["--mllog", str(root), "--fit-on", "1x8,2x8", "--layouts", "16x8",
+                                           "--global-batch", "256", "--out", str(out)])
+    assert got.exit_code == 0, got.output
+    assert "16x8: 256 (--global-batch)" in got.output and "beyond-rcp" in got.output
 
 
 def test_predict_without_input_or_fit_is_a_one_line_error(tmp_path):
@@ -302,18 +407,37 @@ def test_report_predicts_a_sweep_s_time_to_train_from_the_throughput_predictor(t
 
 
 def test_every_time_to_train_has_an_interval_from_residuals_repeats_and_the_distance_past_the_fit():
-    from hvdbench.results.predict.fitting import COVERAGE, PER_DOUBLING, Z
+    """value x exp(q sigma), q the measured TTT_QUANTILES (asymmetric), sigma the floor, residuals and
+    repeats in quadrature with TTT_PER_DOUBLING x the doublings past the fitted range; graded by width."""
+    from hvdbench.results.predict.fitting import (
+        COVERAGE,
+        PER_DOUBLING,
+        TTT_PER_DOUBLING,
+        TTT_QUANTILES,
+        TTT_SIGMA_FLOOR,
+        Z,
+        grade,
+    )
 
+    low_q, high_q = TTT_QUANTILES
     parts = [truth(1, 8, 16), truth(2, 8, 64), truth(4, 8, 64), truth(16, 8, 128)]
     tf = PT.fit_group(parts, {"1x8", "2x8"})
     rows = by_layout(PT.group_rows(tf, []))
-    fitted = rows["2x8"]  # the model is exact and no repeats are known: no width
-    assert fitted["predicted_ttt_low_min"] == pytest.approx(fitted["predicted_ttt_high_min"])
+    fitted = rows["2x8"]  # the model is exact and no repeats are known: the floor alone
+    assert fitted["predicted_ttt_high_min"] / fitted["predicted_ttt_min"] == pytest.approx(
+        math.exp(high_q * TTT_SIGMA_FLOOR))
+    assert fitted["predicted_ttt_low_min"] / fitted["predicted_ttt_min"] == pytest.approx(
+        math.exp(low_q * TTT_SIGMA_FLOOR))
     far = rows["16x8"]  # past 8-16 GPUs, 2-4 per GPU and 16-64 global: 3 doublings, 1 halving and 1 doubling
-    rate_sigma = PER_DOUBLING["gpus"] * 3 + PER_DOUBLING["per_gpu_batch"] * 1
-    sigma = rate_sigma + PER_DOUBLING["global_batch"] * 1
-    assert far["predicted_ttt_high_min"] / far["predicted_ttt_min"] == pytest.approx(math.exp(Z * sigma))
-    assert far["predicted_ttt_low_min"] < far["measured_ttt_min"] < far["predicted_ttt_high_min"]
+    terms = PT.spread_terms(tf, 128, 128, False)
+    assert (terms["gpus"], terms["per_gpu_batch"], terms["global_batch"]) == pytest.approx((3, 1, 1))
+    sigma = math.hypot(TTT_SIGMA_FLOOR, 3 * TTT_PER_DOUBLING["gpus"] + TTT_PER_DOUBLING["per_gpu_batch"]
+                       + TTT_PER_DOUBLING["global_batch"])
+    assert PT.ttt_sigma(terms) == pytest.approx(sigma)
+    assert far["predicted_ttt_high_min"] / far["predicted_ttt_min"] == pytest.approx(math.exp(high_q * sigma))
+    assert far["predicted_ttt_low_min"] / far["predicted_ttt_min"] == pytest.approx(math.exp(low_q * sigma))
+    assert far["grade"] == grade(far["predicted_ttt_high_min"] / far["predicted_ttt_low_min"] - 1) != ""
+    rate_sigma = PER_DOUBLING["gpus"] * 3 + PER_DOUBLING["per_gpu_batch"] * 1  # the rate keeps the normal's z
     assert far["training_rate_high"] / far["training_rate"] == pytest.approx(math.exp(Z * rate_sigma))
     assert far["predicted_throughput_low"] == pytest.approx(far["training_rate_low"]) and far["interval"] == COVERAGE
     # The repeats' spread widens every interval: cv 10 % over 8 runs each side
@@ -321,7 +445,23 @@ def test_every_time_to_train_has_an_interval_from_residuals_repeats_and_the_dist
         p.rows = [{"ttt_std_min": 0.1 * p.ttt_s / 60, "ttt_mean_min": p.ttt_s / 60}]
     tf = PT.fit_group(parts, {"1x8", "2x8"})
     fitted = by_layout(PT.group_rows(tf, []))["2x8"]
-    assert fitted["predicted_ttt_high_min"] / fitted["predicted_ttt_min"] == pytest.approx(math.exp(Z * 0.1 * 0.5))
+    assert fitted["predicted_ttt_high_min"] / fitted["predicted_ttt_min"] == pytest.approx(
+        math.exp(high_q * math.hypot(TTT_SIGMA_FLOOR, 0.1 * 0.5)))
     assert "repeats 5.0 %" in fitted["interval_from"]
+
+
+def test_grades_follow_the_intervals_width():
+    from hvdbench.results.predict.fitting import grade, quantiles_of
+
+    assert [grade(w) for w in (0.1, 0.25, 0.4, 0.6, 0.61, None)] == ["tight", "tight", "usable", "usable",
+                                                                      "indicative", ""]
+    # The quantiles of log-errors per sigma: 10 % and 90 % of them (inclusive), asymmetric where they are.
+    errors = [(z / 10, 0.1) for z in (-3, -1, -1, 0, 0, 0, 1, 1, 2, 4, 4)]
+    low, high = quantiles_of(errors)
+    assert low == pytest.approx(-1.0) and high == pytest.approx(4.0)
+
+
+def test_the_markdown_names_the_interval():
+    tf = PT.fit_group([truth(1, 8, 16), truth(2, 8, 64)])
     text = PT.markdown(PT.group_rows(tf, []), [tf])
     assert "80 % interval (min)" in text

@@ -91,6 +91,7 @@ class LayoutParts:
     eval_from: str = ""
     rows: list = field(default_factory=list, repr=False)  # the time-to-train row (hosts, link: the plots)
     result: str = ""  # a published row's systems file (two at one layout: one per round or stack)
+    accumulation: int = 1  # micro-batches per optimizer step (a published log's gradient_accumulation_steps)
 
     @property
     def throughput(self) -> float:
@@ -100,6 +101,12 @@ class LayoutParts:
     @property
     def key(self) -> tuple:
         return tuple(self.group[k] for k in TTT_GROUP)
+
+    @property
+    def gpus_per_replica(self) -> float:
+        """At least this many GPUs hold one data-parallel replica: GPUs x accumulation / global batch
+        (each replica takes one sample or more per micro-batch), and at least 1."""
+        return max(1.0, self.gpus * self.accumulation / self.global_batch) if self.global_batch else math.inf
 
 
 def kept_runs(done: list, missed: int, drop: int = 1) -> list:
@@ -152,7 +159,8 @@ def layout_parts(runs, ttt_rows: list[dict]) -> tuple[list[LayoutParts], list[st
             runs_used=len(kept), unit=units.pop(), trained=mean(r.trained for r in kept), train_s=train_s,
             eval_s=eval_s, other_s=ttt_s - train_s - eval_s, ttt_s=ttt_s,
             trained_from=_sources(r.trained_from for r in kept), train_from=_sources(r.train_from for r in kept),
-            eval_from=_sources(r.eval_from for r in kept), rows=[row], result=row.get("result") or ""))
+            eval_from=_sources(r.eval_from for r in kept), rows=[row], result=row.get("result") or "",
+            accumulation=max(max(getattr(r, "accumulation", 1) or 1, r.accum_steps or 1) for r in kept)))
     return out, notes
 
 

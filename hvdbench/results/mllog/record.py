@@ -30,6 +30,10 @@ class MllogRun(RunResult):
     """A run read from an MLPerf log: the common record (`devices` holds the report's group name)
     plus what only a log and its submission tree say. Never written to runs.csv."""
 
+    # The log's gradient_accumulation_steps: micro-batches per optimizer step, which tells accumulation
+    # from model parallelism (ttt.LayoutParts.gpus_per_replica). Not accum_steps: that one splits the
+    # scaling groups of hvdbench's own runs, and a published study changes it between layouts.
+    accumulation: int = 1
     layout_source: str = ""  # one of the SOURCE_* constants, then what it read, e.g. "NxGxBxA name (DGX_2x8x56x1)"
     submitter: str = ""
     system_name: str = ""  # the system as named (systems JSON, folder or platform), with its size
@@ -94,7 +98,7 @@ def to_run_result(s: LogSummary, root: str | os.PathLike, group_by: tuple[str, .
         run_id=rel, sweep=f"mllog:{root.name}", repeat=int(m[1]) if m else s.part,
         model=s.benchmark or path.parent.name, flavor="", framework=framework, engine="",
         precision="", mode="throughput" if throughput_run else "time_to_accuracy", dataset="",
-        global_batch=s.global_batch, world_size=world, nodes=nodes, gpus_per_node=gpus,
+        global_batch=s.global_batch, accumulation=s.accumulation, world_size=world, nodes=nodes, gpus_per_node=gpus,
         layout=f"{nodes}x{gpus}" if nodes else "", scale=("up" if nodes == 1 else "out") if nodes else "",
         devices=group_name(parts, keys), status=s.status, error=s.error,
         started_at=(datetime.fromtimestamp(s.run_start_ms / 1000, timezone.utc).isoformat()

@@ -55,6 +55,7 @@ class LogSummary:
     run_stop_ms: float | None = None
     stop_status: str | None = None
     global_batch: int = 0
+    accumulation: int = 1  # gradient_accumulation_steps where logged: micro-batches per optimizer step
     epochs: float | None = None
     final_metric: float | None = None
     throughput: float | None = None  # the last tracked_stats throughput
@@ -132,6 +133,7 @@ def summarize(events: list[Event], path: str = "", duplicates: int = 0, bad_line
         if key in first and first[key].value is not None:
             setattr(s, attr, str(first[key].value))
     s.global_batch = _int(first.get(C.GLOBAL_BATCH_SIZE))
+    s.accumulation = max(1, _int(first.get(C.GRADIENT_ACCUMULATION_STEPS)))
     s.layout_events = {key: (first[key].value, first[key].lineno) for key in (NUMBER_OF_NODES, ACCELERATORS_PER_NODE)
                        if key in first}
     evals = [e for e in events if e.key == C.EVAL_ACCURACY and accuracy_of(e.value) is not None]

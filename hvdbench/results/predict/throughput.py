@@ -44,8 +44,9 @@ Caveats (prediction.csv `flags`, and `note` in words; FLAGS): a layout not run t
 on one machine than it has cores (CPU runs; the runs do not record cores, so os.cpu_count() when
 they ran on this machine or on an emulated cluster of it, else unchecked) or more GPUs on a node
 than any run had; communication from an inter-node busbw above the rate of the link the sweep
-recorded (`link_rate` of its text); and the baseline's own row, whose speed-up is predicted /
-measured, not a speed-up.
+recorded (`link_rate` of its text); a fitted layout the model misses by more than POOR_FIT (its own
+calibration against the median's, when that is why); and the baseline's own row, whose speed-up is
+predicted / measured, not a speed-up.
 """
 
 from __future__ import annotations
@@ -107,6 +108,9 @@ class Fit:
     links: dict[str, Link] = field(default_factory=dict)
     exposure: dict[str, float] = field(default_factory=dict)  # link kind -> exposed / allreduce
     calibration: float = 1.0
+    # layout -> its own measured / (n x batch / step): the fitted layouts' spread around `calibration`
+    # (a layout far from the median is one the model cannot pass through: POOR_FIT)
+    layout_calibration: dict[str, float] = field(default_factory=dict)
     measured: dict[str, float] = field(default_factory=dict)  # layout -> mean throughput
     fitted_on: tuple[str, ...] = ()
     notes: list[str] = field(default_factory=list)  # layouts asked for that these runs cannot predict
@@ -197,6 +201,9 @@ def machine_cores(runs, on_cpus: bool, shared_machine: bool) -> tuple[int | None
                   + (", ".join(hosts) or "unnamed hosts") + ", not this machine")
 
 
+# A fitted layout predicted this far off (predicted / measured outside 1 / (1 + POOR_FIT) .. 1 + POOR_FIT)
+# is flagged `poor-fit`: 0.59x on ResNet-50's 1x1 of a 2-core sweep went unsaid before.
+POOR_FIT = 0.25
 # Why a prediction may not mean what it seems (prediction.csv `flags`; `note` says it of the row).
 FLAGS = {
     "oversubscribed": "more ranks on one machine than it has cores (CPU runs): past them ranks preempt each "
@@ -206,6 +213,9 @@ FLAGS = {
     "faster-than-link": "the fitted inter-node bus bandwidth is above the link the runs were measured on (the "
                         "runs' exposed communication hid part of the transfer behind backward, or the link "
                         "text is wrong): communication this link model predicts is optimistic",
+    "poor-fit": f"a fitted layout the model misses by more than {100 * POOR_FIT:.0f} %: one step model with one "
+                "calibration (the median over the fitted layouts) cannot pass through it; the layouts near it are "
+                "as uncertain",
     "baseline": "the baseline's own prediction: its speed-up is predicted / measured of the baseline, how "
                 "well the fit reproduces it, not a speed-up",
 }
@@ -325,11 +335,10 @@ def fit_group(runs, allreduce_rows=(), shared_machine: bool | None = None,
         pairs = [(m, a) for m, a in pairs if a > 0]
         fit.exposure[kind] = sum(m * a for m, a in pairs) / sum(a * a for _, a in pairs) if pairs else 1.0
     # Calibration: measured throughput against n x batch / rank 0's step (the slowest rank sets it).
-    ratios = []
     for layout, rs in fit_on.items():
         step = sum(parts[layout].values())
-        ratios.append(measured[layout] * step / (rs[0].world_size * samples))
-    fit.calibration = statistics.median(ratios)
+        fit.layout_calibration[layout] = measured[layout] * step / (rs[0].world_size * samples)
+    fit.calibration = statistics.median(fit.layout_calibration.values())
     return fit
 
 
@@ -408,6 +417,15 @@ def caveats(fit: Fit, nodes: int, gpus_per_node: int, allreduce_from: str,
         note.append(f"Its communication comes from an inter-node bus bandwidth of "
                     f"{fit.links['inter'].busbw_b_s / 1e9:.3g} GB/s, above the {fit.link_rate_b_s / 1e9:.3g} GB/s "
                     f"link the runs were measured on ({fit.link_text}); optimistic.")
+    own = fit.layout_calibration.get(layout)
+    if (vs_measured is not None and layout in fit.fitted_on
+            and not 1 / (1 + POOR_FIT) <= vs_measured <= 1 + POOR_FIT):
+        flags.append("poor-fit")
+        why = (f"its own measured / (ranks x batch / step) is {own:.3f} against the calibration {fit.calibration:.3f} "
+               "(the median of the fitted layouts'): its ranks ran unevenly or its step breakdown does not add up "
+               "to its throughput" if own is not None and abs(own / fit.calibration - 1) > POOR_FIT / 2 else
+               "its step (work and exposed communication) is not what the model fitted on the other layouts gives")
+        note.append(f"A fitted layout predicted at {vs_measured:.2f}x its measured throughput: {why}.")
     if layout == fit.baseline:
         flags.append("baseline")
         note.append("The baseline's own fit: its speed-up is predicted / measured"
@@ -542,7 +560,7 @@ def flag_lines(fit: Fit, rows: list[dict]) -> list[str]:
         elif flag == "faster-than-link":
             which = (", ".join(r["layout"] for r in marked) + f": busbw {fit.links['inter'].busbw_b_s / 1e9:.3g} "
                      f"GB/s against the link's {fit.link_rate_b_s / 1e9:.3g} GB/s")
-        elif flag == "baseline":
+        elif flag in ("baseline", "poor-fit"):
             which = ", ".join(r["layout"] + ("" if r["predicted_vs_measured"] is None
                                              else f": predicted / measured {r['predicted_vs_measured']:.3f}")
                               for r in marked)

@@ -27,25 +27,37 @@ fitted layouts (--fit-on, default: every measured one) of its group (system, mod
   less: part of it does not shrink); O, the rest: the same form in seconds, or its mean where a fitted
   layout's is not positive.
 
-The global batch of a layout: the published (or run) one where it was measured; else the per-GPU
-batch of the largest fitted layout times its GPUs (a sweep's batch per GPU), capped at the largest
-batch of the benchmark's RCP table (a submission above it fails the RCP check).
+The global batch of a layout: the published (or run) one where it was measured; else --global-batch;
+else `choose_batch`: the fitted layouts' global batches interpolated in logs against the GPUs (past
+them, their trend: batch ~ GPUs^s, s in [0, 1] from the two outermost; one batch at both is held), at
+least one sample per data-parallel replica, within the benchmark's RCP table (its smallest batch a
+floor, its largest a cap: a submission outside fails the RCP check). The row's global_batch_from says
+which and why.
 
 Every number has an interval meant to hold 80 % of measurements (predict.fitting.COVERAGE; columns
-*_low/*_high beside it, a band in the plot, `interval_from` in words): the log-spread of what the fit
-cannot explain (the fitted layouts' samples and rates against the fitted curves, their repeats' spread
-of time to train), in quadrature with a spread per doubling past the fitted GPUs, per-GPU batch and
-global batch (`spread`, fitting.PER_DOUBLING).
+*_low/*_high beside it, a band in the plot, `interval_from` in words): the log-spread sigma of what the
+fit cannot explain (the fitted layouts' samples and rates against the fitted curves, their repeats'
+spread of time to train, a floor), in quadrature with a spread per doubling past the fitted GPUs,
+per-GPU batch and global batch (`spread_terms`, `ttt_sigma`, fitting.TTT_PER_DOUBLING); the time to
+train's interval is value x exp(q sigma), q the measured quantiles of past errors per sigma
+(fitting.TTT_QUANTILES: asymmetric), and its width grades it (`grade`: tight, usable, indicative).
+Those constants are fitted, and scored on a round each fit never saw, by
+benchmarks/bench_predict_published.py.
 
 Where a prediction cannot be honest the row says why and has no number (`flags`, `note`):
 - model-parallel: the layout's global batch is smaller than its GPUs by more than any fitted layout's
-  (at least GPUs / B GPUs per data-parallel replica): model parallelism changed, which these fits
-  cannot see (University of Florida's Llama 3.1 8B: B = 16 on 32 GPUs after 16 on 8);
+  (at least GPUs x accumulation / B GPUs per data-parallel replica, accumulation the log's
+  gradient_accumulation_steps): model parallelism changed, which these fits cannot see (University of
+  Florida's Llama 3.1 8B: B = 16 on 32 GPUs after 16 on 8); a change of accumulation alone is not one;
+- batch-capped: the batch chosen for a layout not run is the RCP table's largest and still leaves a
+  data-parallel replica (of the fitted layouts' size) without a sample;
 - too-few-fitted: fewer fitted layouts than the rate model needs;
 - convergence-unknown: one fitted batch size, no RCP, and another batch asked.
 Flags on a printed number: extrapolated (more than 4x the largest fitted GPUs or global batch, or
 under a quarter of the smallest fitted per-GPU batch), beyond-rcp (a global batch above the RCP
-table's largest), fitted (the layout was fitted on), baseline (the fitted baseline's own row).
+table's largest), fitted (the layout was fitted on), baseline (the fitted baseline's own row); and,
+where the rate is the throughput predictor's, its caveats at that layout (CARRIED: oversubscribed,
+more-gpus-than-runs, faster-than-link), so that one sweep's two predictions never disagree silently.
 """
 
 from __future__ import annotations
@@ -62,19 +74,28 @@ from hvdbench.results.analyses.convergence import CriticalBatch, fit, rcp_for
 from hvdbench.results.analyses.ttt import LayoutParts, decompose, group_values
 from hvdbench.results.predict.fitting import (
     COVERAGE,
+    GRADES,
     PER_DOUBLING,
+    TTT_PER_DOUBLING,
+    TTT_QUANTILES,
+    TTT_SIGMA_FLOOR,
     doublings_past,
+    grade,
     interval,
     least_squares,
     quadrature,
     rms,
 )
+from hvdbench.results.predict.throughput import FLAGS as THROUGHPUT_FLAGS
 from hvdbench.results.predict.throughput import predict
 from hvdbench.results.records.schema import SCALING_GROUP, TTT_GROUP, TTT_PREDICTION_COLUMNS
 from hvdbench.results.render.tables import markdown_table
 
 EXTRAPOLATION = 4.0  # times past the fitted range that a printed number carries the `extrapolated` flag
 FLAGS = {
+    "batch-capped": "the batch hvdbench chose for a layout not run is capped at the RCP table's largest, which "
+                    "leaves some data-parallel replica without a sample at the fitted layouts' model parallelism; "
+                    "not predicted (give --global-batch)",
     "model-parallel": "the global batch is smaller than the GPUs by more than in any fitted layout: model "
                       "parallelism changed between layouts, which the fits cannot see; not predicted",
     "too-few-fitted": "fewer fitted layouts than the rate model needs; not predicted",
@@ -86,7 +107,12 @@ FLAGS = {
     "fitted": "a fitted layout: how well the fit reproduces it",
     "baseline": "the fitted baseline's own row",
 }
-REFUSED = ("model-parallel", "too-few-fitted", "convergence-unknown")
+# The throughput predictor's caveats a time to train on its rate carries (issue 50 item 7: 4 ranks on
+# 2 cores flagged in one table and not in the other).
+CARRIED = ("oversubscribed", "more-gpus-than-runs", "faster-than-link")
+FLAGS.update({flag: THROUGHPUT_FLAGS[flag] + " (the training rate is the throughput predictor's)"
+              for flag in CARRIED})
+REFUSED = ("batch-capped", "model-parallel", "too-few-fitted", "convergence-unknown")
 
 
 @dataclass
@@ -118,7 +144,8 @@ class TttFit:
     other_law: tuple[float, float] | None = (0.0, 1.0)  # (A, g): O = A x GPUs^-g; None: other_mean
     other_mean: float = 0.0
     eval_from: str = ""
-    most_per_replica: float = 1.0  # the most GPUs per data-parallel replica (GPUs / B) a fitted layout had
+    most_per_replica: float = 1.0  # the most GPUs per data-parallel replica (GPUs x accumulation / B) fitted
+    rcp_smallest: float | None = None
     rcp_largest: float | None = None
     refused: str = ""  # a reason no layout of the group can be predicted (too-few-fitted)
     notes: list[str] = field(default_factory=list)
@@ -208,12 +235,16 @@ def _rate_model(fitted: list[LayoutParts]) -> tuple[tuple[float, float] | None, 
 
 
 def _matching_throughput_fit(fits, fitted: list[LayoutParts]):
-    """The throughput predictor's fit of the same model group at the fitted layouts' per-GPU batch."""
-    for f in fits or ():
-        if all(f.group.get(k) == fitted[0].group[k] for k in TTT_GROUP if k in f.group) and all(
-                abs(f.samples_per_gpu_step * p.gpus - p.global_batch) < 1e-9 for p in fitted):
+    """The throughput predictor's fit of the same model group: at the fitted layouts' per-GPU batch
+    where there is one, else at the batch nearest theirs (its shape across layouts, ranks past a
+    machine's cores included, is what the time-to-accuracy runs' own rate is calibrated against: issue 50
+    item 7, where 4 ranks on 2 cores got a 0.39x speed-up from one and finished fastest in the other)."""
+    same = [f for f in fits or () if all(f.group.get(k) == fitted[0].group[k] for k in TTT_GROUP if k in f.group)]
+    for f in same:
+        if all(abs(f.samples_per_gpu_step * p.gpus - p.global_batch) < 1e-9 for p in fitted):
             return f
-    return None
+    per_gpu = statistics.fmean(math.log(p.global_batch / p.gpus) for p in fitted)
+    return min(same, key=lambda f: abs(math.log(f.samples_per_gpu_step) - per_gpu), default=None)
 
 
 def fit_group(parts: list[LayoutParts], fit_on: set[str] | None = None, ruleset: str | None = None,
@@ -230,13 +261,13 @@ def fit_group(parts: list[LayoutParts], fit_on: set[str] | None = None, ruleset:
     if len({p.unit for p in fitted}) > 1:
         tf.refused = "the fitted layouts count progress in samples and in epochs"
         return tf
-    tf.most_per_replica = max(max(1.0, p.gpus / p.global_batch) for p in fitted)
+    tf.most_per_replica = max(p.gpus_per_replica for p in fitted)
 
     # Convergence: the RCP table's B_crit, S_min scaled to the fitted layouts (published), else their own fit.
     table = rcp_for(tf.group["model"], ruleset) if published else None
     rcp = fit(table[2]) if table else None
     if table:
-        tf.rcp_largest = max(b for b, _ in table[2])
+        tf.rcp_smallest, tf.rcp_largest = min(b for b, _ in table[2]), max(b for b, _ in table[2])
     if rcp is not None and rcp.usable and rcp.b_crit is not None:
         tf.convergence = rcp
         tf.rcp_points = [(b, s) for b, s in table[2] if b > 0 and s > 0]
@@ -265,7 +296,8 @@ def fit_group(parts: list[LayoutParts], fit_on: set[str] | None = None, ruleset:
                 continue
     if ratios:
         tf.throughput_fit, tf.calibration = tput, statistics.fmean(ratios)
-        tf.rate_from = (f"the throughput predictor (fitted on {' '.join(tput.fitted_on)}) x {tf.calibration:.3f}, "
+        tf.rate_from = (f"the throughput predictor (fitted on {' '.join(tput.fitted_on)}, "
+                        f"{tput.samples_per_gpu_step:g} per GPU) x {tf.calibration:.3f}, "
                         "the time-to-accuracy runs' own rate against it")
     tf.rate, said = _rate_model(fitted)
     if not ratios:
@@ -308,38 +340,98 @@ def _residuals(tf: TttFit) -> None:
     tf.repeat_runs = statistics.fmean(runs) if runs else 1.0
 
 
+def spread_terms(tf: TttFit, n: int, batch: float, rcp_mean: bool) -> dict[str, float]:
+    """What a time to train's interval is made of at n GPUs and global batch `batch`: the fit's own
+    log-spreads (residuals of samples and rate, the repeats) and the doublings past the fitted GPUs,
+    per-GPU batch and global batch (`global_batch_rcp` instead where the RCP table's own mean at that
+    batch is used)."""
+    past_batch = doublings_past(batch, [p.global_batch for p in tf.fitted])
+    return {"samples_residual": tf.samples_residual, "rate_residual": tf.rate_residual,
+            # The score is an olympic mean of repeats: the fitted ones' and this layout's each miss by cv / sqrt(runs).
+            "repeats": tf.repeat_cv * math.sqrt(2 / tf.repeat_runs),
+            "gpus": doublings_past(n, [p.gpus for p in tf.fitted]),
+            "per_gpu_batch": doublings_past(batch / n, [p.global_batch / p.gpus for p in tf.fitted]),
+            "global_batch": 0.0 if rcp_mean else past_batch, "global_batch_rcp": past_batch if rcp_mean else 0.0}
+
+
+def ttt_sigma(terms: dict[str, float], per_doubling: dict[str, float] = TTT_PER_DOUBLING,
+              floor: float = TTT_SIGMA_FLOOR) -> float:
+    """The time to train's log-spread: the floor, the residuals and repeats in quadrature with the
+    doublings past the fitted range, each x its `per_doubling` spread (added up, as a systematic error is)."""
+    far = sum(per_doubling[k] * terms[k] for k in per_doubling)
+    return quadrature(floor, terms["samples_residual"], terms["rate_residual"], terms["repeats"], far)
+
+
 def spread(tf: TttFit, n: int, batch: float, rcp_mean: bool) -> tuple[float, float, str]:
     """(log-spread of the training rate, of the time to train, in words) at n GPUs and global batch
-    `batch`: the fitted layouts' residuals and repeats in quadrature with PER_DOUBLING past the fitted
-    GPUs, per-GPU batch (the rate) and global batch (the samples; less where the RCP table's own mean
-    at that batch is used)."""
-    past_n = doublings_past(n, [p.gpus for p in tf.fitted])
-    past_b = doublings_past(batch / n, [p.global_batch / p.gpus for p in tf.fitted])
-    past_batch = doublings_past(batch, [p.global_batch for p in tf.fitted])
-    rate_far = PER_DOUBLING["gpus"] * past_n + PER_DOUBLING["per_gpu_batch"] * past_b
-    samples_far = PER_DOUBLING["global_batch_rcp" if rcp_mean else "global_batch"] * past_batch
-    # The score is an olympic mean of repeats: the fitted ones' and this layout's each miss by cv / sqrt(runs).
-    repeats = tf.repeat_cv * math.sqrt(2 / tf.repeat_runs)
-    rate = quadrature(tf.rate_residual, rate_far)
-    ttt = quadrature(tf.rate_residual, tf.samples_residual, repeats, rate_far + samples_far)
-    said = (f"±{100 * (math.exp(ttt) - 1):.0f} % (1 sigma): fit residuals samples {100 * tf.samples_residual:.1f} %, "
-            f"rate {100 * tf.rate_residual:.1f} %; repeats {100 * repeats:.1f} %; past the fitted range "
-            f"{past_n:.1f} doublings of GPUs, {past_b:.1f} of per-GPU batch, {past_batch:.1f} of global batch")
+    `batch` (spread_terms, ttt_sigma)."""
+    terms = spread_terms(tf, n, batch, rcp_mean)
+    rate = quadrature(tf.rate_residual, PER_DOUBLING["gpus"] * terms["gpus"]
+                      + PER_DOUBLING["per_gpu_batch"] * terms["per_gpu_batch"])
+    ttt = ttt_sigma(terms)
+    low, high = (100 * (math.exp(q * ttt) - 1) for q in TTT_QUANTILES)
+    said = (f"{low:+.0f} % to {high:+.0f} % (sigma {100 * ttt:.1f} %, the {100 * COVERAGE:.0f} % quantiles of past "
+            f"errors per sigma): fit residuals samples {100 * tf.samples_residual:.1f} %, rate "
+            f"{100 * tf.rate_residual:.1f} %; repeats {100 * terms['repeats']:.1f} %; past the fitted range "
+            f"{terms['gpus']:.1f} doublings of GPUs, {terms['per_gpu_batch']:.1f} of per-GPU batch, "
+            f"{terms['global_batch'] + terms['global_batch_rcp']:.1f} of global batch")
     return rate, ttt, said
 
 
 # --- predicting -------------------------------------------------------------------------------------
 
 def choose_batch(tf: TttFit, nodes: int, gpus_per_node: int) -> tuple[int, str]:
-    """(global batch, where from) of a layout not measured: the largest fitted layout's per-GPU batch
-    times its GPUs, capped at the RCP table's largest batch (module docstring)."""
-    last = tf.fitted[-1]
+    """(global batch, where from) of a layout not measured (module docstring): the fitted layouts'
+    global batch interpolated against the GPUs in logs (between the two fitted GPU counts around it;
+    outside them, the nearest one's per-GPU batch), then held inside the RCP table's batches (published
+    logs: a submission below its smallest or above its largest fails the RCP check)."""
     n = nodes * gpus_per_node
-    batch = max(1, round(last.global_batch / last.gpus * n))
-    said = f"{last.layout}'s {last.global_batch / last.gpus:g} per GPU x {n} GPUs"
-    if tf.published and tf.rcp_largest and batch > tf.rcp_largest:
-        batch = int(tf.rcp_largest)
-        said += f", capped at the RCP table's largest batch ({batch})"
+    points: dict[int, list[float]] = {}
+    for p in tf.fitted:
+        points.setdefault(p.gpus, []).append(math.log(p.global_batch))
+    line = sorted((g, statistics.fmean(v)) for g, v in points.items())
+    names = {p.gpus: p.layout for p in tf.fitted}
+    if len(line) == 1:
+        g, lb = line[0]
+        batch = math.exp(lb) / g * n
+        said = f"{names[g]}'s {math.exp(lb) / g:g} per GPU x {n} GPUs"
+    elif n <= line[0][0] or n >= line[-1][0]:
+        # Past the fitted GPUs the fitted layouts' own trend goes on: global batch ~ GPUs^s, s between
+        # their two outermost counts, held in [0, 1] (a submitter scales the batch with the GPUs at most;
+        # at one batch for both, the batch is held: strong scaling).
+        (g0, b0), (g1, b1) = line[:2] if n <= line[0][0] else line[-2:]
+        s = min(1.0, max(0.0, (b1 - b0) / math.log(g1 / g0)))
+        g, lb = (g0, b0) if n <= g0 else (g1, b1)
+        batch = math.exp(lb) * (n / g) ** s
+        said = (f"{names[g]}'s {math.exp(lb):g} x ({n} / {g} GPUs)^{s:.2f}, the fitted layouts' trend "
+                f"({names[g0]} {math.exp(b0):g}, {names[g1]} {math.exp(b1):g})")
+    else:
+        (g0, b0), (g1, b1) = next(((a, b) for a, b in zip(line, line[1:]) if a[0] <= n <= b[0]))
+        w = math.log(n / g0) / math.log(g1 / g0)
+        batch = math.exp((1 - w) * b0 + w * b1)
+        said = (f"interpolated in logs between {names[g0]} ({math.exp(b0):g}) and {names[g1]} ({math.exp(b1):g}) "
+                f"at {n} GPUs")
+    # Strong scaling has a limit: a per-GPU batch under a quarter of the fitted ones' smallest is further
+    # than their trend can tell (EXTRAPOLATION); submitters grow the batch there (ResNet-50 on Eos: 3,200 at
+    # 8 and 64 GPUs, 40,448 at 2,528).
+    least = min(p.global_batch / p.gpus for p in tf.fitted) / EXTRAPOLATION
+    if batch < least * n:
+        batch = least * n
+        said += f", raised to {least:g} per GPU (a quarter of the fitted layouts' smallest per-GPU batch)"
+    fewest = math.ceil(n / tf.most_per_replica - 1e-9)  # one sample per replica at the fitted model parallelism
+    if batch < fewest:
+        batch = fewest
+        said += (f", raised to {fewest}: one sample per data-parallel replica of {tf.most_per_replica:g} GPUs "
+                 "(the fitted layouts' model parallelism)")
+    batch = max(1, round(batch))
+    if tf.published and tf.rcp_largest:
+        smallest, largest = tf.rcp_smallest, tf.rcp_largest
+        if batch < smallest:
+            batch = int(smallest)
+            said += f", raised to the RCP table's smallest batch ({batch})"
+        elif batch > largest:
+            batch = int(largest)
+            said += f", capped at the RCP table's largest batch ({batch})"
     return batch, said
 
 
@@ -362,15 +454,25 @@ def predict_layout(tf: TttFit, nodes: int, gpus_per_node: int, batch: int | None
         row.update(measured_trained=measured.trained, measured_training_rate=measured.throughput,
                    measured_ttt_min=measured.ttt_s / 60, result=measured.result)
     flags, note = [], []
-    per_replica = max(1.0, n / batch) if batch else math.inf
+    # A measured layout's own accumulation tells it from model parallelism; a layout not run has none.
+    per_replica = (measured.gpus_per_replica if measured is not None and measured.global_batch == batch
+                   else max(1.0, n / batch) if batch else math.inf)
     if tf.refused:
         flags.append("too-few-fitted")
         note.append(tf.refused + ".")
+    elif per_replica > tf.most_per_replica * (1 + 1e-9) and "capped at the RCP" in batch_from:
+        flags.append("batch-capped")
+        note.append(f"The RCP table's largest global batch, {batch}, gives {n} GPUs fewer samples per step than "
+                    f"one per data-parallel replica of the fitted layouts ({tf.most_per_replica:g} "
+                    f"GPU{'s' if tf.most_per_replica != 1 else ''} each): "
+                    "this layout needs more model parallelism (or accumulation) than any fitted one; give "
+                    "--global-batch, or fit on a layout with more GPUs per replica.")
     elif per_replica > tf.most_per_replica * (1 + 1e-9):
         flags.append("model-parallel")
+        changed = ("model parallelism changed between layouts, which these fits cannot see" if measured is not None
+                   else f"the layout would need model parallelism ({batch_from}), which these fits cannot see")
         note.append(f"A global batch of {batch} on {n} GPUs puts at least {per_replica:g} GPUs on each data-parallel "
-                    f"replica, more than any fitted layout ({tf.most_per_replica:g}): model parallelism changed "
-                    "between layouts, which these fits cannot see.")
+                    f"replica, more than any fitted layout ({tf.most_per_replica:g}): {changed}.")
     trained, samples_from = tf.samples_and_source(batch) if batch else (None, "")
     if trained is None and not flags:
         same = [p for p in tf.fitted if p.global_batch == batch]
@@ -387,6 +489,15 @@ def predict_layout(tf: TttFit, nodes: int, gpus_per_node: int, batch: int | None
     if flags:
         row.update(flags=";".join(flags), note=" ".join(note))
         return row
+    if tf.throughput_fit is not None and measured is None:
+        # The rate is the throughput predictor's: what it warns of at this layout holds here too.
+        try:
+            said = predict(tf.throughput_fit, nodes, gpus_per_node)
+        except ConfigError:
+            said = {"flags": "", "note": ""}
+        carried = [f for f in said["flags"].split(";") if f in CARRIED]
+        flags += carried
+        note += [said["note"]] if carried else []
     e_s, o_s = tf.eval_s(n, trained), tf.other_s(n)
     base = tf.base
     predicted = LayoutParts(group=tf.group, layout=layout, nodes=nodes, gpus_per_node=gpus_per_node, gpus=n,
@@ -399,8 +510,9 @@ def predict_layout(tf: TttFit, nodes: int, gpus_per_node: int, batch: int | None
                samples_from=samples_from)
     rate_sigma, ttt_sigma, row["interval_from"] = spread(tf, n, batch, samples_from.startswith("the RCP"))
     row["training_rate_low"], row["training_rate_high"] = interval(rate, rate_sigma)
-    row["predicted_ttt_low_min"], row["predicted_ttt_high_min"] = interval(row["predicted_ttt_min"], ttt_sigma)
-    row["interval"] = COVERAGE
+    low, high = interval(row["predicted_ttt_min"], ttt_sigma, TTT_QUANTILES)
+    row.update(predicted_ttt_low_min=low, predicted_ttt_high_min=high, interval=COVERAGE,
+               grade=grade(high / low - 1 if low else None))
     if tf.unit == "samples":
         row["predicted_throughput"] = rate  # samples/s while training: the throughput columns' unit
         row["predicted_throughput_low"], row["predicted_throughput_high"] = interval(rate, rate_sigma)
@@ -426,9 +538,9 @@ def predict_layout(tf: TttFit, nodes: int, gpus_per_node: int, batch: int | None
     return row
 
 
-def group_rows(tf: TttFit, layouts: list[tuple[int, int]]) -> list[dict]:
+def group_rows(tf: TttFit, layouts: list[tuple[int, int]], global_batch: int | None = None) -> list[dict]:
     """`tf`'s rows: every measured layout and batch (to compare with), then each of `layouts` not
-    measured, in order of GPUs."""
+    measured (at `global_batch` where given, else choose_batch's), in order of GPUs."""
     rows = []
     measured = {(p.nodes, p.gpus_per_node) for p in tf.parts}
     source = "published" if tf.published else "run"
@@ -436,13 +548,13 @@ def group_rows(tf: TttFit, layouts: list[tuple[int, int]]) -> list[dict]:
         rows.append(predict_layout(tf, p.nodes, p.gpus_per_node, p.global_batch, source, measured=p))
     for nodes, gpus in dict.fromkeys(layouts):
         if (nodes, gpus) not in measured:
-            rows.append(predict_layout(tf, nodes, gpus))
+            rows.append(predict_layout(tf, nodes, gpus, global_batch, "--global-batch" if global_batch else ""))
     rows.sort(key=lambda r: (r["gpus"], r["nodes"], r["global_batch"] or 0, r.get("result") or ""))
     return rows
 
 
 def predictions(runs, parts: list[LayoutParts], layouts: list[tuple[int, int]], fit_on: set[str] | None = None,
-                throughput_fits=()) -> tuple[list[TttFit], list[dict]]:
+                throughput_fits=(), global_batch: int | None = None) -> tuple[list[TttFit], list[dict]]:
     """(one TttFit per time-to-train group with parts, their rows). `runs` say which groups are
     published MLPerf logs and of which ruleset (MllogRun.ruleset)."""
     rulesets: dict[tuple, str] = {}
@@ -457,7 +569,7 @@ def predictions(runs, parts: list[LayoutParts], layouts: list[tuple[int, int]], 
     for key, ps in groups.items():
         tf = fit_group(ps, fit_on, rulesets.get(key), key in rulesets, throughput_fits)
         fits.append(tf)
-        rows += group_rows(tf, layouts)
+        rows += group_rows(tf, layouts, global_batch)
     return fits, rows
 
 
@@ -495,7 +607,7 @@ def markdown(rows: list[dict], fits: list[TttFit]) -> str:
               num(r.get("throughput_min"), "{:+,.2f}"), num(r.get("eval_min"), "{:+,.2f}"),
               num(r.get("other_min"), "{:+,.2f}"),
               num(r.get("predicted_ttt_min")) if r.get("predicted_ttt_min") is not None else "not predicted",
-              f"{num(r.get('predicted_ttt_low_min'))}-{num(r.get('predicted_ttt_high_min'))}"
+              f"{num(r.get('predicted_ttt_low_min'))}-{num(r.get('predicted_ttt_high_min'))} ({r.get('grade')})"
               if r.get("predicted_ttt_low_min") is not None else "–",
               num(r.get("measured_ttt_min")), num(r.get("ttt_predicted_vs_measured"), "{:.3f}"),
               ", ".join(f for f in (r.get("flags") or "").split(";") if f)] for r in rs]) + "\n")
@@ -507,6 +619,10 @@ def markdown(rows: list[dict], fits: list[TttFit]) -> str:
                   if r.get("global_batch_from") not in ("published", "run", "")]
         if chosen:
             parts.append("Global batch of the layouts not measured: " + "; ".join(chosen) + ".\n")
+        parts.append(f"Grades from the {100 * COVERAGE:.0f} % interval's width (high / low - 1): "
+                     + ", ".join(f"{name} <= {100 * most:.0f} %" for most, name in GRADES)
+                     + ", else indicative; on MLPerf Training v4.0-v5.1 the tight and usable predictions "
+                       "were the accurate ones (benchmarks/bench_predict_published.py).\n")
         used = list(dict.fromkeys(f for r in rs for f in (r.get("flags") or "").split(";") if f))
         parts += [f"- **{flag}** ({', '.join(r['layout'] for r in rs if flag in (r.get('flags') or '').split(';'))})"
                   f": {FLAGS[flag]}." for flag in used if flag in FLAGS]

@@ -482,7 +482,7 @@ TTT_PREDICTION_COLUMNS = (
     "global_batch", "result", "global_batch_from", "trained_unit", "predicted_trained", "measured_trained",
     "samples_from", "training_rate", "training_rate_low", "training_rate_high", "measured_training_rate",
     "ttt_baseline", "ideal_ttt_min", "convergence_min", "throughput_min", "eval_min", "other_min",
-    "predicted_ttt_min", "predicted_ttt_low_min", "predicted_ttt_high_min", "measured_ttt_min",
+    "predicted_ttt_min", "predicted_ttt_low_min", "predicted_ttt_high_min", "grade", "measured_ttt_min",
     "ttt_predicted_vs_measured", "rate_from", "convergence_from", "eval_from")
 # A study's speed-up across models (hvdbench.results.analyses.study_tables): one row per model and GPU count,
 # the fewest-node layout of that count, from time to train where the model has it, else throughput.
