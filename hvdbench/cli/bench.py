@@ -232,7 +232,7 @@ def compute(dtypes, size, copy_bytes, budget_s, out):
       horovodrun -np 2 -H localhost:2 --gloo hvdbench bench compute --dtype fp32,bf16 --out results/demo
       torchrun --standalone --nproc-per-node 8 -m hvdbench bench compute --out results/h100
     """
-    from hvdbench.bench.compute import CSV_NAME
+    from hvdbench.bench.compute_report import CSV_NAME
     from hvdbench.results.records.schema import ComputeRow
 
     _rank0_or_quiet(lambda: _check_output(out, CSV_NAME, ComputeRow))

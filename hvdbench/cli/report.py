@@ -149,7 +149,7 @@ def report(sweeps, mllogs, out, formats, baseline, group_by, ruleset, predict_la
     from rich.progress import track
 
     from hvdbench.results import mllog
-    from hvdbench.results.analyses import bench_tables, compute, convergence, engines, study_tables, ttt, waterfall
+    from hvdbench.results.analyses import bench_tables, convergence, efficiency as compute, engines, study_tables, ttt, waterfall
     from hvdbench.results.predict import time_to_train as predict_ttt
     from hvdbench.results.records import store
     from hvdbench.results.render import tables as tab

@@ -18,10 +18,10 @@ from hvdbench.contracts import get_spec  # noqa: E402
 from hvdbench.frameworks.torch import bench_compute as bcm  # noqa: E402
 from hvdbench.frameworks.torch.flops import count, transformer_formula  # noqa: E402
 from hvdbench.peaks import device_entry, mfu, model_tflops, peak_tflops  # noqa: E402
-from hvdbench.results.analyses import compute as rc  # noqa: E402
+from hvdbench.results.analyses import efficiency as rc  # noqa: E402
 from hvdbench.results.records.schema import ComputeRow, RunResult  # noqa: E402
 from hvdbench.results.records.store import append_rows, read_rows, read_runs  # noqa: E402
-from hvdbench.train import compute as tc  # noqa: E402
+from hvdbench.train import compute_window as tc  # noqa: E402
 
 RESNET50_FORWARD = 2 * 4.089e9  # torchvision's "4.089 GFLOPS" are multiply-adds
 

@@ -44,7 +44,7 @@ class MllogRun(RunResult):
     # (the study: runs of one hardware are one group); groups.assign_studies.
     result: str = ""
     hardware: str = ""
-    accelerator: str = ""  # the systems JSON's accelerator_model_name (its peak: hvdbench.results.analyses.compute)
+    accelerator: str = ""  # the systems JSON's accelerator_model_name (its peak: hvdbench.results.analyses.efficiency)
     # The time to train in parts (LogSummary's TTT_FIELDS; hvdbench.results.analyses.ttt): what was trained by
     # run_stop (samples, or epochs), seconds training and evaluating, and where each came from.
     trained: float | None = None

@@ -31,7 +31,7 @@ from hvdbench.errors import HvdbenchError
 from hvdbench.files import atomic_write_text
 
 SCHEMA_VERSION = 6
-# What a run measured of its compute (schema 6; hvdbench.train.compute fills them once the loop ends).
+# What a run measured of its compute (schema 6; hvdbench.train.compute_window fills them once the loop ends).
 COMPUTE_MEASURED = ("flops_per_sample", "model_tflops_per_gpu", "peak_tflops", "mfu", "mem_allocated_gb",
                     "mem_reserved_gb", "mem_resident_gb", "mem_estimate_gb", "energy_j", "energy_j_per_sample",
                     "power_w_per_gpu")
@@ -213,7 +213,7 @@ class RunResult(LayoutFields, _RunIdentity, CsvRecord):
     # group; and the most parameters one rank held (fsdp: its shard; else every parameter).
     engine: str = "horovod"
     shard_parameters: int | None = None
-    # Compute (schema 6; hvdbench.train.compute). Empty where not measured, never 0.
+    # Compute (schema 6; hvdbench.train.compute_window). Empty where not measured, never 0.
     # Training FLOPs per sample (forward + backward, counted on the meta device by
     # hvdbench.frameworks.torch.flops; model FLOPs: no recompute), and what they make of throughput:
     flops_per_sample: float | None = None
@@ -433,7 +433,7 @@ REPORT_COLUMNS = {
 WATERFALL_COLUMNS = SCALING_GROUP + ("layout", "nodes", "gpus_per_node", "gpus", "baseline", "ideal", "comm_loss",
                                      "data_loss", "compute_loss", "unattributed", "measured", "data_from", "base_step_ms",
                                      "step_ms", "data_ms", "compute_ms", "comm_ms", "update_ms", "other_ms",
-                                     # the layout's MFU (hvdbench.results.analyses.compute): how far its compute
+                                     # the layout's MFU (hvdbench.results.analyses.efficiency): how far its compute
                                      # part was from the hardware
                                      "compute_mfu")
 # Engines side by side (hvdbench.results.analyses.engines): one row per group, layout and engine, where a layout
@@ -442,7 +442,7 @@ ENGINE_COLUMNS = tuple(k for k in SCALING_GROUP if k != "engine") + (
     "layout", "gpus", "engine", "reference", "runs", "throughput_mean", "throughput_2sigma", "vs_reference",
     "vs_reference_2sigma", "within_noise", "data_ms", "compute_ms", "comm_ms", "update_ms", "other_ms",
     "shard_parameters", "why", "flags")
-# How far each layout's compute was from the hardware (hvdbench.results.analyses.compute): one row per group and
+# How far each layout's compute was from the hardware (hvdbench.results.analyses.efficiency): one row per group and
 # layout; mfu against the datasheet peak, mfu_measured against `bench compute`'s; energy_to_train_j:
 # time-to-accuracy runs' GPUs, run_start -> run_stop.
 COMPUTE_COLUMNS = SCALING_GROUP + (

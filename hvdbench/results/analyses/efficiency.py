@@ -6,7 +6,7 @@ logs.
     rows = compute_rows(runs, sweeps)      # one row per scaling group and layout (runs.csv's columns)
     markdown(rows); write(rows, out, formats)  # compute.csv, compute.png, a summary.md section
 
-A run's figures come from its own record (hvdbench.train.compute: FLOPs per sample counted on the
+A run's figures come from its own record (hvdbench.train.compute_window: FLOPs per sample counted on the
 meta device, peaks from hvdbench.peaks). Published logs (hvdbench.results.mllog) carry no FLOPs:
 theirs are hvdbench's own count of the benchmark's network at the reference's size (the model spec's
 `published_flops`, from `hvdbench bench flops`; a unit test holds the two equal), their samples/s per accelerator what the
