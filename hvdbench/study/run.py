@@ -37,6 +37,7 @@ from hvdbench import topology
 from hvdbench.contracts import get_spec, specs
 from hvdbench.errors import ConfigError, DatasetError, HvdbenchError
 from hvdbench.files import atomic_write_text
+from hvdbench.results.records.store import STUDY_RECORD, read_study_record
 from hvdbench.study.schema import ModelPlan, Study
 from hvdbench.sweep.build import build_spec, hosts_of
 from hvdbench.sweep.spec import SweepSpec
@@ -228,7 +229,7 @@ def identity(study: Study, opts: StudyOptions) -> str:
 
 def check_study_record(study: Study, opts: StudyOptions) -> None:
     """Write OUT/study.json the first time; refuse a resume with other model settings or flavor."""
-    path = Path(opts.out) / "study.json"
+    path = Path(opts.out) / STUDY_RECORD
     ident = identity(study, opts)
     old = read_study_record(path.parent)
     if old is not None:
@@ -240,25 +241,6 @@ def check_study_record(study: Study, opts: StudyOptions) -> None:
         "identity": ident, "flavor": opts.flavor or study.flavor,
         "published": {kind: {m: {str(g): v for g, v in figures.items()} for m, figures in by_model.items()}
                       for kind, by_model in study.published.items()}}, indent=2) + "\n")
-
-
-def read_study_record(folder: Path) -> dict | None:
-    """OUT/study.json, or None when `folder` is not a study folder."""
-    path = Path(folder) / "study.json"
-    if not path.is_file():
-        return None
-    try:
-        data = json.loads(path.read_text())
-    except ValueError:
-        raise ConfigError(f"{path}: not valid JSON") from None
-    if not isinstance(data, dict) or "study" not in data or "identity" not in data:
-        raise ConfigError(f"{path}: not a study record")
-    return data
-
-
-def study_sweep_dirs(folder: Path) -> list[Path]:
-    """The sweep folders of a study folder that hold runs: <model>/<mode>/runs.csv."""
-    return sorted(p.parent for p in Path(folder).glob("*/*/runs.csv"))
 
 
 # --- running -----------------------------------------------------------------------------------

@@ -280,6 +280,59 @@ class RunResult(LayoutFields, _RunIdentity, CsvRecord):
         return dataclasses.asdict(self)
 
 
+# What loading a run finds beside its record (hvdbench.results.report.load) or reads of a published
+# log (hvdbench.results.mllog.record): the time to train in parts (mllog.summary.TTT_FIELDS).
+TTT_PARTS = ("trained", "trained_unit", "trained_from", "train_s", "train_from", "eval_s", "eval_from")
+
+
+@dataclass
+class LoadedRun(RunResult):
+    """A run as the report holds it: runs.csv's columns (RunResult) plus what loading found beside
+    them. Never written: `columns()` stays runs.csv's. A sweep's runs get the link from its sweep.json,
+    the evaluation cadence from each run's config.yaml and the time to train in parts from its
+    mllog.txt; a published log's run (mllog.record.MllogRun, a LoadedRun) the same names from the log."""
+
+    link: str = ""  # what joins the nodes: sweep.json's link or its hosts' measured one; a systems JSON's host_networking
+    intra_link: str = ""  # what joins a node's GPUs (the hosts' hardware record)
+    host_cpus: int | None = None  # logical CPUs of the smallest host (sweep.json's hardware record)
+    eval_every: float | None = None  # the run's resolved config: evaluate every so many eval_unit
+    eval_unit: str = ""
+    # The time to train in parts (TTT_PARTS; hvdbench.results.analyses.ttt): what was trained by run_stop
+    # (samples, or epochs), seconds training and evaluating, and where each came from.
+    trained: float | None = None
+    trained_unit: str = ""
+    trained_from: str = ""
+    train_s: float | None = None
+    train_from: str = ""
+    eval_s: float | None = None
+    eval_from: str = ""
+    # A published log's (empty for a sweep's runs): the result it belongs to (one time-to-train row
+    # each, mllog.groups.assign_studies), where its layout came from, its samples to target, the
+    # ruleset of its RCP check and the accelerator named in its systems JSON.
+    result: str = ""
+    layout_source: str = ""
+    samples_to_target: float | None = None
+    ruleset: str = ""
+    accelerator: str = ""
+
+    @classmethod
+    def columns(cls) -> list[str]:
+        return RunResult.columns()
+
+    def to_row(self) -> dict[str, str]:
+        row = super().to_row()
+        return {c: row[c] for c in RunResult.columns()}
+
+    @classmethod
+    def from_row(cls, row: dict[str, str], where: str = "row") -> "LoadedRun":
+        return cls.of(RunResult.from_row(row, where))
+
+    @classmethod
+    def of(cls, run: RunResult, **found) -> "LoadedRun":
+        """`run` (a runs.csv row) with what was found beside it."""
+        return cls(**{f.name: getattr(run, f.name) for f in fields(RunResult)}, **found)
+
+
 # --- the bench CSVs ----------------------------------------------------------------------------
 
 # The order of the layout columns in the bench CSVs, which end with them (then schema_version):
