@@ -35,14 +35,13 @@ GOAL_MEDIAN, GOAL_WITHIN, BAND, COVERAGE_SLACK = 0.075, 0.80, 0.15, 0.10
 
 def sets_of(tree: Path) -> list[tuple]:
     """(tree name, fit, rows) per set of one tree: a TttFit on the two smallest GPU counts and its rows."""
-    from hvdbench.results import mllog
-    from hvdbench.results.analyses.ttt import group_values, layout_parts
+    from hvdbench.results import report
+    from hvdbench.results.analyses.ttt import group_values
     from hvdbench.results.predict.time_to_train import fit_group, group_rows
-    from hvdbench.results.stats.aggregate import time_to_train_rows
 
-    runs, _ = mllog.load(tree)
-    parts, _ = layout_parts(runs, time_to_train_rows(runs))
-    rulesets = {group_values(r): r.ruleset for r in runs}
+    loaded = report.load(mllogs=[tree])  # as `hvdbench predict --mllog TREE` reads it
+    parts = report.layout_parts(loaded)
+    rulesets = {group_values(r): r.ruleset for r in loaded.runs}
     groups: dict[tuple, list] = {}
     for p in parts:
         if p.gpus and p.global_batch:  # a layout the logs place

@@ -41,6 +41,7 @@ from hvdbench.results.records.store import STUDY_RECORD, read_study_record
 from hvdbench.study.schema import ModelPlan, Study
 from hvdbench.sweep.build import build_spec, hosts_of
 from hvdbench.sweep.spec import SweepSpec
+from hvdbench.train.config import parse_run_name, run_name
 
 DEFAULT_THROUGHPUT = {"steps": 100}  # a throughput run on real data needs a step count
 MANIFEST = "manifest.json"
@@ -183,23 +184,24 @@ def _layout_settings(study: Study, model: ModelPlan, own: bool, opts: StudyOptio
     if own and model.layouts:
         out = {}
         for name, values in model.layouts.items():
-            n, g = (int(v) for v in name.split("x")[:2])
+            n, g, _, _ = parse_run_name(name)
             if (not selected or f"{n}x{g}" in selected) and (not gpus or n * g in gpus):
                 out[name] = values
         return out
     from hvdbench.study.schema import BATCH_KEYS
-    from hvdbench.train.config import resolve, run_name
+    from hvdbench.train.config import resolve
 
     cfg = resolve({"model": model.name, "out": "-", **settings})
     for key in BATCH_KEYS:  # in the layouts' names, not in the config's train settings
         settings.pop(key, None)
     if not selected:  # `gpus:` (or the model's own layouts, in another flavor): the hosts decide
         if model.layouts and not gpus:
-            selected = list(dict.fromkeys("x".join(name.split("x")[:2]) for name in model.layouts))
+            selected = list(dict.fromkeys("{}x{}".format(*parse_run_name(name)[:2]) for name in model.layouts))
         else:
             hosts = _host_list(study, opts)
             selected = [lay.name for lay in topology.select_layouts(hosts, gpus, "packed")]
-    return {run_name(*map(int, lay.split("x")), cfg.batch_per_gpu, cfg.accum_steps): {} for lay in selected}
+    return {run_name(*topology.parse_layout(lay, "--layouts"), cfg.batch_per_gpu, cfg.accum_steps): {}
+            for lay in selected}
 
 
 def _hostfile(study: Study, opts: StudyOptions):

@@ -12,7 +12,7 @@ from hvdbench.frameworks.torch.engines import remap_groups
 from hvdbench.launchers import Job, torchrun
 from hvdbench.launchers.launch_info import Place, detect_launcher, first_slurm_host, place
 from hvdbench.results.analyses import engines
-from hvdbench.results.records.schema import LoadedRun, RunResult
+from hvdbench.results.records.schema import LoadedRun
 from hvdbench.results.stats.aggregate import build_tables
 from hvdbench.topology import Layout
 from hvdbench.train import memory

@@ -8,7 +8,7 @@ import pytest
 
 from hvdbench.errors import ConfigError
 from hvdbench.results.predict import throughput as P
-from hvdbench.results.records.schema import PREDICTION_COLUMNS, AllreduceRow, LoadedRun, RunResult
+from hvdbench.results.records.schema import PREDICTION_COLUMNS, AllreduceRow, LoadedRun
 
 # The "true" machine the synthetic runs come from.
 T1 = 0.050  # s of work per step, one rank alone

@@ -20,7 +20,7 @@ from hvdbench.results.analyses import convergence as CV
 from hvdbench.results.analyses.ttt import LayoutParts
 from hvdbench.results.predict import throughput as P
 from hvdbench.results.predict import time_to_train as PT
-from hvdbench.results.records.schema import PREDICTION_COLUMNS, LoadedRun, RunResult
+from hvdbench.results.records.schema import PREDICTION_COLUMNS, LoadedRun
 
 # The truth the layouts are made from.
 S_MIN, B_CRIT = 100_000.0, 64.0

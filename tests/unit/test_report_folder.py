@@ -12,7 +12,7 @@ from click.testing import CliRunner
 from test_stats_aggregate import sweep_runs
 
 from hvdbench.cli.main import cli
-from hvdbench.errors import ConfigError, OutputError
+from hvdbench.errors import ConfigError
 from hvdbench.results import report as library
 from hvdbench.results.records.store import SWEEP_RECORD, append_run, read_study_record
 from hvdbench.results.report import folder as folder_module

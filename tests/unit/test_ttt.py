@@ -17,7 +17,7 @@ from hvdbench.cli.report import report
 from hvdbench.results import mllog
 from hvdbench.results.analyses import ttt
 from hvdbench.results.mllog.summary import summarize
-from hvdbench.results.records.schema import LoadedRun, RunResult
+from hvdbench.results.records.schema import LoadedRun
 from hvdbench.results.report.load import read_run_folder
 from hvdbench.results.stats.aggregate import time_to_train_rows
 

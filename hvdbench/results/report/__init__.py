@@ -14,9 +14,10 @@ or a test can call.
     folder.py   the --out folder a report owns: its record of what it wrote, its lock
 """
 
-from hvdbench.results.report.build import SECTIONS, Options, Predictions, Report, Section, build, predictions
+from hvdbench.results.report.build import (SECTIONS, Options, Predictions, Report, Section, build, layout_parts,
+                                           predictions)
 from hvdbench.results.report.folder import REPORT_LOCK, REPORT_RECORD, owned_folder, write
 from hvdbench.results.report.load import Loaded, load
 
-__all__ = ["SECTIONS", "Options", "Predictions", "Report", "Section", "build", "predictions", "REPORT_LOCK",
+__all__ = ["SECTIONS", "Options", "Predictions", "Report", "Section", "build", "layout_parts", "predictions", "REPORT_LOCK",
            "REPORT_RECORD", "owned_folder", "write", "Loaded", "load"]

@@ -140,13 +140,18 @@ class Predictions:
                 *predict_ttt.write_figure(self.ttt_rows, self.ttt_fits, out, formats)]
 
 
+def layout_parts(loaded: Loaded) -> list:
+    """Each time-to-train row's parts (ttt.LayoutParts), as `predict` fits them: the time-to-train
+    section's without the report's other sections."""
+    return ttt.layout_parts(loaded.runs, aggregate.time_to_train_rows(loaded.runs))[0]
+
+
 def predictions(loaded: Loaded, options: Options, parts=None) -> Predictions:
     """The throughput and time to train of options.predict_layouts, fitted on the loaded runs (on
     options.fit_on's layouts only, where given): the one path of `predict` and `report --predict`.
     `parts`: the time-to-train section's (ttt.layout_parts), else found here."""
     runs, fit_on = loaded.runs, options.fit_on
-    if parts is None:
-        parts, _ = ttt.layout_parts(runs, aggregate.time_to_train_rows(runs))
+    parts = layout_parts(loaded) if parts is None else parts
     wanted = {f"{n}x{g}" for n, g in fit_on} if fit_on else None
     if wanted:  # a layout no run has is a typo, not "nothing to fit on"
         have = sorted({(r.nodes, r.gpus_per_node) for r in runs if r.nodes and r.gpus_per_node})

@@ -22,18 +22,15 @@ Rules (also printed in the report's notes, `NOTES`):
 from __future__ import annotations
 
 import math
-import re
 import statistics
 from dataclasses import dataclass, field
-from pathlib import Path
 
 from hvdbench.errors import ConfigError
 from hvdbench.results.mllog import rcp_check
-from hvdbench.results.mllog.layouts import shown
 from hvdbench.results.mllog.mlperf import counts_samples
 from hvdbench.results.mllog.summary import INCOMPLETE
 from hvdbench.results.records.schema import BUSY_CPUS, EPOCH_COLUMNS, SCALING_GROUP, TTT_GROUP, RunResult
-from hvdbench.topology import MAX_NODES, MAX_SLOTS
+from hvdbench.topology import parse_layout  # noqa: F401 (NxG, parsed in one place; `report --baseline`)
 
 # MLPerf drops the fastest and slowest run; we do so from this many runs on (MLPerf itself asks
 # 5 runs for vision models and 10 for BERT; 3 is the least that leaves a run after dropping two).
@@ -123,25 +120,6 @@ def olympic_score(minutes: list[float], not_converged: int, drop: int = 1, incom
 
 
 # --- the --baseline option ---------------------------------------------------------------------
-
-def parse_layout(text: str, option: str = "--baseline") -> tuple[int, int]:
-    """'2x4' -> (2, 4); ConfigError naming `option` (the one given: report's --baseline, predict's
-    --layouts; '' names none) and the value. Held to the hostfiles' bounds: at most MAX_SLOTS
-    (1024) GPUs per node and MAX_NODES (1,000,000) nodes (hvdbench.topology)."""
-    said = f"{option} {shown(text)}" if option else shown(text)
-    m = re.fullmatch(r"\s*([0-9]+)x([0-9]+)\s*", text or "")  # ASCII digits: int() also reads '٣'
-    if not m:
-        raise ConfigError(f"{said}: expected NODESxGPUS, e.g. 1x1 or 1x8")
-    for digits, most, what in ((m[1], MAX_NODES, "nodes"), (m[2], MAX_SLOTS, "GPUs per node")):
-        digits = digits.lstrip("0") or "0"
-        if len(digits) > len(str(most)) or int(digits) > most:  # int() of thousands of digits fails
-            count = digits if len(digits) <= 24 else f"a {len(digits)}-digit number of"
-            bound = " per host (a hostfile's slots)" if what == "GPUs per node" else ""
-            raise ConfigError(f"{said}: {count} {what} is above the limit of {most:,}{bound}")
-        if digits == "0":
-            raise ConfigError(f"{said}: {what} must be at least 1")
-    return int(m[1]), int(m[2])
-
 
 # --- grouping ----------------------------------------------------------------------------------
 
