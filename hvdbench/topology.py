@@ -261,7 +261,8 @@ def parse_layout_name(name: str) -> tuple[int, int]:
         return parse_layout(name, "--layouts")
     except ConfigError as e:
         malformed = "expected NODESxGPUS" in str(e)
-        raise TopologyError(f"--layouts: {_shown(name)} is not NODESxGPUS (e.g. 2x4)" if malformed else str(e)) from None
+        said = f"--layouts: {_shown(name)} is not NODESxGPUS (e.g. 2x4)" if malformed else str(e)
+        raise TopologyError(said) from None
 
 
 def _shown(value: str) -> str:

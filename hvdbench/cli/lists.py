@@ -77,3 +77,26 @@ def one_line(ctx, param, value):
     if value is not None and (not value.strip() or len(value) > 200 or not value.isprintable()):
         raise click.BadParameter(f"{value!r}: one printable line of at most 200 characters")
     return value
+
+
+def layout_pairs(ctx, param, value):
+    """click callback of predict's --layouts and --fit-on and report's --predict: NxG,... -> [(N, G), ...],
+    each held to the hostfiles' bounds (hvdbench.topology.parse_layout); click names the option given."""
+    from hvdbench.errors import ConfigError
+    from hvdbench.results.predict.throughput import parse_layouts
+
+    if value is None:
+        return None
+    try:
+        layouts = parse_layouts(",".join(entries(value)), option="")
+    except ConfigError as e:
+        raise click.BadParameter(str(e)) from None
+    twice = next((f"{n}x{g}" for i, (n, g) in enumerate(layouts) if (n, g) in layouts[:i]), None)
+    if twice:  # 1x8 and 01x8
+        raise click.BadParameter(f"{shown(value)}: {twice} is given twice")
+    return layouts
+
+
+# Defined once: `hvdbench predict --layouts` and `hvdbench report --predict` take the same list.
+def layouts_option(*names, **kwargs):
+    return click.option(*names, metavar="NxG,...", callback=layout_pairs, **kwargs)

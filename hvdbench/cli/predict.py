@@ -5,35 +5,12 @@ from pathlib import Path
 
 import click
 
-from hvdbench.cli.lists import entries, shown
+from hvdbench.cli.lists import layout_pairs, layouts_option
 
 MACHINES = ("auto", "shared", "separate")
 
 
-def _layouts(ctx, param, value):
-    """NxG,... -> [(N, G), ...], each held to the hostfiles' bounds (hvdbench.results.stats.aggregate.
-    parse_layout); click names the option given (--layouts, --fit-on, --predict), not --baseline."""
-    from hvdbench.errors import ConfigError
-    from hvdbench.results.predict.throughput import parse_layouts
-
-    if value is None:
-        return None
-    try:
-        layouts = parse_layouts(",".join(entries(value)), option="")
-    except ConfigError as e:
-        raise click.BadParameter(str(e)) from None
-    twice = next((f"{n}x{g}" for i, (n, g) in enumerate(layouts) if (n, g) in layouts[:i]), None)
-    if twice:  # 1x8 and 01x8
-        raise click.BadParameter(f"{shown(value)}: {twice} is given twice")
-    return layouts
-
-
-# Defined once: `hvdbench predict --layouts` and `hvdbench report --predict` take the same list.
-def layouts_option(*names, **kwargs):
-    return click.option(*names, metavar="NxG,...", callback=_layouts, **kwargs)
-
-
-FIT_ON = click.option("--fit-on", metavar="NxG,...", callback=_layouts,
+FIT_ON = click.option("--fit-on", metavar="NxG,...", callback=layout_pairs,
                       help="Fit only on these measured layouts (the others are compared with their "
                            "prediction) [default: every measured layout].")
 MACHINES_OPTION = click.option(

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from hvdbench.cli.predict import layouts_option
+from hvdbench.cli.lists import layouts_option
 
 FORMATS = ("csv", "md", "png")
 

@@ -292,7 +292,8 @@ class LoadedRun(RunResult):
     the evaluation cadence from each run's config.yaml and the time to train in parts from its
     mllog.txt; a published log's run (mllog.record.MllogRun, a LoadedRun) the same names from the log."""
 
-    link: str = ""  # what joins the nodes: sweep.json's link or its hosts' measured one; a systems JSON's host_networking
+    # What joins the nodes: sweep.json's link or its hosts' measured one; a systems JSON's host_networking.
+    link: str = ""
     intra_link: str = ""  # what joins a node's GPUs (the hosts' hardware record)
     host_cpus: int | None = None  # logical CPUs of the smallest host (sweep.json's hardware record)
     eval_every: float | None = None  # the run's resolved config: evaluate every so many eval_unit

@@ -19,5 +19,5 @@ from hvdbench.results.report.build import (SECTIONS, Options, Predictions, Repor
 from hvdbench.results.report.folder import REPORT_LOCK, REPORT_RECORD, owned_folder, write
 from hvdbench.results.report.load import Loaded, load
 
-__all__ = ["SECTIONS", "Options", "Predictions", "Report", "Section", "build", "layout_parts", "predictions", "REPORT_LOCK",
-           "REPORT_RECORD", "owned_folder", "write", "Loaded", "load"]
+__all__ = ["SECTIONS", "Options", "Predictions", "Report", "Section", "build", "layout_parts", "predictions",
+           "REPORT_LOCK", "REPORT_RECORD", "owned_folder", "write", "Loaded", "load"]

@@ -62,8 +62,8 @@ def read_record(out: Path) -> tuple[dict[str, dict], str]:
         if not isinstance(wrote, dict):  # an older hvdbench's list of names, without their sha256
             raise ValueError("it names files without their sha256 (an older hvdbench's)")
     except (OSError, ValueError, KeyError, TypeError) as e:
-        return {}, f"warning: {path}: cannot be read ({str(e).splitlines()[0][:120] if str(e) else type(e).__name__}): " \
-                   "no file in the folder is taken as a report's"
+        why = str(e).splitlines()[0][:120] if str(e) else type(e).__name__
+        return {}, f"warning: {path}: cannot be read ({why}): no file in the folder is taken as a report's"
     return {rel: e for rel, e in wrote.items() if _plain(rel) and isinstance(e, dict) and e.get("by") in WRITERS
             and isinstance(e.get("sha256"), str)}, ""
 
