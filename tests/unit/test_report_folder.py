@@ -240,3 +240,22 @@ def test_the_hosts_cores_come_from_the_sweeps_hardware_record(tmp_path, monkeypa
     (sweep / SWEEP_RECORD).unlink()  # no record: not guessed from this machine, and said so
     fit = P.fit_group(library.load([sweep]).runs)
     assert fit.cores is None and "gpu-node-17" in fit.cores_from
+
+
+def test_predict_then_report_into_one_folder_as_the_readme_runs_them(tmp_path):
+    from test_predict import _sweep
+
+    sweep = _sweep(tmp_path)
+    runner = CliRunner()
+    got = runner.invoke(cli, ["predict", str(sweep), "--layouts", "4x1", "--machines", "shared"])
+    assert got.exit_code == 0, got.output
+    out = sweep / "report"  # both commands' default
+    assert {"prediction.csv", "prediction.png"} <= listing(out)
+    got = runner.invoke(cli, ["report", str(sweep), "--predict", "4x1"])  # replaces predict's own files
+    assert got.exit_code == 0, got.output
+    assert read_record(out)[0]["prediction.csv"]["by"] == "report"
+    got = runner.invoke(cli, ["predict", str(sweep), "--layouts", "4x1,8x1", "--machines", "shared"])
+    assert got.exit_code == 0, got.output
+    got = runner.invoke(cli, ["report", str(sweep)])  # no --predict: predict's prediction.csv stays
+    assert got.exit_code == 0, got.output
+    assert "8x1" in (out / "prediction.csv").read_text() and (out / "summary.md").is_file()
