@@ -63,19 +63,18 @@ def cross_bandwidth(sweeps: dict[str, Path]) -> list[float]:
     """The interconnect changes, the layout does not: fit on one bandwidth's 1x1, 1x2 and 2x1 (work,
     exposure), take another bandwidth's 2x1 link from its allreduce bench alone, predict its 2x1.
     Two ranks: what this 2-core machine runs without oversubscribing its cores."""
-    from hvdbench.results.analyses.bench_tables import load
     from hvdbench.results.predict.throughput import fit_group, fit_link, predict
-    from hvdbench.results.records.store import load_sweeps
+    from hvdbench.results.report import load  # the report's one reader: runs and bench rows
 
     ratios = []
-    for fitted_bw, fitted in sweeps.items():
-        fit = fit_group(load_sweeps([fitted]), load([fitted])[0], fit_layouts={"1x1", "1x2", "2x1"},
-                        layout_benches=False)
-        for other_bw, other in sweeps.items():
+    loaded = {bw: load([folder]) for bw, folder in sweeps.items()}
+    for fitted_bw, fitted in loaded.items():
+        fit = fit_group(fitted.runs, fitted.allreduce, fit_layouts={"1x1", "1x2", "2x1"}, layout_benches=False)
+        for other_bw, other in loaded.items():
             if other_bw == fitted_bw:
                 continue
-            fit.links["inter"] = fit_link([r for r in load([other])[0] if r.layout == "2x1"], "inter")
-            runs = [r for r in load_sweeps([other]) if r.layout == "2x1" and r.status == "success"]
+            fit.links["inter"] = fit_link([r for r in other.allreduce if r.layout == "2x1"], "inter")
+            runs = [r for r in other.runs if r.layout == "2x1" and r.status == "success"]
             measured = sum(r.throughput for r in runs) / len(runs)
             row = predict(fit, 2, 1)
             ratios.append(row["predicted_throughput"] / measured)

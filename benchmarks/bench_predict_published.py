@@ -61,13 +61,12 @@ BAND, COVERAGE_SLACK, GOAL_WIDTH = 0.15, 0.10, 0.50
 
 def groups_of(tree: Path) -> list[tuple]:
     """(tree name, group key, its layouts' parts, ruleset) per set of 3 or more GPU counts: the slow part."""
-    from hvdbench.results import mllog
-    from hvdbench.results.analyses.ttt import group_values, layout_parts
-    from hvdbench.results.stats.aggregate import time_to_train_rows
+    from hvdbench.results import report
+    from hvdbench.results.analyses.ttt import group_values
 
-    runs, _ = mllog.load(tree)
-    parts, _ = layout_parts(runs, time_to_train_rows(runs))
-    rulesets = {group_values(r): r.ruleset for r in runs}
+    loaded = report.load(mllogs=[tree])  # as `hvdbench predict --mllog TREE` reads it
+    parts = report.layout_parts(loaded)
+    rulesets = {group_values(r): r.ruleset for r in loaded.runs}
     groups: dict[tuple, list] = {}
     for p in parts:
         if p.gpus and p.global_batch:  # a layout the logs place

@@ -23,13 +23,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterable, Mapping
 
-from hvdbench.errors import TopologyError
+from hvdbench.errors import ConfigError, TopologyError
 
 # RFC 1123 labels, plus '_' (seen in real cluster node names). No leading '-': an argv element
 # starting with '-' would be read as an option by the launcher.
 _LABEL = r"[A-Za-z0-9_](?:[A-Za-z0-9_-]{0,61}[A-Za-z0-9_])?"
 _HOSTNAME = re.compile(rf"^{_LABEL}(?:\.{_LABEL})*$")
-_LAYOUT = re.compile(r"^([1-9][0-9]*)x([1-9][0-9]*)$")
 # Slots (processes) per host: GPUs, or cores for CPU runs. Above this a number is a typo, not a
 # machine, and would plan layouts up to an absurd -np.
 MAX_SLOTS = 1024
@@ -237,11 +236,38 @@ def layouts_for(hosts: list[Host], total: int) -> list[Layout]:
     return layouts
 
 
-def parse_layout_name(name: str) -> tuple[int, int]:
-    m = _LAYOUT.match(name.strip())
+def parse_layout(text: str, option: str = "--baseline") -> tuple[int, int]:
+    """'2x4' -> (2, 4): every NODESxGPUS hvdbench reads (sweep's and predict's --layouts, report's
+    --baseline, a study's layouts). ConfigError naming `option` (the one given; '' names none) and
+    the value. Held to the hostfiles' bounds: at most MAX_SLOTS GPUs per node and MAX_NODES nodes."""
+    said = f"{option} {_shown(text)}" if option else _shown(text)
+    m = re.fullmatch(r"\s*([0-9]+)x([0-9]+)\s*", text or "")  # ASCII digits: int() also reads '٣'
     if not m:
-        raise TopologyError(f"--layouts: {name!r} is not NODESxGPUS (e.g. 2x4)")
-    return int(m.group(1)), int(m.group(2))
+        raise ConfigError(f"{said}: expected NODESxGPUS, e.g. 1x1 or 1x8")
+    for digits, most, what in ((m[1], MAX_NODES, "nodes"), (m[2], MAX_SLOTS, "GPUs per node")):
+        digits = digits.lstrip("0") or "0"
+        if len(digits) > len(str(most)) or int(digits) > most:  # int() of thousands of digits fails
+            count = digits if len(digits) <= 24 else f"a {len(digits)}-digit number of"
+            bound = " per host (a hostfile's slots)" if what == "GPUs per node" else ""
+            raise ConfigError(f"{said}: {count} {what} is above the limit of {most:,}{bound}")
+        if digits == "0":
+            raise ConfigError(f"{said}: {what} must be at least 1")
+    return int(m[1]), int(m[2])
+
+
+def parse_layout_name(name: str) -> tuple[int, int]:
+    """A sweep's --layouts entry: parse_layout's, as a TopologyError (worded as the sweep words it)."""
+    try:
+        return parse_layout(name, "--layouts")
+    except ConfigError as e:
+        malformed = "expected NODESxGPUS" in str(e)
+        said = f"--layouts: {_shown(name)} is not NODESxGPUS (e.g. 2x4)" if malformed else str(e)
+        raise TopologyError(said) from None
+
+
+def _shown(value: str) -> str:
+    """The value as an error quotes it: repr, cut to about 24 characters."""
+    return repr(value) if len(value) <= 20 else repr(value[:20])[:-1] + f"...' ({len(value):,} characters)"
 
 
 def select_layouts(hosts: list[Host], gpus: list[int] | None = None, which: str = "all") -> list[Layout]:

@@ -180,34 +180,14 @@ def io(data, split, batch_size, passes, seed, drop_caches, demand, demand_from, 
     if demand is not None and demand_from:
         raise click.UsageError("give --demand or --demand-from, not both")
     from hvdbench.bench import io as bio
-    from hvdbench.launchers.launch_info import detect_launcher
     from hvdbench.results.records.schema import IoRow
 
     opts = bio.IoOptions(data=data, out=out, split=split, batch_size=batch_size, passes=passes, seed=seed,
                          drop_caches=drop_caches, demand=demand, demand_from=demand_from)
     _rank0_or_quiet(lambda: _check_output(out, bio.CSV_NAME, IoRow))  # before measuring, not after
-    if detect_launcher() == "single":
-        comm = bio.LocalComm()
-    else:
-        from hvdbench.frameworks.torch.bench_allreduce import HorovodComm
+    from hvdbench.frameworks.torch.bench_io import main
 
-        comm = HorovodComm()
-    say = (lambda line: click.echo(line)) if comm.rank == 0 else (lambda line: None)
-    rows = _rank0_or_quiet(lambda: bio.run(opts, comm, say))
-    comm.barrier()
-    if comm.rank == 0:
-        from hvdbench.bench.rows import render
-
-        for line in render(bio.table(rows)).splitlines():  # shown before anything can fail to write
-            click.echo(line.rstrip())
-        try:
-            written = bio.write_outputs(rows, out)  # saved elsewhere, and said where, if it fails
-        finally:
-            comm.shutdown()
-        for path in written:
-            click.echo(f"wrote {path}")
-        return
-    comm.shutdown()
+    main(opts, say=click.echo, guard=_rank0_or_quiet)
 
 
 @bench.command(cls=WorkerCommand)
@@ -234,7 +214,7 @@ def compute(dtypes, size, copy_bytes, budget_s, out):
       horovodrun -np 2 -H localhost:2 --gloo hvdbench bench compute --dtype fp32,bf16 --out results/demo
       torchrun --standalone --nproc-per-node 8 -m hvdbench bench compute --out results/h100
     """
-    from hvdbench.bench.compute import CSV_NAME
+    from hvdbench.bench.compute_report import CSV_NAME
     from hvdbench.results.records.schema import ComputeRow
 
     _rank0_or_quiet(lambda: _check_output(out, CSV_NAME, ComputeRow))
@@ -260,7 +240,8 @@ def flops(models, flavors, out):
       hvdbench bench flops --model resnet50 --flavor full
       hvdbench bench flops --out flops.csv
     """
-    from hvdbench.frameworks.torch.flops import flops_rows, markdown, write_csv
+    from hvdbench.bench.flops_report import markdown, write_csv
+    from hvdbench.frameworks.torch.flops import flops_rows
 
     rows = flops_rows(models, flavors)
     click.echo(markdown(rows))

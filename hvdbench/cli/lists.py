@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import click
 
+from hvdbench.launchers import SHELL_NAME
+
 MAX_ENTRIES = 256  # layouts, engines, models or GPU counts in one option: more is a runaway script
 
 
@@ -44,3 +46,57 @@ def layout_list(ctx, param, value):
     if value is None or value in ("all", "packed", "spread"):
         return value
     return ",".join(entries(value))
+
+
+def int_list(ctx, param, value):
+    """click callback of --gpus: positive whole numbers, comma-separated (`entries`)."""
+    if value is None:
+        return None
+    try:
+        numbers = [int(v) for v in entries(value)]
+    except ValueError:
+        raise click.BadParameter(f"{value!r}: expected whole numbers like 1,2,4") from None
+    if not numbers or min(numbers) < 1:
+        raise click.BadParameter(f"{value!r}: expected positive whole numbers like 1,2,4")
+    return numbers
+
+
+def env_pairs(ctx, param, values):
+    """click callback of a repeated --env KEY=VALUE: a dict, each KEY a shell variable name."""
+    env = {}
+    for item in values:
+        key, sep, value = item.partition("=")
+        if not sep or not SHELL_NAME.fullmatch(key):
+            raise click.BadParameter(f"{item!r}: expected KEY=VALUE with KEY a variable name")
+        env[key] = value
+    return env
+
+
+def one_line(ctx, param, value):
+    """click callback of a free-text option (--link): one printable line of at most 200 characters."""
+    if value is not None and (not value.strip() or len(value) > 200 or not value.isprintable()):
+        raise click.BadParameter(f"{value!r}: one printable line of at most 200 characters")
+    return value
+
+
+def layout_pairs(ctx, param, value):
+    """click callback of predict's --layouts and --fit-on and report's --predict: NxG,... -> [(N, G), ...],
+    each held to the hostfiles' bounds (hvdbench.topology.parse_layout); click names the option given."""
+    from hvdbench.errors import ConfigError
+    from hvdbench.results.predict.throughput import parse_layouts
+
+    if value is None:
+        return None
+    try:
+        layouts = parse_layouts(",".join(entries(value)), option="")
+    except ConfigError as e:
+        raise click.BadParameter(str(e)) from None
+    twice = next((f"{n}x{g}" for i, (n, g) in enumerate(layouts) if (n, g) in layouts[:i]), None)
+    if twice:  # 1x8 and 01x8
+        raise click.BadParameter(f"{shown(value)}: {twice} is given twice")
+    return layouts
+
+
+# Defined once: `hvdbench predict --layouts` and `hvdbench report --predict` take the same list.
+def layouts_option(*names, **kwargs):
+    return click.option(*names, metavar="NxG,...", callback=layout_pairs, **kwargs)

@@ -5,63 +5,18 @@ from pathlib import Path
 
 import click
 
-from hvdbench.cli.lists import entries, shown
+from hvdbench.cli.lists import layout_pairs, layouts_option
 
 MACHINES = ("auto", "shared", "separate")
 
 
-def _layouts(ctx, param, value):
-    """NxG,... -> [(N, G), ...], each held to the hostfiles' bounds (hvdbench.results.stats.aggregate.
-    parse_layout); click names the option given (--layouts, --fit-on, --predict), not --baseline."""
-    from hvdbench.errors import ConfigError
-    from hvdbench.results.predict.throughput import parse_layouts
-
-    if value is None:
-        return None
-    try:
-        layouts = parse_layouts(",".join(entries(value)), option="")
-    except ConfigError as e:
-        raise click.BadParameter(str(e)) from None
-    twice = next((f"{n}x{g}" for i, (n, g) in enumerate(layouts) if (n, g) in layouts[:i]), None)
-    if twice:  # 1x8 and 01x8
-        raise click.BadParameter(f"{shown(value)}: {twice} is given twice")
-    return layouts
-
-
-# Defined once: `hvdbench predict --layouts` and `hvdbench report --predict` take the same list.
-def layouts_option(*names, **kwargs):
-    return click.option(*names, metavar="NxG,...", callback=_layouts, **kwargs)
-
-
-FIT_ON = click.option("--fit-on", metavar="NxG,...", callback=_layouts,
+FIT_ON = click.option("--fit-on", metavar="NxG,...", callback=layout_pairs,
                       help="Fit only on these measured layouts (the others are compared with their "
                            "prediction) [default: every measured layout].")
 MACHINES_OPTION = click.option(
     "--machines", type=click.Choice(MACHINES), default="auto", show_default=True,
     help="Whether all nodes are one machine whose cores every rank shares (an emulated cluster) or "
          "separate machines; auto: shared when the sweep ran on `hvdbench cluster`.")
-
-
-def fits_and_rows(runs, sweeps, layouts, fit_on=None, machines="auto", layout_benches=True):
-    """(fits, prediction rows) for the runs of `sweeps`: the one path of `predict` and `report`."""
-    from hvdbench.results.analyses import bench_tables
-    from hvdbench.results.predict.throughput import fit_groups, prediction_rows
-
-    allreduce, _ = bench_tables.load(sweeps)
-    shared = None if machines == "auto" else machines == "shared"
-    wanted = {f"{n}x{g}" for n, g in fit_on} if fit_on else None
-    if wanted:  # a layout no run has is a typo, not "nothing to fit on"
-        have = sorted({(r.nodes, r.gpus_per_node) for r in runs if r.nodes and r.gpus_per_node})
-        missing = [f"{n}x{g}" for n, g in fit_on if (n, g) not in have]
-        if missing:
-            from hvdbench.errors import ConfigError
-
-            where = ", ".join(map(str, sweeps)) or "the --mllog logs"
-            raise ConfigError(f"--fit-on {','.join(missing)}: no run of {where} has "
-                              f"{'that layout' if len(missing) == 1 else 'these layouts'} (its runs have "
-                              f"{', '.join(f'{n}x{g}' for n, g in have) or 'no layout'})")
-    fits = fit_groups(runs, allreduce, shared, wanted, layout_benches)
-    return fits, prediction_rows(fits, layouts or [])
 
 
 @click.command()
@@ -103,38 +58,27 @@ def predict(sweeps, mllogs, layouts, fit_on, machines, layout_benches, global_ba
     """
     from hvdbench.errors import ConfigError
     from hvdbench.files import check_writable_dir
-    from hvdbench.results import mllog
-    from hvdbench.results.analyses import ttt
-    from hvdbench.results.predict import time_to_train as predict_ttt
-    from hvdbench.results.predict.throughput import markdown, write
-    from hvdbench.results.records import store
-    from hvdbench.results.stats.aggregate import time_to_train_rows
+    from hvdbench.results import report as library
+    from hvdbench.results.records.store import default_report_folder
 
     if not sweeps and not mllogs:
         raise click.UsageError("give at least one SWEEP_DIR or --mllog DIR")
-    out = check_writable_dir(out or (store.sweep_folder(sweeps[0]) / "report" if sweeps else Path("report")), "--out")
-    loaded = []
-    for folder in sweeps:  # each time-to-accuracy run's parts from its own mllog.txt
-        rows = store.load_sweeps([folder])
-        ttt.read_parts(rows, store.sweep_folder(folder))
-        loaded += rows
-    runs, _ = store.current_runs(loaded)
-    warnings = []  # a bad systems JSON or number drops what it held: said, as `report --mllog` says it
-    for root in mllogs:
-        more, notes = mllog.load(root)
-        runs += more
-        warnings += [note for note in notes if note.startswith("warning: ")]
-    fits, rows = fits_and_rows(runs, sweeps, layouts, fit_on, machines, layout_benches)
-    parts, _ = ttt.layout_parts(runs, time_to_train_rows(runs))
-    wanted = {f"{n}x{g}" for n, g in fit_on} if fit_on else None
-    ttt_fits, ttt_rows = predict_ttt.predictions(runs, parts, layouts, wanted, fits, global_batch)
-    for warning in warnings:  # before a refusal too: they may be its cause
+    out = check_writable_dir(out or default_report_folder(sweeps), "--out")
+    loaded = library.load(sweeps, mllogs)
+    found = library.predictions(loaded, library.Options(predict_layouts=layouts, fit_on=fit_on, machines=machines,
+                                                        layout_benches=layout_benches, global_batch=global_batch))
+    # a bad systems JSON or number drops what it held: said, as `report --mllog` says it; before a
+    # refusal too: they may be its cause
+    for warning in (note for note in loaded.notes if note.startswith("warning: ")):
         click.echo(warning)
-    if not fits and not ttt_fits:
-        raise ConfigError(f"{', '.join(map(str, (*sweeps, *mllogs)))}: no successful throughput run with a step-time "
+    if not found.fits and not found.ttt_fits:
+        raise ConfigError(f"{', '.join(loaded.sources)}: no successful throughput run with a step-time "
                           "breakdown (PyTorch runs record one; --no-breakdown turns it off) and no converged "
                           "time-to-accuracy run with its event log to fit on")
-    text = "\n".join(part for part in (markdown(rows, fits), predict_ttt.markdown(ttt_rows, ttt_fits)) if part)
-    click.echo(text)
-    for path in [*write(rows, fits, out, ttt_rows=ttt_rows), *predict_ttt.write_figure(ttt_rows, ttt_fits, out)]:
+    click.echo(found.markdown())
+    with library.owned_folder(out, by="predict") as folder:  # beside a report's files, never deleting them
+        folder.staged += found.files(folder.stage)
+    for text in folder.warnings:
+        click.echo(text, err=True)
+    for path in folder.written:
         click.echo(f"wrote {path}")

@@ -1,16 +1,12 @@
-"""`hvdbench report`: scaling, layout and time-to-train tables and plots from sweeps and MLPerf logs."""
+"""`hvdbench report`: scaling, layout and time-to-train tables and plots from sweeps and MLPerf logs
+(the options; the report itself is hvdbench.results.report: load, build, write)."""
 
-import json
-import os
-from contextlib import contextmanager
+import re
 from pathlib import Path
-from typing import Iterator
 
 import click
 
-from hvdbench.files import atomic_write_text
-
-from hvdbench.cli.predict import layouts_option
+from hvdbench.cli.lists import layouts_option
 
 FORMATS = ("csv", "md", "png")
 
@@ -24,80 +20,9 @@ def _formats(ctx, param, value: str) -> tuple[str, ...]:
 
 
 def _ruleset(ctx, param, value):
-    import re
-
     if value is not None and not re.fullmatch(r"\d+\.\d+\.\d+", value):
         raise click.BadParameter(f"{value!r}: a training ruleset such as 4.0.0")
     return value
-
-
-def _default_out(sweeps) -> Path:
-    """FIRST_SWEEP/report (beside its runs.csv), or ./report when there is no sweep."""
-    if not sweeps:
-        return Path("report")
-    from hvdbench.results.records.store import sweep_folder
-
-    return sweep_folder(sweeps[0]) / "report"
-
-
-def _expand_studies(paths) -> tuple[list[Path], dict[str, dict]]:
-    """Each study folder (`hvdbench study run --out DIR`: DIR/study.json) becomes its sweep folders;
-    returns the sweep folders and each study's record (name -> study.json), for the study tables."""
-    from hvdbench.errors import ConfigError
-    from hvdbench.study.run import read_study_record, study_sweep_dirs
-
-    sweeps, studies = [], {}
-    for path in map(Path, paths):
-        record = read_study_record(path) if path.is_dir() else None
-        if record is None:
-            sweeps.append(path)
-            continue
-        found = study_sweep_dirs(path)
-        if not found:
-            raise ConfigError(f"{path}: a study folder with no runs yet (no <model>/<mode>/runs.csv)")
-        sweeps += found
-        studies[record["study"]] = record
-    return sweeps, studies
-
-
-# OUT's record of the files the last report into it wrote, and the lock two reports into one folder take.
-REPORT_RECORD = ".hvdbench-report.json"
-REPORT_LOCK = ".hvdbench-report.lock"
-
-
-@contextmanager
-def owned_folder(out: Path) -> Iterator[list]:
-    """A report owns its --out folder: `with owned_folder(out) as written:` writes under OUT's lock
-    (a second report into it at the same time is refused), then deletes what the last report there
-    wrote (REPORT_RECORD) and this one did not, and records this one's: a folder never holds two
-    reports' files (A's waterfall beside B's summary.md). Files no report wrote are left alone."""
-    from filelock import FileLock, Timeout
-
-    from hvdbench.errors import OutputError
-
-    out.mkdir(parents=True, exist_ok=True)
-    lock = FileLock(out / REPORT_LOCK)
-    try:
-        lock.acquire(blocking=False)
-    except Timeout:
-        raise OutputError(f"--out {out}: another report is writing into this folder now; give another --out") from None
-    try:
-        written: list = []
-        yield written
-        root = out.resolve()
-        now = {os.path.relpath(Path(p).resolve(), root) for p in written}
-        try:
-            before = json.loads((out / REPORT_RECORD).read_text())["wrote"]
-        except (OSError, ValueError, KeyError, TypeError):
-            before = []
-        for rel in before if isinstance(before, list) else []:
-            path = root / str(rel)
-            # Only a file of the record inside OUT (a hand-edited record names nothing outside it).
-            if rel not in now and path.resolve().parent.is_relative_to(root) and path.is_file():
-                path.unlink()
-        atomic_write_text(out / REPORT_RECORD, json.dumps({"wrote": sorted(now)}, indent=1) + "\n")
-    finally:
-        lock.release()
 
 
 @click.command()
@@ -148,102 +73,24 @@ def report(sweeps, mllogs, out, formats, baseline, group_by, ruleset, predict_la
     """
     from rich.progress import track
 
-    from hvdbench.results import mllog
-    from hvdbench.results.analyses import (bench_tables, compute, convergence, engines, failures, study_tables, ttt,
-                                           waterfall)
-    from hvdbench.results.predict import time_to_train as predict_ttt
-    from hvdbench.results.records import store
-    from hvdbench.results.render import tables as tab
-    from hvdbench.results.stats import aggregate
+    from hvdbench.errors import ConfigError
+    from hvdbench.files import check_writable_dir
+    from hvdbench.results import mllog, report as library
+    from hvdbench.results.records.store import default_report_folder
 
     if not sweeps and not mllogs:
         raise click.UsageError("give at least one SWEEP_DIR or --mllog DIR")
     keys = mllog.parse_group_by(group_by)
-    from hvdbench.files import check_writable_dir
-
-    out = check_writable_dir(out or _default_out(sweeps), "--out")  # before reading anything
-    sweeps, studies = _expand_studies(sweeps)
+    out = check_writable_dir(out or default_report_folder(sweeps), "--out")  # before reading anything
     # Read and compute everything before writing anything: bad input leaves the old report intact.
-    loaded = []
-    for folder in sweeps:  # each time-to-accuracy run's evaluation cadence from its resolved config
-        rows = store.load_sweeps([folder])
-        aggregate.read_eval_cadence(rows, store.sweep_folder(folder))
-        ttt.read_parts(rows, store.sweep_folder(folder))  # time to train in parts, from each run's mllog.txt
-        loaded += rows
-    runs, superseded = store.current_runs(loaded)
-    notes = [f"{superseded} earlier attempt(s) of retried runs are kept in runs.csv and superseded "
-             "by their retry in these tables"] if superseded else []
-    for root in mllogs:
-        more, said = mllog.load(root, lambda files: track(files, description=f"reading {root}",
-                                                          transient=True, disable=len(files) < 50),
-                                keys, ruleset)
-        runs, notes = runs + more, notes + said
-    tables = aggregate.build_tables(runs, baseline)
-    sources = [str(p) for p in (*sweeps, *mllogs)]
-    # Interconnect and storage figures (hvdbench bench) beside the training numbers, when present.
-    bench = bench_tables.build(sweeps, runs)
-    falls = waterfall.waterfall_rows(runs, tables.scaling, waterfall.twin_runs(sweeps))
-    engine_rows = engines.engine_rows(runs, tables.scaling)
-    compute_rows = compute.compute_rows(runs, sweeps)
-    for fall in falls:  # the waterfall names its compute part's MFU
-        fall["compute_mfu"] = compute.mfu_of(compute_rows, fall, fall["layout"])
-    # Time to train in parts (a waterfall per layout) and samples to target against the global batch.
-    parts, lacking = ttt.layout_parts(runs, tables.time_to_train)
-    notes += [f"{len(lacking)} time-to-train row(s) without parts, e.g. {lacking[0]}"] if lacking else []
-    ttt_falls, conv = ttt.waterfall_rows(parts, tables.time_to_train, falls), convergence.rows(parts, runs)
-    study_rows = {name: study_tables.speedup_rows(tables, record.get("published")) for name, record in studies.items()}
-    study_md = [study_tables.markdown(study_rows[name], name, record.get("reproduces", ""))
-                for name, record in studies.items()]
-    fits, predicted, ttt_fits, ttt_predicted = [], [], [], []
-    if predict_layouts:
-        from hvdbench.cli.predict import fits_and_rows
-        from hvdbench.results.predict import throughput as predict
-
-        fits, predicted = fits_and_rows(runs, sweeps, predict_layouts)
-        ttt_fits, ttt_predicted = predict_ttt.predictions(runs, parts, predict_layouts, None, fits)
-        if not fits and not ttt_fits:
-            notes.append("--predict: no successful throughput run with a step-time breakdown, and no converged "
-                         "time-to-accuracy run with its parts, to fit on")
-    text = "\n".join(part for part in (tab.markdown(tables, sources, notes),
-                                       failures.markdown(failures.failure_groups(runs), runs), waterfall.markdown(falls),
-                                       ttt.markdown(ttt_falls), convergence.markdown(conv),
-                                       engines.markdown(engine_rows), compute.markdown(compute_rows), *study_md,
-                                       predict.markdown(predicted, fits) if fits else "",
-                                       predict_ttt.markdown(ttt_predicted, ttt_fits),
-                                       bench_tables.markdown(bench)) if part)
-    notes = []  # in the text above
-
-    with owned_folder(out) as written:  # what an earlier report wrote here and this one does not goes
-        if "csv" in formats:
-            written += tab.write_csvs(tables, out)
-            written += bench_tables.write_csvs(bench, out)
-        if "md" in formats:
-            written.append(tab.write_markdown(text, out))
-        if falls:
-            written += waterfall.write(falls, out, formats)
-        written += engines.write(engine_rows, out, formats)
-        written += compute.write(compute_rows, out, formats)
-        if ttt_falls:
-            written += ttt.write(ttt_falls, out, formats)
-        if conv:
-            written += convergence.write(conv, out, formats)
-        if fits or ttt_predicted:
-            written += predict.write(predicted, fits, out, formats, ttt_predicted)
-            written += predict_ttt.write_figure(ttt_predicted, ttt_fits, out, formats)
-        for name, rows in study_rows.items():
-            written += study_tables.write(rows, out if len(studies) == 1 else out / name, name, formats)
-        if "png" in formats:
-            from hvdbench.results.render import plots
-            pngs, skipped = plots.write_plots(tables, out)
-            written += pngs
-            notes += skipped
-
-    click.echo(text)
-    for note in notes:
+    loaded = library.load(sweeps, mllogs, keys, ruleset, lambda root: lambda files: track(
+        files, description=f"reading {root}", transient=True, disable=len(files) < 50))
+    built = library.build(loaded, library.Options(baseline, predict_layouts))
+    written = library.write(built, out, formats)
+    click.echo(built.text)
+    for note in built.said:
         click.echo(note)
     for path in written:
         click.echo(f"wrote {path}")
-    if failures.nothing_succeeded(runs):  # the tables are written; a script chaining `sweep && report` sees it
-        from hvdbench.errors import ConfigError
-
-        raise ConfigError(failures.nothing_succeeded(runs))
+    if built.nothing_succeeded:  # the tables are written; a script chaining `sweep && report` sees it
+        raise ConfigError(built.nothing_succeeded)

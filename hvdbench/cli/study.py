@@ -7,8 +7,8 @@ from pathlib import Path
 
 import click
 
-from hvdbench.cli.lists import comma_list, layout_list
-from hvdbench.cli.sweep import _env_pairs, _int_list, _one_line, cluster_slurm, run_to_the_end
+from hvdbench.cli.lists import comma_list, env_pairs, int_list, layout_list, one_line
+from hvdbench.cli.sweep import run_to_the_end
 from hvdbench.launchers import LAUNCHERS
 from hvdbench.topology import MAX_SLOTS
 
@@ -89,15 +89,15 @@ def list_studies():
 @click.option("--gpus-per-node", type=click.IntRange(min=1, max=MAX_SLOTS),
               help="Slots per host of the Slurm allocation [default: SLURM_NTASKS_PER_NODE].")
 @click.option("--layouts", callback=layout_list, help="NODESxGPUS list replacing the study's, e.g. 1x1,1x2,2x1.")
-@click.option("--gpus", callback=_int_list, help="GPU counts replacing the study's, e.g. 1,2.")
+@click.option("--gpus", callback=int_list, help="GPU counts replacing the study's, e.g. 1,2.")
 @click.option("--repeats", type=click.IntRange(min=1), help="Repeats [default: the study's].")
 @click.option("--launcher", type=click.Choice(LAUNCHERS), help="[default: the study's].")
 @click.option("--timeout", type=click.FloatRange(min=1), help="Seconds per run [default: the study's].")
 @click.option("--only", callback=comma_list, metavar="MODEL,...", help="Run only these models of the study.")
 @click.option("--skip-missing", is_flag=True, help="Leave out models this hvdbench does not have (else an error).")
 @click.option("--retry-failed", is_flag=True, help="Rerun runs recorded as failed or timeout.")
-@click.option("--link", metavar="TEXT", callback=_one_line, help="The inter-node link, in words (see sweep --link).")
-@click.option("--env", "env", multiple=True, callback=_env_pairs, metavar="KEY=VALUE",
+@click.option("--link", metavar="TEXT", callback=one_line, help="The inter-node link, in words (see sweep --link).")
+@click.option("--env", "env", multiple=True, callback=env_pairs, metavar="KEY=VALUE",
               help="Set in every run's environment. Repeatable.")
 @click.option("--dry-run", is_flag=True, help="Print every sweep's plan and exact commands; run nothing.")
 @click.option("--submit", is_flag=True, help="With --launcher slurm: sbatch the rendered scripts.")
@@ -146,8 +146,8 @@ def run(file, out, flavor, hostfile, hosts, cluster_name, gpus_per_node, layouts
             if not dry_run:
                 study_run.check_study_record(s, opts)
             for sw in sweeps:
-                with cluster_slurm(sw.spec if cluster_name is not None else None,
-                                   echo=click.echo if dry_run or not submit else None):
+                with batch.cluster_slurm(sw.spec if cluster_name is not None else None,
+                                         echo=click.echo if dry_run or not submit else None):
                     jobs = batch.slurm_jobs(sw.spec, None, time_limit, tuple(sbatch_args))
                     click.echo(f"== {sw.label}: {len(jobs)} batch jobs")
                     if dry_run:

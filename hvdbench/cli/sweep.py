@@ -2,45 +2,15 @@
 
 from __future__ import annotations
 
-import contextlib
-import os
 import shlex
 import sys
 from pathlib import Path
 
 import click
 
-from hvdbench.cli.lists import comma_list, entries, layout_list
-from hvdbench.launchers import CONTROLLERS, LAUNCHERS, SHELL_NAME
+from hvdbench.cli.lists import comma_list, env_pairs, int_list, layout_list, one_line
+from hvdbench.launchers import CONTROLLERS, LAUNCHERS
 from hvdbench.topology import MAX_SLOTS
-
-
-def _int_list(ctx, param, value):
-    if value is None:
-        return None
-    try:
-        numbers = [int(v) for v in entries(value)]
-    except ValueError:
-        raise click.BadParameter(f"{value!r}: expected whole numbers like 1,2,4") from None
-    if not numbers or min(numbers) < 1:
-        raise click.BadParameter(f"{value!r}: expected positive whole numbers like 1,2,4")
-    return numbers
-
-
-def _env_pairs(ctx, param, values):
-    env = {}
-    for item in values:
-        key, sep, value = item.partition("=")
-        if not sep or not SHELL_NAME.fullmatch(key):
-            raise click.BadParameter(f"{item!r}: expected KEY=VALUE with KEY a variable name")
-        env[key] = value
-    return env
-
-
-def _one_line(ctx, param, value):
-    if value is not None and (not value.strip() or len(value) > 200 or not value.isprintable()):
-        raise click.BadParameter(f"{value!r}: one printable line of at most 200 characters")
-    return value
 
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"]})
@@ -55,7 +25,7 @@ def _one_line(ctx, param, value):
                    "cluster brought up with --slurm.")
 @click.option("--gpus-per-node", type=click.IntRange(min=1, max=MAX_SLOTS),
               help="Slots per host of the Slurm allocation [default: SLURM_NTASKS_PER_NODE].")
-@click.option("--gpus", callback=_int_list, help="Total GPU counts, e.g. 1,2,4 [default: powers of two "
+@click.option("--gpus", callback=int_list, help="Total GPU counts, e.g. 1,2,4 [default: powers of two "
               "up to the capacity].")
 @click.option("--layouts", default="all", show_default=True, callback=layout_list,
               help="all | packed (fewest nodes) | spread (most nodes) | a list like 1x4,2x2.")
@@ -73,7 +43,7 @@ def _one_line(ctx, param, value):
               "are ended and it is recorded as timeout [default: none].")
 @click.option("--kill-grace", type=click.FloatRange(min=0), default=10.0, show_default=True,
               help="Seconds between SIGTERM and SIGKILL when a run is ended.")
-@click.option("--env", "env", multiple=True, callback=_env_pairs, metavar="KEY=VALUE",
+@click.option("--env", "env", multiple=True, callback=env_pairs, metavar="KEY=VALUE",
               help="Set in every run's environment (forwarded to remote ranks). Repeatable.")
 @click.option("--launcher-arg", "launcher_args", multiple=True, metavar="ARG",
               help="Extra launcher argument before the worker, e.g. --launcher-arg=--verbose. Repeatable.")
@@ -83,7 +53,7 @@ def _one_line(ctx, param, value):
 @click.option("--compute-bench", is_flag=True,
               help="Also run `hvdbench bench compute` once per layout, so the report gives each run's MFU against "
                    "the devices' measured matrix-product peak as well as the datasheet's.")
-@click.option("--link", metavar="TEXT", callback=_one_line, help="The inter-node link, in words, for the report and its plots, e.g. "
+@click.option("--link", metavar="TEXT", callback=one_line, help="The inter-node link, in words, for the report and its plots, e.g. "
               "'HDR InfiniBand 200 Gb/s' [default: with --cluster, the emulated link and its shaping; "
               "on a resume, the one recorded in OUT/sweep.json].")
 @click.option("--require-idle", type=click.FloatRange(min=0), metavar="WAIT_S",
@@ -159,8 +129,8 @@ def sweep(model, train_args, hostfile, hosts, cluster_name, gpus_per_node, gpus,
         if explain:
             raise click.UsageError("--explain runs on a sweep's own launches; with --launcher slurm, submit "
                                    "a second sweep with --synthetic after -- instead")
-        with cluster_slurm(spec if cluster_name is not None else None,
-                           echo=click.echo if dry_run or not submit else None):  # sbatch by hand needs it
+        with batch.cluster_slurm(spec if cluster_name is not None else None,
+                                 echo=click.echo if dry_run or not submit else None):  # sbatch by hand needs it
             jobs = batch.slurm_jobs(spec, template, time_limit, tuple(sbatch_args))
             if dry_run:
                 for layout, script, body, argv in jobs:
@@ -176,29 +146,6 @@ def sweep(model, train_args, hostfile, hosts, cluster_name, gpus_per_node, gpus,
                            f"({one.store})", exit_on_failure=False) for one in specs]
     if not all(done):
         sys.exit(1)
-
-
-@contextlib.contextmanager
-def cluster_slurm(spec, echo=None):
-    """With a sweep on an emulated cluster's own Slurm (`--cluster NAME --launcher slurm`; spec
-    None otherwise), the cluster's SLURM_CONF for this process while it asks sinfo for GPU GRES and
-    sbatch-submits (the jobs inherit it), put back after; `echo` says it (a dry run, or scripts the
-    user submits by hand)."""
-    conf = (spec.user_env or {}).get("SLURM_CONF") if spec is not None else None
-    if not conf:
-        yield
-        return
-    if echo is not None:
-        echo(f"# the cluster's own Slurm: export SLURM_CONF={shlex.quote(conf)}")
-    old = os.environ.get("SLURM_CONF")
-    os.environ["SLURM_CONF"] = conf
-    try:
-        yield
-    finally:
-        if old is None:
-            os.environ.pop("SLURM_CONF", None)
-        else:
-            os.environ["SLURM_CONF"] = old
 
 
 def run_to_the_end(label: str, where, start, after: str = "", exit_on_failure: bool = True) -> bool:

@@ -59,7 +59,7 @@ def only_with(optimizer: str, value: MllogValue) -> Callable[[Any, RunFacts], An
 class PublishedFlops:
     """The published MLPerf benchmark's training FLOPs per logged sample, as hvdbench counts its own
     network at the reference's size: what the report's MFU of published logs uses
-    (hvdbench.results.analyses.compute). `flops_per_row`: `hvdbench bench flops --model M --flavor F`'s
+    (hvdbench.results.analyses.efficiency). `flops_per_row`: `hvdbench bench flops --model M --flavor F`'s
     training figure (tests/unit/test_compute.py holds them equal); `rows_per_sample`: rows of that
     size one logged sample takes (BERT's packed sequences: ~0.5); `epoch_samples`: samples per epoch of
     the reference's data, for logs that count epochs; `sample`: what a sample is, in words."""

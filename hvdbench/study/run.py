@@ -37,9 +37,11 @@ from hvdbench import topology
 from hvdbench.contracts import get_spec, specs
 from hvdbench.errors import ConfigError, DatasetError, HvdbenchError
 from hvdbench.files import atomic_write_text
+from hvdbench.results.records.store import STUDY_RECORD, read_study_record
 from hvdbench.study.schema import ModelPlan, Study
 from hvdbench.sweep.build import build_spec, hosts_of
 from hvdbench.sweep.spec import SweepSpec
+from hvdbench.train.config import parse_run_name, run_name
 
 DEFAULT_THROUGHPUT = {"steps": 100}  # a throughput run on real data needs a step count
 MANIFEST = "manifest.json"
@@ -182,23 +184,24 @@ def _layout_settings(study: Study, model: ModelPlan, own: bool, opts: StudyOptio
     if own and model.layouts:
         out = {}
         for name, values in model.layouts.items():
-            n, g = (int(v) for v in name.split("x")[:2])
+            n, g, _, _ = parse_run_name(name)
             if (not selected or f"{n}x{g}" in selected) and (not gpus or n * g in gpus):
                 out[name] = values
         return out
     from hvdbench.study.schema import BATCH_KEYS
-    from hvdbench.train.config import resolve, run_name
+    from hvdbench.train.config import resolve
 
     cfg = resolve({"model": model.name, "out": "-", **settings})
     for key in BATCH_KEYS:  # in the layouts' names, not in the config's train settings
         settings.pop(key, None)
     if not selected:  # `gpus:` (or the model's own layouts, in another flavor): the hosts decide
         if model.layouts and not gpus:
-            selected = list(dict.fromkeys("x".join(name.split("x")[:2]) for name in model.layouts))
+            selected = list(dict.fromkeys("{}x{}".format(*parse_run_name(name)[:2]) for name in model.layouts))
         else:
             hosts = _host_list(study, opts)
             selected = [lay.name for lay in topology.select_layouts(hosts, gpus, "packed")]
-    return {run_name(*map(int, lay.split("x")), cfg.batch_per_gpu, cfg.accum_steps): {} for lay in selected}
+    return {run_name(*topology.parse_layout(lay, "--layouts"), cfg.batch_per_gpu, cfg.accum_steps): {}
+            for lay in selected}
 
 
 def _hostfile(study: Study, opts: StudyOptions):
@@ -228,7 +231,7 @@ def identity(study: Study, opts: StudyOptions) -> str:
 
 def check_study_record(study: Study, opts: StudyOptions) -> None:
     """Write OUT/study.json the first time; refuse a resume with other model settings or flavor."""
-    path = Path(opts.out) / "study.json"
+    path = Path(opts.out) / STUDY_RECORD
     ident = identity(study, opts)
     old = read_study_record(path.parent)
     if old is not None:
@@ -240,25 +243,6 @@ def check_study_record(study: Study, opts: StudyOptions) -> None:
         "identity": ident, "flavor": opts.flavor or study.flavor,
         "published": {kind: {m: {str(g): v for g, v in figures.items()} for m, figures in by_model.items()}
                       for kind, by_model in study.published.items()}}, indent=2) + "\n")
-
-
-def read_study_record(folder: Path) -> dict | None:
-    """OUT/study.json, or None when `folder` is not a study folder."""
-    path = Path(folder) / "study.json"
-    if not path.is_file():
-        return None
-    try:
-        data = json.loads(path.read_text())
-    except ValueError:
-        raise ConfigError(f"{path}: not valid JSON") from None
-    if not isinstance(data, dict) or "study" not in data or "identity" not in data:
-        raise ConfigError(f"{path}: not a study record")
-    return data
-
-
-def study_sweep_dirs(folder: Path) -> list[Path]:
-    """The sweep folders of a study folder that hold runs: <model>/<mode>/runs.csv."""
-    return sorted(p.parent for p in Path(folder).glob("*/*/runs.csv"))
 
 
 # --- running -----------------------------------------------------------------------------------

@@ -24,13 +24,13 @@ from pathlib import Path
 
 from hvdbench.errors import ConfigError
 from hvdbench.launchers import CONTROLLERS, LAUNCHERS
+from hvdbench.topology import parse_layout
 from hvdbench.sweep import layout_config
 from hvdbench.train import config as train_config
 from hvdbench.train.config import quote
 
 MODES = ("throughput", "time_to_accuracy", "both")
 NAME_RE = re.compile(r"[a-z0-9][a-z0-9_-]{0,63}")
-LAYOUT_RE = re.compile(r"([1-9]\d*)x([1-9]\d*)")
 
 TOP_KEYS = ("study", "reproduces", "hostfile", "mode", "layouts", "gpus", "repeats", "launcher", "controller",
             "timeout", "flavor", "engines", "throughput", "published", "models")
@@ -314,6 +314,9 @@ def _positive(value, where: str, key: str) -> int:
 
 
 def _layout(value, where: str, key: str) -> str:
-    if not isinstance(value, str) or not LAYOUT_RE.fullmatch(value):
-        raise ConfigError(f"{where}: {key} {quote(value)} is not NODESxGPUS (e.g. 2x4)")
+    try:  # NxG is parsed in one place (topology.parse_layout); a study's leading zeros are refused too
+        if not isinstance(value, str) or "x".join(map(str, parse_layout(value, ""))) != value:
+            raise ConfigError(value)
+    except ConfigError:
+        raise ConfigError(f"{where}: {key} {quote(value)} is not NODESxGPUS (e.g. 2x4)") from None
     return value

@@ -10,6 +10,8 @@ repeats as a sweep started by hand (jobs of different layouts run whenever Slurm
 
 from __future__ import annotations
 
+import contextlib
+import os
 import re
 import shlex
 import shutil
@@ -78,3 +80,24 @@ def write_slurm_jobs(spec: SweepSpec, jobs, submit: bool, echo=print) -> None:
             echo(f"{name}: {shlex.join(argv)}")
 
 
+@contextlib.contextmanager
+def cluster_slurm(spec, echo=None):
+    """With a sweep on an emulated cluster's own Slurm (`--cluster NAME --launcher slurm`; spec
+    None otherwise), the cluster's SLURM_CONF for this process while it asks sinfo for GPU GRES and
+    sbatch-submits (the jobs inherit it), put back after; `echo` says it (a dry run, or scripts the
+    user submits by hand)."""
+    conf = (spec.user_env or {}).get("SLURM_CONF") if spec is not None else None
+    if not conf:
+        yield
+        return
+    if echo is not None:
+        echo(f"# the cluster's own Slurm: export SLURM_CONF={shlex.quote(conf)}")
+    old = os.environ.get("SLURM_CONF")
+    os.environ["SLURM_CONF"] = conf
+    try:
+        yield
+    finally:
+        if old is None:
+            os.environ.pop("SLURM_CONF", None)
+        else:
+            os.environ["SLURM_CONF"] = old

@@ -12,12 +12,14 @@ hardware (hvdbench/hardware.py) once.
 from __future__ import annotations
 
 import json
+import sys
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 
 from hvdbench.errors import ConfigError
 from hvdbench.files import atomic_write_text
+from hvdbench.output import line
 from hvdbench.frameworks import SHARED_MACHINE_ENV
 from hvdbench.results.records.store import HARDWARE_JSON, RUNS_CSV, SWEEP_RECORD, read_sweep_record
 from hvdbench.sweep.plan import Entry, PlannedRun, interleave
@@ -143,6 +145,10 @@ def keep_hardware(spec: SweepSpec, rdir: Path) -> None:
     path = spec.out / SWEEP_RECORD
     record = read_sweep_record(path)
     known = record.get("hardware") or {}
+    if not isinstance(known, dict):  # hand-edited: kept as it is, said once per run that would add to it
+        line(f"warning: {path}: \"hardware\" is a {type(known).__name__}, not a record per host (hand-edited?): "
+             f"{rdir.name}'s host hardware is not added to it", sys.stderr)
+        return
     new = {host: facts for host, facts in found.items() if host not in known} if isinstance(found, dict) else {}
     if new:
         atomic_write_text(path, json.dumps({**record, "hardware": {**known, **new}}, indent=2) + "\n")

@@ -27,7 +27,7 @@ from hvdbench.errors import DatasetError
 from hvdbench.interference import Neighbours
 from hvdbench.output import line
 from hvdbench.results.records.schema import BUSY_CPUS, MEASURED, RunResult
-from hvdbench.train.compute import ComputeWindow
+from hvdbench.train.compute_window import ComputeWindow
 from hvdbench.train.schedule import lr_at
 from hvdbench.train.warmup import cap as warmup_cap
 from hvdbench.train.warmup import settled as warmup_settled
@@ -38,7 +38,7 @@ from hvdbench.train.warmup import settled as warmup_settled
 Measures = make_dataclass("Measures", [
     *((f.name, f.type, field(default=f.default)) for f in fields(RunResult) if f.name in MEASURED),
     ("evals", list, field(default_factory=list)),
-    ("compute", dict, field(default_factory=dict))])  # the window's compute figures (train/compute.py)
+    ("compute", dict, field(default_factory=dict))])  # the window's compute figures (train/compute_window.py)
 
 
 class Progress:

@@ -17,7 +17,7 @@ from hvdbench.errors import ConfigError
 from hvdbench.files import atomic_write_text
 from hvdbench.launchers.launch_info import detect_launcher
 from hvdbench.results.records.schema import MEASURED, RunResult, write_result
-from hvdbench.train.compute import fill as fill_compute
+from hvdbench.train.compute_window import fill as fill_compute
 from hvdbench.train.loop import say
 
 

@@ -10,8 +10,9 @@ from hvdbench.bench.allreduce_report import AllreduceRow
 from hvdbench.bench.io import CSV_NAME as IO_CSV
 from hvdbench.bench.io import IoRow
 from hvdbench.results.analyses import bench_tables as BT
-from hvdbench.results.records.schema import ComputeRow, RunResult
-from hvdbench.results.records.store import append_rows, append_run, load_sweeps
+from hvdbench.results.records.schema import ComputeRow, LoadedRun, RunResult
+from hvdbench.results.records.store import append_rows, append_run
+from hvdbench.results.report.load import load
 
 MIB = 1 << 20
 GRAD = 25_557_032 * 4  # resnet50/full fp32 gradients: 97.5 MiB, under the 128 MiB fusion buffer
@@ -19,7 +20,7 @@ GRAD = 25_557_032 * 4  # resnet50/full fp32 gradients: 97.5 MiB, under the 128 M
 
 def run(model, flavor, layout, throughput, status="success", global_batch=512):
     nodes, gpus = map(int, layout.split("x"))
-    return RunResult(model=model, flavor=flavor, framework="torch", layout=layout, nodes=nodes,
+    return LoadedRun(model=model, flavor=flavor, framework="torch", layout=layout, nodes=nodes,
                      gpus_per_node=gpus, world_size=nodes * gpus, throughput=throughput,
                      global_batch=global_batch, status=status)
 
@@ -53,8 +54,14 @@ def sweep(tmp_path):
     return tmp_path
 
 
+def built(path):
+    """The bench tables of one sweep folder, as the report builds them."""
+    loaded = load([path])
+    return BT.build(loaded.runs, loaded.allreduce, loaded.io)
+
+
 def test_busbw_at_the_gradient_size_beside_throughput(sweep):
-    tables = BT.build([sweep], load_sweeps([sweep]))
+    tables = built(sweep)
     rows = {(r["model"], r["flavor"], r["layout"]): r for r in tables.comm}
     assert set(rows) == {("resnet50", "full", "1x4"), ("resnet50", "debug", "1x4"), ("bert", "base", "1x4"),
                          ("bert", "large", "1x4")}
@@ -75,7 +82,7 @@ def test_busbw_at_the_gradient_size_beside_throughput(sweep):
 
 
 def test_io_beside_consumed_samples_for_datasets_the_model_reads(sweep):
-    tables = BT.build([sweep], load_sweeps([sweep]))
+    tables = built(sweep)
     assert {(r["model"], r["flavor"]) for r in tables.io} == {("resnet50", "full"), ("resnet50", "debug")}
     r = next(r for r in tables.io if r["flavor"] == "full")
     assert r["io_samples_s"] == pytest.approx(1100.0) and r["io_samples_s_min"] == 900.0
@@ -86,7 +93,7 @@ def test_io_beside_consumed_samples_for_datasets_the_model_reads(sweep):
 
 
 def test_markdown_and_csvs(sweep, tmp_path):
-    tables = BT.build([sweep], load_sweeps([sweep]))
+    tables = built(sweep)
     text = BT.markdown(tables)
     assert "## Interconnect" in text and "## Storage" in text and "resnet50/full | 1x4" in text
     written = BT.write_csvs(tables, tmp_path / "report")
@@ -98,7 +105,7 @@ def test_markdown_and_csvs(sweep, tmp_path):
 
 def test_a_sweep_without_bench_results_adds_nothing(tmp_path):
     append_run(tmp_path / "runs.csv", run("resnet50", "full", "1x4", 1000.0))
-    tables = BT.build([tmp_path / "runs.csv"], load_sweeps([tmp_path]))
+    tables = built(tmp_path / "runs.csv")
     assert tables.comm == tables.io == [] and BT.markdown(tables) == ""
     assert BT.write_csvs(tables, tmp_path / "report") == []
 

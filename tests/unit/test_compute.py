@@ -18,10 +18,11 @@ from hvdbench.contracts import get_spec  # noqa: E402
 from hvdbench.frameworks.torch import bench_compute as bcm  # noqa: E402
 from hvdbench.frameworks.torch.flops import count, transformer_formula  # noqa: E402
 from hvdbench.peaks import device_entry, mfu, model_tflops, peak_tflops  # noqa: E402
-from hvdbench.results.analyses import compute as rc  # noqa: E402
-from hvdbench.results.records.schema import ComputeRow, RunResult  # noqa: E402
-from hvdbench.results.records.store import append_rows, read_rows, read_runs  # noqa: E402
-from hvdbench.train import compute as tc  # noqa: E402
+from hvdbench.results.analyses import efficiency as rc  # noqa: E402
+from hvdbench.results.records.schema import ComputeRow, LoadedRun, RunResult  # noqa: E402
+from hvdbench.results.records.store import COMPUTE_CSV, append_rows, read_rows, read_runs  # noqa: E402
+from hvdbench.results.report.load import load  # noqa: E402
+from hvdbench.train import compute_window as tc  # noqa: E402
 
 RESNET50_FORWARD = 2 * 4.089e9  # torchvision's "4.089 GFLOPS" are multiply-adds
 
@@ -182,15 +183,16 @@ def _run(layout="1x1", **kw):
                 precision="fp32", layout=layout, world_size=1, nodes=1, gpus_per_node=1, devices="cpu",
                 throughput=100.0, throughput_per_gpu=100.0, flops_per_sample=1e10, model_tflops_per_gpu=1.0,
                 mem_resident_gb=0.8, mem_estimate_gb=0.6)
-    return RunResult(**{**base, **kw})
+    return LoadedRun(**{**base, **kw})
 
 
 def test_report_compute_table_from_runs_and_the_measured_peak(tmp_path):
     append_rows(tmp_path / "runs.csv", [_run()])
-    append_rows(tmp_path / rc.COMPUTE_CSV, [
+    append_rows(tmp_path / COMPUTE_CSV, [
         ComputeRow(run_id="b1", rank=r, device="cpu", op="matmul", dtype="fp32", tflops=t, layout="1x1")
         for r, t in ((0, 2.0), (1, 4.0))])
-    rows = rc.compute_rows(read_runs(tmp_path / "runs.csv"), [tmp_path])
+    loaded = load([tmp_path])  # runs.csv, and bench_compute.csv's median per layout, device and precision
+    rows = rc.compute_rows(loaded.runs, loaded.peaks)
     [row] = rows
     assert row["model_tflops_per_gpu"] == 1.0 and row["mfu"] is None  # no datasheet peak for a CPU
     assert row["measured_peak_tflops"] == 3.0 and row["mfu_measured"] == pytest.approx(1 / 3)

@@ -12,7 +12,7 @@ from hvdbench.frameworks.torch.engines import remap_groups
 from hvdbench.launchers import Job, torchrun
 from hvdbench.launchers.launch_info import Place, detect_launcher, first_slurm_host, place
 from hvdbench.results.analyses import engines
-from hvdbench.results.records.schema import RunResult
+from hvdbench.results.records.schema import LoadedRun
 from hvdbench.results.stats.aggregate import build_tables
 from hvdbench.topology import Layout
 from hvdbench.train import memory
@@ -174,7 +174,7 @@ def test_parameter_groups_follow_the_parameters_fsdp_puts_in_their_place():
 
 def _run(layout, engine, throughput, comm, run_id):
     nodes, gpus = map(int, layout.split("x"))
-    return RunResult(run_id=run_id, model="resnet50", flavor="debug", framework="torch", engine=engine,
+    return LoadedRun(run_id=run_id, model="resnet50", flavor="debug", framework="torch", engine=engine,
                      precision="fp32", batch_per_gpu=32, world_size=nodes * gpus, nodes=nodes, gpus_per_node=gpus,
                      layout=layout, scale="up", devices="cpu", throughput=throughput, data_s=0.0, compute_s=0.010,
                      comm_s=comm, update_s=0.001, other_s=0.0, shard_parameters=100 if engine != "fsdp" else 50)

@@ -112,6 +112,7 @@ RESULTS_ROOMS = {
     "analyses": 4,  # the report's sections: waterfall, ttt, convergence, engines, study and bench tables
     "export": 4,    # our sweeps as an MLPerf results tree
     "predict": 5,   # layouts not run: throughput and time to train
+    "report": 6,    # the report as a library: load (the one reader), build (the sections), write (its folder)
 }
 
 

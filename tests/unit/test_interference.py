@@ -8,7 +8,7 @@ import time
 import pytest
 
 from hvdbench import interference as I
-from hvdbench.results.records.schema import BUSY_CPUS, REPORT_COLUMNS, RunResult
+from hvdbench.results.records.schema import BUSY_CPUS, REPORT_COLUMNS, LoadedRun
 from hvdbench.results.stats.aggregate import FLAGS, scaling_rows
 
 
@@ -56,7 +56,7 @@ def run(layout, throughput, **kw):
     fields = dict(model="resnet50", flavor="debug", framework="torch", mode="throughput", batch_per_gpu=32,
                   world_size=nodes * gpus, nodes=nodes, gpus_per_node=gpus, layout=layout, devices="cpu",
                   throughput=throughput, step_time_mean_s=0.02, step_time_std_s=0.001)
-    return RunResult(**{**fields, **kw})
+    return LoadedRun(**{**fields, **kw})
 
 
 def test_the_report_flags_busy_and_unsteady_layouts_and_says_why():

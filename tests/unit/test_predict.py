@@ -8,7 +8,7 @@ import pytest
 
 from hvdbench.errors import ConfigError
 from hvdbench.results.predict import throughput as P
-from hvdbench.results.records.schema import PREDICTION_COLUMNS, AllreduceRow, RunResult
+from hvdbench.results.records.schema import PREDICTION_COLUMNS, AllreduceRow, LoadedRun
 
 # The "true" machine the synthetic runs come from.
 T1 = 0.050  # s of work per step, one rank alone
@@ -31,7 +31,7 @@ def run(nodes, gpus, repeat=1, shared=True):
     work, comm = true_step(nodes, gpus, shared)
     n = nodes * gpus
     step = work + comm
-    r = RunResult(model="resnet50", flavor="debug", framework="torch", mode="throughput", batch_per_gpu=BATCH,
+    r = LoadedRun(model="resnet50", flavor="debug", framework="torch", mode="throughput", batch_per_gpu=BATCH,
                   global_batch=BATCH * n, world_size=n, nodes=nodes, gpus_per_node=gpus, layout=f"{nodes}x{gpus}",
                   parameters=PARAMS, throughput=n * BATCH / step, step_time_mean_s=step, repeat=repeat,
                   data_s=0.1 * work, compute_s=0.7 * work, comm_s=comm, update_s=0.15 * work, other_s=0.05 * work,

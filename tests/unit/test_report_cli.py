@@ -5,7 +5,7 @@ import csv
 import pytest
 from click.testing import CliRunner
 from filelock import FileLock
-from test_report_aggregate import run, sweep_runs, tta
+from test_stats_aggregate import run, sweep_runs, tta
 
 from hvdbench.cli.main import cli
 from hvdbench.results.records.schema import RunResult

@@ -2,7 +2,7 @@
 
 import matplotlib.image
 import pytest
-from test_report_aggregate import run, sweep_runs, tta
+from test_stats_aggregate import run, sweep_runs, tta
 
 from hvdbench.results.render import plots
 from hvdbench.results.stats.aggregate import build_tables

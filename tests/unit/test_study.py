@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import yaml
 from click.testing import CliRunner
-from test_report_aggregate import run, tta
+from test_stats_aggregate import run, tta
 
 from hvdbench.cli.main import cli
 from hvdbench.errors import ConfigError

@@ -17,7 +17,8 @@ from hvdbench.cli.report import report
 from hvdbench.results import mllog
 from hvdbench.results.analyses import ttt
 from hvdbench.results.mllog.summary import summarize
-from hvdbench.results.records.schema import RunResult
+from hvdbench.results.records.schema import LoadedRun
+from hvdbench.results.report.load import read_run_folder
 from hvdbench.results.stats.aggregate import time_to_train_rows
 
 T0 = 1_760_030_931_926  # ms: a published run's run_start
@@ -148,7 +149,7 @@ def tta_run(layout, batch, trained, rate, eval_s, other_s, repeat=0, model="resn
     """A time-to-accuracy run whose parts were read from its log: time to train = S / T + E + O."""
     nodes, gpus = map(int, layout.split("x"))
     train_s = trained / rate
-    r = RunResult(model=model, flavor="debug", framework="torch", mode="time_to_accuracy", run_id=f"{layout}-r{repeat}",
+    r = LoadedRun(model=model, flavor="debug", framework="torch", mode="time_to_accuracy", run_id=f"{layout}-r{repeat}",
                   repeat=repeat, batch_per_gpu=batch // (nodes * gpus), global_batch=batch, world_size=nodes * gpus,
                   nodes=nodes, gpus_per_node=gpus, layout=layout, devices="cpu", status="success",
                   time_to_train_s=train_s + eval_s + other_s, epochs=trained / 1000, epochs_to_target=trained / 1000)
@@ -240,7 +241,8 @@ def test_read_parts_reads_each_sweep_run_s_own_log(tmp_path, runs):
     (tmp_path / run.run_id / "mllog.txt").write_text("\n".join(nemo_run(blocks=2).lines()) + "\n")
     for name in ("trained", "train_s", "eval_s"):
         setattr(run, name, None)
-    ttt.read_parts(runs[:2], tmp_path)  # the second has no folder: it keeps what it has
+    for r in runs[:2]:  # the second has no folder: it keeps what it has
+        read_run_folder(r, tmp_path / r.run_id)
     assert run.trained == 2 * 12288 and run.train_s == pytest.approx(800.0) and run.eval_s == pytest.approx(20.0)
     assert runs[1].trained == 5400.0
 

@@ -10,7 +10,7 @@ torch._scaled_mm where the GPU has fp8 units: 2 n^3 FLOPs each), and a large dev
 (bytes read + written per second, the memory bandwidth). Each op is timed once, then repeated to
 fill its time budget; on a GPU between device synchronisations. The ranks meet over
 torch.distributed (process_group.TorchDist: any launcher, or none), so no Horovod is needed (the
-GPU machines run torchrun). The rows, table and CSV are hvdbench.bench.compute's.
+GPU machines run torchrun). The rows, table and CSV are hvdbench.bench.compute_report's.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 import torch
 
-from hvdbench.bench import compute as bc
+from hvdbench.bench import compute_report as bc
 from hvdbench.bench import defaults as D
 from hvdbench.bench.rows import run_identity
 from hvdbench.frameworks.torch.process_group import TorchDist

@@ -21,24 +21,21 @@ empty rather than guessed.
 from __future__ import annotations
 
 import contextlib
-import csv
 import dataclasses
 import inspect
-import io
 import logging
 import math
 from dataclasses import dataclass
-from pathlib import Path
 
 import numpy as np
 import torch
 from torch._subclasses.fake_tensor import FakeTensorMode
 from torch.utils.flop_counter import FlopCounterMode, flop_registry, register_flop_formula
 
+from hvdbench.bench.flops_report import FLOPS_COLUMNS
 from hvdbench.contracts import get_spec
 from hvdbench.contracts.registry import model_names
 from hvdbench.errors import ConfigError
-from hvdbench.files import atomic_write_text
 
 # Samples per counted batch: enough that per-sample figures do not hinge on batch-1 shapes; on the
 # meta device the batch costs nothing.
@@ -238,9 +235,8 @@ def count(spec, flavor: str | None = None, info: dict | None = None, batch: int 
     return Flops(forward or None, training or None, formula, tokens if formula else None, note)
 
 
-# --- the table (hvdbench bench flops) ----------------------------------------------------------
+# --- the rows of `hvdbench bench flops` (its table and CSV: hvdbench.bench.flops_report) ---------
 
-FLOPS_COLUMNS = ("model", "flavor", "forward_gflop", "training_gflop", "formula_gflop", "tokens", "ratio", "note")
 
 
 def flops_rows(models=(), flavors=()) -> list[dict]:
@@ -273,18 +269,3 @@ def flops_rows(models=(), flavors=()) -> list[dict]:
 
 def _g(value: float | None) -> str:
     return f"{value / 1e9:.6g}" if value else ""
-
-
-def markdown(rows: list[dict]) -> str:
-    lines = ["| " + " | ".join(FLOPS_COLUMNS) + " |", "|---|---|" + "---:|" * 5 + "---|"]
-    lines += ["| " + " | ".join(str(r[c]) for c in FLOPS_COLUMNS) + " |" for r in rows]
-    return "\n".join(lines)
-
-
-def write_csv(rows: list[dict], path) -> str:
-    buf = io.StringIO()
-    writer = csv.DictWriter(buf, fieldnames=FLOPS_COLUMNS, lineterminator="\n")
-    writer.writeheader()
-    writer.writerows(rows)
-    atomic_write_text(Path(path), buf.getvalue())
-    return str(path)

@@ -358,7 +358,7 @@ class Trainer:
                 state = metric.update(state, stats)
         return metric.local(state)
 
-    # --- compute figures, read around the timed window (hvdbench.train.compute); not part of a step ---
+    # --- compute figures, read around the timed window (hvdbench.train.compute_window); not part of a step ---
 
     def flops_per_sample(self, spec, flavor: str, kind) -> float | None:
         """Training FLOPs per sample of this run's network, counted on the meta device for the

@@ -1,8 +1,8 @@
 """The bench results in `hvdbench report`: what the interconnect and the storage allow, beside what
 training achieved, per layout.
 
-    runs = store.load_sweeps(sweeps)
-    bench = build(sweeps, runs)          # reads SWEEP/bench_allreduce.csv and SWEEP/bench_io.csv if present
+    loaded = hvdbench.results.report.load(sweeps)   # SWEEP/bench_allreduce.csv and SWEEP/bench_io.csv if present
+    bench = build(loaded.runs, loaded.allreduce, loaded.io)
     text = markdown(bench)               # "" when no sweep has bench results
     paths = write_csvs(bench, out)       # comm_vs_training.csv, io_vs_training.csv (only those with rows)
 
@@ -30,7 +30,6 @@ from pathlib import Path
 from hvdbench.errors import ConfigError
 from hvdbench.files import atomic_write_text
 from hvdbench.results.records.schema import COMM_COLUMNS, IO_COLUMNS, AllreduceRow, IoRow, RunResult
-from hvdbench.results.records.store import ALLREDUCE_CSV, IO_CSV, read_rows, sweep_folder
 from hvdbench.results.render.tables import DASH, markdown_table, to_csv
 
 FUSION_THRESHOLD_BYTES = 128 << 20  # Horovod >= 0.21's default HOROVOD_FUSION_THRESHOLD
@@ -45,17 +44,6 @@ class BenchTables:
 
 
 # --- inputs ----------------------------------------------------------------------------------------
-
-def load(sweeps) -> tuple[list[AllreduceRow], list[IoRow]]:
-    """The bench rows of every sweep folder that has them; schema errors name the file."""
-    allreduce, io = [], []
-    for folder in map(sweep_folder, sweeps):
-        if (folder / ALLREDUCE_CSV).is_file():
-            allreduce += read_rows(folder / ALLREDUCE_CSV, AllreduceRow)
-        if (folder / IO_CSV).is_file():
-            io += read_rows(folder / IO_CSV, IoRow)
-    return allreduce, io
-
 
 def _latest(rows: list, key) -> dict[tuple, list]:
     """Per key, the rows of the run that started last (a rerun supersedes, nothing is deleted)."""
@@ -155,8 +143,8 @@ def io_rows(runs: list[RunResult], io: list[IoRow]) -> list[dict]:
     return out
 
 
-def build(sweeps, runs: list[RunResult]) -> BenchTables:
-    allreduce, io = load(sweeps)
+def build(runs: list[RunResult], allreduce: list[AllreduceRow], io: list[IoRow]) -> BenchTables:
+    """The benches' rows beside the training runs of their layouts (hvdbench.results.report.load reads them)."""
     tables = BenchTables(comm_rows(runs, allreduce), io_rows(runs, io))
     if any(r["gradient_mib"] is None for r in tables.comm):
         tables.notes.append("gradient size unknown for some models (the run records no parameter count): "

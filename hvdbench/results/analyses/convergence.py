@@ -199,7 +199,7 @@ def rows(parts, runs=()) -> list[dict]:
         model = dict(zip(TTT_GROUP, key))["model"]
         rulesets.setdefault(model, set())
     for r in runs:
-        if r.model in rulesets and getattr(r, "ruleset", ""):
+        if r.model in rulesets and r.ruleset:
             rulesets[r.model].add(r.ruleset)
     for model, wanted in sorted(rulesets.items()):
         for ruleset in sorted(wanted) or [None]:

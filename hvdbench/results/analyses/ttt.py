@@ -3,7 +3,6 @@ ideal, for time-to-accuracy sweeps and published MLPerf logs alike.
 
     hvdbench report results/r50-tta                  # ttt_waterfall.csv, ttt_waterfall.png, a summary.md section
     hvdbench report --mllog training_results_v5.1/University-of-Florida
-    read_parts(runs, "results/r50-tta")              # a sweep's runs: their parts from each run's mllog.txt
     parts, notes = layout_parts(runs, tables.time_to_train)
     rows = waterfall_rows(parts, tables.time_to_train, falls)     # falls: waterfall.waterfall_rows
 
@@ -37,8 +36,6 @@ import statistics
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from hvdbench.results.mllog.events import OWN_LOG_NAME
-from hvdbench.results.mllog.summary import TTT_FIELDS, read_run_log
 from hvdbench.results.records.schema import TTT_GROUP, TTT_WATERFALL_COLUMNS
 from hvdbench.results.render.tables import figure_time_unit, markdown_table, pages, write_table
 from hvdbench.results.stats.aggregate import OLYMPIC_DROP, OLYMPIC_MIN_RUNS, device_word, system_of, where_ran
@@ -50,23 +47,7 @@ SPLIT = (("comm_min", "comm_loss"), ("data_min", "data_loss"), ("compute_min", "
 def group_values(r) -> tuple:
     """A run's TTT_GROUP values, as the time-to-train table groups it (system: its devices or the
     published system's group name; the other keys are the run's own fields of those names)."""
-    return tuple(system_of(r) if k == "system" else getattr(r, k, "") for k in TTT_GROUP)
-
-
-def read_parts(runs, folder) -> None:
-    """Give the time-to-accuracy runs of one sweep folder their parts (summary.TTT_FIELDS) from each
-    run's own event log, FOLDER/<run_id>/mllog.txt (the worker writes it); a run without one keeps none
-    and its layout gets no waterfall (the table says why)."""
-    for r in runs:
-        if r.mode != "time_to_accuracy" or not r.run_id:
-            continue
-        path = Path(folder) / r.run_id / OWN_LOG_NAME
-        try:
-            s = read_run_log(path)
-        except (OSError, ValueError):
-            continue
-        for name in TTT_FIELDS:
-            setattr(r, name, getattr(s, name))
+    return tuple(system_of(r) if k == "system" else getattr(r, k) for k in TTT_GROUP)
 
 
 @dataclass
@@ -127,7 +108,7 @@ def layout_parts(runs, ttt_rows: list[dict]) -> tuple[list[LayoutParts], list[st
     by_key: dict[tuple, list] = {}
     for r in runs:
         if r.mode == "time_to_accuracy" and r.status == "success" and r.time_to_train_s is not None:
-            by_key.setdefault(group_values(r) + (r.layout, r.global_batch, getattr(r, "result", "")), []).append(r)
+            by_key.setdefault(group_values(r) + (r.layout, r.global_batch, r.result), []).append(r)
     out, notes = [], []
     for row in ttt_rows:
         if row.get("ttt_min") is None:
@@ -136,8 +117,7 @@ def layout_parts(runs, ttt_rows: list[dict]) -> tuple[list[LayoutParts], list[st
         done = by_key.get(key + (row["layout"], row["global_batch"], row.get("result") or ""), [])
         kept = kept_runs(done, row["runs"] - row["converged"], OLYMPIC_DROP.get(row["model"], 1))
         where = f"{row['model']} {row['layout']} (batch {row['global_batch']}, {row['system']})"
-        lacking = [r for r in kept if None in (getattr(r, "trained", None), getattr(r, "train_s", None),
-                                               getattr(r, "eval_s", None))]
+        lacking = [r for r in kept if None in (r.trained, r.train_s, r.eval_s)]
         if not kept or lacking:
             notes.append(f"{where}: no time-to-train parts: "
                          + (f"run {lacking[0].run_id} has no event log to read them from (mllog.txt)"
@@ -160,7 +140,7 @@ def layout_parts(runs, ttt_rows: list[dict]) -> tuple[list[LayoutParts], list[st
             eval_s=eval_s, other_s=ttt_s - train_s - eval_s, ttt_s=ttt_s,
             trained_from=_sources(r.trained_from for r in kept), train_from=_sources(r.train_from for r in kept),
             eval_from=_sources(r.eval_from for r in kept), rows=[row], result=row.get("result") or "",
-            accumulation=max(max(getattr(r, "accumulation", 1) or 1, r.accum_steps or 1) for r in kept)))
+            accumulation=max(max(r.accumulation or 1, r.accum_steps or 1) for r in kept)))
     return out, notes
 
 

@@ -32,7 +32,6 @@ import statistics
 from pathlib import Path
 
 from hvdbench.results.records.schema import SCALING_GROUP, WATERFALL_COLUMNS
-from hvdbench.results.records.store import EXPLAIN_DIR, RUNS_CSV, load_sweeps, sweep_folder
 from hvdbench.results.render.tables import markdown_table, pages, write_table
 from hvdbench.results.stats.aggregate import on_cpus, scaling_key, where_ran
 
@@ -46,12 +45,6 @@ def mean_parts(runs) -> dict[str, float] | None:
     if not timed:
         return None
     return {p: statistics.fmean(getattr(r, p) for r in timed) for p in PARTS}
-
-
-def twin_runs(sweeps) -> list:
-    """The `sweep --explain` twins of the given sweep folders (SWEEP/explain/runs.csv where present)."""
-    folders = [sweep_folder(s) for s in sweeps]
-    return load_sweeps([f / EXPLAIN_DIR for f in folders if (f / EXPLAIN_DIR / RUNS_CSV).is_file()])
 
 
 def _twin_rates(twins) -> dict[tuple, float]:

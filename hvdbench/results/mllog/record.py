@@ -1,4 +1,4 @@
-"""The common record of a run read from an MLPerf log: `MllogRun` (a `RunResult` plus what only a log
+"""The common record of a run read from an MLPerf log: `MllogRun` (a `LoadedRun` plus what only a log
 and its submission tree say), made by `to_run_result` from a `LogSummary` and where the log sits.
 
     hvdbench report --mllog training_results_v4.0/Oracle    # one MllogRun per run, then the tables
@@ -20,45 +20,29 @@ from mlperf_logging.mllog import constants as C
 from hvdbench.results.mllog.groups import DEFAULT_GROUP_BY, group_name, group_parts, parse_group_by
 from hvdbench.results.mllog.layouts import locate, resolve_layout
 from hvdbench.results.mllog.summary import TTT_FIELDS, LogSummary
-from hvdbench.results.records.schema import RunResult
+from hvdbench.results.records.schema import LoadedRun
 
 DEFAULT_RULESET = "4.0.0"  # the last training ruleset with ResNet-50 (hvdbench's own logs follow it)
 
 
 @dataclass
-class MllogRun(RunResult):
+class MllogRun(LoadedRun):
     """A run read from an MLPerf log: the common record (`devices` holds the report's group name)
-    plus what only a log and its submission tree say. Never written to runs.csv."""
+    plus what only a log and its submission tree say. Never written to runs.csv. What a sweep's
+    runs carry too is LoadedRun's: link (the systems JSON's host_networking), result (its systems
+    file), layout_source (one of the SOURCE_* constants, then what it read, e.g. "NxGxBxA name
+    (DGX_2x8x56x1)"), samples_to_target (sample-based logs), ruleset (for the RCP check),
+    accelerator (accelerator_model_name: its peak, hvdbench.results.analyses.efficiency) and the
+    time to train in parts (TTT_PARTS)."""
 
-    # The log's gradient_accumulation_steps: micro-batches per optimizer step, which tells accumulation
-    # from model parallelism (ttt.LayoutParts.gpus_per_replica). Not accum_steps: that one splits the
-    # scaling groups of hvdbench's own runs, and a published study changes it between layouts.
-    accumulation: int = 1
-    layout_source: str = ""  # one of the SOURCE_* constants, then what it read, e.g. "NxGxBxA name (DGX_2x8x56x1)"
     submitter: str = ""
     system_name: str = ""  # the system as named (systems JSON, folder or platform), with its size
     division: str = ""
-    samples_to_target: float | None = None  # sample-based logs: samples trained when the target was reached
-    ruleset: str = ""  # MLPerf training ruleset for the RCP check
     ruleset_assumed: bool = False  # no --ruleset and no training_results_vX.Y in the path
     published_scaling: float | None = None  # scaling.json beside the log (the published RCP rescale)
     rcp_lines: list[str] = field(default_factory=list, repr=False)
-    link: str = ""  # the systems JSON's host_networking: what joins the nodes
-    # The result it belongs to (its systems file: one time-to-train row each) and that file's hardware
-    # (the study: runs of one hardware are one group); groups.assign_studies.
-    result: str = ""
+    # That systems file's hardware (the study: runs of one hardware are one group); groups.assign_studies.
     hardware: str = ""
-    accelerator: str = ""  # the systems JSON's accelerator_model_name (its peak: hvdbench.results.analyses.compute)
-    # The time to train in parts (LogSummary's TTT_FIELDS; hvdbench.results.analyses.ttt): what was trained by
-    # run_stop (samples, or epochs), seconds training and evaluating, and where each came from.
-    trained: float | None = None
-    trained_unit: str = ""
-    trained_from: str = ""
-    train_s: float | None = None
-    train_from: str = ""
-    eval_s: float | None = None
-    eval_from: str = ""
-
 
 def ruleset_of(path: Path, given: str | None) -> tuple[str, bool]:
     """(ruleset, assumed): --ruleset, else X.Y.0 from a `training_results_vX.Y` folder in the path,
@@ -107,12 +91,11 @@ def to_run_result(s: LogSummary, root: str | os.PathLike, group_by: tuple[str, .
         division=s.division or str(where.desc.get("division") or ""), ruleset=rules, ruleset_assumed=assumed,
         published_scaling=scaling_factor(scaling) if where.system_dir is not None else None,
         rcp_lines=s.rcp_lines, result=parts["_result"], hardware=parts["_hardware"], accelerator=parts["accelerator"],
-        link=str(where.desc.get("host_networking") or s.sysjson.get("host_networking") or "").strip())
+        link=str(where.desc.get("host_networking") or s.sysjson.get("host_networking") or "").strip(),
+        **{name: getattr(s, name) for name in TTT_FIELDS})
     if s.throughput is not None:
         record.throughput = s.throughput
         record.throughput_per_gpu = s.throughput / world if world else None
-    for name in TTT_FIELDS:
-        setattr(record, name, getattr(s, name))
     if not throughput_run:
         record.metric_name, record.final_metric, record.epochs = C.EVAL_ACCURACY, s.final_metric, s.epochs
         record.epochs_to_target = s.epochs if s.status == "success" else None

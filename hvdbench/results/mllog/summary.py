@@ -31,6 +31,7 @@ from hvdbench.results.mllog.events import (
     split_runs,
 )
 from hvdbench.results.mllog.mlperf import TRAIN_SAMPLES_NOT_A_SIZE, accuracy_of, counts_samples
+from hvdbench.results.records.schema import TTT_PARTS
 
 
 # The error of a run whose log has a run_start and no run_stop: incomplete (cut off, or still
@@ -163,7 +164,7 @@ def summarize(events: list[Event], path: str = "", duplicates: int = 0, bad_line
 
 # The fields `_ttt_parts` sets, copied onto a run's record (MllogRun, or a sweep run's row read beside
 # its own mllog.txt: hvdbench.results.analyses.ttt.read_parts).
-TTT_FIELDS = ("trained", "trained_unit", "trained_from", "train_s", "train_from", "eval_s", "eval_from")
+TTT_FIELDS = TTT_PARTS  # declared with the loaded run that carries them (records/schema.py)
 
 
 def _ttt_parts(s: LogSummary, events: list[Event]) -> None:

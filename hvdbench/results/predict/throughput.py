@@ -182,21 +182,25 @@ def _this_machine() -> set[str]:
 
 
 def machine_cores(runs, on_cpus: bool, shared_machine: bool) -> tuple[int | None, str]:
-    """(cores of one machine the runs ran on, how that was chosen). The runs do not record their
-    machines' cores, so: os.cpu_count() when every host they ran on is this machine (localhost, this
-    hostname) or their nodes were an emulated cluster's namespaces, which share the machine that
-    runs them, taken to be this one; otherwise unknown, and said so. GPU runs: not needed (None)."""
+    """(cores of one machine the runs ran on, how that was chosen): the logical CPUs their sweep's
+    hardware record (sweep.json, LoadedRun.host_cpus) gives their hosts. Where it has none (an older
+    sweep, a runs.csv alone): os.cpu_count() when every host they ran on is this machine (localhost,
+    this hostname) or their nodes were an emulated cluster's namespaces, which share the machine that
+    runs them, taken to be this one; otherwise unknown; and said so. GPU runs: not needed (None)."""
     if not on_cpus:
         return None, ""
     import os
 
     hosts = sorted({h for r in runs for h in (r.hosts or "").split(";") if h})
-    cores = os.cpu_count()
+    recorded = {r.host_cpus for r in runs}
+    if recorded and None not in recorded:
+        return min(recorded), f"{min(recorded)} logical CPUs per host, from the sweep's hardware record (sweep.json)"
+    cores, unrecorded = os.cpu_count(), " (the sweep's sweep.json records no hosts' CPUs)"
     if hosts and set(hosts) <= _this_machine():
-        return cores, f"os.cpu_count() of this machine ({', '.join(hosts)}), where the runs ran"
+        return cores, f"os.cpu_count() of this machine ({', '.join(hosts)}), where the runs ran" + unrecorded
     if shared_machine:
         return cores, ("os.cpu_count() of this machine: the runs' nodes (" + ", ".join(hosts)
-                       + ") are an emulated cluster's namespaces, taken to be this machine's")
+                       + ") are an emulated cluster's namespaces, taken to be this machine's" + unrecorded)
     return None, ("not known: the runs do not record their machines' cores, and they ran on "
                   + (", ".join(hosts) or "unnamed hosts") + ", not this machine")
 
@@ -275,7 +279,7 @@ def fit_group(runs, allreduce_rows=(), shared_machine: bool | None = None,
     base_runs = fit_on[base_layout]
     base = base_runs[0]
     if shared_machine is None:
-        shared_machine = any(str(getattr(r, "link", "")).startswith("emulated") for r in ok)
+        shared_machine = any(r.link.startswith("emulated") for r in ok)
     parts = {layout: mean_parts(rs) for layout, rs in fit_on.items()}
     work = {layout: p["data_s"] + p["compute_s"] + p["update_s"] + p["other_s"] for layout, p in parts.items()}
     samples = base.batch_per_gpu * max(base.accum_steps, 1)
@@ -305,11 +309,11 @@ def fit_group(runs, allreduce_rows=(), shared_machine: bool | None = None,
     fit.on_cpus = str(base.devices or "").lower() == "cpu"
     fit.cores, fit.cores_from = machine_cores(fitted_runs, fit.on_cpus, shared_machine)
     fit.most_gpus_per_node = max(r.gpus_per_node for r in ok)
-    fit.link_text = next((str(r.link) for r in ok if r.nodes > 1 and getattr(r, "link", "")), "")
+    fit.link_text = next((str(r.link) for r in ok if r.nodes > 1 and r.link), "")
     fit.link_rate_b_s = link_rate(fit.link_text)
     fit.where = [{"system": rs[0].devices, "layout": layout, "nodes": rs[0].nodes, "runs": len(rs),
                   "hosts": ";".join(dict.fromkeys(h for r in rs for h in (r.hosts or "").split(";") if h)),
-                  "link": getattr(rs[0], "link", "") if rs[0].nodes > 1 else ""}
+                  "link": rs[0].link if rs[0].nodes > 1 else ""}
                  for layout, rs in sorted(fit_on.items(), key=lambda kv: parse_layout(kv[0]))]
 
     if layout_benches:

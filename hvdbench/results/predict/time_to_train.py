@@ -559,7 +559,7 @@ def predictions(runs, parts: list[LayoutParts], layouts: list[tuple[int, int]], 
     published MLPerf logs and of which ruleset (MllogRun.ruleset)."""
     rulesets: dict[tuple, str] = {}
     for r in runs:
-        if getattr(r, "ruleset", ""):
+        if r.ruleset:
             rulesets.setdefault(group_values(r), r.ruleset)
     groups: dict[tuple, list[LayoutParts]] = {}
     for p in parts:

@@ -31,7 +31,7 @@ from hvdbench.errors import HvdbenchError
 from hvdbench.files import atomic_write_text
 
 SCHEMA_VERSION = 6
-# What a run measured of its compute (schema 6; hvdbench.train.compute fills them once the loop ends).
+# What a run measured of its compute (schema 6; hvdbench.train.compute_window fills them once the loop ends).
 COMPUTE_MEASURED = ("flops_per_sample", "model_tflops_per_gpu", "peak_tflops", "mfu", "mem_allocated_gb",
                     "mem_reserved_gb", "mem_resident_gb", "mem_estimate_gb", "energy_j", "energy_j_per_sample",
                     "power_w_per_gpu")
@@ -213,7 +213,7 @@ class RunResult(LayoutFields, _RunIdentity, CsvRecord):
     # group; and the most parameters one rank held (fsdp: its shard; else every parameter).
     engine: str = "horovod"
     shard_parameters: int | None = None
-    # Compute (schema 6; hvdbench.train.compute). Empty where not measured, never 0.
+    # Compute (schema 6; hvdbench.train.compute_window). Empty where not measured, never 0.
     # Training FLOPs per sample (forward + backward, counted on the meta device by
     # hvdbench.frameworks.torch.flops; model FLOPs: no recompute), and what they make of throughput:
     flops_per_sample: float | None = None
@@ -278,6 +278,65 @@ class RunResult(LayoutFields, _RunIdentity, CsvRecord):
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
+
+
+# What loading a run finds beside its record (hvdbench.results.report.load) or reads of a published
+# log (hvdbench.results.mllog.record): the time to train in parts (mllog.summary.TTT_FIELDS).
+TTT_PARTS = ("trained", "trained_unit", "trained_from", "train_s", "train_from", "eval_s", "eval_from")
+
+
+@dataclass
+class LoadedRun(RunResult):
+    """A run as the report holds it: runs.csv's columns (RunResult) plus what loading found beside
+    them. Never written: `columns()` stays runs.csv's. A sweep's runs get the link from its sweep.json,
+    the evaluation cadence from each run's config.yaml and the time to train in parts from its
+    mllog.txt; a published log's run (mllog.record.MllogRun, a LoadedRun) the same names from the log."""
+
+    # What joins the nodes: sweep.json's link or its hosts' measured one; a systems JSON's host_networking.
+    link: str = ""
+    intra_link: str = ""  # what joins a node's GPUs (the hosts' hardware record)
+    host_cpus: int | None = None  # logical CPUs of the smallest host (sweep.json's hardware record)
+    cpu_model: str = ""  # the hosts' CPU model(s), ' | '-joined where they differ (named on CPU runs)
+    eval_every: float | None = None  # the run's resolved config: evaluate every so many eval_unit
+    eval_unit: str = ""
+    # The time to train in parts (TTT_PARTS; hvdbench.results.analyses.ttt): what was trained by run_stop
+    # (samples, or epochs), seconds training and evaluating, and where each came from.
+    trained: float | None = None
+    trained_unit: str = ""
+    trained_from: str = ""
+    train_s: float | None = None
+    train_from: str = ""
+    eval_s: float | None = None
+    eval_from: str = ""
+    # A published log's (empty for a sweep's runs): the result it belongs to (one time-to-train row
+    # each, mllog.groups.assign_studies), where its layout came from, its samples to target, the
+    # ruleset of its RCP check and the accelerator named in its systems JSON.
+    result: str = ""
+    layout_source: str = ""
+    samples_to_target: float | None = None
+    ruleset: str = ""
+    accelerator: str = ""
+    # A published log's gradient_accumulation_steps: micro-batches per optimizer step, which tells
+    # accumulation from model parallelism (ttt.LayoutParts.gpus_per_replica). Not accum_steps: that one
+    # splits the scaling groups of hvdbench's own runs, and a published study changes it between layouts.
+    accumulation: int = 1
+
+    @classmethod
+    def columns(cls) -> list[str]:
+        return RunResult.columns()
+
+    def to_row(self) -> dict[str, str]:
+        row = super().to_row()
+        return {c: row[c] for c in RunResult.columns()}
+
+    @classmethod
+    def from_row(cls, row: dict[str, str], where: str = "row") -> "LoadedRun":
+        return cls.of(RunResult.from_row(row, where))
+
+    @classmethod
+    def of(cls, run: RunResult, **found) -> "LoadedRun":
+        """`run` (a runs.csv row) with what was found beside it."""
+        return cls(**{f.name: getattr(run, f.name) for f in fields(RunResult)}, **found)
 
 
 # --- the bench CSVs ----------------------------------------------------------------------------
@@ -433,7 +492,7 @@ REPORT_COLUMNS = {
 WATERFALL_COLUMNS = SCALING_GROUP + ("layout", "nodes", "gpus_per_node", "gpus", "baseline", "ideal", "comm_loss",
                                      "data_loss", "compute_loss", "unattributed", "measured", "data_from", "base_step_ms",
                                      "step_ms", "data_ms", "compute_ms", "comm_ms", "update_ms", "other_ms",
-                                     # the layout's MFU (hvdbench.results.analyses.compute): how far its compute
+                                     # the layout's MFU (hvdbench.results.analyses.efficiency): how far its compute
                                      # part was from the hardware
                                      "compute_mfu")
 # Engines side by side (hvdbench.results.analyses.engines): one row per group, layout and engine, where a layout
@@ -442,7 +501,7 @@ ENGINE_COLUMNS = tuple(k for k in SCALING_GROUP if k != "engine") + (
     "layout", "gpus", "engine", "reference", "runs", "throughput_mean", "throughput_2sigma", "vs_reference",
     "vs_reference_2sigma", "within_noise", "data_ms", "compute_ms", "comm_ms", "update_ms", "other_ms",
     "shard_parameters", "why", "flags")
-# How far each layout's compute was from the hardware (hvdbench.results.analyses.compute): one row per group and
+# How far each layout's compute was from the hardware (hvdbench.results.analyses.efficiency): one row per group and
 # layout; mfu against the datasheet peak, mfu_measured against `bench compute`'s; energy_to_train_j:
 # time-to-accuracy runs' GPUs, run_start -> run_stop.
 COMPUTE_COLUMNS = SCALING_GROUP + (

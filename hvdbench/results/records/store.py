@@ -17,11 +17,13 @@ import csv
 import io
 import json
 import os
+import sys
 from pathlib import Path
 from typing import Iterable, TypeVar
 
 from hvdbench.errors import ConfigError, HvdbenchError, OutputError, StoreError, os_error_line
-from hvdbench.results.records.schema import CsvRecord, RunResult, SchemaError
+from hvdbench.output import line
+from hvdbench.results.records.schema import CsvRecord, LoadedRun, RunResult, SchemaError
 
 R = TypeVar("R", bound=CsvRecord)
 
@@ -35,6 +37,9 @@ EXPLAIN_DIR = "explain"  # SWEEP/explain/: the --explain twins, a sweep folder o
 ALLREDUCE_CSV = "bench_allreduce.csv"  # `bench allreduce` rows (sweep --allreduce-bench too)
 IO_CSV = "bench_io.csv"  # `bench io` rows
 COMPUTE_CSV = "bench_compute.csv"  # `bench compute` rows (sweep --compute-bench too)
+# A study folder (`hvdbench study run --out DIR`, hvdbench/study/run.py writes it): DIR/study.json,
+# and one sweep folder per model and mode, DIR/<model>/<mode>/runs.csv.
+STUDY_RECORD = "study.json"
 
 
 def append_run(store: str | os.PathLike, result: RunResult) -> None:
@@ -211,9 +216,17 @@ def sweep_folder(path) -> Path:
     return path.parent if path.suffix == ".csv" else path
 
 
-def load_sweeps(paths) -> list[RunResult]:
-    """Rows of each SWEEP_DIR/runs.csv (or a runs.csv given directly); schema errors name the file."""
-    runs: list[RunResult] = []
+def default_report_folder(sweeps) -> Path:
+    """Where `report` and `predict` write without --out: FIRST_SWEEP/report (beside its runs.csv),
+    or ./report when there is no sweep."""
+    return sweep_folder(sweeps[0]) / "report" if sweeps else Path("report")
+
+
+def load_sweeps(paths, notes: list | None = None) -> list[LoadedRun]:
+    """Rows of each SWEEP_DIR/runs.csv (or a runs.csv given directly), with what their sweep.json
+    records of the hosts (links, logical CPUs); schema errors name the file. A sweep.json whose
+    hardware cannot be read is a warning naming it (into `notes`, else on stderr)."""
+    runs: list[LoadedRun] = []
     for path in map(Path, paths):
         store = path if path.suffix == ".csv" else path / RUNS_CSV
         if not store.is_file():
@@ -222,12 +235,13 @@ def load_sweeps(paths) -> list[RunResult]:
             rows = read_runs(store)
         except SchemaError as e:  # a bad cell value's message may lack the file: add it
             raise (e if str(store) in str(e) else SchemaError(f"{store}: {e}")) from None
-        link, intra = sweep_link(store.parent / SWEEP_RECORD), sweep_link(store.parent / SWEEP_RECORD, "intra")
-        cpu = sweep_cpu(store.parent / SWEEP_RECORD)
-        for row in rows:
-            row.link, row.intra_link = link, intra  # not runs.csv columns: one per sweep, from its record
-            row.cpu_model = cpu
-        runs.extend(_with_devices(rows))
+        found, warning = sweep_hosts(store.parent / SWEEP_RECORD)
+        if warning and notes is not None:
+            notes.append(warning)
+        elif warning:
+            line(warning, sys.stderr)
+        # not runs.csv columns: one per sweep, from its record
+        runs.extend(_with_devices([LoadedRun.of(row, **found) for row in rows]))
     return runs
 
 
@@ -244,35 +258,43 @@ def _with_devices(rows: list[RunResult]) -> list[RunResult]:
     return rows
 
 
+def sweep_hosts(path: Path) -> tuple[dict, str]:
+    """What a sweep's sweep.json records of its hosts, as LoadedRun fields, and a warning ('' when
+    none): `link`, the inter-node link (`sweep --link`, or the emulated cluster's), else the one its
+    hosts' hardware records read (hvdbench/hardware.py: the fastest InfiniBand port or Ethernet NIC);
+    `intra_link`, the GPU-to-GPU link they read; `host_cpus`, the fewest logical CPUs of a host; `cpu_model`, their CPU model(s).
+    Empty when there is no record (a runs.csv copied alone). A hand-edited record whose hardware is
+    not a host -> record mapping keeps the link it names and warns, naming the file."""
+    found: dict = {"link": "", "intra_link": "", "host_cpus": None, "cpu_model": ""}
+    if not path.is_file():
+        return found, ""
+    try:
+        record = read_sweep_record(path)
+    except ConfigError as e:
+        raise SchemaError(str(e)) from None
+    hardware, warning = record.get("hardware") or {}, ""
+    if not isinstance(hardware, dict):
+        hardware, warning = {}, (f"warning: {path}: \"hardware\" is a {type(hardware).__name__}, not a record per "
+                                 "host (hand-edited?): its hosts' links and cores are left out")
+    hosts = [h for h in hardware.values() if isinstance(h, dict)]
+
+    def measured(key: str) -> str:
+        return " | ".join(dict.fromkeys(str(h[key]) for h in hosts if h.get(key) and isinstance(h[key], str)))
+
+    link = record.get("link")
+    found["link"] = link if isinstance(link, str) and link else measured("inter_node_link")
+    found["intra_link"] = measured("intra_node_link")
+    cpus = [h["cpu"].get("logical") for h in hosts if isinstance(h.get("cpu"), dict)]
+    cpus = [c for c in cpus if isinstance(c, int) and not isinstance(c, bool) and c > 0]
+    found["host_cpus"] = min(cpus) if cpus and len(cpus) == len(hosts) else None
+    models = [h["cpu"].get("model") for h in hosts if isinstance(h.get("cpu"), dict)]
+    found["cpu_model"] = " | ".join(dict.fromkeys(m for m in models if isinstance(m, str) and m))
+    return found, warning
+
+
 def sweep_link(path: Path, kind: str = "inter") -> str:
-    """The inter-node link a sweep recorded in its sweep.json (`sweep --link`, or the emulated
-    cluster's), else the one its hosts' hardware records read (hvdbench/hardware.py: the fastest
-    InfiniBand port or Ethernet NIC); with kind "intra", the GPU-to-GPU link they read. '' when
-    there is none, or no record (a runs.csv copied alone)."""
-
-    if not path.is_file():
-        return ""
-    try:
-        record = read_sweep_record(path)
-    except ConfigError as e:
-        raise SchemaError(str(e)) from None
-    hosts = [h for h in (record.get("hardware") or {}).values() if isinstance(h, dict)]
-    measured = " | ".join(dict.fromkeys(str(h.get(f"{kind}_node_link")) for h in hosts if h.get(f"{kind}_node_link")))
-    return str((record.get("link") if kind == "inter" else "") or measured)
-
-
-def sweep_cpu(path: Path) -> str:
-    """The CPU model of a sweep's hosts (' | '-joined where they differ), from sweep.json's hardware
-    records (hvdbench/hardware.py), which the report names on CPU runs; '' without a record."""
-    if not path.is_file():
-        return ""
-    try:
-        record = read_sweep_record(path)
-    except ConfigError as e:
-        raise SchemaError(str(e)) from None
-    hardware = record.get("hardware")
-    cpus = [h.get("cpu") for h in (hardware.values() if isinstance(hardware, dict) else ()) if isinstance(h, dict)]
-    return " | ".join(dict.fromkeys(str(c["model"]) for c in cpus if isinstance(c, dict) and c.get("model")))
+    """The inter-node link of sweep.json (`sweep_hosts`), or with kind "intra" the GPU-to-GPU one."""
+    return sweep_hosts(path)[0]["link" if kind == "inter" else "intra_link"]
 
 
 def current_runs(runs: list[RunResult]) -> tuple[list[RunResult], int]:
@@ -286,3 +308,31 @@ def current_runs(runs: list[RunResult]) -> tuple[list[RunResult], int]:
     for i, run in enumerate(runs):
         latest[(run.sweep, run.run_id) if run.run_id else ("", i)] = run
     return list(latest.values()), len(runs) - len(latest)
+
+
+# --- study folders ---------------------------------------------------------------------------------
+
+def read_study_record(folder: Path) -> dict | None:
+    """OUT/study.json, or None when `folder` is not a study folder. Its "study" is a plain name (the
+    report writes a study's tables under OUT/<name>/ when it has several): a string without a path
+    separator, '..' or a control character, else ConfigError naming the file."""
+    path = Path(folder) / STUDY_RECORD
+    if not path.is_file():
+        return None
+    try:
+        data = json.loads(path.read_text())
+    except ValueError:
+        raise ConfigError(f"{path}: not valid JSON") from None
+    if not isinstance(data, dict) or "study" not in data or "identity" not in data:
+        raise ConfigError(f"{path}: not a study record")
+    name = data["study"]
+    if (not isinstance(name, str) or not name.strip() or name in (".", "..") or "/" in name or "\\" in name
+            or not name.isprintable() or len(name) > 255):
+        raise ConfigError(f"{path}: \"study\" is {json.dumps(name)[:80]}, not a study name (a plain name: no "
+                          "'/', no '..', as the study file's name)")
+    return data
+
+
+def study_sweep_dirs(folder: Path) -> list[Path]:
+    """The sweep folders of a study folder that hold runs: <model>/<mode>/runs.csv."""
+    return sorted(p.parent for p in Path(folder).glob(f"*/*/{RUNS_CSV}"))

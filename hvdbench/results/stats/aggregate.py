@@ -22,18 +22,15 @@ Rules (also printed in the report's notes, `NOTES`):
 from __future__ import annotations
 
 import math
-import re
 import statistics
 from dataclasses import dataclass, field
-from pathlib import Path
 
 from hvdbench.errors import ConfigError
 from hvdbench.results.mllog import rcp_check
-from hvdbench.results.mllog.layouts import shown
 from hvdbench.results.mllog.mlperf import counts_samples
 from hvdbench.results.mllog.summary import INCOMPLETE
 from hvdbench.results.records.schema import BUSY_CPUS, EPOCH_COLUMNS, SCALING_GROUP, TTT_GROUP, RunResult
-from hvdbench.topology import MAX_NODES, MAX_SLOTS
+from hvdbench.topology import parse_layout  # noqa: F401 (NxG, parsed in one place; `report --baseline`)
 
 # MLPerf drops the fastest and slowest run; we do so from this many runs on (MLPerf itself asks
 # 5 runs for vision models and 10 for BERT; 3 is the least that leaves a run after dropping two).
@@ -124,25 +121,6 @@ def olympic_score(minutes: list[float], not_converged: int, drop: int = 1, incom
 
 # --- the --baseline option ---------------------------------------------------------------------
 
-def parse_layout(text: str, option: str = "--baseline") -> tuple[int, int]:
-    """'2x4' -> (2, 4); ConfigError naming `option` (the one given: report's --baseline, predict's
-    --layouts; '' names none) and the value. Held to the hostfiles' bounds: at most MAX_SLOTS
-    (1024) GPUs per node and MAX_NODES (1,000,000) nodes (hvdbench.topology)."""
-    said = f"{option} {shown(text)}" if option else shown(text)
-    m = re.fullmatch(r"\s*([0-9]+)x([0-9]+)\s*", text or "")  # ASCII digits: int() also reads '٣'
-    if not m:
-        raise ConfigError(f"{said}: expected NODESxGPUS, e.g. 1x1 or 1x8")
-    for digits, most, what in ((m[1], MAX_NODES, "nodes"), (m[2], MAX_SLOTS, "GPUs per node")):
-        digits = digits.lstrip("0") or "0"
-        if len(digits) > len(str(most)) or int(digits) > most:  # int() of thousands of digits fails
-            count = digits if len(digits) <= 24 else f"a {len(digits)}-digit number of"
-            bound = " per host (a hostfile's slots)" if what == "GPUs per node" else ""
-            raise ConfigError(f"{said}: {count} {what} is above the limit of {most:,}{bound}")
-        if digits == "0":
-            raise ConfigError(f"{said}: {what} must be at least 1")
-    return int(m[1]), int(m[2])
-
-
 # --- grouping ----------------------------------------------------------------------------------
 
 def system_of(run: RunResult) -> str:
@@ -166,9 +144,9 @@ def _layout_cols(runs: list[RunResult]) -> dict:
             "gpus": run.world_size,
             "scale": run.scale or ("" if not run.nodes else "up" if run.nodes == 1 else "out"),
             "hosts": ";".join(hosts),
-            "link": "" if run.nodes == 1 else _one(getattr(r, "link", "") for r in runs) or "",
-            "intra_link": _one(getattr(r, "intra_link", "") for r in runs) or "",
-            "cpu_model": _one(getattr(r, "cpu_model", "") for r in runs) or ""}
+            "link": "" if run.nodes == 1 else _one(r.link for r in runs) or "",
+            "intra_link": _one(r.intra_link for r in runs) or "",
+            "cpu_model": _one(r.cpu_model for r in runs) or ""}
 
 
 def where_cols(runs: list[RunResult]) -> dict:
@@ -181,7 +159,7 @@ def where_cols(runs: list[RunResult]) -> dict:
 def layout_source(runs: list[RunResult]) -> str:
     """Where the runs' layout came from: an MLPerf log's source (systems JSON, an NxGxBxA name,
     the platform text, see hvdbench.results.mllog), or the sweep's plan for runs.csv rows."""
-    return _one(getattr(r, "layout_source", "") or SWEEP_SOURCE for r in runs) or ""
+    return _one(r.layout_source or SWEEP_SOURCE for r in runs) or ""
 
 
 def on_cpus(row: dict) -> bool:
@@ -298,7 +276,7 @@ def _timing(runs: list[RunResult]) -> dict:
     ok = [r for r in runs if r.status == "success"] or runs
     steps = [r.steps for r in ok if r.steps]
     warm = [r.warmup_steps for r in ok if r.warmup_steps is not None and r.steps]
-    return {"threads": _one(getattr(r, "threads", None) for r in ok),
+    return {"threads": _one(r.threads for r in ok),
             "steps": min(steps, default=None), "warmup_steps": min(warm, default=None)}
 
 
@@ -478,7 +456,7 @@ def time_to_train_rows(runs: list[RunResult], baseline: tuple[int, int] | None =
             minutes = [r.time_to_train_s / 60 for r in done]
             cut = sum(r.error == INCOMPLETE for r in layout_runs)
             score, st = olympic_score(minutes, missed, OLYMPIC_DROP.get(key[1], 1), cut), stats(minutes)
-            samples = [(r.time_to_train_s / 60, getattr(r, "samples_to_target", None)) for r in done]
+            samples = [(r.time_to_train_s / 60, r.samples_to_target) for r in done]
             samples = [(m, n) for m, n in samples if n]
             epochs = stats(r.epochs_to_target if r.epochs_to_target is not None else r.epochs for r in done)
             per_epoch = stats(r.time_per_epoch_s / 60 for r in layout_runs
@@ -520,29 +498,12 @@ def _cadence(done: list[RunResult]) -> dict:
     """How finely the converged runs' time to train is resolved: a run stops at the first evaluation
     that reaches the target, so the target was crossed up to one evaluation interval earlier than
     its time says. The interval is eval_every epochs x the run's time per epoch (the run's resolved
-    config: `read_eval_cadence`); None where it is not known (no config beside the run, published
+    config: hvdbench.results.report.load); None where it is not known (no config beside the run, published
     logs, evaluation counted in samples)."""
     timed = [(r.eval_every, r) for r in done
-             if getattr(r, "eval_unit", "") == "epochs" and getattr(r, "eval_every", None)]
+             if r.eval_unit == "epochs" and r.eval_every]
     seconds = [every * r.time_per_epoch_s for every, r in timed if r.time_per_epoch_s]
     return {"eval_every_epochs": _one(every for every, _ in timed), "ttt_resolution_s": stats(seconds).mean}
-
-
-def read_eval_cadence(runs: list[RunResult], folder) -> None:
-    """Set `eval_every` and `eval_unit` on the time-to-accuracy runs of one sweep folder from each
-    run's resolved config (FOLDER/<run_id>/config.yaml, which the worker writes); runs without one
-    are left without (the report then says nothing of the cadence)."""
-    import yaml
-
-    for r in runs:
-        if r.mode != "time_to_accuracy" or not r.run_id:
-            continue
-        try:
-            config = yaml.safe_load((Path(folder) / r.run_id / "config.yaml").read_text())
-        except (OSError, ValueError, yaml.YAMLError):
-            continue
-        if isinstance(config, dict) and isinstance(config.get("eval_every"), (int, float)):
-            r.eval_every, r.eval_unit = float(config["eval_every"]), str(config.get("eval_unit") or "epochs")
 
 
 def _batch_key(group: list[RunResult]):
@@ -558,7 +519,7 @@ def _batch_key(group: list[RunResult]):
     def key(r: RunResult) -> tuple:
         layout = (r.nodes, r.gpus_per_node, r.layout)
         known = batches.get(layout, set())
-        return (*layout, r.global_batch or (next(iter(known)) if len(known) == 1 else 0), getattr(r, "result", ""))
+        return (*layout, r.global_batch or (next(iter(known)) if len(known) == 1 else 0), r.result)
     return key
 
 

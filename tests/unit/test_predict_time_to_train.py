@@ -20,7 +20,7 @@ from hvdbench.results.analyses import convergence as CV
 from hvdbench.results.analyses.ttt import LayoutParts
 from hvdbench.results.predict import throughput as P
 from hvdbench.results.predict import time_to_train as PT
-from hvdbench.results.records.schema import PREDICTION_COLUMNS, RunResult
+from hvdbench.results.records.schema import PREDICTION_COLUMNS, LoadedRun
 
 # The truth the layouts are made from.
 S_MIN, B_CRIT = 100_000.0, 64.0
@@ -192,7 +192,7 @@ def throughput_runs():
         n = nodes * gpus
         work, comm = 0.05, 0.0 if n == 1 else (0.01 if nodes == 1 else 0.03)
         step = work + comm
-        r = RunResult(model="resnet50", flavor="debug", framework="torch", mode="throughput", batch_per_gpu=16,
+        r = LoadedRun(model="resnet50", flavor="debug", framework="torch", mode="throughput", batch_per_gpu=16,
                       global_batch=16 * n, world_size=n, nodes=nodes, gpus_per_node=gpus, layout=f"{nodes}x{gpus}",
                       parameters=1_000_000, throughput=16 * n / step, step_time_mean_s=step, data_s=0.1 * work,
                       compute_s=0.8 * work, comm_s=comm, update_s=0.1 * work, other_s=0.0, hosts="a;b",
@@ -380,7 +380,7 @@ def test_report_predicts_a_sweep_s_time_to_train_from_the_throughput_predictor(t
         n = nodes * gpus
         rate = 0.8 * P.predict(fit, nodes, gpus)["predicted_throughput"]
         epoch_s, eval_s = 1000 / rate, 2.0 / n
-        r = RunResult(model="resnet50", flavor="debug", framework="torch", mode="time_to_accuracy", batch_per_gpu=16,
+        r = LoadedRun(model="resnet50", flavor="debug", framework="torch", mode="time_to_accuracy", batch_per_gpu=16,
                       global_batch=16 * n, world_size=n, nodes=nodes, gpus_per_node=gpus, layout=f"{nodes}x{gpus}",
                       parameters=1_000_000, devices="cpu", hosts="a;b", run_id=f"{nodes}x{gpus}-a", sweep="s",
                       epochs=epochs, epochs_to_target=epochs, time_to_train_s=epochs * (epoch_s + eval_s),

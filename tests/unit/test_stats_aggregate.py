@@ -6,7 +6,7 @@ import math
 import pytest
 
 from hvdbench.errors import ConfigError
-from hvdbench.results.records.schema import SCHEMA_VERSION, RunResult, SchemaError
+from hvdbench.results.records.schema import SCHEMA_VERSION, LoadedRun, RunResult, SchemaError
 from hvdbench.results.records.store import append_run, load_sweeps
 from hvdbench.results.stats.aggregate import build_tables, olympic_score, parse_layout, scaling_rows, stats
 
@@ -18,7 +18,7 @@ def run(layout, throughput=None, status="success", mode="throughput", **kw):
                   layout=layout, scale="up" if nodes == 1 else "out", devices="cpu",
                   throughput=throughput, status=status)
     fields.update(kw)
-    return RunResult(**fields)
+    return LoadedRun(**fields)
 
 
 def sweep_runs():
@@ -200,7 +200,7 @@ def test_a_run_that_failed_before_seeing_its_devices_joins_its_layouts_row(tmp_p
 
 def test_runs_of_unknown_layout_are_counted_but_never_a_baseline():
     runs = [run("1x1", 100), run("1x2", 190)]
-    runs.append(RunResult(model="resnet50", flavor="debug", framework="torch", devices="cpu",
+    runs.append(LoadedRun(model="resnet50", flavor="debug", framework="torch", devices="cpu",
                           batch_per_gpu=32, throughput=50.0))  # no layout recorded
     rows = scaling_rows(runs)
     unknown = next(r for r in rows if not r["gpus"])
@@ -390,7 +390,7 @@ def test_efficiency_carries_two_sigma_from_both_spreads():
 
 
 def test_short_times_to_train_read_in_seconds_with_the_evaluation_cadence(tmp_path):
-    from hvdbench.results.stats.aggregate import read_eval_cadence
+    from hvdbench.results.report.load import read_run_folder
     from hvdbench.results.render.tables import markdown, resolution
 
     runs = [tta("1x1", s / 60, run_id=f"1x1-r{i}", epochs_to_target=3.0, time_per_epoch_s=3.5, global_batch=32)
@@ -400,7 +400,8 @@ def test_short_times_to_train_read_in_seconds_with_the_evaluation_cadence(tmp_pa
     for r in runs:  # each run's resolved config, as the worker writes it beside its result
         (tmp_path / r.run_id).mkdir()
         (tmp_path / r.run_id / "config.yaml").write_text("eval_every: 2.0\neval_unit: epochs\nmax_epochs: 12\n")
-    read_eval_cadence(runs, tmp_path)
+    for r in runs:
+        read_run_folder(r, tmp_path / r.run_id)
     rows = by_layout(build_tables(runs).time_to_train)
     assert rows["1x1"]["eval_every_epochs"] == 2.0 and rows["1x1"]["ttt_resolution_s"] == pytest.approx(7.0)
     assert resolution(rows["1x1"]) == "± 7 s: an evaluation every 2 epochs of ~3.5 s"
@@ -414,7 +415,7 @@ def test_short_times_to_train_read_in_seconds_with_the_evaluation_cadence(tmp_pa
     assert "| time to train |" in text and "| 31.00 min |" in text and "| 30.0 s |" in text
     # A run without its config (a runs.csv copied alone, a published log): no cadence, no column.
     bare = [tta("1x1", 0.5, run_id="x", global_batch=32)]
-    read_eval_cadence(bare, tmp_path / "nowhere")
+    read_run_folder(bare[0], tmp_path / "nowhere" / "x")
     assert "resolution" not in markdown(build_tables(bare))
 
 

@@ -3,10 +3,10 @@ per GPU, MFU against the datasheet peak and against `bench compute`'s measured p
 rank beside train/memory.py's estimate, and energy per sample; and the same MFU for published MLPerf
 logs.
 
-    rows = compute_rows(runs, sweeps)      # one row per scaling group and layout (runs.csv's columns)
+    rows = compute_rows(runs, peaks)       # one row per scaling group and layout (runs.csv's columns)
     markdown(rows); write(rows, out, formats)  # compute.csv, compute.png, a summary.md section
 
-A run's figures come from its own record (hvdbench.train.compute: FLOPs per sample counted on the
+A run's figures come from its own record (hvdbench.train.compute_window: FLOPs per sample counted on the
 meta device, peaks from hvdbench.peaks). Published logs (hvdbench.results.mllog) carry no FLOPs:
 theirs are hvdbench's own count of the benchmark's network at the reference's size (the model spec's
 `published_flops`, from `hvdbench bench flops`; a unit test holds the two equal), their samples/s per accelerator what the
@@ -22,8 +22,7 @@ from pathlib import Path
 from hvdbench.contracts import specs
 from hvdbench.peaks import mfu, model_tflops, peak_tflops
 from hvdbench.results.stats.aggregate import device_word, on_cpus, scaling_key, where_cols
-from hvdbench.results.records.schema import COMPUTE_COLUMNS, SCALING_GROUP, ComputeRow
-from hvdbench.results.records.store import COMPUTE_CSV, read_rows, sweep_folder
+from hvdbench.results.records.schema import COMPUTE_COLUMNS, SCALING_GROUP
 from hvdbench.results.render.tables import markdown_table, write_table
 
 PUBLISHED_PRECISION = "bf16"  # the peak published MFU is taken against
@@ -39,26 +38,6 @@ def _max(values) -> float | None:
     return max(values) if values else None
 
 
-def measured_peaks(sweeps) -> dict[tuple[str, str, str], float]:
-    """(layout, device, dtype) -> the median over ranks of `bench compute`'s matmul TFLOP/s, from each
-    sweep folder's bench_compute.csv (the latest run of a layout where there are several)."""
-    peaks: dict[tuple[str, str, str], float] = {}
-    for folder in sweeps or ():
-        path = Path(sweep_folder(folder)) / COMPUTE_CSV
-        if not path.exists():
-            continue
-        rows = [r for r in read_rows(path, ComputeRow, "compute bench") if r.op == "matmul" and r.tflops is not None]
-        latest: dict[str, str] = {}
-        for r in rows:
-            latest[r.layout] = max(latest.get(r.layout, ""), r.run_id)
-        by_key: dict[tuple, list[float]] = {}
-        for r in rows:
-            if r.run_id == latest[r.layout]:
-                by_key.setdefault((r.layout, r.device, r.dtype), []).append(r.tflops)
-        peaks.update({k: statistics.median(v) for k, v in by_key.items()})
-    return peaks
-
-
 def _published(run) -> tuple[float | None, float | None, float | None, str]:
     """(FLOPs per sample, samples/s per accelerator, bf16 peak, note) of a published log's run: the
     model whose spec names the log's benchmark gives the FLOPs (ModelSpec.published_flops)."""
@@ -66,20 +45,21 @@ def _published(run) -> tuple[float | None, float | None, float | None, str]:
     if spec is None:
         return None, None, None, f"no FLOPs count for benchmark {run.model!r}"
     ref = spec.published_flops
-    trained, unit, train_s = getattr(run, "trained", None), getattr(run, "trained_unit", ""), getattr(run, "train_s", None)
+    trained, unit, train_s = run.trained, run.trained_unit, run.train_s
     samples = (trained * ref.epoch_samples if unit == "epochs" and ref.epoch_samples else
                trained if unit == "samples" else None) if trained else None
     rate = samples / train_s / run.world_size if samples and train_s and run.world_size else run.throughput_per_gpu
-    accelerator = getattr(run, "accelerator", "")
+    accelerator = run.accelerator
     peak = peak_tflops(accelerator, PUBLISHED_PRECISION)
     note = f"{spec.name}/{ref.flavor} per {ref.sample}; peak: {PUBLISHED_PRECISION}" + (
         "" if peak else f"; no datasheet peak for {accelerator or 'an unnamed accelerator'}")
     return ref.per_sample, rate, peak, note
 
 
-def compute_rows(runs, sweeps=()) -> list[dict]:
-    """One row per scaling group and layout with a compute figure (see the module's docstring)."""
-    measured = measured_peaks(sweeps)
+def compute_rows(runs, measured: dict | None = None) -> list[dict]:
+    """One row per scaling group and layout with a compute figure (see the module's docstring);
+    `measured`: (layout, device, dtype) -> `bench compute`'s TFLOP/s (hvdbench.results.report.load)."""
+    measured = measured or {}
     groups: dict[tuple, list] = {}
     for r in runs:
         if r.status in ("success", "aborted"):

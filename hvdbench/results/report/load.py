@@ -1,0 +1,135 @@
+"""The one reader of what a report reads, each file once: sweep folders (runs.csv and sweep.json
+through records/store.py, each time-to-accuracy run's config.yaml and mllog.txt, the `sweep --explain`
+twins in explain/, the bench CSVs), study folders (study.json: their sweep folders) and published
+MLPerf trees (hvdbench.results.mllog).
+
+    loaded = load(["results/demo"], mllogs=["training_results_v4.0/Oracle"])
+    loaded.runs        # LoadedRun records: runs.csv's columns and what was found beside them
+"""
+
+from __future__ import annotations
+
+import statistics
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import yaml
+
+from hvdbench.errors import ConfigError
+from hvdbench.results import mllog
+from hvdbench.results.mllog.events import OWN_LOG_NAME
+from hvdbench.results.mllog.groups import DEFAULT_GROUP_BY
+from hvdbench.results.mllog.summary import read_run_log
+from hvdbench.results.records.schema import TTT_PARTS, AllreduceRow, ComputeRow, IoRow, LoadedRun
+from hvdbench.results.records.store import (ALLREDUCE_CSV, COMPUTE_CSV, EXPLAIN_DIR, IO_CSV, RUNS_CSV,
+                                            current_runs, load_sweeps, read_rows, read_study_record,
+                                            study_sweep_dirs, sweep_folder)
+
+
+@dataclass
+class Loaded:
+    """Everything a report (or a prediction) is built from."""
+
+    runs: list[LoadedRun] = field(default_factory=list)  # current runs: a retry supersedes its failed try
+    sweeps: list[Path] = field(default_factory=list)  # the sweep folders as given (a study's expanded)
+    mllogs: list[Path] = field(default_factory=list)
+    studies: dict[str, dict] = field(default_factory=dict)  # study name -> its study.json
+    allreduce: list[AllreduceRow] = field(default_factory=list)  # `bench allreduce` rows of the sweeps
+    io: list[IoRow] = field(default_factory=list)  # `bench io` rows
+    peaks: dict[tuple[str, str, str], float] = field(default_factory=dict)  # `bench compute`: measured_peaks
+    twins: list[LoadedRun] = field(default_factory=list)  # the `sweep --explain` twins
+    notes: list[str] = field(default_factory=list)  # what the tables should say (warnings start "warning: ")
+
+    @property
+    def sources(self) -> list[str]:
+        return [str(p) for p in (*self.sweeps, *self.mllogs)]
+
+
+def expand_studies(paths) -> tuple[list[Path], dict[str, dict]]:
+    """Each study folder (`hvdbench study run --out DIR`: DIR/study.json) becomes its sweep folders;
+    returns the sweep folders and each study's record (name -> study.json), for the study tables."""
+    sweeps, studies = [], {}
+    for path in map(Path, paths):
+        record = read_study_record(path) if path.is_dir() else None
+        if record is None:
+            sweeps.append(path)
+            continue
+        found = study_sweep_dirs(path)
+        if not found:
+            raise ConfigError(f"{path}: a study folder with no runs yet (no <model>/<mode>/runs.csv)")
+        sweeps += found
+        studies[record["study"]] = record
+    return sweeps, studies
+
+
+def load(paths=(), mllogs=(), group_by: tuple[str, ...] = DEFAULT_GROUP_BY, ruleset: str | None = None,
+         progress=None) -> Loaded:
+    """Read the sweep and study folders `paths` and the published trees `mllogs` (`progress(root)`
+    gives mllog.load's progress wrapper for one tree, or None). Bad input raises before anything is
+    written: a report's old files stay as they were."""
+    sweeps, studies = expand_studies(paths)
+    loaded = Loaded(sweeps=sweeps, mllogs=[Path(m) for m in mllogs], studies=studies)
+    rows: list[LoadedRun] = []
+    for path in sweeps:
+        folder, mine = sweep_folder(path), load_sweeps([path], loaded.notes)
+        for r in mine:
+            if r.mode == "time_to_accuracy" and r.run_id:
+                read_run_folder(r, folder / r.run_id)
+        rows += mine
+        read_benches(loaded, folder)
+    loaded.runs, superseded = current_runs(rows)
+    if superseded:
+        loaded.notes.append(f"{superseded} earlier attempt(s) of retried runs are kept in runs.csv and superseded "
+                            "by their retry in these tables")
+    for root in loaded.mllogs:
+        more, said = mllog.load(root, progress(root) if progress else (lambda files: files), group_by, ruleset)
+        loaded.runs += more
+        loaded.notes += said
+    return loaded
+
+
+def read_run_folder(r: LoadedRun, run_dir: Path) -> None:
+    """A time-to-accuracy run's evaluation cadence from its resolved config (RUN/config.yaml, which
+    the worker writes) and its time to train in parts (summary.TTT_FIELDS) from its own event log
+    (RUN/mllog.txt). A run without them keeps none: the report then says nothing of the cadence, and
+    its layout gets no time-to-train waterfall (the table says why)."""
+    try:
+        config = yaml.safe_load((run_dir / "config.yaml").read_text())
+    except (OSError, ValueError, yaml.YAMLError):
+        config = None
+    if isinstance(config, dict) and isinstance(config.get("eval_every"), (int, float)):
+        r.eval_every, r.eval_unit = float(config["eval_every"]), str(config.get("eval_unit") or "epochs")
+    try:
+        s = read_run_log(run_dir / OWN_LOG_NAME)
+    except (OSError, ValueError):
+        return
+    r.trained, r.trained_unit, r.trained_from, r.train_s, r.train_from, r.eval_s, r.eval_from = (
+        getattr(s, name) for name in TTT_PARTS)
+
+
+def read_benches(loaded: Loaded, folder: Path) -> None:
+    """A sweep folder's bench rows (bench_allreduce.csv, bench_io.csv), the median matmul TFLOP/s of
+    its `bench compute` (bench_compute.csv: `measured_peaks`) and its `sweep --explain` twins
+    (explain/runs.csv); schema errors name the file."""
+    if (folder / ALLREDUCE_CSV).is_file():
+        loaded.allreduce += read_rows(folder / ALLREDUCE_CSV, AllreduceRow)
+    if (folder / IO_CSV).is_file():
+        loaded.io += read_rows(folder / IO_CSV, IoRow)
+    if (folder / COMPUTE_CSV).exists():
+        loaded.peaks.update(measured_peaks(read_rows(folder / COMPUTE_CSV, ComputeRow, "compute bench")))
+    if (folder / EXPLAIN_DIR / RUNS_CSV).is_file():
+        loaded.twins += load_sweeps([folder / EXPLAIN_DIR], loaded.notes)
+
+
+def measured_peaks(rows: list[ComputeRow]) -> dict[tuple[str, str, str], float]:
+    """(layout, device, dtype) -> the median over ranks of one sweep's `bench compute` matmul TFLOP/s
+    (the latest run of a layout where there are several)."""
+    rows = [r for r in rows if r.op == "matmul" and r.tflops is not None]
+    latest: dict[str, str] = {}
+    for r in rows:
+        latest[r.layout] = max(latest.get(r.layout, ""), r.run_id)
+    by_key: dict[tuple, list[float]] = {}
+    for r in rows:
+        if r.run_id == latest[r.layout]:
+            by_key.setdefault((r.layout, r.device, r.dtype), []).append(r.tflops)
+    return {k: statistics.median(v) for k, v in by_key.items()}
