@@ -56,10 +56,11 @@ def run(layout="1x1", **figures):
 
 def test_a_non_finite_figure_is_written_empty_and_the_row_says_why(tmp_path):
     store = tmp_path / "runs.csv"
-    append_run(store, run(throughput=math.inf, compile_s=-1.0))
-    assert ",inf," not in store.read_text()
+    append_run(store, run(throughput=math.inf, compile_s=-1.0, final_metric=math.nan))
+    assert ",inf," not in store.read_text() and ",nan," not in store.read_text()
     [back] = read_runs(store)
-    assert back.throughput is None and back.compile_s is None
+    assert back.throughput is None and back.compile_s is None and back.final_metric is None
+    # (NaN has always meant "not measured", a metric over no samples: emptied without a word)
     assert back.error == "column throughput has inf: not a finite number, left empty; " \
                          "column compile_s has -1.0: negative, left empty"
 

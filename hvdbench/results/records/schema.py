@@ -87,13 +87,17 @@ class CsvRecord:
     FIGURES: tuple[str, ...] | None = None
 
     def clear_impossible(self) -> list[str]:
-        """Empty every float cell that cannot be a measurement: not finite anywhere, negative or past
+        """Empty every float cell that cannot be a measurement: infinite anywhere, negative or past
         ABSURD in a FIGURES column; one 'column has value: why' line per cell cleared. A store keeps
-        such cells empty (\"not measured\") so no table prints them and no statistic overflows."""
+        such cells empty ("not measured") so no table prints them and no statistic overflows. NaN is
+        emptied without a word: it has always meant "not measured" (a metric over no samples)."""
         said = []
         for f in fields(self):
             value = getattr(self, f.name)
             if not isinstance(value, float) or isinstance(value, bool):
+                continue
+            if math.isnan(value):
+                setattr(self, f.name, None)
                 continue
             figure = self.FIGURES is None or f.name in self.FIGURES
             why = ("not a finite number" if not math.isfinite(value) else
@@ -286,9 +290,9 @@ class RunResult(LayoutFields, _RunIdentity, CsvRecord):
 
     @classmethod
     def from_row(cls, row: dict[str, str], where: str = "row") -> "RunResult":
-        """A runs.csv row; an infinite figure is refused here, naming the file, line and column (an
-        empty cell or nan is "not measured", which the report leaves out; inf would end its
-        statistics). A row of an older schema version reads with the columns added since empty."""
+        """A runs.csv row (an empty cell or nan is "not measured", which the report leaves out; the store
+        empties an infinite or impossible figure with a warning: CsvRecord.clear_impossible). A row of
+        an older schema version reads with the columns added since empty."""
         if str(row.get("schema_version")) in {str(v) for v in range(1, SCHEMA_VERSION)}:
             added = cls.added_since(int(row["schema_version"]))
             row = {**{c: ADDED_DEFAULTS.get(c, "") for c in added}, **row, "schema_version": str(SCHEMA_VERSION)}

@@ -5,8 +5,10 @@ and the sweep folders that hold them, as every reader of results finds them.
     hvdbench report results/demo              # reads it back (load_sweeps, current_runs)
 
 Rows are only ever added. Each append writes the previous bytes verbatim plus the new rows to a
-temporary file, fsyncs it and renames it over the store, so a crash or kill at any moment leaves
-either the old file or the new one, never a partial row. The header is never rewritten: an append
+temporary file (created exclusively: never through a link), fsyncs it and renames it over the store,
+so a crash or kill at any moment leaves either the old file or the new one, never a partial row. A
+store of an older schema version, or holding a cell no run can have (inf, a negative time: read as
+empty, with a warning), is rewritten whole by its next append. The header is never rewritten: an append
 checks that it has every column of the record (not their order: new rows are written in the
 record's column order, which is why a record's column order never changes, see schema.BenchRow).
 """
