@@ -38,9 +38,9 @@ def collect() -> dict:
         "horovod": probe.get("horovod", {}),
         "mpi": _mpi(probe.get("mpi4py", {})),
         "nccl": probe.get("torch", {}).get("nccl"),
-        "gpus": _gpus(),
         "hardware": hardware.host_record(),
     }
+    info["gpus"] = _gpus(info["hardware"])
     info["engines"] = engines(info)
     return info
 
@@ -119,6 +119,7 @@ def format_text(info: dict) -> str:
         lines.append(f"nic {nic['name']:<11} {nic['kind']}, {nic['state'] or 'state not read'}, {rate}")
     lines.append(f"intra-node link {hw['intra_node_link']}")
     lines.append(f"inter-node link {hw['inter_node_link'] or 'none found'}")
+    lines += [f"note            {note}" for note in hw.get("notes", [])]
     for name, engine in info["engines"].items():
         lines.append(f"engine {name:<8} " + ("available" if engine["available"] else f"NOT AVAILABLE: {engine['why']}"))
     return "\n".join(lines)
@@ -155,15 +156,8 @@ def _mpi(mpi4py: dict) -> dict:
             "mpi4py": mpi4py.get("version"), "mpi4py_vendor": mpi4py.get("mpi_vendor")}
 
 
-def _gpus() -> list[dict]:
-    if not shutil.which("nvidia-smi"):
-        return []
-    proc = subprocess.run(["nvidia-smi", "--query-gpu=name,memory.total,driver_version",
-                           "--format=csv,noheader"], capture_output=True, text=True, timeout=60)
-    if proc.returncode != 0:
-        return []
-    gpus = []
-    for line in proc.stdout.strip().splitlines():
-        name, memory, driver = (part.strip() for part in line.split(","))
-        gpus.append({"name": name, "memory": memory, "driver": driver})
-    return gpus
+def _gpus(record: dict) -> list[dict]:
+    """The GPUs as `env` lists them, from the hardware record's one nvidia-smi query (its tolerant
+    path: garbage, bytes that are not UTF-8 or a hang leave it empty, with a note)."""
+    return [{"name": g["name"], "memory": f"{g['memory_mib']} MiB" if g["memory_mib"] is not None else "not read",
+             "driver": g["driver"]} for g in record["gpus"]]

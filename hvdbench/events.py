@@ -19,6 +19,16 @@ from pathlib import Path
 from mlperf_logging.mllog import constants
 from mlperf_logging.mllog.mllog import MLLogger
 
+from hvdbench.files import open_no_link
+
+
+class _NoLinkFileHandler(logging.FileHandler):
+    """A FileHandler that appends through open_no_link: a link planted at the log's name is refused."""
+
+    def _open(self):
+        return open_no_link(Path(self.baseFilename), "a", encoding=self.encoding or "utf-8")
+
+
 class EventLog:
     """`start`/`end`/`event` as in mllog; `key` is an mllog constant or its string value."""
 
@@ -35,7 +45,7 @@ class EventLog:
             for handler in list(logger.handlers):
                 logger.removeHandler(handler)
                 handler.close()
-            handler = logging.FileHandler(self.path, mode="a")
+            handler = _NoLinkFileHandler(self.path, mode="a", encoding="utf-8")
             handler.setFormatter(logging.Formatter("%(message)s"))
             logger.addHandler(handler)
             # stack offset 2: the file:line recorded in each event is our caller's, not this module's.

@@ -1,8 +1,10 @@
 """Files every layer writes or checks the same way (the ground floor: imports nothing of hvdbench
-but errors): atomic text and PNG writes, a file's sha256, an output folder checked before the work.
+but errors): atomic text, bytes and PNG writes through temporary files created exclusively,
+appends that never follow a link, a file's sha256, an output folder checked before the work.
 
     atomic_write_text(Path("results/demo/scaling.csv"), text)   # readers see the old file or the new
     atomic_write_png(fig, Path("results/demo/scaling.png"))     # a matplotlib figure, the same way
+    with open_no_link(Path("results/demo/run.log"), "ab") as f:  # append, never through a link
     file_sha256(Path("data/wmt/tokenizer.json"))                 # hex digest, read in 1 MiB blocks
     check_writable_dir(Path("results/demo"), "--out")            # OutputError naming it if not
 """
@@ -12,41 +14,92 @@ from __future__ import annotations
 import errno
 import hashlib
 import os
+import secrets
 import tempfile
+from contextlib import contextmanager
 from pathlib import Path
+from typing import IO, Iterator
 
 from hvdbench.errors import OutputError
 
 
-def _tmp_beside(path: Path) -> Path:
-    # Beside the target (same file system: os.replace is atomic), named per process so two writers
-    # of one file never share a temporary file.
-    return path.with_name(f".{path.name}.tmp{os.getpid()}")
+# A new file only: O_EXCL refuses any name that exists, a symbolic link included (with O_CREAT the
+# kernel never follows one), so a link planted in a shared output folder never chooses what we write.
+_NEW_FILE = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+# Appending to, or starting, a file of a fixed name: never through a link (ELOOP instead).
+_APPEND = os.O_WRONLY | os.O_CREAT | os.O_APPEND | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+_TRUNCATE = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+
+
+def _new_tmp_beside(path: Path) -> tuple[int, Path]:
+    # Beside the target (same file system: os.replace is atomic), with a random part in its name so
+    # nobody can guess it in advance; mode 0o666 less the umask, as a plain open() would make it.
+    for _ in range(100):
+        tmp = path.with_name(f".{path.name}.tmp{os.getpid()}-{secrets.token_hex(4)}")
+        try:
+            return os.open(tmp, _NEW_FILE, 0o666), tmp
+        except FileExistsError:
+            continue
+    raise OutputError(f"{path}: cannot create a temporary file beside it (100 names taken)")
+
+
+@contextmanager
+def atomic_open(path: Path, mode: str = "wb", **kwargs) -> Iterator[IO]:
+    """`with atomic_open(path, "w") as f:` writes a new temporary file beside `path` (created
+    exclusively, never through a link), fsyncs and renames it over `path` when the block ends;
+    readers see the old file or the new one. An error in the block leaves `path` as it was."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = _new_tmp_beside(path)
+    try:
+        with os.fdopen(fd, mode, **kwargs) as f:
+            yield f
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+
+
+def atomic_write_bytes(path: Path, data: bytes) -> None:
+    """Write `data` to `path` through atomic_open: readers see the old or new file."""
+    with atomic_open(path, "wb") as f:
+        f.write(data)
 
 
 def atomic_write_text(path: Path, text: str) -> None:
-    """Write to a temporary file beside `path`, fsync, rename: readers see the old or new file."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = _tmp_beside(path)
-    with open(tmp, "w") as f:
+    """Write `text` (UTF-8) to `path` through atomic_open: readers see the old or new file."""
+    with atomic_open(path, "w", encoding="utf-8") as f:
         f.write(text)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
 
 
 def atomic_write_png(fig, path: Path, dpi: int = 100) -> Path:
-    """Save a matplotlib figure as PNG the same way (a half-written plot is never seen)."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = _tmp_beside(path)
+    """Save a matplotlib figure as PNG the same way (a half-written plot is never seen). Every text
+    is drawn as written, never as mathtext or TeX: titles, labels and ticks carry what users and
+    files gave (a --link, host and model names), and a `$` in them must not end the report midway."""
+    import matplotlib  # here: the ground floor's other writers need no matplotlib
+
+    with matplotlib.rc_context({"text.usetex": False, "text.parse_math": False}):  # texts made while drawing
+        for text in fig.findobj(lambda artist: hasattr(artist, "set_parse_math")):  # texts made before
+            text.set_usetex(False)
+            text.set_parse_math(False)
+        with atomic_open(path, "wb") as f:
+            fig.savefig(f, format="png", dpi=dpi)
+    return Path(path)
+
+
+def open_no_link(path: Path, mode: str = "a", **kwargs) -> IO:
+    """open(path, mode) for "a"/"ab" (append) or "w"/"wb" (start anew) that refuses a symbolic
+    link at `path` (OutputError naming it) instead of writing wherever it points."""
+    flags = _APPEND if mode.startswith("a") else _TRUNCATE
     try:
-        fig.savefig(tmp, format="png", dpi=dpi)
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
-    return path
+        fd = os.open(path, flags, 0o666)
+    except OSError as e:
+        if e.errno == errno.ELOOP:
+            raise OutputError(f"{path} is a symbolic link: not written through") from None
+        raise
+    return os.fdopen(fd, mode, **kwargs)
 
 
 def file_sha256(path: Path) -> str:

@@ -7,17 +7,22 @@ with their link rates (Ethernet speed from /sys/class/net/*/speed, InfiniBand ra
     hvdbench env --json          # its "hardware" key; a sweep keeps one per host in sweep.json
 
 A missing tool or file (no nvidia-smi, no InfiniBand, a virtual NIC without a speed) leaves its
-field empty, never an error. nvidia-smi runs as an argv list, never through a shell. The framework
+field empty, never an error; a tool that fails, hangs (TOOL_TIMEOUT_S), writes bytes that are not UTF-8
+or more than TOOL_MAX_BYTES leaves its fields empty with a line in the record's "notes" (`run_tool`:
+the one way hvdbench runs nvidia-smi). nvidia-smi runs as an argv list, never through a shell. The framework
 versions (torch, CUDA, NCCL) are the worker's and the probe's to add: this module imports none.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import shutil
+import signal
 import socket
 import subprocess
+import threading
 from pathlib import Path
 
 QUERY_GPU = ("index", "name", "memory.total", "driver_version", "pci.bus_id")
@@ -28,25 +33,66 @@ PCIE_WORDS = {"PIX": "PCIe, one bridge", "PXB": "PCIe, several bridges", "PHB": 
               "NODE": "PCIe across host bridges in a NUMA node", "SYS": "PCIe across NUMA nodes (QPI/UPI)"}
 
 
+# nvidia-smi answers a query in well under a second; a hung driver must not hold a run or `env` for long.
+TOOL_TIMEOUT_S = 10.0
+TOOL_MAX_BYTES = 1 << 20  # far more than any query's answer (a 64-GPU topology is ~20 KB)
+
+
 def host_record(smi: str | None = None) -> dict:
     """This host's hardware record (see the module's doc). `smi`: the nvidia-smi to run (PATH's)."""
     smi = smi or shutil.which("nvidia-smi")
-    gpus = parse_query_gpu(_run([smi, f"--query-gpu={','.join(QUERY_GPU)}", "--format=csv,noheader,nounits"])
-                           if smi else "")
-    topo = parse_topo(_run([smi, "topo", "-m"]) if smi and gpus else "")
+    notes: list[str] = []
+    query = [smi, f"--query-gpu={','.join(QUERY_GPU)}", "--format=csv,noheader,nounits"] if smi else None
+    text = run_tool(query, notes) if query else ""
+    gpus = parse_query_gpu(text)
+    if text.strip() and not gpus:
+        notes.append(f"{smi} --query-gpu: output not understood ({text.strip()[:60]!r}...): no GPUs read")
+    topo = parse_topo(run_tool([smi, "topo", "-m"], notes) if smi and gpus else "")
     nics = network_interfaces()
     return {"hostname": socket.gethostname(), "cpu": cpu(), "gpus": gpus,
             "driver": gpus[0]["driver"] if gpus else "", "gpu_topology": topo, "nics": nics,
-            "intra_node_link": intra_node_link(gpus, topo), "inter_node_link": inter_node_link(nics)}
+            "intra_node_link": intra_node_link(gpus, topo), "inter_node_link": inter_node_link(nics),
+            "notes": notes}
 
 
-def _run(argv: list[str]) -> str:
-    """A tool's stdout; '' when it is missing, fails or hangs (the field stays empty)."""
+def run_tool(argv: list[str], notes: list[str] | None = None, timeout: float | None = None) -> str:
+    """A tool's stdout as text; '' when it is missing, fails, hangs past `timeout` (TOOL_TIMEOUT_S),
+    writes more than TOOL_MAX_BYTES or bytes that are not UTF-8, with the reason appended to `notes`.
+    The tool runs in a session of its own, ended whole when it overstays (a wrapper's children too)."""
+    timeout = TOOL_TIMEOUT_S if timeout is None else timeout
+    what = " ".join([os.path.basename(argv[0]), *argv[1:2]])
+    notes = [] if notes is None else notes
     try:
-        proc = subprocess.run(argv, capture_output=True, text=True, timeout=60)
-    except (OSError, subprocess.SubprocessError):
+        proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                                start_new_session=True)
+    except OSError as e:
+        notes.append(f"{what}: {e.strerror or e}")
         return ""
-    return proc.stdout if proc.returncode == 0 else ""
+    got: list[bytes] = []
+    reader = threading.Thread(target=lambda: got.append(proc.stdout.read(TOOL_MAX_BYTES + 1)), daemon=True)
+    reader.start()
+    reader.join(timeout)
+    why = (f"no answer in {timeout:g} s" if reader.is_alive() else
+           f"more than {TOOL_MAX_BYTES >> 20} MiB of output" if len(got[0]) > TOOL_MAX_BYTES else "")
+    if why:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)  # its own session: this tool and whatever it started
+    try:
+        code = proc.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:  # not even SIGKILL ended it (a process in the kernel): leave it
+        code, why = None, why or f"no exit in {timeout:g} s"
+    reader.join(1.0)
+    if not reader.is_alive():
+        proc.stdout.close()
+    if not why and code != 0:
+        why = f"exit status {code}"
+    if not why:
+        try:
+            return got[0].decode("utf-8")
+        except UnicodeDecodeError as e:
+            why = f"output not UTF-8 (byte {e.start})"
+    notes.append(f"{what}: {why}: its fields left empty")
+    return ""
 
 
 def _read(path: Path) -> str:

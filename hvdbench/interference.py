@@ -20,11 +20,12 @@ from __future__ import annotations
 
 import os
 import shutil
-import subprocess
 import time
 from pathlib import Path
 
 import psutil
+
+from hvdbench.hardware import run_tool
 
 
 def machine_id() -> str:
@@ -54,12 +55,9 @@ def gpu_processes() -> set[int] | None:
     smi = shutil.which("nvidia-smi")
     if smi is None:
         return None
-    try:
-        out = subprocess.run([smi, "--query-compute-apps=pid", "--format=csv,noheader"], capture_output=True,
-                             text=True, timeout=10, check=True).stdout
-    except (OSError, subprocess.SubprocessError):
-        return None
-    return {int(p) for p in out.split() if p.strip().isdigit()}
+    notes: list[str] = []
+    out = run_tool([smi, "--query-compute-apps=pid", "--format=csv,noheader"], notes)
+    return None if notes else {int(p) for p in out.split() if p.strip().isdigit()}
 
 
 def other_cpus(readings: list[dict]) -> float:

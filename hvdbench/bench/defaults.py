@@ -28,3 +28,6 @@ COMPUTE_MAX_ITERS = 200
 # small enough for a CPU core (2 x 2048^3 = 17 GFLOP, a fraction of a second in fp32 on one core).
 MATMUL_N = {"cuda": 8192, "cpu": 2048}
 COPY_BYTES = {"cuda": 1 << 30, "cpu": 256 << 20}
+# The smallest copy `bench compute` times: below a MiB a copy is over in microseconds and its time is the
+# call's overhead, not memory bandwidth (1 byte measured 0.0 GB/s); sizes past the caches read memory.
+MIN_COPY_BYTES = 1 << 20

@@ -12,6 +12,9 @@ from hvdbench.bench import defaults as D
 from hvdbench.bench.formulas import DTYPE_BYTES
 from hvdbench.cli.train import WorkerCommand
 from hvdbench.errors import HvdbenchError
+from hvdbench.train.config import TrainConfig
+
+TRAIN_FIELDS = TrainConfig.__dataclass_fields__  # `bench compute --threads/--thread-share` mean what train's do
 
 _SIZE = re.compile(r"^\s*(\d+)\s*([KMG]i?B?|B)?\s*$", re.IGNORECASE)
 _UNITS = {"B": 0, "K": 10, "M": 20, "G": 30}
@@ -196,11 +199,15 @@ def io(data, split, batch_size, passes, seed, drop_caches, demand, demand_from, 
 @click.option("--size", type=click.IntRange(min=16), help="n of the n x n x n products [default: 8192 on a GPU, "
               "2048 on a CPU].")
 @_size_option("--copy-bytes", 0, help_text="Bytes of the copy that measures memory bandwidth [default 0: 1G on a "
-                                            "GPU, 256M on a CPU].")
+                                            f"GPU, 256M on a CPU; at least {ByteSize.text(D.MIN_COPY_BYTES)}].")
 @click.option("--budget-s", type=click.FloatRange(min=0), default=D.COMPUTE_BUDGET_S, show_default=True,
               help="Seconds each (op, precision) is repeated for, after one call that sizes it.")
+@click.option("--threads", type=click.IntRange(min=0), default=0, show_default=True,
+              help=TRAIN_FIELDS["threads"].metadata["help"] + " As `train`'s (a sweep passes its runs').")
+@click.option("--thread-share", type=click.IntRange(min=0), default=0, show_default=True,
+              help=TRAIN_FIELDS["thread_share"].metadata["help"])
 @click.option("--out", required=True, type=click.Path(file_okay=False), help="Folder for bench_compute.csv and the plot.")
-def compute(dtypes, size, copy_bytes, budget_s, out):
+def compute(dtypes, size, copy_bytes, budget_s, threads, thread_share, out):
     """What each rank's device can do: dense matrix products in fp32 (TF32 off), tf32, bf16, fp16 and
     fp8 (TFLOP/s), and a large copy (memory bandwidth, bytes read + written), beside the datasheet's
     dense peak where the device is known (`hvdbench.peaks`). Alone or under any launcher
@@ -217,11 +224,15 @@ def compute(dtypes, size, copy_bytes, budget_s, out):
     from hvdbench.bench.compute_report import CSV_NAME
     from hvdbench.results.records.schema import ComputeRow
 
+    if 0 < copy_bytes < D.MIN_COPY_BYTES:
+        raise click.BadParameter(f"{copy_bytes} bytes: at least {ByteSize.text(D.MIN_COPY_BYTES)} (a smaller copy "
+                                 "times the call's overhead, not the memory's bandwidth)", param_hint="'--copy-bytes'")
+
     _rank0_or_quiet(lambda: _check_output(out, CSV_NAME, ComputeRow))
     from hvdbench.frameworks.torch.bench_compute import ComputeOptions, main
 
-    main(ComputeOptions(out=out, dtypes=dtypes, size=size or 0, copy_bytes=copy_bytes, budget_s=budget_s),
-         say=click.echo)
+    main(ComputeOptions(out=out, dtypes=dtypes, size=size or 0, copy_bytes=copy_bytes, budget_s=budget_s,
+                        threads=threads, thread_share=thread_share), say=click.echo)
 
 
 @bench.command()
@@ -243,6 +254,8 @@ def flops(models, flavors, out):
     from hvdbench.bench.flops_report import markdown, write_csv
     from hvdbench.frameworks.torch.flops import flops_rows
 
+    if out is not None and not out.strip():
+        raise click.BadParameter("an empty name: give a file, e.g. --out flops.csv", param_hint="'--out'")
     rows = flops_rows(models, flavors)
     click.echo(markdown(rows))
     if out:

@@ -7,6 +7,7 @@ import subprocess
 from pathlib import Path
 
 from hvdbench.cluster.blueprint import ClusterError
+from hvdbench.files import open_no_link
 
 
 def search_path() -> str:
@@ -36,6 +37,6 @@ def run_json(argv: list[str]):
 
 def spawn(argv: list[str], log: Path) -> subprocess.Popen:
     """Start a long-lived daemon in its own session (it outlives this command); output goes to log."""
-    with open(log, "ab") as out:
+    with open_no_link(log, "ab") as out:
         return subprocess.Popen(_resolved(argv), stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
                                 start_new_session=True, close_fds=True)

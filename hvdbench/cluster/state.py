@@ -130,7 +130,6 @@ def rewrite_etc_hosts(new_text_of, path: Path = ETC_HOSTS) -> None:
     except OSError as e:
         if e.errno not in (errno.EBUSY, errno.EXDEV, errno.EPERM):
             raise
-        path.with_name(f".{path.name}.tmp{os.getpid()}").unlink(missing_ok=True)  # atomic_write_text's
         with open(path, "r+") as f:
             f.write(new)
             f.truncate()

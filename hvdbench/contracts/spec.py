@@ -15,6 +15,7 @@ these types, so it has no per-model or per-kind branch: adding a model never edi
 from __future__ import annotations
 
 import importlib
+import inspect
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -176,6 +177,12 @@ class ModelSpec:
             raise ConfigError(f"model {self.name} has no {framework} implementation "
                               f"(frameworks: {', '.join(self.frameworks)})")
         return importlib.import_module(f"{self.package}.{FRAMEWORK_MODULES[framework]}")
+
+    def build_parameters(self, framework: str) -> set[str]:
+        """The named parameters of `framework`'s build (what the trainer may hand it: rank, world,
+        attention); imports the framework, so a caller asks only where an option depends on it."""
+        return {name for name, p in inspect.signature(self.framework_module(framework).build).parameters.items()
+                if p.kind in (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)}
 
 
 # --- the framework modules (documentation of what torch.py / tf.py define) --------------------

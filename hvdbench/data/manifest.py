@@ -22,6 +22,7 @@ import sys
 from pathlib import Path
 
 from hvdbench.errors import DatasetError
+from hvdbench.files import atomic_write_text
 
 FORMAT = "hvdbench-dataset"
 FORMAT_VERSION = 1
@@ -47,14 +48,7 @@ def params_hash(params: dict) -> str:
 
 def atomic_write_json(path: Path, obj: dict) -> None:
     """Write beside `path`, fsync, rename: a reader sees the old file or the new one, never half."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
-    with open(tmp, "w") as f:
-        json.dump(obj, f, indent=1, sort_keys=False)
-        f.write("\n")
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
+    atomic_write_text(path, json.dumps(obj, indent=1, sort_keys=False) + "\n")
 
 
 def write_manifest(directory: Path, manifest: dict) -> Path:

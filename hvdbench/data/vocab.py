@@ -7,12 +7,12 @@ and its sha256 is in the manifest, so a model always embeds the ids it was given
 from __future__ import annotations
 
 import hashlib
-import os
 import re
 from pathlib import Path
 from typing import Iterable
 
 from hvdbench.errors import DatasetError
+from hvdbench.files import atomic_write_text
 
 SPECIAL_TOKENS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
 _SPECIAL = re.compile(r"^\[[^\]]+\]$")  # [PAD], [CLS], [unused17], ...
@@ -60,10 +60,7 @@ def train_vocab(sentences: Iterable[str], vocab_size: int, lowercase: bool, path
 
 
 def write_vocab(path: Path, tokens: list[str]) -> None:
-    path = Path(path)
-    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
-    tmp.write_text("".join(t + "\n" for t in tokens), encoding="utf-8")
-    os.replace(tmp, path)
+    atomic_write_text(Path(path), "".join(t + "\n" for t in tokens))
 
 
 def read_vocab(path: Path) -> list[str]:

@@ -41,6 +41,7 @@ from pathlib import Path
 from typing import Mapping
 
 from hvdbench.errors import HvdbenchError
+from hvdbench.files import open_no_link
 
 PR_SET_PDEATHSIG = 1  # from <linux/prctl.h>
 PR_SET_CHILD_SUBREAPER = 36
@@ -67,7 +68,7 @@ def run(argv: list[str], env: Mapping[str, str], log: Path, record: Path, *,
     log.parent.mkdir(parents=True, exist_ok=True)
     record.unlink(missing_ok=True)
     start = time.monotonic()
-    with open(log, "wb") as out:
+    with open_no_link(log, "wb") as out:
         proc = subprocess.Popen(guard, env=dict(env), stdin=subprocess.DEVNULL, stdout=out,
                                 stderr=subprocess.STDOUT, start_new_session=True)
     try:

@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import json
 import re
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -39,7 +38,7 @@ from pathlib import Path
 from mlperf_logging.benchmark_meta import get_result_file_counts
 
 from hvdbench.errors import ConfigError, OutputError
-from hvdbench.files import atomic_write_text
+from hvdbench.files import atomic_write_bytes, atomic_write_text
 from hvdbench.results.mllog import LogSummary, read_run_log
 from hvdbench.results.records.schema import RunResult, SchemaError
 from hvdbench.results.records.store import current_runs, load_sweeps
@@ -248,10 +247,10 @@ def export_mlperf(sweeps: list[Path], out: Path, env: dict, ruleset: str = DEFAU
         for i, e in enumerate(members):
             e.result_file = folder / f"result_{i}.txt"
             if e.log is not None:
-                shutil.copyfile(e.log, e.result_file)
+                atomic_write_bytes(e.result_file, Path(e.log).read_bytes())
             else:  # no event log: a file the summarizer drops as a run that did not converge
-                e.result_file.write_text(f"hvdbench: run {e.run.run_id} ended {e.run.status} without an event log "
-                                         f"({e.run.error or 'no error recorded'})\n")
+                atomic_write_text(e.result_file, f"hvdbench: run {e.run.run_id} ended {e.run.status} without an event log "
+                                  f"({e.run.error or 'no error recorded'})\n")
             if e.summary is not None and e.summary.status == "aborted":
                 result.notes.append(f"{e.result_file.relative_to(out)}: run {e.run.run_id} stopped aborted; "
                                     "in the open division the summarizer counts its time as a finished run, "

@@ -18,7 +18,7 @@ import shutil
 from pathlib import Path
 
 from hvdbench import launchers
-from hvdbench.files import atomic_write_text
+from hvdbench.files import atomic_write_text, open_no_link
 from hvdbench.launchers import guard
 from hvdbench.launchers.slurm import load_template, render, sbatch_argv, schedules_gpus
 from hvdbench.sweep.spec import SweepSpec, check_sweep_record
@@ -73,7 +73,7 @@ def write_slurm_jobs(spec: SweepSpec, jobs, submit: bool, echo=print) -> None:
         script.chmod(0o755)
         if submit:
             job_id = guard.capture(argv).strip()
-            with open(script.with_suffix(".jobids"), "a") as f:
+            with open_no_link(script.with_suffix(".jobids"), "a") as f:
                 f.write(job_id + "\n")
             echo(f"{name}: submitted job {job_id} ({script})")
         else:

@@ -27,7 +27,7 @@ from rich.text import Text
 
 from hvdbench.launchers.guard import Outcome
 from hvdbench.results.records.schema import RunResult
-from hvdbench.sweep.launch import command, env_additions, env_left_out
+from hvdbench.sweep.launch import bench_command, bench_dir, bench_launches, command, env_additions, env_left_out
 from hvdbench.sweep.plan import PlannedRun
 from hvdbench.sweep.spec import SweepSpec, run_dir
 from hvdbench.topology import Layout
@@ -87,6 +87,8 @@ def dry_run(spec: SweepSpec, console) -> None:
         print("environment added: " + " ".join(f"{k}={shlex.quote(v)}" for k, v in sorted(extra.items())))
     if env_left_out(spec):
         print(env_left_out(spec))
+    for bench, layout in bench_launches(spec):  # before the runs, as the sweep launches them
+        print(f"{bench_dir(spec, layout, bench).name}: {shlex.join(bench_command(spec, layout, bench)[0])}")
     for run in spec.runs:  # plain print: an exact command must not be wrapped or restyled
         print(f"{run.run_id}: {shlex.join(command(spec, run)[0])}")
 

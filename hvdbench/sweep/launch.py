@@ -21,11 +21,12 @@ from pathlib import Path
 from typing import Mapping, NamedTuple
 
 from hvdbench import launchers
+from hvdbench.errors import HvdbenchError
 from hvdbench.files import atomic_write_text
 from hvdbench.frameworks import horovod_installed
 from hvdbench.launchers import guard
 from hvdbench.sweep.plan import PlannedRun
-from hvdbench.sweep.spec import SweepSpec, engine_args, run_dir, thread_share
+from hvdbench.sweep.spec import SweepSpec, engine_args, resolve_entry, run_dir, thread_share
 from hvdbench.topology import Layout, write_hostfile
 
 
@@ -120,9 +121,36 @@ def bench_dir(spec: SweepSpec, layout: Layout, bench: str = "allreduce") -> Path
     return spec.out / f"bench-{bench}-{layout.name}"
 
 
+def bench_launches(spec: SweepSpec) -> list[tuple[str, Layout]]:
+    """(bench, layout) for each bench the sweep runs once per layout (--allreduce-bench, --compute-bench)."""
+    benches = [b for b, on in (("allreduce", spec.allreduce_bench), ("compute", spec.compute_bench)) if on]
+    return [(b, layout) for b in benches for layout in dict.fromkeys(entry.layout for entry in spec.entries)]
+
+
+def _threads_of(spec: SweepSpec, layout: Layout) -> list[str]:
+    """`--threads T --thread-share S` as the layout's training runs resolve them, so `bench compute`
+    measures the peak on the math threads each run's rank has (its MFU divides by that peak)."""
+    entry = next(e for e in spec.entries if e.layout == layout)
+    try:
+        cfg = entry.train or resolve_entry(spec, entry)
+    except HvdbenchError:  # the runs are refused the same way; the bench takes the worker's default
+        return []
+    return ["--threads", str(cfg.threads), "--thread-share", str(cfg.thread_share)]
+
+
+def bench_worker(spec: SweepSpec, layout: Layout, bench: str) -> list[str]:
+    """`hvdbench bench allreduce --max-bytes MAX --out SWEEP`, or `bench compute --threads T
+    --thread-share S --out SWEEP` with the threads of the layout's runs."""
+    options = ["--max-bytes", spec.allreduce_bench] if bench == "allreduce" else _threads_of(spec, layout)
+    return [str(launchers.bin_dir() / "hvdbench"), "bench", bench, *options, "--out", str(spec.out)]
+
+
+def bench_command(spec: SweepSpec, layout: Layout, bench: str) -> tuple[list[str], dict[str, str]]:
+    """(argv, env) of one bench launch (what --dry-run prints)."""
+    return job_command(spec, layout, bench_worker(spec, layout, bench), bench_dir(spec, layout, bench))
+
+
 def launch_bench(spec: SweepSpec, layout: Layout, bench: str = "allreduce") -> Launched:
-    """`hvdbench bench allreduce --max-bytes MAX --out SWEEP` (or `bench compute --out SWEEP`) over
-    `layout`, in bench_dir(); the bench appends its rows to SWEEP/bench_<bench>.csv itself."""
-    options = ["--max-bytes", spec.allreduce_bench] if bench == "allreduce" else []
-    worker = [str(launchers.bin_dir() / "hvdbench"), "bench", bench, *options, "--out", str(spec.out)]
-    return launch(spec, layout, worker, bench_dir(spec, layout, bench))
+    """bench_worker over `layout`, in bench_dir(); the bench appends its rows to
+    SWEEP/bench_<bench>.csv itself."""
+    return launch(spec, layout, bench_worker(spec, layout, bench), bench_dir(spec, layout, bench))

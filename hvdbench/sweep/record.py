@@ -12,10 +12,12 @@ from __future__ import annotations
 
 import os
 import re
+import signal
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from hvdbench.results.records.schema import RunResult, SchemaError, read_result
+from hvdbench.train.config import levers_text
 
 if TYPE_CHECKING:
     from hvdbench.launchers.guard import Outcome
@@ -43,7 +45,9 @@ def build_result(spec: SweepSpec, run: PlannedRun, rdir: Path, outcome: Outcome,
     else:
         status, why = (("timeout", f"no result after {spec.timeout:g} s: process group {outcome.pgid} ended")
                        if outcome.status == "timeout" else ("failed", f"exit status {outcome.returncode}"))
-        error = f"{why} | {error_tail(rdir)}"
+        killed = killed_rank(_tail(rdir / "launch.log"))
+        # the rank a signal killed first: the others' errors ("connection reset") only follow from it
+        error = f"{killed} ({why}) | {error_tail(rdir)}" if killed else f"{why} | {error_tail(rdir)}"
         result = _failed_record(rdir, started_at, status, error) or _fallback(spec, run, status, error)
     _fill(result, spec, run, started_at, outcome.wall_s)
     if result.world_size and result.world_size != run.layout.world_size:
@@ -104,8 +108,8 @@ def _fallback(spec: SweepSpec, run: PlannedRun, status: str, error: str) -> RunR
         except HvdbenchError as e:  # the worker refused it the same way: the row says why
             return RunResult(model=spec.model, status=status, error=f"{error} | {e}"[:1000])
     return RunResult(
-        model=spec.model, flavor=cfg.flavor, framework=cfg.framework, precision=cfg.precision,
-        mode=cfg.mode, dataset=cfg.data or "synthetic", batch_per_gpu=cfg.batch_per_gpu,
+        model=spec.model, flavor=cfg.flavor, framework=cfg.framework, engine=cfg.engine, precision=cfg.precision,
+        levers=levers_text(cfg), mode=cfg.mode, dataset=cfg.data or "synthetic", batch_per_gpu=cfg.batch_per_gpu,
         accum_steps=cfg.accum_steps, metric_name=_metric_name(spec.model),
         target=cfg.target if cfg.mode == "time_to_accuracy" else None, status=status, error=error[:1000])
 
@@ -151,6 +155,40 @@ def error_tail(rdir: Path, lines: int = 5) -> str:
         picked = [ln.strip() for ln in _tail(rdir / "launch.log").splitlines() if ln.strip()][-3:]
     picked = list(dict.fromkeys(picked))[-lines:]
     return " | ".join(picked)[-800:] or "(no output)"
+
+
+# How each launcher says that a rank died of a signal: (pattern, group of the rank, group of the signal).
+_KILLED = (
+    # Open MPI: "mpirun noticed that process rank 1 with PID 4321 on node n1 exited on signal 9 (Killed)."
+    (re.compile(r"process rank (\d+) with PID \d+ on node (\S+) exited on signal (\d+)"), 1, 3),
+    # torchrun's failure summary: "rank      : 1 (local_rank: 1)" ... "exitcode  : -9 (pid: 4321)"
+    (re.compile(r"rank\s*:\s*(\d+)[^\n]*\n\s*exitcode\s*:\s*-(\d+)"), 1, 2),
+    # horovodrun (Gloo): "The first process to do so was:\nProcess name: 1\nExit code: 137"
+    (re.compile(r"Process name:\s*(\S+)\s*\n\s*Exit code:\s*(-?\d+)"), 1, 2),
+    # srun: "srun: error: n1: task 1: Killed"
+    (re.compile(r"task (\d+): (Killed)"), 1, 2),
+)
+
+
+def killed_rank(log: str) -> str:
+    """'rank 1 killed by signal 9 (SIGKILL)' when the launcher's log says a rank died of a signal
+    (as far as the launcher's exit tells it), else ''."""
+    for pattern, rank_group, signal_group in _KILLED:
+        m = pattern.search(log)
+        if not m:
+            continue
+        code = m.group(signal_group)
+        number = 9 if code == "Killed" else abs(int(code))
+        if not code.startswith("-") and code != "Killed" and pattern is _KILLED[2][0]:
+            if not 128 < number <= 128 + 64:  # a shell's exit status: 128 + the signal
+                continue
+            number -= 128
+        try:
+            name = signal.Signals(number).name
+        except ValueError:
+            name = "unknown signal"
+        return f"rank {m.group(rank_group)} killed by signal {number} ({name})"
+    return ""
 
 
 def _tail(path: Path, size: int = 65536) -> str:

@@ -45,7 +45,8 @@ from hvdbench.results.records.schema import AllreduceRow, ComputeRow, RunResult
 from hvdbench.results.records.store import ALLREDUCE_CSV, COMPUTE_CSV, append_run, check_appendable, read_rows, read_runs
 from hvdbench.sweep import locks
 from hvdbench.sweep.display import SweepProgress, dry_run, plan_line
-from hvdbench.sweep.launch import bench_dir, command, env_additions, env_left_out, launch_bench, launch_run
+from hvdbench.sweep.launch import (bench_dir, bench_launches, command, env_additions, env_left_out, launch_bench,
+                                   launch_run)
 from hvdbench.sweep.plan import DONE, PlannedRun, latest_status, pending
 from hvdbench.sweep.record import build_result, refused_result, time_limit_result
 from hvdbench.sweep.signals import SignalGuard, SweepInterrupted, raising_signals
@@ -72,10 +73,7 @@ def run_sweep(spec: SweepSpec, console) -> Counter:
     if env_left_out(spec):
         console.print(env_left_out(spec), markup=False)
     with raising_signals() as signals, SweepProgress(spec, console) as shown:
-        if spec.allreduce_bench:
-            _bench_layouts(spec, shown, "allreduce")
-        if spec.compute_bench:
-            _bench_layouts(spec, shown, "compute")
+        _bench_layouts(spec, shown)
         shown.start(total=len(runs), done=len(runs) - len(todo))
         held = []
         for run in todo:
@@ -97,16 +95,18 @@ def run_sweep(spec: SweepSpec, console) -> Counter:
 BENCHES = {"allreduce": (ALLREDUCE_CSV, AllreduceRow), "compute": (COMPUTE_CSV, ComputeRow)}
 
 
-def _bench_layouts(spec: SweepSpec, shown: SweepProgress, bench: str) -> None:
+def _bench_layouts(spec: SweepSpec, shown: SweepProgress) -> None:
     """`hvdbench bench allreduce` (or `bench compute`) once per layout, through the same launcher and
     hosts, into SWEEP/bench_<bench>.csv, where `hvdbench report` reads it to put the interconnect's
     bus bandwidth (the devices' measured peak) beside each layout's training throughput (MFU). A
     layout the file already has is skipped, so a resumed sweep does not measure it again."""
-    csv_name, row_class = BENCHES[bench]
-    csv_path = spec.out / csv_name
-    done = {row.layout for row in read_rows(csv_path, row_class)} if csv_path.exists() else set()
-    for layout in dict.fromkeys(entry.layout for entry in spec.entries):
-        if layout.name in done:
+    done = {}
+    for bench, layout in bench_launches(spec):
+        if bench not in done:
+            csv_name, row_class = BENCHES[bench]
+            csv_path = spec.out / csv_name
+            done[bench] = {row.layout for row in read_rows(csv_path, row_class)} if csv_path.exists() else set()
+        if layout.name in done[bench]:
             continue
         rdir = bench_dir(spec, layout, bench)
         _set_aside(rdir)

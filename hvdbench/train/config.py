@@ -311,6 +311,22 @@ def spec_defaults(spec, flavor: str) -> dict:
     return flat
 
 
+def levers_text(cfg: TrainConfig) -> str:
+    """The levers `cfg` sets apart from its model's defaults, as runs.csv's `levers` column (part of
+    a run's identity, as its engine and precision are): "compile=default;channels_last", "" for none.
+    Against the model's defaults, so a plain ResNet-50 run (compile auto, its default) has none."""
+    from hvdbench.contracts import get_spec
+
+    base = {name: TrainConfig.__dataclass_fields__[name].default for name in LEVERS}
+    base.update({k: v for k, v in spec_defaults(get_spec(cfg.model), cfg.flavor).items() if k in LEVERS})
+    parts = []
+    for name in LEVERS:
+        value = getattr(cfg, name)
+        if value != base[name]:
+            parts.append(name if value is True else f"{name}=off" if value is False else f"{name}={value}")
+    return ";".join(parts)
+
+
 def resolve(overrides: dict, config_file: str | Path | None = None, layout: dict | None = None) -> TrainConfig:
     """The run's TrainConfig: field defaults < model spec defaults < YAML file < `overrides`.
 
@@ -426,6 +442,10 @@ def validate(cfg: TrainConfig, spec) -> None:
               and not (name == "compile" and cfg.compile == "auto")]  # auto: nothing where nothing compiles
     if levers and cfg.framework != "torch":
         raise ConfigError(f"{', '.join(levers)}: levers of the PyTorch trainer; --framework {cfg.framework} has none")
+    # Here, not only when the network is built: a sweep refuses it before launching any run.
+    if cfg.attention != "mask" and "attention" not in spec.build_parameters(cfg.framework):
+        raise ConfigError(f"--attention {cfg.attention}: {cfg.model}'s network has no attention to choose "
+                          "(BERT's has)")
     if cfg.horovod_timeline and cfg.engine != "horovod":
         raise ConfigError(f"--horovod-timeline records Horovod's own timeline; --engine {cfg.engine} has none")
 

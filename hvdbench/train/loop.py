@@ -18,7 +18,7 @@ import contextlib
 import itertools
 import math
 import time
-from dataclasses import field, fields, make_dataclass
+from dataclasses import field, fields, make_dataclass, replace
 
 from mlperf_logging.mllog import constants as C
 
@@ -30,6 +30,7 @@ from hvdbench.results.records.schema import BUSY_CPUS, MEASURED, RunResult
 from hvdbench.train.compute_window import ComputeWindow
 from hvdbench.train.schedule import lr_at
 from hvdbench.train.warmup import cap as warmup_cap
+from hvdbench.train.warmup import least as warmup_least
 from hvdbench.train.warmup import settled as warmup_settled
 
 # What one run measured: RunResult's measured columns (declared once, results.records.schema.MEASURED, with
@@ -141,6 +142,10 @@ class Loop:
             loader, steps_per_epoch = self._train_loader()
             batches = self._step_batches(loader, steps_per_epoch)
             events.event(C.TRAIN_SAMPLES, self.ds.num_samples("train"))
+        if warmup_least(cfg.warmup_steps, getattr(self.trainer, "compiles", False)) > cfg.warmup_steps:
+            say(dist, "warm-up: 1 step, not --warmup-steps 0: the step is compiled, and its first call "
+                      "compiles (timing it would report compilation as throughput)")
+            cfg = self.cfg = replace(cfg, warmup_steps=1)
         steps, most = cfg.steps, warmup_cap(cfg.warmup_steps, cfg.warmup_max_steps)
         self._log_hyperparameters(steps_per_epoch, cfg.warmup_steps + steps, cfg.warmup_steps)
         progress = Progress(dist, cfg.warmup_steps + steps, self.global_batch)

@@ -18,6 +18,7 @@ from hvdbench.files import atomic_write_text
 from hvdbench.launchers.launch_info import detect_launcher
 from hvdbench.results.records.schema import MEASURED, RunResult, write_result
 from hvdbench.train.compute_window import fill as fill_compute
+from hvdbench.train.config import levers_text
 from hvdbench.train.loop import say
 
 
@@ -25,7 +26,8 @@ def identity(cfg, t0: float) -> RunResult:
     """What the run is, known before it starts (a failed run's record carries this much)."""
     return RunResult(
         run_id=cfg.run_id, sweep=cfg.sweep_name, repeat=cfg.repeat, model=cfg.model,
-        flavor=cfg.flavor, framework=cfg.framework, engine=cfg.engine, precision=cfg.precision, mode=cfg.mode,
+        flavor=cfg.flavor, framework=cfg.framework, engine=cfg.engine, precision=cfg.precision,
+        levers=levers_text(cfg), mode=cfg.mode,
         dataset="synthetic" if cfg.synthetic else str(cfg.data), batch_per_gpu=cfg.batch_per_gpu,
         accum_steps=cfg.accum_steps, steps=cfg.steps, warmup_steps=cfg.warmup_steps,
         launcher=detect_launcher(), started_at=datetime.fromtimestamp(t0, timezone.utc)

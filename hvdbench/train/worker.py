@@ -36,7 +36,7 @@ from mlperf_logging.mllog import constants as C
 from hvdbench import hardware
 from hvdbench.errors import ConfigError, DatasetError, HvdbenchError
 from hvdbench.events import EventLog
-from hvdbench.files import atomic_write_text
+from hvdbench.files import atomic_open, atomic_write_text
 from hvdbench.launchers.launch_info import detect_launcher, launcher_rank
 from hvdbench.output import line
 from hvdbench.results.records.schema import new_run_id
@@ -59,6 +59,7 @@ class AgreedError(HvdbenchError):
 FAILURE_NOTES = ".rank-failures"
 FIRST_FAILURE_WAIT_S = 1.0  # how long rank 0 looks for another rank's note (a slow shared file system)
 STOPPED = "ended by SIGTERM: its launcher stopped the job (another rank failed, or a time limit)"
+STOPPED_ALONE = "ended by SIGTERM"  # a lone `train`: no launcher, no other rank; whoever sent it knows why
 _REPORTING = threading.Lock()  # one report per rank: the main thread's or the SIGTERM watcher's
 
 
@@ -116,7 +117,8 @@ def _watch_sigterm(cfg, state) -> None:
             pass
         with _REPORTING:
             if state["rank"] == 0:
-                _report_failure(cfg, state, f"rank 0 on {state['host']}: {STOPPED}")
+                alone = state.get("size", 1) == 1 and detect_launcher() == "single"
+                _report_failure(cfg, state, f"rank 0 on {state['host']}: {STOPPED_ALONE if alone else STOPPED}")
             _exit(1)
 
     threading.Thread(target=watch, name="hvdbench-sigterm", daemon=True).start()
@@ -175,15 +177,18 @@ def run(cfg: config_mod.TrainConfig, state: dict) -> None:
 
     spec = get_spec(cfg.model)
     flavor_cfg = spec.flavor(cfg.flavor)
-    if cfg.engine == "horovod" and detect_launcher() == "torchrun":
-        raise ConfigError("torchrun starts torch.distributed ranks, which Horovod cannot join: use --engine ddp or "
-                          "fsdp, or launch --engine horovod with horovodrun, mpirun or srun")
-    if cfg.engine == "horovod":  # TensorFlow's models too: Horovod is their only engine
-        frameworks.require_horovod(f"--engine horovod ({cfg.framework})")
-    fw = frameworks.load(cfg.framework)
-    if cfg.horovod_timeline:  # read by Horovod's init: the timeline is then started and stopped by the loop
-        os.environ["HOROVOD_TIMELINE"] = "DYNAMIC"
-    dist = fw.init_dist(cfg.threads, cfg.thread_share, cfg.engine)
+    try:  # before the ranks meet: every rank fails the same way (one argv, one install), rank 0 says it
+        if cfg.engine == "horovod" and detect_launcher() == "torchrun":
+            raise ConfigError("torchrun starts torch.distributed ranks, which Horovod cannot join: use --engine ddp "
+                              "or fsdp, or launch --engine horovod with horovodrun, mpirun or srun")
+        if cfg.engine == "horovod":  # TensorFlow's models too: Horovod is their only engine
+            frameworks.require_horovod(f"--engine horovod ({cfg.framework})")
+        fw = frameworks.load(cfg.framework)
+        if cfg.horovod_timeline:  # read by Horovod's init: the timeline is then started and stopped by the loop
+            os.environ["HOROVOD_TIMELINE"] = "DYNAMIC"
+        dist = fw.init_dist(cfg.threads, cfg.thread_share, cfg.engine)
+    except ConfigError as e:
+        raise AgreedError(str(e)) from None
     state["rank"], state["size"] = dist.rank, dist.size
     fault = Fault(dist.rank, dist.size)
     ds, kind, info = _preflight(cfg, spec, flavor_cfg, dist)
@@ -317,9 +322,8 @@ def _save_parameters(trainer, dist, path: Path) -> None:
     """Every parameter, whole, by name (every rank takes part: fsdp gathers its shards); rank 0 writes."""
     arrays = trainer.parameters_by_name()
     if dist.rank == 0:
-        tmp = path.with_name(path.name + ".tmp.npz")
-        np.savez(tmp, **arrays)
-        tmp.replace(path)
+        with atomic_open(path, "wb") as f:
+            np.savez(f, **arrays)
 
 
 def _log_run_facts(events, cfg, spec, dist, layout, device, global_batch, peak_lr) -> None:

@@ -303,13 +303,10 @@ def corrupt_stores(tmp_path):
         "bad quote": (b"\n".join([lines[0], b'"unterminated' + lines[1]]), ":", "not valid CSV"),
         "bad number": (b"\n".join([lines[0], lines[1].replace(b",100.0,", b",fast,", 1)]) + b"\n", ":2",
                        "column throughput has 'fast'"),
-        "infinite figure": (b"\n".join([lines[0], lines[1].replace(b",100.0,", b",inf,", 1)]) + b"\n", ":2",
-                            "column throughput has 'inf', not a finite number"),
     }
 
 
-@pytest.mark.parametrize("case", ["binary", "binary row", "short row", "long row", "bad quote", "bad number",
-                                  "infinite figure"])
+@pytest.mark.parametrize("case", ["binary", "binary row", "short row", "long row", "bad quote", "bad number"])
 def test_a_corrupt_runs_csv_is_named_with_its_line_and_never_appended_to(tmp_path, case):
     content, line, words = corrupt_stores(tmp_path)[case]
     store = tmp_path / "sw" / "runs.csv"

@@ -66,7 +66,7 @@ def test_what_the_data_cannot_support_is_said(points, status, said):
 
 def parts(system, model, points, unit="samples"):
     return [LayoutParts(group={"system": system, "model": model, "flavor": "", "framework": "nemo", "engine": "",
-                               "precision": ""}, layout=f"{b // 8}x8", nodes=b // 8, gpus_per_node=8, gpus=b,
+                               "precision": "", "levers": ""}, layout=f"{b // 8}x8", nodes=b // 8, gpus_per_node=8, gpus=b,
                         global_batch=b, runs_used=8, unit=unit, trained=s, train_s=1000.0, eval_s=10.0, other_s=0.0,
                         ttt_s=1010.0) for b, s in points]
 

@@ -1,20 +1,26 @@
 """`hvdbench env --json` is the machine-readable stack report."""
 
 import json
+import os
 import subprocess
 import sys
 
 from hvdbench import envinfo
 
 
-def _env_json():
+def _env_json(env=None):
     proc = subprocess.run([sys.executable, "-m", "hvdbench", "env", "--json"],
-                          capture_output=True, text=True, timeout=300)
+                          capture_output=True, text=True, timeout=300, env=env)
     return proc, json.loads(proc.stdout)
 
 
-def test_env_json_names_every_field_and_finds_horovod_frameworks():
-    proc, info = _env_json()
+def test_env_json_names_every_field_and_finds_horovod_frameworks(tmp_path):
+    # with an nvidia-smi on PATH that answers in bytes that are not UTF-8 (issue 50: a traceback)
+    smi = tmp_path / "nvidia-smi"
+    smi.write_text(f"#!{sys.executable}\nimport sys\nsys.stdout.buffer.write(b'0, \\xff\\xfe, 1, 2, 3\\n')\n")
+    smi.chmod(0o755)
+    proc, info = _env_json({**os.environ, "PATH": f"{tmp_path}{os.pathsep}{os.environ['PATH']}"})
+    assert info["gpus"] == [] and "output not UTF-8" in info["hardware"]["notes"][0], info["hardware"]["notes"]
     for key in ("hostname", "cpu_count", "python", "torch", "tensorflow", "horovod", "mpi", "nccl",
                 "gpus", "hardware", "engines", "problems"):
         assert key in info, key

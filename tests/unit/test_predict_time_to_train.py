@@ -34,7 +34,7 @@ def truth(nodes, gpus, batch, model="toy"):
     rate = n / (C_S + D_S * n / batch)
     e = EVAL_A * trained / n
     return LayoutParts(group={"system": "Acme B200", "model": model, "flavor": "", "framework": "nemo", "engine": "",
-                              "precision": ""}, layout=f"{nodes}x{gpus}", nodes=nodes, gpus_per_node=gpus, gpus=n,
+                              "precision": "", "levers": ""}, layout=f"{nodes}x{gpus}", nodes=nodes, gpus_per_node=gpus, gpus=n,
                        global_batch=batch, runs_used=8, unit="samples", trained=trained, train_s=trained / rate,
                        eval_s=e, other_s=OTHER_S, ttt_s=trained / rate + e + OTHER_S)
 

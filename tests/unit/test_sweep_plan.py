@@ -312,7 +312,8 @@ def test_a_run_and_a_layout_bench_take_the_same_launch_path(tmp_path, monkeypatc
         s.out / "bench-allreduce-1x2": (launch.launch_bench(s, run.layout),
                                         ["bench", "allreduce", "--max-bytes", "64K", "--out", str(s.out)]),
         s.out / "bench-compute-1x2": (launch.launch_bench(s, run.layout, "compute"),
-                                      ["bench", "compute", "--out", str(s.out)]),
+                                      ["bench", "compute", "--threads", "0", "--thread-share", "2",
+                                           "--out", str(s.out)]),
     }
     for rdir, ((started_at, outcome), worker) in launched.items():
         assert (outcome.status, outcome.returncode) == ("exited", 0) and started_at

@@ -209,7 +209,7 @@ def test_the_throughput_part_is_split_as_the_throughput_waterfall_splits_its_los
             "precision": "fp32", "mode": "throughput", "batch_per_gpu": 32, "accum_steps": 1, "layout": "1x2",
             "baseline": "1x1", "ideal": 200.0, "measured": 180.0, "comm_loss": 12.0, "data_loss": 3.0,
             "compute_loss": 4.0, "unattributed": 1.0}
-    fall.update({k: rows[0][k] for k in ("system", "engine", "precision") if k in rows[0]})
+    fall.update({k: rows[0][k] for k in ("system", "engine", "precision", "levers") if k in rows[0]})
     row = next(f for f in ttt.waterfall_rows(parts, rows, [fall]) if f["layout"] == "1x2")
     assert row["comm_min"] == pytest.approx(0.6 * row["throughput_min"])
     assert row["data_min"] == pytest.approx(0.15 * row["throughput_min"])

@@ -19,11 +19,13 @@ import contextlib
 import time
 from dataclasses import dataclass
 
+import psutil
 import torch
 
 from hvdbench.bench import compute_report as bc
 from hvdbench.bench import defaults as D
 from hvdbench.bench.rows import run_identity
+from hvdbench.errors import ConfigError
 from hvdbench.frameworks.torch.process_group import TorchDist
 from hvdbench.peaks import peak_tflops
 from hvdbench.results.records.schema import ComputeRow
@@ -40,6 +42,8 @@ class ComputeOptions:
     copy_bytes: int = 0  # 0: D.COPY_BYTES for the device
     budget_s: float = D.COMPUTE_BUDGET_S
     max_iters: int = D.COMPUTE_MAX_ITERS
+    threads: int = 0  # CPU math threads per rank, as `train --threads` (0: cores / local ranks)
+    thread_share: int = 0  # as `train --thread-share` (a sweep gives its runs')
 
 
 def _sync(device: torch.device) -> None:
@@ -115,10 +119,24 @@ def fitted_size(seconds_at_probe: float, target: int, budget_s: float) -> int:
     return int(max(64, min(target, n // 64 * 64)))
 
 
-def measure(opts: ComputeOptions, device: torch.device, device_name: str, barrier) -> list[dict]:
+def free_bytes(device: torch.device, ranks_here: int = 1) -> int:
+    """Memory one rank may take: the GPU's free memory, or the host's available memory shared by
+    the `ranks_here` ranks on it."""
+    if device.type == "cuda":
+        return torch.cuda.mem_get_info(device)[0]
+    return psutil.virtual_memory().available // max(1, ranks_here)
+
+
+def measure(opts: ComputeOptions, device: torch.device, device_name: str, barrier, ranks_here: int = 1) -> list[dict]:
     """This rank's figures: one dict per (op, dtype), the ComputeRow fields a rank knows."""
     kind = "cuda" if device.type == "cuda" else "cpu"
     n = opts.size or D.MATMUL_N[kind]
+    nbytes = opts.copy_bytes or D.COPY_BYTES[kind]
+    free = free_bytes(device, ranks_here)
+    if 2 * nbytes > free:  # the source and its copy: refused in one line, not the allocator's traceback
+        raise ConfigError(f"--copy-bytes {nbytes}: the copy needs {2 * nbytes / 1e9:.3g} GB (source and destination) "
+                          f"and each rank here has {free / 1e9:.3g} GB free on {device_name}; give a smaller "
+                          "--copy-bytes")
     found = []
     for dtype in opts.dtypes:
         barrier()
@@ -140,7 +158,6 @@ def measure(opts: ComputeOptions, device: torch.device, device_name: str, barrie
         if device.type == "cuda":
             torch.cuda.empty_cache()
     barrier()
-    nbytes = opts.copy_bytes or D.COPY_BYTES[kind]
     src = torch.empty(nbytes // 4, dtype=torch.float32, device=device).fill_(1.0)
     dst = torch.empty_like(src)
     seconds, iters = time_op(lambda: dst.copy_(src), device, opts.budget_s, opts.max_iters)
@@ -151,11 +168,11 @@ def measure(opts: ComputeOptions, device: torch.device, device_name: str, barrie
 
 def main(opts: ComputeOptions, say=print) -> list[ComputeRow]:
     """Every rank measures its device; rank 0 prints the table and appends OUT/bench_compute.csv."""
-    dist = TorchDist(threads=0)
+    dist = TorchDist(threads=opts.threads, share=opts.thread_share)
     try:
         run_id, started = run_identity()
         run_id, started = dist.allgather_object((run_id, started))[0]
-        mine = measure(opts, dist.device, dist.device_name, dist.sync)
+        mine = measure(opts, dist.device, dist.device_name, dist.sync, dist.local_size)
         gathered = dist.allgather_object((dist.rank, dist.hostname, dist.device_name, mine))
         hosts = ";".join(dict.fromkeys(h for _, h, _, _ in gathered))
         layout = {"world_size": dist.size, "nodes": dist.cross_size, "gpus_per_node": dist.local_size,

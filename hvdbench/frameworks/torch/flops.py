@@ -243,10 +243,12 @@ def flops_rows(models=(), flavors=()) -> list[dict]:
     """One row per model (every registered model with a PyTorch network, or `models`) and flavor
     (all, or those in `flavors`: of every model, the models that have one of them); an unknown model,
     a flavor a named model lacks, or flavors no model has are a ConfigError naming them."""
-    names = list(models) or [n for n in model_names() if "torch" in get_spec(n).frameworks
-                             and (not flavors or set(flavors) & set(get_spec(n).flavors))]
-    if not names:
-        raise ConfigError(f"no model has flavor {', '.join(flavors)}")
+    models, flavors = list(dict.fromkeys(models)), list(dict.fromkeys(flavors))  # a repeat counts once
+    torch_models = [n for n in model_names() if "torch" in get_spec(n).frameworks]
+    unknown = [f for f in flavors if not any(f in get_spec(n).flavors for n in models or torch_models)]
+    if unknown and not models:  # (a named model's own error below lists its flavors)
+        raise ConfigError(f"no model has flavor {', '.join(unknown)}")
+    names = models or [n for n in torch_models if not flavors or set(flavors) & set(get_spec(n).flavors)]
     rows = []
     for name in names:
         spec = get_spec(name)

@@ -48,7 +48,7 @@ from hvdbench.data.parallel import ShardJob, World, finish, run_jobs, start
 from hvdbench.data.shards import shard_name, write_shard
 from hvdbench.errors import DatasetError
 from hvdbench.families.images.prepare import IMAGE_SUFFIXES
-from hvdbench.files import file_sha256
+from hvdbench.files import atomic_open, file_sha256
 from hvdbench.models.flux1.data import FLUX_LATENTS, TIMESTEPS
 
 CLIP_LEN = 77  # CLIP's context, what the reference's tokenizer pads to
@@ -320,13 +320,9 @@ def write_empty_caption(out: Path, settings: dict, t5_len: int) -> str:
     """The encoders' output for "" as EMPTY_FILE (written atomically); its sha256."""
     encoders = load_encoders(**settings)
     states, pooled = encode_text(encoders, [""], t5_len, settings["device"])
-    tmp = out / f".{EMPTY_FILE}.tmp{os.getpid()}"
-    with open(tmp, "wb") as f:
+    with atomic_open(out / EMPTY_FILE, "wb") as f:
         np.savez(f, t5=as_float16("T5 states", states[0], "the empty caption"),
                  clip=as_float16("CLIP pooled", pooled[0], "the empty caption"))
-        f.flush()
-        os.fsync(f.fileno())
-    tmp.replace(out / EMPTY_FILE)
     return file_sha256(out / EMPTY_FILE)
 
 

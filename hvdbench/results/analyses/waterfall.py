@@ -134,7 +134,8 @@ def markdown(rows: list[dict]) -> str:
              "layout's run on synthetic data (`sweep --explain`).\n"]
     for key, rs in groups.items():
         r0 = rs[0]
-        parts.append(f"### {r0['model']} · {r0['flavor']} · {r0['framework']} · batch {r0['batch_per_gpu']}/"
+        levers = f" · {r0['levers']}" if r0.get("levers") else ""  # a levers sweep's rows, apart from a plain one's
+        parts.append(f"### {r0['model']} · {r0['flavor']} · {r0['framework']}{levers} · batch {r0['batch_per_gpu']}/"
                      f"{'rank' if on_cpus(r0) else 'GPU'} — {r0['system']}\n")
         where = where_ran([x for r in rs for x in r.get("rows") or [r]])  # as the plots say under each panel
         if where:
@@ -207,7 +208,8 @@ def figure(rows: list[dict]):
         ax.set_ylabel("samples/s", fontsize=8)
         ax.set_ylim(0, top * 1.12)  # room for the numbers above the tallest bar
         below = waterfall_context(r)
-        ax.set_title(f"{r['model']} {r['layout']} vs {r['baseline']} ({r['flavor']}, {r['framework']})"
+        ax.set_title(f"{r['model']} {r['layout']} vs {r['baseline']} ({r['flavor']}, {r['framework']}"
+                     + (f", {r['levers']})" if r.get("levers") else ")")
                      + (f"\n{below}" if below else ""), fontsize=8)
         ax.grid(True, axis="y", alpha=0.3)
     fig.legend(handles=[Patch(color="tab:blue", label="ideal: the baseline's rate per device × devices"),

@@ -145,7 +145,8 @@ def load(root: str | os.PathLike, progress=lambda files: files, group_by: str | 
             bad_lines += log.bad_lines
         if log.non_finite:
             warnings.append(non_finite_warning(path, log.non_finite))
-        runs += [to_run_result(s, root, keys, ruleset, descs, warnings) for s in read_runs(log)]
+        runs += [to_run_result(s, root, keys, ruleset, descs, warnings) for s in read_runs(log)
+                 if not _impossible_span(s, path, warnings)]
     runs += _empty_results(empty_results, reading, root, keys, ruleset, descs, warnings)
     assign_studies(runs, keys)
     if not runs:
@@ -183,6 +184,20 @@ def _empty_results(empty: list[tuple[Path, str]], reading: Reading, root: Path, 
             reading.skip(path, why)
             warnings.append(f"{said}: not counted as a run (no result file beside it holds one)")
     return runs
+
+
+def _impossible_span(s, path: Path, warnings: list) -> bool:
+    """Whether a run's run_stop is not after its run_start (an edited or broken log: it would score a
+    negative or zero time to train and pass): dropped, with a warning naming the file. A throughput
+    log (tracked_stats, no time to train) may start and stop in one millisecond."""
+    if s.run_start_ms is None or s.run_stop_ms is None or s.run_stop_ms > s.run_start_ms:
+        return False
+    if s.run_stop_ms == s.run_start_ms and s.throughput is not None and not s.eval_accuracy:
+        return False
+    how = "at the same time as" if s.run_stop_ms == s.run_start_ms else f"{s.run_start_ms - s.run_stop_ms:.0f} ms before"
+    run = f" (run {s.part})" if s.part else ""
+    warnings.append(f"{path}{run}: run_stop {how} run_start, an impossible time to train: run dropped")
+    return True
 
 
 def non_finite_warning(path, events) -> str:

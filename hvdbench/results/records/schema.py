@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import os
 import uuid
 from dataclasses import dataclass, fields
@@ -30,7 +31,7 @@ from typing import Any
 from hvdbench.errors import HvdbenchError
 from hvdbench.files import atomic_write_text
 
-SCHEMA_VERSION = 6
+SCHEMA_VERSION = 7
 # What a run measured of its compute (schema 6; hvdbench.train.compute_window fills them once the loop ends).
 COMPUTE_MEASURED = ("flops_per_sample", "model_tflops_per_gpu", "peak_tflops", "mfu", "mem_allocated_gb",
                     "mem_reserved_gb", "mem_resident_gb", "mem_estimate_gb", "energy_j", "energy_j_per_sample",
@@ -42,7 +43,8 @@ ADDED_COLUMNS = {2: ("data_s", "compute_s", "comm_s", "update_s", "other_s"),
                      "timeline_cycles_per_step", "timeline_fused_mib"),
                  4: ("threads",),
                  5: ("engine", "shard_parameters"),
-                 6: COMPUTE_MEASURED + ("compile_s",)}
+                 6: COMPUTE_MEASURED + ("compile_s",),
+                 7: ("levers",)}
 # What a column added later reads as in an older row, where empty would be wrong: every run before
 # schema 5 trained under Horovod.
 ADDED_DEFAULTS = {"engine": "horovod"}
@@ -70,12 +72,41 @@ def new_run_id(now: datetime | None = None) -> str:
     return f"{now:%Y%m%dT%H%M%SZ}-{uuid.uuid4().hex[:8]}"
 
 
+# Larger than anything a run or bench measures in any column (a 405B model's FLOPs per 8k-token sample
+# are ~2e16), small enough that products of two figures stay finite: a value past it is an edit or a bug.
+ABSURD = 1e20
+
+
 class CsvRecord:
     """Mixin for a @dataclass whose fields are the columns of one CSV file (runs.csv, the bench
     CSVs), in field order unless the class says otherwise (see BenchRow). The class sets
-    SCHEMA_VERSION and has a `schema_version: int = SCHEMA_VERSION` field."""
+    SCHEMA_VERSION and has a `schema_version: int = SCHEMA_VERSION` field. FIGURES: the float
+    columns that are measured amounts (never negative); None: every float column."""
 
     SCHEMA_VERSION = 0
+    FIGURES: tuple[str, ...] | None = None
+
+    def clear_impossible(self) -> list[str]:
+        """Empty every float cell that cannot be a measurement: infinite anywhere, negative or past
+        ABSURD in a FIGURES column; one 'column has value: why' line per cell cleared. A store keeps
+        such cells empty ("not measured") so no table prints them and no statistic overflows. NaN is
+        emptied without a word: it has always meant "not measured" (a metric over no samples)."""
+        said = []
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if not isinstance(value, float) or isinstance(value, bool):
+                continue
+            if math.isnan(value):
+                setattr(self, f.name, None)
+                continue
+            figure = self.FIGURES is None or f.name in self.FIGURES
+            why = ("not a finite number" if not math.isfinite(value) else
+                   "negative" if figure and value < 0 else
+                   f"past {ABSURD:g}, no measurement" if figure and abs(value) > ABSURD else "")
+            if why:
+                said.append(f"column {f.name} has {value!r}: {why}, left empty")
+                setattr(self, f.name, None)
+        return said
 
     @classmethod
     def columns(cls) -> list[str]:
@@ -161,6 +192,10 @@ class _RunIdentity:
 @dataclass
 class RunResult(LayoutFields, _RunIdentity, CsvRecord):
     SCHEMA_VERSION = SCHEMA_VERSION  # a class attribute (no annotation), not a column
+    # The measured amounts, never negative (a loss target or a final metric may be): empty past ABSURD.
+    FIGURES = COMPUTE_MEASURED + ("throughput", "throughput_per_gpu", "step_time_mean_s", "step_time_std_s",
+                                  "epochs", "epochs_to_target", "time_per_epoch_s", "time_to_train_s", "wall_s",
+                                  "data_s", "compute_s", "comm_s", "update_s", "other_s", "compile_s")
 
     devices: str = ""  # ';'-joined distinct device names
     versions: str = ""  # 'name=version;...'
@@ -236,6 +271,10 @@ class RunResult(LayoutFields, _RunIdentity, CsvRecord):
     # --compile (or a compiled optimizer): the seconds torch.compile spent compiling in the run's steps
     # and evaluations (in the warm-up, out of the throughput; recompiles too); empty when nothing compiled.
     compile_s: float | None = None
+    # The levers the run was given where they differ from its model's defaults (schema 7;
+    # hvdbench.train.config.levers_text), e.g. "compile=default;channels_last": part of a run's
+    # identity as engine and precision are, so a levers sweep is never averaged with a plain one.
+    levers: str = ""
     schema_version: int = SCHEMA_VERSION
 
     def __post_init__(self):
@@ -251,18 +290,13 @@ class RunResult(LayoutFields, _RunIdentity, CsvRecord):
 
     @classmethod
     def from_row(cls, row: dict[str, str], where: str = "row") -> "RunResult":
-        """A runs.csv row; an infinite figure is refused here, naming the file, line and column (an
-        empty cell or nan is "not measured", which the report leaves out; inf would end its
-        statistics). A row of an older schema version reads with the columns added since empty."""
+        """A runs.csv row (an empty cell or nan is "not measured", which the report leaves out; the store
+        empties an infinite or impossible figure with a warning: CsvRecord.clear_impossible). A row of
+        an older schema version reads with the columns added since empty."""
         if str(row.get("schema_version")) in {str(v) for v in range(1, SCHEMA_VERSION)}:
             added = cls.added_since(int(row["schema_version"]))
             row = {**{c: ADDED_DEFAULTS.get(c, "") for c in added}, **row, "schema_version": str(SCHEMA_VERSION)}
-        record = super().from_row(row, where)
-        for f in fields(cls):
-            value = getattr(record, f.name)
-            if isinstance(value, float) and value in (float("inf"), float("-inf")):
-                raise SchemaError(f"{where}: column {f.name} has {row[f.name]!r}, not a finite number")
-        return record
+        return super().from_row(row, where)
 
     @classmethod
     def from_dict(cls, data: dict[str, Any], where: str = "record") -> "RunResult":
@@ -445,9 +479,9 @@ class IoRow(BenchRow):
 # --- the report's tables (hvdbench report: REPORT/<name>.csv) ----------------------------------
 
 # The keys a table's rows are grouped by (one Markdown section and one plot panel per group).
-SCALING_GROUP = ("system", "model", "flavor", "framework", "engine", "precision", "mode", "batch_per_gpu",
+SCALING_GROUP = ("system", "model", "flavor", "framework", "engine", "precision", "levers", "mode", "batch_per_gpu",
                  "accum_steps")
-TTT_GROUP = ("system", "model", "flavor", "framework", "engine", "precision")
+TTT_GROUP = ("system", "model", "flavor", "framework", "engine", "precision", "levers")
 _COUNTS = ("runs", "ok", "failed", "aborted", "timeout")
 _LAYOUT = ("layout", "nodes", "gpus_per_node", "gpus", "scale")
 # Cores' worth of other work that makes a run's numbers suspect (the report's `busy` flag, sweep
@@ -460,7 +494,7 @@ BUSY_CPUS = 0.5
 _WHERE = ("hosts", "link")
 
 # samples_*: sample-counted benchmarks (LLMs, BERT), whose epoch columns are empty.
-EPOCH_COLUMNS = ("system", "model", "flavor", "framework", "engine", "gpus", "layout", "global_batch",
+EPOCH_COLUMNS = ("system", "model", "flavor", "framework", "engine", "levers", "gpus", "layout", "global_batch",
                  "time_per_epoch_min", "epochs_mean", "samples_to_target_mean", "time_per_1m_samples_min",
                  "precision", "runs", "converged")
 # Columns in order. Throughput is samples/s over all GPUs; *_min columns are minutes.

@@ -5,8 +5,10 @@ and the sweep folders that hold them, as every reader of results finds them.
     hvdbench report results/demo              # reads it back (load_sweeps, current_runs)
 
 Rows are only ever added. Each append writes the previous bytes verbatim plus the new rows to a
-temporary file, fsyncs it and renames it over the store, so a crash or kill at any moment leaves
-either the old file or the new one, never a partial row. The header is never rewritten: an append
+temporary file (created exclusively: never through a link), fsyncs it and renames it over the store,
+so a crash or kill at any moment leaves either the old file or the new one, never a partial row. A
+store of an older schema version, or holding a cell no run can have (inf, a negative time: read as
+empty, with a warning), is rewritten whole by its next append. The header is never rewritten: an append
 checks that it has every column of the record (not their order: new rows are written in the
 record's column order, which is why a record's column order never changes, see schema.BenchRow).
 """
@@ -22,6 +24,7 @@ from pathlib import Path
 from typing import Iterable, TypeVar
 
 from hvdbench.errors import ConfigError, HvdbenchError, OutputError, StoreError, os_error_line
+from hvdbench.files import atomic_write_bytes
 from hvdbench.output import line
 from hvdbench.results.records.schema import CsvRecord, LoadedRun, RunResult, SchemaError
 
@@ -66,7 +69,7 @@ def check_appendable(path: str | os.PathLike, cls: type[CsvRecord]) -> bytes:
     if not path.is_file():
         raise StoreError(f"{path} is not a regular file")
     old = path.read_bytes()
-    _parse(old, cls, path)  # every row must read back before one is added
+    _parse(old, cls, path, quiet=True)  # every row must read back before one is added
     return old
 
 
@@ -78,9 +81,20 @@ def append_rows(path: str | os.PathLike, rows: Iterable[CsvRecord]) -> Path:
     if not rows:
         return path
     cls = type(rows[0])
+    for row in rows:  # a non-finite or impossible figure is written empty, and the row says why
+        cleared = row.clear_impossible()
+        if cleared:
+            said = "; ".join(cleared)
+            if hasattr(row, "error"):
+                row.error = f"{row.error} | {said}" if row.error else said
+            elif hasattr(row, "note"):
+                row.note = f"{row.note}; {said}" if row.note else said
     old = check_appendable(path, cls)
-    if old and _missing_columns(old, cls):
-        rows, old = _parse(old, cls, path) + rows, b""
+    if old:
+        kept, warned = _parse_rows(old, cls, path)
+        if warned or _missing_columns(old, cls):  # an older version, or impossible cells: rewritten whole
+            _warn(warned)
+            rows, old = kept + rows, b""
     buf = io.StringIO()
     writer = csv.DictWriter(buf, fieldnames=cls.columns(), lineterminator="\n")
     if old and not old.endswith(b"\n"):
@@ -88,13 +102,7 @@ def append_rows(path: str | os.PathLike, rows: Iterable[CsvRecord]) -> Path:
     if not old:
         writer.writeheader()
     writer.writerows(row.to_row() for row in rows)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
-    with open(tmp, "wb") as f:
-        f.write(old + buf.getvalue().encode())
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
+    atomic_write_bytes(path, old + buf.getvalue().encode())
     _fsync_dir(path.parent)
     return path
 
@@ -145,9 +153,24 @@ def read_rows(path: str | os.PathLike, cls: type[R], what: str = "results file")
     return _parse(path.read_bytes(), cls, path)
 
 
-def _parse(data: bytes, cls: type[R], path: Path) -> list[R]:
+def _parse(data: bytes, cls: type[R], path: Path, quiet: bool = False) -> list[R]:
     """Every row of a store's bytes; StoreError/SchemaError naming the file and line of the first
-    thing that is not a row of `cls` (not UTF-8, not CSV, a row of the wrong length, a bad cell)."""
+    thing that is not a row of `cls` (not UTF-8, not CSV, a row of the wrong length, a bad cell).
+    A cell that cannot be a measurement (CsvRecord.clear_impossible: inf, a negative time) is read
+    as empty, with a warning naming file, line and column on stderr once the whole file has read."""
+    rows, warned = _parse_rows(data, cls, path)
+    if not quiet:
+        _warn(warned)
+    return rows
+
+
+def _warn(lines: list[str]) -> None:
+    for text in lines:
+        line(f"warning: {text}", sys.stderr)
+
+
+def _parse_rows(data: bytes, cls: type[R], path: Path) -> tuple[list[R], list[str]]:
+    """(_parse's rows, its warnings unsaid)."""
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as e:
@@ -157,9 +180,9 @@ def _parse(data: bytes, cls: type[R], path: Path) -> list[R]:
     try:
         header = next(reader, None)
         if header is None:
-            return []
+            return [], []
         _check_header(header, cls, path)
-        rows = []
+        rows, warned = [], []
         for cells in reader:
             where = f"{path}:{reader.line_num}"
             if not cells:
@@ -168,7 +191,8 @@ def _parse(data: bytes, cls: type[R], path: Path) -> list[R]:
                 raise StoreError(f"{where}: {len(cells)} cell(s), the header has {len(header)} columns "
                                  "(a truncated or edited row)")
             rows.append(cls.from_row(dict(zip(header, cells)), where=where))
-        return rows
+            warned += [f"{where}: {said}" for said in rows[-1].clear_impossible()]
+        return rows, warned
     except csv.Error as e:
         raise StoreError(f"{path}:{reader.line_num}: not valid CSV ({e})") from None
 

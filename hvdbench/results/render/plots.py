@@ -101,7 +101,8 @@ def waterfall_bars(ax, labels: list[str], bottoms, heights, colors, texts, signe
 
 
 def _title(row: dict, group: list[dict] | None = None) -> str:
-    parts = [row["model"], row.get("flavor"), row.get("framework"), row.get("engine"), row.get("precision")]
+    parts = [row["model"], row.get("flavor"), row.get("framework"), row.get("engine"), row.get("precision"),
+             row.get("levers")]
     if row.get("batch_per_gpu"):
         parts.append(f"{row['batch_per_gpu']}/{_unit(row)}")
     title = " · ".join(str(p) for p in parts if p)

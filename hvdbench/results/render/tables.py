@@ -179,7 +179,7 @@ def markdown_table(header: list[str], lines: list[list]) -> str:
 
 def _title(row: dict, group: tuple) -> str:
     """'resnet50 · debug · torch · fp32 · throughput · batch 32/GPU — <system>' from the group keys."""
-    parts = [row[k] for k in ("model", "flavor", "framework", "engine", "precision", "mode") if k in group]
+    parts = [row[k] for k in ("model", "flavor", "framework", "engine", "precision", "levers", "mode") if k in group]
     if row.get("batch_per_gpu") and "batch_per_gpu" in group:
         accum = row.get("accum_steps", 1)
         parts.append(f"batch {row['batch_per_gpu']}/{device_word(row)}" + (f" × {accum} accum" if accum > 1 else ""))

@@ -218,7 +218,7 @@ def _pick_baseline(rows: list[dict], value: str, baseline: tuple[int, int] | Non
 
 def scaling_key(r: RunResult) -> tuple:
     """A run's SCALING_GROUP values: the scaling table's group (and the waterfall's)."""
-    return (system_of(r), r.model, r.flavor, r.framework, r.engine, r.precision, r.mode, r.batch_per_gpu,
+    return (system_of(r), r.model, r.flavor, r.framework, r.engine, r.precision, r.levers, r.mode, r.batch_per_gpu,
             r.accum_steps)
 
 
@@ -440,7 +440,7 @@ def layout_rows(scaling: list[dict]) -> list[dict]:
 
 
 def _ttt_key(r: RunResult) -> tuple:
-    return (system_of(r), r.model, r.flavor, r.framework, r.engine, r.precision)
+    return (system_of(r), r.model, r.flavor, r.framework, r.engine, r.precision, r.levers)
 
 
 def time_to_train_rows(runs: list[RunResult], baseline: tuple[int, int] | None = None) -> list[dict]:

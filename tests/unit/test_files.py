@@ -1,0 +1,113 @@
+"""Writes into an output folder never go through a link hvdbench did not make (issue 50, item 9):
+whoever can create files in a shared results folder plants links at the names a writer will use."""
+
+import os
+import stat
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import pytest  # noqa: E402
+
+from hvdbench.errors import OutputError  # noqa: E402
+from hvdbench.events import EventLog  # noqa: E402
+from hvdbench.files import atomic_open, atomic_write_png, atomic_write_text, open_no_link  # noqa: E402
+from hvdbench.results.records.store import append_rows  # noqa: E402
+from hvdbench.results.records.schema import AllreduceRow  # noqa: E402
+
+
+def plant(folder, name, victim):
+    """Links at the temporary names a writer of `name` used to take (its pid and the next ones)."""
+    for pid in range(os.getpid(), os.getpid() + 4):
+        (folder / f".{name}.tmp{pid}").symlink_to(victim)
+
+
+@pytest.fixture
+def victim(tmp_path):
+    path = tmp_path / "elsewhere" / "precious.txt"
+    path.parent.mkdir()
+    path.write_text("mine\n")
+    return path
+
+
+def test_an_atomic_text_write_never_writes_through_a_planted_link(tmp_path, victim):
+    out = tmp_path / "out"
+    out.mkdir()
+    plant(out, "scaling.csv", victim)
+    atomic_write_text(out / "scaling.csv", "a,b\n1,2\n")
+    assert victim.read_text() == "mine\n"
+    assert (out / "scaling.csv").read_text() == "a,b\n1,2\n" and not (out / "scaling.csv").is_symlink()
+    # the file has the mode a plain open() gives (0o666 less the umask), not mkstemp's 0o600
+    umask = os.umask(0)
+    os.umask(umask)
+    assert stat.S_IMODE((out / "scaling.csv").stat().st_mode) == 0o666 & ~umask
+
+
+def test_an_atomic_png_write_never_writes_through_a_planted_link(tmp_path, victim):
+    out = tmp_path / "out"
+    out.mkdir()
+    plant(out, "scaling.png", victim)
+    fig = plt.figure()
+    try:
+        atomic_write_png(fig, out / "scaling.png")
+    finally:
+        plt.close(fig)
+    assert victim.read_text() == "mine\n"
+    assert (out / "scaling.png").read_bytes().startswith(b"\x89PNG")
+
+
+def test_a_store_append_never_writes_through_a_planted_link(tmp_path, victim):
+    out = tmp_path / "sweep"
+    out.mkdir()
+    plant(out, "allreduce.csv", victim)
+    row = AllreduceRow(**{c: "" for c in AllreduceRow.columns()})
+    append_rows(out / "allreduce.csv", [row])
+    assert victim.read_text() == "mine\n"
+    assert (out / "allreduce.csv").read_text().startswith(",".join(AllreduceRow.columns()[:2]))
+
+
+def test_an_error_while_writing_leaves_the_old_file_and_no_temporary_one(tmp_path):
+    path = tmp_path / "summary.md"
+    path.write_text("old\n")
+    with pytest.raises(RuntimeError):
+        with atomic_open(path, "w") as f:
+            f.write("half")
+            raise RuntimeError("killed midway")
+    assert path.read_text() == "old\n" and sorted(p.name for p in tmp_path.iterdir()) == ["summary.md"]
+
+
+def test_appends_refuse_a_link_at_the_name_in_one_line(tmp_path, victim):
+    log = tmp_path / "run.log"
+    log.symlink_to(victim)
+    for mode in ("a", "ab", "wb"):
+        with pytest.raises(OutputError, match=r"run\.log is a symbolic link: not written through"):
+            open_no_link(log, mode)
+    assert victim.read_text() == "mine\n"
+    with open_no_link(tmp_path / "new.log", "ab") as f:  # a plain file is appended to
+        f.write(b"one\n")
+    with open_no_link(tmp_path / "new.log", "ab") as f:
+        f.write(b"two\n")
+    assert (tmp_path / "new.log").read_bytes() == b"one\ntwo\n"
+
+
+def test_the_event_log_is_never_appended_through_a_link(tmp_path, victim):
+    (tmp_path / "mllog.txt").symlink_to(victim)
+    with pytest.raises(OutputError, match="mllog.txt is a symbolic link"):
+        EventLog(tmp_path / "mllog.txt")
+    assert victim.read_text() == "mine\n"
+
+
+def test_text_from_users_is_drawn_as_written_never_as_mathtext(tmp_path):
+    # a --link, a host or a model name holding `$`: mathtext would refuse "$\frac{$" while drawing
+    from matplotlib.figure import Figure
+
+    fig = Figure()
+    ax = fig.add_subplot()
+    ax.bar([0, 1], [1, 2])
+    ax.set_xticks([0, 1], ["node$1", r"$\frac{$"])
+    ax.set_title(r"link: 100G $\frac{ Ethernet$")
+    ax.legend([r"$\undefined$"])
+    fig.suptitle("cost $5 $")
+    atomic_write_png(fig, tmp_path / "scaling.png")
+    assert (tmp_path / "scaling.png").read_bytes().startswith(b"\x89PNG")

@@ -1,0 +1,122 @@
+"""How a run's failure is told (issue 50, item 17): a rank killed by a signal is named as such from
+the launcher's own words, not rank 0's follow-on "connection reset"; a lone `train` ended by SIGTERM
+says just that; an error every rank meets before the ranks meet is printed once; `--attention varlen`
+on a network without attention is refused by the sweep before it launches anything."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from hvdbench.cli.main import cli
+from hvdbench.launchers.guard import Outcome
+from hvdbench.results.records.schema import RunResult, write_result
+from hvdbench.sweep import record
+from hvdbench.sweep import run as sweep_run
+from hvdbench.sweep.plan import Entry
+from hvdbench.topology import Layout
+
+HVDBENCH = str(Path(sys.executable).parent / "hvdbench")
+
+# The launchers' own lines when a rank died of SIGKILL (Open MPI 4's, torchrun's failure summary,
+# horovodrun's Gloo runner, srun's), as each prints them.
+KILLED = {
+    "mpirun": "--------\nmpirun noticed that process rank 1 with PID 4321 on node n1 exited on signal 9 (Killed).\n",
+    "torchrun": ("Root Cause (first observed failure):\n[0]:\n  time      : 2026-11-27_10:00:00\n  host      : n1\n"
+                 "  rank      : 1 (local_rank: 1)\n  exitcode  : -9 (pid: 4321)\n  error_file: <N/A>\n"
+                 "  traceback : Signal 9 (SIGKILL) received by PID 4321\n"),
+    "horovodrun": ("RuntimeError: Horovod detected that one or more processes exited with non-zero status, thus "
+                   "causing the job to be terminated. The first process to do so was:\nProcess name: 1\n"
+                   "Exit code: 137\n"),
+    "srun": "srun: error: n1: task 1: Killed\n",
+}
+
+
+@pytest.mark.parametrize("launcher", list(KILLED))
+def test_a_rank_killed_by_a_signal_is_the_runs_error_not_rank_0s_connection_reset(tmp_path, launcher):
+    spec = sweep_run.SweepSpec(model="resnet50", out=tmp_path, entries=[Entry(Layout(1, 2, ("h",)))],
+                               train_args=("--synthetic",))
+    run = spec.runs[0]
+    rdir = tmp_path / run.run_id
+    (rdir / "logs" / "1" / "rank.0").mkdir(parents=True)
+    (rdir / "logs" / "1" / "rank.0" / "stderr").write_text(
+        "Error: rank 0 on n1: RuntimeError: Connection reset by peer (at gloo.py:12)\n")
+    (rdir / "launch.log").write_text(KILLED[launcher])
+    result = record.build_result(spec, run, rdir, Outcome("exited", 137, 1, 1, 4.0), "t0")
+    assert result.status == "failed"
+    assert result.error.startswith("rank 1 killed by signal 9 (SIGKILL) (exit status 137) | "), result.error
+    assert "Connection reset" in result.error  # what followed is still there, after the cause
+
+
+def test_a_rank_that_failed_without_a_signal_names_no_signal(tmp_path):
+    assert record.killed_rank("mpirun noticed that process rank 1 with PID 5 on node n1 exited on signal 15 "
+                              "(Terminated).") == "rank 1 killed by signal 15 (SIGTERM)"
+    assert record.killed_rank("Process name: 1\nExit code: 1\n") == ""  # an exit status, not a signal
+    assert record.killed_rank("Traceback ...\nValueError: x\n") == ""
+
+
+LONE = """
+import os, signal, sys, time
+from hvdbench.train import worker
+from hvdbench.train.config import resolve
+cfg = resolve({"model": "resnet50", "flavor": "debug", "synthetic": True, "out": sys.argv[1], "run_id": "lone"})
+worker._watch_sigterm(cfg, {"rank": 0, "host": "h", "t0": time.time()})
+os.kill(os.getpid(), signal.SIGTERM)  # as `kill` or a shell's job control sends it
+time.sleep(60)
+"""
+
+
+def clean_env(**extra):
+    """This environment without any launcher's rank variables (a test may run under one), plus `extra`."""
+    drop = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "TORCHELASTIC_RUN_ID", "HVDBENCH_LAUNCHER")
+    env = {k: v for k, v in os.environ.items()
+           if k not in drop and not k.startswith(("OMPI_COMM_WORLD", "PMI", "PMIX", "HOROVOD_", "SLURM_"))}
+    return {**env, "OMP_NUM_THREADS": "1", **extra}
+
+
+def test_a_lone_train_ended_by_sigterm_is_recorded_as_that(tmp_path):
+    proc = subprocess.run([sys.executable, "-c", LONE, str(tmp_path)], capture_output=True, text=True,
+                          timeout=120, env=clean_env(OMPI_ALLOW_RUN_AS_ROOT="1"))
+    assert proc.returncode == 1
+    assert proc.stderr.strip() == "Error: rank 0 on h: ended by SIGTERM"
+    recorded = json.loads((tmp_path / "result.json").read_text())
+    assert (recorded["status"], recorded["error"]) == ("failed", "rank 0 on h: ended by SIGTERM")
+
+
+@pytest.mark.parametrize("rank, printed", [("0", True), ("1", False)])
+def test_an_error_every_rank_meets_before_they_meet_is_printed_once(tmp_path, rank, printed):
+    # torchrun's ranks cannot join Horovod's engine: each rank finds it before any collective
+    env = clean_env(TORCHELASTIC_RUN_ID="t", RANK=rank, LOCAL_RANK=rank, WORLD_SIZE="2", LOCAL_WORLD_SIZE="2",
+                    MASTER_ADDR="127.0.0.1", MASTER_PORT="1")
+    proc = subprocess.run([HVDBENCH, "train", "resnet50", "--flavor", "debug", "--synthetic", "--engine", "horovod",
+                           "--out", str(tmp_path / "t")], capture_output=True, text=True, timeout=120, env=env)
+    assert proc.returncode == 1
+    lines = proc.stderr.strip().splitlines()
+    if printed:
+        assert len(lines) == 1 and lines[0].startswith("Error: torchrun starts torch.distributed ranks"), lines
+    else:
+        assert lines == [], lines
+
+
+def test_varlen_attention_on_a_network_without_attention_is_refused_before_the_sweep_launches(tmp_path):
+    result = CliRunner().invoke(cli, ["sweep", "resnet50", "--hosts", "localhost:2", "--out", str(tmp_path / "s"),
+                                      "--", "--flavor", "debug", "--synthetic", "--attention", "varlen"])
+    assert result.exit_code == 1
+    [line] = result.stderr.strip().splitlines()
+    assert line == ("Error: train arguments after --: --attention varlen: resnet50's network has no attention to "
+                    "choose (BERT's has)")
+    assert not (tmp_path / "s").exists()
+
+
+def test_record_module_keeps_a_worker_s_own_success(tmp_path):
+    spec = sweep_run.SweepSpec(model="resnet50", out=tmp_path, entries=[Entry(Layout(1, 1, ("h",)))],
+                               train_args=("--synthetic",))
+    run = spec.runs[0]
+    (tmp_path / run.run_id).mkdir()
+    write_result(tmp_path / run.run_id / "result.json", RunResult(model="resnet50", world_size=1, throughput=1.0))
+    (tmp_path / run.run_id / "launch.log").write_text(KILLED["srun"])  # an exit 0 is a success, whatever the log
+    assert record.build_result(spec, run, tmp_path / run.run_id, Outcome("exited", 0, 1, 1, 1.0), "t0").error == ""
