@@ -25,7 +25,7 @@ import resource
 import sys
 import time
 
-from hvdbench.peaks import mfu, model_tflops, peak_tflops
+from hvdbench.peaks import mfu, model_tflops, peak_precision, peak_tflops
 
 try:  # nvidia-ml-py; an install without it still trains, without energy figures
     import pynvml
@@ -116,7 +116,7 @@ def fill(record, figures: dict) -> None:
     for key, value in figures.items():
         setattr(record, key, value)
     device = record.devices.split(";")[0] if record.devices else ""
-    record.peak_tflops = peak_tflops(device, record.precision)
+    record.peak_tflops = peak_tflops(device, peak_precision(record.precision))  # fp8 runs: the bf16 peak
     rate = record.throughput_per_gpu
     if rate is None and record.time_per_epoch_s and record.epochs and record.world_size:
         # time to accuracy: the samples trained over the time spent training (evaluations left out)
