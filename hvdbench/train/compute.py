@@ -25,7 +25,9 @@ import resource
 import sys
 import time
 
+from hvdbench.contracts import get_spec, model_names
 from hvdbench.peaks import mfu, model_tflops, peak_precision, peak_tflops
+from hvdbench.published import compare
 
 try:  # nvidia-ml-py; an install without it still trains, without energy figures
     import pynvml
@@ -123,3 +125,6 @@ def fill(record, figures: dict) -> None:
         rate = record.steps * record.global_batch / (record.time_per_epoch_s * record.epochs) / record.world_size
     record.model_tflops_per_gpu = model_tflops(record.flops_per_sample, rate)
     record.mfu = mfu(record.model_tflops_per_gpu, record.peak_tflops)
+    # Beside MLPerf's published rate for this accelerator and benchmark (hvdbench.published), if any.
+    benchmark = get_spec(record.model).benchmark if record.model in model_names() else ""
+    record.published_share, record.published_ref = compare(device, benchmark, record.flavor, rate)

@@ -144,7 +144,8 @@ def test_the_csv_formats_and_their_shared_layout_columns():
         "engine", "shard_parameters",  # schema 5: the engine and a rank's parameters
         "flops_per_sample", "model_tflops_per_gpu", "peak_tflops", "mfu", "mem_allocated_gb",  # schema 6: compute
         "mem_reserved_gb", "mem_resident_gb", "mem_estimate_gb", "energy_j", "energy_j_per_sample",
-        "power_w_per_gpu", "compile_s", "schema_version"]  # and the seconds --compile took
+        "power_w_per_gpu", "compile_s",  # and the seconds --compile took
+        "published_share", "published_ref", "schema_version"]  # schema 7: beside MLPerf's published rate
     assert ComputeRow.columns() == [
         "run_id", "started_at", "rank", "host", "device", "op", "dtype", "size", "iters", "time_mean_s", "tflops",
         "gb_s", "peak_tflops", "vs_peak", "note", *bench_layout, "schema_version"]

@@ -30,7 +30,7 @@ from typing import Any
 from hvdbench.errors import HvdbenchError
 from hvdbench.files import atomic_write_text
 
-SCHEMA_VERSION = 6
+SCHEMA_VERSION = 7
 # What a run measured of its compute (schema 6; hvdbench.train.compute fills them once the loop ends).
 COMPUTE_MEASURED = ("flops_per_sample", "model_tflops_per_gpu", "peak_tflops", "mfu", "mem_allocated_gb",
                     "mem_reserved_gb", "mem_resident_gb", "mem_estimate_gb", "energy_j", "energy_j_per_sample",
@@ -42,7 +42,8 @@ ADDED_COLUMNS = {2: ("data_s", "compute_s", "comm_s", "update_s", "other_s"),
                      "timeline_cycles_per_step", "timeline_fused_mib"),
                  4: ("threads",),
                  5: ("engine", "shard_parameters"),
-                 6: COMPUTE_MEASURED + ("compile_s",)}
+                 6: COMPUTE_MEASURED + ("compile_s",),
+                 7: ("published_share", "published_ref")}
 # What a column added later reads as in an older row, where empty would be wrong: every run before
 # schema 5 trained under Horovod.
 ADDED_DEFAULTS = {"engine": "horovod"}
@@ -236,6 +237,10 @@ class RunResult(LayoutFields, _RunIdentity, CsvRecord):
     # --compile (or a compiled optimizer): the seconds torch.compile spent compiling in the run's steps
     # and evaluations (in the warm-up, out of the throughput; recompiles too); empty when nothing compiled.
     compile_s: float | None = None
+    # Schema 7: the run's per-GPU rate / MLPerf's published one for its accelerator and benchmark at
+    # the benchmark's flavor (hvdbench.published), and that figure's round, system and precision.
+    published_share: float | None = None
+    published_ref: str = ""
     schema_version: int = SCHEMA_VERSION
 
     def __post_init__(self):
