@@ -188,3 +188,14 @@ def test_torchaos_conversion_swaps_the_picked_linears_and_keeps_the_loss_close()
     with torch.no_grad():
         low, _ = lm.next_token_loss(model, batch_of())[:2]
     assert low.item() == pytest.approx(plain.item(), rel=0.02)  # float8's rounding, not another model
+
+
+def test_fp8_on_a_gpu_older_than_ada_or_without_torchao_is_refused(monkeypatch):
+    """No CUDA GPU here: torch's answers about one are stood in for (the rule, not the device, is tested)."""
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None: (8, 0))
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda device=None: "NVIDIA A100-SXM4-80GB")
+    assert fp8.refusal(torch.device("cuda", 0)) == ("--precision fp8: NVIDIA A100-SXM4-80GB has compute capability "
+                                                    "8.0; float8 matmuls need >= 8.9")
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None: (9, 0))
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name: None)
+    assert fp8.refusal(torch.device("cuda", 0)) == "--precision fp8 needs torchao: pip install 'hvdbench[fp8]'"
