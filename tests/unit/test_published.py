@@ -48,7 +48,7 @@ def test_a_runs_share_of_the_published_rate_says_where_it_comes_from():
 
 def test_the_trainer_fills_the_records_published_columns():
     record = RunResult(model="bert", flavor="large", precision="bf16", devices="NVIDIA H200;NVIDIA H200",
-                       throughput_per_gpu=520.0)
+                       throughput_per_gpu=260.0)  # 512-token rows/s: ~2 of MLPerf's packed sequences each
     fill(record, {})
     assert record.published_share == pytest.approx(0.5)
     assert record.published_ref.startswith("MLPerf Training v4.0/v5.0, NVIDIA 8x H200") and "fp8" in record.published_ref
