@@ -51,7 +51,8 @@ def test_the_trainer_fills_the_records_published_columns():
                        throughput_per_gpu=260.0)  # 512-token rows/s: ~2 of MLPerf's packed sequences each
     fill(record, {})
     assert record.published_share == pytest.approx(0.5)
-    assert record.published_ref.startswith("MLPerf Training v4.0/v5.0, NVIDIA 8x H200") and "fp8" in record.published_ref
+    assert record.published_ref.startswith("MLPerf Training v4.0/v5.0, NVIDIA 8x H200")
+    assert "fp8" in record.published_ref
     debug = RunResult(model="bert", flavor="debug", precision="bf16", devices="cpu", throughput_per_gpu=10.0)
     fill(debug, {})
     assert (debug.published_share, debug.published_ref) == (None, "")
