@@ -92,6 +92,17 @@ def peak_tflops(device_name: str, precision: str) -> float | None:
     return value or None
 
 
+# The peak a run's MFU is measured against, by the run's --precision: an fp8 run (float8 linears, the
+# rest in bf16) against the bf16 peak, as torchtitan and MLPerf's fp8 figures count it, so its MFU
+# can pass 100 %.
+MFU_PEAK = {"fp8": "bf16"}
+
+
+def peak_precision(run_precision: str) -> str:
+    """The precision of the peak a run trained in `run_precision` is compared with."""
+    return MFU_PEAK.get(run_precision, run_precision)
+
+
 def mfu(tflops_per_gpu: float | None, peak: float | None) -> float | None:
     """Model FLOPs utilisation: achieved model TFLOP/s per GPU / the peak (a fraction), None when
     either is unknown."""

@@ -199,7 +199,9 @@ class TorchModel(Protocol):
         neither), so no model reads the launcher or imports the trainer for them. Give them
         defaults: a build outside the trainer (a test, a parameter count) passes none. No info key
         may be named `rank` or `world`. The same way, a build that declares `attention` gets the
-        run's --attention (mask or varlen: how a transformer keeps a row's sequences apart).
+        run's --attention (mask or varlen: how a transformer keeps a row's sequences apart), one
+        that declares `activation_checkpointing` or `loss_chunks` those options (the LLMs); a run
+        setting one for a build that does not declare it is refused.
 
             def build(cfg, num_items=None, rank=None, **_):   # rank: the trainer's; None outside it
         """
@@ -214,6 +216,8 @@ class TorchModel(Protocol):
     #   make_optimizer(groups, cfg) -> torch.optim.Optimizer   default: by cfg.optimizer
     #   shard_units(model) -> list[nn.Module]     the repeated blocks `--engine fsdp` shards one by
     #       one (a transformer's layers), before the whole model; default: the model as one unit
+    #   compile_units(model) -> list[nn.Module]   the blocks `--compile` compiles one by one
+    #       (regional compilation: a transformer's decoder layers); default: the whole step
     #   init_weights(model) -> None               fills a model built on the meta device and moved
     #       to real memory (ModelSpec.build_on_meta); default: each module's reset_parameters()
 

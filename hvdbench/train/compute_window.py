@@ -25,7 +25,9 @@ import resource
 import sys
 import time
 
-from hvdbench.peaks import mfu, model_tflops, peak_tflops
+from hvdbench.contracts import get_spec, model_names
+from hvdbench.peaks import mfu, model_tflops, peak_precision, peak_tflops
+from hvdbench.published import compare
 
 try:  # nvidia-ml-py; an install without it still trains, without energy figures
     import pynvml
@@ -116,10 +118,13 @@ def fill(record, figures: dict) -> None:
     for key, value in figures.items():
         setattr(record, key, value)
     device = record.devices.split(";")[0] if record.devices else ""
-    record.peak_tflops = peak_tflops(device, record.precision)
+    record.peak_tflops = peak_tflops(device, peak_precision(record.precision))  # fp8 runs: the bf16 peak
     rate = record.throughput_per_gpu
     if rate is None and record.time_per_epoch_s and record.epochs and record.world_size:
         # time to accuracy: the samples trained over the time spent training (evaluations left out)
         rate = record.steps * record.global_batch / (record.time_per_epoch_s * record.epochs) / record.world_size
     record.model_tflops_per_gpu = model_tflops(record.flops_per_sample, rate)
     record.mfu = mfu(record.model_tflops_per_gpu, record.peak_tflops)
+    # Beside MLPerf's published rate for this accelerator and benchmark (hvdbench.published), if any.
+    benchmark = get_spec(record.model).benchmark if record.model in model_names() else ""
+    record.published_share, record.published_ref = compare(device, benchmark, record.flavor, rate)

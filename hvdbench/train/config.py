@@ -33,7 +33,9 @@ FRAMEWORKS = ("torch", "tensorflow")
 # How the ranks share the training (hvdbench/frameworks/torch/engines.py): Horovod's data parallelism,
 # PyTorch's DistributedDataParallel, or FSDP2 (parameters, gradients and optimizer state sharded).
 ENGINES = ("horovod", "ddp", "fsdp")
-PRECISIONS = ("fp32", "bf16", "fp16")
+# fp8: the linear layers' matmuls in float8 (torchao's Float8Linear, dynamic scales), the rest in
+# bf16; CUDA GPUs of compute capability 8.9 or more (Ada, Hopper, Blackwell) only.
+PRECISIONS = ("fp32", "bf16", "fp16", "fp8")
 OPTIMIZERS = ("sgd", "adamw", "adam")  # each framework's Trainer implements these
 LR_SCALINGS = ("linear", "sqrt", "none")  # how the learning rate grows with the global batch
 EVAL_UNITS = ("epochs", "samples")
@@ -45,7 +47,10 @@ COMPILE_MODES = ("off", "auto", "default", "max-autotune", "reduce-overhead")
 # How a transformer's attention keeps the sequences of a row apart (PyTorch): a boolean mask through
 # SDPA (the reference), or each sequence alone through SDPA on nested tensors (variable-length kernels).
 ATTENTIONS = ("mask", "varlen")
-LEVERS = ("compile", "fused_optimizer", "attention", "channels_last", "overlap_copies")
+# Recomputing a transformer's activations in backward (PyTorch LLMs, per decoder layer).
+CHECKPOINTINGS = ("none", "selective", "full")
+LEVERS = ("compile", "fused_optimizer", "attention", "channels_last", "overlap_copies", "activation_checkpointing",
+          "loss_chunks")
 DIVISIONS = ("open", "closed")
 SUBMISSION_STATUSES = ("cloud", "onprem", "preview", "research")
 
@@ -75,6 +80,10 @@ class TrainConfig:
                                     "(torch DistributedDataParallel) or fsdp (torch FSDP2: parameters, gradients and "
                                     "optimizer state sharded over the ranks); ddp/fsdp need --framework torch.",
                          cli=True, choices=ENGINES)
+    fsdp_reshard_after_forward: bool = option(
+        True, "--engine fsdp: free each gathered layer's parameters after its forward and gather them again for "
+              "backward (FSDP2's reshard_after_forward; --no-fsdp-reshard-after-forward keeps them: less "
+              "communication, more memory).", cli=True)
     fsdp_offload: bool = option(False, "--engine fsdp: keep the sharded parameters, gradients and optimizer state "
                                        "in host memory (FSDP2's CPUOffloadPolicy) to fit a larger model.", cli=True)
     flavor: str = option("", "Network size, e.g. full/debug (resnet50), large/base/debug (bert) "
@@ -88,7 +97,9 @@ class TrainConfig:
     eval_batch_per_gpu: int = option(0, "Samples per rank per evaluation batch (0: batch_per_gpu).")
     accum_steps: int = option(1, "Micro-batches per optimizer step (gradient accumulation).", cli=True)
     precision: str = option("fp32", "bf16/fp16: autocast (Keras mixed policy); fp16 on CUDA adds loss "
-                                    "scaling.", cli=True, choices=PRECISIONS)
+                                    "scaling; fp8 (PyTorch, CUDA compute capability >= 8.9, torchao installed: pip "
+                                    "install 'hvdbench[fp8]'): the linear layers in float8, the rest in bf16, MFU "
+                                    "against the bf16 peak.", cli=True, choices=PRECISIONS)
     fp16_allreduce: bool = option(False, "Compress gradients to fp16 on the wire.", cli=True)
     # optimizer; lr is the peak rate for a global batch of lr_base_batch, scaled by lr_scaling
     optimizer: str = option("sgd", f"Optimizer: {', '.join(OPTIMIZERS)}, or the one the model brings.")
@@ -114,6 +125,12 @@ class TrainConfig:
                                     "keeps a packed row's sequences apart, the reference) or varlen (each sequence "
                                     "attends alone: SDPA over nested tensors, variable-length kernels on GPUs, padding "
                                     "skipped).", cli=True, choices=ATTENTIONS)
+    activation_checkpointing: str = option(
+        "none", "PyTorch LLMs (llama31_8b, gpt_oss_20b): recompute decoder layers' activations in backward: full "
+                "(every layer), selective (every other layer), none.", cli=True, choices=CHECKPOINTINGS)
+    loss_chunks: int = option(0, "PyTorch LLMs: the output layer and cross-entropy over the vocabulary in this many "
+                                 "pieces of the tokens, each recomputed in backward, so no whole-sequence fp32 "
+                                 "logits exist (0 or 1: in one piece).", cli=True)
     channels_last: bool = option(False, "PyTorch: images and activations channels-last (NHWC), and the convolution "
                                         "weights too under ddp (Horovod and FSDP2 refuse non-contiguous gradients "
                                         "or parameters: theirs keep the default layout).", cli=True)
@@ -388,7 +405,8 @@ def check_ranges(cfg: TrainConfig) -> None:
     for key in ("batch_per_gpu", "eval_batch_per_gpu", "accum_steps", "lr_base_batch"):
         if getattr(cfg, key) < 1 and not (key == "eval_batch_per_gpu" and cfg.eval_batch_per_gpu == 0):
             raise ConfigError(f"{key} must be at least 1, got {getattr(cfg, key)}")
-    for key in ("steps", "warmup_steps", "warmup_max_steps", "repeat", "threads", "thread_share", "prefetch"):
+    for key in ("steps", "warmup_steps", "warmup_max_steps", "loss_chunks", "repeat", "threads", "thread_share",
+                "prefetch"):
         if getattr(cfg, key) < 0:
             raise ConfigError(f"{key} must not be negative, got {getattr(cfg, key)}")
     for f in fields(TrainConfig):  # nan and inf pass every comparison below but mean nothing
@@ -436,6 +454,11 @@ def validate(cfg: TrainConfig, spec) -> None:
         raise ConfigError(f"--engine {cfg.engine} is PyTorch's; {cfg.framework} models train under --engine horovod")
     if cfg.fsdp_offload and cfg.engine != "fsdp":
         raise ConfigError("fsdp_offload needs --engine fsdp")
+    if not cfg.fsdp_reshard_after_forward and cfg.engine != "fsdp":
+        raise ConfigError(f"--no-fsdp-reshard-after-forward: FSDP2's option; --engine {cfg.engine} does not shard")
+    if cfg.precision == "fp8" and cfg.framework != "torch":
+        raise ConfigError(f"--precision fp8: float8 linears are PyTorch's (torchao); --framework {cfg.framework} "
+                          "has bf16 and fp16")
     if cfg.save_parameters and cfg.framework != "torch":
         raise ConfigError("--save-parameters is implemented for --framework torch")
     levers = [name for name in LEVERS if getattr(cfg, name) != TrainConfig.__dataclass_fields__[name].default

@@ -16,6 +16,7 @@ from pathlib import Path
 from hvdbench.errors import ConfigError
 from hvdbench.files import atomic_write_text
 from hvdbench.launchers.launch_info import detect_launcher
+from hvdbench.peaks import peak_precision
 from hvdbench.results.records.schema import MEASURED, RunResult, write_result
 from hvdbench.train.compute_window import fill as fill_compute
 from hvdbench.train.config import levers_text
@@ -75,7 +76,10 @@ def finish(record: RunResult, cfg, measures, metric_name: str, out: Path, digest
     if record.model_tflops_per_gpu is not None:
         say(dist, f"compute: {record.model_tflops_per_gpu:.3g} model TFLOP/s per GPU ({record.flops_per_sample:.3g} "
                   f"FLOPs per sample)" + (f", MFU {100 * record.mfu:.1f} % of {record.peak_tflops:g} TFLOP/s "
-                                         f"({record.precision})" if record.mfu is not None else ""))
+                                         f"({peak_precision(record.precision)} peak)"
+                                         if record.mfu is not None else ""))
+    if record.published_share is not None:
+        say(dist, f"per GPU: {100 * record.published_share:.1f} % of {record.published_ref}")
     say(dist, f"parameters identical on all {record.world_size} ranks: {identical}; "
               f"result: {out / 'result.json'}")
 

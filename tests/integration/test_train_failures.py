@@ -28,7 +28,7 @@ def test_missing_dataset_ends_every_rank_with_one_message(tmp_path, horovodrun, 
 
 @pytest.mark.timeout(120)
 def test_bad_argument_is_reported_once(tmp_path, horovodrun, hvdbench_bin):
-    proc = run(hvdrun(horovodrun, "gloo", hvdbench_bin, "train", "resnet50", "--precision", "fp8",
+    proc = run(hvdrun(horovodrun, "gloo", hvdbench_bin, "train", "resnet50", "--precision", "fp4",
                       "--synthetic", "--out", tmp_path / "run"), check=False)
     output = proc.stdout + proc.stderr
     assert proc.returncode != 0

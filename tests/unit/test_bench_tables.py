@@ -152,7 +152,8 @@ def test_the_csv_formats_and_their_shared_layout_columns():
         "flops_per_sample", "model_tflops_per_gpu", "peak_tflops", "mfu", "mem_allocated_gb",  # schema 6: compute
         "mem_reserved_gb", "mem_resident_gb", "mem_estimate_gb", "energy_j", "energy_j_per_sample",
         "power_w_per_gpu", "compile_s",  # and the seconds --compile took
-        "levers", "schema_version"]  # schema 7: the levers, part of a run's identity
+        "levers", "published_share", "published_ref",  # schema 7: the levers (a run's identity), and the
+        "schema_version"]  # run beside MLPerf's published rate
     assert ComputeRow.columns() == [
         "run_id", "started_at", "rank", "host", "device", "op", "dtype", "size", "iters", "time_mean_s", "tflops",
         "gb_s", "peak_tflops", "vs_peak", "note", *bench_layout, "schema_version"]

@@ -80,7 +80,7 @@ def test_errors_in_the_yaml_file_name_the_file(tmp_path):
 @pytest.mark.parametrize("change, message", [
     ({"model": "vgg"}, "unknown model 'vgg'; valid: bert, .*resnet50"),
     ({"flavor": "tiny"}, "has no flavor 'tiny'; valid: full, debug"),
-    ({"precision": "fp8"}, "precision 'fp8' is not one of fp32, bf16, fp16"),
+    ({"precision": "fp4"}, "precision 'fp4' is not one of fp32, bf16, fp16, fp8"),
     ({"data": "d"}, "exactly one of --data DIR and --synthetic"),
     ({"synthetic": False}, "exactly one of --data DIR and --synthetic"),
     ({"out": ""}, "no output directory"),

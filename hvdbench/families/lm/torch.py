@@ -3,16 +3,20 @@ next-token loss over `lm_tokens` batches, parameter groups, and AdamW with the r
 clipping and cosine schedule. Used by hvdbench/models/llama31_8b/torch.py and gpt_oss_20b/torch.py.
 
     loss, stats = next_token_loss(model, batch)     # stats {"loss_sum", "count"}: every target token
+    checkpoint_layers(model.model.layers, "selective")  # --activation-checkpointing
+    model.loss_chunks = 8                           # --loss-chunks: the vocabulary's logits 1/8 at a time
     groups = param_groups(model, cfg)               # weight decay on matrices only
     opt = make_optimizer(groups, cfg)               # AdamW (0.9, 0.95, 1e-5), clip 1.0, cosine
 """
 
 from __future__ import annotations
 
+import functools
 import math
 
 import torch
 import torch.nn.functional as F
+from torch.utils.checkpoint import checkpoint
 
 from hvdbench.errors import ConfigError
 from hvdbench.families.lm.recipe import ADAM_BETAS, ADAM_EPS
@@ -41,14 +45,61 @@ def hf_init_weights(model) -> None:
     model.initialize_weights()
 
 
+def checkpoint_layers(layers, mode: str) -> None:
+    """--activation-checkpointing: `full` recomputes every decoder layer's activations during
+    backward (torch.utils.checkpoint, non-reentrant: each layer keeps only its input), `selective`
+    every other layer (torchtitan's layer-level selective checkpointing at frequency 2: half the
+    recompute for about half the saving), `none` keeps them all. The layer's forward is wrapped in
+    place, so parameter names, FSDP's hooks and a regional compile (which then compiles the
+    checkpointed layer, as torchtitan orders them) are unchanged."""
+    for i, layer in enumerate(layers):
+        if mode == "full" or (mode == "selective" and i % 2 == 1):
+            layer.forward = functools.partial(checkpoint, layer.forward, use_reentrant=False)
+
+
+def _chunk_loss(hidden: torch.Tensor, targets: torch.Tensor, head) -> torch.Tensor:
+    return F.cross_entropy(head(hidden).float(), targets, reduction="sum")
+
+
+def chunked_cross_entropy(hidden: torch.Tensor, targets: torch.Tensor, head, chunks: int) -> torch.Tensor:
+    """The summed cross-entropy of `head(hidden)` (the output layer: hidden states to vocabulary
+    logits) against `targets`, the tokens taken `chunks` pieces at a time: each piece's logits (and
+    their fp32 copy) exist only while its loss is computed, and are recomputed in backward
+    (checkpointed), so the whole sequence's fp32 logits never do (Llama's 8,192 tokens x 128,256
+    entries: 4.2 GB a sequence). The same sum as one piece, up to the order of the additions."""
+    total = None
+    for h, t in zip(hidden.flatten(0, -2).chunk(chunks), targets.flatten().chunk(chunks)):
+        piece = (checkpoint(_chunk_loss, h, t, head, use_reentrant=False) if torch.is_grad_enabled()
+                 else _chunk_loss(h, t, head))
+        total = piece if total is None else total + piece
+    return total
+
+
 def next_token_loss(model, batch, **forward) -> tuple[torch.Tensor, dict, object]:
     """Cross-entropy of every next token of the batch's sequences (`tokens`: seq_len + 1 ids; the
     first seq_len are the inputs, the last seq_len the targets); (mean loss, {"loss_sum", "count"},
-    the model's output). The whole model's forward runs (an engine that shards it hooks it there)."""
+    the model's output). The whole model's forward runs (an engine that shards it hooks it there).
+    A model built with `loss_chunks` > 1 (--loss-chunks) runs its decoder, then the output layer and
+    the loss over the vocabulary in that many pieces (chunked_cross_entropy); its output is then the
+    decoder's (no logits; router logits when asked for)."""
     tokens = batch["tokens"].long()
-    output = model(input_ids=tokens[:, :-1], use_cache=False, **forward)
-    losses = F.cross_entropy(output.logits.flatten(0, 1).float(), tokens[:, 1:].flatten(), reduction="none")
+    inputs, targets = tokens[:, :-1], tokens[:, 1:]
+    chunks = getattr(model, "loss_chunks", 0)
+    if chunks > 1:
+        output = model.model(input_ids=inputs, use_cache=False, **forward)
+        total = chunked_cross_entropy(output.last_hidden_state, targets, model.get_output_embeddings(), chunks)
+        count = targets.numel()
+        return total / count, {"loss_sum": total.detach(), "count": count}, output
+    output = model(input_ids=inputs, use_cache=False, **forward)
+    losses = F.cross_entropy(output.logits.flatten(0, 1).float(), targets.flatten(), reduction="none")
     return losses.mean(), {"loss_sum": losses.sum().detach(), "count": losses.numel()}, output
+
+
+def apply_levers(model, layers, activation_checkpointing: str, loss_chunks: int) -> None:
+    """A built model's per-run levers (hvdbench/train/config.py): checkpointing of `layers`, and the
+    chunked loss (read by next_token_loss)."""
+    checkpoint_layers(layers, activation_checkpointing)
+    model.loss_chunks = loss_chunks
 
 
 def param_groups(model, cfg, clip: float, schedule_steps: int, end_ratio: float) -> list[dict]:

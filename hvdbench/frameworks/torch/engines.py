@@ -171,10 +171,13 @@ class FsdpEngine(DdpEngine):
         self._names = {id(p): name for name, p in model.named_parameters()}
         # bf16 runs compute in bf16 and reduce gradients in fp32 (MLPerf's FSDP recipes); fp16 on
         # the wire when asked (--fp16-allreduce), as Horovod's compression does.
+        # fp8 runs keep bf16 parameters too (their linears cast to float8 inside the matmul: torchao).
+        bf16 = cfg.precision in ("bf16", "fp8")
         policy = MixedPrecisionPolicy(
-            param_dtype=torch.bfloat16 if cfg.precision == "bf16" else None,
-            reduce_dtype=torch.float16 if cfg.fp16_allreduce else torch.float32 if cfg.precision == "bf16" else None)
-        options = {"mp_policy": policy, **({"offload_policy": CPUOffloadPolicy()} if cfg.fsdp_offload else {})}
+            param_dtype=torch.bfloat16 if bf16 else None,
+            reduce_dtype=torch.float16 if cfg.fp16_allreduce else torch.float32 if bf16 else None)
+        options = {"mp_policy": policy, "reshard_after_forward": cfg.fsdp_reshard_after_forward,
+                   **({"offload_policy": CPUOffloadPolicy()} if cfg.fsdp_offload else {})}
         for unit in getattr(module, "shard_units", lambda m: [])(model):
             fully_shard(unit, **options)
         fully_shard(net, **options)

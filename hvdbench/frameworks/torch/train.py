@@ -7,7 +7,8 @@ FSDP2: hvdbench/frameworks/torch/engines.py), one step at a time.
     state = trainer.evaluate(val_loader, spec.metric)     # this rank's metric state
 
 Precision: bf16/fp16 run the forward pass under autocast; fp16 on CUDA scales the loss
-(GradScaler) so small gradients survive, synchronising Horovod's allreduce before the unscale.
+(GradScaler) so small gradients survive, synchronising Horovod's allreduce before the unscale; fp8
+swaps the linears for torchao's float8 ones (hvdbench/frameworks/torch/fp8.py) under bf16 autocast.
 """
 
 from __future__ import annotations
@@ -21,12 +22,27 @@ import time
 import torch
 
 from hvdbench.errors import ConfigError
+from hvdbench.frameworks.torch import fp8
 from hvdbench.frameworks.torch.data import DeviceBatches
 from hvdbench.frameworks.torch.engines import make_engine
 from hvdbench.frameworks.torch.flops import count as count_flops
 from hvdbench.frameworks.torch.recipe import fused
 
-DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
+# autocast's dtype per --precision: an fp8 run's linears are torchao's float8 ones, the rest bf16.
+DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp8": torch.bfloat16}
+
+
+def compile_regions(net, units, model, mode: str) -> None:
+    """--compile: a model folder's `compile_units` (a transformer's decoder layers) one by one, each
+    layer's forward compiled in place (regional compilation, torchtitan's: one layer's compile, reused
+    by the layers of its shape; the engine's hooks around each layer stay eager); else the wrapper's
+    own forward in place (Module.compile), so parameter names, DDP's buckets and FSDP's hooks stay as
+    they are. Dynamo compiles on the first step."""
+    if units is None:
+        net.compile(mode=mode)
+        return
+    for unit in units(model):
+        unit.forward = torch.compile(unit.forward, mode=mode)
 
 
 def compile_mode(requested: str, device: torch.device) -> str:
@@ -63,22 +79,29 @@ def init_dist(threads: int = 0, share: int = 0, engine: str = "horovod"):
 
 
 # What the trainer hands a model's `build` beyond the data's info keys: keyword -> the Dist attribute,
-# and the TrainConfig fields a network may take (the attention kernel of a transformer).
+# and the TrainConfig fields a network may take -> what a network that does not take them lacks (said
+# when one is set for it).
 RUN_KEYWORDS = {"rank": "rank", "world": "size"}
-CONFIG_KEYWORDS = ("attention",)
+LLMS = "llama31_8b's and gpt_oss_20b's have"
+CONFIG_KEYWORDS = {"attention": "has no attention to choose (BERT's has)",
+                   "activation_checkpointing": f"has no decoder layers to recompute ({LLMS})",
+                   "loss_chunks": f"has no vocabulary loss to chunk ({LLMS})"}
 
 
 def run_keywords(build, dist, cfg=None) -> dict:
     """This process's Horovod `rank` and the `world` size, and the CONFIG_KEYWORDS of `cfg`, for the
     ones `build` declares as named parameters (hvdbench/contracts/spec.py's TorchModel): a model that
     seeds a random stream per rank reads its rank there, not from the launcher. A `**kwargs`
-    catch-all does not declare them, so a build that does not ask is called as before."""
+    catch-all does not declare them, so a build that does not ask is called as before; a config
+    keyword set away from its default for a build that does not declare it is refused, in one line."""
     declared = inspect.signature(build).parameters
     named = {name for name, p in declared.items()
              if p.kind in (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)}
-    if cfg is not None and cfg.attention != "mask" and "attention" not in named:
-        raise ConfigError(f"--attention {cfg.attention}: {cfg.model}'s network has no attention to choose "
-                          "(BERT's has)")
+    if cfg is not None:
+        defaults = type(cfg).__dataclass_fields__
+        for name, lacks in CONFIG_KEYWORDS.items():
+            if name not in named and getattr(cfg, name) != defaults[name].default:
+                raise ConfigError(f"--{name.replace('_', '-')} {getattr(cfg, name)}: {cfg.model}'s network {lacks}")
     return {**{name: getattr(dist, attr) for name, attr in RUN_KEYWORDS.items() if name in named},
             **{name: getattr(cfg, name) for name in CONFIG_KEYWORDS if cfg is not None and name in named}}
 
@@ -185,10 +208,15 @@ class Trainer:
         self.engine = make_engine(cfg.engine, dist, cfg)
         torch.manual_seed(cfg.seed)
         device = dist.device
+        why = fp8.refusal(device) if cfg.precision == "fp8" else None
+        if why:  # before anything is built
+            raise ConfigError(why)
         with torch.device("meta") if meta else contextlib.nullcontext():
             model = module.build(flavor_cfg, **data_info, **run_keywords(module.build, dist, cfg))
         if not meta:
             model = model.to(device)
+        if cfg.precision == "fp8":
+            fp8.to_float8(model)  # before the engine wraps it (FSDP then shards the Float8Linears)
         if cfg.channels_last and self.engine.channels_last_weights:
             model = model.to(memory_format=torch.channels_last)  # 4-d weights only; the rest is unchanged
         self.model = model  # the model folder's network (the engine's wrapper is self.net)
@@ -199,9 +227,7 @@ class Trainer:
         self.net = self.engine.wrap(model, module, meta=meta)
         self.compile_mode = compile_mode(cfg.compile, device)
         if self.compile_mode != "off":
-            # The wrapper's own forward is compiled in place (Module.compile), so parameter names,
-            # DDP's buckets and FSDP's hooks stay as they are; dynamo compiles on the first step.
-            self.net.compile(mode=self.compile_mode)
+            compile_regions(self.net, getattr(module, "compile_units", None), model, self.compile_mode)
         opt = getattr(module, "make_optimizer", make_optimizer)(self.engine.groups(model, groups), cfg)
         self.optimizer = self.engine.optimizer(opt, self.net)
         self.engine.broadcast(self.net, self.optimizer)

@@ -49,13 +49,16 @@ class GptOssConfig:
     # The reference's schedule: cosine to 0.1 x the peak over 1,200,000 steps minus the warm-up.
     schedule_steps: int = 1_200_000
     end_ratio: float = 0.1
-    gradient_checkpointing: bool = False
 
 
 FLAVORS = {
     # MLPerf's: 24 layers of 2880, 64 query heads of 64 over 8 key-value heads, 32 experts of 2880,
     # top 4, a 128-token window on alternate layers, Llama 3.1's 128,256-token vocabulary.
-    "full": GptOssConfig(gradient_checkpointing=True),
+    "full": GptOssConfig(),
+    # One GPU's measure of the real layer: full's width, experts, vocabulary and 8,192-token sequences
+    # at 4 of its 24 layers (4.03B parameters: with AdamW's fp32 state ~65 GB, an H200's or, tightly,
+    # an H100's memory), so a single GPU gives the per-GPU rate and MFU of gpt-oss-20b's layer shape.
+    "full-4l": GptOssConfig(layers=4),
     # The same family (experts with gpt-oss's clamped SwiGLU, softmax over the top k, no auxiliary
     # loss, attention sinks, alternating sliding-window / full attention, RoPE, untied output layer) at
     # 2 layers of 128 (the first with a 64-token window, the second full): 8 experts of 128, top 2, 4
@@ -69,7 +72,7 @@ FLAVORS = {
 # architecture (its 20,914,757,184 with gpt-oss's own 201,088-token vocabulary, checked by the unit
 # test) with MLPerf's 128,256-token one. The reference's Megatron model has no biases and no attention
 # sinks (Primus' llama_base.yaml: add_bias_linear false): 6,829,824 fewer, ~20.488B (computed, not run).
-PARAMETERS = {"full": 20_495_244_864, "debug": 1_402_136}
+PARAMETERS = {"full": 20_495_244_864, "full-4l": 4_031_505_344, "debug": 1_402_136}
 
 
 def _flavor(cfg) -> GptOssConfig:
@@ -107,10 +110,14 @@ SPEC = ModelSpec(
         "eval_every": 12288.0,
         "eval_unit": "samples",
         # 8 GPUs x 2 = the reference's 16 (its micro-batch of 2).
-        "full": {"batch_per_gpu": 2, "precision": "bf16",
+        # Every layer's activations recomputed and the loss over the vocabulary in 8 pieces (fp32
+        # logits of 2 x 8,192 tokens over 128,256 entries: 8.4 GB).
+        "full": {"batch_per_gpu": 2, "precision": "bf16", "activation_checkpointing": "full", "loss_chunks": 8,
                  # ~2,048 of the ~2.4M sequences of the reference's training file (llama31_8b's
                  # estimate): set it for your dataset.
                  "warmup_epochs": 0.00085, "max_epochs": 1.0},
+        # One sequence a step on one GPU, every layer recomputed (the state alone is ~65 GB).
+        "full-4l": {"batch_per_gpu": 1, "precision": "bf16", "activation_checkpointing": "full", "loss_chunks": 8},
         # As llama31_8b's debug flavor: 2 ranks x 8 = 16 sequences of 256 tokens a step, 3e-3, warm-up
         # half an epoch, an evaluation every 320 sequences (20 steps).
         "debug": {"batch_per_gpu": 8, "lr": 3e-3, "lr_base_batch": 16, "warmup_epochs": 0.5,

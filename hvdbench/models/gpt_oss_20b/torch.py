@@ -30,8 +30,6 @@ from hvdbench.models.gpt_oss_20b import FLAVORS
 ensure_torchvision()  # transformers imports torchvision when it is installed
 
 
-
-
 def gpt_oss_config(cfg, device: torch.device | None = None):
     from transformers import GptOssConfig
 
@@ -51,9 +49,11 @@ def gpt_oss_config(cfg, device: torch.device | None = None):
     return config
 
 
-def build(cfg, vocab_size: int | None = None, seq_len: int | None = None, **_):
+def build(cfg, vocab_size: int | None = None, seq_len: int | None = None, activation_checkpointing: str = "none",
+          loss_chunks: int = 0, **_):
     """GptOssForCausalLM for a flavor; vocab_size and seq_len of a dataset's manifest override the
-    flavor's. Built where `torch.device(...)` says (meta: nothing allocated), else on the GPU."""
+    flavor's; the run's --activation-checkpointing and --loss-chunks (hvdbench/families/lm/torch.py's
+    apply_levers). Built where `torch.device(...)` says (meta: nothing allocated), else on the GPU."""
     from transformers import GptOssForCausalLM
 
     flush_denormals()
@@ -62,8 +62,10 @@ def build(cfg, vocab_size: int | None = None, seq_len: int | None = None, **_):
     run_on = torch.device("cuda") if device.type == "meta" and torch.cuda.is_available() else device
     with torch.device(device):
         model = GptOssForCausalLM(gpt_oss_config(cfg, run_on))
-    if cfg.gradient_checkpointing:
-        model.activation_checkpointing_enable(activation_checkpointing_kwargs={"use_reentrant": False})
+    if loss_chunks > 1 and cfg.aux_loss > 0:  # the chunked loss runs the decoder alone: no router loss
+        raise ConfigError(f"--loss-chunks {loss_chunks}: gpt_oss_20b's auxiliary loss ({cfg.aux_loss}) needs the "
+                          "whole model's output; leave --loss-chunks out")
+    lm.apply_levers(model, model.model.layers, activation_checkpointing, loss_chunks)
     model.lm_cfg = cfg
     return model
 
@@ -101,6 +103,12 @@ def loss_and_stats(model, batch):
 
 def shard_units(model) -> list[torch.nn.Module]:
     """The decoder layers (attention and the layer's experts), which `--engine fsdp` shards one by one."""
+    return list(model.model.layers)
+
+
+def compile_units(model) -> list[torch.nn.Module]:
+    """The decoder layers, which `--compile` compiles one by one (regional compilation: the compile
+    time of one layer, reused by the others of its shape) in place of the whole step."""
     return list(model.model.layers)
 
 

@@ -46,12 +46,15 @@ class Llama31Config:
     # warm-up (MLPerf's closed division checks max_steps == 1,200,000); it converges in ~6k steps.
     schedule_steps: int = 1_200_000
     end_ratio: float = 0.1
-    gradient_checkpointing: bool = False  # recompute each layer's activations (8,192 tokens)
 
 
 FLAVORS = {
     # MLPerf's: Llama 3.1 8B, 32 layers of 4096, SwiGLU 14336, 32 heads over 8 key-value heads.
-    "full": Llama31Config(gradient_checkpointing=True),
+    "full": Llama31Config(),
+    # One GPU's measure of the real layer: full's width, heads, vocabulary and 8,192-token sequences
+    # at 4 of its 32 layers (1.92B parameters: with AdamW's fp32 state ~31 GB), so a single GPU
+    # gives the per-GPU rate and MFU of the 8B's layer shape (benchmarks/gpu/).
+    "full-4l": Llama31Config(layers=4),
     # The same family (RMSNorm, SwiGLU at 3.5x the width as the 8B, RoPE with theta 5e5 and Llama
     # 3.1's scaling, 4 query heads per key-value head, untied output layer) at 2 layers of 128, on
     # `prepare c4 --src builtin:pydoc`'s 2,048-token vocabulary and 256-token sequences. 2 layers
@@ -62,7 +65,7 @@ FLAVORS = {
 
 # Exact, counted with transformers on the meta device: full is the reference's 8,030,261,248 (Llama
 # 3.1 8B's published size); debug with its 2,048-token vocabulary.
-PARAMETERS = {"full": 8_030_261_248, "debug": 950_912}
+PARAMETERS = {"full": 8_030_261_248, "full-4l": 1_923_125_248, "debug": 950_912}
 
 
 def _flavor(cfg) -> Llama31Config:
@@ -104,11 +107,16 @@ SPEC = ModelSpec(
         "eval_unit": "samples",
         # 8 GPUs x 1 x 4 micro-batches = the reference's 32 (its H100 config: 1 per GPU, 4
         # micro-batches; one sequence's fp32 logits alone are 4.2 GB).
-        "full": {"batch_per_gpu": 1, "accum_steps": 4, "precision": "bf16",
+        # Every layer's activations recomputed and the loss over the vocabulary in 8 pieces: 8,192
+        # tokens' activations of 32 layers, and their fp32 logits, do not fit beside an FSDP shard.
+        "full": {"batch_per_gpu": 1, "accum_steps": 4, "precision": "bf16", "activation_checkpointing": "full",
+                 "loss_chunks": 8,
                  # ~4,096 of the ~2.4M sequences of the reference's training file (C4 shards
                  # 768-895, at ~440 Llama 3 tokens a document): set it for your dataset. The
                  # reference converges in ~180k sequences, so one epoch is far more than a run.
                  "warmup_epochs": 0.0017, "max_epochs": 1.0},
+        # One sequence a step on one GPU, nothing recomputed (4 layers' activations fit), the loss in pieces.
+        "full-4l": {"batch_per_gpu": 1, "precision": "bf16", "loss_chunks": 8},
         # 2 ranks x 8 = 16 sequences of 256 tokens a step (~28 steps an epoch of the ~450 built-in
         # sequences), at 3e-3 (measured: 2e-3 no better, 6e-3 worse); warm-up half an epoch (~14
         # steps); an evaluation every 320 sequences (20 steps: ~0.3 s on 2 ranks).

@@ -28,8 +28,6 @@ from hvdbench.models.llama31_8b import FLAVORS
 ensure_torchvision()  # transformers imports torchvision when it is installed
 
 
-
-
 def llama_config(cfg):
     from transformers import LlamaConfig
 
@@ -49,17 +47,18 @@ def llama_config(cfg):
     return config
 
 
-def build(cfg, vocab_size: int | None = None, seq_len: int | None = None, **_):
+def build(cfg, vocab_size: int | None = None, seq_len: int | None = None, activation_checkpointing: str = "none",
+          loss_chunks: int = 0, **_):
     """LlamaForCausalLM for a flavor; vocab_size and seq_len of a dataset's manifest override the
-    flavor's. Built where `torch.device(...)` says (meta: nothing allocated), else on the GPU."""
+    flavor's; the run's --activation-checkpointing and --loss-chunks (hvdbench/families/lm/torch.py's
+    apply_levers). Built where `torch.device(...)` says (meta: nothing allocated), else on the GPU."""
     from transformers import LlamaForCausalLM
 
     flush_denormals()
     cfg = sized(cfg, vocab_size=vocab_size, seq_len=seq_len)
     with torch.device(lm.build_device()):
         model = LlamaForCausalLM(llama_config(cfg))
-    if cfg.gradient_checkpointing:
-        model.activation_checkpointing_enable(activation_checkpointing_kwargs={"use_reentrant": False})
+    lm.apply_levers(model, model.model.layers, activation_checkpointing, loss_chunks)
     model.lm_cfg = cfg
     return model
 
@@ -72,6 +71,12 @@ def loss_and_stats(model, batch):
 
 def shard_units(model) -> list[torch.nn.Module]:
     """The decoder layers, which `--engine fsdp` shards one by one (then the rest as one unit)."""
+    return list(model.model.layers)
+
+
+def compile_units(model) -> list[torch.nn.Module]:
+    """The decoder layers, which `--compile` compiles one by one (regional compilation: the compile
+    time of one layer, reused by the others of its shape) in place of the whole step."""
     return list(model.model.layers)
 
 

@@ -44,7 +44,7 @@ ADDED_COLUMNS = {2: ("data_s", "compute_s", "comm_s", "update_s", "other_s"),
                  4: ("threads",),
                  5: ("engine", "shard_parameters"),
                  6: COMPUTE_MEASURED + ("compile_s",),
-                 7: ("levers",)}
+                 7: ("levers", "published_share", "published_ref")}
 # What a column added later reads as in an older row, where empty would be wrong: every run before
 # schema 5 trained under Horovod.
 ADDED_DEFAULTS = {"engine": "horovod"}
@@ -275,6 +275,10 @@ class RunResult(LayoutFields, _RunIdentity, CsvRecord):
     # hvdbench.train.config.levers_text), e.g. "compile=default;channels_last": part of a run's
     # identity as engine and precision are, so a levers sweep is never averaged with a plain one.
     levers: str = ""
+    # Schema 7 too: the run's per-GPU rate / MLPerf's published one for its accelerator and benchmark at
+    # the benchmark's flavor (hvdbench.published), and that figure's round, system and precision.
+    published_share: float | None = None
+    published_ref: str = ""
     schema_version: int = SCHEMA_VERSION
 
     def __post_init__(self):

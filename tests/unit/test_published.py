@@ -1,0 +1,58 @@
+"""hvdbench/published.py: MLPerf's published per-GPU rates, looked up by accelerator (matched as the
+peaks table matches it) and benchmark at the benchmark's flavor, and a run's rate as a share of one;
+and the record's columns the trainer fills from it.
+
+    .venv/bin/python -m pytest tests/unit/test_published.py
+"""
+
+import pytest
+
+from hvdbench.peaks import device_entry
+from hvdbench.published import RATES, compare, markdown_table, published_rate
+from hvdbench.results.records.schema import RunResult
+from hvdbench.train.compute import fill
+
+
+def test_every_row_names_a_known_accelerator_round_system_and_source():
+    for r in RATES:
+        assert device_entry(r.accelerator) is not None and device_entry(r.accelerator).name == r.accelerator
+        assert r.round.startswith("v") and r.system and r.source.startswith("https://") and r.rate > 0
+    assert markdown_table().count("\n") == len(RATES) + 1
+
+
+def test_the_newest_round_of_the_runs_accelerator_and_benchmark_wins():
+    h100 = published_rate("NVIDIA H100 80GB HBM3", "llama31_8b", "full")
+    assert (h100.round, h100.rate, h100.unit) == ("v6.0", 11660, "tokens/s")
+    assert h100.per_sample == pytest.approx(11660 / 8192)
+    assert published_rate("NVIDIA H200", "bert", "large").rate == 1040
+    assert published_rate("NVIDIA H100 80GB HBM3", "bert", "large").precision == "fp8"
+
+
+@pytest.mark.parametrize("device, benchmark, flavor", [
+    ("cpu", "llama31_8b", "full"),                        # no accelerator
+    ("NVIDIA A100-SXM4-80GB", "llama31_8b", "full"),      # no published row for it
+    ("NVIDIA H200", "llama31_8b", "full-4l"),             # another network than the benchmark's
+    ("NVIDIA H200", "gnmt", "full"),                      # a benchmark without a row
+])
+def test_nothing_is_compared_where_nothing_was_published(device, benchmark, flavor):
+    assert published_rate(device, benchmark, flavor) is None
+    assert compare(device, benchmark, flavor, 1.0) == (None, "")
+
+
+def test_a_runs_share_of_the_published_rate_says_where_it_comes_from():
+    share, ref = compare("NVIDIA H200", "llama31_8b", "full", 11598 / 8192 / 2)
+    assert share == pytest.approx(0.5)
+    assert ref == "MLPerf Training v5.1, 64x H200, precision not stated: 11,598 tokens/s per GPU"
+    assert compare("NVIDIA H200", "llama31_8b", "full", None) == (None, "")
+
+
+def test_the_trainer_fills_the_records_published_columns():
+    record = RunResult(model="bert", flavor="large", precision="bf16", devices="NVIDIA H200;NVIDIA H200",
+                       throughput_per_gpu=260.0)  # 512-token rows/s: ~2 of MLPerf's packed sequences each
+    fill(record, {})
+    assert record.published_share == pytest.approx(0.5)
+    assert record.published_ref.startswith("MLPerf Training v4.0/v5.0, NVIDIA 8x H200")
+    assert "fp8" in record.published_ref
+    debug = RunResult(model="bert", flavor="debug", precision="bf16", devices="cpu", throughput_per_gpu=10.0)
+    fill(debug, {})
+    assert (debug.published_share, debug.published_ref) == (None, "")
