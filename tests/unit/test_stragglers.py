@@ -171,3 +171,13 @@ def test_the_plot_names_its_hardware_and_colours_the_straggler(tmp_path):
     three = next(ax for ax in fig.axes if "3x1" in ax.get_title())
     reds = [p for p in three.patches if p.get_facecolor()[:3] == pytest.approx((0.839, 0.153, 0.157), abs=0.01)]
     assert len(reds) == 1
+
+
+def test_fsdp_layouts_get_their_table_and_no_straggler_named():
+    runs = [run("2x1", ["a", "b"], [0.050, 0.070], k) for k in range(2)]
+    for r in runs:
+        r.engine = "fsdp"
+    found = st.stragglers(runs)
+    assert found.ranks and not any(r["straggler"] for r in found.ranks + found.hosts)
+    assert any("all-gathers" in n for n in found.notes)
+    assert waterfall.rank0_wait(runs[0]) is None

@@ -12,7 +12,10 @@ straggler when that excess over 1 is more than the ratio's own spread across the
 the same rank moved from run to run), and never less than FLOOR (with one run there is no spread:
 FLOOR alone). A host named in every layout it ran in is named once, above the tables.
 
-Published MLPerf logs carry no per-rank times: their layouts are counted, never guessed at.
+Published MLPerf logs carry no per-rank times: their layouts are counted, never guessed at. Under
+fsdp a rank's compute holds the parameter all-gathers of its forward and backward, where a fast rank
+waits for a slow one: a straggler's delay shows on every rank, so fsdp layouts get their table and no
+straggler named (ENTANGLED).
 """
 
 from __future__ import annotations
@@ -29,6 +32,8 @@ from hvdbench.results.stats.aggregate import scaling_key, stats
 # The least excess over the others' median that names a straggler: below it, two ranks of one machine
 # differ by scheduling and clocks alone (with one run there is no spread to measure it by).
 FLOOR = 0.05
+# Engines whose per-rank compute includes waiting for the other ranks (fsdp's parameter all-gathers).
+ENTANGLED = ("fsdp",)
 
 
 @dataclass
@@ -45,13 +50,13 @@ def _others_ratio(mine: float, others: list[float]) -> float | None:
     return mine / median if median else None
 
 
-def _judge(ratios: list[float]) -> tuple[float | None, float | None, float, bool]:
+def _judge(ratios: list[float], engine: str) -> tuple[float | None, float | None, float, bool]:
     """(mean ratio, its 2σ across runs, the threshold, named?) of one rank's or host's ratios."""
     s = stats(ratios)
     if s.mean is None:
         return None, None, FLOOR, False
     threshold = max(FLOOR, s.two_sigma or 0.0)
-    return s.mean, s.two_sigma, threshold, s.mean - 1.0 > threshold
+    return s.mean, s.two_sigma, threshold, s.mean - 1.0 > threshold and engine not in ENTANGLED
 
 
 def _layout_rows(key: tuple, layout: str, runs: list) -> tuple[list[dict], list[dict]]:
@@ -78,7 +83,8 @@ def _layout_rows(key: tuple, layout: str, runs: list) -> tuple[list[dict], list[
     rank_rows = []
     for rank, seen in sorted(by_rank.items()):
         last = seen[-1][1]
-        mean, two_sigma, threshold, named = _judge([ratio for _, _, ratio in seen if ratio is not None])
+        mean, two_sigma, threshold, named = _judge([ratio for _, _, ratio in seen if ratio is not None],
+                                                   base["engine"])
 
         def ms(name, seen=seen):
             values = [getattr(x, name) for _, x, _ in seen if getattr(x, name) is not None]
@@ -91,7 +97,7 @@ def _layout_rows(key: tuple, layout: str, runs: list) -> tuple[list[dict], list[
                           "partial": any(len(r.ranks) < (r.world_size or 0) for r, _, _ in seen)})
     host_rows = []
     for h, ratios in sorted(host_ratios.items()):
-        mean, two_sigma, threshold, named = _judge(ratios)
+        mean, two_sigma, threshold, named = _judge(ratios, base["engine"])
         host_rows.append({**base, "host": h, "ranks": len(host_ranks[h]), "runs": len(ratios),
                           "compute_ms": 1e3 * statistics.fmean(host_compute[h]), "vs_others": mean,
                           "vs_others_2sigma": two_sigma, "threshold": threshold, "straggler": named})
@@ -132,6 +138,10 @@ def stragglers(runs) -> Stragglers:
     if published:
         found.notes.append(f"{len(published)} multi-rank layout(s) come from published MLPerf logs, which carry no "
                            "per-rank times: whether a rank or host held them back cannot be said from them")
+    if any(key[SCALING_GROUP.index("engine")] in ENTANGLED for key, _ in layouts):
+        found.notes.append("under fsdp each rank's compute includes the parameter all-gathers of its forward and "
+                           "backward, where a fast rank waits for a slow one: its table is shown, and no straggler "
+                           "named from it")
     if partial:
         found.notes.append(f"{partial} run(s) have per-rank times of only some ranks (a partial ranks.csv): "
                            "their rows are marked partial, and the missing ranks are not guessed")

@@ -15,7 +15,8 @@ Imbalance, where the runs have per-rank times (RUN/ranks.csv): rank 0's wait at 
 holds its wait for the slowest rank's compute, which is no communication at all. That part (the
 slowest rank's compute minus rank 0's, at most rank 0's whole wait) is taken out of the
 communication: a layout with a slow GPU or node loses to imbalance, not to the network. Without
-per-rank times the imbalance column is empty and the communication keeps it.
+per-rank times (or under fsdp, whose compute holds its all-gathers' waits for the others) the
+imbalance column is empty and the communication keeps it.
 
 `unattributed` is what the rank-0 step times do not explain (the measured throughput is the slowest
 rank's), so the bars add up to the measured throughput exactly. Without a breakdown (TensorFlow runs,
@@ -50,6 +51,8 @@ def rank0_wait(r) -> float | None:
     its comm_s), from the run's per-rank times; 0 for one rank; None without per-rank times."""
     if (r.world_size or 1) < 2:
         return 0.0
+    if r.engine == "fsdp":  # its compute holds the all-gathers' waits for the others (stragglers.ENTANGLED)
+        return None
     timed = {x.rank: x.compute_s for x in r.ranks if x.compute_s is not None}
     if 0 not in timed or len(timed) < 2:
         return None
