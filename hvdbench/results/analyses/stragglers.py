@@ -207,7 +207,8 @@ def markdown(found: Stragglers) -> str:
                                                                     if r["gpu_uuid"] else ""),
               r["runs"], _ms(r["step_ms"]), _ms(r["compute_ms"]), _ms(r["data_ms"]), _ms(r["comm_ms"]),
               _pct(r["vs_others"], r["vs_others_2sigma"]), f"{100 * r['threshold']:.1f} %",
-              "**yes**" if r["straggler"] else "no" + (" (partial)" if r["partial"] else "")] for r in rows]) + "\n")
+              ("**yes**" if r["straggler"] else "no") + (" (partial run)" if r["partial"] else "")]
+             for r in rows]) + "\n")
         hosts = [h for h in found.hosts if tuple(h[k] for k in SCALING_GROUP) + (h["layout"],) == key]
         if hosts:
             parts.append(markdown_table(

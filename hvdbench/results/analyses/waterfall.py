@@ -168,8 +168,8 @@ def markdown(rows: list[dict]) -> str:
     parts = ["## Why each layout lost what it lost (throughput waterfall)\n",
              "ideal (the baseline's rate per GPU × GPUs) − exposed communication − imbalance (rank 0 waiting for "
              "the slowest rank's compute, where the runs have per-rank times; – where not, and the communication "
-             "keeps it) − data stall − compute change − unattributed = measured, in samples/s; the step times (rank 0's mean, ms) say where "
-             "each layout's step went; MFU: the layout's model FLOPs utilisation (the compute table). A negative loss is a gain. (twin): the data stall measured against the "
+             "keeps it) − data stall − compute change − unattributed = measured, in samples/s; the step times "
+             "(rank 0's mean, ms) say where each layout's step went; MFU: the layout's model FLOPs utilisation (the compute table). A negative loss is a gain. (twin): the data stall measured against the "
              "layout's run on synthetic data (`sweep --explain`).\n"]
     for key, rs in groups.items():
         r0 = rs[0]

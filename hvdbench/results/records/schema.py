@@ -526,7 +526,8 @@ REPORT_COLUMNS = {
 WATERFALL_COLUMNS = SCALING_GROUP + ("layout", "nodes", "gpus_per_node", "gpus", "baseline", "ideal", "comm_loss",
                                      # imbalance_loss: waiting for the slowest rank (runs with RUN/ranks.csv),
                                      # taken out of what rank 0 waited at the exchange
-                                     "imbalance_loss", "data_loss", "compute_loss", "unattributed", "measured", "data_from", "base_step_ms",
+                                     "imbalance_loss", "data_loss", "compute_loss", "unattributed", "measured",
+                                     "data_from", "base_step_ms",
                                      "step_ms", "data_ms", "compute_ms", "comm_ms", "update_ms", "other_ms",
                                      # the layout's MFU (hvdbench.results.analyses.efficiency): how far its compute
                                      # part was from the hardware
