@@ -151,7 +151,9 @@ def test_the_csv_formats_and_their_shared_layout_columns():
         "engine", "shard_parameters",  # schema 5: the engine and a rank's parameters
         "flops_per_sample", "model_tflops_per_gpu", "peak_tflops", "mfu", "mem_allocated_gb",  # schema 6: compute
         "mem_reserved_gb", "mem_resident_gb", "mem_estimate_gb", "energy_j", "energy_j_per_sample",
-        "power_w_per_gpu", "compile_s", "schema_version"]  # and the seconds --compile took
+        "power_w_per_gpu", "compile_s",  # and the seconds --compile took
+        "slowest_rank", "slowest_host", "slowest_compute_ratio", "imbalance_s",  # schema 7: per-rank times' summary
+        "schema_version"]
     assert ComputeRow.columns() == [
         "run_id", "started_at", "rank", "host", "device", "op", "dtype", "size", "iters", "time_mean_s", "tflops",
         "gb_s", "peak_tflops", "vs_peak", "note", *bench_layout, "schema_version"]

@@ -181,3 +181,13 @@ def test_fsdp_layouts_get_their_table_and_no_straggler_named():
     assert found.ranks and not any(r["straggler"] for r in found.ranks + found.hosts)
     assert any("all-gathers" in n for n in found.notes)
     assert waterfall.rank0_wait(runs[0]) is None
+
+
+def test_a_schema_6_row_still_reads_with_the_summary_empty():
+    from hvdbench.results.records.schema import RunResult
+
+    row = run("2x1", ["a", "b"], [0.05, 0.06]).to_row()
+    old = {**{k: v for k, v in row.items() if k not in RunResult.added_since(6)}, "schema_version": "6"}
+    r = RunResult.from_row(old, "runs.csv:2")
+    assert (r.slowest_rank, r.slowest_host, r.slowest_compute_ratio, r.imbalance_s) == (None, "", None, None)
+    assert RunResult.from_row(row).slowest_rank == 1  # a schema 7 row keeps them
