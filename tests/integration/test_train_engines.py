@@ -16,6 +16,8 @@ the steps, so fsdp must agree within 1e-4 of the weights' scale (measured: 1.1e-
 steps, which this test ran until CI's budget asked for fewer).
 """
 
+import csv
+
 import numpy as np
 import pytest
 from conftest import BIN, launch_env, run
@@ -26,6 +28,11 @@ from hvdbench.results.records.schema import read_result
 pytestmark = pytest.mark.integration
 
 STEPS = ["--synthetic", "--steps", "7", "--warmup-steps", "3", "--warmup-max-steps", "3", "--save-parameters"]
+
+
+def csv_rows(path):
+    with open(path, newline="") as f:
+        return list(csv.DictReader(f))
 
 
 def launcher_argv(launcher, horovodrun, mpirun):
@@ -114,3 +121,11 @@ def test_a_sweep_over_two_engines_reports_them_side_by_side(tmp_path, hvdbench_b
     assert (report / "engines.png").stat().st_size > 10_000
     scaling = (report / "scaling.csv").read_text()
     assert ",horovod," in scaling and ",ddp," in scaling  # one scaling group per engine
+    # each 1x2 run's ranks.csv, read by the report: one row per rank and engine, and the waterfall's
+    # wait for the slower rank apart from communication
+    assert "## Which rank or host held the others back" in proc.stdout
+    ranks = csv_rows(report / "stragglers.csv")
+    assert sorted((r["engine"], r["layout"], r["rank"]) for r in ranks) == [
+        ("ddp", "1x2", "0"), ("ddp", "1x2", "1"), ("horovod", "1x2", "0"), ("horovod", "1x2", "1")]
+    assert all(float(r["compute_ms"]) > 0 for r in ranks)
+    assert all(r["imbalance_loss"] != "" for r in csv_rows(report / "waterfall.csv"))
