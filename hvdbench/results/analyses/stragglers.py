@@ -8,8 +8,9 @@ the others; hvdbench.train.loop gathers them once after the timed window).
 
 A rank's `vs_others` is its compute over the median of the other ranks' in the same run (a host's:
 the median of its ranks' over the other hosts' ranks'), the mean over the layout's runs. It is named a
-straggler when that excess over 1 is more than the ratio's own spread across the repeats (2σ: what
-the same rank moved from run to run), and never less than FLOOR (with one run there is no spread:
+straggler when that excess over 1 is more than the spread across the repeats (2σ of the layout's
+median rank's compute over their mean: how much the same layout's compute moved from run to run,
+which a straggler must stand out of), and never less than FLOOR (with one run there is no spread:
 FLOOR alone). A host named in every layout it ran in is named once, above the tables.
 
 Published MLPerf logs carry no per-rank times: their layouts are counted, never guessed at. Under
@@ -50,17 +51,26 @@ def _others_ratio(mine: float, others: list[float]) -> float | None:
     return mine / median if median else None
 
 
-def _judge(ratios: list[float], engine: str) -> tuple[float | None, float | None, float, bool]:
-    """(mean ratio, its 2σ across runs, the threshold, named?) of one rank's or host's ratios."""
+def _spread(runs) -> float:
+    """2σ across the runs of each run's median rank compute, over their mean (0 for one run)."""
+    s = stats(statistics.median(x.compute_s for x in r.ranks if x.compute_s is not None) for r in runs
+              if any(x.compute_s is not None for x in r.ranks))
+    return (s.two_sigma or 0.0) / s.mean if s.mean else 0.0
+
+
+def _judge(ratios: list[float], engine: str, spread: float) -> tuple[float | None, float | None, float, bool]:
+    """(mean ratio, its 2σ across runs, the threshold, named?) of one rank's or host's ratios; `spread`:
+    the layout's (_spread)."""
     s = stats(ratios)
+    threshold = max(FLOOR, spread)
     if s.mean is None:
-        return None, None, FLOOR, False
-    threshold = max(FLOOR, s.two_sigma or 0.0)
+        return None, None, threshold, False
     return s.mean, s.two_sigma, threshold, s.mean - 1.0 > threshold and engine not in ENTANGLED
 
 
 def _layout_rows(key: tuple, layout: str, runs: list) -> tuple[list[dict], list[dict]]:
     base = {**dict(zip(SCALING_GROUP, key)), "layout": layout}
+    spread = _spread(runs)
     by_rank: dict[int, list] = {}
     host_ratios: dict[str, list[float]] = {}
     host_compute: dict[str, list[float]] = {}
@@ -84,7 +94,7 @@ def _layout_rows(key: tuple, layout: str, runs: list) -> tuple[list[dict], list[
     for rank, seen in sorted(by_rank.items()):
         last = seen[-1][1]
         mean, two_sigma, threshold, named = _judge([ratio for _, _, ratio in seen if ratio is not None],
-                                                   base["engine"])
+                                                   base["engine"], spread)
 
         def ms(name, seen=seen):
             values = [getattr(x, name) for _, x, _ in seen if getattr(x, name) is not None]
@@ -97,7 +107,7 @@ def _layout_rows(key: tuple, layout: str, runs: list) -> tuple[list[dict], list[
                           "partial": any(len(r.ranks) < (r.world_size or 0) for r, _, _ in seen)})
     host_rows = []
     for h, ratios in sorted(host_ratios.items()):
-        mean, two_sigma, threshold, named = _judge(ratios, base["engine"])
+        mean, two_sigma, threshold, named = _judge(ratios, base["engine"], spread)
         host_rows.append({**base, "host": h, "ranks": len(host_ranks[h]), "runs": len(ratios),
                           "compute_ms": 1e3 * statistics.fmean(host_compute[h]), "vs_others": mean,
                           "vs_others_2sigma": two_sigma, "threshold": threshold, "straggler": named})
@@ -188,8 +198,10 @@ def markdown(found: Stragglers) -> str:
              "wait for batches and at the gradient exchange, from every run's ranks.csv; vs others: its compute "
              "over the median of the other ranks' (a host: its ranks' median over the other hosts' ranks'), "
              f"the mean over the layout's runs ± 2σ across them. Named a straggler when it is slower by more than "
-             f"that spread across repeats, and by at least {100 * FLOOR:.0f} % (two ranks of one machine differ "
-             "by that much from scheduling alone; with one run there is no spread, so this floor alone).\n"]
+             "the spread across repeats (the threshold: 2σ of the layout's median rank compute over the runs, "
+             "relative: a rank must stand out of how much the whole layout moved from run to run) and by at least "
+             f"{100 * FLOOR:.0f} % (two ranks of one machine differ by that much from scheduling alone; with one "
+             "run there is no spread, so this floor alone).\n"]
     parts += [f"**{line}.**\n" for line in found.named]
     groups: dict[tuple, list[dict]] = {}
     for row in found.ranks:

@@ -535,8 +535,8 @@ WATERFALL_COLUMNS = SCALING_GROUP + ("layout", "nodes", "gpus_per_node", "gpus",
 # Which rank or host held the others back (hvdbench.results.analyses.stragglers), from the runs' RUN/ranks.csv:
 # one row per group, layout and rank (its compute etc. as means over the layout's runs, ms per step; vs_others: its
 # compute over the median of the other ranks', the mean over runs, and that ratio's 2σ across them; threshold: the
-# excess over 1 beyond which it is named, a fraction) and one per group, layout and host (its ranks' median compute
-# over the other hosts' ranks').
+# excess over 1 beyond which it is named, a fraction: the layout's spread across repeats, at least 5 %) and one per
+# group, layout and host (its ranks' median compute over the other hosts' ranks').
 STRAGGLER_COLUMNS = SCALING_GROUP + ("layout", "rank", "host", "local_rank", "device", "gpu_index", "gpu_uuid", "runs",
                                      "step_ms", "compute_ms", "data_ms", "comm_ms", "vs_others", "vs_others_2sigma",
                                      "threshold", "straggler", "partial")
