@@ -196,3 +196,10 @@ def test_a_schema_6_row_still_reads_with_the_summary_empty():
     r = RunResult.from_row(old, "runs.csv:2")
     assert (r.slowest_rank, r.slowest_host, r.slowest_compute_ratio, r.imbalance_s) == (None, "", None, None)
     assert RunResult.from_row(row).slowest_rank == 1  # a schema 7 row keeps them
+
+
+def test_ranks_taking_turns_being_slow_are_no_straggler():
+    # a busy machine: rank 1 3x slower in one run, rank 0 in the next; the mean ratio says +100 %
+    found = st.stragglers([run("2x1", ["a", "a"], [0.02, 0.06], 0), run("2x1", ["a", "a"], [0.06, 0.02], 1)])
+    assert not any(r["straggler"] for r in found.ranks)
+    assert max(r["vs_others"] for r in found.ranks) == pytest.approx(1.667, abs=0.01)

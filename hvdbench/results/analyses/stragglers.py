@@ -8,10 +8,11 @@ the others; hvdbench.train.loop gathers them once after the timed window).
 
 A rank's `vs_others` is its compute over the median of the other ranks' in the same run (a host's:
 the median of its ranks' over the other hosts' ranks'), the mean over the layout's runs. It is named a
-straggler when that excess over 1 is more than the spread across the repeats (2σ of the layout's
-median rank's compute over their mean: how much the same layout's compute moved from run to run,
-which a straggler must stand out of), and never less than FLOOR (with one run there is no spread:
-FLOOR alone). A host named in every layout it ran in is named once, above the tables.
+straggler when it was slower than the others in every run by more than the spread across the repeats
+(2σ of the layout's median rank's compute over their mean: how much the same layout's compute moved
+from run to run, which a straggler must stand out of), and never by less than FLOOR (with one run
+there is no spread: FLOOR alone). In every run, not on average: on a busy machine two ranks take
+turns being slow, and a mean of 3x and 0.4x is no straggler. A host named in every layout it ran in is named once, above the tables.
 
 Published MLPerf logs carry no per-rank times: their layouts are counted, never guessed at. Under
 fsdp a rank's compute holds the parameter all-gathers of its forward and backward, where a fast rank
@@ -65,7 +66,7 @@ def _judge(ratios: list[float], engine: str, spread: float) -> tuple[float | Non
     threshold = max(FLOOR, spread)
     if s.mean is None:
         return None, None, threshold, False
-    return s.mean, s.two_sigma, threshold, s.mean - 1.0 > threshold and engine not in ENTANGLED
+    return s.mean, s.two_sigma, threshold, min(ratios) - 1.0 > threshold and engine not in ENTANGLED
 
 
 def _layout_rows(key: tuple, layout: str, runs: list) -> tuple[list[dict], list[dict]]:
@@ -197,8 +198,8 @@ def markdown(found: Stragglers) -> str:
              "Each rank's own compute per step (forward and backward, without waiting for the others), its "
              "wait for batches and at the gradient exchange, from every run's ranks.csv; vs others: its compute "
              "over the median of the other ranks' (a host: its ranks' median over the other hosts' ranks'), "
-             f"the mean over the layout's runs ± 2σ across them. Named a straggler when it is slower by more than "
-             "the spread across repeats (the threshold: 2σ of the layout's median rank compute over the runs, "
+             f"the mean over the layout's runs ± 2σ across them. Named a straggler when it was slower in every run by "
+             "more than the spread across repeats (the threshold: 2σ of the layout's median rank compute over the runs, "
              "relative: a rank must stand out of how much the whole layout moved from run to run) and by at least "
              f"{100 * FLOOR:.0f} % (two ranks of one machine differ by that much from scheduling alone; with one "
              "run there is no spread, so this floor alone).\n"]
