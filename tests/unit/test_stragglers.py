@@ -203,3 +203,14 @@ def test_ranks_taking_turns_being_slow_are_no_straggler():
     found = st.stragglers([run("2x1", ["a", "a"], [0.02, 0.06], 0), run("2x1", ["a", "a"], [0.06, 0.02], 1)])
     assert not any(r["straggler"] for r in found.ranks)
     assert max(r["vs_others"] for r in found.ranks) == pytest.approx(1.667, abs=0.01)
+
+
+def test_a_rank_names_its_gpu_by_nvml_index_and_uuid(monkeypatch):
+    pynvml = pytest.importorskip("pynvml")
+    from hvdbench.train import compute_window as cw
+
+    assert cw.gpu_identity(None) == (None, "")  # a CPU rank: empty cells
+    assert cw.gpu_identity(object()) == (None, "")  # NVML not loaded here: empty, never invented
+    monkeypatch.setattr(pynvml, "nvmlDeviceGetUUID", lambda handle: b"GPU-1234")
+    monkeypatch.setattr(pynvml, "nvmlDeviceGetIndex", lambda handle: 3)
+    assert cw.gpu_identity("gpu3") == (3, "GPU-1234")
