@@ -54,7 +54,9 @@ def report(sweeps, mllogs, out, formats, baseline, group_by, ruleset, predict_la
     With `hvdbench bench` results in a sweep folder, comm_vs_training.csv and io_vs_training.csv
     put them beside the training throughput of the same layout. Sweeps run under several engines
     (`sweep --engines`) get engines.csv/.png: each engine's throughput, its ratio to Horovod's and
-    where its step went. compute.csv/.png: each layout's model TFLOP/s per GPU, MFU (against the
+    where its step went. Multi-rank runs with per-rank times (RUN/ranks.csv) get stragglers.csv/.png and
+    stragglers_hosts.csv: each rank's and host's own compute against the others', the slow ones named
+    (and the waterfall's imbalance: waiting for the slowest rank). compute.csv/.png: each layout's model TFLOP/s per GPU, MFU (against the
     datasheet peak, and `bench compute`'s where the sweep ran it), memory per rank and energy per
     sample; published logs' MFU too. Time-to-accuracy runs and published logs get ttt_waterfall.csv/.png (each
     layout's time to train from the ideal: convergence, throughput, evaluation, the rest) and

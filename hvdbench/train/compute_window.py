@@ -63,6 +63,18 @@ def energy_mj(handle) -> int | None:
         return None
 
 
+def gpu_identity(handle) -> tuple[int | None, str]:
+    """NVML's index and UUID of a GPU (the per-rank times name the device a straggler ran on), or
+    (None, "") where NVML has no handle for it."""
+    if handle is None:
+        return None, ""
+    try:
+        uuid = pynvml.nvmlDeviceGetUUID(handle)
+        return int(pynvml.nvmlDeviceGetIndex(handle)), uuid.decode() if isinstance(uuid, bytes) else str(uuid)
+    except pynvml.NVMLError:
+        return None, ""
+
+
 def resident_peak_gb() -> float:
     """This process's peak resident set, GB (ru_maxrss is kB on Linux, bytes on macOS)."""
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss

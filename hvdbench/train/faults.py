@@ -15,13 +15,17 @@ class Fault:
     """HVDBENCH_INJECT_FAULT=crash|hang on rank HVDBENCH_INJECT_FAULT_RANK (default: the last) at
     training step HVDBENCH_INJECT_FAULT_STEP (default 2; steps count from 0, warm-up included).
     HVDBENCH_INJECT_READ_DELAY_S=SECONDS makes every rank wait that long for each step's batches:
-    a slow reader, whose cost the step-time breakdown must show as data stall."""
+    a slow reader, whose cost the step-time breakdown must show as data stall.
+    HVDBENCH_INJECT_COMPUTE_DELAY_S=SECONDS adds that much to each forward and backward of rank
+    HVDBENCH_INJECT_FAULT_RANK (default: the last): a straggler, which the per-rank times must name
+    and the others' breakdown must show as waiting at the gradient exchange."""
 
     def __init__(self, rank: int, size: int, env=os.environ):
         try:
             self.read_delay_s = float(env.get("HVDBENCH_INJECT_READ_DELAY_S", 0) or 0)
+            compute_delay_s = float(env.get("HVDBENCH_INJECT_COMPUTE_DELAY_S", 0) or 0)
         except ValueError:
-            raise ConfigError("HVDBENCH_INJECT_READ_DELAY_S must be a number of seconds") from None
+            raise ConfigError("HVDBENCH_INJECT_READ_DELAY_S and _COMPUTE_DELAY_S must be numbers of seconds") from None
         self.kind = env.get("HVDBENCH_INJECT_FAULT", "")
         if self.kind not in ("", "crash", "hang"):
             raise ConfigError(f"HVDBENCH_INJECT_FAULT={self.kind!r}: use crash or hang")
@@ -31,6 +35,7 @@ class Fault:
         except ValueError:
             raise ConfigError("HVDBENCH_INJECT_FAULT_RANK and _STEP must be integers") from None
         self.armed = bool(self.kind) and target_rank == rank
+        self.compute_delay_s = compute_delay_s if target_rank == rank else 0.0
 
     def check(self, step: int) -> None:
         if self.armed and step == self.step:

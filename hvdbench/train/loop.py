@@ -23,11 +23,12 @@ from dataclasses import field, fields, make_dataclass, replace
 from mlperf_logging.mllog import constants as C
 
 from hvdbench.contracts import RunFacts
-from hvdbench.errors import DatasetError
+from hvdbench.errors import ConfigError, DatasetError
 from hvdbench.interference import Neighbours
 from hvdbench.output import line
-from hvdbench.results.records.schema import BUSY_CPUS, MEASURED, RunResult
-from hvdbench.train.compute_window import ComputeWindow
+from hvdbench.results.records.ranks import summary as rank_summary
+from hvdbench.results.records.schema import BUSY_CPUS, MEASURED, RankRow, RunResult
+from hvdbench.train.compute_window import ComputeWindow, gpu_identity
 from hvdbench.train.schedule import lr_at
 from hvdbench.train.warmup import cap as warmup_cap
 from hvdbench.train.warmup import least as warmup_least
@@ -39,7 +40,8 @@ from hvdbench.train.warmup import settled as warmup_settled
 Measures = make_dataclass("Measures", [
     *((f.name, f.type, field(default=f.default)) for f in fields(RunResult) if f.name in MEASURED),
     ("evals", list, field(default_factory=list)),
-    ("compute", dict, field(default_factory=dict))])  # the window's compute figures (train/compute_window.py)
+    ("compute", dict, field(default_factory=dict)),  # the window's compute figures (train/compute_window.py)
+    ("ranks", list, field(default_factory=list))])  # rank 0: every rank's RankRow (RUN/ranks.csv)
 
 
 class Progress:
@@ -97,6 +99,11 @@ class Loop:
         self.ds, self.global_batch, self.peak_lr = ds, global_batch, peak_lr
         self.metric, self.synthetic = metric, synthetic
         self.hyperparameters = hyperparameters or (lambda facts: {})
+        if fault.compute_delay_s:
+            if not hasattr(trainer, "compute_delay_s"):
+                raise ConfigError("HVDBENCH_INJECT_COMPUTE_DELAY_S: this framework's trainer cannot delay its "
+                                  "compute (PyTorch's can)")
+            trainer.compute_delay_s = fault.compute_delay_s
 
     def _log_hyperparameters(self, steps_per_epoch, max_steps: int, warmup_steps: int) -> None:
         facts = RunFacts(self.global_batch, self.peak_lr, steps_per_epoch, max_steps, warmup_steps)
@@ -208,7 +215,9 @@ class Loop:
         m.step_time_mean_s = sum(times) / len(times)
         m.step_time_std_s = std(times)
         if timed:
-            self._breakdown(m, data_s, self.trainer.stop_timing(), steps)
+            phases = self.trainer.stop_timing()
+            self._breakdown(m, data_s, phases, steps)
+            self._ranks(m, window, times, data_s, phases, steps)
         events.event("tracked_stats", {"throughput": m.throughput}, metadata={"step": warmup + steps})
         events.end(C.RUN_STOP, metadata={"status": "success"})
         say(dist, f"throughput: {m.throughput:,.1f} samples/s ({m.throughput / dist.size:,.1f} per rank), "
@@ -218,6 +227,31 @@ class Loop:
             say(dist, "step time: " + ", ".join(f"{name} {1e3 * getattr(m, name + '_s'):.1f} ms" for name in
                                                 ("data", "compute", "comm", "update", "other")))
         return m
+
+    def _ranks(self, m: Measures, window: ComputeWindow, times: list[float], data_s: float, phases: dict,
+               steps: int) -> None:
+        """Every rank's own step, compute, data wait and exchange wait, with its host, local rank
+        and device, gathered to rank 0 in one collective after the timed window (none per step);
+        rank 0 keeps the rows (RUN/ranks.csv) and their summary in the record."""
+        dist = self.dist
+        if dist.size < 2:
+            return
+        gpu_index, gpu_uuid = gpu_identity(window.handle)
+        mine = RankRow(rank=dist.rank, host=dist.hostname, local_rank=dist.local_rank,
+                       device=str(getattr(dist, "device_name", "")), gpu_index=gpu_index, gpu_uuid=gpu_uuid,
+                       step_s=sum(times) / len(times), compute_s=phases.get("compute", 0.0) / steps,
+                       data_s=data_s / steps, comm_s=phases.get("comm", 0.0) / steps)
+        rows = dist.allgather_object(mine.to_row())
+        if dist.rank != 0:
+            return
+        m.ranks = [RankRow.from_row({**row, "run_id": self.cfg.run_id}, f"rank {i}'s times")  # rank 0's id is the run's
+                   for i, row in enumerate(rows)]
+        for key, value in rank_summary(m.ranks).items():
+            setattr(m, key, value)
+        if m.slowest_compute_ratio is not None:
+            say(dist, f"ranks: the slowest, rank {m.slowest_rank} on {m.slowest_host}, computed "
+                      f"{1e3 * (m.imbalance_s or 0.0):.1f} ms per step longer than the others' median "
+                      f"({m.slowest_compute_ratio:.2f}x)")
 
     def _warmed_up(self, step: int, warm_times: list[float], most: int) -> bool:
         """Whether warm-up ends before `step`, the same answer on every rank: after --warmup-steps,

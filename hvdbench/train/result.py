@@ -17,6 +17,7 @@ from hvdbench.errors import ConfigError
 from hvdbench.files import atomic_write_text
 from hvdbench.launchers.launch_info import detect_launcher
 from hvdbench.peaks import peak_precision
+from hvdbench.results.records.ranks import RANKS_CSV, write_ranks
 from hvdbench.results.records.schema import MEASURED, RunResult, write_result
 from hvdbench.train.compute_window import fill as fill_compute
 from hvdbench.train.config import levers_text
@@ -68,6 +69,8 @@ def finish(record: RunResult, cfg, measures, metric_name: str, out: Path, digest
     identical = len(set(digests)) == 1
     checks = {"param_digests": digests, "params_identical": identical, "evals": measures.evals}
     atomic_write_text(out / "checks.json", json.dumps(checks, indent=2) + "\n")
+    if measures.ranks:  # every rank's own times (multi-rank throughput runs), beside the record
+        write_ranks(out / RANKS_CSV, measures.ranks)
     write_result(out / "result.json", record, cfg.to_dict())
     if record.mode == "time_to_accuracy":
         say(dist, f"{record.status}: {record.metric_name} {record.final_metric:.4f} (target {record.target}) "

@@ -1,6 +1,7 @@
 """`--engine horovod|ddp|fsdp` under real two-rank launches on the CPU (Gloo): from the same seed and
 data, 10 steps of ResNet-50, BERT and llama2_lora end with the same parameters under every engine,
-started by horovodrun, mpirun and torchrun in turn; fsdp holds half the parameters on each of 2 ranks;
+started by horovodrun, mpirun and torchrun in turn, each rank's own times in ranks.csv (ResNet-50's rank 1,
+slowed by an injected delay, named the slowest); fsdp holds half the parameters on each of 2 ranks;
 ResNet-50 reaches its time-to-accuracy target under ddp and fsdp; and `sweep --engines horovod,ddp`
 over 1x1 and 1x2 reports the engines side by side.
 
@@ -15,15 +16,23 @@ the steps, so fsdp must agree within 1e-4 of the weights' scale (measured: 1.1e-
 steps, which this test ran until CI's budget asked for fewer).
 """
 
+import csv
+
 import numpy as np
 import pytest
-from conftest import BIN, run
+from conftest import BIN, launch_env, run
 
+from hvdbench.results.records.ranks import RANKS_CSV, read_ranks
 from hvdbench.results.records.schema import read_result
 
 pytestmark = pytest.mark.integration
 
 STEPS = ["--synthetic", "--steps", "7", "--warmup-steps", "3", "--warmup-max-steps", "3", "--save-parameters"]
+
+
+def csv_rows(path):
+    with open(path, newline="") as f:
+        return list(csv.DictReader(f))
 
 
 def launcher_argv(launcher, horovodrun, mpirun):
@@ -39,6 +48,9 @@ PLAN = {"resnet50": [("horovod", "horovodrun"), ("ddp", "horovodrun"), ("fsdp", 
         "bert": [("horovod", "horovodrun"), ("ddp", "torchrun"), ("fsdp", "horovodrun")],
         "llama2_lora": [("horovod", "horovodrun"), ("ddp", "mpirun"), ("fsdp", "torchrun")]}
 FSDP_TOLERANCE = {"resnet50": 0.0, "bert": 1e-4, "llama2_lora": 1e-4}
+# ResNet-50's runs add 0.1 s to each forward and backward of rank 1 (train/faults.py): the per-rank times
+# must name it under every engine (its own compute ~2x the other's at least: a debug step is ~30 ms here).
+SLOW_RANK = {"resnet50": {"HVDBENCH_INJECT_COMPUTE_DELAY_S": "0.1", "HVDBENCH_INJECT_FAULT_RANK": "1"}}
 
 
 @pytest.mark.timeout(600)
@@ -48,11 +60,18 @@ def test_every_engine_trains_the_same_parameters(tmp_path, model, horovodrun, mp
     for engine, launcher in PLAN[model]:
         out = tmp_path / engine
         run([*launcher_argv(launcher, horovodrun, mpirun), hvdbench_bin, "train", model, "--flavor", "debug",
-             "--engine", engine, *STEPS, "--out", out], timeout=300)
+             "--engine", engine, *STEPS, "--out", out], timeout=300, env={**launch_env(), **SLOW_RANK.get(model, {})})
         record, config = read_result(out / "result.json")
         assert (record.status, record.engine, record.world_size, record.launcher) == ("success", engine, 2, launcher)
         assert config["engine"] == engine and record.steps == 7 and record.warmup_steps == 3
         assert record.compute_s is not None and record.comm_s is not None  # the breakdown under every engine
+        # every rank's own times, gathered once: one row each, with its host, summarised in the record
+        ranks = read_ranks(out / RANKS_CSV)
+        assert [x.rank for x in ranks] == [0, 1] and all(x.compute_s > 0 and x.host for x in ranks)
+        assert {x.run_id for x in ranks} == {record.run_id} and record.slowest_host == ranks[0].host
+        assert record.slowest_rank in (0, 1) and record.slowest_compute_ratio >= 1.0 and record.imbalance_s >= 0
+        if model in SLOW_RANK and engine != "fsdp":  # fsdp's compute holds its all-gathers' waits (stragglers.py)
+            assert record.slowest_rank == 1 and record.slowest_compute_ratio > 2.0, (engine, ranks)
         records[engine] = record
         with np.load(out / "parameters.npz") as saved:
             params[engine] = dict(saved)
@@ -102,3 +121,11 @@ def test_a_sweep_over_two_engines_reports_them_side_by_side(tmp_path, hvdbench_b
     assert (report / "engines.png").stat().st_size > 10_000
     scaling = (report / "scaling.csv").read_text()
     assert ",horovod," in scaling and ",ddp," in scaling  # one scaling group per engine
+    # each 1x2 run's ranks.csv, read by the report: one row per rank and engine, and the waterfall's
+    # wait for the slower rank apart from communication
+    assert "## Which rank or host held the others back" in proc.stdout
+    ranks = csv_rows(report / "stragglers.csv")
+    assert sorted((r["engine"], r["layout"], r["rank"]) for r in ranks) == [
+        ("ddp", "1x2", "0"), ("ddp", "1x2", "1"), ("horovod", "1x2", "0"), ("horovod", "1x2", "1")]
+    assert all(float(r["compute_ms"]) > 0 for r in ranks)
+    assert all(r["imbalance_loss"] != "" for r in csv_rows(report / "waterfall.csv"))

@@ -54,6 +54,7 @@ def test_a_rank_that_raises_ends_the_whole_job(controller, tmp_path, horovodrun,
     error = json.loads((tmp_path / "run" / "result.json").read_text())["error"]
     assert error.startswith("rank 1 on ") and "RuntimeError: injected fault (at faults.py:" in error.split(";")[0], \
         error
+    assert not (tmp_path / "run" / "ranks.csv").exists()  # per-rank times come once the window ends: none invented
 
 
 @pytest.mark.timeout(180)

@@ -152,8 +152,9 @@ def test_the_csv_formats_and_their_shared_layout_columns():
         "flops_per_sample", "model_tflops_per_gpu", "peak_tflops", "mfu", "mem_allocated_gb",  # schema 6: compute
         "mem_reserved_gb", "mem_resident_gb", "mem_estimate_gb", "energy_j", "energy_j_per_sample",
         "power_w_per_gpu", "compile_s",  # and the seconds --compile took
-        "levers", "published_share", "published_ref",  # schema 7: the levers (a run's identity), and the
-        "schema_version"]  # run beside MLPerf's published rate
+        "levers", "published_share", "published_ref",  # schema 7: the levers (a run's identity), the run
+        "slowest_rank", "slowest_host", "slowest_compute_ratio", "imbalance_s",  # beside MLPerf's published
+        "schema_version"]  # rate, and the per-rank times' summary
     assert ComputeRow.columns() == [
         "run_id", "started_at", "rank", "host", "device", "op", "dtype", "size", "iters", "time_mean_s", "tflops",
         "gb_s", "peak_tflops", "vs_peak", "note", *bench_layout, "schema_version"]

@@ -233,7 +233,7 @@ def test_waterfall_bars_carry_their_numbers_a_legend_and_a_visible_small_gain():
     ax = fig.axes[0]
     texts = [t.get_text() for t in ax.texts]
     assert texts[0] == f"{fall['ideal']:,.1f}" and texts[-1] == f"{fall['measured']:,.1f}" and "+0.2" in texts
-    gain = ax.patches[4]  # ideal, comm, data, compute, unattributed, measured
+    gain = ax.patches[5]  # ideal, comm, imbalance, data, compute, unattributed, measured
     assert gain.get_facecolor()[:3] == pytest.approx((0.172, 0.627, 0.172), abs=0.01)  # green
     assert gain.get_height() >= 0.01 * fall["ideal"]  # drawn tall enough to see; the number is exact
     labels = [t.get_text() for t in fig.legends[0].get_texts()]

@@ -239,6 +239,7 @@ class Trainer:
         self._training = None
         self.timer = None
         self.unsynced_s = None  # ddp/fsdp: one step's forward and backward without the reduction
+        self.compute_delay_s = 0.0  # HVDBENCH_INJECT_COMPUTE_DELAY_S (train/faults.py): a slow rank's compute
         # Compiled runs: the seconds spent compiling in this trainer's steps and evaluations.
         self._compiling = CompileClock() if self.compile_mode != "off" or self.optimizer_compiles() else None
 
@@ -326,8 +327,12 @@ class Trainer:
                 t0 = time.perf_counter()
                 for batch in micro_batches:
                     self._backward(batch, last=False)
-                self.dist.sync()
+                # This rank's own time, read before the ranks meet again: a fast rank's must not
+                # include its wait for the slowest (the per-rank times name the straggler from it).
+                if self.dist.device.type == "cuda":
+                    torch.cuda.synchronize(self.dist.device)
                 times.append(time.perf_counter() - t0)
+                self.dist.sync()
             # Gradients held back from synchronisation wait inside the engine (fsdp keeps them unsharded,
             # out of the optimizer's reach): one synchronised backward of a zero loss hands them over,
             # and they are dropped with the rest.
@@ -341,6 +346,8 @@ class Trainer:
     def _backward(self, batch: dict, last: bool, micro: int = 1, zero: bool = False) -> None:
         """Forward and backward of one micro-batch, its loss a 1/`micro` share of the step's (or
         nothing, `zero`); the engine reduces gradients after the `last` one only."""
+        if self.compute_delay_s:
+            time.sleep(self.compute_delay_s)
         with self.engine.accumulating(self.net, last):
             with self.autocast:
                 loss, _ = self.net(batch)

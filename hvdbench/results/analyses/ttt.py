@@ -177,6 +177,8 @@ def _split(fall: dict | None) -> dict[str, float] | None:
     if not total or not math.isfinite(total):
         return None
     shares = {name: fall[loss] / total for name, loss in SPLIT}
+    # Time to train keeps waiting for the slowest rank in its communication (no part of its own there).
+    shares["comm_min"] += (fall.get("imbalance_loss") or 0.0) / total
     shares["unattributed_min"] = fall["unattributed"] / total
     return shares
 

@@ -8,8 +8,15 @@ ideal = the baseline's throughput per GPU x the layout's GPUs. The runs' step-ti
 per-GPU batch equal in a group, throughput goes as 1 / step time, so the step-time growth over the
 baseline is taken in this order and each part's throughput cost is what it takes away at its turn:
 
-    ideal - communication (exposed allreduce wait) - data stall - compute change (forward, backward,
-    update and the rest of the step) - unattributed = measured
+    ideal - communication (exposed allreduce wait) - imbalance (waiting for the slowest rank) - data
+    stall - compute change (forward, backward, update and the rest of the step) - unattributed = measured
+
+Imbalance, where the runs have per-rank times (RUN/ranks.csv): rank 0's wait at the gradient exchange
+holds its wait for the slowest rank's compute, which is no communication at all. That part (the
+slowest rank's compute minus rank 0's, at most rank 0's whole wait) is taken out of the
+communication: a layout with a slow GPU or node loses to imbalance, not to the network. Without
+per-rank times (or under fsdp, whose compute holds its all-gathers' waits for the others) the
+imbalance column is empty and the communication keeps it.
 
 `unattributed` is what the rank-0 step times do not explain (the measured throughput is the slowest
 rank's), so the bars add up to the measured throughput exactly. Without a breakdown (TensorFlow runs,
@@ -36,15 +43,38 @@ from hvdbench.results.render.tables import markdown_table, pages, write_table
 from hvdbench.results.stats.aggregate import on_cpus, scaling_key, where_ran
 
 PARTS = ("data_s", "compute_s", "comm_s", "update_s", "other_s")
-LOSSES = ("comm_loss", "data_loss", "compute_loss", "unattributed")
+LOSSES = ("comm_loss", "imbalance_loss", "data_loss", "compute_loss", "unattributed")
+
+
+def rank0_wait(r) -> float | None:
+    """What rank 0 of a run waited at the exchange for the slowest rank's compute (s per step, within
+    its comm_s), from the run's per-rank times; 0 for one rank; None without per-rank times."""
+    if (r.world_size or 1) < 2:
+        return 0.0
+    if r.engine == "fsdp":  # its compute holds the all-gathers' waits for the others (stragglers.ENTANGLED)
+        return None
+    timed = {x.rank: x.compute_s for x in r.ranks if x.compute_s is not None}
+    if 0 not in timed or len(timed) < 2:
+        return None
+    return min(max(0.0, max(timed.values()) - timed[0]), r.comm_s or 0.0)
+
+
+def _timed(runs) -> list:
+    return [r for r in runs if r.status == "success" and all(getattr(r, p) is not None for p in PARTS)]
 
 
 def mean_parts(runs) -> dict[str, float] | None:
     """The mean of each step-time part over the successful runs that have all of them."""
-    timed = [r for r in runs if r.status == "success" and all(getattr(r, p) is not None for p in PARTS)]
+    timed = _timed(runs)
     if not timed:
         return None
     return {p: statistics.fmean(getattr(r, p) for r in timed) for p in PARTS}
+
+
+def mean_wait(runs) -> float | None:
+    """The mean rank0_wait of the runs mean_parts averages, where every one of them has it."""
+    waits = [rank0_wait(r) for r in _timed(runs)]
+    return None if not waits or None in waits else statistics.fmean(waits)
 
 
 def _twin_rates(twins) -> dict[tuple, float]:
@@ -62,8 +92,9 @@ def waterfall_rows(runs, scaling: list[dict], twins=()) -> list[dict]:
     by_layout: dict[tuple, list] = {}
     for r in runs:
         by_layout.setdefault(scaling_key(r) + (r.layout,), []).append(r)
+    waits: dict[tuple, float | None] = {}
     for key, layout_runs in by_layout.items():
-        parts[key] = mean_parts(layout_runs)
+        parts[key], waits[key] = mean_parts(layout_runs), mean_wait(layout_runs)
     rows_by_group: dict[tuple, list[dict]] = {}
     for row in scaling:
         rows_by_group.setdefault(tuple(row[k] for k in SCALING_GROUP), []).append(row)
@@ -76,7 +107,8 @@ def waterfall_rows(runs, scaling: list[dict], twins=()) -> list[dict]:
         for row in rows:
             if row is base or row["throughput_mean"] is None or not row["gpus"]:
                 continue
-            fall = _waterfall(key, base, row, base_parts, parts.get(key + (row["layout"],)))
+            fall = _waterfall(key, base, row, base_parts, parts.get(key + (row["layout"],)),
+                              (waits.get(key + (base["layout"],)), waits.get(key + (row["layout"],))))
             fall["rows"] = [base, row]  # the scaling rows it came from: the plot's devices, hosts, link, runs
             twins_of = (twin.get(key + (base["layout"],)), twin.get(key + (row["layout"],)))
             if all(twins_of):
@@ -88,24 +120,30 @@ def waterfall_rows(runs, scaling: list[dict], twins=()) -> list[dict]:
 def _data_from_twins(fall: dict, r_base: float, r_row: float) -> None:
     """Replace the data loss by the differential one and re-balance `unattributed` (exact sum)."""
     fall["data_loss"] = fall["ideal"] * (1.0 - r_row / r_base)
-    explained = sum(fall[k] or 0.0 for k in LOSSES[:3])
+    explained = sum(fall[k] or 0.0 for k in LOSSES[:4])
     fall["unattributed"] = fall["ideal"] - fall["measured"] - explained
     fall["data_from"] = "synthetic twin"
 
 
-def _waterfall(key, base, row, base_parts, row_parts) -> dict:
+def _waterfall(key, base, row, base_parts, row_parts, waits=(None, None)) -> dict:
+    """`waits`: the baseline's and the layout's mean rank0_wait (None: no per-rank times)."""
     ideal = base["throughput_mean"] / base["gpus"] * row["gpus"]
     measured = row["throughput_mean"]
-    losses = dict.fromkeys(LOSSES[:3])
+    losses = dict.fromkeys(LOSSES[:4])
     step = base_step = None
     if base_parts and row_parts:
         base_step, step = sum(base_parts.values()), sum(row_parts.values())
         delta = {p: row_parts[p] - base_parts[p] for p in PARTS}
+        split = None not in waits
+        imbalance = waits[1] - waits[0] if split else 0.0
         t, losses = base_step, {}
-        for name, change in (("comm_loss", delta["comm_s"]), ("data_loss", delta["data_s"]),
+        for name, change in (("comm_loss", delta["comm_s"] - imbalance), ("imbalance_loss", imbalance),
+                             ("data_loss", delta["data_s"]),
                              ("compute_loss", delta["compute_s"] + delta["update_s"] + delta["other_s"])):
             before, t = ideal * base_step / t, t + change
             losses[name] = before - (ideal * base_step / t if t > 0 else 0.0)
+        if not split:
+            losses["imbalance_loss"] = None  # not measured: the communication keeps it
     explained = sum(v for v in losses.values() if v is not None)
     losses["unattributed"] = ideal - measured - explained
     return {**dict(zip(SCALING_GROUP, key)), "layout": row["layout"], "nodes": row["nodes"],
@@ -128,9 +166,10 @@ def markdown(rows: list[dict]) -> str:
     for r in rows:
         groups.setdefault(tuple(r[k] for k in SCALING_GROUP), []).append(r)
     parts = ["## Why each layout lost what it lost (throughput waterfall)\n",
-             "ideal (the baseline's rate per GPU × GPUs) − exposed communication − data stall − compute "
-             "change − unattributed = measured, in samples/s; the step times (rank 0's mean, ms) say where "
-             "each layout's step went; MFU: the layout's model FLOPs utilisation (the compute table). A negative loss is a gain. (twin): the data stall measured against the "
+             "ideal (the baseline's rate per GPU × GPUs) − exposed communication − imbalance (rank 0 waiting for "
+             "the slowest rank's compute, where the runs have per-rank times; – where not, and the communication "
+             "keeps it) − data stall − compute change − unattributed = measured, in samples/s; the step times "
+             "(rank 0's mean, ms) say where each layout's step went; MFU: the layout's model FLOPs utilisation (the compute table). A negative loss is a gain. (twin): the data stall measured against the "
              "layout's run on synthetic data (`sweep --explain`).\n"]
     for key, rs in groups.items():
         r0 = rs[0]
@@ -141,9 +180,9 @@ def markdown(rows: list[dict]) -> str:
         if where:
             parts.append(f"{where}\n")
         parts.append(markdown_table(
-            ["layout", "vs", "ideal", "− comm", "− data", "− compute", "− unattributed", "= measured",
+            ["layout", "vs", "ideal", "− comm", "− imbalance", "− data", "− compute", "− unattributed", "= measured",
              "step ms (baseline → layout)", "data / compute / comm / update / other ms"],
-            [[r["layout"], r["baseline"], num(r["ideal"]), num(r["comm_loss"]),
+            [[r["layout"], r["baseline"], num(r["ideal"]), num(r["comm_loss"]), num(r["imbalance_loss"]),
               num(r["data_loss"]) + (" (twin)" if r.get("data_from") == "synthetic twin" else ""),
               num(r["compute_loss"]) + (f" (MFU {100 * r['compute_mfu']:.1f} %)" if r.get("compute_mfu") is not None
                                         else ""), num(r["unattributed"]), num(r["measured"]),
@@ -173,7 +212,7 @@ def figure(rows: list[dict]):
     nrows = math.ceil(len(rows) / cols)
     fig = Figure(figsize=(5.0 * cols, 4.4 * nrows + 0.4), layout="constrained")
     FigureCanvasAgg(fig)
-    labels = ["ideal", "comm", "data", "compute", "unattrib.", "measured"]
+    labels = ["ideal", "comm", "imbal.", "data", "compute", "unattrib.", "measured"]
     for i, r in enumerate(rows):
         ax = fig.add_subplot(nrows, cols, i + 1)
         top = max(r["ideal"], r["measured"])

@@ -5,6 +5,8 @@
     bench_allreduce.csv         AllreduceRow: one row per implementation, dtype and message size
     bench_io.csv                IoRow: one row per pass and way of reading
     bench_compute.csv           ComputeRow: one row per rank, operation and precision
+    RUN/ranks.csv               RankRow: one row per rank of a multi-rank throughput run (its own
+                                step times, gathered to rank 0 once at the end of the timed window)
     <report>/<table>.csv        REPORT_COLUMNS (scaling, layouts, time_to_train, epochs), and
                                 COMM_COLUMNS / IO_COLUMNS (comm_vs_training, io_vs_training)
 
@@ -44,7 +46,8 @@ ADDED_COLUMNS = {2: ("data_s", "compute_s", "comm_s", "update_s", "other_s"),
                  4: ("threads",),
                  5: ("engine", "shard_parameters"),
                  6: COMPUTE_MEASURED + ("compile_s",),
-                 7: ("levers", "published_share", "published_ref")}
+                 7: ("levers", "published_share", "published_ref", "slowest_rank", "slowest_host",
+                     "slowest_compute_ratio", "imbalance_s")}
 # What a column added later reads as in an older row, where empty would be wrong: every run before
 # schema 5 trained under Horovod.
 ADDED_DEFAULTS = {"engine": "horovod"}
@@ -56,7 +59,7 @@ MEASURED = ("status", "steps", "warmup_steps", "throughput", "step_time_mean_s",
             "final_metric", "epochs", "epochs_to_target", "time_per_epoch_s", "time_to_train_s",
             "data_s", "compute_s", "comm_s", "update_s", "other_s", "other_cpus", "other_gpu_procs",
             "timeline_negotiate_ms", "timeline_allreduce_ms", "timeline_cycles_per_step", "timeline_fused_mib",
-            "compile_s")
+            "compile_s", "slowest_rank", "slowest_host", "slowest_compute_ratio", "imbalance_s")
 MODES = ("throughput", "time_to_accuracy")
 
 
@@ -279,6 +282,15 @@ class RunResult(LayoutFields, _RunIdentity, CsvRecord):
     # the benchmark's flavor (hvdbench.published), and that figure's round, system and precision.
     published_share: float | None = None
     published_ref: str = ""
+    # Per-rank times (schema 7; a multi-rank throughput run with a step breakdown: RUN/ranks.csv holds
+    # every rank's, hvdbench.results.records.ranks summarises them): the rank whose own compute per step
+    # was the slowest, its host, its compute over the median of the other ranks', and the imbalance,
+    # the slowest rank's compute minus the median rank's (seconds per step: what the others wait for
+    # it at each gradient exchange). Empty for one rank, time-to-accuracy runs and failed runs.
+    slowest_rank: int | None = None
+    slowest_host: str = ""
+    slowest_compute_ratio: float | None = None
+    imbalance_s: float | None = None
     schema_version: int = SCHEMA_VERSION
 
     def __post_init__(self):
@@ -358,6 +370,9 @@ class LoadedRun(RunResult):
     # accumulation from model parallelism (ttt.LayoutParts.gpus_per_replica). Not accum_steps: that one
     # splits the scaling groups of hvdbench's own runs, and a published study changes it between layouts.
     accumulation: int = 1
+    # A sweep's multi-rank throughput run's RUN/ranks.csv (RankRow each; hvdbench.results.analyses.stragglers),
+    # [] where there is none (one rank, time to accuracy, a run recorded before schema 7, a published log).
+    ranks: list = dataclasses.field(default_factory=list)
 
     @classmethod
     def columns(cls) -> list[str]:
@@ -480,6 +495,30 @@ class IoRow(BenchRow):
     schema_version: int = SCHEMA_VERSION
 
 
+# --- a run's per-rank times (RUN/ranks.csv) ----------------------------------------------------
+
+@dataclass
+class RankRow(CsvRecord):
+    """A row of RUN/ranks.csv: one rank's own times per step over the timed window (seconds, means
+    over the window's steps), where it ran and on what. Rank 0 writes the file once, from one gather
+    at the end of the window; a run that died before it has none (never an invented row)."""
+
+    SCHEMA_VERSION = 1
+
+    run_id: str = ""
+    rank: int = 0
+    host: str = ""
+    local_rank: int = 0
+    device: str = ""  # the device's name (the CPU's: "cpu")
+    gpu_index: int | None = None  # NVML's index of the rank's GPU (empty on CPUs or without NVML)
+    gpu_uuid: str = ""  # NVML's UUID of it
+    step_s: float | None = None  # the rank's mean step time
+    compute_s: float | None = None  # its own forward and backward, without waiting for the others
+    data_s: float | None = None  # waiting for its next batch
+    comm_s: float | None = None  # waiting at the gradient exchange (for the others, and the transfer)
+    schema_version: int = SCHEMA_VERSION
+
+
 # --- the report's tables (hvdbench report: REPORT/<name>.csv) ----------------------------------
 
 # The keys a table's rows are grouped by (one Markdown section and one plot panel per group).
@@ -528,11 +567,24 @@ REPORT_COLUMNS = {
 }
 # Why each layout lost what it lost (hvdbench.results.analyses.waterfall): one row per group and layout.
 WATERFALL_COLUMNS = SCALING_GROUP + ("layout", "nodes", "gpus_per_node", "gpus", "baseline", "ideal", "comm_loss",
-                                     "data_loss", "compute_loss", "unattributed", "measured", "data_from", "base_step_ms",
+                                     # imbalance_loss: waiting for the slowest rank (runs with RUN/ranks.csv),
+                                     # taken out of what rank 0 waited at the exchange
+                                     "imbalance_loss", "data_loss", "compute_loss", "unattributed", "measured",
+                                     "data_from", "base_step_ms",
                                      "step_ms", "data_ms", "compute_ms", "comm_ms", "update_ms", "other_ms",
                                      # the layout's MFU (hvdbench.results.analyses.efficiency): how far its compute
                                      # part was from the hardware
                                      "compute_mfu")
+# Which rank or host held the others back (hvdbench.results.analyses.stragglers), from the runs' RUN/ranks.csv:
+# one row per group, layout and rank (its compute etc. as means over the layout's runs, ms per step; vs_others: its
+# compute over the median of the other ranks', the mean over runs, and that ratio's 2σ across them; threshold: the
+# excess over 1 beyond which it is named, a fraction: the layout's spread across repeats, at least 5 %) and one per
+# group, layout and host (its ranks' median compute over the other hosts' ranks').
+STRAGGLER_COLUMNS = SCALING_GROUP + ("layout", "rank", "host", "local_rank", "device", "gpu_index", "gpu_uuid", "runs",
+                                     "step_ms", "compute_ms", "data_ms", "comm_ms", "vs_others", "vs_others_2sigma",
+                                     "threshold", "straggler", "partial")
+STRAGGLER_HOST_COLUMNS = SCALING_GROUP + ("layout", "host", "ranks", "runs", "compute_ms", "vs_others",
+                                          "vs_others_2sigma", "threshold", "straggler")
 # Engines side by side (hvdbench.results.analyses.engines): one row per group, layout and engine, where a layout
 # ran under two engines or more; vs_reference: throughput / the reference engine's (Horovod's).
 ENGINE_COLUMNS = tuple(k for k in SCALING_GROUP if k != "engine") + (

@@ -13,8 +13,8 @@ from pathlib import Path
 from typing import Any, Callable
 
 from hvdbench.errors import ConfigError
-from hvdbench.results.analyses import (bench_tables, convergence, efficiency, engines, failures, study_tables, ttt,
-                                       waterfall)
+from hvdbench.results.analyses import (bench_tables, convergence, efficiency, engines, failures, stragglers,
+                                       study_tables, ttt, waterfall)
 from hvdbench.results.predict import throughput as predict_throughput
 from hvdbench.results.predict import time_to_train as predict_ttt
 from hvdbench.results.render import tables as tab
@@ -91,6 +91,12 @@ def _waterfall(r: Report) -> Section:
     falls = waterfall.waterfall_rows(r.loaded.runs, r.sections["tables"].rows.scaling, r.loaded.twins)
     return Section(falls, lambda: waterfall.markdown(falls),
                    lambda out, formats: waterfall.write(falls, out, formats) if falls else [])
+
+
+def _stragglers(r: Report) -> Section:
+    """Which rank or host held each multi-rank layout back (the runs' RUN/ranks.csv)."""
+    found = stragglers.stragglers(r.loaded.runs)
+    return Section(found, lambda: stragglers.markdown(found), lambda out, formats: stragglers.write(found, out, formats))
 
 
 def _engines(r: Report) -> Section:
@@ -205,11 +211,13 @@ def _plots(r: Report) -> Section:
 
 # Built in this order (each reads the rows of those above it), and their files written in it.
 SECTIONS: dict[str, Callable[[Report], Section]] = {
-    "tables": _tables, "failures": _failures, "benches": _benches, "waterfall": _waterfall, "engines": _engines, "compute": _compute,
+    "tables": _tables, "failures": _failures, "benches": _benches, "waterfall": _waterfall,
+    "stragglers": _stragglers, "engines": _engines, "compute": _compute,
     "time_to_train": _time_to_train, "convergence": _convergence, "studies": _studies,
     "predictions": _predictions, "plots": _plots}
 # summary.md's order.
-SUMMARY = ("tables", "failures", "waterfall", "time_to_train", "convergence", "engines", "compute", "studies", "predictions",
+SUMMARY = ("tables", "failures", "waterfall", "stragglers", "time_to_train", "convergence", "engines", "compute",
+           "studies", "predictions",
            "benches")
 
 

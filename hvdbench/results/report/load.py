@@ -1,5 +1,6 @@
 """The one reader of what a report reads, each file once: sweep folders (runs.csv and sweep.json
-through records/store.py, each time-to-accuracy run's config.yaml and mllog.txt, the `sweep --explain`
+through records/store.py, each time-to-accuracy run's config.yaml and mllog.txt, each multi-rank run's
+ranks.csv, the `sweep --explain`
 twins in explain/, the bench CSVs), study folders (study.json: their sweep folders) and published
 MLPerf trees (hvdbench.results.mllog).
 
@@ -15,11 +16,12 @@ from pathlib import Path
 
 import yaml
 
-from hvdbench.errors import ConfigError
+from hvdbench.errors import ConfigError, HvdbenchError
 from hvdbench.results import mllog
 from hvdbench.results.mllog.events import OWN_LOG_NAME
 from hvdbench.results.mllog.groups import DEFAULT_GROUP_BY
 from hvdbench.results.mllog.summary import read_run_log
+from hvdbench.results.records.ranks import RANKS_CSV, read_ranks
 from hvdbench.results.records.schema import TTT_PARTS, AllreduceRow, ComputeRow, IoRow, LoadedRun
 from hvdbench.results.records.store import (ALLREDUCE_CSV, COMPUTE_CSV, EXPLAIN_DIR, IO_CSV, RUNS_CSV,
                                             current_runs, load_sweeps, read_rows, read_study_record,
@@ -75,6 +77,8 @@ def load(paths=(), mllogs=(), group_by: tuple[str, ...] = DEFAULT_GROUP_BY, rule
         for r in mine:
             if r.mode == "time_to_accuracy" and r.run_id:
                 read_run_folder(r, folder / r.run_id)
+            elif r.run_id and (r.world_size or 0) > 1:
+                read_rank_times(r, folder / r.run_id, loaded.notes)
         rows += mine
         read_benches(loaded, folder)
     loaded.runs, superseded = current_runs(rows)
@@ -105,6 +109,15 @@ def read_run_folder(r: LoadedRun, run_dir: Path) -> None:
         return
     r.trained, r.trained_unit, r.trained_from, r.train_s, r.train_from, r.eval_s, r.eval_from = (
         getattr(s, name) for name in TTT_PARTS)
+
+
+def read_rank_times(r: LoadedRun, run_dir: Path, notes: list[str]) -> None:
+    """A multi-rank run's per-rank times (RUN/ranks.csv); a damaged file is a warning and the run
+    keeps none (its record and the rest of the report stand)."""
+    try:
+        r.ranks = read_ranks(run_dir / RANKS_CSV)
+    except (HvdbenchError, OSError) as e:
+        notes.append(f"warning: {e}; that run's per-rank times are left out")
 
 
 def read_benches(loaded: Loaded, folder: Path) -> None:
