@@ -10,7 +10,7 @@ import pytest
 from hvdbench.peaks import device_entry
 from hvdbench.published import RATES, compare, markdown_table, published_rate
 from hvdbench.results.records.schema import RunResult
-from hvdbench.train.compute import fill
+from hvdbench.train.compute_window import fill
 
 
 def test_every_row_names_a_known_accelerator_round_system_and_source():
