@@ -154,6 +154,7 @@ def report(sweeps, mllogs, out, formats, baseline, group_by, ruleset, predict_la
     from hvdbench.results.records import store
     from hvdbench.results.render import tables as tab
     from hvdbench.results.stats import aggregate
+    from hvdbench.results.stats.versions import torch_header
 
     if not sweeps and not mllogs:
         raise click.UsageError("give at least one SWEEP_DIR or --mllog DIR")
@@ -203,7 +204,7 @@ def report(sweeps, mllogs, out, formats, baseline, group_by, ruleset, predict_la
         if not fits and not ttt_fits:
             notes.append("--predict: no successful throughput run with a step-time breakdown, and no converged "
                          "time-to-accuracy run with its parts, to fit on")
-    text = "\n".join(part for part in (tab.markdown(tables, sources, notes), waterfall.markdown(falls),
+    text = "\n".join(part for part in (tab.markdown(tables, sources, notes, torch_header(runs)), waterfall.markdown(falls),
                                        ttt.markdown(ttt_falls), convergence.markdown(conv),
                                        engines.markdown(engine_rows), compute.markdown(compute_rows), *study_md,
                                        predict.markdown(predicted, fits) if fits else "",

@@ -121,11 +121,20 @@ def test_interfaces_and_their_rates_come_from_sysfs(tmp_path):
     assert hardware.inter_node_link([]) == "" and hardware.network_interfaces(tmp_path / "none", ib)[0]["kind"] == "infiniband"
 
 
-def test_the_torch_floor_is_the_oldest_tier_torch():
+def test_the_torch_extras_range_is_the_tiers_and_envs_range():
+    """setup.cfg's torch extra, CI's two torch tiers, `hvdbench env`'s tested range and the README's
+    sentence name the same releases."""
+    from hvdbench.frameworks import TESTED_TORCH
+
     root = Path(__file__).resolve().parents[2]
-    floor = re.search(r"^torch =\n    torch>=(\S+)$", (root / "setup.cfg").read_text(), flags=re.M).group(1)
-    oldest = re.search(r"^OLDEST_TORCH=(\S+)$", (root / "scripts/test_oldest.sh").read_text(), flags=re.M).group(1)
-    assert oldest.startswith(floor + ".")
+    floor, ceiling = re.search(r"^torch =\n    torch>=(\S+),<(\S+)$", (root / "setup.cfg").read_text(),
+                               flags=re.M).groups()
+    script = (root / "scripts/test_torch_tier.sh").read_text()
+    oldest, newest = (re.search(rf"^{name}_TORCH=(\S+)$", script, flags=re.M).group(1) for name in ("OLDEST", "NEWEST"))
+    assert (floor, newest.rsplit(".", 1)[0]) == TESTED_TORCH and oldest.startswith(floor + ".")
+    major, minor = TESTED_TORCH[1].split(".")
+    assert ceiling == f"{major}.{int(minor) + 1}"
+    assert f"**Supported PyTorch: {TESTED_TORCH[0]} to {TESTED_TORCH[1]}.**" in (root / "README.md").read_text()
 
 
 def test_a_sweep_keeps_each_hosts_record_once_and_the_report_names_its_links(tmp_path):
