@@ -204,7 +204,8 @@ def report(sweeps, mllogs, out, formats, baseline, group_by, ruleset, predict_la
         if not fits and not ttt_fits:
             notes.append("--predict: no successful throughput run with a step-time breakdown, and no converged "
                          "time-to-accuracy run with its parts, to fit on")
-    text = "\n".join(part for part in (tab.markdown(tables, sources, notes, torch_header(runs)), waterfall.markdown(falls),
+    header = torch_header(runs)  # the PyTorch of the runs, and a warning per table that mixes releases
+    text = "\n".join(part for part in (tab.markdown(tables, sources, notes, header), waterfall.markdown(falls),
                                        ttt.markdown(ttt_falls), convergence.markdown(conv),
                                        engines.markdown(engine_rows), compute.markdown(compute_rows), *study_md,
                                        predict.markdown(predicted, fits) if fits else "",

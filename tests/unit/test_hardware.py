@@ -130,7 +130,8 @@ def test_the_torch_extras_range_is_the_tiers_and_envs_range():
     floor, ceiling = re.search(r"^torch =\n    torch>=(\S+),<(\S+)$", (root / "setup.cfg").read_text(),
                                flags=re.M).groups()
     script = (root / "scripts/test_torch_tier.sh").read_text()
-    oldest, newest = (re.search(rf"^{name}_TORCH=(\S+)$", script, flags=re.M).group(1) for name in ("OLDEST", "NEWEST"))
+    oldest, newest = (re.search(rf"^{name}_TORCH=(\S+)$", script, flags=re.M).group(1)
+                      for name in ("OLDEST", "NEWEST"))
     assert (floor, newest.rsplit(".", 1)[0]) == TESTED_TORCH and oldest.startswith(floor + ".")
     major, minor = TESTED_TORCH[1].split(".")
     assert ceiling == f"{major}.{int(minor) + 1}"
