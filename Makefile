@@ -7,7 +7,7 @@ STAMP  := $(VENV)/.hvdbench-setup-ok
 export OMPI_ALLOW_RUN_AS_ROOT = 1
 export OMPI_ALLOW_RUN_AS_ROOT_CONFIRM = 1
 
-.PHONY: setup demo test test-unit test-integration test-oldest bench clean-demo
+.PHONY: setup demo test test-unit test-integration test-oldest test-newest bench clean-demo
 
 setup:
 	bash scripts/setup.sh
@@ -32,7 +32,11 @@ test-integration: $(STAMP)
 bench: $(STAMP)
 	@for b in benchmarks/bench_*.py; do echo "== $$b"; $(PY) $$b || exit 1; done
 
-# CI's second tier: the oldest supported torch (2.11) and no Horovod, in a venv cached under
-# ~/.cache/hvdbench; `pip install .[torch,dev]` into it, the engine unit tests, a ddp/fsdp sweep.
+# CI's torch tiers: the oldest (2.11) and the newest (2.15) supported torch and no Horovod, each in a
+# venv cached under ~/.cache/hvdbench; `pip install .[torch,dev]` into it, the engine unit tests, a
+# ddp/fsdp sweep with its report, bench compute/flops; the newest also the levers' tests.
 test-oldest:
-	bash scripts/test_oldest.sh
+	bash scripts/test_torch_tier.sh oldest
+
+test-newest:
+	bash scripts/test_torch_tier.sh newest

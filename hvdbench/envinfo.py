@@ -17,12 +17,12 @@ import subprocess
 import sys
 
 from hvdbench import hardware
-from hvdbench.frameworks import HOROVOD_HOWTO
+from hvdbench.frameworks import HOROVOD_HOWTO, TESTED_TORCH, torch_tested
 
 REQUIRED_FRAMEWORKS = ("pytorch", "tensorflow")
 REQUIRED_CONTROLLERS = ("mpi", "gloo")
 FIX = "run `make setup` in the hvdbench checkout"
-TORCH_HOWTO = "pip install 'hvdbench[torch]' (torch>=2.11), or `make setup`"
+TORCH_HOWTO = f"pip install 'hvdbench[torch]' (torch {TESTED_TORCH[0]} to {TESTED_TORCH[1]}), or `make setup`"
 
 
 def collect() -> dict:
@@ -41,6 +41,8 @@ def collect() -> dict:
         "hardware": hardware.host_record(),
     }
     info["gpus"] = _gpus(info["hardware"])
+    if info["torch"].get("installed"):
+        info["torch"]["tested"] = torch_tested(info["torch"]["version"])
     info["engines"] = engines(info)
     return info
 
@@ -91,7 +93,7 @@ def format_text(info: dict) -> str:
         f"platform        {info['platform']}",
         f"python          {info['python']['version']} ({info['python']['executable']})",
         f"hvdbench        {info['hvdbench']}",
-        f"torch           {_version(info['torch'])}",
+        f"torch           {_torch_version(info['torch'])}",
         f"tensorflow      {_version(info['tensorflow'])}",
         f"horovod         {_version(hvd)}",
     ]
@@ -129,6 +131,16 @@ def _version(entry: dict) -> str:
     if not entry.get("installed"):
         return f"NOT INSTALLED ({entry.get('error', 'import failed')})"
     return entry["version"]
+
+
+def _torch_version(torch: dict) -> str:
+    """The version and whether hvdbench was tested on it: outside the range, throughputs may differ
+    for reasons of torch's own, and an API hvdbench calls may have moved."""
+    if not torch.get("installed"):
+        return _version(torch)
+    tested = f"{TESTED_TORCH[0]} to {TESTED_TORCH[1]}"
+    return torch["version"] + (f" (inside the tested range, {tested})" if torch.get("tested") else
+                               f" (OUTSIDE the tested range, {tested}: hvdbench may break or measure differently)")
 
 
 def _probe() -> dict:

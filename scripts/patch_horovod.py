@@ -7,13 +7,26 @@ repository: the released sdist is downloaded and edited in place. Every replacem
 exactly once, so a changed sdist fails loudly instead of building something else.
 """
 
+import importlib.util
 import pathlib
 import sys
 
+
+def torch_cxx_standard() -> str:
+    """The C++ standard of Horovod's torch extension: the one the torch of the Python running this
+    script asks for in its ATen.h (without importing torch). torch 2.11 to 2.13 ask for C++17;
+    2.14 and 2.15 for C++20, their headers stop the build below it (`#error C++20 or later compatible
+    compiler is required to use ATen`). 17 where torch is not installed (no torch extension is built)."""
+    spec = importlib.util.find_spec("torch")
+    aten = pathlib.Path(spec.origin).parent / "include" / "ATen" / "ATen.h" if spec and spec.origin else None
+    return "20" if aten and aten.is_file() and "C++20 or later" in aten.read_text() else "17"
+
+
 EDITS = [
-    # PyTorch (>= 2.1) and TensorFlow headers need C++17; 0.28.1 asks for C++14 in two places.
+    # PyTorch (>= 2.1) and TensorFlow headers need C++17, PyTorch's from 2.14 C++20; 0.28.1 asks for
+    # C++14 in two places.
     ("CMakeLists.txt", "set(CMAKE_CXX_STANDARD 14)", "set(CMAKE_CXX_STANDARD 17)"),
-    ("horovod/torch/CMakeLists.txt", "set(CMAKE_CXX_STANDARD 14)", "set(CMAKE_CXX_STANDARD 17)"),
+    ("horovod/torch/CMakeLists.txt", "set(CMAKE_CXX_STANDARD 14)", f"set(CMAKE_CXX_STANDARD {torch_cxx_standard()})"),
     # Optional XLA ops (used only with HOROVOD_ENABLE_XLA_OPS) include XLA headers that moved in
     # TensorFlow 2.21: leave them out of the build.
     ("horovod/tensorflow/CMakeLists.txt",

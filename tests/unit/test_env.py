@@ -29,7 +29,7 @@ def test_env_json_names_every_field_and_finds_horovod_frameworks(tmp_path):
     for fw in ("pytorch", "tensorflow"):
         assert set(info["horovod"]["frameworks"][fw]["controllers"]) >= {"mpi", "gloo"}
     assert "Open MPI" in info["mpi"]["implementation"]
-    assert info["torch"]["version"].startswith("2.13.0")
+    assert info["torch"]["version"].startswith("2.13.0") and info["torch"]["tested"] is True
     assert info["tensorflow"]["version"].startswith("2.21")
 
 
@@ -52,7 +52,7 @@ def test_no_torch_and_no_horovod_is_a_problem_with_the_fix():
             "torch": {"installed": False, "error": "No module named 'torch'"}}
     info["engines"] = envinfo.engines(info)
     assert not any(e["available"] for e in info["engines"].values())
-    assert "torch>=2.11" in info["engines"]["ddp"]["why"]
+    assert "hvdbench[torch]' (torch 2.11 to 2.15)" in info["engines"]["ddp"]["why"]
     found = envinfo.problems(info)
     assert len(found) == 1 and "no engine can train here" in found[0] and "make setup" in found[0]
 
@@ -65,3 +65,12 @@ def test_missing_framework_and_controller_are_named():
     assert any("lacks tensorflow" in f for f in found)
     assert any("pytorch" in f and "gloo" in f for f in found)
     assert all("make setup" in f for f in found)
+
+
+def test_env_says_whether_torch_is_inside_the_tested_range():
+    assert [envinfo.torch_tested(v) for v in ("2.10.1", "2.11.0", "2.13.0+cpu", "2.15.0+cu130", "2.16.0.dev20261101",
+                                              "3.0")] == [False, True, True, True, False, False]
+    assert envinfo._torch_version({"installed": True, "version": "2.15.0", "tested": True}) == \
+        "2.15.0 (inside the tested range, 2.11 to 2.15)"
+    assert envinfo._torch_version({"installed": True, "version": "2.16.0", "tested": False}).startswith(
+        "2.16.0 (OUTSIDE the tested range, 2.11 to 2.15: ")

@@ -121,11 +121,48 @@ def test_interfaces_and_their_rates_come_from_sysfs(tmp_path):
     assert hardware.inter_node_link([]) == "" and hardware.network_interfaces(tmp_path / "none", ib)[0]["kind"] == "infiniband"
 
 
-def test_the_torch_floor_is_the_oldest_tier_torch():
+def test_the_torch_extras_range_is_the_tiers_and_envs_range():
+    """setup.cfg's torch extra, CI's two torch tiers, `hvdbench env`'s tested range and the README's
+    sentence name the same releases."""
+    from hvdbench.frameworks import TESTED_TORCH
+
     root = Path(__file__).resolve().parents[2]
-    floor = re.search(r"^torch =\n    torch>=(\S+)$", (root / "setup.cfg").read_text(), flags=re.M).group(1)
-    oldest = re.search(r"^OLDEST_TORCH=(\S+)$", (root / "scripts/test_oldest.sh").read_text(), flags=re.M).group(1)
-    assert oldest.startswith(floor + ".")
+    floor, ceiling = re.search(r"^torch =\n    torch>=(\S+),<(\S+)$", (root / "setup.cfg").read_text(),
+                               flags=re.M).groups()
+    script = (root / "scripts/test_torch_tier.sh").read_text()
+    oldest, newest = (re.search(rf"^{name}_TORCH=(\S+)$", script, flags=re.M).group(1)
+                      for name in ("OLDEST", "NEWEST"))
+    assert (floor, newest.rsplit(".", 1)[0]) == TESTED_TORCH and oldest.startswith(floor + ".")
+    major, minor = TESTED_TORCH[1].split(".")
+    assert ceiling == f"{major}.{int(minor) + 1}"
+    assert f"**Supported PyTorch: {TESTED_TORCH[0]} to {TESTED_TORCH[1]}.**" in (root / "README.md").read_text()
+
+
+def test_horovods_torch_extension_builds_as_the_c_plus_plus_its_torch_asks_for(tmp_path):
+    """scripts/patch_horovod.py reads the standard off torch's ATen.h: this venv's torch (2.13) asks for
+    C++17; a torch whose header stops below C++20 (2.14, 2.15) gets 20; no torch, 17."""
+    import os
+    import subprocess
+    import sys
+
+    script = Path(__file__).resolve().parents[2] / "scripts" / "patch_horovod.py"
+    ask = f"import runpy; print(runpy.run_path({str(script)!r})['torch_cxx_standard']())"
+
+    def standard(pythonpath):
+        env = {**os.environ, "PYTHONPATH": str(pythonpath)} if pythonpath else dict(os.environ)
+        return subprocess.run([sys.executable, "-c", ask], capture_output=True, text=True, check=True,
+                              env=env, cwd=tmp_path).stdout.strip()
+
+    newer = tmp_path / "newer"
+    (newer / "torch" / "include" / "ATen").mkdir(parents=True)
+    (newer / "torch" / "__init__.py").write_text("")
+    (newer / "torch" / "include" / "ATen" / "ATen.h").write_text(
+        "#if !defined(_MSC_VER) && __cplusplus < 202002L\n#error C++20 or later compatible compiler is required"
+        " to use ATen.\n#endif\n")
+    headerless = tmp_path / "headerless"
+    (headerless / "torch").mkdir(parents=True)
+    (headerless / "torch" / "__init__.py").write_text("")
+    assert (standard(None), standard(newer), standard(headerless)) == ("17", "20", "17")
 
 
 def test_a_sweep_keeps_each_hosts_record_once_and_the_report_names_its_links(tmp_path):

@@ -83,7 +83,7 @@ def synthetic(n, max_seq_len=48, seed=0):
 
 def packed(b, groups, length=128, slots=3):
     """Rows of `b` packed by hand as `hvdbench prepare pack` writes them (tests/unit/test_bert_model.py)."""
-    from tests.unit.test_bert_model import pack
+    from test_bert_model import pack
 
     return pack(b, groups, length, slots)
 

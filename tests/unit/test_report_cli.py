@@ -257,3 +257,26 @@ def test_failure_groups_name_runs_without_an_error_by_their_status():
                              run("1x2", 100.0)])
     assert [(g["status"], g["error"], g["runs"]) for g in groups] == [
         ("aborted", "stopped before reaching its target", ["a"]), ("failed", "no error recorded", ["f"])]
+
+
+def test_the_header_names_the_pytorch_of_the_runs_and_warns_where_one_table_mixes_them(tmp_path):
+    """Runs of one scaling table on 2.13 and 2.15 are not comparable: the header says so for that
+    table only; a table all on 2.13 and runs that recorded no torch (published logs) add nothing."""
+    store = tmp_path / "mixed" / "runs.csv"
+    for layout, version in (("1x1", "2.13.0"), ("1x2", "2.15.0+cu130"), ("1x2", "")):
+        append_run(store, run(layout, 100.0, versions=f"python=3.11.7;torch={version}" if version else ""))
+    for layout in ("1x1", "1x2"):
+        append_run(store, run(layout, 50.0, model="bert", versions="python=3.11.7;torch=2.13.0;horovod=0.28.1"))
+    result = invoke(store.parent, "--out", tmp_path / "report", "--format", "md")
+    assert result.exit_code == 0, result.output
+    summary = (tmp_path / "report" / "summary.md").read_text()
+    header = summary.split("## ")[0]
+    assert "PyTorch of these runs: 2.13.0, 2.15.0+cu130." in header
+    warnings = [line for line in header.splitlines() if line.startswith("**Warning:**")]
+    assert len(warnings) == 1
+    assert "(resnet50 · debug · torch · horovod · fp32 · throughput · batch 32 — cpu)" in warnings[0]
+    assert "used PyTorch 2.13.0, 2.15.0+cu130: their throughputs are not comparable" in warnings[0]
+    same = tmp_path / "same" / "runs.csv"
+    append_run(same, run("1x1", 100.0, versions="torch=2.13.0"))
+    assert invoke(same.parent, "--out", tmp_path / "r2", "--format", "md").exit_code == 0
+    assert "Warning" not in (tmp_path / "r2" / "summary.md").read_text()

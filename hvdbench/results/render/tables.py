@@ -354,12 +354,14 @@ def _epochs_md(rows):
     return markdown_table(header + ["precision", "runs (converged)"], lines)
 
 
-def markdown(tables: Tables, sources=(), notes=()) -> str:
-    """The report's Markdown: every table, one section per group, then `notes` (what reading the
-    inputs found: files read and skipped, with the reasons) and the rules."""
+def markdown(tables: Tables, sources=(), notes=(), header=()) -> str:
+    """The report's Markdown: `header` lines under the title (the PyTorch versions the runs used,
+    stats/versions.py), every table, one section per group, then `notes` (what reading the inputs
+    found: files read and skipped, with the reasons) and the rules."""
     parts = ["# hvdbench report", ""]
     if sources:
         parts += [f"{tables.runs} runs from: " + ", ".join(f"`{s}`" for s in sources), ""]
+    parts += [line for text in header for line in (text, "")]
     sections = (
         ("Scaling (throughput, samples/s)", tables.scaling, SCALING_GROUP, _scaling_md,
          _footer(_flag_notes, thread_note, _where, _layout_sources)),

@@ -20,6 +20,7 @@ from hvdbench.results.predict import time_to_train as predict_ttt
 from hvdbench.results.render import tables as tab
 from hvdbench.results.report.load import Loaded
 from hvdbench.results.stats import aggregate
+from hvdbench.results.stats.versions import torch_header
 
 Files = Callable[[Path, tuple[str, ...]], list[Path]]
 
@@ -70,7 +71,8 @@ class Report:
 
 def _tables(r: Report) -> Section:
     tables = aggregate.build_tables(r.loaded.runs, r.options.baseline)
-    return Section(tables, lambda: tab.markdown(tables, r.loaded.sources, r.notes),
+    header = torch_header(r.loaded.runs)  # the PyTorch of the runs, and a warning per table that mixes releases
+    return Section(tables, lambda: tab.markdown(tables, r.loaded.sources, r.notes, header),
                    lambda out, formats: tab.write_csvs(tables, out) if "csv" in formats else [])
 
 

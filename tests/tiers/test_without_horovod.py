@@ -1,15 +1,19 @@
-"""hvdbench `pip install`ed into a Python with the oldest supported PyTorch and no Horovod (CI's second
-tier, scripts/test_oldest.sh; not part of `make test`, whose venv has Horovod): a ddp/fsdp sweep
+"""hvdbench `pip install`ed into a Python with the oldest or the newest supported PyTorch and no Horovod
+(CI's torch tiers, scripts/test_torch_tier.sh, which names the tier's torch in HVDBENCH_TIER_TORCH; not
+part of `make test`, whose venv has Horovod): a ddp/fsdp sweep
 under torchrun (the launcher a sweep takes where Horovod is not installed) and its report, a ddp run
 and the allreduce bench under mpirun (the sweep names the rendezvous Horovod would have agreed); ddp and
 fsdp end ResNet-50's steps with the same parameters (SGD: bit-identical, as under torch 2.13); asking
-for Horovod is one line; `hvdbench env` names the engines there are and why Horovod's is not.
+for Horovod is one line; `hvdbench env` names the engines there are and why Horovod's is not, and the
+torch as inside the tested range; `bench compute` and `bench flops` measure and count on it.
 
     make test-oldest
+    make test-newest
 """
 
 import csv
 import json
+import os
 
 import numpy as np
 import pytest
@@ -92,10 +96,27 @@ def test_env_lists_the_engines_here_and_why_not_horovod(hvdbench_bin):
     assert info["engines"]["ddp"]["available"] and info["engines"]["fsdp"]["available"]
     assert not info["engines"]["horovod"]["available"]
     assert "not installed" in info["engines"]["horovod"]["why"]
-    assert info["torch"]["version"].startswith("2.11.")
+    assert info["torch"]["version"].split("+")[0] == os.environ["HVDBENCH_TIER_TORCH"]
+    assert info["torch"]["tested"] is True, info["torch"]
 
 
 def test_the_installed_package_has_its_studies(hvdbench_bin):
     """The study files are package data: `pip install` (not editable) brings them (issue 50)."""
     proc = run([hvdbench_bin, "study", "list"])
     assert "demo: resnet50, bert" in proc.stdout and "dgx1-mlperf-v05-suite:" in proc.stdout
+
+
+def test_bench_compute_and_flops(tmp_path, hvdbench_bin):
+    run([hvdbench_bin, "bench", "compute", "--dtype", "fp32", "--size", "128", "--copy-bytes", "1M",
+         "--budget-s", "0.05", "--out", tmp_path])
+    with open(tmp_path / "bench_compute.csv") as f:
+        rows = list(csv.DictReader(f))
+    matmul = [r for r in rows if r["op"] == "matmul"]
+    assert matmul and all(float(r["tflops"]) > 0 for r in matmul), rows
+    assert any(r["op"] == "copy" and float(r["gb_s"]) > 0 for r in rows), rows
+    flops = tmp_path / "flops.csv"
+    run([hvdbench_bin, "bench", "flops", "--model", "resnet50", "--model", "bert", "--flavor", "debug", "--out", flops])
+    with open(flops) as f:
+        rows = list(csv.DictReader(f))
+    assert {r["model"] for r in rows} == {"resnet50", "bert"}, rows
+    assert all(float(r["training_gflop"]) > float(r["forward_gflop"]) > 0 for r in rows), rows
