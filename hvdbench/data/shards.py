@@ -61,15 +61,22 @@ def write_shard(path: Path, arrays: dict[str, np.ndarray], source: str, info: di
     n = counts.pop()
     digest = checksum(arrays)
     partial = path.with_name(path.name + ".partial")
-    with h5py.File(partial, "w") as f:
+    # Never written through a link hvdbench did not make (a shared data folder): a stale .partial (a
+    # killed prepare's, or anything planted at the name) is removed, not opened (unlink takes a link
+    # itself away), and "w-" creates the file exclusively (O_CREAT|O_EXCL, which never follows a link).
+    partial.unlink(missing_ok=True)
+    with h5py.File(partial, "w-") as f:
         for name, a in arrays.items():
             f.create_dataset(name, data=a, chunks=None, track_times=False)
         f.attrs[ATTR_INFO] = json.dumps(info or {})
         f.attrs[ATTR_SOURCE] = source
         f.attrs[ATTR_SHA256] = digest
         f.attrs[ATTR_SAMPLES] = n  # written last: its presence marks a finished file
-    with open(partial, "rb+") as fh:
-        os.fsync(fh.fileno())
+    fd = os.open(partial, os.O_RDONLY | os.O_NOFOLLOW)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
     os.replace(partial, path)
     return {"file": path.name, "samples": n, "sha256": digest, "info": info or {}}
 

@@ -38,6 +38,18 @@ def test_completed_shard_rejects_other_source_truncation_and_absence(tmp_path):
     assert completed_shard(path, "abc") is None
 
 
+def test_write_shard_never_writes_through_a_link_planted_at_its_partial_name(tmp_path):
+    """Issue 50 item 9: whoever can create files in a data folder plants `<shard>.partial` -> a file of
+    theirs choosing; the shard is written beside it, the link's target is left as it was."""
+    victim = tmp_path / "victim.txt"
+    victim.write_text("keep me")
+    path = tmp_path / shard_name("train", 0, 1)
+    path.with_name(path.name + ".partial").symlink_to(victim)
+    record = write_shard(path, _arrays(), source="abc")
+    assert victim.read_text() == "keep me"
+    assert record["samples"] == 10 and completed_shard(path, "abc") == record and not path.is_symlink()
+
+
 def test_write_shard_refuses_ragged_fields(tmp_path):
     with pytest.raises(ValueError, match="different sample counts"):
         write_shard(tmp_path / "a.h5", {"x": np.zeros(3), "y": np.zeros(4)}, source="s")

@@ -5,7 +5,7 @@ compiled run always warms up at least once, so its compilation is never timed as
 import csv
 import io
 
-from hvdbench.results.records.schema import SCHEMA_VERSION, RunResult
+from hvdbench.results.records.schema import SCHEMA_VERSION, LoadedRun, RunResult
 from hvdbench.results.records.store import append_run, read_runs
 from hvdbench.results.render.tables import markdown
 from hvdbench.results.stats.aggregate import build_tables
@@ -15,7 +15,7 @@ from hvdbench.train.warmup import least
 
 def run(layout, throughput, levers=""):
     nodes, gpus = map(int, layout.split("x"))
-    return RunResult(model="resnet50", flavor="debug", framework="torch", precision="fp32", batch_per_gpu=32,
+    return LoadedRun(model="resnet50", flavor="debug", framework="torch", precision="fp32", batch_per_gpu=32,
                      world_size=nodes * gpus, nodes=nodes, gpus_per_node=gpus, layout=layout,
                      scale="up" if nodes == 1 else "out", devices="cpu", throughput=throughput, levers=levers)
 

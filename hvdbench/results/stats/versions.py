@@ -8,7 +8,7 @@ and the collectives' code under the same model).
 
 from __future__ import annotations
 
-from hvdbench.results.records.schema import RunResult
+from hvdbench.results.records.schema import SCALING_GROUP, RunResult
 from hvdbench.results.stats.aggregate import scaling_key
 
 
@@ -27,16 +27,18 @@ def torch_header(runs: list[RunResult]) -> list[str]:
     lines = [f"PyTorch of these runs: {', '.join(used)}."]
     for key, versions in tables.items():
         if len(versions) > 1:
-            table = _table(*key)
+            table = _table(dict(zip(SCALING_GROUP, key)))
             lines.append(f"**Warning:** the runs of one table ({table}) used PyTorch {', '.join(sorted(versions))}: "
                          f"their throughputs are not comparable; rerun its layouts on one release.")
     return lines
 
 
-def _table(system, model, flavor, framework, engine, precision, mode, batch, accum) -> str:
-    """A scaling_key as the report titles its table: 'resnet50 · debug · torch · ddp · fp32 ·
-    throughput · batch 32 — cpu'."""
-    parts = [str(p) for p in (model, flavor, framework, engine, precision, mode) if p]
+def _table(group: dict) -> str:
+    """A scaling_key (SCALING_GROUP's names) as the report titles its table: 'resnet50 · debug · torch ·
+    ddp · fp32 · throughput · batch 32 — cpu', the levers after the precision where a run had some."""
+    parts = [str(group[k]) for k in ("model", "flavor", "framework", "engine", "precision", "levers", "mode")
+             if group[k]]
+    batch, accum = group["batch_per_gpu"], group["accum_steps"]
     if batch:
         parts.append(f"batch {batch}" + (f" × {accum} accum" if (accum or 1) > 1 else ""))
-    return " · ".join(parts) + (f" — {system}" if system else "")
+    return " · ".join(parts) + (f" — {group['system']}" if group["system"] else "")
