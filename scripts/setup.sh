@@ -92,8 +92,7 @@ python_packages() {
   # extra's torchvision==0.28.0 requires torch==2.13.0 and nothing else from PyPI's CUDA stack, so
   # it pulls no nvidia-* wheel beside the CPU torch (its CUDA ops are stood in for at import, see
   # hvdbench/frameworks/torch/vision.py); on a CUDA machine it pairs with the CUDA torch natively.
-  # fp8: torchao (3.4 MB wheel), so the float8 conversion's tests run here too, on the CPU.
-  "$VENV/bin/pip" install -e "$ROOT[dev,genai,detection,fp8]" "torch==$TORCH_VERSION"
+  "$VENV/bin/pip" install -e "$ROOT[dev,genai,detection]" "torch==$TORCH_VERSION"
   # recbole's wheel ships MovieLens-100K (the built-in data of `prepare movielens`); only that file
   # is read, and recbole's own dependencies pin old packages, so it is installed without them.
   "$VENV/bin/pip" install --no-deps "recbole==1.2.1"

@@ -177,6 +177,9 @@ def test_fp8_picks_the_linears_torchtitan_converts():
     assert not fp8.converts(torch.nn.Linear(24, 32), "model.layers.0.mlp.up_proj")  # 24: not a multiple of 16
 
 
+@pytest.mark.skipif(importlib.util.find_spec("torchao") is None,
+                    reason="torchao is the optional fp8 extra (pip install 'hvdbench[fp8]'), not in make setup: "
+                           "beside torch 2.13 its import prints load errors into every diffusers run")
 def test_torchaos_conversion_swaps_the_picked_linears_and_keeps_the_loss_close():
     model = built("llama31_8b")
     with torch.no_grad():
