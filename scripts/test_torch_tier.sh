@@ -57,8 +57,11 @@ else
 fi
 
 # The documented path: the project and its extras into a Python that has torch, keeping that torch.
+# The newest also takes genai (transformers, ...): the LLM levers' tests build Llama 3.1 from it.
+extras=torch,dev
+[ "$TIER" = newest ] && extras=torch,dev,genai
 t=$SECONDS
-tier_pip install -q "$ROOT[torch,dev]"
+tier_pip install -q "$ROOT[$extras]"
 have="$("$VENV/bin/python" -c 'import torch; print(torch.__version__.split("+")[0])')"
 [ "$have" = "$TORCH" ] || { echo "[test-$TIER] pip install moved torch $TORCH to $have" >&2; exit 1; }
 say "pip install of hvdbench in $((SECONDS - t))s; torch still $have"
