@@ -80,7 +80,7 @@ def attribute(tf, row: dict, measured) -> dict:
     """Minutes each part puts between predicted and measured: samples (S_p - S_m) / T_p, rate
     S_m (1 / T_p - 1 / T_m), evaluation E_p - E_m, the rest O_p - O_m; they add up to the difference."""
     s_p, t_p = row["predicted_trained"], row["training_rate"]
-    e_p, o_p = tf.eval_s(row["gpus"], s_p), tf.other_s(row["gpus"])
+    e_p, o_p = tf.eval_s(row["gpus"], s_p, row["global_batch"]), tf.other_s(row["gpus"])
     return {"samples": (s_p - measured.trained) / t_p / 60,
             "rate": measured.trained * (1 / t_p - 1 / measured.throughput) / 60,
             "evaluation": (e_p - measured.eval_s) / 60, "rest": (o_p - measured.other_s) / 60}

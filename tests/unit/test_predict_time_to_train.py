@@ -465,3 +465,62 @@ def test_the_markdown_names_the_interval():
     tf = PT.fit_group([truth(1, 8, 16), truth(2, 8, 64)])
     text = PT.markdown(PT.group_rows(tf, []), [tf])
     assert "80 % interval (min)" in text
+
+
+# --- evaluation: the benchmark's cadence x the cost of one evaluation ------------------------------------
+
+def counted(nodes, gpus, batch, evals, eval_s, model="toy"):
+    p = truth(nodes, gpus, batch, model)
+    p.evals, p.ttt_s = evals, p.ttt_s - p.eval_s + eval_s
+    p.eval_s = eval_s
+    return p
+
+
+def test_evaluation_is_the_count_of_evaluations_times_the_cost_of_one():
+    """Every 10,000 samples an evaluation (a cadence in samples, whatever the batch) of 160 s x GPUs^-1/2
+    (half of it does not shrink with the GPUs). At B = 16 the run trains S_MIN (1 + 16/64) = 125,000
+    samples: 12.5 evaluations of 160/sqrt(8) = 56.57 s; at B = 64, 200,000 samples: 20 of 160/4 = 40 s.
+    Fitted: 1e-4 evaluations per sample trained (12.5 / 125,000 = 20 / 200,000), each 160 x GPUs^-0.5
+    (56.57 at 8 GPUs, 40 at 16: the exponent log(56.57 / 40) / log 2 = 0.5). At 64 GPUs and B = 128
+    (300,000 samples): 30 evaluations of 160 / 8 = 20 s, 600 s."""
+    parts = [counted(1, 8, 16, 12.5, 12.5 * 160 / math.sqrt(8)), counted(2, 8, 64, 20, 20 * 40.0)]
+    tf = PT.fit_group(parts)
+    assert tf.eval_per_interval == pytest.approx(1e-4) and tf.eval_cost == pytest.approx((160.0, 0.5))
+    assert tf.evals(300_000, 128) == pytest.approx(30.0)
+    assert tf.eval_s(64, 300_000, 128) == pytest.approx(30 * 20.0)
+    assert "evaluations = 0.0001 x samples trained / 1" in tf.eval_from and "160 s x GPUs^-0.50" in tf.eval_from
+
+
+def test_one_fitted_gpu_count_takes_the_evaluation_to_scale_with_the_gpus():
+    """Two fitted layouts of 8 GPUs, 10 evaluations of 80 s each in 125,000 and 150,000 samples (one
+    per 12,500 and 15,000: (8e-5 + 6.67e-5) / 2 = 7.33e-5 per sample): 640 GPU-seconds an evaluation;
+    at 32 GPUs one takes 20 s; 150,000 samples make 11 evaluations, 220 s."""
+    tf = PT.fit_group([counted(1, 8, 16, 10, 800.0), counted(1, 8, 32, 10, 800.0)])
+    assert tf.eval_cost == pytest.approx((640.0, 1.0))
+    assert tf.evals(150_000, 16) == pytest.approx(11.0)
+    assert tf.eval_s(32, 150_000, 16) == pytest.approx(11 * 20.0)
+
+
+def test_berts_evaluation_interval_grows_with_the_global_batch():
+    """MLPerf's BERT rule, floor(0.05 (230.23 B + 3,000,000) / 25,000) x 25,000 samples: at B = 768,
+    0.05 x 3,176,817 = 158,841, floored to 150,000; at 4,608, 203,045 -> 200,000; at 65,536,
+    904,402 -> 900,000. Other benchmarks (and a sweep's BERT) keep one interval: 1. A BERT fitted at
+    B = 768 with 20 evaluations in 3,000,000 samples (one per 150,000) makes at 4,608 one per 200,000:
+    15 in 3,000,000."""
+    assert PT.eval_interval("bert", 768, True) == 150_000
+    assert PT.eval_interval("bert", 4608, True) == 200_000
+    assert PT.eval_interval("bert", 65536, True) == 900_000
+    assert PT.eval_interval("bert", 4608, False) == 1.0 and PT.eval_interval("resnet", 4608, True) == 1.0
+    parts = [counted(1, 8, 768, 20, 200.0, model="bert"), counted(2, 8, 768, 20, 100.0, model="bert")]
+    for p in parts:
+        p.trained = 3_000_000
+    tf = PT.fit_group(parts, published=True)
+    assert tf.evals(3_000_000, 4608) == pytest.approx(15.0)
+
+
+def test_a_logs_evaluations_are_counted(tmp_path):
+    """nemo_log evaluates after each of its blocks: 13 blocks, 13 evaluations, each 10 s on one node."""
+    path = tmp_path / "result_0.txt"
+    path.write_text(nemo_log(1, 16, 13))
+    s = mllog.read_run_log(path)
+    assert s.evals == 13 and s.eval_s == pytest.approx(130.0)

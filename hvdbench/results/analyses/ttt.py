@@ -73,6 +73,7 @@ class LayoutParts:
     rows: list = field(default_factory=list, repr=False)  # the time-to-train row (hosts, link: the plots)
     result: str = ""  # a published row's systems file (two at one layout: one per round or stack)
     accumulation: int = 1  # micro-batches per optimizer step (a published log's gradient_accumulation_steps)
+    evals: float = 0.0  # evaluations per run (the kept runs' mean; 0: not counted)
 
     @property
     def throughput(self) -> float:
@@ -140,7 +141,8 @@ def layout_parts(runs, ttt_rows: list[dict]) -> tuple[list[LayoutParts], list[st
             eval_s=eval_s, other_s=ttt_s - train_s - eval_s, ttt_s=ttt_s,
             trained_from=_sources(r.trained_from for r in kept), train_from=_sources(r.train_from for r in kept),
             eval_from=_sources(r.eval_from for r in kept), rows=[row], result=row.get("result") or "",
-            accumulation=max(max(r.accumulation or 1, r.accum_steps or 1) for r in kept)))
+            accumulation=max(max(r.accumulation or 1, r.accum_steps or 1) for r in kept),
+            evals=mean(r.evals or 0 for r in kept)))
     return out, notes
 
 

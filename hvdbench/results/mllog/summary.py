@@ -81,6 +81,7 @@ class LogSummary:
     train_from: str = ""
     eval_s: float | None = None
     eval_from: str = ""
+    evals: int | None = None  # how many evaluations (eval_start/eval_stop intervals) the run made
 
     @property
     def bad_accuracy(self) -> Event | None:
@@ -191,7 +192,7 @@ def _ttt_parts(s: LogSummary, events: list[Event]) -> None:
     blocks = _intervals(events, C.BLOCK_START, C.BLOCK_STOP, t0, t1)
     epochs = _intervals(events, C.EPOCH_START, C.EPOCH_STOP, t0, t1)
     eval_ms = _covered(evals)
-    s.eval_s = eval_ms / 1000.0
+    s.eval_s, s.evals = eval_ms / 1000.0, len(evals)
     s.eval_from = (f"eval_start/eval_stop ({len(evals)} evaluation{'s' if len(evals) != 1 else ''})" if evals
                    else "no eval_start/eval_stop: none counted")
     s.trained, s.trained_unit, s.trained_from = _trained(s, events)

@@ -23,9 +23,13 @@ fitted layouts (--fit-on, default: every measured one) of its group (system, mod
   sample, d a step's fixed cost (communication, latency) that a smaller per-GPU batch shares among
   fewer samples; c, d >= 0 by least squares over the fitted layouts (two at least; with one per-GPU
   batch among them, the per-GPU rate is held).
-- E, evaluation, per unit trained: A x GPUs^-g, g in [0, 1] fitted (1: it scales with the ranks;
-  less: part of it does not shrink); O, the rest: the same form in seconds, or its mean where a fitted
-  layout's is not positive.
+- E, evaluation: where the fitted layouts' logs count their evaluations (eval_start/eval_stop), the
+  number of evaluations times the cost of one. The number is what is trained over the benchmark's
+  cadence (`eval_interval`: MLPerf fixes it in samples or epochs, whatever the batch, except BERT's,
+  which grows with the batch), scaled so it passes through the fitted layouts' counts; one evaluation
+  costs A x GPUs^-g seconds, g in [0, 1] fitted (1: it shrinks with the GPUs that evaluate; less: part
+  of it does not, its floor; one fitted GPU count: 1). Without counts: per unit trained, A x GPUs^-g.
+  O, the rest: the same form in seconds, or its mean where a fitted layout's is not positive.
 
 The global batch of a layout: the published (or run) one where it was measured; else --global-batch;
 else `choose_batch`: the fitted layouts' global batches interpolated in logs against the GPUs (past
@@ -140,7 +144,11 @@ class TttFit:
     throughput_fit: object = None  # throughput.Fit, with `calibration` below
     calibration: float = 1.0
     rate_from: str = ""
-    eval_law: tuple[float, float] = (0.0, 1.0)  # (A, g): E per unit trained = A x GPUs^-g
+    eval_law: tuple[float, float] = (0.0, 1.0)  # (A, g): E per unit trained = A x GPUs^-g (no cadence)
+    # E = evaluations x cost of one: evaluations = eval_per_interval x trained / eval_interval(batch),
+    # one evaluation's seconds = A x GPUs^-g, eval_cost = (A, g) (None: no evaluation counted).
+    eval_per_interval: float = 0.0
+    eval_cost: tuple[float, float] | None = None
     other_law: tuple[float, float] | None = (0.0, 1.0)  # (A, g): O = A x GPUs^-g; None: other_mean
     other_mean: float = 0.0
     eval_from: str = ""
@@ -189,7 +197,14 @@ class TttFit:
         per_gpu = c + d * n / batch
         return n / per_gpu if per_gpu > 0 else None
 
-    def eval_s(self, n: int, trained: float) -> float:
+    def evals(self, trained: float, batch: float) -> float:
+        """How many evaluations a run makes that trains `trained` at global batch `batch` (module docstring)."""
+        return self.eval_per_interval * trained / eval_interval(self.group["model"], batch, self.published)
+
+    def eval_s(self, n: int, trained: float, batch: float) -> float:
+        if self.eval_cost is not None:
+            a, g = self.eval_cost
+            return self.evals(trained, batch) * a * n ** -g
         a, g = self.eval_law
         return a * n ** -g * trained
 
@@ -201,6 +216,32 @@ class TttFit:
 
 
 # --- fitting ----------------------------------------------------------------------------------------
+
+def eval_interval(model: str, batch: float, published: bool) -> float:
+    """What a run trains between two evaluations, relative to other batches of the same benchmark:
+    MLPerf's training rules fix it in samples or epochs (ResNet-50 every 4 epochs, Llama 2 70B LoRA every
+    384 samples, Stable Diffusion every 512,000 images, DLRM every 0.05 epochs, ...) whatever the batch,
+    except BERT's, which grows with it: floor(0.05 (230.23 B + 3,000,000) / 25,000) x 25,000 samples
+    (150,000 at B = 768, 200,000 at 4,608, as its logs' eval_start show). A sweep's own cadence
+    (its runs' eval_every) does not change with the batch either."""
+    if published and model == "bert":
+        return max(25_000.0, math.floor(0.05 * (230.23 * batch + 3_000_000) / 25_000) * 25_000)
+    return 1.0
+
+
+def _eval_model(fitted: list[LayoutParts], published: bool) -> tuple[float, tuple[float, float]] | None:
+    """(evaluations per unit of eval_interval trained, (A, g): one evaluation's seconds A x GPUs^-g, g in
+    [0, 1]) from the fitted layouts' counted evaluations; None where none counted one. g < 1 is the part
+    of an evaluation that does not shrink with the GPUs that evaluate (its floor); at one GPU count, g = 1.
+    A fixed floor plus a shrinking part (a + b / GPUs) scored worse on MLPerf v4.0-v5.1 (two nearby
+    fitted layouts put too much in the floor: Llama 2 70B LoRA at 1,024 GPUs predicted 2x its evaluation)."""
+    counted = [p for p in fitted if p.evals > 0 and p.eval_s > 0 and p.trained > 0]
+    if not counted:
+        return None
+    model = counted[0].group.get("model", "")
+    per = statistics.fmean(p.evals * eval_interval(model, p.global_batch, published) / p.trained for p in counted)
+    return per, _power_law([(p.gpus, p.eval_s / p.evals) for p in counted])
+
 
 def _power_law(points: list[tuple[int, float]]) -> tuple[float, float] | None:
     """(A, g) of y = A n^-g through positive points, g in [0, 1] (least squares in logs); one point
@@ -306,16 +347,24 @@ def fit_group(parts: list[LayoutParts], fit_on: set[str] | None = None, ruleset:
             tf.refused = (f"fitted on {len(fitted)} layout ({fitted[0].layout}): the rate model needs two "
                           "(different GPU counts or per-GPU batches)")
 
-    # Evaluation per unit trained, and the rest, against the GPUs.
+    # Evaluation: counted evaluations x the cost of one where the logs count them, else per unit
+    # trained against the GPUs; the rest against the GPUs.
     evals = _power_law([(p.gpus, p.eval_s / p.trained) for p in fitted if p.eval_s > 0])
     tf.eval_law = evals or (0.0, 1.0)
+    cadence = _eval_model(fitted, published)
+    if cadence is not None:
+        tf.eval_per_interval, tf.eval_cost = cadence
     others = [(p.gpus, p.other_s) for p in fitted]
     tf.other_law = _power_law(others) if any(o > 0 for _, o in others) else (0.0, 1.0)
     tf.other_mean = statistics.fmean(o for _, o in others)
     _residuals(tf)
+    per_unit = tf.unit[:-1] if tf.unit.endswith("s") else tf.unit
     tf.eval_from = ("no evaluation in the fitted layouts" if evals is None else
-                    f"evaluation per {tf.unit[:-1] if tf.unit.endswith('s') else tf.unit} trained "
-                    f"{evals[0]:.3g} x GPUs^-{evals[1]:.2f}") + (
+                    f"evaluation per {per_unit} trained {evals[0]:.3g} x GPUs^-{evals[1]:.2f}" if cadence is None else
+                    f"evaluations = {tf.eval_per_interval:.3g} x {tf.unit} trained / "
+                    + ("MLPerf's BERT interval at the batch" if eval_interval(tf.group["model"], 1, published) != 1
+                       else "1") + f" (the benchmark's cadence), each {tf.eval_cost[0]:.3g} s x "
+                    f"GPUs^-{tf.eval_cost[1]:.2f}") + (
         f"; the rest {tf.other_law[0]:.3g} s x GPUs^-{tf.other_law[1]:.2f}" if tf.other_law is not None
         else f"; the rest {tf.other_mean:.3g} s (mean)")
     return tf
@@ -498,7 +547,7 @@ def predict_layout(tf: TttFit, nodes: int, gpus_per_node: int, batch: int | None
         carried = [f for f in said["flags"].split(";") if f in CARRIED]
         flags += carried
         note += [said["note"]] if carried else []
-    e_s, o_s = tf.eval_s(n, trained), tf.other_s(n)
+    e_s, o_s = tf.eval_s(n, trained, batch), tf.other_s(n)
     base = tf.base
     predicted = LayoutParts(group=tf.group, layout=layout, nodes=nodes, gpus_per_node=gpus_per_node, gpus=n,
                             global_batch=batch, runs_used=0, unit=tf.unit, trained=trained,

@@ -332,7 +332,7 @@ class RunResult(LayoutFields, _RunIdentity, CsvRecord):
 
 # What loading a run finds beside its record (hvdbench.results.report.load) or reads of a published
 # log (hvdbench.results.mllog.record): the time to train in parts (mllog.summary.TTT_FIELDS).
-TTT_PARTS = ("trained", "trained_unit", "trained_from", "train_s", "train_from", "eval_s", "eval_from")
+TTT_PARTS = ("trained", "trained_unit", "trained_from", "train_s", "train_from", "eval_s", "eval_from", "evals")
 
 
 @dataclass
@@ -358,6 +358,7 @@ class LoadedRun(RunResult):
     train_from: str = ""
     eval_s: float | None = None
     eval_from: str = ""
+    evals: int | None = None  # evaluations inside run_start -> run_stop (eval_start/eval_stop intervals)
     # A published log's (empty for a sweep's runs): the result it belongs to (one time-to-train row
     # each, mllog.groups.assign_studies), where its layout came from, its samples to target, the
     # ruleset of its RCP check and the accelerator named in its systems JSON.

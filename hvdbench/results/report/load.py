@@ -107,8 +107,8 @@ def read_run_folder(r: LoadedRun, run_dir: Path) -> None:
         s = read_run_log(run_dir / OWN_LOG_NAME)
     except (OSError, ValueError):
         return
-    r.trained, r.trained_unit, r.trained_from, r.train_s, r.train_from, r.eval_s, r.eval_from = (
-        getattr(s, name) for name in TTT_PARTS)
+    (r.trained, r.trained_unit, r.trained_from, r.train_s, r.train_from, r.eval_s, r.eval_from,
+     r.evals) = (getattr(s, name) for name in TTT_PARTS)
 
 
 def read_rank_times(r: LoadedRun, run_dir: Path, notes: list[str]) -> None:
