@@ -136,6 +136,8 @@ def predictions_of(groups: list[tuple]) -> tuple[list[dict], list[tuple]]:
 
 FAR = tuple(TTT_PER_DOUBLING)  # the doublings' kinds, in the order of a calibration's spreads
 STEPS = (0.0, 0.02, 0.04, 0.06, 0.08, 0.12, 0.16, 0.24)  # per doubling, each kind
+# x the half log-gap between the rate's two readings the fitted layouts cannot tell apart
+UNIDENTIFIED_STEPS = (0.0, 0.5, 1.0, 1.5, 2.0)
 FLOORS = (0.02, 0.03, 0.04, 0.06, 0.08, 0.10)
 
 
@@ -152,7 +154,8 @@ def calibrate(preds: list[dict]) -> tuple[dict, float, tuple[float, float]]:
     """(per-doubling spreads, floor, quantiles): of every combination of STEPS per kind and FLOORS,
     the one whose interval, with the quantiles of these errors per sigma (COVERAGE of them inside),
     has the best mean interval score."""
-    grid = np.array(np.meshgrid(*[STEPS] * len(FAR), FLOORS, indexing="ij")).reshape(len(FAR) + 1, -1).T
+    steps = [UNIDENTIFIED_STEPS if k == "rate_unidentified" else STEPS for k in FAR]
+    grid = np.array(np.meshgrid(*steps, FLOORS, indexing="ij")).reshape(len(FAR) + 1, -1).T
     sig = sigmas(preds, grid[:, :-1], grid[:, -1])
     z = np.array([p["log_error"] for p in preds])[None, :] / sig
     tail = (1 - COVERAGE) / 2

@@ -407,8 +407,9 @@ def test_report_predicts_a_sweep_s_time_to_train_from_the_throughput_predictor(t
 
 
 def test_every_time_to_train_has_an_interval_from_residuals_repeats_and_the_distance_past_the_fit():
-    """value x exp(q sigma), q the measured TTT_QUANTILES (asymmetric), sigma the floor, residuals and
-    repeats in quadrature with TTT_PER_DOUBLING x the doublings past the fitted range; graded by width."""
+    """value x exp(q sigma), q the measured TTT_QUANTILES, sigma the floor, residuals and repeats in
+    quadrature with TTT_PER_DOUBLING x the doublings past the fitted range and the rate's unidentified
+    part; graded by width."""
     from hvdbench.results.predict.fitting import (
         COVERAGE,
         PER_DOUBLING,
@@ -431,13 +432,15 @@ def test_every_time_to_train_has_an_interval_from_residuals_repeats_and_the_dist
     far = rows["16x8"]  # past 8-16 GPUs, 2-4 per GPU and 16-64 global: 3 doublings, 1 halving and 1 doubling
     terms = PT.spread_terms(tf, 128, 128, False)
     assert (terms["gpus"], terms["per_gpu_batch"], terms["global_batch"]) == pytest.approx((3, 1, 1))
+    unidentified = tf.rate_unidentified(128, 128)  # what c + d / b cannot tell from communication there
+    assert terms["rate_unidentified"] == unidentified > 0
     sigma = math.hypot(TTT_SIGMA_FLOOR, 3 * TTT_PER_DOUBLING["gpus"] + TTT_PER_DOUBLING["per_gpu_batch"]
-                       + TTT_PER_DOUBLING["global_batch"])
+                       + TTT_PER_DOUBLING["global_batch"] + TTT_PER_DOUBLING["rate_unidentified"] * unidentified)
     assert PT.ttt_sigma(terms) == pytest.approx(sigma)
     assert far["predicted_ttt_high_min"] / far["predicted_ttt_min"] == pytest.approx(math.exp(high_q * sigma))
     assert far["predicted_ttt_low_min"] / far["predicted_ttt_min"] == pytest.approx(math.exp(low_q * sigma))
     assert far["grade"] == grade(far["predicted_ttt_high_min"] / far["predicted_ttt_low_min"] - 1) != ""
-    rate_sigma = PER_DOUBLING["gpus"] * 3 + PER_DOUBLING["per_gpu_batch"] * 1  # the rate keeps the normal's z
+    rate_sigma = PER_DOUBLING["gpus"] * 3 + PER_DOUBLING["per_gpu_batch"] * 1 + unidentified  # the normal's z
     assert far["training_rate_high"] / far["training_rate"] == pytest.approx(math.exp(Z * rate_sigma))
     assert far["predicted_throughput_low"] == pytest.approx(far["training_rate_low"]) and far["interval"] == COVERAGE
     # The repeats' spread widens every interval: cv 10 % over 8 runs each side
@@ -524,3 +527,36 @@ def test_a_logs_evaluations_are_counted(tmp_path):
     path.write_text(nemo_log(1, 16, 13))
     s = mllog.read_run_log(path)
     assert s.evals == 13 and s.eval_s == pytest.approx(130.0)
+
+
+# --- the rate the fitted layouts cannot identify: a fixed step cost, or communication growing with the GPUs ----
+
+def test_comm_shape_is_the_link_models_allreduce_with_a_trees_latency():
+    """2(n - 1)/n + log2 n: none on one GPU; 1 + 1 = 2 on two; 1.75 + 3 = 4.75 on 8; 1.96875 + 6 on 64."""
+    assert PT.comm_shape(1) == 0.0 and PT.comm_shape(2) == pytest.approx(2.0)
+    assert PT.comm_shape(8) == pytest.approx(4.75) and PT.comm_shape(64) == pytest.approx(7.96875)
+
+
+def test_a_step_cost_two_fitted_layouts_cannot_place_widens_the_interval_not_the_point():
+    """The truth's x = 0.2 + 0.5 / b (b the per-GPU batch): 0.45 s at 1x8, B = 16 (b = 2) and 0.325 s at
+    2x8, B = 64 (b = 4). Read as communication, x = c + e comm_shape(n) / b through the same two points:
+    v = 4.75 / 2 = 2.375 and 5.875 / 4 = 1.46875, e = 0.125 / 0.90625 = 0.13793, c = 0.45 - 2.375 e =
+    0.12241. At 8x8, B = 128 (b = 2 again): fixed 0.45 s, rate 64 / 0.45 = 142.2; communication
+    0.12241 + 0.13793 x 7.96875 / 2 = 0.67198 s, rate 95.24: half the log-gap, |ln(0.45 / 0.67198)| / 2
+    = 0.2005, is a spread term; the point stays the fixed reading's. At a fitted layout both agree: 0."""
+    tf = PT.fit_group([truth(1, 8, 16), truth(2, 8, 64)])
+    e = 0.125 / (4.75 / 2 - 5.875 / 4)
+    assert tf.rate_comm == pytest.approx((0.45 - 2.375 * e, e))
+    assert tf.training_rate(8, 8, 128) == pytest.approx(64 / 0.45)
+    assert tf.rate_readings(64, 128)[1] == pytest.approx(64 / (0.45 - 2.375 * e + e * 7.96875 / 2))
+    assert tf.rate_unidentified(64, 128) == pytest.approx(0.2005, abs=1e-4)
+    assert tf.rate_unidentified(16, 64) == pytest.approx(0.0, abs=1e-12)
+    terms = PT.spread_terms(tf, 64, 128, False)
+    assert terms["rate_unidentified"] == pytest.approx(0.2005, abs=1e-4)
+    row = PT.predict_layout(tf, 8, 8, 128)
+    assert "cannot tell a fixed step cost from communication" in row["interval_from"]
+    tf.rate_comm = None  # what the interval would be if the fit could tell them apart: narrower
+    narrower = PT.predict_layout(tf, 8, 8, 128)
+    assert narrower["predicted_ttt_min"] == pytest.approx(row["predicted_ttt_min"])
+    assert (row["predicted_ttt_high_min"] - row["predicted_ttt_low_min"]
+            > narrower["predicted_ttt_high_min"] - narrower["predicted_ttt_low_min"])
