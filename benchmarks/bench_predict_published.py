@@ -117,7 +117,8 @@ def predictions_of(groups: list[tuple]) -> tuple[list[dict], list[tuple]]:
                     continue
                 error = row["ttt_predicted_vs_measured"] - 1
                 parts = attribute(tf, row, p)
-                out.append({"where": where, "round": name, "kind": kind, "error": error,
+                out.append({"where": where, "round": name, "submitter": tf.group["system"].split(" / ")[0],
+                            "kind": kind, "error": error,
                             "log_error": math.log(row["measured_ttt_min"] / row["predicted_ttt_min"]),
                             "terms": spread_terms(tf, row["gpus"], row["global_batch"],
                                                   row["samples_from"].startswith("the RCP")),
@@ -184,6 +185,16 @@ def scored(preds: list[dict], calibration=None) -> list[dict]:
     return out
 
 
+def held_out(preds: list[dict], by: str) -> list[dict]:
+    """Every prediction scored with the interval constants calibrated on the others: those of every
+    other round, or every other submitter (`by`), so no prediction's interval was tuned on itself."""
+    out = []
+    for left in sorted({p[by] for p in preds}):
+        rest = [p for p in preds if p[by] != left]
+        out += scored([p for p in preds if p[by] == left], calibrate(rest) if rest else None)
+    return out
+
+
 def summary(label: str, sel: list[dict], goal: tuple[float, float] | None) -> None:
     errors = sorted(abs(p["error"]) for p in sel)
     median, within = statistics.median(errors), sum(e <= BAND for e in errors) / len(errors)
@@ -208,7 +219,6 @@ def main(argv=None) -> int:
     if not preds:
         print("\nno prediction: no set of 3 or more GPU counts with parts in these trees")
         return 0
-    rounds = sorted({p["round"] for p in preds})
     print(f"\n{len(preds)} predictions ({sum(p['kind'] == 'published' for p in preds)} at the published batch), "
           f"{len(refused)} refused ({', '.join(sorted({f for *_, fl in refused for f in fl.split(';') if f}))}), "
           f"{time.monotonic() - start:.0f} s")
@@ -219,13 +229,12 @@ def main(argv=None) -> int:
           f"{TTT_QUANTILES}; the library's sigmas' own quantiles: "
           + ", ".join(f"{v:.2f}" for v in quantiles_of([(p["log_error"], p["sigma"]) for p in preds])))
     inside = scored(preds)
-    held = []
-    for r in rounds:
-        held += scored([p for p in preds if p["round"] == r], calibrate([p for p in preds if p["round"] != r]))
+    held, by_submitter = held_out(preds, "round"), held_out(preds, "submitter")
     for kind in ("published", "chosen"):
         print(f"\n{kind} batch:")
         summary("in sample", [p for p in inside if p["kind"] == kind], GOALS[kind])
         summary("held out (one round left out)", [p for p in held if p["kind"] == kind], GOALS[kind])
+        summary("held out (one submitter left out)", [p for p in by_submitter if p["kind"] == kind], GOALS[kind])
         for g in ("tight", "usable", "indicative"):
             sel = [p for p in held if p["kind"] == kind and p["grade"] == g]
             if sel:
