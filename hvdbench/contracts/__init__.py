@@ -9,6 +9,7 @@ from hvdbench.contracts.metrics import GatheredMetric, Metric, RatioMetric, accu
 from hvdbench.contracts.registry import (
     ENTRY_POINT_GROUP,
     counts_samples,
+    eval_interval,
     expected_parameters,
     get_kind,
     get_spec,
@@ -29,6 +30,7 @@ from hvdbench.contracts.spec import (
 
 __all__ = [
     "DatasetKind", "GatheredMetric", "Metric", "RatioMetric", "accuracy", "eval_loss", "ENTRY_POINT_GROUP",
-    "counts_samples", "expected_parameters", "get_kind", "get_spec", "kind_names", "model_names", "specs",
+    "counts_samples", "eval_interval", "expected_parameters", "get_kind", "get_spec", "kind_names", "model_names",
+    "specs",
     "FRAMEWORK_MODULES", "MllogValue", "ModelSpec", "PublishedFlops", "RunFacts", "TensorFlowModel", "TorchModel", "only_with",
 ]

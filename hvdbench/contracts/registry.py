@@ -79,6 +79,16 @@ def expected_parameters(model: str, flavor: str) -> int | None:
         return None
 
 
+def eval_interval(benchmark: str, batch: float) -> float | None:
+    """The samples MLPerf's rules put between two evaluations of `benchmark` at global batch `batch`,
+    where they grow with the batch (ModelSpec.mlperf_eval_interval); None where the interval is fixed
+    or hvdbench has no model for the benchmark."""
+    for spec in specs():
+        if spec.benchmark == benchmark and spec.mlperf_eval_interval is not None:
+            return spec.mlperf_eval_interval(batch)
+    return None
+
+
 def counts_samples(benchmark: str) -> bool:
     """Whether the MLPerf benchmark evaluates every N samples (its `epoch_num` is then a sample
     count, as in MLPerf BERT's logs); False for benchmarks hvdbench has no model for."""

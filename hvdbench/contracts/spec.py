@@ -128,6 +128,10 @@ class ModelSpec:
     build_on_meta: tuple[str, ...] = ()
     # The MLPerf benchmark's FLOPs per logged sample (PublishedFlops), for published logs' MFU.
     published_flops: PublishedFlops | None = None
+    # Where MLPerf's rules make the evaluation interval grow with the global batch: the samples between
+    # two evaluations at a batch (the time-to-train predictor counts evaluations with it). None: the
+    # interval is fixed in samples or epochs, whatever the batch.
+    mlperf_eval_interval: Callable[[float], float] | None = None
     package: str = ""  # the folder's module (set by the registry): torch.py / tf.py live there
 
     def flavor(self, name: str | None) -> Any:

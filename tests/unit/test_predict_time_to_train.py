@@ -491,7 +491,7 @@ def test_evaluation_is_the_count_of_evaluations_times_the_cost_of_one():
     assert tf.eval_per_interval == pytest.approx(1e-4) and tf.eval_cost == pytest.approx((160.0, 0.5))
     assert tf.evals(300_000, 128) == pytest.approx(30.0)
     assert tf.eval_s(64, 300_000, 128) == pytest.approx(30 * 20.0)
-    assert "evaluations = 0.0001 x samples trained / 1" in tf.eval_from and "160 s x GPUs^-0.50" in tf.eval_from
+    assert "evaluations = 0.0001 per sample trained" in tf.eval_from and "160 s x GPUs^-0.50" in tf.eval_from
 
 
 def test_one_fitted_gpu_count_takes_the_evaluation_to_scale_with_the_gpus():

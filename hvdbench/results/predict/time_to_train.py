@@ -78,6 +78,7 @@ import textwrap
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from hvdbench.contracts import eval_interval as contract_eval_interval
 from hvdbench.errors import ConfigError
 from hvdbench.files import atomic_write_png
 from hvdbench.results.analyses.convergence import CriticalBatch, fit, rcp_for
@@ -244,12 +245,9 @@ def eval_interval(model: str, batch: float, published: bool) -> float:
     """What a run trains between two evaluations, relative to other batches of the same benchmark:
     MLPerf's training rules fix it in samples or epochs (ResNet-50 every 4 epochs, Llama 2 70B LoRA every
     384 samples, Stable Diffusion every 512,000 images, DLRM every 0.05 epochs, ...) whatever the batch,
-    except BERT's, which grows with it: floor(0.05 (230.23 B + 3,000,000) / 25,000) x 25,000 samples
-    (150,000 at B = 768, 200,000 at 4,608, as its logs' eval_start show). A sweep's own cadence
-    (its runs' eval_every) does not change with the batch either."""
-    if published and model == "bert":
-        return max(25_000.0, math.floor(0.05 * (230.23 * batch + 3_000_000) / 25_000) * 25_000)
-    return 1.0
+    except where they make it grow with the batch (BERT's: contracts.eval_interval, from the model's
+    spec). A sweep's own cadence (its runs' eval_every) does not change with the batch either: 1."""
+    return (contract_eval_interval(model, batch) if published else None) or 1.0
 
 
 def _eval_model(fitted: list[LayoutParts], published: bool) -> tuple[float, tuple[float, float]] | None:
@@ -403,10 +401,10 @@ def fit_group(parts: list[LayoutParts], fit_on: set[str] | None = None, ruleset:
     per_unit = tf.unit[:-1] if tf.unit.endswith("s") else tf.unit
     tf.eval_from = ("no evaluation in the fitted layouts" if evals is None else
                     f"evaluation per {per_unit} trained {evals[0]:.3g} x GPUs^-{evals[1]:.2f}" if cadence is None else
-                    f"evaluations = {tf.eval_per_interval:.3g} x {tf.unit} trained / "
-                    + ("MLPerf's BERT interval at the batch" if eval_interval(tf.group["model"], 1, published) != 1
-                       else "1") + f" (the benchmark's cadence), each {tf.eval_cost[0]:.3g} s x "
-                    f"GPUs^-{tf.eval_cost[1]:.2f}") + (
+                    (f"evaluations = {tf.eval_per_interval:.3g} x {tf.unit} trained / MLPerf's BERT interval at the "
+                     "batch" if eval_interval(tf.group["model"], 1, published) != 1 else
+                     f"evaluations = {tf.eval_per_interval:.3g} per {per_unit} trained (a cadence the batch leaves "
+                     "alone)") + f", each {tf.eval_cost[0]:.3g} s x GPUs^-{tf.eval_cost[1]:.2f}") + (
         f"; the rest {tf.other_law[0]:.3g} s x GPUs^-{tf.other_law[1]:.2f}" if tf.other_law is not None
         else f"; the rest {tf.other_mean:.3g} s (mean)")
     return tf
