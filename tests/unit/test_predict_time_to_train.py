@@ -555,6 +555,8 @@ def test_a_step_cost_two_fitted_layouts_cannot_place_widens_the_interval_not_the
     assert terms["rate_unidentified"] == pytest.approx(0.2005, abs=1e-4)
     row = PT.predict_layout(tf, 8, 8, 128)
     assert "cannot tell a fixed step cost from communication" in row["interval_from"]
+    fitted = PT.predict_layout(tf, 2, 8, 64)
+    assert "cannot tell" not in fitted["interval_from"]
     tf.rate_comm = None  # what the interval would be if the fit could tell them apart: narrower
     narrower = PT.predict_layout(tf, 8, 8, 128)
     assert narrower["predicted_ttt_min"] == pytest.approx(row["predicted_ttt_min"])

@@ -467,7 +467,7 @@ def spread(tf: TttFit, n: int, batch: float, rcp_mean: bool) -> tuple[float, flo
             f"{terms['global_batch'] + terms['global_batch_rcp']:.1f} of global batch"
             + (f"; the fitted layouts cannot tell a fixed step cost from communication growing with the GPUs: "
                f"{100 * terms['rate_unidentified']:.1f} % (half the gap between the two readings' rates)"
-               if terms["rate_unidentified"] else ""))
+               if terms["rate_unidentified"] >= 5e-4 else ""))  # a fitted layout's is rounding: not said
     return rate, ttt, said
 
 
