@@ -34,7 +34,7 @@ def build_spec(model: str, train_args=(), *, out: Path, hostfile=None, hosts=Non
                gpus_per_node=None, gpus=None, layouts: str = "all", repeats: int = 1,
                launcher: str | None = None, controller: str = "gloo", config_name=None, timeout=None,
                kill_grace: float = 10.0, env=None, launcher_args=(), allreduce_bench=None, link=None,
-               compute_bench: bool = False,
+               compute_bench: bool = False, links_bench: bool = False,
                retry_failed: bool = False, name: str | None = None, require_idle=None,
                engines: tuple[str, ...] = ()) -> SweepSpec:
     """The SweepSpec `hvdbench sweep` runs (its options, by the same names); HvdbenchError (or
@@ -77,9 +77,14 @@ def build_spec(model: str, train_args=(), *, out: Path, hostfile=None, hosts=Non
         launcher="srun" if launcher == "slurm" else launcher, controller=controller, timeout=timeout,
         train_args=tuple(train_args), user_env=env, launcher_args=tuple(launcher_args),
         retry_failed=retry_failed, config_path=cfg.path if cfg else None, grace_s=kill_grace,
-        allreduce_bench=allreduce_bench, compute_bench=compute_bench, link=(link or "").strip(),
+        allreduce_bench=allreduce_bench, compute_bench=compute_bench, links_bench=links_bench,
+        link=(link or "").strip(),
         require_idle=require_idle)
     check_runs(spec)  # every layout's run resolved as `train` will: refused here, not once per run
+    if links_bench and max(entry.layout.world_size for entry in entries) < 2:
+        raise ConfigError(f"--links-bench measures pairs of ranks and the widest layout here, "
+                          f"{max(entries, key=lambda e: e.layout.world_size).layout.name}, has one rank: "
+                          "give layouts of 2 or more ranks")
     if spec.launcher == "horovodrun":  # what horovodrun's shell line cannot take, refused before any run
         for layout in dict.fromkeys(entry.layout for entry in spec.entries):
             launchers.build(spec.launcher, launchers.Job(layout, ("hvdbench",), spec.out, spec.controller,
@@ -201,6 +206,6 @@ def explain_spec(spec: SweepSpec) -> SweepSpec:
         raise click.UsageError("--explain compares throughput runs: give --steps N after --")
     twin = dataclasses.replace(spec, out=spec.out / EXPLAIN_DIR, name=f"{spec.name}-explain",
                                train_args=(*args, "--synthetic"), allreduce_bench=None,
-                               compute_bench=False)
+                               compute_bench=False, links_bench=False)
     check_runs(twin)  # the twins' own configurations (synthetic data), for their rows
     return twin

@@ -46,6 +46,7 @@ class SweepSpec:
     grace_s: float = 10.0
     allreduce_bench: str | None = None  # max message size: run `bench allreduce` once per layout
     compute_bench: bool = False  # run `bench compute` once per layout
+    links_bench: bool = False  # run `bench links` once per sweep, over its widest layout
     link: str = ""  # the inter-node link, in words (--link, or the emulated cluster's); sweep.json keeps it
     require_idle: float | None = None  # seconds to wait for this machine to be idle before each run
 
