@@ -7,9 +7,10 @@ that flags a slow pair and the naming of the host they share are hvdbench.result
     horovodrun -np 3 -H node1:1,node2:1,node3:1 hvdbench bench links --out results/links
 
 The worker (`hvdbench.frameworks.torch.bench_links`) supplies a *timer*,
-`timer(a, b, nbytes, iters, warmup, repeats) -> (one-way seconds of each repeat, wrong elements)`
-(called on every rank; ranks a and b ping-pong, the others return at once), a barrier over all
-ranks and a gather; `measure` does the rest.
+`timer(a, b, nbytes, iters, warmup, repeats, budget_s) -> (one-way seconds of each repeat, wrong
+elements, round trips per repeat)` (called on every rank; ranks a and b ping-pong, the others return
+at once; `round_trips` says how many each repeat timed), a barrier over all ranks and a gather;
+`measure` does the rest.
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ from hvdbench.results.records.store import LINKS_CSV, append_or_rescue
 CSV_NAME = LINKS_CSV
 MAX_SIZE = 4 << 30  # a single message past 4 GiB is no link test; and Gloo's sizes are 32-bit on some builds
 
-Timer = Callable[[int, int, int, int, int, int], tuple[list[float], int]]
+Timer = Callable[[int, int, int, int, int, int, float], tuple[list[float], int, int]]
 
 
 def check_sizes(sizes: list[int]) -> list[int]:
@@ -58,8 +59,14 @@ def plan_pairs(hosts: list[str]) -> list[tuple[int, int, str]]:
     return pairs
 
 
+def round_trips(seconds: float, iters: int, repeats: int, budget_s: float) -> int:
+    """Timed round trips per repeat, from one round trip's `seconds`: as many as fit `budget_s` over
+    the repeats, at least 1, at most `iters`."""
+    return max(1, min(iters, int(budget_s / repeats / seconds) if seconds > 0 else iters))
+
+
 def measure(base: LinkRow, pairs: list[tuple[int, int, str]], sizes: list[int], timer: Timer, barrier, gather,
-            rank: int, iters: int, warmup_iters: int, repeats: int, budget_bytes: int) -> list[LinkRow]:
+            rank: int, iters: int, warmup_iters: int, repeats: int, budget_s: float) -> list[LinkRow]:
     """Every pair at every size, one pair at a time (a barrier between: the other ranks idle). Each
     rank keeps what it timed; one gather at the end brings rank a's figures of each pair to every
     rank (no collective inside a timed loop). Rows with the figures only; the ends' hosts, devices and
@@ -67,9 +74,8 @@ def measure(base: LinkRow, pairs: list[tuple[int, int, str]], sizes: list[int], 
     mine = {}
     for a, b, _ in pairs:
         for nbytes in sizes:
-            timed, warm = F.iterations(2 * nbytes, iters, warmup_iters, budget_bytes)  # a round trip moves 2x
             barrier()
-            times, wrong = timer(a, b, nbytes, timed, warm, repeats)
+            times, wrong, timed = timer(a, b, nbytes, iters, warmup_iters, repeats, budget_s)
             if rank == a:
                 mine[(a, b, nbytes)] = (times, timed)
             elif rank == b:

@@ -171,15 +171,16 @@ def _sizes(ctx, param, value: str) -> list[int]:
               callback=_sizes, help="Message sizes, comma-separated: the smallest gives each pair's latency, the "
                                     "largest its bandwidth.")
 @click.option("--iters", type=click.IntRange(min=1), default=D.LINK_ITERS, show_default=True,
-              help="Timed round trips per repeat (at most: large messages get fewer, see --budget-bytes).")
+              help="Timed round trips per repeat (at most: a slow one gets fewer, see --budget-s).")
 @click.option("--warmup-iters", type=click.IntRange(min=0), default=D.LINK_WARMUP_ITERS, show_default=True,
               help="Untimed round trips first (at most).")
 @click.option("--repeats", type=click.IntRange(min=1), default=D.LINK_REPEATS, show_default=True,
               help="Timed runs per pair and size; the median is reported.")
-@_size_option("--budget-bytes", D.LINK_BUDGET_BYTES,
-              help_text="Bytes a timed run moves at most: round trips = max(2, min(iters, budget / (2 x size))).")
+@click.option("--budget-s", type=click.FloatRange(min=0), default=D.LINK_BUDGET_S, show_default=True,
+              help="Seconds the repeats of one pair and size take together: a slow link gets fewer round trips "
+                   "(at least one a repeat).")
 @click.option("--out", required=True, type=click.Path(file_okay=False), help="Folder for bench_links.csv and the plot.")
-def links(sizes, iters, warmup_iters, repeats, budget_bytes, out):
+def links(sizes, iters, warmup_iters, repeats, budget_s, out):
     """Point-to-point bandwidth and latency between every two hosts (their first ranks) and every two
     ranks of one host, one pair at a time (the other ranks idle): a ping-pong over torch.distributed's
     send/recv (Gloo on CPUs, NCCL on GPUs), under any launcher (horovodrun, mpirun, srun, torchrun).
@@ -211,7 +212,7 @@ def links(sizes, iters, warmup_iters, repeats, budget_bytes, out):
     from hvdbench.frameworks.torch.bench_links import LinksOptions, main
 
     main(LinksOptions(out=out, sizes=sizes, iters=iters, warmup_iters=warmup_iters, repeats=repeats,
-                      budget_bytes=budget_bytes), say=click.echo)
+                      budget_s=budget_s), say=click.echo)
 
 
 @bench.command(cls=WorkerCommand)

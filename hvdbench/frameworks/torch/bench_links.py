@@ -45,7 +45,7 @@ class LinksOptions:
     iters: int = D.LINK_ITERS
     warmup_iters: int = D.LINK_WARMUP_ITERS
     repeats: int = D.LINK_REPEATS
-    budget_bytes: int = D.LINK_BUDGET_BYTES
+    budget_s: float = D.LINK_BUDGET_S
 
 
 def sending_interface(backend: str, record: dict, env=os.environ) -> str:
@@ -87,12 +87,15 @@ def _gpu_index(device: torch.device, record: dict) -> int | None:
 
 
 def _timer(dist: TorchDist):
-    """The ping-pong: ranks a and b exchange one message of `nbytes`, `warmup` times untimed, then
-    `repeats` times `iters` round trips timed on rank a (on a GPU between device synchronisations);
-    every other rank returns at once."""
-    def timer(a: int, b: int, nbytes: int, iters: int, warmup: int, repeats: int) -> tuple[list[float], int]:
+    """The ping-pong: ranks a and b exchange one message of `nbytes` (b checks it), then one round
+    trip that rank a times to size the rest (links_report.round_trips: up to `iters` a repeat, the
+    repeats within `budget_s`; a tells b how many), `warmup` more untimed, then `repeats` times that
+    many round trips timed on rank a (on a GPU between device synchronisations); every other rank
+    returns at once."""
+    def timer(a: int, b: int, nbytes: int, iters: int, warmup: int, repeats: int,
+              budget_s: float) -> tuple[list[float], int, int]:
         if dist.rank not in (a, b):
-            return [], 0
+            return [], 0, 0
         peer = b if dist.rank == a else a
         buf = torch.empty(nbytes, dtype=torch.uint8, device=dist.device)
         mark = a % 251 + 1
@@ -112,17 +115,28 @@ def _timer(dist: TorchDist):
                 tdist.recv(buf, peer)
                 tdist.send(buf, peer)
 
-        for _ in range(warmup):
+        _sync(dist.device)
+        start = time.perf_counter()
+        round_trip()  # the first also sets up the pair's connection (NCCL's communicator): untimed below
+        _sync(dist.device)
+        plan = torch.tensor([LR.round_trips(time.perf_counter() - start, iters, repeats, budget_s), 0],
+                            device=dist.device)
+        if dist.rank == a:
+            tdist.send(plan, peer)
+        else:
+            tdist.recv(plan, peer)
+        timed = int(plan[0])
+        for _ in range(min(warmup, timed)):
             round_trip()
         times = []
         for _ in range(repeats):
             _sync(dist.device)
             start = time.perf_counter()
-            for _ in range(iters):
+            for _ in range(timed):
                 round_trip()
             _sync(dist.device)
-            times.append((time.perf_counter() - start) / iters / 2)
-        return times, wrong
+            times.append((time.perf_counter() - start) / timed / 2)
+        return times, wrong, timed
 
     return timer
 
@@ -188,7 +202,7 @@ def _run(opts: LinksOptions, say) -> None:
                 f"{base.hosts}): {len(pairs)} pairs x {len(sizes)} sizes, one pair at a time")
         start = time.perf_counter()
         rows = LR.measure(base, pairs, sizes, _timer(dist), dist.sync, dist.allgather_object, dist.rank,
-                          opts.iters, opts.warmup_iters, opts.repeats, opts.budget_bytes)
+                          opts.iters, opts.warmup_iters, opts.repeats, opts.budget_s)
         if not quiet:
             say(f"[hvdbench] {len(pairs)} pairs measured in {time.perf_counter() - start:.1f} s")
         written = []

@@ -33,6 +33,7 @@ kind there is nothing to compare (two hosts: the table shows the rate beside the
 from __future__ import annotations
 
 import statistics
+import textwrap
 from pathlib import Path
 
 from hvdbench.output import human_bytes
@@ -43,6 +44,7 @@ SLOW_FRACTION = 0.5
 RULE = (f"slow: bandwidth below {SLOW_FRACTION:g} x the fastest pair of its kind (between hosts, within a host) in "
         "the run, whose faults (a NIC at half or a tenth of its rate, PCIe x8 of x16) cost 2x or more; latency is "
         "shown, not flagged")
+RULE_SHORT = f"slow: below {SLOW_FRACTION:g} x the fastest pair of its kind"
 DEFINITIONS = ("latency: the smallest message's one-way time (half a ping-pong round trip, median over repeats); "
                "bandwidth: the largest message's bytes / its one-way time, GB/s = 1e9 B/s (Intel MPI Benchmarks' "
                "PingPong); pairs measured one at a time, the other ranks idle")
@@ -145,12 +147,15 @@ def _cell(value, fmt: str) -> str:
     return "" if value is None else format(value, fmt)
 
 
-def _hardware(run: list[LinkRow]) -> str:
-    """The devices and NICs a run measured, in words (its table's and plot's hardware line)."""
+def _hardware(run: list[LinkRow]) -> list[str]:
+    """The devices and NICs a run measured, in words, a line each (its table's and plot's hardware):
+    one NIC line where every host's reads the same, else one per host."""
     devices = ", ".join(dict.fromkeys(d for r in run for d in (r.device_a, r.device_b) if d))
-    nics = ", ".join(dict.fromkeys(f"{h}: {n}" for r in run if r.kind == "between"
-                                   for h, n in ((r.host_a, r.nic_a), (r.host_b, r.nic_b)) if n))
-    return f"devices: {devices or 'not recorded'}" + (f" · NICs: {nics}" if nics else "")
+    nics = dict.fromkeys((h, n) for r in run if r.kind == "between"
+                         for h, n in ((r.host_a, r.nic_a), (r.host_b, r.nic_b)) if n)
+    words = list(dict.fromkeys(n for _, n in nics))
+    said = [f"NIC of every host: {words[0]}"] if len(words) == 1 else [f"NIC of {h}: {n}" for h, n in nics]
+    return [f"devices: {devices or 'not recorded'}", *said]
 
 
 def table_lines(pairs: list[dict]) -> tuple[list[str], list[list]]:
@@ -160,7 +165,8 @@ def table_lines(pairs: list[dict]) -> tuple[list[str], list[list]]:
     for p in pairs:
         pair = f"{p['host_a']} - {p['host_b']}" if p["kind"] == "between" else f"{p['host_a']} (within)"
         size = f" @ {human_bytes(p['bandwidth_bytes'])}" if p["bandwidth_bytes"] else ""
-        via = (f"{p['nic_a']} -> {p['nic_b']}" if p["kind"] == "between" else p["link"]) or ""
+        via = p["link"] if p["kind"] != "between" else (
+            f"{p['nic_a']} at both ends" if p["nic_a"] == p["nic_b"] else f"{p['nic_a']} -> {p['nic_b']}")
         if p["kind"] == "between" and p["nic_gb_s"] and p["bandwidth_gb_s"]:
             via += f" ({100 * p['bandwidth_gb_s'] / p['nic_gb_s']:.0f} % of the slower NIC's rate)"
         lines.append([pair, f"{p['rank_a']}-{p['rank_b']}", p["backend"],
@@ -180,10 +186,10 @@ def markdown(rows: list[LinkRow]) -> str:
         pairs = pair_rows(run)
         header, lines = table_lines(pairs)
         said = verdicts(pairs) or ["no slow pair"]
-        parts += [f"### {run[0].layout}, {run[0].started_at} ({run_id})", _hardware(run), "",
-                  markdown_table(header, lines), "", *[f"- {text}" for text in said], "",
+        parts += [f"### {run[0].layout}, {run[0].started_at} ({run_id})", " · ".join(_hardware(run)),
+                  markdown_table(header, lines), "\n".join(f"- {text}" for text in said),
                   f"_{RULE}. {DEFINITIONS}._"]
-    return "\n\n".join(p for p in parts if p is not None)
+    return "\n\n".join(parts)
 
 
 def _matrix(run: list[LinkRow], pairs: list[dict]) -> tuple[list[str], list[list], list[list]]:
@@ -221,7 +227,7 @@ def figure(rows: list[LinkRow]):
     runs = list(_by_run(rows).values())
 
     def draw(chunk: list[list[LinkRow]]) -> Figure:
-        fig = Figure(figsize=(5.5 * len(chunk), 5.5), layout="constrained")
+        fig = Figure(figsize=(5.5 * len(chunk), 6.5), layout="constrained")
         for k, run in enumerate(chunk):
             ax = fig.add_subplot(1, len(chunk), k + 1)
             pairs = pair_rows(run)
@@ -240,8 +246,10 @@ def figure(rows: list[LinkRow]):
                                 fontsize=8, color="red" if slow[i][j] else "black" if v > 0.6 * top else "white",
                                 fontweight="bold" if slow[i][j] else "normal")
             hosts = list(dict.fromkeys(h for p in pairs for h in (p["host_a"], p["host_b"])))
-            below = "\n".join([_hardware(run).replace(" · ", "\n"), f"hosts: {', '.join(hosts)}",
-                               f"run {run[0].run_id} ({run[0].backend or 'no backend'})"])
+            below = "\n".join([*_hardware(run), f"hosts: {', '.join(hosts)}",
+                                f"run {run[0].run_id} ({run[0].backend or 'no backend'})"])
+            said = verdicts(pairs) or ["no slow pair"]
+            ax.set_xlabel("\n".join(textwrap.fill(text, 70) for text in said) + f"\n({RULE_SHORT})", fontsize=7)
             ax.set_title(f"bench links, {run[0].layout}: bandwidth between "
                          f"{'hosts (diagonal: within each)' if len(hosts) > 1 else 'ranks'}\n{below}", fontsize=8)
         return fig

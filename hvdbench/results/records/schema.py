@@ -515,7 +515,7 @@ class LinkRow(BenchRow):
     device_b: str = ""
     backend: str = ""  # gloo (CPU tensors) | nccl (GPU tensors)
     bytes: int = 0
-    iters: int = 0  # timed round trips per repeat
+    iters: int = 0  # timed round trips per repeat (fewer where they are slow: bench links --budget-s)
     repeats: int = 0
     time_s: float | None = None  # one way (half a round trip), median over the repeats
     time_min_s: float | None = None  # the fastest and slowest repeat
