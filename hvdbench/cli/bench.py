@@ -90,9 +90,9 @@ def _check_output(out: str, csv_name: str, row_class) -> None:
 
 @click.group()
 def bench():
-    """Allreduce, point-to-point link, storage and compute micro-benchmarks, run with the same launchers and layouts as training;
-    each appends rows with layout columns to a CSV in --out (a sweep folder, beside runs.csv); and a
-    model's training FLOPs per sample, counted from its network (flops).
+    """Allreduce, point-to-point link, storage and compute micro-benchmarks, run with the same launchers and
+    layouts as training; each appends rows with layout columns to a CSV in --out (a sweep folder, beside
+    runs.csv); and a model's training FLOPs per sample, counted from its network (flops).
 
     \b
     Example:

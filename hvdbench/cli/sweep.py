@@ -81,7 +81,8 @@ from hvdbench.topology import MAX_SLOTS
 @click.option("--out", required=True, type=click.Path(file_okay=False, path_type=Path),
               help="Sweep directory: runs.csv and one directory per run.")
 def sweep(model, train_args, hostfile, hosts, cluster_name, gpus_per_node, gpus, layouts, repeats, engines, launcher,
-          controller, config_name, timeout, kill_grace, env, launcher_args, allreduce_bench, compute_bench, links_bench, link,
+          controller, config_name, timeout, kill_grace, env, launcher_args, allreduce_bench, compute_bench, links_bench,
+          link,
           require_idle, explain, retry_failed, name,
           dry_run, submit, sbatch_args, time_limit, template, out):
     """Run MODEL over every nodes x GPUs layout and repeat; one row per run in OUT/runs.csv.
@@ -122,8 +123,8 @@ def sweep(model, train_args, hostfile, hosts, cluster_name, gpus_per_node, gpus,
         model, train_args, hostfile=hostfile, hosts=hosts, cluster_name=cluster_name,
         gpus_per_node=gpus_per_node, gpus=gpus, layouts=layouts, repeats=repeats, launcher=launcher,
         controller=controller, config_name=config_name, timeout=timeout, kill_grace=kill_grace, env=env,
-        launcher_args=launcher_args, allreduce_bench=allreduce_bench, compute_bench=compute_bench, links_bench=links_bench,
-        link=link,
+        launcher_args=launcher_args, allreduce_bench=allreduce_bench, compute_bench=compute_bench,
+        links_bench=links_bench, link=link,
         retry_failed=retry_failed,
         name=name, out=out, require_idle=require_idle, engines=engines)
     console = output_console()

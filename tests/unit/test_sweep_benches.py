@@ -51,3 +51,22 @@ def test_threads_the_user_chose_go_to_the_bench_too(tmp_path):
 
 def test_without_benches_the_dry_run_lists_none(tmp_path):
     assert not [line for line in dry_run(tmp_path / "sw") if line.startswith("bench-")]
+
+
+def test_links_bench_is_one_launch_over_the_widest_layout(tmp_path):
+    """`bench links` measures pairs, so once a sweep: over its layout with the most hosts, then ranks per host."""
+    out = tmp_path / "sw"
+    lines = dry_run(out, "--links-bench", "--allreduce-bench", "64K")
+    named = [line.split(": ", 1) for line in lines if line.startswith("bench-")]
+    assert [n for n, _ in named] == ["bench-allreduce-1x1", "bench-allreduce-1x2", "bench-links-1x2"]
+    links = shlex.split(named[-1][1])
+    assert links[links.index(HVDBENCH):] == [HVDBENCH, "bench", "links", "--out", str(out)]
+    assert links[1:5] == ["-np", "2", "-H", "localhost:2"]
+
+
+def test_links_bench_needs_a_layout_of_two_ranks(tmp_path):
+    result = CliRunner().invoke(cli, ["sweep", "resnet50", "--hosts", "localhost:2", "--layouts", "1x1", "--out",
+                                      str(tmp_path / "s"), "--dry-run", "--links-bench", "--", "--flavor", "debug",
+                                      "--synthetic"])
+    assert result.exit_code == 1, result.output
+    assert "--links-bench measures pairs of ranks and the widest layout here, 1x1, has one rank" in result.output

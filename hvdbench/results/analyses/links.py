@@ -169,8 +169,9 @@ def table_lines(pairs: list[dict]) -> tuple[list[str], list[list]]:
             f"{p['nic_a']} at both ends" if p["nic_a"] == p["nic_b"] else f"{p['nic_a']} -> {p['nic_b']}")
         if p["kind"] == "between" and p["nic_gb_s"] and p["bandwidth_gb_s"]:
             via += f" ({100 * p['bandwidth_gb_s'] / p['nic_gb_s']:.0f} % of the slower NIC's rate)"
-        lines.append([pair, f"{p['rank_a']}-{p['rank_b']}", p["backend"],
-                      _cell(p["latency_us"], ".1f") + (f" @ {human_bytes(p['latency_bytes'])}" if p["latency_bytes"] else ""),
+        at = f" @ {human_bytes(p['latency_bytes'])}" if p["latency_bytes"] else ""
+        latency = _cell(p["latency_us"], ".1f") + at
+        lines.append([pair, f"{p['rank_a']}-{p['rank_b']}", p["backend"], latency,
                       _cell(p["bandwidth_gb_s"], ".3g") + size, _cell(p["vs_best"], ".2f"),
                       "SLOW" if p["slow"] else "", via + (f"; {p['wrong']} WRONG" if p["wrong"] else "")])
     return header, lines

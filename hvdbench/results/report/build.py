@@ -224,9 +224,8 @@ SECTIONS: dict[str, Callable[[Report], Section]] = {
     "time_to_train": _time_to_train, "convergence": _convergence, "studies": _studies,
     "predictions": _predictions, "plots": _plots}
 # summary.md's order.
-SUMMARY = ("tables", "failures", "waterfall", "stragglers", "links", "time_to_train", "convergence", "engines", "compute",
-           "studies", "predictions",
-           "benches")
+SUMMARY = ("tables", "failures", "waterfall", "stragglers", "links", "time_to_train", "convergence", "engines",
+           "compute", "studies", "predictions", "benches")
 
 
 def build(loaded: Loaded, options: Options | None = None) -> Report:
