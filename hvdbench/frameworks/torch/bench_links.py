@@ -204,7 +204,8 @@ def _run(opts: LinksOptions, say) -> None:
         rows = LR.measure(base, pairs, sizes, _timer(dist), dist.sync, dist.allgather_object, dist.rank,
                           opts.iters, opts.warmup_iters, opts.repeats, opts.budget_s)
         if not quiet:
-            say(f"[hvdbench] {len(pairs)} pairs measured in {time.perf_counter() - start:.1f} s")
+            took = time.perf_counter() - start
+            say(f"[hvdbench] {len(pairs)} pair{'s' if len(pairs) != 1 else ''} measured in {took:.1f} s")
         written = []
         if not quiet:
             rows = LR.describe(rows, _ends(about))
