@@ -54,9 +54,9 @@ from hvdbench.topology import MAX_SLOTS
               help="Also run `hvdbench bench compute` once per layout, so the report gives each run's MFU against "
                    "the devices' measured matrix-product peak as well as the datasheet's.")
 @click.option("--links-bench", is_flag=True,
-              help="Also run `hvdbench bench links` once per sweep, over its widest layout (every host, the most "
-                   "ranks per host): each pair's bandwidth and latency in OUT/bench_links.csv, a slow pair and "
-                   "the host it shares named in the report.")
+              help="Also run `hvdbench bench links` once per sweep, over every host given with the most ranks per "
+                   "host its layouts use: each pair's bandwidth and latency in OUT/bench_links.csv, a slow pair "
+                   "and the host it shares named in the report.")
 @click.option("--link", metavar="TEXT", callback=one_line, help="The inter-node link, in words, for the report and its plots, e.g. "
               "'HDR InfiniBand 200 Gb/s' [default: with --cluster, the emulated link and its shaping; "
               "on a resume, the one recorded in OUT/sweep.json].")

@@ -123,12 +123,11 @@ def bench_dir(spec: SweepSpec, layout: Layout, bench: str = "allreduce") -> Path
 
 def bench_launches(spec: SweepSpec) -> list[tuple[str, Layout]]:
     """(bench, layout) for each bench the sweep runs once per layout (--allreduce-bench, --compute-bench),
-    and `bench links` once over the sweep's widest layout (--links-bench: the most hosts, then the
-    most ranks per host, so every pair of hosts and of a host's ranks the sweep uses is measured)."""
+    and `bench links` once over every host of the sweep (--links-bench: build.links_layout)."""
     benches = [b for b, on in (("allreduce", spec.allreduce_bench), ("compute", spec.compute_bench)) if on]
     layouts = list(dict.fromkeys(entry.layout for entry in spec.entries))
-    widest = [("links", max(layouts, key=lambda x: (x.nodes, x.gpus_per_node)))] if spec.links_bench and layouts else []
-    return [(b, layout) for b in benches for layout in layouts] + widest
+    links = [("links", spec.links_layout)] if spec.links_layout else []
+    return [(b, layout) for b in benches for layout in layouts] + links
 
 
 def _threads_of(spec: SweepSpec, layout: Layout) -> list[str]:

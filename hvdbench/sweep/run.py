@@ -16,7 +16,7 @@ The sweep directory (--out) holds:
     bench-allreduce-<NxG>/   with --allreduce-bench: the same launch files for the layout's bench,
                              whose rows go to bench_allreduce.csv
     bench-compute-<NxG>/     with --compute-bench: the same for `bench compute` (bench_compute.csv)
-    bench-links-<NxG>/       with --links-bench: `bench links` once, over the widest layout (bench_links.csv)
+    bench-links-<NxG>/       with --links-bench: `bench links` once, over every host (bench_links.csv)
 
 Resume: a run with a row is done (success/aborted; failed/timeout too unless --retry-failed).
 A run directory without a row is either an attempt that finished but was not appended yet (its
@@ -99,8 +99,8 @@ BENCHES = {"allreduce": (ALLREDUCE_CSV, AllreduceRow), "compute": (COMPUTE_CSV, 
 
 
 def _bench_layouts(spec: SweepSpec, shown: SweepProgress) -> None:
-    """`hvdbench bench allreduce` (or `bench compute`) once per layout, and `bench links` once over the
-    widest (launch.bench_launches), through the same launcher and hosts, into SWEEP/bench_<bench>.csv,
+    """`hvdbench bench allreduce` (or `bench compute`) once per layout, and `bench links` once over every
+    host (launch.bench_launches), through the same launcher and hosts, into SWEEP/bench_<bench>.csv,
     where `hvdbench report` reads it to put the interconnect's bus bandwidth (the devices' measured
     peak) beside each layout's training throughput (MFU), and each pair's link. A layout the file
     already has is skipped, so a resumed sweep does not measure it again."""

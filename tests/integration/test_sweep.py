@@ -181,7 +181,7 @@ def test_killed_sweep_resumes_with_one_row_per_run(tmp_path, digits, hvdbench_bi
 
 @pytest.mark.timeout(420)
 def test_allreduce_bench_runs_once_per_layout_and_reaches_the_report(tmp_path, hvdbench_bin, digits):
-    """--allreduce-bench once per layout, --links-bench once over the widest (1x2: its one pair)."""
+    """--allreduce-bench once per layout, --links-bench once over every host (1x2: its one pair)."""
     from hvdbench.bench.allreduce_report import AllreduceRow
     from hvdbench.results.records.schema import LinkRow
     from hvdbench.results.records.store import read_rows
