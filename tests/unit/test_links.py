@@ -131,6 +131,9 @@ def test_nics_are_named_from_the_hardware_record():
     assert sending_interface("gloo", RECORD, {"GLOO_SOCKET_IFNAME": "eth0,eth1"}) == "eth0"
     assert sending_interface("nccl", RECORD, {}) == "mlx5_0/port1"
     assert sending_interface("nccl", RECORD, {"NCCL_IB_DISABLE": "1", "NCCL_SOCKET_IFNAME": "=eth0"}) == "eth0"
+    assert sending_interface("nccl", {}, {"NCCL_SOCKET_IFNAME": "eth1,eth0"}) == "eth1"
+    # NCCL's '^lo' says what it avoids, not what it takes: the interface of the host name's address then.
+    assert sending_interface("nccl", {}, {"NCCL_SOCKET_IFNAME": "^lo"}) == sending_interface("gloo", {}, {})
 
 
 def test_rows_get_their_ends_hosts_devices_and_paths():

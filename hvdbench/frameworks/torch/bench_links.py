@@ -51,17 +51,13 @@ class LinksOptions:
 def sending_interface(backend: str, record: dict, env=os.environ) -> str:
     """The interface this host's ranks send through to other hosts (see the module's doc)."""
     if backend == "nccl":
-        if env.get("NCCL_SOCKET_IFNAME", "").strip() and env.get("NCCL_IB_DISABLE") == "1":
-            return env["NCCL_SOCKET_IFNAME"].split(",")[0].lstrip("^=")
-        if env.get("NCCL_IB_DISABLE") != "1":
-            ib = [n for n in record.get("nics") or [] if n.get("kind") == "infiniband" and
-                  "ACTIVE" in str(n.get("state", "")).upper()]
-            if ib:
-                return max(ib, key=lambda n: n.get("speed_mbps") or 0)["name"]
-        if env.get("NCCL_SOCKET_IFNAME", "").strip():
-            return env["NCCL_SOCKET_IFNAME"].split(",")[0].lstrip("^=")
-    elif env.get("GLOO_SOCKET_IFNAME", "").strip():
-        return env["GLOO_SOCKET_IFNAME"].split(",")[0]
+        ib = [n for n in record.get("nics") or [] if n.get("kind") == "infiniband" and
+              "ACTIVE" in str(n.get("state", "")).upper()]
+        if ib and env.get("NCCL_IB_DISABLE") != "1":
+            return max(ib, key=lambda n: n.get("speed_mbps") or 0)["name"]
+    named = _named_interface(env.get("NCCL_SOCKET_IFNAME" if backend == "nccl" else "GLOO_SOCKET_IFNAME", ""))
+    if named:
+        return named
     try:
         address = socket.gethostbyname(socket.gethostname())
     except OSError:
@@ -70,6 +66,13 @@ def sending_interface(backend: str, record: dict, env=os.environ) -> str:
         if any(a.family == socket.AF_INET and a.address == address for a in addresses):
             return name
     return "lo" if address.startswith("127.") else ""
+
+
+def _named_interface(value: str) -> str:
+    """The first interface of a GLOO_/NCCL_SOCKET_IFNAME list ('=eth0' exact, as NCCL spells it); ''
+    for none or NCCL's '^' (the interfaces it must not use: which one it picks is not said)."""
+    first = value.split(",")[0].strip()
+    return "" if first.startswith("^") else first.lstrip("=")
 
 
 def _gpu_index(device: torch.device, record: dict) -> int | None:
