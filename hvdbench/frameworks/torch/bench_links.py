@@ -33,9 +33,9 @@ import torch.distributed as tdist
 from hvdbench import hardware
 from hvdbench.bench import defaults as D
 from hvdbench.bench import links_report as LR
-from hvdbench.frameworks.torch.bench_allreduce import end_rank
+from hvdbench.frameworks.torch.bench_allreduce import end_rank, layout_columns
 from hvdbench.frameworks.torch.process_group import TorchDist
-from hvdbench.launchers.launch_info import detect_launcher, launcher_rank
+from hvdbench.launchers.launch_info import launcher_rank
 
 
 @dataclass
@@ -152,14 +152,12 @@ def _sync(device: torch.device) -> None:
 def _about_me(dist: TorchDist) -> dict:
     """What this rank says of itself for the rows; its host's hardware record and sending interface
     from the host's first local rank only (one nvidia-smi per host)."""
-    me = {"host": dist.hostname, "local_rank": dist.local_rank, "backend": dist.controller, "gpu": None,
-          "record": None, "interface": ""}
-    record = hardware.host_record() if dist.local_rank == 0 else {}
-    if dist.local_rank == 0:
-        me.update(record=record, interface=sending_interface(dist.controller, record))
-    me["gpu"] = _gpu_index(dist.device, record)  # the other local ranks: their CUDA ordinal
-    me["device"] = "cpu" if me["gpu"] is None else f"GPU {me['gpu']} {dist.device_name}"
-    return me
+    head = dist.local_rank == 0
+    record = hardware.host_record() if head else {}
+    gpu = _gpu_index(dist.device, record)  # the other local ranks: their CUDA ordinal
+    return {"host": dist.hostname, "backend": dist.controller, "gpu": gpu, "record": record if head else None,
+            "interface": sending_interface(dist.controller, record) if head else "",
+            "device": "cpu" if gpu is None else f"GPU {gpu} {dist.device_name}"}
 
 
 def _ends(about: list[dict]) -> list[dict]:
@@ -193,24 +191,18 @@ def _run(opts: LinksOptions, say) -> None:
         about = dist.allgather_object(_about_me(dist))
         pairs = LR.plan_pairs([a["host"] for a in about])
         hosts = list(dict.fromkeys(a["host"] for a in about))
-        layout = {"world_size": dist.size, "nodes": len(hosts), "gpus_per_node": dist.local_size,
-                  "layout": f"{len(hosts)}x{dist.local_size}", "scale": "up" if len(hosts) == 1 else "out",
-                  "hosts": ";".join(hosts), "controller": dist.controller, "launcher": detect_launcher()}
-        base = LR.new_run(layout)
-        run_id, started = dist.allgather_object((base.run_id, base.started_at))[0]  # rank 0's, on every rank
-        base.run_id, base.started_at = run_id, started
-        quiet = dist.rank != 0
-        if not quiet:
+        base = LR.new_run(layout_columns(dist.size, len(hosts), dist.local_size, hosts, dist.controller))
+        base.run_id, base.started_at = dist.allgather_object((base.run_id, base.started_at))[0]  # rank 0's
+        if dist.rank == 0:
             say(f"[hvdbench] links over {dist.size} ranks ({base.layout}, {dist.controller}, hosts "
                 f"{base.hosts}): {len(pairs)} pairs x {len(sizes)} sizes, one pair at a time")
         start = time.perf_counter()
         rows = LR.measure(base, pairs, sizes, _timer(dist), dist.sync, dist.allgather_object, dist.rank,
                           opts.iters, opts.warmup_iters, opts.repeats, opts.budget_s)
-        if not quiet:
-            took = time.perf_counter() - start
-            say(f"[hvdbench] {len(pairs)} pair{'s' if len(pairs) != 1 else ''} measured in {took:.1f} s")
+        took = time.perf_counter() - start
         written = []
-        if not quiet:
+        if dist.rank == 0:
+            say(f"[hvdbench] {len(pairs)} pair{'s' if len(pairs) != 1 else ''} measured in {took:.1f} s")
             rows = LR.describe(rows, _ends(about))
             for a, b, _ in pairs:
                 say(LR.line(a, b, rows))

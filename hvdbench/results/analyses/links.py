@@ -191,7 +191,7 @@ def markdown(rows: list[LinkRow]) -> str:
         parts += [f"### {run[0].layout}, {run[0].started_at} ({run_id})", " · ".join(_hardware(run)),
                   markdown_table(header, lines), "\n".join(f"- {text}" for text in said),
                   f"_{RULE}. {DEFINITIONS}._"]
-    return "\n\n".join(parts)
+    return "\n\n".join(parts) + "\n"  # a blank line before the next section
 
 
 def _matrix(run: list[LinkRow], pairs: list[dict]) -> tuple[list[str], list[list], list[list]]:
