@@ -22,10 +22,10 @@ from typing import Callable
 
 from hvdbench.bench import formulas as F
 from hvdbench.bench.rows import render, run_identity
-from hvdbench.errors import ConfigError
+from hvdbench.errors import ConfigError, HvdbenchError
 from hvdbench.results.analyses import links as L
 from hvdbench.results.records.schema import LinkRow
-from hvdbench.results.records.store import LINKS_CSV, append_or_rescue
+from hvdbench.results.records.store import LINKS_CSV, SWEEP_RECORD, append_or_rescue, sweep_link
 
 CSV_NAME = LINKS_CSV
 MAX_SIZE = 4 << 30  # a single message past 4 GiB is no link test; and Gloo's sizes are 32-bit on some builds
@@ -170,11 +170,16 @@ def report_lines(rows: list[LinkRow]) -> list[str]:
 
 def write_outputs(rows: list[LinkRow], out) -> list[Path]:
     """Append to OUT/bench_links.csv (saved elsewhere, and said where, if it cannot be written) and draw
-    OUT/bench_links_<layout>.png (the bandwidth matrix)."""
+    OUT/bench_links_<layout>.png (the bandwidth matrix, naming the inter-node link OUT/sweep.json
+    records, when OUT is a sweep's folder)."""
     from hvdbench.files import atomic_write_png
 
     out = Path(out)
     written = [append_or_rescue(out / CSV_NAME, rows)]
-    figs = L.figure(rows)
+    try:
+        link = sweep_link(out / SWEEP_RECORD)
+    except HvdbenchError:  # a damaged sweep.json is the sweep's to report, not the bench's
+        link = ""
+    figs = L.figure(rows, link)
     written.append(atomic_write_png(figs[0], out / f"bench_links_{rows[0].layout}.png"))
     return written

@@ -163,7 +163,10 @@ def test_the_bench_writes_its_csv_and_matrix_and_the_report_reads_them(tmp_path)
     section = build(loaded).sections["links"]
     text = section.markdown()
     assert "## Links between hosts and ranks" in text and "every pair with hl-node3 is slow" in text
-    assert "NIC of every host: hl-br (virtual), 10 Gb/s" in text
+    assert "NIC of every host: hl-br (virtual), 10 Gb/s" in text and "inter-node link" not in text
+    # The link the sweep names (sweep.json): what a virtual NIC's rate does not say.
+    assert "NIC of every host: hl-br (virtual), 10 Gb/s · inter-node link: emulated, 1gbit" in L.markdown(
+        rows, link="emulated, 1gbit")
     files = section.files(tmp_path / "report", ("csv", "png"))
     assert [p.name for p in files] == ["links.csv", "links.png"]
     table = list(csv.DictReader((tmp_path / "report" / "links.csv").open()))

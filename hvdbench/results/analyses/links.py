@@ -148,15 +148,17 @@ def _cell(value, fmt: str) -> str:
     return "" if value is None else format(value, fmt)
 
 
-def _hardware(run: list[LinkRow]) -> list[str]:
+def _hardware(run: list[LinkRow], link: str = "") -> list[str]:
     """The devices and NICs a run measured, in words, a line each (its table's and plot's hardware):
-    one NIC line where every host's reads the same, else one per host."""
+    one NIC line where every host's reads the same, else one per host; then the inter-node link the
+    sweep names (`sweep --link`, the emulated cluster's shaping: what a virtual NIC's rate is not)."""
     devices = ", ".join(dict.fromkeys(d for r in run for d in (r.device_a, r.device_b) if d))
     nics = dict.fromkeys((h, n) for r in run if r.kind == "between"
                          for h, n in ((r.host_a, r.nic_a), (r.host_b, r.nic_b)) if n)
     words = list(dict.fromkeys(n for _, n in nics))
     said = [f"NIC of every host: {words[0]}"] if len(words) == 1 else [f"NIC of {h}: {n}" for h, n in nics]
-    return [f"devices: {devices or 'not recorded'}", *said]
+    between = any(r.kind == "between" for r in run)
+    return [f"devices: {devices or 'not recorded'}", *said, *([f"inter-node link: {link}"] if link and between else [])]
 
 
 def table_lines(pairs: list[dict]) -> tuple[list[str], list[list]]:
@@ -178,7 +180,7 @@ def table_lines(pairs: list[dict]) -> tuple[list[str], list[list]]:
     return header, lines
 
 
-def markdown(rows: list[LinkRow]) -> str:
+def markdown(rows: list[LinkRow], link: str = "") -> str:
     """summary.md's links section: per run its hardware, the pairs' table, the rule and the verdicts;
     '' without rows (published logs carry no link measurement: nothing to show)."""
     if not rows:
@@ -188,7 +190,7 @@ def markdown(rows: list[LinkRow]) -> str:
         pairs = pair_rows(run)
         header, lines = table_lines(pairs)
         said = verdicts(pairs) or ["no slow pair"]
-        parts += [f"### {run[0].layout}, {run[0].started_at} ({run_id})", " · ".join(_hardware(run)),
+        parts += [f"### {run[0].layout}, {run[0].started_at} ({run_id})", " · ".join(_hardware(run, link)),
                   markdown_table(header, lines), "\n".join(f"- {text}" for text in said),
                   f"_{RULE}. {DEFINITIONS}._"]
     return "\n\n".join(parts) + "\n"  # a blank line before the next section
@@ -221,7 +223,7 @@ def _matrix(run: list[LinkRow], pairs: list[dict]) -> tuple[list[str], list[list
     return labels, values, slow
 
 
-def figure(rows: list[LinkRow]):
+def figure(rows: list[LinkRow], link: str = ""):
     """One panel per run: the bandwidth matrix (GB/s, one direction), slow cells outlined in red,
     the hardware (devices, NICs) and hosts under the title."""
     from matplotlib.figure import Figure  # no pyplot: no global state, no GUI backend
@@ -248,7 +250,7 @@ def figure(rows: list[LinkRow]):
                                 fontsize=8, color="red" if slow[i][j] else "black" if v > 0.6 * top else "white",
                                 fontweight="bold" if slow[i][j] else "normal")
             hosts = list(dict.fromkeys(h for p in pairs for h in (p["host_a"], p["host_b"])))
-            below = "\n".join([*_hardware(run), f"hosts: {', '.join(hosts)}",
+            below = "\n".join([*_hardware(run, link), f"hosts: {', '.join(hosts)}",
                                 f"run {run[0].run_id} ({run[0].backend or 'no backend'})"])
             said = verdicts(pairs) or ["no slow pair"]
             ax.set_xlabel("\n".join(textwrap.fill(text, 70) for text in said) + f"\n({RULE_SHORT})", fontsize=7)
@@ -259,8 +261,8 @@ def figure(rows: list[LinkRow]):
     return pages("links", runs, draw, per=3)
 
 
-def write(rows: list[LinkRow], out: Path, formats=("csv", "png")) -> list[Path]:
+def write(rows: list[LinkRow], out: Path, formats=("csv", "png"), link: str = "") -> list[Path]:
     """links.csv (one row per run and pair) and links.png (a matrix per run); nothing without rows."""
     if not rows:
         return []
-    return write_table(out, "links", pair_rows(rows), LINK_COLUMNS, formats, lambda: figure(rows))
+    return write_table(out, "links", pair_rows(rows), LINK_COLUMNS, formats, lambda: figure(rows, link))

@@ -104,7 +104,9 @@ def _stragglers(r: Report) -> Section:
 def _links(r: Report) -> Section:
     """Each pair's link (the sweeps' bench_links.csv): its table, the slow pairs and the host they share."""
     rows = r.loaded.links
-    return Section(rows, lambda: links.markdown(rows), lambda out, formats: links.write(rows, out, formats))
+    # The inter-node link the sweeps name (sweep.json: --link, the emulated cluster's shaping).
+    link = " | ".join(dict.fromkeys(run.link for run in r.loaded.runs if run.link))
+    return Section(rows, lambda: links.markdown(rows, link), lambda out, formats: links.write(rows, out, formats, link))
 
 
 def _engines(r: Report) -> Section:
