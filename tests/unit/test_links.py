@@ -99,6 +99,22 @@ def test_pairs_within_a_host_are_not_held_to_pairs_between_hosts_and_one_pair_is
     assert [p["slow"] for p in pairs] == [False, False] and [p["vs_best"] for p in pairs] == [1.0, 1.0]
 
 
+def test_two_hosts_of_two_ranks_each_kind_apart_and_a_host_whose_own_pairs_are_slow_named():
+    """Captured on an emulated 2x2 (1 Gbit/s between the nodes, loopback within): the one pair between
+    hosts is never slow (nothing to compare), the pairs within are compared with each other."""
+    rows = captured("2x2-emulated")
+    pairs = L.pair_rows(rows)
+    assert [(p["kind"], p["rank_a"], p["rank_b"]) for p in pairs] == [("between", 0, 2), ("within", 0, 1),
+                                                                       ("within", 2, 3)]
+    assert pairs[0]["vs_best"] == 1.0 and 0.11 < pairs[0]["bandwidth_gb_s"] < 0.125 and L.verdicts(pairs) == []
+    assert pairs[0]["bandwidth_gb_s"] < 0.5 * min(p["bandwidth_gb_s"] for p in pairs[1:])  # yet not "slow"
+    # hm-node1's ranks at a tenth of hm-node2's: its own links named, not a NIC.
+    slowed = [replace(r, bandwidth_gb_s=r.bandwidth_gb_s / 10) if r.rank_a == 0 and r.rank_b == 1 else r for r in rows]
+    assert L.verdicts(L.pair_rows(slowed)) == [
+        "every pair within hm-node1 is slow (1 of 1), the other hosts' are not: hm-node1's links between its ranks "
+        "(loopback (CPU ranks))"]
+
+
 def test_pairs_planned_between_hosts_then_within_each():
     assert LR.plan_pairs(["a", "a", "b", "b", "c"]) == [(0, 2, "between"), (0, 4, "between"), (2, 4, "between"),
                                                       (0, 1, "within"), (2, 3, "within")]

@@ -20,15 +20,17 @@ of the three pairs hold the bad host, so the median pair is a slow one and a rul
 (half of it, or median - k MAD) flags nothing. Half, because the faults this looks for cost a factor
 of two or more (a NIC that negotiated 100 of 200 Gb/s or 1 of 10, a PCIe link at x8 of x16, a port
 shaped to a tenth), while the pairs of one healthy fabric measured one at a time agree far closer
-(on a busy 2-core machine, six runs of 3 ranks over loopback and an emulated 3-node cluster: every
-pair at 0.79 of the fastest or better, 16 MiB messages). Latency is shown, never flagged: a small
+(on a busy 2-core machine, seven runs over loopback and emulated clusters of 3x1 and 2x2: every pair
+at 0.68 of the fastest of its kind or better, 16 MiB messages). Latency is shown, never flagged: a small
 message's time on a busy host moved 36 us to 1.6 ms between pairs of one machine in one run.
 
 Naming: the endpoints (hosts for pairs between hosts, `host rank N` within one) common to every
 slow pair of a kind. One endpoint common to them all and every pair holding it slow (two or more):
-"every pair with node3 is slow: node3's link". One slow pair whose two ends have fast pairs
-elsewhere: the path between them (a cable, a switch port, a route), neither host. With one pair of a
-kind there is nothing to compare (two hosts: the table shows the rate beside the NIC's).
+"every pair with node3 is slow: node3's link". Every pair within one host slow, the other hosts'
+not: that host's links between its ranks (its GPUs' topology word). One slow pair whose two ends
+have fast pairs elsewhere: the path between them (a cable, a switch port, a route), neither host.
+With one pair of a kind there is nothing to compare (two hosts: the table shows the rate beside the
+NIC's).
 """
 
 from __future__ import annotations
@@ -122,6 +124,13 @@ def verdicts(pairs: list[dict]) -> list[str]:
         if not slow:
             continue
         where = "between hosts" if kind == "between" else "within a host"
+        on = {p["host_a"] for p in slow}
+        mine = [p for p in group if p["host_a"] in on]
+        if kind == "within" and len(on) == 1 and len(mine) == len(slow) < len(group):
+            host = on.pop()
+            said.append(f"every pair within {host} is slow ({len(slow)} of {len(mine)}), the other hosts' are not: "
+                        f"{host}'s links between its ranks ({slow[0]['link'] or 'not read'})")
+            continue
         common = set(_ends(slow[0])).intersection(*(set(_ends(p)) for p in slow[1:]))
         names = ", ".join(f"{p['host_a']}-{p['host_b']}" if kind == "between" else
                           f"ranks {p['rank_a']}-{p['rank_b']}" for p in slow)
