@@ -8,9 +8,9 @@ that flags a slow pair and the naming of the host they share are hvdbench.result
 
 The worker (`hvdbench.frameworks.torch.bench_links`) supplies a *timer*,
 `timer(a, b, nbytes, iters, warmup, repeats, budget_s) -> (one-way seconds of each repeat, wrong
-elements, round trips per repeat)` (called on every rank; ranks a and b ping-pong, the others return
-at once; `round_trips` says how many each repeat timed), a barrier over all ranks and a gather;
-`measure` does the rest.
+elements, round trips each repeat timed)` (called on every rank; ranks a and b ping-pong, the others
+return at once; `round_trips` is how it sizes them), a barrier over all ranks and a gather; `measure`
+does the rest.
 """
 
 from __future__ import annotations

@@ -8,7 +8,9 @@ two ranks of one host, over torch.distributed's send/recv (Gloo on CPU tensors, 
 The ranks meet over torch.distributed (process_group.TorchDist: any launcher; under horovodrun and
 mpirun the rendezvous is agreed through Horovod, as for `bench compute` and `--engine ddp`). One
 pair at a time, the others waiting at a barrier: rank a sends a message, rank b sends it back; the
-one-way time is half the round trip. Before timing each size, b checks what a sent (`wrong`). Then
+one-way time is half the round trip. Before timing each size, b checks what a sent (`wrong`), and
+one round trip sizes the rest to --budget-s (a link shaped to 100 Mbit/s gets one round trip a
+repeat at 16 MiB, a loopback twenty). Then
 rank 0 gathers every rank's figures once, prints the table (the slow pairs flagged, the host they
 share named: hvdbench.results.analyses.links), appends OUT/bench_links.csv and draws the matrix.
 
