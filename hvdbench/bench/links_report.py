@@ -77,7 +77,7 @@ def measure(base: LinkRow, pairs: list[tuple[int, int, str]], sizes: list[int], 
             barrier()
             times, wrong, timed = timer(a, b, nbytes, iters, warmup_iters, repeats, budget_s)
             if rank == a:
-                mine[(a, b, nbytes)] = (times, timed)
+                mine[(a, b, nbytes)] = (times, timed, wrong)
             elif rank == b:
                 mine[(a, b, nbytes, "wrong")] = wrong
     barrier()
@@ -87,12 +87,12 @@ def measure(base: LinkRow, pairs: list[tuple[int, int, str]], sizes: list[int], 
     rows = []
     for a, b, kind in pairs:
         for nbytes in sizes:
-            times, timed = found[(a, b, nbytes)]
+            times, timed, wrong_a = found[(a, b, nbytes)]
             t = statistics.median(times)
             rows.append(replace(base, kind=kind, rank_a=a, rank_b=b, bytes=nbytes, iters=timed, repeats=len(times),
                                 time_s=t, time_min_s=min(times), time_max_s=max(times),
                                 bandwidth_gb_s=nbytes / t / F.GB if t > 0 else None,
-                                wrong=found.get((a, b, nbytes, "wrong"), 0)))
+                                wrong=wrong_a + found.get((a, b, nbytes, "wrong"), 0)))
     return rows
 
 

@@ -8,9 +8,9 @@ two ranks of one host, over torch.distributed's send/recv (Gloo on CPU tensors, 
 The ranks meet over torch.distributed (process_group.TorchDist: any launcher; under horovodrun and
 mpirun the rendezvous is agreed through Horovod, as for `bench compute` and `--engine ddp`). One
 pair at a time, the others waiting at a barrier: rank a sends a message, rank b sends it back; the
-one-way time is half the round trip. Before timing each size, b checks what a sent (`wrong`), and
-one round trip sizes the rest to --budget-s (a link shaped to 100 Mbit/s gets one round trip a
-repeat at 16 MiB, a loopback twenty). Then
+one-way time is half the round trip. Before timing each size, both ends check the bytes of a first
+round trip (`wrong`), and a second, timed, sizes the rest to --budget-s (at 16 MiB a link shaped to
+100 Mbit/s gets one round trip a repeat). Then
 rank 0 gathers every rank's figures once, prints the table (the slow pairs flagged, the host they
 share named: hvdbench.results.analyses.links), appends OUT/bench_links.csv and draws the matrix.
 
@@ -92,8 +92,8 @@ def _gpu_index(device: torch.device, record: dict) -> int | None:
 
 
 def _timer(dist: TorchDist):
-    """The ping-pong: ranks a and b exchange one message of `nbytes` (b checks it), then one round
-    trip that rank a times to size the rest (links_report.round_trips: up to `iters` a repeat, the
+    """The ping-pong: ranks a and b exchange one message of `nbytes` and back (each end checks what
+    it got), then one round trip that rank a times to size the rest (links_report.round_trips: up to `iters` a repeat, the
     repeats within `budget_s`; a tells b how many), `warmup` more untimed, then `repeats` times that
     many round trips timed on rank a (on a GPU between device synchronisations); every other rank
     returns at once."""
@@ -103,14 +103,6 @@ def _timer(dist: TorchDist):
             return [], 0, 0
         peer = b if dist.rank == a else a
         buf = torch.empty(nbytes, dtype=torch.uint8, device=dist.device)
-        mark = a % 251 + 1
-        wrong = 0
-        if dist.rank == a:
-            buf.fill_(mark)
-            tdist.send(buf, peer)
-        else:
-            tdist.recv(buf, peer)
-            wrong = int((buf != mark).sum())
 
         def round_trip() -> None:
             if dist.rank == a:
@@ -120,9 +112,15 @@ def _timer(dist: TorchDist):
                 tdist.recv(buf, peer)
                 tdist.send(buf, peer)
 
+        # The first round trip checks the bytes at both ends, and sets up what a first message to a peer
+        # sets up (NCCL's communicator for the pair, Gloo's buffers): the next, timed, sizes the rest.
+        mark = a % 251 + 1
+        buf.fill_(mark)
+        round_trip()
+        wrong = int((buf != mark).sum())
         _sync(dist.device)
         start = time.perf_counter()
-        round_trip()  # the first also sets up the pair's connection (NCCL's communicator): untimed below
+        round_trip()
         _sync(dist.device)
         plan = torch.tensor([LR.round_trips(time.perf_counter() - start, iters, repeats, budget_s), 0],
                             device=dist.device)

@@ -521,7 +521,7 @@ class LinkRow(BenchRow):
     time_min_s: float | None = None  # the fastest and slowest repeat
     time_max_s: float | None = None
     bandwidth_gb_s: float | None = None  # bytes / time_s / 1e9
-    wrong: int = 0  # elements that differed from what the other end sent, in the check before timing
+    wrong: int = 0  # bytes that differed from what was sent, at either end, in the round trip before timing
     nic_a: str = ""  # between hosts: the interface each end sent through, with its rate (the hardware record's)
     nic_b: str = ""
     nic_gb_s: float | None = None  # the slower end's rated rate, GB/s (empty where a NIC reports none)
