@@ -118,10 +118,10 @@ def describe(rows: list[LinkRow], ends: list[dict]) -> list[LinkRow]:
         a, b = ends[r.rank_a], ends[r.rank_b]
         rates = [x for x in (a["nic_gb_s"], b["nic_gb_s"]) if x]
         between = r.kind == "between"
-        link = "" if between else _within_link(a, b)
+        intra = "" if between else _within_link(a, b)
         out.append(replace(r, host_a=a["host"], host_b=b["host"], device_a=a["device"], device_b=b["device"],
                            backend=a["backend"], nic_a=a["nic"] if between else "", nic_b=b["nic"] if between else "",
-                           nic_gb_s=min(rates) if between and len(rates) == 2 else None, link=link))
+                           nic_gb_s=min(rates) if between and len(rates) == 2 else None, intra_link=intra))
     return out
 
 

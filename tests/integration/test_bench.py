@@ -115,7 +115,7 @@ def test_links_three_ranks_under_mpirun_every_pair_one_at_a_time(mpirun, hvdbenc
                                                              for n in (8, 65536)]
     assert {r.run_id for r in rows} == {rows[0].run_id}
     for r in rows:
-        assert (r.kind, r.host_a, r.backend, r.link) == ("within", r.host_b, "gloo", "loopback (CPU ranks)")
+        assert (r.kind, r.host_a, r.backend, r.intra_link) == ("within", r.host_b, "gloo", "loopback (CPU ranks)")
         assert r.wrong == 0 and r.repeats == 3 and 1 <= r.iters <= 4
         assert 0 < r.time_min_s <= r.time_s <= r.time_max_s and r.bandwidth_gb_s == r.bytes / r.time_s / 1e9
         assert (r.world_size, r.layout, r.launcher) == (3, "1x3", "mpirun") and r.device_a.startswith("CPU")

@@ -56,7 +56,7 @@ def test_an_even_cluster_and_one_host_flag_nothing():
         assert min(p["vs_best"] for p in pairs) > 0.85  # the measured spread the rule's half stands clear of
     local = L.pair_rows(captured("1x3-localhost"))
     assert len({p["run_id"] for p in local}) == 2 and len(local) == 6  # two runs, each flagged on its own
-    assert {(p["kind"], p["link"], p["nic_a"]) for p in local} == {("within", "loopback (CPU ranks)", "")}
+    assert {(p["kind"], p["intra_link"], p["nic_a"]) for p in local} == {("within", "loopback (CPU ranks)", "")}
 
 
 def _hosts(rows, names: dict[str, str]) -> list[LinkRow]:
@@ -159,8 +159,8 @@ def test_rows_get_their_ends_hosts_devices_and_paths():
     ends[2]["nic_gb_s"] = None
     rows = LR.describe([replace(base, kind="within", rank_a=0, rank_b=1),
                         replace(base, kind="between", rank_a=0, rank_b=2)], ends)
-    assert (rows[0].link, rows[0].nic_a, rows[0].host_b, rows[0].device_b) == ("NV18", "", "a", "GPU 1 H100")
-    assert (rows[1].link, rows[1].nic_b, rows[1].nic_gb_s, rows[1].backend) == ("", "eth0 (ixgbe), 10 Gb/s", None,
+    assert (rows[0].intra_link, rows[0].nic_a, rows[0].host_b, rows[0].device_b) == ("NV18", "", "a", "GPU 1 H100")
+    assert (rows[1].intra_link, rows[1].nic_b, rows[1].nic_gb_s, rows[1].backend) == ("", "eth0 (ixgbe), 10 Gb/s", None,
                                                                                 "nccl")
 
 

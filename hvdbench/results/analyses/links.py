@@ -81,7 +81,7 @@ def pair_rows(rows: list[LinkRow]) -> list[dict]:
                 "latency_us": small.time_s * 1e6 if small else None,
                 "bandwidth_bytes": large.bytes if large else None,
                 "bandwidth_gb_s": large.bandwidth_gb_s if large else None, "vs_best": None, "slow": False,
-                "nic_a": r.nic_a, "nic_b": r.nic_b, "nic_gb_s": r.nic_gb_s, "link": r.link,
+                "nic_a": r.nic_a, "nic_b": r.nic_b, "nic_gb_s": r.nic_gb_s, "intra_link": r.intra_link,
                 "wrong": sum(x.wrong for x in sizes)})
         flag(found)
         out += found
@@ -129,7 +129,7 @@ def verdicts(pairs: list[dict]) -> list[str]:
         if kind == "within" and len(on) == 1 and len(mine) == len(slow) < len(group):
             host = on.pop()
             said.append(f"every pair within {host} is slow ({len(slow)} of {len(mine)}), the other hosts' are not: "
-                        f"{host}'s links between its ranks ({slow[0]['link'] or 'not read'})")
+                        f"{host}'s links between its ranks ({slow[0]['intra_link'] or 'not read'})")
             continue
         common = set(_ends(slow[0])).intersection(*(set(_ends(p)) for p in slow[1:]))
         names = ", ".join(f"{p['host_a']}-{p['host_b']}" if kind == "between" else
@@ -177,7 +177,7 @@ def table_lines(pairs: list[dict]) -> tuple[list[str], list[list]]:
     for p in pairs:
         pair = f"{p['host_a']} - {p['host_b']}" if p["kind"] == "between" else f"{p['host_a']} (within)"
         size = f" @ {human_bytes(p['bandwidth_bytes'])}" if p["bandwidth_bytes"] else ""
-        via = p["link"] if p["kind"] != "between" else (
+        via = p["intra_link"] if p["kind"] != "between" else (
             f"{p['nic_a']} at both ends" if p["nic_a"] == p["nic_b"] else f"{p['nic_a']} -> {p['nic_b']}")
         if p["kind"] == "between" and p["nic_gb_s"] and p["bandwidth_gb_s"]:
             via += f" ({100 * p['bandwidth_gb_s'] / p['nic_gb_s']:.0f} % of the slower NIC's rate)"

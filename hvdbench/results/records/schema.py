@@ -525,7 +525,7 @@ class LinkRow(BenchRow):
     nic_a: str = ""  # between hosts: the interface each end sent through, with its rate (the hardware record's)
     nic_b: str = ""
     nic_gb_s: float | None = None  # the slower end's rated rate, GB/s (empty where a NIC reports none)
-    link: str = ""  # within a host: `nvidia-smi topo -m`'s word for the two GPUs (NV18, PIX, ...), or loopback
+    intra_link: str = ""  # within a host: `nvidia-smi topo -m`'s word for its two GPUs (NV18, PIX), or loopback
     note: str = ""
     schema_version: int = SCHEMA_VERSION
 
@@ -625,7 +625,7 @@ STRAGGLER_HOST_COLUMNS = SCALING_GROUP + ("layout", "host", "ranks", "runs", "co
 # vs_best: that over the fastest pair of its kind in the run; slow: below links.SLOW_FRACTION of the fastest.
 LINK_COLUMNS = ("run_id", "started_at", "layout", "kind", "host_a", "host_b", "rank_a", "rank_b", "device_a",
                 "device_b", "backend", "latency_bytes", "latency_us", "bandwidth_bytes", "bandwidth_gb_s", "vs_best",
-                "slow", "nic_a", "nic_b", "nic_gb_s", "link", "wrong")
+                "slow", "nic_a", "nic_b", "nic_gb_s", "intra_link", "wrong")
 # Engines side by side (hvdbench.results.analyses.engines): one row per group, layout and engine, where a layout
 # ran under two engines or more; vs_reference: throughput / the reference engine's (Horovod's).
 ENGINE_COLUMNS = tuple(k for k in SCALING_GROUP if k != "engine") + (
