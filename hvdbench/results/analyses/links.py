@@ -194,7 +194,9 @@ def markdown(rows: list[LinkRow], link: str = "") -> str:
     '' without rows (published logs carry no link measurement: nothing to show)."""
     if not rows:
         return ""
-    parts = ["## Links between hosts and ranks (bench links)"]
+    parts = ["## Links between hosts and ranks (bench links)",
+             "Each pair of hosts (their first ranks) and of a host's ranks, timed alone: the pairs in links.csv, "
+             "the bandwidth matrix of each run in links.png, the slow pairs and what they share below each table."]
     for run_id, run in _by_run(rows).items():
         pairs = pair_rows(run)
         header, lines = table_lines(pairs)
