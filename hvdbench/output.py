@@ -30,3 +30,11 @@ def console(stderr: bool = False):
     if c.is_terminal:
         return c
     return Console(stderr=stderr, width=PIPE_WIDTH, soft_wrap=True)
+
+
+def human_bytes(n: int) -> str:
+    """A size in the largest binary unit that divides it: 4 B, 64 KiB, 16 MiB, 1 GiB (the benches' tables)."""
+    for unit, size in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if n >= size and n % size == 0:
+            return f"{n // size} {unit}"
+    return f"{n} B"

@@ -13,6 +13,16 @@ WARMUP_ITERS = 5
 # so a sweep up to 256 MiB finishes in minutes on a laptop and still times >= 2 operations.
 BUDGET_BYTES = 1 << 30
 
+# bench links: the smallest size gives the latency, the largest the bandwidth; each (pair, size) is
+# `repeats` timed runs of up to `iters` round trips, fewer where a round trip is slow: the repeats
+# together take about BUDGET_S (one round trip each at least), so a link shaped to 100 Mbit/s costs
+# seconds per pair, not minutes.
+LINK_SIZES = (8, 64 << 10, 1 << 20, 16 << 20)
+LINK_ITERS = 20
+LINK_WARMUP_ITERS = 3
+LINK_REPEATS = 5
+LINK_BUDGET_S = 1.0
+
 # bench io
 IO_SPLIT = "train"
 IO_BATCH_SIZE = 256  # samples per rank per batch

@@ -17,6 +17,7 @@ import statistics
 
 from hvdbench.bench.defaults import BUDGET_BYTES
 from hvdbench.errors import ConfigError
+from hvdbench.output import human_bytes  # noqa: F401 - the benches' F.human_bytes
 
 GB = 1e9  # nccl-tests' bandwidth unit
 MIB = 1 << 20
@@ -75,10 +76,3 @@ def iterations(nbytes: int, iters: int, warmup_iters: int, budget_bytes: int = B
 def across_ranks(seconds_per_op: list[float]) -> tuple[float, float, float]:
     """(mean, min, max) over ranks of each rank's average time per operation."""
     return statistics.fmean(seconds_per_op), min(seconds_per_op), max(seconds_per_op)
-
-
-def human_bytes(n: int) -> str:
-    for unit, size in (("GiB", 1 << 30), ("MiB", MIB), ("KiB", 1 << 10)):
-        if n >= size and n % size == 0:
-            return f"{n // size} {unit}"
-    return f"{n} B"

@@ -1,5 +1,5 @@
-"""`hvdbench bench allreduce|io|compute|flops`: the interconnect, the storage and the compute, measured beside
-the training numbers."""
+"""`hvdbench bench allreduce|links|io|compute|flops`: the interconnect (collectives, and each pair's link),
+the storage and the compute, measured beside the training numbers."""
 
 from __future__ import annotations
 
@@ -90,13 +90,14 @@ def _check_output(out: str, csv_name: str, row_class) -> None:
 
 @click.group()
 def bench():
-    """Allreduce, storage and compute micro-benchmarks, run with the same launchers and layouts as training;
-    each appends rows with layout columns to a CSV in --out (a sweep folder, beside runs.csv); and a
-    model's training FLOPs per sample, counted from its network (flops).
+    """Allreduce, point-to-point link, storage and compute micro-benchmarks, run with the same launchers and
+    layouts as training; each appends rows with layout columns to a CSV in --out (a sweep folder, beside
+    runs.csv); and a model's training FLOPs per sample, counted from its network (flops).
 
     \b
     Example:
       horovodrun -np 2 -H localhost:2 --mpi hvdbench bench allreduce --out results/demo
+      horovodrun -np 3 -H localhost:3 --gloo hvdbench bench links --out results/demo
       hvdbench bench io --data data/digits --out results/demo
       hvdbench bench compute --out results/demo
       hvdbench bench flops --model resnet50
@@ -150,6 +151,68 @@ def allreduce(min_bytes, max_bytes, dtypes, iters, warmup_iters, budget_bytes, m
     main(AllreduceOptions(out=out, dtypes=dtypes, min_bytes=min_bytes, max_bytes=max_bytes, iters=iters,
                           warmup_iters=warmup_iters, budget_bytes=budget_bytes, mpi_reference=mpi_reference,
                           tune=tune))
+
+
+def _sizes(ctx, param, value: str) -> list[int]:
+    """--sizes 8,64K,1M,16M: byte sizes (ByteSize's spellings), each once, smallest first."""
+    parts = [p.strip() for p in value.split(",")]
+    if not all(parts):
+        raise click.BadParameter(f"{value!r}: a comma list of sizes with no empty entry, e.g. 8,1M,16M")
+    from hvdbench.bench.links_report import check_sizes
+
+    try:
+        return check_sizes([ByteSize().convert(p, param, ctx) for p in parts])
+    except HvdbenchError as e:
+        raise click.BadParameter(str(e).removeprefix("--sizes ")) from None
+
+
+@bench.command(cls=WorkerCommand)
+@click.option("--sizes", default=",".join(ByteSize.text(n) for n in D.LINK_SIZES), show_default=True,
+              callback=_sizes, help="Message sizes, comma-separated: the smallest gives each pair's latency, the "
+                                    "largest its bandwidth.")
+@click.option("--iters", type=click.IntRange(min=1), default=D.LINK_ITERS, show_default=True,
+              help="Timed round trips per repeat (at most: a slow one gets fewer, see --budget-s).")
+@click.option("--warmup-iters", type=click.IntRange(min=0), default=D.LINK_WARMUP_ITERS, show_default=True,
+              help="Untimed round trips first (at most).")
+@click.option("--repeats", type=click.IntRange(min=1), default=D.LINK_REPEATS, show_default=True,
+              help="Timed runs per pair and size; the median is reported.")
+@click.option("--budget-s", type=click.FloatRange(min=0), default=D.LINK_BUDGET_S, show_default=True,
+              help="Seconds the repeats of one pair and size take together: a slow link gets fewer round trips "
+                   "(at least one a repeat).")
+@click.option("--out", required=True, type=click.Path(file_okay=False), help="Folder for bench_links.csv and the plot.")
+def links(sizes, iters, warmup_iters, repeats, budget_s, out):
+    """Point-to-point bandwidth and latency between every two hosts (their first ranks) and every two
+    ranks of one host, one pair at a time (the other ranks idle): a ping-pong over torch.distributed's
+    send/recv (Gloo on CPUs, NCCL on GPUs), under any launcher (horovodrun, mpirun, srun, torchrun).
+    Rank 0 prints one line per pair (latency: the smallest message's one-way time; bandwidth: the
+    largest's bytes / one-way time, GB/s = 1e9 B/s), flags a pair slower than half the fastest pair
+    of its kind, names the host every slow pair shares, and the NICs used (from the hardware
+    record); appends OUT/bench_links.csv and draws OUT/bench_links_<layout>.png (the bandwidth
+    matrix). A hostfile of the emulated cluster (`cluster up`) works as for `bench allreduce`.
+
+    \b
+    Example:
+      horovodrun -np 3 -H localhost:3 --gloo hvdbench bench links --out results/local
+      horovodrun -np 3 -H node1:1,node2:1,node3:1 hvdbench bench links --out results/links
+      mpirun -np 4 -H node1:2,node2:2 hvdbench bench links --sizes 8,1M,64M --out results/links
+      torchrun --standalone --nproc-per-node 8 -m hvdbench bench links --sizes 8,1M,256M --out results/h100
+    """
+    from hvdbench.bench.links_report import CSV_NAME
+    from hvdbench.errors import ConfigError
+    from hvdbench.launchers.launch_info import place
+    from hvdbench.results.records.schema import LinkRow
+
+    def alone() -> None:
+        if place().size < 2:
+            raise ConfigError("bench links measures pairs of ranks and this is 1 rank: launch it over 2 or more, "
+                              "e.g. horovodrun -np 2 -H node1:1,node2:1 hvdbench bench links --out results/links")
+
+    _rank0_or_quiet(alone)
+    _rank0_or_quiet(lambda: _check_output(out, CSV_NAME, LinkRow))  # before measuring, not after
+    from hvdbench.frameworks.torch.bench_links import LinksOptions, main
+
+    main(LinksOptions(out=out, sizes=sizes, iters=iters, warmup_iters=warmup_iters, repeats=repeats,
+                      budget_s=budget_s), say=click.echo)
 
 
 @bench.command(cls=WorkerCommand)

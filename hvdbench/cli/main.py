@@ -17,7 +17,7 @@ COMMANDS = {
     "predict": ("hvdbench.cli.predict", "predict", "Predict the throughput of layouts not run (e.g. 8x8) from a sweep."),
     "export": ("hvdbench.cli.export", "export", "Time-to-accuracy sweeps as an MLPerf results tree (result_summarizer)."),
     "cluster": ("hvdbench.cli.cluster", "cluster", "An emulated multi-node cluster on this machine (root)."),
-    "bench": ("hvdbench.cli.bench", "bench", "Benchmarks: allreduce, storage, compute; a model's FLOPs."),
+    "bench": ("hvdbench.cli.bench", "bench", "Benchmarks: allreduce, links, storage, compute; a model's FLOPs."),
 }
 
 

@@ -56,7 +56,10 @@ def report(sweeps, mllogs, out, formats, baseline, group_by, ruleset, predict_la
     (`sweep --engines`) get engines.csv/.png: each engine's throughput, its ratio to Horovod's and
     where its step went. Multi-rank runs with per-rank times (RUN/ranks.csv) get stragglers.csv/.png and
     stragglers_hosts.csv: each rank's and host's own compute against the others', the slow ones named
-    (and the waterfall's imbalance: waiting for the slowest rank). compute.csv/.png: each layout's model TFLOP/s per GPU, MFU (against the
+    (and the waterfall's imbalance: waiting for the slowest rank). A sweep with `bench links` rows
+    (`sweep --links-bench`) gets links.csv/.png: each pair's latency and bandwidth, a bandwidth matrix,
+    the slow pairs and the host they share named. compute.csv/.png: each layout's model TFLOP/s per GPU,
+    MFU (against the
     datasheet peak, and `bench compute`'s where the sweep ran it), memory per rank and energy per
     sample; published logs' MFU too. Time-to-accuracy runs and published logs get ttt_waterfall.csv/.png (each
     layout's time to train from the ideal: convergence, throughput, evaluation, the rest) and

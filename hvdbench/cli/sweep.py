@@ -53,6 +53,10 @@ from hvdbench.topology import MAX_SLOTS
 @click.option("--compute-bench", is_flag=True,
               help="Also run `hvdbench bench compute` once per layout, so the report gives each run's MFU against "
                    "the devices' measured matrix-product peak as well as the datasheet's.")
+@click.option("--links-bench", is_flag=True,
+              help="Also run `hvdbench bench links` once per sweep, over every host given with the most ranks per "
+                   "host its layouts use: each pair's bandwidth and latency in OUT/bench_links.csv, a slow pair "
+                   "and the host it shares named in the report.")
 @click.option("--link", metavar="TEXT", callback=one_line, help="The inter-node link, in words, for the report and its plots, e.g. "
               "'HDR InfiniBand 200 Gb/s' [default: with --cluster, the emulated link and its shaping; "
               "on a resume, the one recorded in OUT/sweep.json].")
@@ -77,7 +81,8 @@ from hvdbench.topology import MAX_SLOTS
 @click.option("--out", required=True, type=click.Path(file_okay=False, path_type=Path),
               help="Sweep directory: runs.csv and one directory per run.")
 def sweep(model, train_args, hostfile, hosts, cluster_name, gpus_per_node, gpus, layouts, repeats, engines, launcher,
-          controller, config_name, timeout, kill_grace, env, launcher_args, allreduce_bench, compute_bench, link,
+          controller, config_name, timeout, kill_grace, env, launcher_args, allreduce_bench, compute_bench, links_bench,
+          link,
           require_idle, explain, retry_failed, name,
           dry_run, submit, sbatch_args, time_limit, template, out):
     """Run MODEL over every nodes x GPUs layout and repeat; one row per run in OUT/runs.csv.
@@ -118,7 +123,8 @@ def sweep(model, train_args, hostfile, hosts, cluster_name, gpus_per_node, gpus,
         model, train_args, hostfile=hostfile, hosts=hosts, cluster_name=cluster_name,
         gpus_per_node=gpus_per_node, gpus=gpus, layouts=layouts, repeats=repeats, launcher=launcher,
         controller=controller, config_name=config_name, timeout=timeout, kill_grace=kill_grace, env=env,
-        launcher_args=launcher_args, allreduce_bench=allreduce_bench, compute_bench=compute_bench, link=link,
+        launcher_args=launcher_args, allreduce_bench=allreduce_bench, compute_bench=compute_bench,
+        links_bench=links_bench, link=link,
         retry_failed=retry_failed,
         name=name, out=out, require_idle=require_idle, engines=engines)
     console = output_console()

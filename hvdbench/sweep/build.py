@@ -34,7 +34,7 @@ def build_spec(model: str, train_args=(), *, out: Path, hostfile=None, hosts=Non
                gpus_per_node=None, gpus=None, layouts: str = "all", repeats: int = 1,
                launcher: str | None = None, controller: str = "gloo", config_name=None, timeout=None,
                kill_grace: float = 10.0, env=None, launcher_args=(), allreduce_bench=None, link=None,
-               compute_bench: bool = False,
+               compute_bench: bool = False, links_bench: bool = False,
                retry_failed: bool = False, name: str | None = None, require_idle=None,
                engines: tuple[str, ...] = ()) -> SweepSpec:
     """The SweepSpec `hvdbench sweep` runs (its options, by the same names); HvdbenchError (or
@@ -77,14 +77,29 @@ def build_spec(model: str, train_args=(), *, out: Path, hostfile=None, hosts=Non
         launcher="srun" if launcher == "slurm" else launcher, controller=controller, timeout=timeout,
         train_args=tuple(train_args), user_env=env, launcher_args=tuple(launcher_args),
         retry_failed=retry_failed, config_path=cfg.path if cfg else None, grace_s=kill_grace,
-        allreduce_bench=allreduce_bench, compute_bench=compute_bench, link=(link or "").strip(),
+        allreduce_bench=allreduce_bench, compute_bench=compute_bench,
+        links_layout=links_layout(host_list, entries) if links_bench else None, link=(link or "").strip(),
         require_idle=require_idle)
     check_runs(spec)  # every layout's run resolved as `train` will: refused here, not once per run
+    if spec.links_layout and spec.links_layout.world_size < 2:
+        raise ConfigError(f"--links-bench measures pairs of ranks, over every host of the sweep with the most ranks "
+                          f"per host its layouts use: {spec.links_layout.name} is one rank (give more hosts, or "
+                          "layouts of 2 ranks per host)")
     if spec.launcher == "horovodrun":  # what horovodrun's shell line cannot take, refused before any run
         for layout in dict.fromkeys(entry.layout for entry in spec.entries):
             launchers.build(spec.launcher, launchers.Job(layout, ("hvdbench",), spec.out, spec.controller,
                                                          spec.launcher_args), {})
     return spec
+
+
+def links_layout(hosts: list[topology.Host], entries) -> topology.Layout:
+    """What `sweep --links-bench` measures: every host given (the sweep's layouts may use fewer: 1x1 and
+    2x1 of three hosts), each with the most ranks per host a layout of the sweep runs (at most the
+    fewest slots of a host), so every pair of hosts and of a host's ranks the sweep uses is timed."""
+    per_host = max(entry.layout.gpus_per_node for entry in entries)
+    if not hosts:  # hosts a scheduler picks: the sweep's widest layout
+        return max((entry.layout for entry in entries), key=lambda x: (x.nodes, x.gpus_per_node))
+    return topology.Layout(len(hosts), min(per_host, *(h.slots for h in hosts)), tuple(h.name for h in hosts))
 
 
 def default_launcher() -> str:
@@ -201,6 +216,6 @@ def explain_spec(spec: SweepSpec) -> SweepSpec:
         raise click.UsageError("--explain compares throughput runs: give --steps N after --")
     twin = dataclasses.replace(spec, out=spec.out / EXPLAIN_DIR, name=f"{spec.name}-explain",
                                train_args=(*args, "--synthetic"), allreduce_bench=None,
-                               compute_bench=False)
+                               compute_bench=False, links_layout=None)
     check_runs(twin)  # the twins' own configurations (synthetic data), for their rows
     return twin

@@ -122,9 +122,12 @@ def bench_dir(spec: SweepSpec, layout: Layout, bench: str = "allreduce") -> Path
 
 
 def bench_launches(spec: SweepSpec) -> list[tuple[str, Layout]]:
-    """(bench, layout) for each bench the sweep runs once per layout (--allreduce-bench, --compute-bench)."""
+    """(bench, layout) for each bench the sweep runs once per layout (--allreduce-bench, --compute-bench),
+    and `bench links` once over every host of the sweep (--links-bench: build.links_layout)."""
     benches = [b for b, on in (("allreduce", spec.allreduce_bench), ("compute", spec.compute_bench)) if on]
-    return [(b, layout) for b in benches for layout in dict.fromkeys(entry.layout for entry in spec.entries)]
+    layouts = list(dict.fromkeys(entry.layout for entry in spec.entries))
+    links = [("links", spec.links_layout)] if spec.links_layout else []
+    return [(b, layout) for b in benches for layout in layouts] + links
 
 
 def _threads_of(spec: SweepSpec, layout: Layout) -> list[str]:
@@ -139,9 +142,10 @@ def _threads_of(spec: SweepSpec, layout: Layout) -> list[str]:
 
 
 def bench_worker(spec: SweepSpec, layout: Layout, bench: str) -> list[str]:
-    """`hvdbench bench allreduce --max-bytes MAX --out SWEEP`, or `bench compute --threads T
-    --thread-share S --out SWEEP` with the threads of the layout's runs."""
-    options = ["--max-bytes", spec.allreduce_bench] if bench == "allreduce" else _threads_of(spec, layout)
+    """`hvdbench bench allreduce --max-bytes MAX --out SWEEP`, `bench compute --threads T
+    --thread-share S --out SWEEP` with the threads of the layout's runs, or `bench links --out SWEEP`."""
+    options = (["--max-bytes", spec.allreduce_bench] if bench == "allreduce" else [] if bench == "links"
+               else _threads_of(spec, layout))
     return [str(launchers.bin_dir() / "hvdbench"), "bench", bench, *options, "--out", str(spec.out)]
 
 

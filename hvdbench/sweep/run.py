@@ -16,6 +16,7 @@ The sweep directory (--out) holds:
     bench-allreduce-<NxG>/   with --allreduce-bench: the same launch files for the layout's bench,
                              whose rows go to bench_allreduce.csv
     bench-compute-<NxG>/     with --compute-bench: the same for `bench compute` (bench_compute.csv)
+    bench-links-<NxG>/       with --links-bench: `bench links` once, over every host (bench_links.csv)
 
 Resume: a run with a row is done (success/aborted; failed/timeout too unless --retry-failed).
 A run directory without a row is either an attempt that finished but was not appended yet (its
@@ -41,8 +42,9 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from hvdbench.launchers import guard
-from hvdbench.results.records.schema import AllreduceRow, ComputeRow, RunResult
-from hvdbench.results.records.store import ALLREDUCE_CSV, COMPUTE_CSV, append_run, check_appendable, read_rows, read_runs
+from hvdbench.results.records.schema import AllreduceRow, ComputeRow, LinkRow, RunResult
+from hvdbench.results.records.store import (ALLREDUCE_CSV, COMPUTE_CSV, LINKS_CSV, append_run, check_appendable,
+                                            read_rows, read_runs)
 from hvdbench.sweep import locks
 from hvdbench.sweep.display import SweepProgress, dry_run, plan_line
 from hvdbench.sweep.launch import (bench_dir, bench_launches, command, env_additions, env_left_out, launch_bench,
@@ -92,14 +94,16 @@ def run_sweep(spec: SweepSpec, console) -> Counter:
 
 
 # A bench a sweep runs once per layout: its CSV and row class.
-BENCHES = {"allreduce": (ALLREDUCE_CSV, AllreduceRow), "compute": (COMPUTE_CSV, ComputeRow)}
+BENCHES = {"allreduce": (ALLREDUCE_CSV, AllreduceRow), "compute": (COMPUTE_CSV, ComputeRow),
+           "links": (LINKS_CSV, LinkRow)}
 
 
 def _bench_layouts(spec: SweepSpec, shown: SweepProgress) -> None:
-    """`hvdbench bench allreduce` (or `bench compute`) once per layout, through the same launcher and
-    hosts, into SWEEP/bench_<bench>.csv, where `hvdbench report` reads it to put the interconnect's
-    bus bandwidth (the devices' measured peak) beside each layout's training throughput (MFU). A
-    layout the file already has is skipped, so a resumed sweep does not measure it again."""
+    """`hvdbench bench allreduce` (or `bench compute`) once per layout, and `bench links` once over every
+    host (launch.bench_launches), through the same launcher and hosts, into SWEEP/bench_<bench>.csv,
+    where `hvdbench report` reads it to put the interconnect's bus bandwidth (the devices' measured
+    peak) beside each layout's training throughput (MFU), and each pair's link. A layout the file
+    already has is skipped, so a resumed sweep does not measure it again."""
     done = {}
     for bench, layout in bench_launches(spec):
         if bench not in done:

@@ -23,6 +23,7 @@ from hvdbench.output import line
 from hvdbench.frameworks import SHARED_MACHINE_ENV
 from hvdbench.results.records.store import HARDWARE_JSON, RUNS_CSV, SWEEP_RECORD, read_sweep_record
 from hvdbench.sweep.plan import Entry, PlannedRun, interleave
+from hvdbench.topology import Layout
 
 # Train options the sweep sets for every run: not allowed after `--`.
 SWEEP_OWNED = ("--out", "--run-id", "--sweep-name", "--repeat")
@@ -46,6 +47,9 @@ class SweepSpec:
     grace_s: float = 10.0
     allreduce_bench: str | None = None  # max message size: run `bench allreduce` once per layout
     compute_bench: bool = False  # run `bench compute` once per layout
+    # `bench links` once per sweep over this layout: every host of the sweep with the most ranks per host
+    # its layouts use (None: no links bench)
+    links_layout: Layout | None = None
     link: str = ""  # the inter-node link, in words (--link, or the emulated cluster's); sweep.json keeps it
     require_idle: float | None = None  # seconds to wait for this machine to be idle before each run
 

@@ -1,10 +1,13 @@
-"""`hvdbench bench allreduce|io` under real 2-rank horovodrun launches (MPI and Gloo controllers)."""
+"""`hvdbench bench allreduce|io` under real 2-rank horovodrun launches (MPI and Gloo controllers), and
+`bench links` under a real 3-rank mpirun."""
 
 import pytest
 from conftest import run
 
 from hvdbench.bench.allreduce_report import CSV_NAME as AR_CSV, AllreduceRow
 from hvdbench.bench.io import CSV_NAME as IO_CSV, IoRow
+from hvdbench.bench.links_report import CSV_NAME as LINKS_CSV
+from hvdbench.results.records.schema import LinkRow
 from hvdbench.results.records.store import read_rows
 
 pytestmark = pytest.mark.integration
@@ -98,3 +101,26 @@ def test_io_missing_dataset_fails_every_rank_with_one_message(horovodrun, hvdben
     text = proc.stdout + proc.stderr
     assert text.count(f"dataset directory {tmp_path / 'missing'} does not exist") == 1
     assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.timeout(240)
+def test_links_three_ranks_under_mpirun_every_pair_one_at_a_time(mpirun, hvdbench_bin, tmp_path):
+    """Three ranks of one host: its three pairs, each at every size, checked and timed, the table with
+    the rule and what the slow pairs share (on this busy machine any may be slow: not asserted)."""
+    proc = run([mpirun, "-np", "3", "--oversubscribe", "--bind-to", "none", hvdbench_bin, "bench", "links",
+                "--sizes", "8,64K", "--iters", "4", "--repeats", "3", "--budget-s", "0.2", "--out", tmp_path],
+               timeout=220)
+    rows = read_rows(tmp_path / LINKS_CSV, LinkRow)
+    assert [(r.rank_a, r.rank_b, r.bytes) for r in rows] == [(a, b, n) for a, b in ((0, 1), (0, 2), (1, 2))
+                                                             for n in (8, 65536)]
+    assert {r.run_id for r in rows} == {rows[0].run_id}
+    for r in rows:
+        assert (r.kind, r.host_a, r.backend, r.intra_link) == ("within", r.host_b, "gloo", "loopback (CPU ranks)")
+        assert r.wrong == 0 and r.repeats == 3 and 1 <= r.iters <= 4
+        assert 0 < r.time_min_s <= r.time_s <= r.time_max_s and r.bandwidth_gb_s == r.bytes / r.time_s / 1e9
+        assert (r.world_size, r.layout, r.launcher) == (3, "1x3", "mpirun") and r.device_a.startswith("CPU")
+    assert "3 pairs measured in" in proc.stdout and "below 0.5 x the fastest pair" in proc.stdout
+    said = [line for line in proc.stdout.splitlines() if "no slow pair" in line or " is slow" in line
+            or "slow pairs" in line]
+    assert len(said) == 1, proc.stdout  # one verdict line: none slow, or what the slow ones share
+    assert (tmp_path / "bench_links_1x3.png").read_bytes()[:4] == b"\x89PNG"

@@ -181,21 +181,27 @@ def test_killed_sweep_resumes_with_one_row_per_run(tmp_path, digits, hvdbench_bi
 
 @pytest.mark.timeout(420)
 def test_allreduce_bench_runs_once_per_layout_and_reaches_the_report(tmp_path, hvdbench_bin, digits):
+    """--allreduce-bench once per layout, --links-bench once over every host (1x2: its one pair)."""
     from hvdbench.bench.allreduce_report import AllreduceRow
+    from hvdbench.results.records.schema import LinkRow
     from hvdbench.results.records.store import read_rows
 
     out = tmp_path / "sweep"
-    argv = sweep_argv(hvdbench_bin, out, "--layouts", "1x1,1x2", "--allreduce-bench", "64K",
+    argv = sweep_argv(hvdbench_bin, out, "--layouts", "1x1,1x2", "--allreduce-bench", "64K", "--links-bench",
                       train=[*STEPS, "--data", digits])
     run(argv, timeout=400)
     rows = read_rows(out / "bench_allreduce.csv", AllreduceRow)
     assert {r.layout for r in rows} == {"1x1", "1x2"}
+    links = read_rows(out / "bench_links.csv", LinkRow)
+    assert {(r.layout, r.kind, r.rank_a, r.rank_b) for r in links} == {("1x2", "within", 0, 1)}
+    assert [r.bytes for r in links] == [8, 64 << 10, 1 << 20, 16 << 20] and all(r.wrong == 0 for r in links)
     assert max(r.bytes for r in rows) == 64 * 1024
     assert all(r.busbw_gb_s > 0 for r in rows if r.layout == "1x2")  # busbw is 0 by definition at n=1
     assert [r.status for r in read_runs(out / "runs.csv")] == ["success", "success"]
 
     run(argv, timeout=200)  # resumed: nothing left to train, and no layout measured twice
     assert len(read_rows(out / "bench_allreduce.csv", AllreduceRow)) == len(rows)
+    assert len(read_rows(out / "bench_links.csv", LinkRow)) == len(links)
 
     # Every run recorded its compute: FLOPs per sample (counted on the meta device), model TFLOP/s per
     # rank, resident memory beside the estimate; a CPU has no datasheet peak (no MFU) and no NVML energy.
@@ -207,7 +213,11 @@ def test_allreduce_bench_runs_once_per_layout_and_reaches_the_report(tmp_path, h
     run([hvdbench_bin, "bench", "compute", "--dtype", "fp32", "--size", "128", "--copy-bytes", "1M",
          "--budget-s", "0.05", "--out", out])
 
-    run([hvdbench_bin, "report", out, "--out", tmp_path / "report", "--format", "csv"])
+    run([hvdbench_bin, "report", out, "--out", tmp_path / "report", "--format", "csv,md"])
+    summary = (tmp_path / "report" / "summary.md").read_text()
+    assert "## Links between hosts and ranks (bench links)" in summary
+    assert "(within) | 0-1 | gloo" in summary and "below 0.5 x the fastest pair" in summary
+    assert (tmp_path / "report" / "links.csv").read_text().count("\n") == 2  # its header and the one pair
     comm = (tmp_path / "report" / "comm_vs_training.csv").read_text()
     assert "1x2" in comm
     import csv

@@ -1,6 +1,6 @@
-"""`bench flops` and `bench compute` refuse what they cannot measure in one line (issue 50, item 17):
-an unknown flavor, an empty --out, a copy too small to time or too large for memory; a repeated
---model is counted once."""
+"""`bench flops`, `bench compute` and `bench links` refuse what they cannot measure in one line (issue 50,
+item 17): an unknown flavor, an empty --out, a copy too small to time or too large for memory, one rank
+or a bad size for the links; a repeated --model is counted once."""
 
 import os
 import subprocess
@@ -51,3 +51,20 @@ def test_compute_refuses_a_copy_past_memory_in_one_line(tmp_path):
     assert lines[0].startswith("Error: --copy-bytes 107374182400000: the copy needs 2.15e+05 GB") \
         and "give a smaller --copy-bytes" in lines[0], lines
     assert not (tmp_path / "bench_compute.csv").exists()
+
+
+def test_links_refuses_one_rank_and_bad_sizes_before_writing(tmp_path, monkeypatch):
+    from hvdbench.launchers.launch_info import PLACE_VARIABLES
+
+    for names in PLACE_VARIABLES:
+        monkeypatch.delenv(names[0], raising=False)  # a lone process, whatever launched the tests
+    out = tmp_path / "links"
+    result = bench("links", "--out", out)
+    assert result.exit_code == 1 and result.stderr.strip().startswith(
+        "Error: bench links measures pairs of ranks and this is 1 rank: launch it over 2 or more"), result.output
+    for sizes, said in (("8,,1M", "a comma list of sizes with no empty entry"), ("0", "0: a message is 1 byte to 4 GiB"),
+                        ("8G", "8589934592: a message is 1 byte to 4 GiB"), ("1X", "'1X' is not a size")):
+        result = bench("links", "--sizes", sizes, "--out", out)
+        assert result.exit_code == 2 and "Invalid value for '--sizes': " in result.stderr, result.output
+        assert said in result.stderr, result.stderr
+    assert not out.exists()

@@ -36,9 +36,9 @@ def test_help_of_every_command_has_an_example(path):
 def test_the_root_help_says_what_each_group_holds():
     """Issue 50: `bench` is not only "allreduce and storage": every subcommand's measure is named."""
     [line] = [x for x in CliRunner().invoke(cli, ["--help"]).output.splitlines() if x.strip().startswith("bench ")]
-    assert all(word in line for word in ("allreduce", "storage", "compute", "FLOPs"))
+    assert all(word in line for word in ("allreduce", "links", "storage", "compute", "FLOPs"))
     bench = cli.get_command(click.Context(cli), "bench")
-    assert set(bench.list_commands(click.Context(bench))) == {"allreduce", "io", "compute", "flops"}
+    assert set(bench.list_commands(click.Context(bench))) == {"allreduce", "links", "io", "compute", "flops"}
 
 
 def test_unknown_command_is_a_one_line_error():

@@ -35,6 +35,7 @@ import time
 import traceback
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
+from typing import NoReturn
 
 import numpy as np
 
@@ -232,14 +233,20 @@ def main(opts: AllreduceOptions) -> None:
         else:
             _run_without_horovod(opts)
     except BaseException as e:  # noqa: BLE001 - any failure ends this rank loudly
-        if isinstance(e, KeyboardInterrupt):
-            os._exit(130)
-        if os.environ.get("HVDBENCH_DEBUG"):
-            traceback.print_exc()
-        text = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-        line(f"Error: rank {rank} on {socket.gethostname()}: {text}", sys.stderr)
-        sys.stdout.flush()
-        os._exit(1)
+        end_rank(e, rank)
+
+
+def end_rank(e: BaseException, rank: int) -> NoReturn:
+    """One line naming the rank and host, then this rank ends at once: its peers, blocked in a
+    collective or a receive, are then torn down by the launcher instead of waiting for it."""
+    if isinstance(e, KeyboardInterrupt):
+        os._exit(130)
+    if os.environ.get("HVDBENCH_DEBUG"):
+        traceback.print_exc()
+    text = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+    line(f"Error: rank {rank} on {socket.gethostname()}: {text}", sys.stderr)
+    sys.stdout.flush()
+    os._exit(1)
 
 
 def _run(opts: AllreduceOptions) -> None:

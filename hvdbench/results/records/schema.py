@@ -496,6 +496,41 @@ class IoRow(BenchRow):
     schema_version: int = SCHEMA_VERSION
 
 
+@dataclass
+class LinkRow(BenchRow):
+    """A row of bench_links.csv: one pair of ranks and one message size of one `bench links` run, the
+    two measured alone (every other rank idle). `time_s` is one way: half a ping-pong's round trip
+    (Intel MPI Benchmarks' PingPong: t = round trip / 2), the median over the repeats, each repeat the
+    mean of `iters` round trips; bandwidth = bytes / time_s (GB/s = 1e9 B/s, one direction)."""
+
+    SCHEMA_VERSION = 1
+
+    run_id: str = ""
+    started_at: str = ""  # ISO 8601, UTC
+    kind: str = ""  # between (two hosts: each host's first rank) | within (two ranks of one host)
+    host_a: str = ""
+    host_b: str = ""
+    rank_a: int = 0
+    rank_b: int = 0
+    device_a: str = ""  # "cpu", or "GPU <index> <name>"
+    device_b: str = ""
+    backend: str = ""  # gloo (CPU tensors) | nccl (GPU tensors)
+    bytes: int = 0
+    iters: int = 0  # timed round trips per repeat (fewer where they are slow: bench links --budget-s)
+    repeats: int = 0
+    time_s: float | None = None  # one way (half a round trip), median over the repeats
+    time_min_s: float | None = None  # the fastest and slowest repeat
+    time_max_s: float | None = None
+    bandwidth_gb_s: float | None = None  # bytes / time_s / 1e9
+    wrong: int = 0  # bytes that differed from what was sent, at either end, in the round trip before timing
+    nic_a: str = ""  # between hosts: the interface each end sent through, with its rate (the hardware record's)
+    nic_b: str = ""
+    nic_gb_s: float | None = None  # the slower end's rated rate, GB/s (empty where a NIC reports none)
+    intra_link: str = ""  # within a host: `nvidia-smi topo -m`'s word for its two GPUs (NV18, PIX), or loopback
+    note: str = ""
+    schema_version: int = SCHEMA_VERSION
+
+
 # --- a run's per-rank times (RUN/ranks.csv) ----------------------------------------------------
 
 @dataclass
@@ -586,6 +621,12 @@ STRAGGLER_COLUMNS = SCALING_GROUP + ("layout", "rank", "host", "local_rank", "de
                                      "threshold", "straggler", "partial")
 STRAGGLER_HOST_COLUMNS = SCALING_GROUP + ("layout", "host", "ranks", "runs", "compute_ms", "vs_others",
                                           "vs_others_2sigma", "threshold", "straggler")
+# The links between hosts and ranks (hvdbench.results.analyses.links, from bench_links.csv): one row per run and
+# pair; latency_us: the smallest message's one-way time; bandwidth_gb_s: the largest message's one-way bandwidth;
+# vs_best: that over the fastest pair of its kind in the run; slow: below links.SLOW_FRACTION of the fastest.
+LINK_COLUMNS = ("run_id", "started_at", "layout", "kind", "host_a", "host_b", "rank_a", "rank_b", "device_a",
+                "device_b", "backend", "latency_bytes", "latency_us", "bandwidth_bytes", "bandwidth_gb_s", "vs_best",
+                "slow", "nic_a", "nic_b", "nic_gb_s", "intra_link", "wrong")
 # Engines side by side (hvdbench.results.analyses.engines): one row per group, layout and engine, where a layout
 # ran under two engines or more; vs_reference: throughput / the reference engine's (Horovod's).
 ENGINE_COLUMNS = tuple(k for k in SCALING_GROUP if k != "engine") + (

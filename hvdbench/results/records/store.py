@@ -40,6 +40,7 @@ EXPLAIN_DIR = "explain"  # SWEEP/explain/: the --explain twins, a sweep folder o
 ALLREDUCE_CSV = "bench_allreduce.csv"  # `bench allreduce` rows (sweep --allreduce-bench too)
 IO_CSV = "bench_io.csv"  # `bench io` rows
 COMPUTE_CSV = "bench_compute.csv"  # `bench compute` rows (sweep --compute-bench too)
+LINKS_CSV = "bench_links.csv"  # `bench links` rows (sweep --links-bench too)
 # A study folder (`hvdbench study run --out DIR`, hvdbench/study/run.py writes it): DIR/study.json,
 # and one sweep folder per model and mode, DIR/<model>/<mode>/runs.csv.
 STUDY_RECORD = "study.json"

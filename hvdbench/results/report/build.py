@@ -13,8 +13,8 @@ from pathlib import Path
 from typing import Any, Callable
 
 from hvdbench.errors import ConfigError
-from hvdbench.results.analyses import (bench_tables, convergence, efficiency, engines, failures, stragglers,
-                                       study_tables, ttt, waterfall)
+from hvdbench.results.analyses import (bench_tables, convergence, efficiency, engines, failures, links,
+                                       stragglers, study_tables, ttt, waterfall)
 from hvdbench.results.predict import throughput as predict_throughput
 from hvdbench.results.predict import time_to_train as predict_ttt
 from hvdbench.results.render import tables as tab
@@ -99,6 +99,14 @@ def _stragglers(r: Report) -> Section:
     """Which rank or host held each multi-rank layout back (the runs' RUN/ranks.csv)."""
     found = stragglers.stragglers(r.loaded.runs)
     return Section(found, lambda: stragglers.markdown(found), lambda out, formats: stragglers.write(found, out, formats))
+
+
+def _links(r: Report) -> Section:
+    """Each pair's link (the sweeps' bench_links.csv): its table, the slow pairs and the host they share."""
+    rows = r.loaded.links
+    # The inter-node link the sweeps name (sweep.json: --link, the emulated cluster's shaping).
+    link = " | ".join(dict.fromkeys(run.link for run in r.loaded.runs if run.link))
+    return Section(rows, lambda: links.markdown(rows, link), lambda out, formats: links.write(rows, out, formats, link))
 
 
 def _engines(r: Report) -> Section:
@@ -214,13 +222,12 @@ def _plots(r: Report) -> Section:
 # Built in this order (each reads the rows of those above it), and their files written in it.
 SECTIONS: dict[str, Callable[[Report], Section]] = {
     "tables": _tables, "failures": _failures, "benches": _benches, "waterfall": _waterfall,
-    "stragglers": _stragglers, "engines": _engines, "compute": _compute,
+    "stragglers": _stragglers, "links": _links, "engines": _engines, "compute": _compute,
     "time_to_train": _time_to_train, "convergence": _convergence, "studies": _studies,
     "predictions": _predictions, "plots": _plots}
 # summary.md's order.
-SUMMARY = ("tables", "failures", "waterfall", "stragglers", "time_to_train", "convergence", "engines", "compute",
-           "studies", "predictions",
-           "benches")
+SUMMARY = ("tables", "failures", "waterfall", "stragglers", "links", "time_to_train", "convergence", "engines",
+           "compute", "studies", "predictions", "benches")
 
 
 def build(loaded: Loaded, options: Options | None = None) -> Report:

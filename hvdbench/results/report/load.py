@@ -22,8 +22,8 @@ from hvdbench.results.mllog.events import OWN_LOG_NAME
 from hvdbench.results.mllog.groups import DEFAULT_GROUP_BY
 from hvdbench.results.mllog.summary import read_run_log
 from hvdbench.results.records.ranks import RANKS_CSV, read_ranks
-from hvdbench.results.records.schema import TTT_PARTS, AllreduceRow, ComputeRow, IoRow, LoadedRun
-from hvdbench.results.records.store import (ALLREDUCE_CSV, COMPUTE_CSV, EXPLAIN_DIR, IO_CSV, RUNS_CSV,
+from hvdbench.results.records.schema import TTT_PARTS, AllreduceRow, ComputeRow, IoRow, LinkRow, LoadedRun
+from hvdbench.results.records.store import (ALLREDUCE_CSV, COMPUTE_CSV, EXPLAIN_DIR, IO_CSV, LINKS_CSV, RUNS_CSV,
                                             current_runs, load_sweeps, read_rows, read_study_record,
                                             study_sweep_dirs, sweep_folder)
 
@@ -38,6 +38,7 @@ class Loaded:
     studies: dict[str, dict] = field(default_factory=dict)  # study name -> its study.json
     allreduce: list[AllreduceRow] = field(default_factory=list)  # `bench allreduce` rows of the sweeps
     io: list[IoRow] = field(default_factory=list)  # `bench io` rows
+    links: list[LinkRow] = field(default_factory=list)  # `bench links` rows (sweep --links-bench)
     peaks: dict[tuple[str, str, str], float] = field(default_factory=dict)  # `bench compute`: measured_peaks
     twins: list[LoadedRun] = field(default_factory=list)  # the `sweep --explain` twins
     notes: list[str] = field(default_factory=list)  # what the tables should say (warnings start "warning: ")
@@ -121,13 +122,15 @@ def read_rank_times(r: LoadedRun, run_dir: Path, notes: list[str]) -> None:
 
 
 def read_benches(loaded: Loaded, folder: Path) -> None:
-    """A sweep folder's bench rows (bench_allreduce.csv, bench_io.csv), the median matmul TFLOP/s of
+    """A sweep folder's bench rows (bench_allreduce.csv, bench_io.csv, bench_links.csv), the median matmul TFLOP/s of
     its `bench compute` (bench_compute.csv: `measured_peaks`) and its `sweep --explain` twins
     (explain/runs.csv); schema errors name the file."""
     if (folder / ALLREDUCE_CSV).is_file():
         loaded.allreduce += read_rows(folder / ALLREDUCE_CSV, AllreduceRow)
     if (folder / IO_CSV).is_file():
         loaded.io += read_rows(folder / IO_CSV, IoRow)
+    if (folder / LINKS_CSV).is_file():
+        loaded.links += read_rows(folder / LINKS_CSV, LinkRow)
     if (folder / COMPUTE_CSV).exists():
         loaded.peaks.update(measured_peaks(read_rows(folder / COMPUTE_CSV, ComputeRow, "compute bench")))
     if (folder / EXPLAIN_DIR / RUNS_CSV).is_file():

@@ -1,0 +1,279 @@
+"""The links between hosts, and between the ranks of one host, from `hvdbench bench links`'s rows
+(bench_links.csv): one line per pair with its latency and bandwidth, the pairs below the rest flagged,
+and the host (or rank) common to every flagged pair named.
+
+    pairs = pair_rows(rows)            # one dict per run and pair (LINK_COLUMNS), `slow` set
+    verdicts(pairs)                    # ["every pair with node3 is slow (2 of 2): node3's link (eth0 ...)"]
+    markdown(rows); write(rows, Path("report"))      # links.csv, links.png (a host x host matrix per run)
+
+Both `bench links` (its printed table and plot, hvdbench.bench.links_report) and the report read
+these rows through this module, so the rule is stated once.
+
+A pair's latency is its smallest message's one-way time (half a ping-pong's round trip, the median
+over repeats); its bandwidth is its largest message's bytes over that message's one-way time
+(Intel MPI Benchmarks' PingPong definition; GB/s = 1e9 B/s, one direction at a time).
+
+The rule: a pair is **slow** when its bandwidth is below SLOW_FRACTION (half) of the fastest pair of
+its kind in the same run (pairs between hosts and pairs within a host are compared apart: NVLink and
+a NIC differ by design). Against the fastest, not the median: with three hosts and one bad one, two
+of the three pairs hold the bad host, so the median pair is a slow one and a rule around the median
+(half of it, or median - k MAD) flags nothing. Half, because the faults this looks for cost a factor
+of two or more (a NIC that negotiated 100 of 200 Gb/s or 1 of 10, a PCIe link at x8 of x16, a port
+shaped to a tenth), while the pairs of one healthy fabric measured one at a time agree far closer
+(on a busy 2-core machine, seven runs over loopback and emulated clusters of 3x1 and 2x2: every pair
+at 0.68 of the fastest of its kind or better, 16 MiB messages). Latency is shown, never flagged: a small
+message's time on a busy host moved 36 us to 1.6 ms between pairs of one machine in one run.
+
+Naming: the endpoints (hosts for pairs between hosts, `host rank N` within one) common to every
+slow pair of a kind. One endpoint common to them all and every pair holding it slow (two or more):
+"every pair with node3 is slow: node3's link". Every pair within one host slow, the other hosts'
+not: that host's links between its ranks (its GPUs' topology word). One slow pair whose two ends
+have fast pairs elsewhere: the path between them (a cable, a switch port, a route), neither host.
+With one pair of a kind there is nothing to compare (two hosts: the table shows the rate beside the
+NIC's).
+"""
+
+from __future__ import annotations
+
+import statistics
+import textwrap
+from pathlib import Path
+
+from hvdbench.output import human_bytes
+from hvdbench.results.records.schema import LINK_COLUMNS, LinkRow
+from hvdbench.results.render.tables import markdown_table, pages, write_table
+
+SLOW_FRACTION = 0.5
+RULE = (f"slow: bandwidth below {SLOW_FRACTION:g} x the fastest pair of its kind (between hosts, within a host) in "
+        "the run, whose faults (a NIC at half or a tenth of its rate, PCIe x8 of x16) cost 2x or more; latency is "
+        "shown, not flagged")
+RULE_SHORT = f"slow: below {SLOW_FRACTION:g} x the fastest pair of its kind"
+DEFINITIONS = ("latency: the smallest message's one-way time (half a ping-pong round trip, median over repeats); "
+               "bandwidth: the largest message's bytes / its one-way time, GB/s = 1e9 B/s (Intel MPI Benchmarks' "
+               "PingPong); pairs measured one at a time, the other ranks idle")
+
+
+def _by_run(rows: list[LinkRow]) -> dict[str, list[LinkRow]]:
+    runs: dict[str, list[LinkRow]] = {}
+    for r in sorted(rows, key=lambda r: (r.started_at, r.run_id)):
+        runs.setdefault(r.run_id, []).append(r)
+    return runs
+
+
+def pair_rows(rows: list[LinkRow]) -> list[dict]:
+    """One dict per run and pair (LINK_COLUMNS), in the order measured, `slow` set by the rule."""
+    out = []
+    for run in _by_run(rows).values():
+        pairs: dict[tuple, list[LinkRow]] = {}
+        for r in run:
+            pairs.setdefault((r.rank_a, r.rank_b), []).append(r)
+        found = []
+        for sizes in pairs.values():
+            timed = [r for r in sizes if r.time_s is not None]
+            small = min(timed, key=lambda r: r.bytes, default=None)
+            large = max(timed, key=lambda r: r.bytes, default=None)
+            r = sizes[0]
+            found.append({
+                "run_id": r.run_id, "started_at": r.started_at, "layout": r.layout, "kind": r.kind,
+                "host_a": r.host_a, "host_b": r.host_b, "rank_a": r.rank_a, "rank_b": r.rank_b,
+                "device_a": r.device_a, "device_b": r.device_b, "backend": r.backend,
+                "latency_bytes": small.bytes if small else None,
+                "latency_us": small.time_s * 1e6 if small else None,
+                "bandwidth_bytes": large.bytes if large else None,
+                "bandwidth_gb_s": large.bandwidth_gb_s if large else None, "vs_best": None, "slow": False,
+                "nic_a": r.nic_a, "nic_b": r.nic_b, "nic_gb_s": r.nic_gb_s, "intra_link": r.intra_link,
+                "wrong": sum(x.wrong for x in sizes)})
+        flag(found)
+        out += found
+    return out
+
+
+def flag(pairs: list[dict]) -> None:
+    """Set `vs_best` and `slow` on one run's pairs, each kind against its own fastest pair (the
+    module's rule); pairs at different largest sizes are not compared (a hand-merged file)."""
+    groups: dict[tuple, list[dict]] = {}
+    for p in pairs:
+        if p["bandwidth_gb_s"]:
+            groups.setdefault((p["kind"], p["bandwidth_bytes"]), []).append(p)
+    for group in groups.values():
+        best = max(p["bandwidth_gb_s"] for p in group)
+        for p in group:
+            p["vs_best"] = p["bandwidth_gb_s"] / best
+            p["slow"] = len(group) > 1 and p["vs_best"] < SLOW_FRACTION
+
+
+def _ends(p: dict) -> tuple[str, str]:
+    if p["kind"] == "between":
+        return p["host_a"], p["host_b"]
+    return f"{p['host_a']} rank {p['rank_a']}", f"{p['host_b']} rank {p['rank_b']}"
+
+
+def _nic_of(p: dict, end: str) -> str:
+    nic = p["nic_a"] if _ends(p)[0] == end else p["nic_b"]
+    return f" ({nic})" if nic else ""
+
+
+def verdicts(pairs: list[dict]) -> list[str]:
+    """What the slow pairs of each run and kind have in common, one line each (none: no slow pair)."""
+    said = []
+    groups: dict[tuple, list[dict]] = {}
+    for p in pairs:
+        groups.setdefault((p["run_id"], p["kind"]), []).append(p)
+    for (_, kind), group in groups.items():
+        slow = [p for p in group if p["slow"]]
+        if not slow:
+            continue
+        where = "between hosts" if kind == "between" else "within a host"
+        on = {p["host_a"] for p in slow}
+        mine = [p for p in group if p["host_a"] in on]
+        if kind == "within" and len(on) == 1 and len(mine) == len(slow) < len(group):
+            host = on.pop()
+            said.append(f"every pair within {host} is slow ({len(slow)} of {len(mine)}), the other hosts' are not: "
+                        f"{host}'s links between its ranks ({slow[0]['intra_link'] or 'not read'})")
+            continue
+        common = set(_ends(slow[0])).intersection(*(set(_ends(p)) for p in slow[1:]))
+        names = ", ".join(f"{p['host_a']}-{p['host_b']}" if kind == "between" else
+                          f"ranks {p['rank_a']}-{p['rank_b']}" for p in slow)
+        if len(common) == 1:
+            end = common.pop()
+            holding = [p for p in group if end in _ends(p)]
+            if len(slow) == len(holding) >= 2:
+                what = f"{end}'s link{_nic_of(slow[0], end)}" if kind == "between" else f"{end}'s link to the others"
+                said.append(f"every pair with {end} is slow ({len(slow)} of {len(holding)} pairs {where}): {what}")
+            else:
+                said.append(f"the slow pairs {where} ({names}) all include {end}, but {len(holding) - len(slow)} "
+                            f"pair(s) with {end} are not slow: not {end} alone")
+        elif len(slow) == 1:
+            a, b = _ends(slow[0])
+            said.append(f"only {a}-{b} is slow ({where}), and both have fast pairs: the path between them "
+                        "(a cable, a switch port, a route), not either end")
+        else:
+            said.append(f"{len(slow)} slow pairs {where} ({names}) share no end: look at what they cross "
+                        "(a switch, a route), not one host")
+    return said
+
+
+def _cell(value, fmt: str) -> str:
+    return "" if value is None else format(value, fmt)
+
+
+def _hardware(run: list[LinkRow], link: str = "") -> list[str]:
+    """The devices and NICs a run measured, in words, a line each (its table's and plot's hardware):
+    one NIC line where every host's reads the same, else one per host; then the inter-node link the
+    sweep names (`sweep --link`, the emulated cluster's shaping: what a virtual NIC's rate is not)."""
+    devices = ", ".join(dict.fromkeys(d for r in run for d in (r.device_a, r.device_b) if d))
+    nics = dict.fromkeys((h, n) for r in run if r.kind == "between"
+                         for h, n in ((r.host_a, r.nic_a), (r.host_b, r.nic_b)) if n)
+    words = list(dict.fromkeys(n for _, n in nics))
+    said = [f"NIC of every host: {words[0]}"] if len(words) == 1 else [f"NIC of {h}: {n}" for h, n in nics]
+    between = any(r.kind == "between" for r in run)
+    return [f"devices: {devices or 'not recorded'}", *said, *([f"inter-node link: {link}"] if link and between else [])]
+
+
+def table_lines(pairs: list[dict]) -> tuple[list[str], list[list]]:
+    """The header and lines of the pairs' table (the report's Markdown and the bench's terminal table)."""
+    header = ["pair", "ranks", "backend", "latency us", "bandwidth GB/s", "of fastest", "slow", "NICs / link"]
+    lines = []
+    for p in pairs:
+        pair = f"{p['host_a']} - {p['host_b']}" if p["kind"] == "between" else f"{p['host_a']} (within)"
+        size = f" @ {human_bytes(p['bandwidth_bytes'])}" if p["bandwidth_bytes"] else ""
+        via = p["intra_link"] if p["kind"] != "between" else (
+            f"{p['nic_a']} at both ends" if p["nic_a"] == p["nic_b"] else f"{p['nic_a']} -> {p['nic_b']}")
+        if p["kind"] == "between" and p["nic_gb_s"] and p["bandwidth_gb_s"]:
+            via += f" ({100 * p['bandwidth_gb_s'] / p['nic_gb_s']:.0f} % of the slower NIC's rate)"
+        at = f" @ {human_bytes(p['latency_bytes'])}" if p["latency_bytes"] else ""
+        latency = _cell(p["latency_us"], ".1f") + at
+        lines.append([pair, f"{p['rank_a']}-{p['rank_b']}", p["backend"], latency,
+                      _cell(p["bandwidth_gb_s"], ".3g") + size, _cell(p["vs_best"], ".2f"),
+                      "SLOW" if p["slow"] else "", via + (f"; {p['wrong']} WRONG" if p["wrong"] else "")])
+    return header, lines
+
+
+def markdown(rows: list[LinkRow], link: str = "") -> str:
+    """summary.md's links section: per run its hardware, the pairs' table, the rule and the verdicts;
+    '' without rows (published logs carry no link measurement: nothing to show)."""
+    if not rows:
+        return ""
+    parts = ["## Links between hosts and ranks (bench links)",
+             "Each pair of hosts (their first ranks) and of a host's ranks, timed alone: the pairs in links.csv, "
+             "the bandwidth matrix of each run in links.png, the slow pairs and what they share below each table."]
+    for run_id, run in _by_run(rows).items():
+        pairs = pair_rows(run)
+        header, lines = table_lines(pairs)
+        said = verdicts(pairs) or ["no slow pair"]
+        parts += [f"### {run[0].layout}, {run[0].started_at} ({run_id})", " · ".join(_hardware(run, link)),
+                  markdown_table(header, lines), "\n".join(f"- {text}" for text in said),
+                  f"_{RULE}. {DEFINITIONS}._"]
+    return "\n\n".join(parts) + "\n"  # a blank line before the next section
+
+
+def _matrix(run: list[LinkRow], pairs: list[dict]) -> tuple[list[str], list[list], list[list]]:
+    """(labels, bandwidths, slow) of one run's matrix: hosts x hosts where it has several hosts (the
+    diagonal: the median of the pairs within the host), ranks x ranks of its one host otherwise."""
+    hosts = list(dict.fromkeys(h for p in pairs for h in (p["host_a"], p["host_b"])))
+    if len(hosts) > 1:
+        labels = hosts
+        index = {h: i for i, h in enumerate(hosts)}
+        key = {(p["rank_a"], p["rank_b"]): (index[p["host_a"]], index[p["host_b"]]) for p in pairs}
+    else:
+        ranks = sorted({r for p in pairs for r in (p["rank_a"], p["rank_b"])})
+        labels = [f"rank {r}" for r in ranks]
+        index = {r: i for i, r in enumerate(ranks)}
+        key = {(p["rank_a"], p["rank_b"]): (index[p["rank_a"]], index[p["rank_b"]]) for p in pairs}
+    cells: dict[tuple, list[dict]] = {}
+    for p in pairs:
+        if p["bandwidth_gb_s"] is not None:
+            cells.setdefault(key[(p["rank_a"], p["rank_b"])], []).append(p)
+    n = len(labels)
+    values = [[None] * n for _ in range(n)]
+    slow = [[False] * n for _ in range(n)]
+    for (i, j), ps in cells.items():
+        for a, b in ((i, j), (j, i)):
+            values[a][b] = statistics.median(p["bandwidth_gb_s"] for p in ps)
+            slow[a][b] = any(p["slow"] for p in ps)
+    return labels, values, slow
+
+
+def figure(rows: list[LinkRow], link: str = ""):
+    """One panel per run: the bandwidth matrix (GB/s, one direction), slow cells outlined in red,
+    the hardware (devices, NICs) and hosts under the title."""
+    from matplotlib.figure import Figure  # no pyplot: no global state, no GUI backend
+
+    runs = list(_by_run(rows).values())
+
+    def draw(chunk: list[list[LinkRow]]) -> Figure:
+        fig = Figure(figsize=(5.5 * len(chunk), 6.5), layout="constrained")
+        for k, run in enumerate(chunk):
+            ax = fig.add_subplot(1, len(chunk), k + 1)
+            pairs = pair_rows(run)
+            labels, values, slow = _matrix(run, pairs)
+            shown = [[float("nan") if v is None else v for v in line] for line in values]
+            top = max((v for line in values for v in line if v is not None), default=1.0)
+            # From 0: a cell's colour is its rate, so a pair at half reads as half, not as the scale's bottom.
+            image = ax.imshow(shown, cmap="viridis", vmin=0, vmax=top)
+            fig.colorbar(image, ax=ax, shrink=0.7, label="bandwidth GB/s (one way, largest message)")
+            ax.set_xticks(range(len(labels)), labels, rotation=45, ha="right", fontsize=8)
+            ax.set_yticks(range(len(labels)), labels, fontsize=8)
+            for i, line in enumerate(values):
+                for j, v in enumerate(line):
+                    if v is not None:
+                        ax.text(j, i, f"{v:.3g}" + ("\nSLOW" if slow[i][j] else ""), ha="center", va="center",
+                                fontsize=8, color="red" if slow[i][j] else "black" if v > 0.6 * top else "white",
+                                fontweight="bold" if slow[i][j] else "normal")
+            hosts = list(dict.fromkeys(h for p in pairs for h in (p["host_a"], p["host_b"])))
+            below = "\n".join([*_hardware(run, link), f"hosts: {', '.join(hosts)}",
+                                f"run {run[0].run_id} ({run[0].backend or 'no backend'})"])
+            said = verdicts(pairs) or ["no slow pair"]
+            ax.set_xlabel("\n".join(textwrap.fill(text, 70) for text in said) + f"\n({RULE_SHORT})", fontsize=7)
+            ax.set_title(f"bench links, {run[0].layout}: bandwidth between "
+                         f"{'hosts (diagonal: within each)' if len(hosts) > 1 else 'ranks'}\n{below}", fontsize=8)
+        return fig
+
+    return pages("links", runs, draw, per=3)
+
+
+def write(rows: list[LinkRow], out: Path, formats=("csv", "png"), link: str = "") -> list[Path]:
+    """links.csv (one row per run and pair) and links.png (a matrix per run); nothing without rows."""
+    if not rows:
+        return []
+    return write_table(out, "links", pair_rows(rows), LINK_COLUMNS, formats, lambda: figure(rows, link))
