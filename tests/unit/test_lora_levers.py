@@ -7,8 +7,9 @@ are in tests/unit/test_levers.py):
 - --loss-chunks: the summary tokens' loss in pieces is the plain one within 1e-5 relative, with
   the same gradients, and no kept tensor holds every summary token's logits;
 - --compile compiles the base's decoder layers, adapters included (compile_units);
-- the Llama-2 flavors recompute every layer by default, as the reference, and a lever that does not
-  apply elsewhere is refused in one line naming llama2_lora's base among those it applies to.
+- the Llama-2 flavors recompute every layer by default, as the reference; fp8, which does not apply
+  to a frozen base inside LoRA layers, is refused in one line, and a lever that does not apply
+  elsewhere is refused in one line naming llama2_lora's base among those it applies to.
 
     .venv/bin/python -m pytest tests/unit/test_lora_levers.py
 """
@@ -89,7 +90,7 @@ def test_compile_units_are_the_bases_decoder_layers_with_their_adapters():
     assert all(any("lora_A" in name for name, _ in unit.named_parameters()) for unit in units)
 
 
-def test_the_llama2_flavors_recompute_every_layer_and_other_networks_refuse_the_levers(tmp_path):
+def test_the_llama2_flavors_recompute_every_layer_and_what_does_not_apply_is_refused(tmp_path):
     from hvdbench.frameworks.torch.train import run_keywords
     from hvdbench.models.resnet50 import torch as resnet
 
@@ -101,6 +102,10 @@ def test_the_llama2_flavors_recompute_every_layer_and_other_networks_refuse_the_
                      "activation_checkpointing": "selective", "loss_chunks": 4})
     assert run_keywords(lora.build, None, debug) == {"activation_checkpointing": "selective", "loss_chunks": 4}
     base = {"model": "resnet50", "flavor": "debug", "synthetic": True, "out": str(tmp_path)}
+    with pytest.raises(ConfigError, match="llama2_lora --precision fp8: its linears are a frozen base inside "
+                                          "peft's LoRA layers"):
+        resolve({"model": "llama2_lora", "flavor": "debug", "synthetic": True, "out": str(tmp_path),
+                 "precision": "fp8"})
     with pytest.raises(ConfigError, match="resnet50's network has no vocabulary loss to chunk "
                                           r"\(llama31_8b's, gpt_oss_20b's and llama2_lora's base have\)"):
         run_keywords(resnet.build, None, resolve({**base, "loss_chunks": 4}))
