@@ -321,6 +321,8 @@ def test_the_compute_table_puts_each_run_beside_mlperfs_published_rate():
     assert (rows["1x1"]["published_share"], rows["1x1"]["published_ref"]) == (0.5, recorded.published_ref)
     assert rows["1x2"]["published_share"] == pytest.approx(400 * 1.95 / 1040)
     assert rows["1x2"]["published_ref"].startswith("MLPerf Training v4.0/v5.0, NVIDIA 8x H200")
+    assert rows["1x2"]["mlperf_samples_per_row"] == 1.95 and "1.95 sequences a row: 780.0 sequences/s per GPU" in \
+        rows["1x2"]["note"]
     assert (rows["1x4"]["published_share"], rows["1x4"]["published_ref"]) == (None, "no published rate for cpu/resnet (debug flavor)")
     assert rows["2x1"]["published_ref"] == "no published rate for H200/bert (debug flavor)"
     text = rc.markdown(list(rows.values()))

@@ -103,6 +103,10 @@ def compute_rows(runs, measured: dict | None = None) -> list[dict]:
             peak, note = first.peak_tflops, ""
         device = first.devices.split(";")[0] if first.devices else ""
         share, ref = (None, "") if published else _beside_published(mine, device)
+        per_row = None if published else _mean(r.mlperf_samples_per_row for r in mine)
+        if per_row is not None and rate:  # rows holding several of MLPerf's samples (packed BERT)
+            note = "; ".join(filter(None, (note, f"{per_row:.2f} sequences a row: {rate * per_row:,.1f} "
+                                                 f"sequences/s per {'rank' if device == 'cpu' else 'GPU'}")))
         if flops is None and _max(r.mem_resident_gb for r in mine) is None:
             continue  # nothing of compute known (a log of a benchmark hvdbench does not count, rows before schema 6)
         bench_peak = measured.get((layout, device, first.precision))
@@ -118,7 +122,7 @@ def compute_rows(runs, measured: dict | None = None) -> list[dict]:
             "energy_j_per_sample": _mean(r.energy_j_per_sample for r in mine),
             "power_w_per_gpu": _mean(r.power_w_per_gpu for r in mine),
             "energy_to_train_j": _mean(r.energy_j for r in mine if r.mode == "time_to_accuracy"),
-            "published_share": share, "published_ref": ref, "note": note, **where_cols(mine)})  # where it ran: the plot's subtitle, not compute.csv's columns
+            "mlperf_samples_per_row": per_row, "published_share": share, "published_ref": ref, "note": note, **where_cols(mine)})  # where it ran: the plot's subtitle, not compute.csv's columns
     return out
 
 

@@ -605,8 +605,8 @@ ENGINE_COLUMNS = tuple(k for k in SCALING_GROUP if k != "engine") + (
 COMPUTE_COLUMNS = SCALING_GROUP + (
     "layout", "gpus", "runs", "throughput_per_gpu", "flops_per_sample", "model_tflops_per_gpu", "peak_tflops", "mfu",
     "measured_peak_tflops", "mfu_measured", "mem_allocated_gb", "mem_reserved_gb", "mem_resident_gb",
-    "mem_estimate_gb", "energy_j_per_sample", "power_w_per_gpu", "energy_to_train_j", "published_share",
-    "published_ref", "note")
+    "mem_estimate_gb", "energy_j_per_sample", "power_w_per_gpu", "energy_to_train_j", "mlperf_samples_per_row",
+    "published_share", "published_ref", "note")
 # Predicted layouts (hvdbench.results.predict.throughput): one row per group and layout, measured or not.
 # predicted_throughput_low/_high: the interval meant to hold `interval` (the share, predict.fitting.COVERAGE)
 # of measurements; interval_from: its parts in words (fit residuals, repeats, doublings past the fitted range).
