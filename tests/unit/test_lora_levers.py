@@ -109,3 +109,23 @@ def test_the_llama2_flavors_recompute_every_layer_and_what_does_not_apply_is_ref
     with pytest.raises(ConfigError, match="resnet50's network has no vocabulary loss to chunk "
                                           r"\(llama31_8b's, gpt_oss_20b's and llama2_lora's base have\)"):
         run_keywords(resnet.build, None, resolve({**base, "loss_chunks": 4}))
+
+
+def test_the_one_gpu_flavor_is_70bs_layer_at_four_layers(tmp_path):
+    """70b-4l: MLPerf's 70B layer (width, heads, vocabulary, adapters, 8,192 tokens) at 4 layers, its
+    parameters exact; a whole replica per GPU, so every engine runs it, in bf16."""
+    import dataclasses
+
+    from hvdbench.models.llama2_lora import ADAPTER_PARAMETERS, BASE_PARAMETERS, FLAVORS
+
+    small = FLAVORS["70b-4l"]
+    assert dataclasses.replace(small, layers=80, data_parallel=False) == FLAVORS["70b"] and small.layers == 4
+    with torch.device("meta"):
+        model = lora.build(small)
+    frozen = sum(p.numel() for p in model.parameters() if not p.requires_grad)
+    trained = sum(p.numel() for p in model.parameters() if p.requires_grad)
+    assert (frozen, trained) == (BASE_PARAMETERS["70b-4l"], ADAPTER_PARAMETERS["70b-4l"]) == (3_946_913_792, 2_228_224)
+    assert trained * 80 == ADAPTER_PARAMETERS["70b"] * 4  # the same adapters a layer
+    cfg = resolve({"model": "llama2_lora", "flavor": "70b-4l", "engine": "horovod", "synthetic": True,
+                   "out": str(tmp_path)})
+    assert (cfg.precision, cfg.activation_checkpointing, cfg.batch_per_gpu) == ("bf16", "none", 1)

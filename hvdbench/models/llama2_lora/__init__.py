@@ -66,6 +66,10 @@ FLAVORS = {
     # single GPU, so it runs under --engine fsdp only, built on the meta device (`refuse`, build_on_meta).
     "70b": LlamaLoraConfig(layers=80, hidden=8192, intermediate=28672, heads=64, kv_heads=8,
                            base_dtype="bfloat16", data_parallel=False),
+    # The one-GPU measuring flavor: 70b's layer (width, heads, vocabulary, 8,192 tokens, adapters) at
+    # 4 layers, 7.9 GB of bf16 base: one GPU measures the per-GPU rate and MFU of MLPerf's layer shape.
+    "70b-4l": LlamaLoraConfig(layers=4, hidden=8192, intermediate=28672, heads=64, kv_heads=8,
+                              base_dtype="bfloat16"),
     # Same family (RMSNorm, SwiGLU, RoPE, fused qkv, LoRA r16/alpha32/dropout 0.1 on qkv and o) at
     # 4 layers of 128 with a tied 4,000-token vocabulary, the size MODELS.md's probe measured; its
     # base is pre-trained by `hvdbench prepare lm-base` on CPython's pydoc text.
@@ -86,9 +90,10 @@ def refusal(name: str, cfg: LlamaLoraConfig, parameters: int | None, engine: str
 
 # Llama-2's published sizes, exact, counted with transformers on the meta device (32,000-token
 # vocabulary, untied output layer, no biases); debug's with its 4,000-token tied vocabulary.
-BASE_PARAMETERS = {"7b": 6_738_415_616, "13b": 13_015_864_320, "70b": 68_976_648_192, "debug": 1_303_680}
+BASE_PARAMETERS = {"7b": 6_738_415_616, "13b": 13_015_864_320, "70b": 68_976_648_192, "70b-4l": 3_946_913_792,
+                   "debug": 1_303_680}
 # The adapters on top (r 16 on the fused qkv and o projections; 70b's 44.6M is the reference's).
-ADAPTER_PARAMETERS = {"7b": 12_582_912, "13b": 19_660_800, "70b": 44_564_480, "debug": 49_152}
+ADAPTER_PARAMETERS = {"7b": 12_582_912, "13b": 19_660_800, "70b": 44_564_480, "70b-4l": 2_228_224, "debug": 49_152}
 
 
 def _flavor(cfg) -> LlamaLoraConfig:
@@ -153,6 +158,7 @@ SPEC = ModelSpec(
         "7b": {"precision": "bf16", "activation_checkpointing": "full"},
         "13b": {"precision": "bf16", "activation_checkpointing": "full"},
         "70b": {"precision": "bf16", "activation_checkpointing": "full"},
+        "70b-4l": {"precision": "bf16"},  # 4 layers' activations fit one GPU: nothing recomputed
         # 10x the reference's rate for 16 pairs, as MODELS.md's probe of this size (1e-2 did no
         # better per epoch, measured); 8 pairs per rank. Evaluated every 256 pairs, a seventh of
         # the 1,710 training pairs.
