@@ -12,8 +12,9 @@ the research notes this table was taken from: ../shared/COMPUTE.md); only rows w
 system size and a source are kept. The accelerator is matched as `peaks.device_entry` matches it.
 A run is compared only at the flavor the benchmark trains (a debug or one-GPU flavor is another
 network), and in hvdbench's unit: samples (a sequence, a row, an image) per second per GPU, a
-published rate in tokens divided by the tokens of a sample, one in BERT's packed sequences by the ~2
-sequences of a row. A published fp8 rate beside a bf16 run is said so
+published rate in tokens divided by the tokens of a sample, one in BERT's packed sequences by the
+sequences a row of the run held (its record's mlperf_samples_per_row: ~2 on packed rows, 1 unpacked),
+or ~2 where the run did not count them. A published fp8 rate beside a bf16 run is said so
 in the reference text: the precision is part of the answer.
 
 The report's compute section calls `compare` (or reads the record's `published_share` and
@@ -49,6 +50,9 @@ class PublishedRate:
     unit: str  # e.g. "tokens/s"
     units_per_sample: float  # how many `unit`s one hvdbench sample is (tokens of a sequence; 1)
     source: str
+    # The rate counts MLPerf's samples where a row may hold several (BERT's packed sequences): a run that
+    # counted what its rows held (mlperf_samples_per_row) is compared with that, not units_per_sample.
+    counts_rows_samples: bool = False
 
     @property
     def per_sample(self) -> float:
@@ -73,9 +77,9 @@ RATES = (
     PublishedRate("llama31_8b", "full", "H100 SXM", "v5.1", "64x H100-SXM", "fp8", 11369, "tokens/s",
                   LLAMA_TOKENS, MLPERF_V51),
     PublishedRate("bert", "large", "H200", "v4.0/v5.0", "NVIDIA 8x H200 (1,025-1,040 over its submissions)", "fp8",
-                  1040, "sequences/s", BERT_SEQUENCES_PER_ROW, MLPERF_V50),
+                  1040, "sequences/s", BERT_SEQUENCES_PER_ROW, MLPERF_V50, counts_rows_samples=True),
     PublishedRate("bert", "large", "H100 SXM", "v4.0/v5.0", "NVIDIA 8x H100", "fp8", 949, "sequences/s",
-                  BERT_SEQUENCES_PER_ROW, MLPERF_V40),
+                  BERT_SEQUENCES_PER_ROW, MLPERF_V40, counts_rows_samples=True),
     PublishedRate("resnet", "full", "H100 SXM", "v4.0", "8x H100", "", 6900, "images/s", 1, MLPERF_V40),
 )
 
@@ -91,13 +95,16 @@ def published_rate(device_name: str, benchmark: str, flavor: str) -> PublishedRa
                  and r.flavor == flavor), None)
 
 
-def compare(device_name: str, benchmark: str, flavor: str,
-            samples_per_s_per_gpu: float | None) -> tuple[float | None, str]:
+def compare(device_name: str, benchmark: str, flavor: str, samples_per_s_per_gpu: float | None,
+            mlperf_samples_per_row: float | None = None) -> tuple[float | None, str]:
     """(the run's per-GPU rate / the published one, the published figure's round, system and
-    precision), or (None, "") where there is nothing to compare."""
+    precision), or (None, "") where there is nothing to compare. `mlperf_samples_per_row`: MLPerf's
+    samples the run's rows held (its record's; packed BERT's sequences a row), where it counted them."""
     ref = published_rate(device_name, benchmark, flavor)
     if ref is None or not samples_per_s_per_gpu:
         return None, ""
+    if ref.counts_rows_samples and mlperf_samples_per_row:
+        return samples_per_s_per_gpu * mlperf_samples_per_row / ref.rate, ref.describe()
     return samples_per_s_per_gpu / ref.per_sample, ref.describe()
 
 

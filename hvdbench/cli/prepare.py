@@ -119,6 +119,7 @@ def synthetic(like, samples, out, info_pairs, samples_per_shard, val_fraction, s
       hvdbench prepare synthetic --like images --samples 100000 --out /scratch/synth
       hvdbench prepare synthetic --like bert --samples 1000000 --max-seq-len 512 \\
           --max-predictions 76 --out /scratch/synth-bert
+      hvdbench prepare synthetic --like bert_packed --samples 500000 --out /scratch/synth-packed  # MLPerf's rows
     """
     import yaml
 

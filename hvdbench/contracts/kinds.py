@@ -46,6 +46,12 @@ class DatasetKind:
         """`n` random samples with the fields, shapes and dtypes of this kind's shards."""
         raise NotImplementedError
 
+    def mlperf_samples(self, batch: dict[str, np.ndarray]) -> int | None:
+        """How many of MLPerf's samples these rows hold where MLPerf counts something else than rows
+        (packed BERT: the sequences, ~2 a row), so a run reports the rate MLPerf's logs count beside
+        its rows/s; None where a row is one of MLPerf's samples (the default)."""
+        return None
+
     def synthetic_files(self, out: "Path", info: dict) -> dict:
         """Write any side files a synthetic dataset needs (a vocabulary); its extra manifest keys."""
         return {}

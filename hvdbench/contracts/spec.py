@@ -167,9 +167,14 @@ class ModelSpec:
                 return k
         raise ConfigError(f"{self.name} trains on {', '.join(self.data_kinds)}, not {name!r} data")
 
-    def synthetic_info(self, flavor_cfg) -> dict:
-        """The data sizes of --synthetic runs: the flavor's own (its config has the info keys)."""
-        kind = self.kinds[0]
+    def synthetic_kind(self, name: str = "") -> DatasetKind:
+        """The kind of --synthetic's batch: `name` (--synthetic-kind), else the first the model trains on."""
+        return self.kind(name) if name else self.kinds[0]
+
+    def synthetic_info(self, flavor_cfg, kind: DatasetKind | None = None) -> dict:
+        """The data sizes of --synthetic runs of `kind` (default: the first): the flavor's own (its
+        config has the info keys)."""
+        kind = kind or self.kinds[0]
         missing = [k for k in kind.info_keys if not hasattr(flavor_cfg, k)]
         if missing:
             raise ConfigError(f"{self.name}: flavor config lacks {', '.join(missing)} for synthetic data")

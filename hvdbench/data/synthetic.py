@@ -2,11 +2,13 @@
 
     hvdbench prepare synthetic --like images --samples 100000 --size 224 --out /scratch/synth-images
     hvdbench prepare synthetic --like bert --samples 1000000 --max-seq-len 512 --out /scratch/synth-bert
+    hvdbench prepare synthetic --like bert_packed --samples 500000 --out /scratch/synth-bert-packed
     hvdbench prepare synthetic --like toy_regression --samples 4096 --out data/toy
 
 Any registered dataset kind can be made: its `DatasetKind.synthetic()` draws the samples (images:
-uniform random pixels and labels; BERT: random ids with the real [CLS] A [SEP] B [SEP] structure,
-masked as `prepare bert` masks), `synthetic_files()` writes side files such as a vocabulary, and the
+uniform random pixels and labels; BERT: random ids with the real [CLS] A [SEP] B [SEP] structure and
+the lengths of MLPerf's Wikipedia data, masked as `prepare bert` masks; packed BERT: those packed as
+`prepare pack --strategy nnlshp` packs them), `synthetic_files()` writes side files such as a vocabulary, and the
 kind's `synthetic_defaults` fill the sizes not given. Sizes are given as `--info KEY=VALUE`, or by
 the shorthand options a kind declares (`synthetic_flags`: images' `--size` is `--info image_size=N`).
 Shards are made in parallel (workers, MPI ranks) and resumably. The manifest says `"synthetic": true`.

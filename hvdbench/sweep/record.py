@@ -109,7 +109,7 @@ def _fallback(spec: SweepSpec, run: PlannedRun, status: str, error: str) -> RunR
             return RunResult(model=spec.model, status=status, error=f"{error} | {e}"[:1000])
     return RunResult(
         model=spec.model, flavor=cfg.flavor, framework=cfg.framework, engine=cfg.engine, precision=cfg.precision,
-        levers=levers_text(cfg), mode=cfg.mode, dataset=cfg.data or "synthetic", batch_per_gpu=cfg.batch_per_gpu,
+        levers=levers_text(cfg), mode=cfg.mode, dataset=cfg.dataset, batch_per_gpu=cfg.batch_per_gpu,
         accum_steps=cfg.accum_steps, metric_name=_metric_name(spec.model),
         target=cfg.target if cfg.mode == "time_to_accuracy" else None, status=status, error=error[:1000])
 

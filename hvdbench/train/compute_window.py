@@ -139,4 +139,5 @@ def fill(record, figures: dict) -> None:
     record.mfu = mfu(record.model_tflops_per_gpu, record.peak_tflops)
     # Beside MLPerf's published rate for this accelerator and benchmark (hvdbench.published), if any.
     benchmark = get_spec(record.model).benchmark if record.model in model_names() else ""
-    record.published_share, record.published_ref = compare(device, benchmark, record.flavor, rate)
+    record.published_share, record.published_ref = compare(device, benchmark, record.flavor, rate,
+                                                           record.mlperf_samples_per_row)

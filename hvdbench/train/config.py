@@ -92,6 +92,9 @@ class TrainConfig:
     data: str = option("", "A dataset prepared by `hvdbench prepare`.", cli=True)
     synthetic: bool = option(False, "One fixed random batch kept on the device (takes the data pipeline out).",
                              cli=True)
+    synthetic_kind: str = option("", "--synthetic: the dataset kind its batch is drawn as, one the model trains on "
+                                      "(bert: bert_packed, MLPerf's packed rows of ~2 sequences, whose run reports "
+                                      "sequences/s beside rows/s) [default: the model's first].", cli=True)
     # batch: each optimizer step sees batch_per_gpu x accum_steps x world size samples
     batch_per_gpu: int = option(32, "Samples per rank per micro-batch.", cli=True)
     eval_batch_per_gpu: int = option(0, "Samples per rank per evaluation batch (0: batch_per_gpu).")
@@ -171,6 +174,11 @@ class TrainConfig:
     @property
     def mode(self) -> str:
         return "throughput" if self.synthetic or self.steps > 0 else "time_to_accuracy"
+
+    @property
+    def dataset(self) -> str:
+        """runs.csv's `dataset`: the folder, or "synthetic" (with its kind where --synthetic-kind named one)."""
+        return self.data or " ".join(filter(None, ("synthetic", self.synthetic_kind)))
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -440,6 +448,14 @@ def validate(cfg: TrainConfig, spec) -> None:
     choice("submission.status", cfg.submission.status, SUBMISSION_STATUSES)
     if bool(cfg.data) == cfg.synthetic:
         raise ConfigError("give exactly one of --data DIR and --synthetic")
+    if cfg.synthetic_kind:
+        if not cfg.synthetic:
+            raise ConfigError("--synthetic-kind is the kind of --synthetic's batch; with --data the dataset's own "
+                              "kind is used")
+        try:
+            spec.kind(cfg.synthetic_kind)
+        except ConfigError as e:
+            raise ConfigError(f"--synthetic-kind: {e}") from None
     if cfg.mode == "time_to_accuracy":
         spec.metric.check_target(cfg.target)
         if cfg.max_epochs <= 0 or cfg.eval_every <= 0:

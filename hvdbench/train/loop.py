@@ -90,14 +90,18 @@ class Progress:
 
 class Loop:
     def __init__(self, cfg, dist, trainer, events, fault, ds, global_batch, peak_lr, metric=None,
-                 synthetic=None, hyperparameters=None):
+                 synthetic=None, hyperparameters=None, mlperf_samples=None, synthetic_samples=None):
         """`ds`: the opened dataset (None with --synthetic); `metric`: the model's Metric (for
         time-to-accuracy); `synthetic`: one fixed batch on the device (for --synthetic);
         `hyperparameters`: RunFacts -> {MLLOG key: value}, the model's own keys
-        (`ModelSpec.mllog_values`), logged once the run is laid out."""
+        (`ModelSpec.mllog_values`), logged once the run is laid out; `mlperf_samples`: a host batch
+        -> how many of MLPerf's samples it holds, None where a row is one (DatasetKind.mlperf_samples),
+        and `synthetic_samples` that count of the synthetic batch."""
         self.cfg, self.dist, self.trainer, self.events, self.fault = cfg, dist, trainer, events, fault
         self.ds, self.global_batch, self.peak_lr = ds, global_batch, peak_lr
         self.metric, self.synthetic = metric, synthetic
+        self.mlperf_samples = mlperf_samples or (lambda batch: None)
+        self.synthetic_samples = synthetic_samples
         self.hyperparameters = hyperparameters or (lambda facts: {})
         if fault.compute_delay_s:
             if not hasattr(trainer, "compute_delay_s"):
@@ -120,14 +124,20 @@ class Loop:
         return loader, steps_per_epoch
 
     def _step_batches(self, loader, steps_per_epoch):
-        """(epoch, micro-batches on the device) for every optimizer step, epoch after epoch."""
+        """(epoch, micro-batches on the device, MLPerf's samples in them or None) for every optimizer
+        step, epoch after epoch; the samples counted on the host, before the copy."""
         accum = self.cfg.accum_steps
         for epoch in itertools.count():
             loader.set_epoch(epoch)
             batches = iter(loader)
             try:
                 for _ in range(steps_per_epoch):
-                    yield epoch, [self.trainer.device_batch(next(batches)) for _ in range(accum)]
+                    micro, counts = [], []
+                    for _ in range(accum):
+                        batch = next(batches)
+                        counts.append(self.mlperf_samples(batch))
+                        micro.append(self.trainer.device_batch(batch))
+                    yield epoch, micro, None if None in counts else sum(counts)
             finally:
                 batches.close()
 
@@ -142,7 +152,8 @@ class Loop:
         cfg, dist, events = self.cfg, self.dist, self.events
         if cfg.synthetic:
             fixed = [self.synthetic] * cfg.accum_steps
-            batches = ((0, fixed) for _ in itertools.count())
+            count = None if self.synthetic_samples is None else self.synthetic_samples * cfg.accum_steps
+            batches = ((0, fixed, count) for _ in itertools.count())
             steps_per_epoch = None
             events.event(C.TRAIN_SAMPLES, 0)
         else:
@@ -160,6 +171,7 @@ class Loop:
         events.end(C.INIT_STOP)
         events.start(C.RUN_START)
         times, warm_times, data_s = [], [], 0.0
+        counted = 0  # MLPerf's samples in this rank's timed steps (None: the kind counts rows)
         timed = cfg.breakdown and hasattr(self.trainer, "start_timing")
         i, warmup = 0, None  # warmup: the step the timed window opened at, once it has
         pending = None  # the next step's batches, when already read (the breakdown's probe used them)
@@ -171,8 +183,8 @@ class Loop:
                 if timed:
                     # Engines that reduce inside backward time a step without the reduction first, on
                     # the batches the next step then trains on (the data stream is not shifted).
-                    _, pending = next(batches)
-                    self.trainer.start_timing(pending)
+                    _, *pending = next(batches)
+                    self.trainer.start_timing(pending[0])
                 dist.sync()
                 window = ComputeWindow(dist, self.trainer)
                 t0 = last = time.perf_counter()
@@ -183,11 +195,12 @@ class Loop:
             asked = time.perf_counter()
             self.fault.before_read()
             if pending is not None:
-                micro, pending = pending, None
+                (micro, count), pending = pending, None
             else:
-                _, micro = next(batches)
+                _, micro, count = next(batches)
             if warmup is not None:
                 data_s += time.perf_counter() - asked
+                counted = None if counted is None or count is None else counted + count
             # The learning rate ramps over --warmup-steps and then holds (a longer warm-up only waits).
             self._step(i, micro, lr_at(i, self.peak_lr, cfg.warmup_steps, cfg.warmup_steps, self.peak_lr, 1.0))
             if warmup is not None:
@@ -205,6 +218,8 @@ class Loop:
             batches.close()
         m = Measures(steps=steps, warmup_steps=warmup, throughput=steps * self.global_batch / elapsed,
                      compute=window.stop(steps * self.global_batch))
+        if counted is not None:  # every rank's kind counts, or none's: one gather after the window
+            m.mlperf_samples_per_row = sum(dist.allgather_object(counted)) / (steps * self.global_batch)
         if warmup > cfg.warmup_steps:
             say(dist, f"warm-up: {warmup} steps (step times settled after {warmup} of at most {most}; "
                       f"--warmup-steps {cfg.warmup_steps})" if warmup < most else
@@ -223,6 +238,9 @@ class Loop:
         say(dist, f"throughput: {m.throughput:,.1f} samples/s ({m.throughput / dist.size:,.1f} per rank), "
                   f"step {1e3 * m.step_time_mean_s:.1f} ± {1e3 * m.step_time_std_s:.1f} ms "
                   f"over {steps} steps after {warmup} warm-up")
+        if m.mlperf_samples_per_row is not None:
+            say(dist, f"as MLPerf counts: {m.throughput * m.mlperf_samples_per_row:,.1f} sequences/s, "
+                      f"{m.mlperf_samples_per_row:.3f} a row")
         if m.compute_s is not None:
             say(dist, "step time: " + ", ".join(f"{name} {1e3 * getattr(m, name + '_s'):.1f} ms" for name in
                                                 ("data", "compute", "comm", "update", "other")))
@@ -340,7 +358,7 @@ class Loop:
         watch = Neighbours(getattr(dist, "device", None))
         block = block_start(0)
         batches = self._step_batches(loader, steps_per_epoch)
-        for epoch, micro in batches:
+        for epoch, micro, _ in batches:
             if by_epoch and step % steps_per_epoch == 0:
                 events.start(C.EPOCH_START, metadata={"epoch_num": epoch + 1})
             self._step(step, micro, lr_at(step, self.peak_lr, warmup, max_steps, cfg.end_lr, cfg.decay_power))

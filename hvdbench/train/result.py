@@ -30,7 +30,7 @@ def identity(cfg, t0: float) -> RunResult:
         run_id=cfg.run_id, sweep=cfg.sweep_name, repeat=cfg.repeat, model=cfg.model,
         flavor=cfg.flavor, framework=cfg.framework, engine=cfg.engine, precision=cfg.precision,
         levers=levers_text(cfg), mode=cfg.mode,
-        dataset="synthetic" if cfg.synthetic else str(cfg.data), batch_per_gpu=cfg.batch_per_gpu,
+        dataset=cfg.dataset, batch_per_gpu=cfg.batch_per_gpu,
         accum_steps=cfg.accum_steps, steps=cfg.steps, warmup_steps=cfg.warmup_steps,
         launcher=detect_launcher(), started_at=datetime.fromtimestamp(t0, timezone.utc)
         .isoformat(timespec="seconds"))

@@ -216,7 +216,8 @@ def run(cfg: config_mod.TrainConfig, state: dict) -> None:
     rng = np.random.default_rng([cfg.seed, dist.rank])
     trainer.compile(kind.synthetic(1, info, rng) if ds is None else _example_batch(ds))
     # --synthetic: one fixed random batch, moved to the device once and reused every step.
-    synthetic = trainer.device_batch(kind.synthetic(cfg.batch_per_gpu, info, rng)) if ds is None else None
+    host = kind.synthetic(cfg.batch_per_gpu, info, rng) if ds is None else None
+    synthetic = trainer.device_batch(host) if ds is None else None
     hosts = _unique(dist.allgather_object(dist.hostname))
     devices = _unique(dist.allgather_object(dist.device_name))
     # The hardware behind the numbers, each host's once (its first rank reads it, before the timing).
@@ -246,7 +247,8 @@ def run(cfg: config_mod.TrainConfig, state: dict) -> None:
     if dist.rank == 0:
         _count_compute(record, cfg, spec, kind, trainer, dist)
     loop = Loop(cfg, dist, trainer, events, fault, ds, global_batch, peak_lr, spec.metric, synthetic,
-                hyperparameters=lambda facts: spec.mllog_values(cfg, facts))
+                hyperparameters=lambda facts: spec.mllog_values(cfg, facts), mlperf_samples=kind.mlperf_samples,
+                synthetic_samples=None if host is None else kind.mlperf_samples(host))
     measures = loop.throughput() if cfg.mode == "throughput" else loop.time_to_accuracy()
     measures.compile_s = getattr(trainer, "compile_s", None)  # the TensorFlow trainer has none
     if measures.compile_s is not None:
@@ -355,7 +357,8 @@ def _preflight(cfg, spec, flavor_cfg, dist):
         if dist.rank == 0:
             result_mod.check_out(Path(cfg.out))
         if cfg.synthetic:
-            found = (None, spec.kinds[0], spec.synthetic_info(flavor_cfg))
+            kind = spec.synthetic_kind(cfg.synthetic_kind)
+            found = (None, kind, spec.synthetic_info(flavor_cfg, kind))
         else:
             ds = open_dataset(cfg.data)
             if ds.kind not in spec.data_kinds:

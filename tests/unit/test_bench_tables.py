@@ -154,7 +154,8 @@ def test_the_csv_formats_and_their_shared_layout_columns():
         "power_w_per_gpu", "compile_s",  # and the seconds --compile took
         "levers", "published_share", "published_ref",  # schema 7: the levers (a run's identity), the run
         "slowest_rank", "slowest_host", "slowest_compute_ratio", "imbalance_s",  # beside MLPerf's published
-        "schema_version"]  # rate, and the per-rank times' summary
+        "mlperf_samples_per_row",  # rate, and the per-rank times' summary; schema 8: MLPerf's samples a row
+        "schema_version"]
     assert ComputeRow.columns() == [
         "run_id", "started_at", "rank", "host", "device", "op", "dtype", "size", "iters", "time_mean_s", "tflops",
         "gb_s", "peak_tflops", "vs_peak", "note", *bench_layout, "schema_version"]

@@ -103,7 +103,8 @@ def twins():
     km = bert_tf.build(DEBUG, vocab_size=VOCAB)
     copy_torch_weights(tm, km)
     info = {"vocab_size": VOCAB, "max_seq_len": 48, "max_predictions": DEBUG.max_predictions}
-    plain = BERT.synthetic(5, info, np.random.default_rng(3))
+    # Lengths long enough that a leak across a pack's sequences shows (and three fit 128 tokens).
+    plain = BERT.instances(np.array([40, 30, 44, 48, 36]), info, np.random.default_rng(3))
     # The packer fills rows as long as its source's: widen the 48-token rows (padding) to 128 first.
     wide = {k: np.pad(v, ((0, 0), (0, 128 - 48))) if k in ("input_ids", "input_mask", "segment_ids") else v
             for k, v in plain.items()}

@@ -306,3 +306,25 @@ def test_compute_png_is_readable_on_cpus():
     assert "| TFLOP/s/rank |" in rc.markdown(rows) and "W/rank" in rc.markdown(rows)
     gpu = rc.figure(rc.compute_rows([_run(devices="NVIDIA H100 80GB HBM3", peak_tflops=989.0)]))
     assert "per GPU (MFU beside each bar)" in gpu.axes[0].get_xlabel()
+
+
+def test_the_compute_table_puts_each_run_beside_mlperfs_published_rate():
+    """Issue 46 item 5: the record's share of the published per-GPU rate with its round, system and
+    precision; a record without one (before schema 7) compared by the report; and where nothing was
+    published, the accelerator and benchmark that have no rate."""
+    h200 = dict(model="bert", flavor="large", devices="NVIDIA H200", mem_resident_gb=None, flops_per_sample=1e12)
+    recorded = _run("1x1", **h200, published_share=0.5, published_ref="MLPerf Training v4.0/v5.0, x, fp8")
+    older = _run("1x2", **h200, world_size=2, throughput_per_gpu=400.0, mlperf_samples_per_row=1.95)
+    cpu = _run("1x4", run_id="c", world_size=4)
+    debug = _run("2x1", model="bert", flavor="debug", devices="NVIDIA H200", run_id="d")
+    rows = {r["layout"]: r for r in rc.compute_rows([recorded, older, cpu, debug])}
+    assert (rows["1x1"]["published_share"], rows["1x1"]["published_ref"]) == (0.5, recorded.published_ref)
+    assert rows["1x2"]["published_share"] == pytest.approx(400 * 1.95 / 1040)
+    assert rows["1x2"]["published_ref"].startswith("MLPerf Training v4.0/v5.0, NVIDIA 8x H200")
+    assert rows["1x2"]["mlperf_samples_per_row"] == 1.95 and "1.95 sequences a row: 780.0 sequences/s per GPU" in \
+        rows["1x2"]["note"]
+    assert (rows["1x4"]["published_share"], rows["1x4"]["published_ref"]) == (None, "no published rate for cpu/resnet (debug flavor)")
+    assert rows["2x1"]["published_ref"] == "no published rate for H200/bert (debug flavor)"
+    text = rc.markdown(list(rows.values()))
+    assert "% of published" in text and "| 50.0 | MLPerf Training v4.0/v5.0, x, fp8" in text
+    assert "no published rate for cpu/resnet" in text

@@ -76,9 +76,15 @@ def test_compile_auto_compiles_on_a_gpu_only_and_asks_nothing_of_tensorflow(tmp_
 # --- BERT: variable-length attention = the block-diagonal mask --------------------------------
 
 
+# Three of them fit a 128-token row, and they are long enough for a leak across a row's sequences to
+# show (synthetic instances take Wikipedia's lengths: 43 % of them under 16 tokens at 48).
+LENGTHS = np.array([40, 30, 44, 48, 36])
+
+
 def synthetic(n, max_seq_len=48, seed=0):
+    """`n` (at most 5) random instances of LENGTHS' lengths, as the `bert` kind makes them."""
     info = {"vocab_size": VOCAB, "max_seq_len": max_seq_len, "max_predictions": DEBUG.max_predictions}
-    return {k: torch.from_numpy(v) for k, v in BERT.synthetic(n, info, np.random.default_rng(seed)).items()}
+    return {k: torch.from_numpy(v) for k, v in BERT.instances(LENGTHS[:n], info, np.random.default_rng(seed)).items()}
 
 
 def packed(b, groups, length=128, slots=3):
@@ -217,17 +223,17 @@ def one_rank(request):
     dist.shutdown()
 
 
-def loss_after(one_rank, model, steps=3, **levers):
-    """The loss on a fixed synthetic batch after `steps` optimizer steps of the debug flavor (a
-    forward with gradients on, as training runs it: no recompile for a grad-free mode), and the
-    trainer's compile_s."""
+def loss_after(one_rank, model, steps=3, flavor=None, **levers):
+    """The loss on a fixed synthetic batch after `steps` optimizer steps of the debug flavor (or
+    `flavor`, a config of its size: a forward with gradients on, as training runs it: no recompile
+    for a grad-free mode), and the trainer's compile_s."""
     from hvdbench.frameworks.torch.train import Trainer
 
     engine, dist = one_rank
     cfg = resolve({"model": model, "flavor": "debug", "synthetic": True, "out": "unused", "engine": engine,
                    "batch_per_gpu": 4, **levers})
     spec = get_spec(model)
-    flavor = spec.flavor("debug")
+    flavor = flavor or spec.flavor("debug")
     info = spec.synthetic_info(flavor)
     trainer = Trainer(cfg, spec.framework_module("torch"), flavor, info, dist)
     batch = trainer.device_batch(spec.kinds[0].synthetic(4, info, np.random.default_rng(0)))
@@ -296,6 +302,26 @@ def test_llm_levers_train_as_eager(one_rank):
         compiled, compiled_s = loss_after(one_rank, "llama31_8b", compile="default", loss_chunks=4,
                                           activation_checkpointing="full")
         assert compiled == pytest.approx(plain, rel=1e-4) and compiled_s > 0
+
+
+def test_lora_base_levers_train_as_eager(one_rank):
+    """llama2_lora's debug flavor: its base's full activation checkpointing and the chunked loss
+    over the summary tokens against the plain run, the loss after 3 steps within 1e-5 relative
+    (LoRA's dropout on: checkpointing replays its masks); under ddp, regional compile (each decoder
+    layer, adapters included) within 1e-4 of eager without LoRA's dropout, whose masks inductor
+    draws from a generator of its own."""
+    import dataclasses
+
+    plain, _ = loss_after(one_rank, "llama2_lora")
+    levers, levers_s = loss_after(one_rank, "llama2_lora", activation_checkpointing="full", loss_chunks=4)
+    assert levers == pytest.approx(plain, rel=1e-5) and levers_s is None
+    if one_rank[0] == "ddp":
+        still = dataclasses.replace(get_spec("llama2_lora").flavor("debug"), lora_dropout=0.0)
+        eager, _ = loss_after(one_rank, "llama2_lora", flavor=still, activation_checkpointing="full")
+        torch._dynamo.reset()
+        compiled, compiled_s = loss_after(one_rank, "llama2_lora", flavor=still, compile="default",
+                                          activation_checkpointing="full")
+        assert compiled == pytest.approx(eager, rel=1e-4) and compiled_s > 0
 
 
 def test_regional_compile_compiles_each_decoder_layer_not_the_step():

@@ -14,6 +14,7 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 import torch
+from torch.utils.checkpoint import checkpoint
 
 from hvdbench.frameworks.torch.vision import ensure_torchvision
 
@@ -39,6 +40,7 @@ from hvdbench.models.llama2_lora.prepare import (
     prepare_lm_base,
     prepare_summaries,
 )
+from hvdbench.train.config import resolve
 
 SPEC = get_spec("llama2_lora")
 TINY = replace(FLAVORS["debug"], layers=2, hidden=32, intermediate=64, heads=4, kv_heads=2, vocab_size=300,
@@ -222,8 +224,10 @@ def test_bf16_base_with_checkpointing_trains_adapters_in_fp32():
     bf16 autocast, fp32 adapters and optimizer."""
     cfg = replace(FLAVORS["7b"], layers=2, hidden=32, intermediate=64, heads=4, kv_heads=2, vocab_size=300,
                   max_len=24)
-    model = L.build(cfg)
-    assert model.get_base_model().is_activation_checkpointing
+    resolved = resolve({"model": "llama2_lora", "flavor": "7b", "synthetic": True, "out": "o"})
+    assert resolved.activation_checkpointing == "full"  # the Llama-2 flavors' default, as the reference's
+    model = L.build(cfg, activation_checkpointing=resolved.activation_checkpointing)
+    assert all(layer.forward.func is checkpoint for layer in model.get_base_model().model.layers)
     run = run_cfg(precision="bf16")
     opt = L.make_optimizer(L.param_groups(model, run), run)
     assert {p.dtype for p in model.parameters() if not p.requires_grad} == {torch.bfloat16}

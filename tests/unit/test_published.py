@@ -56,3 +56,17 @@ def test_the_trainer_fills_the_records_published_columns():
     debug = RunResult(model="bert", flavor="debug", precision="bf16", devices="cpu", throughput_per_gpu=10.0)
     fill(debug, {})
     assert (debug.published_share, debug.published_ref) == (None, "")
+
+
+def test_bert_is_compared_in_the_sequences_its_rows_held():
+    """A run that counted MLPerf's samples in its rows (packed BERT: ~2 sequences a row, unpacked: 1)
+    is compared in those, not in the table's assumed 2 a row; a tokens rate never takes the count."""
+    packed = compare("NVIDIA H200", "bert", "large", 260.0, mlperf_samples_per_row=1.98)
+    assert packed[0] == pytest.approx(260.0 * 1.98 / 1040)
+    unpacked = compare("NVIDIA H200", "bert", "large", 260.0, mlperf_samples_per_row=1.0)
+    assert unpacked[0] == pytest.approx(0.25) and unpacked[1] == packed[1]
+    assert compare("NVIDIA H200", "llama31_8b", "full", 0.708, 2.0)[0] == pytest.approx(0.708 / (11598 / 8192))
+    record = RunResult(model="bert", flavor="large", precision="bf16", devices="NVIDIA H100 80GB HBM3",
+                       throughput_per_gpu=400.0, mlperf_samples_per_row=2.0)
+    fill(record, {})
+    assert record.published_share == pytest.approx(800 / 949)

@@ -82,7 +82,7 @@ def init_dist(threads: int = 0, share: int = 0, engine: str = "horovod"):
 # and the TrainConfig fields a network may take -> what a network that does not take them lacks (said
 # when one is set for it).
 RUN_KEYWORDS = {"rank": "rank", "world": "size"}
-LLMS = "llama31_8b's and gpt_oss_20b's have"
+LLMS = "llama31_8b's, gpt_oss_20b's and llama2_lora's base have"
 CONFIG_KEYWORDS = {"attention": "has no attention to choose (BERT's has)",
                    "activation_checkpointing": f"has no decoder layers to recompute ({LLMS})",
                    "loss_chunks": f"has no vocabulary loss to chunk ({LLMS})"}

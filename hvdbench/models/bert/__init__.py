@@ -48,6 +48,7 @@ class BertConfig:
     init_std: float = 0.02
     max_seq_len: int = 512  # synthetic batches only
     max_predictions: int = 76  # synthetic batches only
+    max_seqs_per_pack: int = 3  # synthetic packed rows only (--synthetic-kind bert_packed): MLPerf's
 
 
 FLAVORS = {

@@ -49,24 +49,27 @@ class LlamaLoraConfig:
     # reference's; a 13B base in fp32 would be 52 GB before a single activation). param_groups
     # then casts it to the run's precision (fp32 runs get an fp32 base).
     base_dtype: str = "float32"
-    gradient_checkpointing: bool = False  # the reference recomputes activations (8,192 tokens)
     # False: the frozen weights alone exceed one GPU, so data parallelism (a whole replica per rank:
     # --engine horovod or ddp) cannot run this flavor; --engine fsdp shards it (`refuse`, SPEC.refuse,
     # checked with the config before anything starts).
     data_parallel: bool = True
 
 
-LLAMA2_7B = LlamaLoraConfig(gradient_checkpointing=True, base_dtype="bfloat16")
+LLAMA2_7B = LlamaLoraConfig(base_dtype="bfloat16")
 FLAVORS = {
     # Llama-2-7B and -13B: the reference's recipe on a base that fits one 80 GB GPU in bf16
     # (13.5 GB and 26 GB of frozen weights), so every rank holds a whole replica.
     "7b": LLAMA2_7B,
     "13b": LlamaLoraConfig(layers=40, hidden=5120, intermediate=13824, heads=40, kv_heads=40,
-                           gradient_checkpointing=True, base_dtype="bfloat16"),
+                           base_dtype="bfloat16"),
     # MLPerf's: Llama-2-70B, 80 layers of 8192 with 8 key-value heads: 138 GB of bf16 weights fit no
     # single GPU, so it runs under --engine fsdp only, built on the meta device (`refuse`, build_on_meta).
     "70b": LlamaLoraConfig(layers=80, hidden=8192, intermediate=28672, heads=64, kv_heads=8,
-                           gradient_checkpointing=True, base_dtype="bfloat16", data_parallel=False),
+                           base_dtype="bfloat16", data_parallel=False),
+    # The one-GPU measuring flavor: 70b's layer (width, heads, vocabulary, 8,192 tokens, adapters) at
+    # 4 layers, 7.9 GB of bf16 base: one GPU measures the per-GPU rate and MFU of MLPerf's layer shape.
+    "70b-4l": LlamaLoraConfig(layers=4, hidden=8192, intermediate=28672, heads=64, kv_heads=8,
+                              base_dtype="bfloat16"),
     # Same family (RMSNorm, SwiGLU, RoPE, fused qkv, LoRA r16/alpha32/dropout 0.1 on qkv and o) at
     # 4 layers of 128 with a tied 4,000-token vocabulary, the size MODELS.md's probe measured; its
     # base is pre-trained by `hvdbench prepare lm-base` on CPython's pydoc text.
@@ -87,9 +90,10 @@ def refusal(name: str, cfg: LlamaLoraConfig, parameters: int | None, engine: str
 
 # Llama-2's published sizes, exact, counted with transformers on the meta device (32,000-token
 # vocabulary, untied output layer, no biases); debug's with its 4,000-token tied vocabulary.
-BASE_PARAMETERS = {"7b": 6_738_415_616, "13b": 13_015_864_320, "70b": 68_976_648_192, "debug": 1_303_680}
+BASE_PARAMETERS = {"7b": 6_738_415_616, "13b": 13_015_864_320, "70b": 68_976_648_192, "70b-4l": 3_946_913_792,
+                   "debug": 1_303_680}
 # The adapters on top (r 16 on the fused qkv and o projections; 70b's 44.6M is the reference's).
-ADAPTER_PARAMETERS = {"7b": 12_582_912, "13b": 19_660_800, "70b": 44_564_480, "debug": 49_152}
+ADAPTER_PARAMETERS = {"7b": 12_582_912, "13b": 19_660_800, "70b": 44_564_480, "70b-4l": 2_228_224, "debug": 49_152}
 
 
 def _flavor(cfg) -> LlamaLoraConfig:
@@ -97,11 +101,15 @@ def _flavor(cfg) -> LlamaLoraConfig:
 
 
 def refuse(cfg) -> str | None:
-    """SPEC.refuse: why a run cannot run as configured, before anything starts (None: it can): a
-    flavor whose frozen base fits no GPU (70b) under an engine that gives each rank a whole replica
+    """SPEC.refuse: why a run cannot run as configured, before anything starts (None: it can): fp8
+    (the float8 lever converts trained linears; this base is frozen under adapters), and a flavor
+    whose frozen base fits no GPU (70b) under an engine that gives each rank a whole replica
     (horovod, ddp). Under fsdp, whether the layout's GPUs hold its shards is the worker's memory check
     (hvdbench/train/memory.py), which knows the devices."""
     flavor = _flavor(cfg)
+    if cfg.precision == "fp8":
+        return ("llama2_lora --precision fp8: its linears are a frozen base inside peft's LoRA layers, which "
+                "hvdbench's float8 conversion (torchao's, of trained linears) does not take; use --precision bf16")
     if not flavor.data_parallel and cfg.engine != "fsdp":
         return refusal(cfg.flavor, flavor, BASE_PARAMETERS.get(cfg.flavor), cfg.engine)
     return None
@@ -144,10 +152,13 @@ SPEC = ModelSpec(
         "max_epochs": 1.0,
         "eval_every": 384.0,
         "eval_unit": "samples",
-        # The Llama-2 sizes train in bf16, as the reference (a 13B fp32 base would not leave room).
-        "7b": {"precision": "bf16"},
-        "13b": {"precision": "bf16"},
-        "70b": {"precision": "bf16"},
+        # The Llama-2 sizes train in bf16, as the reference (a 13B fp32 base would not leave room),
+        # recomputing every decoder layer's activations in backward, as the reference (8,192 tokens;
+        # --activation-checkpointing selective or none keeps more of them).
+        "7b": {"precision": "bf16", "activation_checkpointing": "full"},
+        "13b": {"precision": "bf16", "activation_checkpointing": "full"},
+        "70b": {"precision": "bf16", "activation_checkpointing": "full"},
+        "70b-4l": {"precision": "bf16"},  # 4 layers' activations fit one GPU: nothing recomputed
         # 10x the reference's rate for 16 pairs, as MODELS.md's probe of this size (1e-2 did no
         # better per epoch, measured); 8 pairs per rank. Evaluated every 256 pairs, a seventh of
         # the 1,710 training pairs.

@@ -18,6 +18,12 @@ output layer is applied only at those positions (the prompt's logits are never n
 metric adds the token losses and counts over every batch and rank: the mean eval loss per summary
 token.
 
+The language models' levers apply to the base (hvdbench/families/lm/torch.py, as llama31_8b's):
+--activation-checkpointing recomputes its decoder layers (full, the Llama-2 flavors' default as the
+reference's; selective every other one), --loss-chunks takes the summary tokens' output layer and
+loss that many pieces at a time, and --compile compiles each decoder layer (compile_units), adapters
+included.
+
 Also here: `pretrain`, what `hvdbench prepare lm-base` runs (the debug flavor's base, trained as a
 plain language model on text), and `save_base` / `load_base` for its checkpoint.
 """
@@ -35,6 +41,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from hvdbench.errors import ConfigError, DatasetError
+from hvdbench.families.lm import torch as lm
 from hvdbench.frameworks.torch.recipe import clip_to_groups, flush_denormals, fused, sized
 from hvdbench.frameworks.torch.vision import ensure_torchvision
 from hvdbench.models.llama2_lora import FLAVORS
@@ -179,21 +186,28 @@ def shard_units(model) -> list:
     return list(model.get_base_model().model.layers)
 
 
+def compile_units(model) -> list:
+    """The base's decoder layers with their adapters: what --compile compiles one by one (regional
+    compilation, as llama31_8b's)."""
+    return list(model.get_base_model().model.layers)
+
+
 def flavor_name(cfg) -> str:
     return next((name for name, f in FLAVORS.items() if f is cfg), "")
 
 
-def build(cfg, vocab_size: int | None = None, max_len: int | None = None, **_):
+def build(cfg, vocab_size: int | None = None, max_len: int | None = None, activation_checkpointing: str = "none",
+          loss_chunks: int = 0, **_):
     """The LoRA model for a flavor (a peft PeftModel around LlamaForCausalLM); vocab_size and
-    max_len of a dataset's manifest override the flavor's (the synthetic defaults). A flavor too
-    large for one GPU (70b) runs under --engine fsdp only (SPEC.refuse), which builds it on the meta
-    device and materialises each rank's shard (init_weights)."""
+    max_len of a dataset's manifest override the flavor's (the synthetic defaults); the run's
+    --activation-checkpointing of the base's decoder layers (non-reentrant: the frozen embeddings'
+    output needs no grad) and --loss-chunks (lm.apply_levers). A flavor too large for one GPU (70b)
+    runs under --engine fsdp only (SPEC.refuse), which builds it on the meta device and
+    materialises each rank's shard (init_weights)."""
     flush_denormals()
     cfg = sized(cfg, vocab_size=vocab_size, max_len=max_len)
     model = add_adapters(build_base(cfg), cfg)
-    if cfg.gradient_checkpointing:
-        # Non-reentrant checkpointing: the frozen embeddings' output needs no grad for it to work.
-        model.get_base_model().activation_checkpointing_enable(activation_checkpointing_kwargs={"use_reentrant": False})
+    lm.apply_levers(model, model.get_base_model().model.layers, activation_checkpointing, loss_chunks)
     model.lora_cfg = cfg
     return model
 
@@ -265,26 +279,37 @@ def trim(batch: dict) -> tuple[torch.Tensor, torch.Tensor]:
     return batch["input_ids"][:, :n].long(), batch["labels"][:, :n].long()
 
 
-def token_losses(model, input_ids: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
-    """Cross-entropy of each labelled next token (labels shifted by one, as transformers does),
-    with the output layer applied at those positions only."""
+def labelled(model, input_ids: torch.Tensor, labels: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, object]:
+    """(the hidden states of the labelled positions, their next tokens, the base) (labels shifted by
+    one, as transformers does): where the output layer is applied, and nowhere else."""
     inner = model.get_base_model() if hasattr(model, "get_base_model") else model
     # No attention mask: padding only follows a sequence's last token, which causal attention
     # never lets a real token see (and its labels are IGNORE).
     hidden = inner.model(input_ids=input_ids, use_cache=False).last_hidden_state
     target = labels[:, 1:]
     keep = target != IGNORE
-    logits = inner.lm_head(hidden[:, :-1][keep])
-    return F.cross_entropy(logits.float(), target[keep], reduction="none")
+    return hidden[:, :-1][keep], target[keep], inner
+
+
+def token_losses(model, input_ids: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+    """Cross-entropy of each labelled next token, with the output layer applied at those positions only."""
+    hidden, target, inner = labelled(model, input_ids, labels)
+    return F.cross_entropy(inner.lm_head(hidden).float(), target, reduction="none")
 
 
 def loss_and_stats(model, batch):
-    """(mean loss over the batch's summary tokens, {"loss_sum", "count"} for the eval loss)."""
+    """(mean loss over the batch's summary tokens, {"loss_sum", "count"} for the eval loss); a model
+    built with --loss-chunks > 1 takes their logits and loss that many pieces at a time
+    (lm.chunked_cross_entropy: never every summary token's fp32 logits at once)."""
     input_ids, labels = trim(batch)
-    losses = token_losses(model, input_ids, labels)
-    count = losses.numel()
-    loss = losses.sum() / max(count, 1)
-    return loss, {"loss_sum": losses.sum().detach(), "count": count}
+    chunks = getattr(model, "loss_chunks", 0)
+    if chunks > 1:
+        hidden, target, inner = labelled(model, input_ids, labels)
+        total, count = lm.chunked_cross_entropy(hidden, target, inner.lm_head, chunks), target.numel()
+    else:
+        losses = token_losses(model, input_ids, labels)
+        total, count = losses.sum(), losses.numel()
+    return total / max(count, 1), {"loss_sum": total.detach(), "count": count}
 
 
 def param_groups(model, cfg) -> list[dict]:

@@ -1,7 +1,9 @@
 """How far each layout's compute was from the hardware (the report's compute table): model TFLOP/s
 per GPU, MFU against the datasheet peak and against `bench compute`'s measured peak, peak memory per
-rank beside train/memory.py's estimate, and energy per sample; and the same MFU for published MLPerf
-logs.
+rank beside train/memory.py's estimate, energy per sample, and the per-GPU rate as a share of MLPerf's
+published one for the run's accelerator and benchmark (the record's published_share and published_ref,
+hvdbench.published; "no published rate for <accelerator>/<benchmark>" where there is none); and the
+same MFU for published MLPerf logs.
 
     rows = compute_rows(runs, peaks)       # one row per scaling group and layout (runs.csv's columns)
     markdown(rows); write(rows, out, formats)  # compute.csv, compute.png, a summary.md section
@@ -19,8 +21,9 @@ from __future__ import annotations
 import statistics
 from pathlib import Path
 
-from hvdbench.contracts import specs
-from hvdbench.peaks import mfu, model_tflops, peak_tflops
+from hvdbench.contracts import get_spec, model_names, specs
+from hvdbench.peaks import device_entry, mfu, model_tflops, peak_tflops
+from hvdbench.published import compare
 from hvdbench.results.stats.aggregate import device_word, on_cpus, scaling_key, where_cols
 from hvdbench.results.records.schema import COMPUTE_COLUMNS, SCALING_GROUP
 from hvdbench.results.render.tables import markdown_table, write_table
@@ -56,6 +59,25 @@ def _published(run) -> tuple[float | None, float | None, float | None, str]:
     return ref.per_sample, rate, peak, note
 
 
+def _beside_published(mine, device: str) -> tuple[float | None, str]:
+    """(the runs' mean share of MLPerf's published per-GPU rate, where that rate comes from): the
+    records' own, else (a record from before schema 7) hvdbench.published's for their rate; else
+    (None, "no published rate for <accelerator>/<benchmark>")."""
+    first = mine[0]
+    benchmark = get_spec(first.model).benchmark if first.model in model_names() else first.model
+    share, ref = _mean(r.published_share for r in mine), first.published_ref
+    if share is None:
+        share, ref = compare(device, benchmark, first.flavor, _mean(r.throughput_per_gpu for r in mine),
+                             _mean(r.mlperf_samples_per_row for r in mine))
+    if share is None:
+        entry = device_entry(device)
+        default = get_spec(first.model).default_flavor if first.model in model_names() else first.flavor
+        flavor = f" ({first.flavor} flavor)" if first.flavor and first.flavor != default else ""
+        accelerator = entry.name if entry else device or "an unnamed device"
+        return None, f"no published rate for {accelerator}/{benchmark}{flavor}"
+    return share, ref
+
+
 def compute_rows(runs, measured: dict | None = None) -> list[dict]:
     """One row per scaling group and layout with a compute figure (see the module's docstring);
     `measured`: (layout, device, dtype) -> `bench compute`'s TFLOP/s (hvdbench.results.report.load)."""
@@ -79,9 +101,14 @@ def compute_rows(runs, measured: dict | None = None) -> list[dict]:
             rate = _mean(r.throughput_per_gpu for r in mine)
             tflops = _mean(r.model_tflops_per_gpu for r in mine)
             peak, note = first.peak_tflops, ""
+        device = first.devices.split(";")[0] if first.devices else ""
+        share, ref = (None, "") if published else _beside_published(mine, device)
+        per_row = None if published else _mean(r.mlperf_samples_per_row for r in mine)
+        if per_row is not None and rate:  # rows holding several of MLPerf's samples (packed BERT)
+            note = "; ".join(filter(None, (note, f"{per_row:.2f} sequences a row: {rate * per_row:,.1f} "
+                                                 f"sequences/s per {'rank' if device == 'cpu' else 'GPU'}")))
         if flops is None and _max(r.mem_resident_gb for r in mine) is None:
             continue  # nothing of compute known (a log of a benchmark hvdbench does not count, rows before schema 6)
-        device = first.devices.split(";")[0] if first.devices else ""
         bench_peak = measured.get((layout, device, first.precision))
         out.append({
             **dict(zip(SCALING_GROUP, key)), "layout": layout, "gpus": first.world_size, "runs": len(mine),
@@ -95,7 +122,7 @@ def compute_rows(runs, measured: dict | None = None) -> list[dict]:
             "energy_j_per_sample": _mean(r.energy_j_per_sample for r in mine),
             "power_w_per_gpu": _mean(r.power_w_per_gpu for r in mine),
             "energy_to_train_j": _mean(r.energy_j for r in mine if r.mode == "time_to_accuracy"),
-            "note": note, **where_cols(mine)})  # where it ran: the plot's subtitle, not compute.csv's columns
+            "mlperf_samples_per_row": per_row, "published_share": share, "published_ref": ref, "note": note, **where_cols(mine)})  # where it ran: the plot's subtitle, not compute.csv's columns
     return out
 
 
@@ -119,15 +146,19 @@ def markdown(rows: list[dict]) -> str:
               _fmt(r["flops_per_sample"], ".3g"), _fmt(r["model_tflops_per_gpu"], ".3g"),
               _fmt(r["mfu"], ".1f", 100), _fmt(r["mfu_measured"], ".1f", 100),
               _fmt(r["mem_allocated_gb"] or r["mem_resident_gb"], ".2f"), _fmt(r["mem_estimate_gb"], ".2f"),
-              _fmt(r["energy_j_per_sample"], ".3g"), _fmt(r["power_w_per_gpu"], ".0f"), r["note"]] for r in rows]
+              _fmt(r["energy_j_per_sample"], ".3g"), _fmt(r["power_w_per_gpu"], ".0f"),
+              _fmt(r["published_share"], ".1f", 100), "; ".join(filter(None, (r["published_ref"], r["note"])))]
+             for r in rows]
     return ("## Compute: how far from the hardware\n\nModel TFLOP/s per GPU (training FLOPs per sample, forward + "
             "backward as counted on hvdbench's network, x samples/s per GPU), MFU against the device's dense "
             "datasheet peak in the run's precision and against `bench compute`'s measured matrix-product peak, the "
             "most memory one rank held (GPU: allocated; CPU: resident) beside hvdbench's estimate, and (NVIDIA GPUs) "
-            "energy per sample and mean power per GPU from NVML. Empty: not measured.\n\n"
+            "energy per sample and mean power per GPU from NVML, and the rate per GPU as a share of MLPerf's published "
+            "one for the accelerator and benchmark (its round, system and precision in the note). Empty: not "
+            "measured.\n\n"
             + markdown_table(["system", "model", "flavor", "engine", "precision", "layout", "FLOPs/sample",
                               f"TFLOP/s/{unit}", "MFU %", "MFU % (bench)", "memory GB", "estimate GB", "J/sample",
-                              f"W/{unit}", "note"], lines) + "\n")
+                              f"W/{unit}", "% of published", "note"], lines) + "\n")
 
 
 def _word(key: str, value) -> str:

@@ -33,7 +33,7 @@ from typing import Any
 from hvdbench.errors import HvdbenchError
 from hvdbench.files import atomic_write_text
 
-SCHEMA_VERSION = 7
+SCHEMA_VERSION = 8
 # What a run measured of its compute (schema 6; hvdbench.train.compute_window fills them once the loop ends).
 COMPUTE_MEASURED = ("flops_per_sample", "model_tflops_per_gpu", "peak_tflops", "mfu", "mem_allocated_gb",
                     "mem_reserved_gb", "mem_resident_gb", "mem_estimate_gb", "energy_j", "energy_j_per_sample",
@@ -47,7 +47,8 @@ ADDED_COLUMNS = {2: ("data_s", "compute_s", "comm_s", "update_s", "other_s"),
                  5: ("engine", "shard_parameters"),
                  6: COMPUTE_MEASURED + ("compile_s",),
                  7: ("levers", "published_share", "published_ref", "slowest_rank", "slowest_host",
-                     "slowest_compute_ratio", "imbalance_s")}
+                     "slowest_compute_ratio", "imbalance_s"),
+                 8: ("mlperf_samples_per_row",)}
 # What a column added later reads as in an older row, where empty would be wrong: every run before
 # schema 5 trained under Horovod.
 ADDED_DEFAULTS = {"engine": "horovod"}
@@ -59,7 +60,8 @@ MEASURED = ("status", "steps", "warmup_steps", "throughput", "step_time_mean_s",
             "final_metric", "epochs", "epochs_to_target", "time_per_epoch_s", "time_to_train_s",
             "data_s", "compute_s", "comm_s", "update_s", "other_s", "other_cpus", "other_gpu_procs",
             "timeline_negotiate_ms", "timeline_allreduce_ms", "timeline_cycles_per_step", "timeline_fused_mib",
-            "compile_s", "slowest_rank", "slowest_host", "slowest_compute_ratio", "imbalance_s")
+            "compile_s", "slowest_rank", "slowest_host", "slowest_compute_ratio", "imbalance_s",
+            "mlperf_samples_per_row")
 MODES = ("throughput", "time_to_accuracy")
 
 
@@ -198,7 +200,8 @@ class RunResult(LayoutFields, _RunIdentity, CsvRecord):
     # The measured amounts, never negative (a loss target or a final metric may be): empty past ABSURD.
     FIGURES = COMPUTE_MEASURED + ("throughput", "throughput_per_gpu", "step_time_mean_s", "step_time_std_s",
                                   "epochs", "epochs_to_target", "time_per_epoch_s", "time_to_train_s", "wall_s",
-                                  "data_s", "compute_s", "comm_s", "update_s", "other_s", "compile_s")
+                                  "data_s", "compute_s", "comm_s", "update_s", "other_s", "compile_s",
+                                  "mlperf_samples_per_row")
 
     devices: str = ""  # ';'-joined distinct device names
     versions: str = ""  # 'name=version;...'
@@ -291,6 +294,11 @@ class RunResult(LayoutFields, _RunIdentity, CsvRecord):
     slowest_host: str = ""
     slowest_compute_ratio: float | None = None
     imbalance_s: float | None = None
+    # Schema 8: how many of MLPerf's samples a row held on average over a throughput run's timed steps,
+    # where MLPerf counts something else than rows (packed BERT: its sequences, ~2 a row; an unpacked
+    # row, 1): throughput x this is the rate MLPerf's logs count (DatasetKind.mlperf_samples). Empty
+    # where a row is one of MLPerf's samples, and for time-to-accuracy runs.
+    mlperf_samples_per_row: float | None = None
     schema_version: int = SCHEMA_VERSION
 
     def __post_init__(self):
@@ -639,7 +647,8 @@ ENGINE_COLUMNS = tuple(k for k in SCALING_GROUP if k != "engine") + (
 COMPUTE_COLUMNS = SCALING_GROUP + (
     "layout", "gpus", "runs", "throughput_per_gpu", "flops_per_sample", "model_tflops_per_gpu", "peak_tflops", "mfu",
     "measured_peak_tflops", "mfu_measured", "mem_allocated_gb", "mem_reserved_gb", "mem_resident_gb",
-    "mem_estimate_gb", "energy_j_per_sample", "power_w_per_gpu", "energy_to_train_j", "note")
+    "mem_estimate_gb", "energy_j_per_sample", "power_w_per_gpu", "energy_to_train_j", "mlperf_samples_per_row",
+    "published_share", "published_ref", "note")
 # Predicted layouts (hvdbench.results.predict.throughput): one row per group and layout, measured or not.
 # predicted_throughput_low/_high: the interval meant to hold `interval` (the share, predict.fitting.COVERAGE)
 # of measurements; interval_from: its parts in words (fit residuals, repeats, doublings past the fitted range).
