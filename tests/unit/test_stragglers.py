@@ -101,6 +101,14 @@ def test_one_run_uses_the_floor_and_repeats_their_spread():
     assert steady["vs_others"] == pytest.approx(1.1) == noisy["vs_others"]
     assert steady["threshold"] == st.FLOOR and steady["straggler"]
     assert noisy["threshold"] == pytest.approx(0.487, abs=0.01) and not noisy["straggler"]
+    # slower in both runs, but its lead swinging from 1.3x to 2.6x (one of an even layout's ranks on a busy
+    # machine's shared cores): within its own spread; a slowed node's steady 2.8x is not
+    swinging = st.stragglers([run("2x1", ["a", "b"], [0.050, 0.065], 0), run("2x1", ["a", "b"], [0.050, 0.130], 1)])
+    b = next(r for r in swinging.ranks if r["host"] == "b")
+    assert b["threshold"] == pytest.approx(b["vs_others_2sigma"]) == pytest.approx(2 * 0.919, abs=0.01)
+    assert not b["straggler"] and not any(h["straggler"] for h in swinging.hosts)
+    steady_slow = st.stragglers([run("3x1", ["a", "b", "c"], [0.050, 0.050, 0.140 + 0.001 * k], k) for k in range(2)])
+    assert [r["straggler"] for r in steady_slow.ranks] == [False, False, True]
 
 
 def test_the_waterfall_puts_the_wait_for_the_slowest_rank_in_imbalance():
