@@ -101,14 +101,16 @@ def test_one_run_uses_the_floor_and_repeats_their_spread():
     assert steady["vs_others"] == pytest.approx(1.1) == noisy["vs_others"]
     assert steady["threshold"] == st.FLOOR and steady["straggler"]
     assert noisy["threshold"] == pytest.approx(0.487, abs=0.01) and not noisy["straggler"]
-    # slower in both runs, but its lead swinging from 1.3x to 2.6x (one of an even layout's ranks on a busy
-    # machine's shared cores): within its own spread; a slowed node's steady 2.8x is not
-    swinging = st.stragglers([run("2x1", ["a", "b"], [0.050, 0.065], 0), run("2x1", ["a", "b"], [0.050, 0.130], 1)])
-    b = next(r for r in swinging.ranks if r["host"] == "b")
-    assert b["threshold"] == pytest.approx(b["vs_others_2sigma"]) == pytest.approx(2 * 0.919, abs=0.01)
-    assert not b["straggler"] and not any(h["straggler"] for h in swinging.hosts)
-    steady_slow = st.stragglers([run("3x1", ["a", "b", "c"], [0.050, 0.050, 0.140 + 0.001 * k], k) for k in range(2)])
-    assert [r["straggler"] for r in steady_slow.ranks] == [False, False, True]
+    # slower in both runs, its lead swinging from 1.9x to 3.0x with the layout steady (one of an even
+    # layout's ranks on a busy machine's shared cores): within its own spread, 2.45 ± 1.56; a slowed node's
+    # lead holds, or swings less than it leads (3.5x then 2.4x: 2.95 ± 1.56)
+    def lead(*slow):
+        return st.stragglers([run("3x1", ["a", "b", "c"], [0.050, 0.050, 0.050 * x], k) for k, x in enumerate(slow)])
+    swinging = next(r for r in lead(1.9, 3.0).ranks if r["host"] == "c")
+    assert swinging["threshold"] == st.FLOOR and swinging["vs_others_2sigma"] == pytest.approx(1.556, abs=0.01)
+    assert not swinging["straggler"] and not any(h["straggler"] for h in lead(1.9, 3.0).hosts)
+    assert [r["straggler"] for r in lead(2.8, 2.82).ranks] == [False, False, True]
+    assert [r["straggler"] for r in lead(3.5, 2.4).ranks] == [False, False, True]
 
 
 def test_the_waterfall_puts_the_wait_for_the_slowest_rank_in_imbalance():
