@@ -5,8 +5,9 @@
     hvdbench cluster down                                          -> down("hvd")
 
 `up` checks everything it can before it creates anything (root, Linux, tools, free subnet, free
-names, a usable cpu cgroup hierarchy for --node-cpu), then records each step in the state journal before taking it, so `down` can always undo
-what exists, including after an interrupted `up`. If a step fails, `up` undoes what it made itself.
+names, for --node-cpu a usable cpu cgroup hierarchy and free cgroup names), then records each step
+in the state journal before taking it, so `down` can always undo what exists, including after an
+interrupted `up`. If a step fails, `up` undoes what it made itself.
 """
 
 import os
@@ -62,9 +63,10 @@ def preflight(euid: int | None = None, system: str | None = None, which=shutil.w
     return {t: os.path.abspath(p) for t, p in tools.items()}
 
 
-def check_free(plan: ClusterPlan) -> None:
-    """Refuse a subnet that overlaps anything on this machine, names that already exist, or a
-    hostfile path that holds a file (`down` removes the hostfile, so it must be ours)."""
+def check_free(plan: ClusterPlan, hierarchy: cgroup.Hierarchy | None = None) -> None:
+    """Refuse a subnet that overlaps anything on this machine, names that already exist (a node's
+    cgroup too: `down` removes it, so it must be ours), or a hostfile path that holds a file (`down`
+    removes the hostfile, so it must be ours)."""
     if plan.hostfile.exists() and not plan.hostfile.is_relative_to(plan.state_dir):
         raise ClusterError(f"--hostfile {plan.hostfile} already exists; remove it or pick another path")
     used = netns.subnet_conflicts(plan.subnet, runner.run_json(netns.list_addrs()),
@@ -73,6 +75,9 @@ def check_free(plan: ClusterPlan) -> None:
         raise ClusterError(f"--subnet {plan.subnet} is in use on this machine ({'; '.join(used)}); "
                            "pick another with --subnet")
     taken = netns.name_conflicts(plan, runner.run_json(netns.list_netns()), runner.run_json(netns.list_links()))
+    if hierarchy is not None:
+        taken += [f"cgroup {f}" for n in plan.nodes if n.cpu_quota_us is not None
+                  and (f := cgroup.node_cgroup(hierarchy, n)).exists()]
     if taken:
         raise ClusterError(f"cluster name {plan.name!r} clashes with existing {', '.join(taken)}; "
                            "pick another --name (or run `hvdbench cluster down` for it)")
@@ -86,7 +91,7 @@ def _crash_point(step: str) -> None:
 def up(plan: ClusterPlan, wait_s: float = SSHD_START_TIMEOUT_S) -> Journal:
     tools = preflight(with_slurm=plan.slurm)
     hierarchy = cgroup.find_hierarchy() if cgroup.plan_needs_one(plan) else None
-    check_free(plan)
+    check_free(plan, hierarchy)
     make_state_dir(plan.state_dir)
     journal = Journal(plan)
     journal.save()
@@ -150,10 +155,7 @@ def _make_cgroups(plan: ClusterPlan, journal: Journal, hierarchy: cgroup.Hierarc
     for node in plan.nodes:
         if node.cpu_quota_us is None or hierarchy is None:
             continue
-        folder = cgroup.node_cgroup(hierarchy, node)
-        if folder.exists():
-            raise ClusterError(f"{folder} already exists (another cluster's node {node.name}?); remove it or pick "
-                               "another --name")
+        folder = cgroup.node_cgroup(hierarchy, node)  # free: check_free saw to it
         journal.record("cgroup", node=node.name, path=str(folder), version=hierarchy.version)
         groups[node.name] = cgroup.create(hierarchy, node, CPU_PERIOD_US)
     return groups

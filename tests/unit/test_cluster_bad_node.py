@@ -21,7 +21,7 @@ from hvdbench.cli.main import cli
 from hvdbench.cluster import cgroup, shaping
 from hvdbench.cluster.blueprint import CPU_PERIOD_US, ClusterError, make_plan
 from hvdbench.cluster.launch import launch_settings
-from hvdbench.cluster.lifecycle import _in_cgroup
+from hvdbench.cluster.lifecycle import _in_cgroup, check_free
 from hvdbench.cluster.state import Journal, make_state_dir, plan_from_dict, plan_to_dict
 
 
@@ -180,12 +180,15 @@ def _hierarchy():
 @pytest.mark.skipif(os.geteuid() != 0 or _hierarchy() is None, reason="makes a real cgroup: root and a cpu hierarchy")
 def test_a_process_started_in_a_real_cgroup_stays_in_it_and_removal_waits_for_it(tmp_path):
     h = _hierarchy()
-    node = _plan(tmp_path, node_cpu=["node1=0.5"]).nodes[0]
-    node = type(node)(**{**node.__dict__, "name": f"unit{os.getpid()}"})
+    plan = make_plan(f"u{os.getpid() % 10**6}", nodes=3, subnet="10.213.250.0/24", state_root=tmp_path, cpus=2,
+                     node_cpu=["node1=0.5"])
+    node = plan.nodes[0]
     folder = cgroup.create(h, node, CPU_PERIOD_US)
     proc = None
     try:
         assert cgroup.read_quota(h.version, folder) == (16667, CPU_PERIOD_US)  # 0.5 x 2/3 CPU
+        with pytest.raises(ClusterError, match=f"clashes with existing cgroup {folder};"):  # before anything is made
+            check_free(plan, h)
         proc = subprocess.Popen(cgroup.started_in(folder, ["/bin/sleep", "60"]))
         deadline = time.monotonic() + 30
         while proc.pid not in cgroup.procs(folder):
