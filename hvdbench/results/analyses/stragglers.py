@@ -16,7 +16,10 @@ across the runs by FLOOR too (mean - 2σ of its ratio > 1 + FLOOR). In every run
 a busy machine two ranks take turns being slow, and a mean of 3x and 0.4x is no straggler. Out of its
 own spread: ranks sharing a busy machine's cores settle into one being slow for a whole run, the
 same one in two runs as often as not (an even 2x1 of issue 47's rehearsal: one rank 1.9x, then 3.0x
-the other, 2.5 ± 1.6), where a slowed node's lead holds (3.2 ± 0.9 with a fifth of its CPU share). A host named in every layout it ran in is named once, above the tables.
+the other, 2.5 ± 1.6), where a slowed node's lead holds (3.2 ± 0.9 with a fifth of its CPU share).
+A host slow in some layouts but not in others where it ran beside other hosts is named in none (a
+note says so: a slow host is slow wherever it runs); a host named in every layout it ran in is named
+once, above the tables.
 
 Published MLPerf logs carry no per-rank times: their layouts are counted, never guessed at. Under
 fsdp a rank's compute holds the parameter all-gathers of its forward and backward, where a fast rank
@@ -145,6 +148,7 @@ def stragglers(runs) -> Stragglers:
         found.context[(key, layout)] = {
             "system": key[0], "runs": len(mine), "nodes": first.nodes, "link": first.link,
             "intra_link": first.intra_link, "hosts": ";".join(dict.fromkeys(x.host for r in mine for x in r.ranks))}
+    found.notes += _slow_in_some_layouts_only(found)
     found.named = _named_across(found.hosts, layouts)
     without -= set(layouts)
     if without:
@@ -162,6 +166,30 @@ def stragglers(runs) -> Stragglers:
         found.notes.append(f"{partial} run(s) have per-rank times of only some ranks (a partial ranks.csv): "
                            "their rows are marked partial, and the missing ranks are not guessed")
     return found
+
+
+def _slow_in_some_layouts_only(found: Stragglers) -> list[str]:
+    """Un-name a host (and its ranks) named in some layouts of a group but not in others where it
+    ran beside other hosts, and say so: a slow host is slow wherever it runs. Ranks sharing a busy
+    machine's cores (an emulated cluster) settle into one being slower for whole runs: in issue 47's
+    rehearsal an even 2x1's node2 computed 1.3x node1's in both runs and, in 3x1 beside the same
+    node1, as fast as it."""
+    by_host: dict[tuple, list[dict]] = {}
+    for row in found.hosts:
+        by_host.setdefault(tuple(row[k] for k in SCALING_GROUP) + (row["host"],), []).append(row)
+    lines = []
+    for rows in by_host.values():
+        slow = [row["layout"] for row in rows if row["straggler"]]
+        if not slow or len(slow) == len(rows):
+            continue
+        host = rows[0]["host"]
+        for row in found.hosts + found.ranks:
+            if row["host"] == host and row["layout"] in slow and all(row[k] == rows[0][k] for k in SCALING_GROUP):
+                row["straggler"] = False
+        lines.append(f"{host} computed slower than the others in {', '.join(slow)} but not in "
+                     f"{', '.join(r['layout'] for r in rows if r['layout'] not in slow)}: not named (a slow host is slow "
+                     "wherever it runs; ranks sharing a busy machine's cores take turns at being slow)")
+    return lines
 
 
 def _named_across(hosts: list[dict], layouts: dict[tuple, list]) -> list[str]:
