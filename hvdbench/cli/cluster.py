@@ -5,7 +5,7 @@ import shlex
 
 import click
 
-from hvdbench.cluster.blueprint import DEFAULT_NAME, DEFAULT_SUBNET
+from hvdbench.cluster.blueprint import CPU_PERIOD_US, DEFAULT_NAME, DEFAULT_SUBNET
 
 name_option = click.option("--name", default=DEFAULT_NAME, show_default=True,
                            help="Cluster name (1-8 lowercase letters/digits); nodes are NAME-node1...")
@@ -36,10 +36,19 @@ def cluster():
 @click.option("--hostfile", type=click.Path(dir_okay=False), help="Write the hostfile here, not in the state directory (removed by `down`).")
 @click.option("--slurm", is_flag=True, help="Also run Slurm on it: munge, a slurmctld and one slurmd per node "
               "(Debian packages slurmctld, slurmd, slurm-client, munge), from the cluster's own files.")
+@click.option("--node-cpu", "node_cpu", multiple=True, metavar="NODE=FRACTION",
+              help="Rehearse a slow node: NODE's processes (its sshd, so every rank started there, and its "
+                   "slurmd) get FRACTION (0-1] of the CPUs the node would otherwise get, its even share of this "
+                   "machine (CPUs / nodes), as a CFS quota on a cgroup (v2 cpu.max or v1 cpu.cfs_quota_us); "
+                   "NODE is node3 or NAME-node3. Repeat for more nodes.")
+@click.option("--node-rate", "node_rate", multiple=True, metavar="NODE=RATE",
+              help="Rehearse a slow link: NODE's link, both ways, at RATE (e.g. 100mbit) in place of --bandwidth "
+                   "(--latency still applies). Repeat for more nodes.")
 @name_option
-def up(nodes, slots, bandwidth, latency, subnet, hostfile, slurm, name):
+def up(nodes, slots, bandwidth, latency, subnet, hostfile, slurm, node_cpu, node_rate, name):
     """Create the cluster: namespaces, bridge, veths, shaping, sshds, hostfile (and with --slurm a
-    real Slurm: partition `hvd`, one node per namespace).
+    real Slurm: partition `hvd`, one node per namespace); with --node-cpu or --node-rate one node
+    made slower than the others, to see what a bad node looks like before meeting one.
 
     \b
     Example:
@@ -47,25 +56,30 @@ def up(nodes, slots, bandwidth, latency, subnet, hostfile, slurm, name):
       hvdbench cluster up --name lab --nodes 4 --subnet 10.214.0.0/24 --hostfile hostfiles/lab
       hvdbench cluster up --bandwidth 10gbit --latency 50us    # a delay needs sch_netem
       hvdbench cluster up --name slm --nodes 2 --slots 2 --slurm --subnet 10.215.0.0/24
+      hvdbench cluster up --nodes 3 --node-cpu node3=0.5                     # node3 at half its CPU share
+      hvdbench cluster up --nodes 3 --bandwidth 1gbit --node-rate node3=100mbit   # node3's NIC at a tenth
     """
     from hvdbench.cluster.blueprint import make_plan
     from hvdbench.cluster.lifecycle import up as cluster_up
 
     plan = make_plan(name=name, nodes=nodes, slots=slots, subnet=subnet, bandwidth=bandwidth,
-                     latency=latency, hostfile=hostfile, slurm=slurm)
+                     latency=latency, hostfile=hostfile, slurm=slurm, node_cpu=node_cpu, node_rate=node_rate)
     cluster_up(plan)
     nodes_text = f"{len(plan.nodes)} node{'s' if len(plan.nodes) != 1 else ''}"
     click.echo(f"Cluster {plan.name} is up: {nodes_text} x {plan.slots} slots on {plan.subnet}, "
-               f"links {plan.shaping.describe()}.")
+               f"links {plan.describe_links()}.")
     for node in plan.nodes:
-        click.echo(f"  {node.name:<14} {node.address}")
+        quota = (f"  CPU quota {node.cpu_fraction:g} of its share ({node.cpu_quota_us / CPU_PERIOD_US:.2f} CPU)"
+                 if node.cpu_quota_us is not None else "")
+        click.echo(f"  {node.name:<14} {node.address}{quota}")
     _usage(plan.name)
 
 
 @cluster.command()
 @name_option
 def status(name):
-    """List the nodes, their addresses, link shaping and whether each sshd answers.
+    """List the nodes, their addresses, link shaping, CPU quota and whether each sshd answers (the
+    shaping and quota as the kernel holds them).
 
     \b
     Example:
@@ -78,10 +92,10 @@ def status(name):
 
     journal, rows = cluster_status(name)
     table = Table(title=f"cluster {name} ({journal.phase}, {journal.plan.subnet})")
-    for col in ("node", "address", "slots", "link shaping", "sshd pid", "sshd answers"):
+    for col in ("node", "address", "slots", "link shaping", "cpu quota", "sshd pid", "sshd answers"):
         table.add_column(col, no_wrap=True)
     for r in rows:
-        table.add_row(r.name, r.address, str(r.slots), r.shaping, str(r.sshd_pid or "-"),
+        table.add_row(r.name, r.address, str(r.slots), r.shaping, r.cpu_quota, str(r.sshd_pid or "-"),
                       "yes" if r.sshd_answers else "NO")
     console().print(table)  # piped: whole lines, never wrapped cells (scripts grep them)
     if journal.plan.slurm:

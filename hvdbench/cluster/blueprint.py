@@ -7,6 +7,7 @@ a cluster called NAME with N nodes (interface names stay within Linux's 15 chara
     node k (1..N)   network namespace = hostname = NAME-nodeK, address = subnet host k+1
     bridge          NAME-br in the root namespace, address = subnet host 1 (the nodes' gateway)
     veth pair k     NAME-vK in the root namespace (enslaved to the bridge) <-> NAME-br inside node k
+    cgroup k        hvdbench-NAME-nodeK at the cpu hierarchy's root, only for a node given --node-cpu
 
 The node end of each veth carries the bridge's name on purpose: Horovod picks the network interface
 by *name* on every host (`--network-interfaces NAME-br`), and with the same name in the root
@@ -14,6 +15,8 @@ namespace too, the launcher finds its own address on that interface for Gloo's r
 """
 
 import ipaddress
+import math
+import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,6 +33,10 @@ STATE_ROOT = Path("/run/hvdbench-cluster")  # tmpfs: state vanishes on reboot, w
 _RATE_UNITS = {"bit": 1, "kbit": 10**3, "mbit": 10**6, "gbit": 10**9, "tbit": 10**12}
 _DELAY_UNITS = {"us": 1, "ms": 10**3, "s": 10**6}
 _NUMBER = r"(\d+(?:\.\d+)?)"
+# The CFS period of a node's CPU quota: shorter than a training step, so every step meets the quota
+# (with the kernel's 100 ms a short step may run at full speed, then the next one stalls).
+CPU_PERIOD_US = 50_000
+MIN_QUOTA_US = 1_000  # the kernel's least cpu.cfs_quota_us / cpu.max quota
 
 
 class ClusterError(HvdbenchError):
@@ -42,6 +49,11 @@ class Node:
     name: str       # hostname, network namespace name and hostfile entry
     address: str    # IPv4 address inside the node
     host_veth: str  # the root-namespace end of the node's veth pair
+    # --node-cpu: the share of the CPUs the node would otherwise get, and the CFS quota (us of CPU time
+    # per CPU_PERIOD_US) it comes to; None: no quota
+    cpu_fraction: float | None = None
+    cpu_quota_us: int | None = None
+    rate_bit: int | None = None  # --node-rate: this node's own link rate (None: the cluster's shaping)
 
 
 @dataclass(frozen=True)
@@ -82,6 +94,17 @@ class ClusterPlan:
     def prefixlen(self) -> int:
         return ipaddress.ip_network(self.subnet).prefixlen
 
+    def node_shaping(self, node: Node) -> Shaping:
+        """The node's link: the cluster's shaping, at the node's own rate where --node-rate gave one."""
+        if node.rate_bit is None:
+            return self.shaping
+        return Shaping(rate_bit=node.rate_bit, delay_us=self.shaping.delay_us)
+
+    def describe_links(self) -> str:
+        """'100mbit' or, with --node-rate, '1gbit, except hvd-node3 at 100mbit'."""
+        own = [f"{n.name} at {format_rate(n.rate_bit)}" for n in self.nodes if n.rate_bit is not None]
+        return self.shaping.describe() + (f", except {', '.join(own)}" if own else "")
+
 
 def validate_name(name: str) -> str:
     if not NAME_RE.fullmatch(name or ""):
@@ -94,14 +117,57 @@ def state_dir_for(name: str, state_root: Path = STATE_ROOT) -> Path:
     return Path(state_root) / validate_name(name)
 
 
-def parse_rate(text: str) -> int:
-    """'10gbit' -> 10_000_000_000 bits/s (tc's units: bit, kbit, mbit, gbit, tbit)."""
+def parse_rate(text: str, label: str | None = None) -> int:
+    """'10gbit' -> 10_000_000_000 bits/s (tc's units: bit, kbit, mbit, gbit, tbit); `label`: the option
+    as the error names it (default: --bandwidth 'TEXT')."""
     m = re.fullmatch(_NUMBER + r"(" + "|".join(_RATE_UNITS) + r")", text.strip().lower())
     value = float(m.group(1)) * _RATE_UNITS[m.group(2)] if m else 0
     if not m or value < 8000:
-        raise ClusterError(f"--bandwidth {text!r} is invalid: give a rate such as 100mbit or 10gbit "
+        raise ClusterError(f"{label or f'--bandwidth {text!r}'} is invalid: give a rate such as 100mbit or 10gbit "
                            "(at least 8kbit)")
     return int(value)
+
+
+def parse_node_values(option: str, items, node_names: list[str], cluster: str) -> dict[str, str]:
+    """`--node-cpu node3=0.5` (or NAME-node3=0.5), each given once: {full node name: value text}."""
+    found: dict[str, str] = {}
+    short = {n.removeprefix(f"{cluster}-"): n for n in node_names}
+    for item in items or ():
+        node, sep, value = str(item).partition("=")
+        if not sep or not node or not value:
+            raise ClusterError(f"{option} {item!r} is invalid: give NODE=VALUE, e.g. {option} node3=...")
+        full = short.get(node, node)
+        if full not in node_names:
+            raise ClusterError(f"{option} {node}: no such node (cluster {cluster} has "
+                               f"{next(iter(short))}..{list(short)[-1]})")
+        if full in found:
+            raise ClusterError(f"{option} {node}: given twice")
+        found[full] = value
+    return found
+
+
+def cpu_quota_us(fraction_text: str, node: str, cpus: float, nodes: int) -> tuple[float, int]:
+    """(fraction, CFS quota in us per CPU_PERIOD_US) of `--node-cpu NODE=FRACTION`: FRACTION of the
+    CPUs the node would otherwise get, its even share of this machine's (cpus / nodes: every node
+    shares this machine, and each rank sizes its threads to that share)."""
+    try:
+        fraction = float(fraction_text)
+    except ValueError:
+        fraction = math.nan
+    if not 0 < fraction <= 1:
+        raise ClusterError(f"--node-cpu {node}={fraction_text}: give a fraction above 0 and at most 1 of the "
+                           f"CPUs the node would otherwise get (its share of this machine: {cpus:g} CPUs / "
+                           f"{nodes} nodes), e.g. 0.5")
+    quota = round(fraction * cpus / nodes * CPU_PERIOD_US)
+    if quota < MIN_QUOTA_US:
+        raise ClusterError(f"--node-cpu {node}={fraction_text} comes to {quota} us of CPU per "
+                           f"{CPU_PERIOD_US} us, below the kernel's least quota ({MIN_QUOTA_US} us)")
+    return fraction, quota
+
+
+def usable_cpus() -> int:
+    """The CPUs this process (and so every node's processes) may run on."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 
 
 def parse_delay(text: str) -> int:
@@ -123,8 +189,11 @@ def format_rate(bits: int) -> str:
 
 def make_plan(name: str = DEFAULT_NAME, nodes: int = 2, slots: int = 1, subnet: str = DEFAULT_SUBNET,
               bandwidth: str | None = None, latency: str | None = None, hostfile: str | Path | None = None,
-              state_root: Path = STATE_ROOT, slurm: bool = False) -> ClusterPlan:
-    """Validate the options of `hvdbench cluster up` and derive every name and address from them."""
+              state_root: Path = STATE_ROOT, slurm: bool = False, node_cpu=(), node_rate=(),
+              cpus: int | None = None) -> ClusterPlan:
+    """Validate the options of `hvdbench cluster up` and derive every name and address from them.
+    node_cpu, node_rate: `--node-cpu`/`--node-rate` items ('node3=0.5', 'node3=100mbit'); cpus: the
+    machine's usable CPUs (default: this process's)."""
     validate_name(name)
     if not 1 <= nodes <= MAX_NODES:
         raise ClusterError(f"--nodes {nodes} is out of range: 1 to {MAX_NODES}")
@@ -143,7 +212,14 @@ def make_plan(name: str = DEFAULT_NAME, nodes: int = 2, slots: int = 1, subnet: 
     state_dir = state_dir_for(name, state_root)
     shaping = Shaping(rate_bit=parse_rate(bandwidth) if bandwidth else None,
                       delay_us=parse_delay(latency) if latency else None)
-    node_list = tuple(Node(index=k, name=f"{name}-node{k}", address=str(hosts[k]), host_veth=f"{name}-v{k}")
+    names = [f"{name}-node{k}" for k in range(1, nodes + 1)]
+    cpu = {n: cpu_quota_us(v, n.removeprefix(f"{name}-"), usable_cpus() if cpus is None else cpus, nodes)
+           for n, v in parse_node_values("--node-cpu", node_cpu, names, name).items()}
+    rate = {n: parse_rate(v, f"--node-rate {n.removeprefix(f'{name}-')}={v}")
+            for n, v in parse_node_values("--node-rate", node_rate, names, name).items()}
+    node_list = tuple(Node(index=k, name=names[k - 1], address=str(hosts[k]), host_veth=f"{name}-v{k}",
+                           cpu_fraction=cpu.get(names[k - 1], (None, None))[0],
+                           cpu_quota_us=cpu.get(names[k - 1], (None, None))[1], rate_bit=rate.get(names[k - 1]))
                       for k in range(1, nodes + 1))
     return ClusterPlan(name=name, nodes=node_list, slots=slots, subnet=str(net), gateway=str(hosts[0]),
                        bridge=f"{name}-br", shaping=shaping, state_dir=state_dir,

@@ -59,7 +59,7 @@ def launch_settings(name: str = "hvd", state_root: Path = STATE_ROOT, path: str 
                      "-x", "PATH", "-x", SHARED_MACHINE_ENV),
         env={"PATH": os.pathsep.join(p for p in [str(plan.state_dir / "bin"), base] if p),
              SHARED_MACHINE_ENV: "1", **(slurm.client_env(plan) if plan.slurm else {})},
-        link=f"emulated veth bridge, {plan.shaping.describe()}",
+        link=f"emulated veth bridge, {plan.describe_links()}",
         slurm_conf=slurm.conf_path(plan) if plan.slurm else None,
     )
 

@@ -5,8 +5,9 @@
     hvdbench cluster down                                          -> down("hvd")
 
 `up` checks everything it can before it creates anything (root, Linux, tools, free subnet, free
-names), then records each step in the state journal before taking it, so `down` can always undo
-what exists, including after an interrupted `up`. If a step fails, `up` undoes what it made itself.
+names, for --node-cpu a usable cpu cgroup hierarchy and free cgroup names), then records each step
+in the state journal before taking it, so `down` can always undo what exists, including after an
+interrupted `up`. If a step fails, `up` undoes what it made itself.
 """
 
 import os
@@ -20,8 +21,8 @@ from pathlib import Path
 
 import psutil
 
-from hvdbench.cluster import netns, runner, shaping, slurm, sshd
-from hvdbench.cluster.blueprint import STATE_ROOT, ClusterError, ClusterPlan, state_dir_for
+from hvdbench.cluster import cgroup, netns, runner, shaping, slurm, sshd
+from hvdbench.cluster.blueprint import CPU_PERIOD_US, STATE_ROOT, ClusterError, ClusterPlan, state_dir_for
 from hvdbench.cluster.state import (
     ETC_HOSTS,
     Journal,
@@ -62,9 +63,10 @@ def preflight(euid: int | None = None, system: str | None = None, which=shutil.w
     return {t: os.path.abspath(p) for t, p in tools.items()}
 
 
-def check_free(plan: ClusterPlan) -> None:
-    """Refuse a subnet that overlaps anything on this machine, names that already exist, or a
-    hostfile path that holds a file (`down` removes the hostfile, so it must be ours)."""
+def check_free(plan: ClusterPlan, hierarchy: cgroup.Hierarchy | None = None) -> None:
+    """Refuse a subnet that overlaps anything on this machine, names that already exist (a node's
+    cgroup too: `down` removes it, so it must be ours), or a hostfile path that holds a file (`down`
+    removes the hostfile, so it must be ours)."""
     if plan.hostfile.exists() and not plan.hostfile.is_relative_to(plan.state_dir):
         raise ClusterError(f"--hostfile {plan.hostfile} already exists; remove it or pick another path")
     used = netns.subnet_conflicts(plan.subnet, runner.run_json(netns.list_addrs()),
@@ -73,6 +75,9 @@ def check_free(plan: ClusterPlan) -> None:
         raise ClusterError(f"--subnet {plan.subnet} is in use on this machine ({'; '.join(used)}); "
                            "pick another with --subnet")
     taken = netns.name_conflicts(plan, runner.run_json(netns.list_netns()), runner.run_json(netns.list_links()))
+    if hierarchy is not None:
+        taken += [f"cgroup {f}" for n in plan.nodes if n.cpu_quota_us is not None
+                  and (f := cgroup.node_cgroup(hierarchy, n)).exists()]
     if taken:
         raise ClusterError(f"cluster name {plan.name!r} clashes with existing {', '.join(taken)}; "
                            "pick another --name (or run `hvdbench cluster down` for it)")
@@ -85,17 +90,19 @@ def _crash_point(step: str) -> None:
 
 def up(plan: ClusterPlan, wait_s: float = SSHD_START_TIMEOUT_S) -> Journal:
     tools = preflight(with_slurm=plan.slurm)
-    check_free(plan)
+    hierarchy = cgroup.find_hierarchy() if cgroup.plan_needs_one(plan) else None
+    check_free(plan, hierarchy)
     make_state_dir(plan.state_dir)
     journal = Journal(plan)
     journal.save()
     try:
         _build_network(plan, journal)
         _crash_point("network")
-        _start_sshds(plan, journal, tools, wait_s)
+        groups = _make_cgroups(plan, journal, hierarchy)
+        _start_sshds(plan, journal, tools, wait_s, groups)
         _crash_point("sshd")
         if plan.slurm:
-            _start_slurm(plan, journal, tools)
+            _start_slurm(plan, journal, tools, groups)
             _crash_point("slurm")
         journal.record("etc_hosts", path=str(ETC_HOSTS))
         rewrite_etc_hosts(lambda text: with_hosts_block(text, plan))
@@ -141,7 +148,26 @@ def _build_network(plan: ClusterPlan, journal: Journal) -> None:
                 raise ClusterError(f"`{' '.join(argv)}` failed: {proc.stderr.strip() or proc.returncode}")
 
 
-def _start_sshds(plan: ClusterPlan, journal: Journal, tools: dict[str, str], wait_s: float) -> None:
+def _make_cgroups(plan: ClusterPlan, journal: Journal, hierarchy: cgroup.Hierarchy | None) -> dict[str, Path]:
+    """The CPU-quota cgroup of each node given --node-cpu (node name -> its folder), each journalled
+    before it is made; the node's sshd and slurmd start in it."""
+    groups = {}
+    for node in plan.nodes:
+        if node.cpu_quota_us is None or hierarchy is None:
+            continue
+        folder = cgroup.node_cgroup(hierarchy, node)  # free: check_free saw to it
+        journal.record("cgroup", node=node.name, path=str(folder), version=hierarchy.version)
+        groups[node.name] = cgroup.create(hierarchy, node, CPU_PERIOD_US)
+    return groups
+
+
+def _in_cgroup(argv: list[str], folder: Path | None, tools: dict[str, str]) -> list[str]:
+    """A node's daemon (`ip netns exec NODE ...`) started in the node's cgroup where it has one."""
+    return argv if folder is None else cgroup.started_in(folder, [tools[argv[0]], *argv[1:]])
+
+
+def _start_sshds(plan: ClusterPlan, journal: Journal, tools: dict[str, str], wait_s: float,
+                 groups: dict[str, Path]) -> None:
     d = plan.state_dir
     runner.run(sshd.keygen_argv(d / sshd.CLIENT_KEY, f"hvdbench-cluster-{plan.name}"))
     host_keys = {}
@@ -165,7 +191,8 @@ def _start_sshds(plan: ClusterPlan, journal: Journal, tools: dict[str, str], wai
     procs = {}
     for node in plan.nodes:
         nd = sshd.node_dir(plan, node)
-        proc = runner.spawn(sshd.sshd_argv(plan, node, tools["sshd"]), nd / "sshd.log")
+        proc = runner.spawn(_in_cgroup(sshd.sshd_argv(plan, node, tools["sshd"]), groups.get(node.name), tools),
+                            nd / "sshd.log")
         procs[node.name] = proc
         journal.record("sshd", node=node.name, pid=proc.pid,
                        create_time=psutil.Process(proc.pid).create_time(), config=str(nd / "sshd_config"))
@@ -180,7 +207,7 @@ def _start_sshds(plan: ClusterPlan, journal: Journal, tools: dict[str, str], wai
             time.sleep(0.1)
 
 
-def _start_slurm(plan: ClusterPlan, journal: Journal, tools: dict[str, str]) -> None:
+def _start_slurm(plan: ClusterPlan, journal: Journal, tools: dict[str, str], groups: dict[str, Path]) -> None:
     """munged, slurmctld, then one slurmd per node; returns once every node is idle in sinfo."""
     import socket
     import sys
@@ -190,7 +217,8 @@ def _start_slurm(plan: ClusterPlan, journal: Journal, tools: dict[str, str]) -> 
                 str(slurm.munge_dir(plan) / "munge.key")),
                ("slurmctld", slurm.slurmctld_argv(plan, tools["slurmctld"]), slurm.slurm_dir(plan) / "slurmctld.out",
                 str(slurm.conf_path(plan)))]
-    daemons += [(f"slurmd of {node.name}", slurm.slurmd_argv(plan, node, tools["slurmd"], sys.executable),
+    daemons += [(f"slurmd of {node.name}", _in_cgroup(slurm.slurmd_argv(plan, node, tools["slurmd"], sys.executable),
+                                                     groups.get(node.name), tools),
                  sshd.node_dir(plan, node) / "slurmd.out", str(slurm.conf_path(plan))) for node in plan.nodes]
     for name, argv, log, marker in daemons:
         if name == "slurmctld":
@@ -276,6 +304,8 @@ def _undo(journal: Journal) -> list[str]:
             elif kind == "hostfile":
                 Path(entry["path"]).unlink(missing_ok=True)
                 done.append(f"removed {entry['path']}")
+            elif kind == "cgroup" and cgroup.remove(Path(entry["path"])):  # its processes were stopped above
+                done.append(f"removed cgroup {entry['path']}")
             elif kind == "netns_etc":
                 shutil.rmtree(entry["path"], ignore_errors=True)
             elif kind == "dir" and Path(entry["path"]).is_dir() and not any(Path(entry["path"]).iterdir()):
@@ -359,6 +389,7 @@ class NodeStatus:
     address: str
     slots: int
     shaping: str
+    cpu_quota: str  # as the kernel holds it: '0.33 CPU (16667/50000 us)'; 'none' without --node-cpu
     sshd_pid: int | None
     sshd_answers: bool
 
@@ -402,11 +433,14 @@ def status(name: str, state_root: Path = STATE_ROOT) -> tuple[Journal, list[Node
     spaces = {n.get("name") for n in runner.run_json(netns.list_netns())}
     links = {link.node: link for link in _links(plan, spaces)}
     pids = {e["node"]: e for e in journal.created if e["kind"] == "sshd"}
+    groups = {e["node"]: e for e in journal.created if e["kind"] == "cgroup"}
     rows = []
     for node in plan.nodes:
         transmit = links[node.name].transmit
         shaped = "absent" if node.name not in spaces else shaping.describe_qdiscs([transmit] if transmit else [])
         proc = _ours(pids[node.name]) if node.name in pids else None
-        rows.append(NodeStatus(node.name, node.address, plan.slots, shaped, proc.pid if proc else None,
+        group = groups.get(node.name)
+        quota = cgroup.describe(cgroup.read_quota(group["version"], Path(group["path"]))) if group else "none"
+        rows.append(NodeStatus(node.name, node.address, plan.slots, shaped, quota, proc.pid if proc else None,
                                sshd.ssh_banner(node.address, timeout=1.0) is not None))
     return journal, rows

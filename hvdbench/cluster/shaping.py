@@ -11,6 +11,9 @@ over loopback and stay unshaped, which is what makes scale-up and scale-out diff
     # with a delay, the node side uses netem instead:
     tc -n hvd-nodek qdisc replace dev hvd-br root netem delay 100us rate 100mbit limit 100000
 
+`--node-rate node3=100mbit` gives one node's link (both ends) its own rate in place of the
+cluster's (a NIC that negotiated a lower rate); the cluster's one-way delay stays on it.
+
 tbf is in every kernel with traffic control; netem (sch_netem) is needed only for a delay, and
 `hvdbench cluster up --latency` says so clearly when the kernel lacks it.
 """
@@ -50,10 +53,11 @@ def host_qdisc(shaping: Shaping) -> list[str]:
 
 
 def shape_node(plan: ClusterPlan, node: Node) -> list[list[str]]:
-    steps = []
-    if q := node_qdisc(plan.shaping):
+    """The node's link at the cluster's shaping, or at its own rate (`--node-rate node3=100mbit`)."""
+    steps, shaping = [], plan.node_shaping(node)
+    if q := node_qdisc(shaping):
         steps.append(["tc", "-n", node.name, "qdisc", "replace", "dev", plan.bridge, "root"] + q)
-    if q := host_qdisc(plan.shaping):
+    if q := host_qdisc(shaping):
         steps.append(["tc", "qdisc", "replace", "dev", node.host_veth, "root"] + q)
     return steps
 

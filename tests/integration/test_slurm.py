@@ -31,8 +31,9 @@ TRAIN = ["--flavor", "debug", "--steps", "6", "--warmup-steps", "2", "--batch-pe
 
 @pytest.fixture(scope="module")
 def slurm_cluster(hvdbench_bin):
-    """A 2-node x 2-slot cluster with Slurm; taken down (and checked) after the module's tests."""
-    with cluster(hvdbench_bin, NAME, SUBNET, 2, 2, "--slurm") as state:
+    """A 2-node x 2-slot cluster with Slurm, node2's slurmd in a CPU-quota cgroup (at its whole share:
+    nothing slower); taken down (and checked) after the module's tests."""
+    with cluster(hvdbench_bin, NAME, SUBNET, 2, 2, "--slurm", "--node-cpu", "node2=1") as state:
         yield state
     # `cluster` checked that every recorded process (sshds, munged, slurmctld, slurmds) is gone.
     assert not any(e["kind"] == "daemon" and Path(f"/proc/{e['pid']}").exists() and
@@ -64,6 +65,10 @@ def test_the_cluster_runs_slurm_and_status_shows_sinfo(slurm_cluster, hvdbench_b
     assert slurm_env()["SLURM_CONF"] == str(conf) and "/etc/slurm" not in conf.read_text()
     status = run([hvdbench_bin, "cluster", "status", "--name", NAME]).stdout
     assert f"{NAME}-node1 hvd* idle 2" in status and f"{NAME}-node2 hvd* idle 2" in status
+    # a job step on node2 runs in node2's cgroup, as its slurmd does (--node-cpu); node1's does not
+    where = {n: slurm("srun", "-w", f"{NAME}-{n}", "-N1", "-n1", "cat", "/proc/self/cgroup").stdout
+             for n in ("node1", "node2")}
+    assert f"/hvdbench-{NAME}-node2\n" in where["node2"] and "/hvdbench-" not in where["node1"], where
 
 
 @pytest.mark.timeout(180)

@@ -5,11 +5,16 @@
 
 ideal = the baseline's throughput per GPU x the layout's GPUs. The runs' step-time breakdown
 (RunResult.data_s ... other_s: PyTorch throughput runs) says where the step time went; with the
-per-GPU batch equal in a group, throughput goes as 1 / step time, so the step-time growth over the
-baseline is taken in this order and each part's throughput cost is what it takes away at its turn:
+per-GPU batch equal in a group, throughput goes as 1 / step time, so the layout's step-time growth over
+the baseline's (step - base_step) costs ideal x (1 - base_step / step), and each part its share of it:
+ideal x (its growth) / step, in no order:
 
     ideal - communication (exposed allreduce wait) - imbalance (waiting for the slowest rank) - data
     stall - compute change (forward, backward, update and the rest of the step) - unattributed = measured
+
+(Taken one after another instead, the part taken first is charged at the baseline's short step and the
+last at the layout's long one: a slowed node's 116 ms of imbalance came out smaller than 49 ms of
+communication taken before it, issue 47's rehearsal of a bad node.)
 
 Imbalance, where the runs have per-rank times (RUN/ranks.csv): rank 0's wait at the gradient exchange
 holds its wait for the slowest rank's compute, which is no communication at all. That part (the
@@ -136,12 +141,10 @@ def _waterfall(key, base, row, base_parts, row_parts, waits=(None, None)) -> dic
         delta = {p: row_parts[p] - base_parts[p] for p in PARTS}
         split = None not in waits
         imbalance = waits[1] - waits[0] if split else 0.0
-        t, losses = base_step, {}
-        for name, change in (("comm_loss", delta["comm_s"] - imbalance), ("imbalance_loss", imbalance),
-                             ("data_loss", delta["data_s"]),
-                             ("compute_loss", delta["compute_s"] + delta["update_s"] + delta["other_s"])):
-            before, t = ideal * base_step / t, t + change
-            losses[name] = before - (ideal * base_step / t if t > 0 else 0.0)
+        changes = {"comm_loss": delta["comm_s"] - imbalance, "imbalance_loss": imbalance, "data_loss": delta["data_s"],
+                   "compute_loss": delta["compute_s"] + delta["update_s"] + delta["other_s"]}
+        # The changes add up to step - base_step, so the losses to ideal x (1 - base_step / step).
+        losses = {name: ideal * change / step if step > 0 else 0.0 for name, change in changes.items()}
         if not split:
             losses["imbalance_loss"] = None  # not measured: the communication keeps it
     explained = sum(v for v in losses.values() if v is not None)
