@@ -170,11 +170,13 @@ def send_between_nodes(src_ns: str, dst_ns: str, dst_address: str, nbytes: int) 
 
 
 @pytest.mark.timeout(300)
-def test_links_are_shaped_as_configured_and_carry_the_traffic_between_nodes(hvdbench_bin):
+def test_links_are_shaped_as_configured_and_carry_the_traffic_between_nodes(hvdbench_bin, tmp_path):
     """--bandwidth 100mbit: a tbf of 100 Mbit/s on both ends of every node's veth (the node's
     transmit side inside its namespace, its receive side on the bridge), as `status` and the cluster's
     own inspection read them back from the kernel, and a stream from node1 to node2 crosses node1's
-    transmit and node2's receive shaper. Nothing is timed here: what the shaped link delivers, and
+    transmit and node2's receive shaper. node3's own link at a tenth of the others' (--node-rate):
+    `bench links` under mpirun across the three nodes flags node3's two pairs, not node1-node2's, and
+    names node3 (issue 47's shaped link). Nothing is timed here: what the shaped link delivers, and
     what it does to scale-out against scale-up, is measured by benchmarks/bench_cluster.py."""
     with cluster(hvdbench_bin, "itbw", "10.213.33.0/24", 3, 1, "--bandwidth", "100mbit", "--node-rate", "node3=10mbit"):
         status = cluster_cli(hvdbench_bin, "status", "--name", "itbw").stdout
@@ -201,6 +203,21 @@ def test_links_are_shaped_as_configured_and_carry_the_traffic_between_nodes(hvdb
         assert crossed("itbw-node2", "receive") >= nbytes
         assert crossed("itbw-node2", "transmit") < nbytes // 8  # the way back: acknowledgements only
         assert crossed("itbw-node1", "receive") < nbytes // 8
+
+        # 256 KiB is the largest size: at 10 Mbit/s a round trip is ~0.4 s, and --budget-s keeps each
+        # slow pair to a few of them.
+        s = launch_settings("itbw")
+        bench = run(["mpirun", "--allow-run-as-root", "-np", "3", "-H", "itbw-node1:1,itbw-node2:1,itbw-node3:1",
+                     *s.mpirun_args, hvdbench_bin, "bench", "links", "--sizes", "8,256K", "--repeats", "2",
+                     "--out", tmp_path], timeout=240, env=_env("itbw"))
+    assert "every pair with itbw-node3 is slow" in bench.stdout, bench.stdout
+    largest = [r for r in _csv(tmp_path / "bench_links.csv") if r["bytes"] == str(256 << 10)]
+    assert {(r["host_a"], r["host_b"]) for r in largest} == {("itbw-node1", "itbw-node2"),
+                                                           ("itbw-node1", "itbw-node3"),
+                                                           ("itbw-node2", "itbw-node3")}
+    rate = {frozenset((r["host_a"], r["host_b"])): float(r["bandwidth_gb_s"]) for r in largest}
+    assert rate[frozenset(("itbw-node1", "itbw-node3"))] < rate[frozenset(("itbw-node1", "itbw-node2"))] / 2
+    assert rate[frozenset(("itbw-node2", "itbw-node3"))] < rate[frozenset(("itbw-node1", "itbw-node2"))] / 2
 
 
 @pytest.mark.timeout(300)
