@@ -94,7 +94,8 @@ def _start_lm_base() -> tuple:
 
 
 def pytest_collection_finish(session):
-    if any("lm_base" in getattr(item, "fixturenames", ()) for item in session.items):
+    if not session.config.option.collectonly and \
+            any("lm_base" in getattr(item, "fixturenames", ()) for item in session.items):
         session.config.stash[LM_BASE] = _start_lm_base()
 
 
