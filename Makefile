@@ -21,7 +21,7 @@ demo: $(STAMP)
 	bash scripts/demo.sh
 
 test: $(STAMP)
-	$(PY) -m pytest --durations=20 tests/unit tests/integration
+	$(PY) -m pytest --durations=40 tests/unit tests/integration
 
 test-unit: $(STAMP)
 	$(PY) -m pytest tests/unit

@@ -4,6 +4,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -74,3 +75,48 @@ def digits(tmp_path_factory, hvdbench_bin):
     out = tmp_path_factory.mktemp("data") / "digits"
     run([hvdbench_bin, "prepare", "digits", "--out", out])
     return out
+
+
+# `prepare lm-base` pre-trains llama2_lora's base on one thread for ~80 s; only
+# tests/integration/test_train_llama2_lora.py needs it. Started in the background as soon as the
+# run's tests are collected, it trains on the core the unit tests leave idle, and the fixture below
+# waits for it (when those tests are not selected, it is never started).
+LM_BASE = pytest.StashKey[tuple]()
+
+
+def _start_lm_base() -> tuple:
+    root = Path(tempfile.mkdtemp(prefix="hvdbench-test-lm-base-"))
+    log = open(root / "prepare.log", "w")
+    proc = subprocess.Popen([str(BIN / "hvdbench"), "prepare", "lm-base", "--out", str(root / "lm-base")],
+                            stdout=log, stderr=subprocess.STDOUT, env=launch_env())
+    log.close()
+    return proc, root
+
+
+def pytest_collection_finish(session):
+    if not session.config.option.collectonly and \
+            any("lm_base" in getattr(item, "fixturenames", ()) for item in session.items):
+        session.config.stash[LM_BASE] = _start_lm_base()
+
+
+def pytest_sessionfinish(session):
+    started = session.config.stash.get(LM_BASE, None)
+    if started is not None:
+        proc, root = started
+        if proc.poll() is None:  # the run ended before the fixture waited for it
+            proc.terminate()
+            proc.wait(timeout=30)
+        shutil.rmtree(root, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def lm_base(request):
+    """`hvdbench prepare lm-base --out DIR` with its defaults, as llama2_lora's README runs it (see
+    LM_BASE above)."""
+    started = request.config.stash.get(LM_BASE, None) or _start_lm_base()
+    request.config.stash[LM_BASE] = started
+    proc, root = started
+    proc.wait(timeout=900)
+    log = (root / "prepare.log").read_text()
+    assert proc.returncode == 0, f"prepare lm-base exited {proc.returncode}:\n{log[-4000:]}"
+    return root / "lm-base"

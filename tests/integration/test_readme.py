@@ -3,7 +3,8 @@ setup`, in order, each exiting 0; then the pip path's block ("Which set-up to ch
 sweep, its report) the same way, but for its `pip install` line, which `make setup` did already.
 
 Only these substitutions are made, all for size or for what a test machine lacks:
-- SUBSTITUTIONS below: a tiny image tree for `/data/imagenet`, fewer steps, epochs and repeats
+- SUBSTITUTIONS below: a tiny image tree for `/data/imagenet`, fewer steps, epochs, repeats and
+  allreduce iterations, a smaller synthetic batch
   (PIP_PATH_SUBSTITUTIONS for the pip path's sweep);
 - the commands run in a temporary folder holding `.venv` (a link to this checkout's) and a copy of
   `hostfiles/`, so `data/`, `runs/` and `results/` are written there;
@@ -30,12 +31,16 @@ ROOT = Path(__file__).resolve().parents[2]
 SUBSTITUTIONS = {
     "--src /data/imagenet": "--src imagenet-sample",
     "--size 224": "--size 32",
-    "--batch-per-gpu 16 --steps 50 --warmup-steps 10": "--batch-per-gpu 16 --steps 2 --warmup-steps 1",
+    "--batch-per-gpu 16 --steps 50 --warmup-steps 10": "--batch-per-gpu 2 --steps 2 --warmup-steps 1",
+    # One epoch: the sweep below trains the same network on the same data to its target (Gloo), and
+    # test_train_resnet.py under MPI as r1 runs (horovodrun's default here).
+    "train resnet50 --flavor debug --data data/digits --out runs/r1":
+        "train resnet50 --flavor debug --data data/digits --out runs/r1 --max-epochs 1",
     "train bert --flavor debug --data data/pydoc-packed --out runs/b1":
         "train bert --flavor debug --data data/pydoc-packed --out runs/b1 --max-epochs 0.2",
     "--repeats 3": "--repeats 1",
     "--vocab-size 4000": "--vocab-size 1000",
-    "--max-bytes 64M": "--max-bytes 1M",
+    "--max-bytes 64M": "--max-bytes 1M --iters 2 --warmup-iters 1",
     "hvdbench bench compute --out results/local": "hvdbench bench compute --budget-s 0.05 --out results/local",
 }
 

@@ -29,12 +29,12 @@ SPEC = get_spec("llama2_lora")
 
 
 @pytest.fixture(scope="module")
-def summaries(tmp_path_factory, hvdbench_bin):
+def summaries(tmp_path_factory, hvdbench_bin, lm_base):
     """The README's two preparation steps with their defaults: the base's pre-training is ~80
-    CPU-seconds (one thread), the pairs a few seconds."""
+    CPU-seconds (one thread; tests/conftest.py starts it when the tests are collected), the pairs
+    a few seconds."""
     root = tmp_path_factory.mktemp("llama")
-    run([hvdbench_bin, "prepare", "lm-base", "--out", root / "lm-base"], timeout=600)
-    run([hvdbench_bin, "prepare", "summaries", "--src", "builtin:stdlib-docstrings", "--base", root / "lm-base",
+    run([hvdbench_bin, "prepare", "summaries", "--src", "builtin:stdlib-docstrings", "--base", lm_base,
          "--out", root / "summaries"])
     return root / "summaries"
 

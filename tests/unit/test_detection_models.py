@@ -19,6 +19,7 @@ from hvdbench.families.detection.data import DETECTION, encode_masks  # noqa: E4
 from hvdbench.families.detection.metric import CocoMap  # noqa: E402
 
 MODELS = ("ssd", "retinanet", "maskrcnn")
+pytestmark = pytest.mark.usefixtures("torch_one_thread")  # tests/conftest.py
 
 
 def _module(name):

@@ -17,6 +17,7 @@ from hvdbench.families.translation.tokens import PAD
 from hvdbench.models.gnmt import torch as G
 
 SPEC = get_spec("gnmt")
+pytestmark = pytest.mark.usefixtures("torch_one_thread")  # tests/conftest.py
 
 
 def lstm(inputs: int, hidden: int) -> int:

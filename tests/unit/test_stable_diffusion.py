@@ -27,6 +27,7 @@ from hvdbench.models.stable_diffusion.metric import FidMetric, moments  # noqa: 
 from hvdbench.train.config import TrainConfig  # noqa: E402
 
 SPEC = get_spec("stable_diffusion")
+pytestmark = pytest.mark.usefixtures("torch_one_thread")  # tests/conftest.py
 FULL, DEBUG = SPEC.flavor("full"), SPEC.flavor("debug")
 CPU = torch.device("cpu")
 # The full flavor's layout (4 levels, cross-attention in 3, 2 blocks a level, linear projections)
