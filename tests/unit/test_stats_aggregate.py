@@ -8,7 +8,8 @@ import pytest
 from hvdbench.errors import ConfigError
 from hvdbench.results.records.schema import SCHEMA_VERSION, LoadedRun, RunResult, SchemaError
 from hvdbench.results.records.store import append_run, load_sweeps
-from hvdbench.results.stats.aggregate import build_tables, olympic_score, parse_layout, scaling_rows, stats
+from hvdbench.results.stats.aggregate import build_tables, olympic_score, scaling_rows, stats
+from hvdbench.topology import parse_layout
 
 
 def run(layout, throughput=None, status="success", mode="throughput", **kw):

@@ -73,7 +73,8 @@ from hvdbench.results.predict.fitting import (
 )
 from hvdbench.results.records.schema import PREDICTION_COLUMNS, SCALING_GROUP, TTT_PREDICTION_COLUMNS
 from hvdbench.results.render.tables import markdown_table, to_csv
-from hvdbench.results.stats.aggregate import parse_layout, scaling_key
+from hvdbench.results.stats.aggregate import scaling_key
+from hvdbench.topology import parse_layout
 
 
 @dataclass(frozen=True)

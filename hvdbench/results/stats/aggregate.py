@@ -30,7 +30,7 @@ from hvdbench.results.mllog import rcp_check
 from hvdbench.results.mllog.mlperf import counts_samples
 from hvdbench.results.mllog.summary import INCOMPLETE
 from hvdbench.results.records.schema import BUSY_CPUS, EPOCH_COLUMNS, SCALING_GROUP, TTT_GROUP, RunResult
-from hvdbench.topology import parse_layout  # noqa: F401 (NxG, parsed in one place; `report --baseline`)
+from hvdbench.topology import parse_layout
 
 # MLPerf drops the fastest and slowest run; we do so from this many runs on (MLPerf itself asks
 # 5 runs for vision models and 10 for BERT; 3 is the least that leaves a run after dropping two).
