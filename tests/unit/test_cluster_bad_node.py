@@ -190,11 +190,13 @@ def test_a_process_started_in_a_real_cgroup_stays_in_it_and_removal_waits_for_it
         with pytest.raises(ClusterError, match=f"clashes with existing cgroup {folder};"):  # before anything is made
             check_free(plan, h)
         proc = subprocess.Popen(cgroup.started_in(folder, ["/bin/sleep", "60"]))
+        # nodeinit joins the cgroup, then execs sleep: wait for the exec (the pid's cmdline reads empty
+        # or python's until it is done), then the process must still be in the cgroup.
         deadline = time.monotonic() + 30
-        while proc.pid not in cgroup.procs(folder):
-            assert time.monotonic() < deadline
+        while not Path(f"/proc/{proc.pid}/cmdline").read_bytes().startswith(b"/bin/sleep"):
+            assert proc.poll() is None and time.monotonic() < deadline
             time.sleep(0.05)
-        assert Path(f"/proc/{proc.pid}/cmdline").read_bytes().startswith(b"/bin/sleep")  # nodeinit exec'd it
+        assert proc.pid in cgroup.procs(folder)
         with pytest.raises(ClusterError, match=f"{folder} still holds process\\(es\\) {proc.pid}, which were started "
                                                "on its node"):
             cgroup.remove(folder, timeout_s=0.2)
