@@ -21,6 +21,7 @@ from hvdbench.bench import formulas as F
 from hvdbench.bench.rows import run_identity
 from hvdbench.errors import HvdbenchError
 from hvdbench.files import atomic_write_png
+from hvdbench.output import human_bytes
 from hvdbench.results.records.schema import AllreduceRow
 from hvdbench.results.records.store import ALLREDUCE_CSV, append_rows
 
@@ -71,7 +72,7 @@ def sweep(base: AllreduceRow, impl: str, timer: Timer, gather: Gather, points: l
 
 def line(r: AllreduceRow) -> str:
     """One measured point, printed as it completes (the run's progress)."""
-    return (f"{r.impl:>7} {r.dtype} {F.human_bytes(r.bytes):>8}: {_us(r.time_mean_s):>12} us/op "
+    return (f"{r.impl:>7} {r.dtype} {human_bytes(r.bytes):>8}: {_us(r.time_mean_s):>12} us/op "
             f"(ranks {_us(r.time_min_s)}-{_us(r.time_max_s)}), algbw {_g(r.algbw_gb_s)} GB/s, "
             f"busbw {_g(r.busbw_gb_s)} GB/s, {r.iters} iters" + (f", {r.wrong} WRONG" if r.wrong else ""))
 
@@ -105,7 +106,7 @@ def table(rows: list[AllreduceRow], title: str = "allreduce"):
     for key in dict.fromkeys((r.dtype, r.bytes) for r in rows):  # Horovod's may be missing (not installed)
         h, o, m = (by[impl].get(key) for impl in IMPLS)
         measured = [x for x in (h, o, m) if x]
-        t.add_row(F.human_bytes(key[1]), key[0], str(measured[0].iters), _us(h and h.time_mean_s),
+        t.add_row(human_bytes(key[1]), key[0], str(measured[0].iters), _us(h and h.time_mean_s),
                   f"{_us(h.time_min_s)}-{_us(h.time_max_s)}" if h else "-", _g(h and h.algbw_gb_s),
                   _g(h and h.busbw_gb_s), _g(o and o.busbw_gb_s), _us(m and m.time_mean_s), _g(m and m.busbw_gb_s),
                   f"{o.time_mean_s / h.time_mean_s:.2f}" if h and o and o.time_mean_s and h.time_mean_s else "-",
@@ -193,13 +194,13 @@ def summary(rows: list[AllreduceRow]) -> list[str]:
     """One line per dtype: Horovod/MPI at 1 MiB, 16 MiB and 256 MiB where measured."""
     lines = []
     for dtype in F.DTYPE_BYTES:
-        parts = [f"{F.human_bytes(n)} {ratio_at(rows, dtype, n):.2f}" for n in (F.MIB, 16 * F.MIB, 256 * F.MIB)
+        parts = [f"{human_bytes(n)} {ratio_at(rows, dtype, n):.2f}" for n in (F.MIB, 16 * F.MIB, 256 * F.MIB)
                  if ratio_at(rows, dtype, n) is not None and not math.isnan(ratio_at(rows, dtype, n))]
         if parts:
             lines.append(f"Horovod/MPI bandwidth {dtype}: " + ", ".join(parts))
         tor = {r.bytes: r.time_mean_s for r in rows if r.impl == "torch" and r.dtype == dtype and r.time_mean_s}
         hvd = {r.bytes: r.time_mean_s for r in rows if r.impl == "horovod" and r.dtype == dtype and r.time_mean_s}
-        parts = [f"{F.human_bytes(n)} {tor[n] / hvd[n]:.2f}" for n in (F.MIB, 16 * F.MIB, 256 * F.MIB)
+        parts = [f"{human_bytes(n)} {tor[n] / hvd[n]:.2f}" for n in (F.MIB, 16 * F.MIB, 256 * F.MIB)
                  if n in tor and n in hvd]
         if parts:
             lines.append(f"Horovod/torch.distributed bandwidth {dtype}: " + ", ".join(parts))

@@ -17,7 +17,6 @@ import statistics
 
 from hvdbench.bench.defaults import BUDGET_BYTES
 from hvdbench.errors import ConfigError
-from hvdbench.output import human_bytes  # noqa: F401 - the benches' F.human_bytes
 
 GB = 1e9  # nccl-tests' bandwidth unit
 MIB = 1 << 20

@@ -23,6 +23,7 @@ from typing import Callable
 from hvdbench.bench import formulas as F
 from hvdbench.bench.rows import render, run_identity
 from hvdbench.errors import ConfigError, HvdbenchError
+from hvdbench.output import human_bytes
 from hvdbench.results.analyses import links as L
 from hvdbench.results.records.schema import LinkRow
 from hvdbench.results.records.store import LINKS_CSV, SWEEP_RECORD, append_or_rescue, sweep_link
@@ -39,7 +40,7 @@ def check_sizes(sizes: list[int]) -> list[int]:
         raise ConfigError("--sizes: give at least one message size, e.g. 8,1M,16M")
     bad = [s for s in sizes if not 1 <= s <= MAX_SIZE]
     if bad:
-        raise ConfigError(f"--sizes {bad[0]}: a message is 1 byte to {F.human_bytes(MAX_SIZE)}")
+        raise ConfigError(f"--sizes {bad[0]}: a message is 1 byte to {human_bytes(MAX_SIZE)}")
     return sorted(set(sizes))
 
 
@@ -141,7 +142,7 @@ def new_run(layout: dict) -> LinkRow:
 def line(a: int, b: int, rows: list[LinkRow]) -> str:
     """One pair's figures, as the run prints them."""
     return f"ranks {a}-{b}: " + ", ".join(
-        f"{F.human_bytes(r.bytes)} {r.time_s * 1e6:,.1f} us {r.bandwidth_gb_s:.3g} GB/s"
+        f"{human_bytes(r.bytes)} {r.time_s * 1e6:,.1f} us {r.bandwidth_gb_s:.3g} GB/s"
         for r in rows if r.rank_a == a and r.rank_b == b and r.time_s)
 
 

@@ -4,6 +4,7 @@ import pytest
 
 from hvdbench.bench import defaults, formulas as F
 from hvdbench.errors import ConfigError
+from hvdbench.output import human_bytes
 
 
 def test_algbw_is_bytes_over_time_in_gb_per_s():
@@ -57,4 +58,4 @@ def test_time_across_ranks_is_mean_min_max_of_per_rank_averages():
 
 
 def test_human_bytes():
-    assert [F.human_bytes(n) for n in (4, 1024, 3 << 20, 1 << 30, 1000)] == ["4 B", "1 KiB", "3 MiB", "1 GiB", "1000 B"]
+    assert [human_bytes(n) for n in (4, 1024, 3 << 20, 1 << 30, 1000)] == ["4 B", "1 KiB", "3 MiB", "1 GiB", "1000 B"]

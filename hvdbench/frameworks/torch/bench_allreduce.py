@@ -45,7 +45,7 @@ from hvdbench.bench.formulas import DTYPE_BYTES
 from hvdbench.errors import ConfigError
 from hvdbench.frameworks import horovod_installed, require_horovod
 from hvdbench.launchers.launch_info import detect_launcher, launcher_rank, place
-from hvdbench.output import line
+from hvdbench.output import human_bytes, line
 
 # Set by Open MPI's mpirun (hence horovodrun --mpi), MPICH/Slurm PMI, and PMIx launchers.
 MPI_LAUNCH_VARIABLES = ("OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK")
@@ -376,7 +376,7 @@ def _tune(opts: AllreduceOptions) -> None:
         # MPI's time at a size is the same for every setting, so ranking by Horovod's bandwidth
         # alone ranks by Horovod/MPI too.
         value = T.score(rows, None)
-        say(f"{T.describe(settings)}: " + ", ".join(f"{F.human_bytes(r.bytes)} {_fmt_time(r.time_mean_s)}"
+        say(f"{T.describe(settings)}: " + ", ".join(f"{human_bytes(r.bytes)} {_fmt_time(r.time_mean_s)}"
                                                    for r in rows) + f"; busbw geometric mean {value:.3g} GB/s")
         return value
 
