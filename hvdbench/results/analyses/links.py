@@ -207,7 +207,7 @@ def markdown(rows: list[LinkRow], link: str = "") -> str:
     return "\n\n".join(parts) + "\n"  # a blank line before the next section
 
 
-def _matrix(run: list[LinkRow], pairs: list[dict]) -> tuple[list[str], list[list], list[list]]:
+def _matrix(pairs: list[dict]) -> tuple[list[str], list[list], list[list]]:
     """(labels, bandwidths, slow) of one run's matrix: hosts x hosts where it has several hosts (the
     diagonal: the median of the pairs within the host), ranks x ranks of its one host otherwise."""
     hosts = list(dict.fromkeys(h for p in pairs for h in (p["host_a"], p["host_b"])))
@@ -246,7 +246,7 @@ def figure(rows: list[LinkRow], link: str = ""):
         for k, run in enumerate(chunk):
             ax = fig.add_subplot(1, len(chunk), k + 1)
             pairs = pair_rows(run)
-            labels, values, slow = _matrix(run, pairs)
+            labels, values, slow = _matrix(pairs)
             shown = [[float("nan") if v is None else v for v in line] for line in values]
             top = max((v for line in values for v in line if v is not None), default=1.0)
             # From 0: a cell's colour is its rate, so a pair at half reads as half, not as the scale's bottom.
