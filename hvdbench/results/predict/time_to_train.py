@@ -398,16 +398,24 @@ def fit_group(parts: list[LayoutParts], fit_on: set[str] | None = None, ruleset:
     tf.other_law = _power_law(others) if any(o > 0 for _, o in others) else (0.0, 1.0)
     tf.other_mean = statistics.fmean(o for _, o in others)
     _residuals(tf)
-    per_unit = tf.unit[:-1] if tf.unit.endswith("s") else tf.unit
-    tf.eval_from = ("no evaluation in the fitted layouts" if evals is None else
-                    f"evaluation per {per_unit} trained {evals[0]:.3g} x GPUs^-{evals[1]:.2f}" if cadence is None else
-                    (f"evaluations = {tf.eval_per_interval:.3g} x {tf.unit} trained / MLPerf's BERT interval at the "
-                     "batch" if eval_interval(tf.group["model"], 1, published) != 1 else
-                     f"evaluations = {tf.eval_per_interval:.3g} per {per_unit} trained (a cadence the batch leaves "
-                     "alone)") + f", each {tf.eval_cost[0]:.3g} s x GPUs^-{tf.eval_cost[1]:.2f}") + (
+    tf.eval_from = _eval_words(tf, evals, published) + (
         f"; the rest {tf.other_law[0]:.3g} s x GPUs^-{tf.other_law[1]:.2f}" if tf.other_law is not None
         else f"; the rest {tf.other_mean:.3g} s (mean)")
     return tf
+
+
+def _eval_words(tf: TttFit, evals: tuple[float, float] | None, published: bool) -> str:
+    """The evaluation model of fit_group in words (`eval_from`): counted evaluations x the cost of
+    one, or per unit trained against the GPUs, or none."""
+    if evals is None:
+        return "no evaluation in the fitted layouts"
+    per_unit = tf.unit[:-1] if tf.unit.endswith("s") else tf.unit
+    if tf.eval_cost is None:
+        return f"evaluation per {per_unit} trained {evals[0]:.3g} x GPUs^-{evals[1]:.2f}"
+    each = f", each {tf.eval_cost[0]:.3g} s x GPUs^-{tf.eval_cost[1]:.2f}"
+    if eval_interval(tf.group["model"], 1, published) != 1:  # an interval that grows with the batch
+        return f"evaluations = {tf.eval_per_interval:.3g} x {tf.unit} trained / MLPerf's BERT interval at the batch" + each
+    return f"evaluations = {tf.eval_per_interval:.3g} per {per_unit} trained (a cadence the batch leaves alone)" + each
 
 
 def _residuals(tf: TttFit) -> None:
