@@ -402,7 +402,11 @@ def test_report_predicts_a_sweep_s_time_to_train_from_the_throughput_predictor(t
         if r["measured_ttt_min"]:
             assert float(r["ttt_predicted_vs_measured"]) == pytest.approx(1.0, rel=1e-4)  # times logged in ms
     assert float(new["predicted_ttt_low_min"]) < float(new["predicted_ttt_min"]) < float(new["predicted_ttt_high_min"])
-    assert "80 % interval (min)" in (tmp_path / "r" / "summary.md").read_text()
+    summary = (tmp_path / "r" / "summary.md").read_text()
+    assert "80 % interval (min)" in summary
+    # The batch chosen for the layout not run and why, its interval and grade: in the report as predict prints them.
+    assert f"Global batch of the layouts not measured: 2x2: 64 ({new['global_batch_from']})" in summary
+    assert new["grade"] in ("tight", "usable", "indicative") and f"({new['grade']})" in summary
     assert (tmp_path / "r" / "ttt_waterfall.csv").is_file() and (tmp_path / "r" / "prediction_ttt.png").is_file()
 
 
@@ -430,9 +434,9 @@ def test_every_time_to_train_has_an_interval_from_residuals_repeats_and_the_dist
     assert fitted["predicted_ttt_low_min"] / fitted["predicted_ttt_min"] == pytest.approx(
         math.exp(low_q * TTT_SIGMA_FLOOR))
     far = rows["16x8"]  # past 8-16 GPUs, 2-4 per GPU and 16-64 global: 3 doublings, 1 halving and 1 doubling
-    terms = PT.spread_terms(tf, 128, 128, False)
+    terms = PT.spread_terms(tf, 16, 8, 128, False)
     assert (terms["gpus"], terms["per_gpu_batch"], terms["global_batch"]) == pytest.approx((3, 1, 1))
-    unidentified = tf.rate_unidentified(128, 128)  # what c + d / b cannot tell from communication there
+    unidentified = tf.rate_unidentified(16, 8, 128)  # what c + d / b cannot tell from communication there
     assert terms["rate_unidentified"] == unidentified > 0
     sigma = math.hypot(TTT_SIGMA_FLOOR, 3 * TTT_PER_DOUBLING["gpus"] + TTT_PER_DOUBLING["per_gpu_batch"]
                        + TTT_PER_DOUBLING["global_batch"] + TTT_PER_DOUBLING["rate_unidentified"] * unidentified)
@@ -548,10 +552,10 @@ def test_a_step_cost_two_fitted_layouts_cannot_place_widens_the_interval_not_the
     e = 0.125 / (4.75 / 2 - 5.875 / 4)
     assert tf.rate_comm == pytest.approx((0.45 - 2.375 * e, e))
     assert tf.training_rate(8, 8, 128) == pytest.approx(64 / 0.45)
-    assert tf.rate_readings(64, 128)[1] == pytest.approx(64 / (0.45 - 2.375 * e + e * 7.96875 / 2))
-    assert tf.rate_unidentified(64, 128) == pytest.approx(0.2005, abs=1e-4)
-    assert tf.rate_unidentified(16, 64) == pytest.approx(0.0, abs=1e-12)
-    terms = PT.spread_terms(tf, 64, 128, False)
+    assert tf.rate_readings(8, 8, 128)[1] == pytest.approx(64 / (0.45 - 2.375 * e + e * 7.96875 / 2))
+    assert tf.rate_unidentified(8, 8, 128) == pytest.approx(0.2005, abs=1e-4)
+    assert tf.rate_unidentified(2, 8, 64) == pytest.approx(0.0, abs=1e-12)
+    terms = PT.spread_terms(tf, 8, 8, 128, False)
     assert terms["rate_unidentified"] == pytest.approx(0.2005, abs=1e-4)
     row = PT.predict_layout(tf, 8, 8, 128)
     assert "cannot tell a fixed step cost from communication" in row["interval_from"]
@@ -562,3 +566,82 @@ def test_a_step_cost_two_fitted_layouts_cannot_place_widens_the_interval_not_the
     assert narrower["predicted_ttt_min"] == pytest.approx(row["predicted_ttt_min"])
     assert (row["predicted_ttt_high_min"] - row["predicted_ttt_low_min"]
             > narrower["predicted_ttt_high_min"] - narrower["predicted_ttt_low_min"])
+
+
+# --- the systems JSON's interconnect: a ring across nodes at each GPU's share of its node's fabric ---------
+
+def test_a_nodes_fabric_is_read_from_the_systems_jsons_host_networking():
+    assert P.node_link_rate("Storage: 2x ConnectX-7 IB NDR 400Gb/s, Compute: 8x ConnectX-7 IB NDR 400Gb/s") \
+        == pytest.approx(400e9)  # the compute fabric, not storage: 8 x 50 GB/s
+    assert P.node_link_rate("4x ConnectX-7 IB NDR 400Gb/Sec") == pytest.approx(200e9)
+    assert P.node_link_rate("8x ConnectX-7 IB NDR 400Gb/s + 200Gb/s Ethernet NIC") == pytest.approx(400e9)
+    assert P.node_link_rate("BF3 200Gbps for NS and 2xBF3 400Gbps for EW") == pytest.approx(100e9)
+    assert P.node_link_rate("Management: 1 x 100 Gb / Sec Ethernet, Compute: 8 x ConnectX - 7 IB NDR 400 Gb/s") \
+        == pytest.approx(400e9)
+    assert P.node_link_rate("PCIe gen4 x16, 2 x 200Gbe Ethernet") == pytest.approx(50e9)
+    # no rate, or only PCIe figures: nothing to scale by
+    assert P.node_link_rate("Ethernet, Infiniband") is None and P.node_link_rate("") is None
+    assert P.node_link_rate("ROCE2; Data bandwidth for GPU-PCIe: 504 GB/s; PCIe-NIC: 500 GB/s") is None
+    assert P.link_rate("NVLINK Gen4 900 GB/s + NVSWITCH Gen3") == pytest.approx(900e9)
+    assert P.link_rate("4th Gen NVLINK - 900 GB /Sec") == pytest.approx(900e9) and P.link_rate("XGMI") is None
+
+
+def run_on(nodes, link, intra, model="toy"):
+    return LoadedRun(run_id=f"{nodes}", sweep="s", repeat=0, model=model, flavor="", framework="nemo", engine="",
+                     precision="", mode="time_to_accuracy", dataset="", global_batch=16, world_size=8 * nodes,
+                     nodes=nodes, gpus_per_node=8, layout=f"{nodes}x8", scale="", devices="Acme B200", status="success",
+                     link=link, intra_link=intra)
+
+
+def test_a_groups_links_are_the_most_common_rates_its_systems_jsons_give():
+    """A one-node systems JSON names no fabric (its link is not read): the multi-node ones' is the group's."""
+    nvlink, ib = "NVLINK Gen5 1800 GB/s + NVSWITCH Gen5", "8x ConnectX-7 IB NDR 400Gb/s"
+    runs = [run_on(1, "N/A", nvlink), run_on(1, "1x 100Gb/s Ethernet", nvlink), run_on(2, ib, nvlink),
+            run_on(4, ib, nvlink), run_on(8, "Ethernet", nvlink), run_on(2, ib, "", model="other")]
+    links = PT.group_links(runs)
+    from hvdbench.results.analyses.ttt import group_values
+
+    assert links[group_values(runs[0])] == PT.Links(1800e9, 400e9, 0)
+    assert links[group_values(runs[-1])] == PT.Links(None, 400e9, 0)
+    # A figure aggregated over the node's GPUs is shared among them; a rack-scale system names its NVLink domain.
+    rack = [run_on(2, "4x ConnectX-7 IB NDR 400Gb/s", "18x 5th Gen NVLink, 14.4 TB/s aggregated bandwidth")]
+    rack[0].devices = "NVIDIA / Tyche (NVIDIA GB200 NVL72)"
+    assert PT.group_links(rack)[group_values(rack[0])] == PT.Links(1800e9, 200e9, 72)
+    tf = PT.fit_group([truth(1, 4, 16), truth(2, 4, 32)], links=PT.Links(1800e9, 200e9, 72))
+    assert tf.link_slowdown(18, 4) == 1.0 and tf.link_slowdown(19, 4) == pytest.approx(36.0)  # NVLink up to 72
+
+
+def at_cost(nodes, gpus, batch, x):
+    """truth's layout, trained at x GPU-seconds per sample."""
+    p = truth(nodes, gpus, batch)
+    p.ttt_s += p.trained * x / p.gpus - p.train_s
+    p.train_s = p.trained * x / p.gpus
+    return p
+
+
+def test_the_link_across_nodes_slows_the_communication_reading():
+    """NVLink at 900 GB/s per GPU, 8 GPUs sharing a 400 GB/s fabric: across nodes a ring's bandwidth term
+    takes 900 x 8 / 400 = 18 times as long: comm at 2x8 = 2 (15/16) 18 + 4 = 37.75, at 1x8 comm_shape's
+    4.75, at 8x8 2 (63/64) 18 + 6. Fitted on 1x8 and 2x8 at b = 2 per GPU, 0.45 and 0.6 GPU-s per
+    sample: the fixed reading holds their mean, 0.525; read as communication, e = 0.15 / ((37.75 -
+    4.75) / 2) with the links; without them the step from 8 to 16 GPUs is read as communication growing
+    as log2 n (c = 0, e by least squares), which grows on at 8x8 (0.790 s): with the links it is the
+    fabric, crossed once (0.617 s), and the readings disagree less."""
+    assert PT.comm_shape(16, 18.0) == pytest.approx(2 * 15 / 16 * 18 + 4)
+    parts = [at_cost(1, 8, 16, 0.45), at_cost(2, 8, 32, 0.6)]
+    plain, linked = PT.fit_group(parts), PT.fit_group(parts, links=PT.Links(900e9, 400e9))
+    assert linked.link_slowdown(1, 8) == 1.0 and linked.link_slowdown(2, 8) == pytest.approx(18.0)
+    assert linked.link_slowdown(2, 4) == pytest.approx(9.0) and plain.link_slowdown(2, 8) == 1.0
+    assert PT.fit_group(parts, links=PT.Links(900e9)).link_slowdown(2, 8) == 1.0
+    e = 0.15 / ((37.75 - 4.75) / 2)
+    assert linked.rate_comm == pytest.approx((0.45 - 2.375 * e, e))
+    comm_8x8 = 2 * 63 / 64 * 18 + 6
+    assert linked.rate_readings(8, 8, 128)[1] == pytest.approx(64 / (0.45 + e * (comm_8x8 - 4.75) / 2))
+    v = (4.75 / 2, 5.875 / 2)  # without the links c would be negative: e alone, by least squares
+    e_plain = (v[0] * 0.45 + v[1] * 0.6) / (v[0] ** 2 + v[1] ** 2)
+    assert plain.rate_comm == pytest.approx((0.0, e_plain))
+    assert plain.rate_readings(8, 8, 128)[1] == pytest.approx(64 / (e_plain * 7.96875 / 2))
+    assert linked.training_rate(8, 8, 128) == pytest.approx(64 / 0.525) == plain.training_rate(8, 8, 128)
+    assert 0 < linked.rate_unidentified(8, 8, 128) < plain.rate_unidentified(8, 8, 128)
+    # Fitted layouts whose per-GPU time fell across the fabric rule the communication reading out.
+    assert PT.fit_group([truth(1, 8, 16), truth(2, 8, 64)], links=PT.Links(900e9, 400e9)).rate_comm is None

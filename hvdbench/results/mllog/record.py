@@ -29,9 +29,9 @@ DEFAULT_RULESET = "4.0.0"  # the last training ruleset with ResNet-50 (hvdbench'
 class MllogRun(LoadedRun):
     """A run read from an MLPerf log: the common record (`devices` holds the report's group name)
     plus what only a log and its submission tree say. Never written to runs.csv. What a sweep's
-    runs carry too is LoadedRun's: link (the systems JSON's host_networking), result (its systems
-    file), layout_source (one of the SOURCE_* constants, then what it read, e.g. "NxGxBxA name
-    (DGX_2x8x56x1)"), samples_to_target (sample-based logs), ruleset (for the RCP check),
+    runs carry too is LoadedRun's: link (the systems JSON's host_networking), intra_link (its
+    accelerator_interconnect), result (its systems file), layout_source (one of the SOURCE_*
+    constants, then what it read, e.g. "NxGxBxA name (DGX_2x8x56x1)"), samples_to_target (sample-based logs), ruleset (for the RCP check),
     accelerator (accelerator_model_name: its peak, hvdbench.results.analyses.efficiency) and the
     time to train in parts (TTT_PARTS)."""
 
@@ -92,6 +92,8 @@ def to_run_result(s: LogSummary, root: str | os.PathLike, group_by: tuple[str, .
         published_scaling=scaling_factor(scaling) if where.system_dir is not None else None,
         rcp_lines=s.rcp_lines, result=parts["_result"], hardware=parts["_hardware"], accelerator=parts["accelerator"],
         link=str(where.desc.get("host_networking") or s.sysjson.get("host_networking") or "").strip(),
+        intra_link=str(where.desc.get("accelerator_interconnect") or s.sysjson.get("accelerator_interconnect")
+                       or "").strip(),
         **{name: getattr(s, name) for name in TTT_FIELDS})
     if s.throughput is not None:
         record.throughput = s.throughput

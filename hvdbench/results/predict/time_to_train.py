@@ -25,7 +25,11 @@ fitted layouts (--fit-on, default: every measured one) of its group (system, mod
   batch among them, the per-GPU rate is held). Two fitted layouts cannot tell a fixed d from
   communication that grows with the GPUs: the same layouts read as x = c' + e comm_shape(n) / b
   (comm_shape: the throughput predictor's allreduce, its bandwidth term 2(n - 1)/n and a tree's
-  log2 n latency) give another rate past them. The point stays the fixed reading's (the midpoint of
+  log2 n latency) give another rate past them. Published logs feed that reading their systems JSONs'
+  links (`group_links`): across nodes the bandwidth term is slower by a GPU's link inside its node
+  (accelerator_interconnect) over its share of the node's fabric (host_networking), so a jump the
+  fitted layouts show where they cross the fabric is read as the fabric's, not as communication
+  that goes on growing (and a fall across it rules the reading out). The point stays the fixed reading's (the midpoint of
   the two, or the communication reading, scored worse on MLPerf v4.0-v5.1); half the log-gap between
   them widens the interval (`rate_unidentified`), which calibrated out of sample narrowed the median
   interval from 81 % to 66 % at the same coverage.
@@ -73,10 +77,12 @@ more-gpus-than-runs, faster-than-link), so that one sweep's two predictions neve
 from __future__ import annotations
 
 import math
+import re
 import statistics
 import textwrap
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import NamedTuple
 
 from hvdbench.contracts import eval_interval as contract_eval_interval
 from hvdbench.errors import ConfigError
@@ -98,7 +104,7 @@ from hvdbench.results.predict.fitting import (
     rms,
 )
 from hvdbench.results.predict.throughput import FLAGS as THROUGHPUT_FLAGS
-from hvdbench.results.predict.throughput import predict
+from hvdbench.results.predict.throughput import link_rate, node_link_rate, predict
 from hvdbench.results.records.schema import SCALING_GROUP, TTT_GROUP, TTT_PREDICTION_COLUMNS
 from hvdbench.results.render.tables import markdown_table
 
@@ -126,6 +132,17 @@ FLAGS.update({flag: THROUGHPUT_FLAGS[flag] + " (the training rate is the through
 REFUSED = ("batch-capped", "model-parallel", "too-few-fitted", "convergence-unknown")
 
 
+class Links(NamedTuple):
+    """What a ring across nodes runs on (TttFit.link_slowdown), from a group's systems JSONs."""
+
+    intra: float | None = None  # bytes/s of a GPU's link inside its node (accelerator_interconnect)
+    node: float | None = None  # bytes/s of one node's fabric to the others (host_networking)
+    domain: int = 0  # GPUs one NVLink domain joins across nodes (a GB200 NVL72: 72), 0: one node's
+
+
+_DOMAIN = re.compile(r"\bNVL(\d+)\b")  # NVIDIA's rack-scale systems name their NVLink domain: GB200 NVL72
+
+
 @dataclass
 class TttFit:
     """What `predict_layout` needs for one time-to-train group (TTT_GROUP values in `group`)."""
@@ -150,6 +167,7 @@ class TttFit:
     rate: tuple[float, float] | None = None  # (c, d): GPU-seconds per unit trained = c + d / per-GPU batch
     # The same fitted layouts read as communication instead of a fixed step cost: c + e x comm_shape / b.
     rate_comm: tuple[float, float] | None = None
+    links: Links = Links()  # what a ring across nodes runs on (link_slowdown)
     throughput_fit: object = None  # throughput.Fit, with `calibration` below
     calibration: float = 1.0
     rate_from: str = ""
@@ -200,25 +218,38 @@ class TttFit:
                 return self.calibration * predict(self.throughput_fit, nodes, gpus_per_node)["predicted_throughput"]
             except ConfigError:
                 pass  # a link kind the throughput runs never measured: the rate model below, if fitted
-        rates = self.rate_readings(n, batch)
+        rates = self.rate_readings(nodes, gpus_per_node, batch)
         return rates[0] if rates else None
 
-    def rate_readings(self, n: int, batch: float) -> list[float]:
-        """The rate at n GPUs and global batch `batch` under each reading of the fitted layouts' step
+    def link_slowdown(self, nodes: int, gpus_per_node: int) -> float:
+        """How many times longer a ring's bandwidth term takes across `nodes` nodes than inside one: a
+        GPU's link within its node over its share of the node's fabric (`links`), at least 1; 1 on one
+        node, inside one NVLink domain, or where the systems JSON gives either rate no number."""
+        intra, inter, domain = self.links
+        if nodes <= 1 or nodes * gpus_per_node <= domain or not intra or not inter:
+            return 1.0
+        return max(1.0, intra * gpus_per_node / inter)
+
+    def comm(self, nodes: int, gpus_per_node: int) -> float:
+        """comm_shape at NxG, the bandwidth term slowed by the link across nodes (link_slowdown)."""
+        return comm_shape(nodes * gpus_per_node, self.link_slowdown(nodes, gpus_per_node))
+
+    def rate_readings(self, nodes: int, gpus_per_node: int, batch: float) -> list[float]:
+        """The rate at NxG GPUs and global batch `batch` under each reading of the fitted layouts' step
         cost: [as a fixed cost] or [as a fixed cost, as communication growing with comm_shape] where
         both are fitted; [] where none is."""
-        out = []
-        for model, shape in ((self.rate, 1.0), (self.rate_comm, comm_shape(n))):
+        out, n = [], nodes * gpus_per_node
+        for model, shape in ((self.rate, 1.0), (self.rate_comm, self.comm(nodes, gpus_per_node))):
             per_gpu = model[0] + model[1] * shape * n / batch if model is not None else 0.0
             if per_gpu > 0:
                 out.append(n / per_gpu)
         return out
 
-    def rate_unidentified(self, n: int, batch: float) -> float:
-        """Half the log-gap between the two readings' rates at n GPUs: what the fitted layouts cannot
+    def rate_unidentified(self, nodes: int, gpus_per_node: int, batch: float) -> float:
+        """Half the log-gap between the two readings' rates at NxG: what the fitted layouts cannot
         tell apart, which widens the interval (spread_terms) and leaves the point alone. 0 where the
         rate is the throughput predictor's (its communication is fitted from the allreduce bench)."""
-        rates = self.rate_readings(n, batch) if self.throughput_fit is None else []
+        rates = self.rate_readings(nodes, gpus_per_node, batch) if self.throughput_fit is None else []
         return abs(math.log(rates[1] / rates[0])) / 2 if len(rates) == 2 else 0.0
 
     def evals(self, trained: float, batch: float) -> float:
@@ -281,22 +312,28 @@ def _power_law(points: list[tuple[int, float]]) -> tuple[float, float] | None:
     return a, g
 
 
-def comm_shape(n: int) -> float:
+def comm_shape(n: int, slow: float = 1.0) -> float:
     """A step's communication at n GPUs, in units the fit scales: the throughput predictor's allreduce
-    (throughput.Link.allreduce) with its bandwidth term 2(n - 1)/n, and its latency over a tree's
-    log2 n hops (NCCL's at scale) rather than a ring's 2(n - 1), each in units of itself. No
-    communication on one GPU."""
-    return 2 * (n - 1) / n + math.log2(n) if n > 1 else 0.0
+    (throughput.Link.allreduce) with its bandwidth term 2(n - 1)/n, `slow` times longer on a slower
+    link (TttFit.link_slowdown: across nodes), and its latency over a tree's log2 n hops (NCCL's at
+    scale) rather than a ring's 2(n - 1), each in units of itself inside a node. No communication on
+    one GPU."""
+    return 2 * (n - 1) / n * slow + math.log2(n) if n > 1 else 0.0
 
 
-def _comm_model(fitted: list[LayoutParts]) -> tuple[float, float] | None:
-    """(c, e) of x = c + e x comm_shape(GPUs) / b, b the per-GPU batch, by least squares over the fitted
-    layouts (c, e >= 0); None where they cannot tell e (one value of comm_shape / b among them)."""
+def _comm_model(tf: TttFit) -> tuple[float, float] | None:
+    """(c, e) of x = c + e x comm / b (TttFit.comm: comm_shape with the systems JSON's links), b the
+    per-GPU batch, by least squares over the fitted layouts (c, e >= 0); None where they cannot tell e
+    (one value of comm / b among them) or rule communication out (e = 0)."""
+    fitted = tf.fitted
     x = [p.gpus / p.throughput for p in fitted]
-    v = [comm_shape(p.gpus) * p.gpus / p.global_batch for p in fitted]
+    v = [tf.comm(p.nodes, p.gpus_per_node) * p.gpus / p.global_batch for p in fitted]
     if len(fitted) < 2 or max(v) - min(v) <= 1e-12 * max(v):
         return None
-    return least_squares([(1.0, u) for u in v], x)
+    c, e = least_squares([(1.0, u) for u in v], x)
+    # e = 0: the fitted layouts' per-GPU time fell where this reading's communication grew (a fabric
+    # crossed at no cost): they rule it out, and leave nothing unidentified.
+    return (c, e) if e > 0 else None
 
 
 def _rate_model(fitted: list[LayoutParts]) -> tuple[tuple[float, float] | None, str]:
@@ -327,14 +364,39 @@ def _matching_throughput_fit(fits, fitted: list[LayoutParts]):
     return min(same, key=lambda f: abs(math.log(f.samples_per_gpu_step) - per_gpu), default=None)
 
 
+def group_links(runs) -> dict[tuple, Links]:
+    """Per time-to-train group (ttt.group_values), its Links: a GPU's link inside its node
+    (LoadedRun.intra_link, the accelerator_interconnect: throughput.link_rate; a figure 'aggregated'
+    over the node's GPUs shared among them), one node's fabric (LoadedRun.link, the host_networking of
+    multi-node runs: node_link_rate), each the most common among the group's runs that give a number
+    (a one-node systems JSON may name no fabric); and the NVLink domain its system's name gives."""
+    found: dict[tuple, tuple[list, list, list]] = {}
+    for r in runs:
+        intra, inter, domain = found.setdefault(group_values(r), ([], [], []))
+        rate = link_rate(r.intra_link)
+        shared = rate and "aggregat" in r.intra_link.lower() and r.gpus_per_node
+        intra.append(rate / r.gpus_per_node if shared else rate)
+        inter.append(node_link_rate(r.link) if (r.nodes or 0) > 1 else None)
+        named = _DOMAIN.search(r.devices or "")
+        domain.append(int(named.group(1)) if named else None)
+
+    def most_common(values):
+        values = [v for v in values if v]
+        return max(set(values), key=values.count) if values else None
+    return {key: Links(most_common(intra), most_common(inter), most_common(domain) or 0)
+            for key, (intra, inter, domain) in found.items()}
+
+
 def fit_group(parts: list[LayoutParts], fit_on: set[str] | None = None, ruleset: str | None = None,
-              published: bool = False, throughput_fits=()) -> TttFit:
+              published: bool = False, throughput_fits=(),
+              links: Links = Links()) -> TttFit:
     """A TttFit from one group's layouts (ttt.LayoutParts), fitted on those named in `fit_on` (all
-    when None). `published`: MLPerf logs, whose benchmark's RCP table gives B_crit (of `ruleset`)."""
+    when None). `published`: MLPerf logs, whose benchmark's RCP table gives B_crit (of `ruleset`);
+    `links`: what its rings across nodes run on (group_links)."""
     fitted = [p for p in parts if fit_on is None or p.layout in fit_on]
     fitted.sort(key=lambda p: (p.gpus, p.nodes, p.global_batch))
     tf = TttFit(group=dict(parts[0].group), parts=parts, fitted=fitted, base=fitted[0] if fitted else None,
-                unit=parts[0].unit, published=published)
+                unit=parts[0].unit, published=published, links=links)
     if not fitted:
         tf.refused = "no fitted layout with a time to train and its parts (--fit-on names none of this group's)"
         return tf
@@ -380,7 +442,7 @@ def fit_group(parts: list[LayoutParts], fit_on: set[str] | None = None, ruleset:
                         f"{tput.samples_per_gpu_step:g} per GPU) x {tf.calibration:.3f}, "
                         "the time-to-accuracy runs' own rate against it")
     tf.rate, said = _rate_model(fitted)
-    tf.rate_comm = _comm_model(fitted) if tf.rate is not None else None
+    tf.rate_comm = _comm_model(tf) if tf.rate is not None else None
     if not ratios:
         tf.rate_from = said
         if tf.rate is None:
@@ -437,16 +499,17 @@ def _residuals(tf: TttFit) -> None:
     tf.repeat_runs = statistics.fmean(runs) if runs else 1.0
 
 
-def spread_terms(tf: TttFit, n: int, batch: float, rcp_mean: bool) -> dict[str, float]:
+def spread_terms(tf: TttFit, nodes: int, gpus_per_node: int, batch: float, rcp_mean: bool) -> dict[str, float]:
     """What a time to train's interval is made of at n GPUs and global batch `batch`: the fit's own
     log-spreads (residuals of samples and rate, the repeats), the doublings past the fitted GPUs,
     per-GPU batch and global batch (`global_batch_rcp` instead where the RCP table's own mean at that
     batch is used), and the rate the fitted layouts cannot identify (`rate_unidentified`, a log-spread)."""
+    n = nodes * gpus_per_node
     past_batch = doublings_past(batch, [p.global_batch for p in tf.fitted])
     return {"samples_residual": tf.samples_residual, "rate_residual": tf.rate_residual,
             # The score is an olympic mean of repeats: the fitted ones' and this layout's each miss by cv / sqrt(runs).
             "repeats": tf.repeat_cv * math.sqrt(2 / tf.repeat_runs),
-            "rate_unidentified": tf.rate_unidentified(n, batch),
+            "rate_unidentified": tf.rate_unidentified(nodes, gpus_per_node, batch),
             "gpus": doublings_past(n, [p.gpus for p in tf.fitted]),
             "per_gpu_batch": doublings_past(batch / n, [p.global_batch / p.gpus for p in tf.fitted]),
             "global_batch": 0.0 if rcp_mean else past_batch, "global_batch_rcp": past_batch if rcp_mean else 0.0}
@@ -460,10 +523,11 @@ def ttt_sigma(terms: dict[str, float], per_doubling: dict[str, float] = TTT_PER_
     return quadrature(floor, terms["samples_residual"], terms["rate_residual"], terms["repeats"], far)
 
 
-def spread(tf: TttFit, n: int, batch: float, rcp_mean: bool) -> tuple[float, float, str]:
+def spread(tf: TttFit, nodes: int, gpus_per_node: int, batch: float, rcp_mean: bool) -> tuple[float, float, str]:
     """(log-spread of the training rate, of the time to train, in words) at n GPUs and global batch
     `batch` (spread_terms, ttt_sigma)."""
-    terms = spread_terms(tf, n, batch, rcp_mean)
+    terms = spread_terms(tf, nodes, gpus_per_node, batch, rcp_mean)
+    slow = tf.link_slowdown(nodes, gpus_per_node)
     rate = quadrature(tf.rate_residual, PER_DOUBLING["gpus"] * terms["gpus"]
                       + PER_DOUBLING["per_gpu_batch"] * terms["per_gpu_batch"] + terms["rate_unidentified"])
     ttt = ttt_sigma(terms)
@@ -474,8 +538,9 @@ def spread(tf: TttFit, n: int, batch: float, rcp_mean: bool) -> tuple[float, flo
             f"{terms['gpus']:.1f} doublings of GPUs, {terms['per_gpu_batch']:.1f} of per-GPU batch, "
             f"{terms['global_batch'] + terms['global_batch_rcp']:.1f} of global batch"
             + (f"; the fitted layouts cannot tell a fixed step cost from communication growing with the GPUs: "
-               f"{100 * terms['rate_unidentified']:.1f} % (half the gap between the two readings' rates)"
-               if terms["rate_unidentified"] >= 5e-4 else ""))  # a fitted layout's is rounding: not said
+               f"{100 * terms['rate_unidentified']:.1f} % (half the gap between the two readings' rates"
+               + (f"; across nodes the bandwidth term x {slow:.3g}, the systems JSON's links" if slow > 1 else "")
+               + ")" if terms["rate_unidentified"] >= 5e-4 else ""))  # a fitted layout's is rounding: not said
     return rate, ttt, said
 
 
@@ -609,7 +674,8 @@ def predict_layout(tf: TttFit, nodes: int, gpus_per_node: int, batch: int | None
                convergence_min=parts["convergence_min"], throughput_min=parts["throughput_min"],
                eval_min=parts["eval_min"], other_min=parts["other_min"], predicted_ttt_min=parts["measured_min"],
                samples_from=samples_from)
-    rate_sigma, ttt_sigma, row["interval_from"] = spread(tf, n, batch, samples_from.startswith("the RCP"))
+    rate_sigma, ttt_sigma, row["interval_from"] = spread(tf, nodes, gpus_per_node, batch,
+                                                              samples_from.startswith("the RCP"))
     row["training_rate_low"], row["training_rate_high"] = interval(rate, rate_sigma)
     low, high = interval(row["predicted_ttt_min"], ttt_sigma, TTT_QUANTILES)
     row.update(predicted_ttt_low_min=low, predicted_ttt_high_min=high, interval=COVERAGE,
@@ -666,9 +732,9 @@ def predictions(runs, parts: list[LayoutParts], layouts: list[tuple[int, int]], 
     for p in parts:
         if p.gpus and p.global_batch:  # a layout or batch the logs do not give cannot be placed on the curves
             groups.setdefault(p.key, []).append(p)
-    fits, rows = [], []
+    fits, rows, links = [], [], group_links(runs)
     for key, ps in groups.items():
-        tf = fit_group(ps, fit_on, rulesets.get(key), key in rulesets, throughput_fits)
+        tf = fit_group(ps, fit_on, rulesets.get(key), key in rulesets, throughput_fits, links.get(key, Links()))
         fits.append(tf)
         rows += group_rows(tf, layouts, global_batch)
     return fits, rows
