@@ -84,17 +84,19 @@ def interval(value: float | None, sigma: float,
 # fitted range tells a larger error ahead (strong scaling: a step's fixed cost and communication grow in
 # share), and so does the rate the fitted layouts cannot identify (`rate_unidentified`, not per doubling:
 # x its log-spread, half the gap between reading the step's fixed cost as fixed or as communication
-# growing with the GPUs); more GPUs or another global batch add nothing the floor does not cover.
-TTT_PER_DOUBLING = {"gpus": 0.0, "per_gpu_batch": 0.06, "global_batch": 0.0, "global_batch_rcp": 0.02,
-                    "rate_unidentified": 1.0}
+# growing with the GPUs over the systems JSON's links); more GPUs or another global batch add nothing
+# the floor does not cover. Only the ratios of these spreads and the floor shape the interval: scaled
+# together, the quantiles per sigma scale back.
+TTT_PER_DOUBLING = {"gpus": 0.0, "per_gpu_batch": 0.16, "global_batch": 0.0, "global_batch_rcp": 0.0,
+                    "rate_unidentified": 0.5}
 # The time to train's interval, measured rather than assumed: log(measured / predicted) / sigma over
 # MLPerf Training v4.0-v5.1 (benchmarks/bench_predict_published.py prints what its trees give and
 # scores these out of sample, one round left out), its (1 - COVERAGE) / 2 and (1 + COVERAGE) / 2
 # quantiles.
-TTT_QUANTILES = (-2.34, 2.34)
-# Every time to train's log-spread is at least this (a few per cent: two MLPerf scores of one layout
-# differ run to run, however close the layout is to the fitted ones).
-TTT_SIGMA_FLOOR = 0.02
+TTT_QUANTILES = (-1.03, 1.05)
+# Every time to train's log-spread is at least this, in the units of the spreads above (x TTT_QUANTILES:
+# about 10 %: two MLPerf scores of one layout differ run to run, however close it is to the fitted ones).
+TTT_SIGMA_FLOOR = 0.10
 
 
 def quantiles_of(errors: list[tuple[float, float]]) -> tuple[float, float]:
