@@ -587,7 +587,8 @@ def choose_batch(tf: TttFit, nodes: int, gpus_per_node: int) -> tuple[int, str]:
     fewest = math.ceil(n / tf.most_per_replica - 1e-9)  # one sample per replica at the fitted model parallelism
     if batch < fewest:
         batch = fewest
-        said += (f", raised to {fewest}: one sample per data-parallel replica of {tf.most_per_replica:g} GPUs "
+        said += (f", raised to {fewest}: one sample per data-parallel replica of {tf.most_per_replica:g} "
+                 f"GPU{'s' if tf.most_per_replica != 1 else ''} "
                  "(the fitted layouts' model parallelism)")
     batch = max(1, round(batch))
     if tf.published and tf.rcp_largest:
