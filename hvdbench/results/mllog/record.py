@@ -30,10 +30,10 @@ class MllogRun(LoadedRun):
     """A run read from an MLPerf log: the common record (`devices` holds the report's group name)
     plus what only a log and its submission tree say. Never written to runs.csv. What a sweep's
     runs carry too is LoadedRun's: link (the systems JSON's host_networking), intra_link (its
-    accelerator_interconnect), result (its systems file), layout_source (one of the SOURCE_*
-    constants, then what it read, e.g. "NxGxBxA name (DGX_2x8x56x1)"), samples_to_target (sample-based logs), ruleset (for the RCP check),
-    accelerator (accelerator_model_name: its peak, hvdbench.results.analyses.efficiency) and the
-    time to train in parts (TTT_PARTS)."""
+    accelerator_interconnect), result (its systems file), layout_source (one of the SOURCE_* constants,
+    then what it read, e.g. "NxGxBxA name (DGX_2x8x56x1)"), samples_to_target (sample-based logs),
+    ruleset (for the RCP check), accelerator (accelerator_model_name: its peak,
+    hvdbench.results.analyses.efficiency) and the time to train in parts (TTT_PARTS)."""
 
     submitter: str = ""
     system_name: str = ""  # the system as named (systems JSON, folder or platform), with its size
