@@ -193,6 +193,20 @@ def test_a_damaged_record_is_one_warning_and_the_report_goes_on(sweep, tmp_path,
     assert "summary.md" in read_record(out)[0]
 
 
+def test_a_damaged_record_over_a_report_s_files_is_named_in_the_refusal(sweep, tmp_path):
+    """The files a report wrote, under a record damaged since: nothing proves them, so they are kept,
+    and the one-line refusal says why (the record cannot be read), not that they changed."""
+    out = tmp_path / "r"
+    assert invoke(sweep, "--out", out).exit_code == 0
+    before = (out / "summary.md").read_text()
+    (out / REPORT_RECORD).write_bytes(b'{"wrote": \x00')
+    result = invoke(sweep, "--out", out)
+    assert result.exit_code == 1 and result.output.count("\n") == 1, result.output
+    assert f"--out {out}: summary.md (and " in result.output
+    assert f"{REPORT_RECORD} cannot be read (" in result.output and "changed since" not in result.output
+    assert (out / "summary.md").read_text() == before
+
+
 # --- issue 50.16: a hand-edited sweep.json's hardware of the wrong type ------------------------
 
 @pytest.mark.parametrize("hardware", [[1, 2], "a100", {"node1": {"cpu": "x", "inter_node_link": 5}}])
