@@ -199,8 +199,8 @@ def test_report_names_the_link_a_sweep_recorded(sweep):
     assert "Inter-node link: HDR InfiniBand 200 Gb/s." in (sweep / "report" / "summary.md").read_text()
     # The waterfall section says it too, as its plot does, and a CPU run's batch is per rank.
     waterfall = (sweep / "report" / "summary.md").read_text().split("(throughput waterfall)")[1]
-    assert "### resnet50 · debug · torch · batch 32/rank — cpu\n\ninter-node link: HDR InfiniBand 200 Gb/s\n" \
-        in waterfall, waterfall
+    heading = "### resnet50 · debug · torch · horovod · fp32 · throughput · batch 32/rank — cpu"  # the scaling table's
+    assert f"{heading}\n\ninter-node link: HDR InfiniBand 200 Gb/s\n" in waterfall, waterfall
     (sweep / "sweep.json").write_text("[1, 2]")
     result = invoke(sweep)
     assert result.exit_code != 0 and "sweep.json: not a sweep record" in result.output

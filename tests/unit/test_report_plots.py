@@ -267,7 +267,7 @@ def test_no_waterfall_panel_is_left_out_past_twelve(tmp_path):
     figs = pages("waterfall", many, waterfall.figure)
     assert [len(f.axes) for f in figs] == [12, 2]
     assert figs[1]._suptitle.get_text().startswith("page 2 of 2: panels 13-14 of 14 (all in waterfall.png, waterfall-2.png)")
-    assert figs[1].axes[-1].get_title().startswith("resnet50 14x2 vs")
+    assert figs[1].axes[-1].get_title().startswith("14x2 vs 1x1: resnet50 · ")
     written = waterfall.write(many, tmp_path, ("csv", "png"))
     assert [p.name for p in written] == ["waterfall.csv", "waterfall.png", "waterfall-2.png"]
     assert [len(f.axes) for f in pages("waterfall", many[:12], waterfall.figure)] == [12]  # one page: as before
