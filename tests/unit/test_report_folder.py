@@ -50,6 +50,31 @@ def test_the_report_is_a_library_a_notebook_can_call(sweep, tmp_path):
     assert (tmp_path / "r" / "summary.md").read_text() == built.text
 
 
+def test_loading_and_building_set_no_attribute_a_record_does_not_declare(sweep, tmp_path, monkeypatch):
+    """Issue 45: what loading finds beside a run (its link, cadence, time in parts, ranks) is a declared
+    field of LoadedRun or MllogRun, never an attribute stuck on: every record refuses any other name."""
+    import dataclasses
+
+    from test_impossible_numbers import published
+
+    from hvdbench.results.records import schema
+
+    def declared_only(self, name, value):
+        if dataclasses.is_dataclass(self) and name not in {f.name for f in dataclasses.fields(self)}:
+            raise AttributeError(f"{type(self).__name__}.{name} is not a declared field")
+        object.__setattr__(self, name, value)
+
+    monkeypatch.setattr(schema.CsvRecord, "__setattr__", declared_only)
+    (sweep / SWEEP_RECORD).write_text(json.dumps({"model": "resnet50", "train_args": [], "link": "100mbit"}))
+    loaded = library.load([sweep], [published(tmp_path / "pub")], ("submitter", "system"), None,
+                          lambda root: lambda files: files)
+    assert {type(r).__name__ for r in loaded.runs} == {"LoadedRun", "MllogRun"}
+    built = library.build(loaded, library.Options(baseline=None, predict_layouts=[(2, 8)]))
+    assert "## Predicted" in built.text
+    with pytest.raises(AttributeError, match="LoadedRun.trained_by_hand is not a declared field"):
+        loaded.runs[0].trained_by_hand = 1.0  # the guard is live: a stuck-on name would fail above
+
+
 # --- issue 50.10: a study's name is a plain name -----------------------------------------------
 
 @pytest.mark.parametrize("name", ["../escaped", "/tmp/abs", "a/b", "..", ["a", "list"], 7, "", "tab\there"])
