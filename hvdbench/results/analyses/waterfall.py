@@ -45,8 +45,8 @@ import textwrap
 from pathlib import Path
 
 from hvdbench.results.records.schema import SCALING_GROUP, WATERFALL_COLUMNS
-from hvdbench.results.render.tables import group_title, markdown_table, pages, write_table
-from hvdbench.results.stats.aggregate import scaling_key, where_ran
+from hvdbench.results.render.tables import markdown_table, pages, write_table
+from hvdbench.results.stats.aggregate import group_title, scaling_key, where_ran
 
 PARTS = ("data_s", "compute_s", "comm_s", "update_s", "other_s")
 LOSSES = ("comm_loss", "imbalance_loss", "data_loss", "compute_loss", "unattributed")

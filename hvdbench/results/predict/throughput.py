@@ -72,8 +72,8 @@ from hvdbench.results.predict.fitting import (
     rms,
 )
 from hvdbench.results.records.schema import PREDICTION_COLUMNS, SCALING_GROUP, TTT_PREDICTION_COLUMNS
-from hvdbench.results.render.tables import group_title, markdown_table, to_csv
-from hvdbench.results.stats.aggregate import scaling_key
+from hvdbench.results.render.tables import markdown_table, to_csv
+from hvdbench.results.stats.aggregate import group_title, scaling_key
 from hvdbench.topology import parse_layout
 
 

@@ -22,6 +22,7 @@ from hvdbench.results.stats.aggregate import (
     SWEEP_SOURCE,
     Tables,
     device_word,
+    group_title,
     noise_cause,
     thread_note,
     where_ran,
@@ -175,16 +176,6 @@ def markdown_table(header: list[str], lines: list[list]) -> str:
         return "| " + " | ".join(str(c).replace("|", "\\|") for c in cells) + " |"
 
     return "\n".join([row(header), "|" + "|".join("---" for _ in header) + "|", *map(row, lines)])
-
-
-def group_title(row: dict, group: tuple) -> str:
-    """'resnet50 · debug · torch · fp32 · throughput · batch 32/GPU — <system>' from the group keys."""
-    parts = [row[k] for k in ("model", "flavor", "framework", "engine", "precision", "levers", "mode") if k in group]
-    if row.get("batch_per_gpu") and "batch_per_gpu" in group:
-        accum = row.get("accum_steps", 1)
-        parts.append(f"batch {row['batch_per_gpu']}/{device_word(row)}" + (f" × {accum} accum" if accum > 1 else ""))
-    title = " · ".join(str(p) for p in parts if p)
-    return title + (f" — {row['system']}" if row.get("system") else "")
 
 
 def _sections(rows: list[dict], group: tuple, render, footer=lambda rows: "") -> list[str]:
