@@ -644,7 +644,7 @@ def figure(rows: list[dict], fits: list[Fit]):
         ax.set_ylabel("samples/s")
         fitted = ", ".join(f"{w['runs']} run{'s' if w['runs'] != 1 else ''} of {w['layout']}" for w in fit.where)
         below = context(fit.where, runs=f"fitted on {fitted}")
-        ax.set_title(textwrap.fill(f"{group_title(fit.group, SCALING_GROUP)}: predicted and measured", 70)
+        ax.set_title(textwrap.fill(f"predicted and measured: {group_title(fit.group, SCALING_GROUP)}", 70)
                      + f"\n{below}", fontsize=9)
         ax.grid(True, alpha=0.3)
     # One legend for every panel, under them all: inside a panel it would sit on the layouts' names.
