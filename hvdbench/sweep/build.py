@@ -134,9 +134,11 @@ def hosts_of(hostfile=None, hosts=None, gpus_per_node=None):
 
 def check_train_args(model: str, train_args) -> None:
     """Parse the arguments after `--` with `hvdbench train`'s own options (built from TrainConfig's
-    fields), so a misspelt option or a wrong type fails here, not once per launched run."""
+    fields), so a misspelt option or a wrong type fails here, not once per launched run. The
+    placeholder --out goes first: a last option left without its value is then named as such, not
+    given '--out' as its value."""
     try:
-        parse_train_args(model, [*train_args, "--out", "-"])
+        parse_train_args(model, ["--out", "-", *train_args])
     except click.UsageError as e:
         raise click.UsageError(f"train argument after --: {e.format_message()}") from None
 

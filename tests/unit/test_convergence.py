@@ -3,6 +3,8 @@ S(B) = S_min (1 + B / B_crit) recovered from points it made, read from mlperf-lo
 the RCP checker averages them (SUITE.md section 6's plain fit reproduced), and every case the data
 cannot support said instead of a number."""
 
+import dataclasses
+
 import pytest
 
 from hvdbench.results.analyses import convergence as CV
@@ -113,3 +115,18 @@ def test_a_published_benchmark_without_an_rcp_table_is_said(tmp_path):
                                            "or before: nothing to compare its runs with")]
     assert "| nosuchbench | – | RCP: none |" in CV.markdown(rows)
     assert [p.name for p in CV.write(rows, tmp_path)] == ["convergence.csv", "convergence.png"]
+
+
+def test_runs_of_two_engines_are_told_apart_in_the_table_and_the_figure():
+    """A ddp,fsdp time-to-accuracy sweep fits one line per engine: each says its engine ('runs (ddp)'),
+    where both read 'runs' / 'runs: cpu' before; a model fitted once keeps plain 'runs'."""
+    def engine_parts(engine):
+        return [dataclasses.replace(p, group={**p.group, "engine": engine})
+                for p in parts("cpu", "resnet50", line(6000, 64.0, (32, 64, 128)))]
+
+    rows = CV.rows(engine_parts("ddp") + engine_parts("fsdp") + parts("cpu", "bert", line(9000, 90.0, (16, 32))))
+    text = CV.markdown(rows)
+    assert "| resnet50 | cpu | runs (ddp) |" in text and "| resnet50 | cpu | runs (fsdp) |" in text
+    assert "| bert | cpu | runs |" in text
+    labels = [t.get_text() for ax in CV.figure(rows).axes for t in ax.get_legend().get_texts()]
+    assert "runs (ddp): cpu" in labels and "runs (fsdp): cpu" in labels and "runs: cpu" in labels

@@ -358,3 +358,19 @@ def test_a_fitted_layout_the_model_misses_by_far_is_flagged_with_why():
     # The layouts it fits stay unflagged; a layout not run is never `poor-fit` (nothing to compare).
     assert "poor-fit" not in rows["1x2"]["flags"] and "poor-fit" not in rows["2x2"]["flags"]
     assert "**poor-fit** (1x1: predicted / measured 0.588)" in P.markdown(list(rows.values()), [fit])
+
+
+def test_groups_that_differ_by_engine_are_told_apart_in_the_headings_and_the_panels():
+    """A ddp,fsdp sweep fits one group per engine: each section's heading and each panel's title names
+    its engine (and precision), as the scaling tables' do; two identical headings read as one repeated."""
+    runs = [dataclasses.replace(run(n, g, k), engine=engine, precision="fp32")
+            for engine in ("ddp", "fsdp") for n, g in FIT_LAYOUTS for k in (1, 2)]
+    fits = P.fit_groups(runs)
+    assert [f.group["engine"] for f in fits] == ["ddp", "fsdp"]
+    rows = P.prediction_rows(fits, [(1, 4)])
+    headings = [line for line in P.markdown(rows, fits).splitlines() if line.startswith("### ")]
+    assert len(headings) == 2 and len(set(headings)) == 2
+    assert all(f" · {e} · fp32 · " in h for h, e in zip(headings, ("ddp", "fsdp")))
+    titles = [ax.get_title() for ax in P.figure(rows, fits).axes if ax.get_title()]
+    assert len(titles) == 2
+    assert all(f" · {e} · fp32 · " in t.replace("\n", " ") for t, e in zip(titles, ("ddp", "fsdp")))

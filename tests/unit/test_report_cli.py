@@ -199,8 +199,8 @@ def test_report_names_the_link_a_sweep_recorded(sweep):
     assert "Inter-node link: HDR InfiniBand 200 Gb/s." in (sweep / "report" / "summary.md").read_text()
     # The waterfall section says it too, as its plot does, and a CPU run's batch is per rank.
     waterfall = (sweep / "report" / "summary.md").read_text().split("(throughput waterfall)")[1]
-    assert "### resnet50 · debug · torch · batch 32/rank — cpu\n\ninter-node link: HDR InfiniBand 200 Gb/s\n" \
-        in waterfall, waterfall
+    heading = "### resnet50 · debug · torch · horovod · fp32 · throughput · batch 32/rank — cpu"  # the scaling table's
+    assert f"{heading}\n\ninter-node link: HDR InfiniBand 200 Gb/s\n" in waterfall, waterfall
     (sweep / "sweep.json").write_text("[1, 2]")
     result = invoke(sweep)
     assert result.exit_code != 0 and "sweep.json: not a sweep record" in result.output
@@ -274,7 +274,8 @@ def test_the_header_names_the_pytorch_of_the_runs_and_warns_where_one_table_mixe
     assert "PyTorch of these runs: 2.13.0, 2.15.0+cu130." in header
     warnings = [line for line in header.splitlines() if line.startswith("**Warning:**")]
     assert len(warnings) == 1
-    assert "(resnet50 · debug · torch · horovod · fp32 · throughput · batch 32 — cpu)" in warnings[0]
+    table = "resnet50 · debug · torch · horovod · fp32 · throughput · batch 32/rank — cpu"
+    assert f"({table})" in warnings[0] and f"\n### {table}\n" in summary  # named as its heading reads
     assert "used PyTorch 2.13.0, 2.15.0+cu130: their throughputs are not comparable" in warnings[0]
     same = tmp_path / "same" / "runs.csv"
     append_run(same, run("1x1", 100.0, versions="torch=2.13.0"))

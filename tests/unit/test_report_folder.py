@@ -50,6 +50,31 @@ def test_the_report_is_a_library_a_notebook_can_call(sweep, tmp_path):
     assert (tmp_path / "r" / "summary.md").read_text() == built.text
 
 
+def test_loading_and_building_set_no_attribute_a_record_does_not_declare(sweep, tmp_path, monkeypatch):
+    """Issue 45: what loading finds beside a run (its link, cadence, time in parts, ranks) is a declared
+    field of LoadedRun or MllogRun, never an attribute stuck on: every record refuses any other name."""
+    import dataclasses
+
+    from test_impossible_numbers import published
+
+    from hvdbench.results.records import schema
+
+    def declared_only(self, name, value):
+        if dataclasses.is_dataclass(self) and name not in {f.name for f in dataclasses.fields(self)}:
+            raise AttributeError(f"{type(self).__name__}.{name} is not a declared field")
+        object.__setattr__(self, name, value)
+
+    monkeypatch.setattr(schema.CsvRecord, "__setattr__", declared_only)
+    (sweep / SWEEP_RECORD).write_text(json.dumps({"model": "resnet50", "train_args": [], "link": "100mbit"}))
+    loaded = library.load([sweep], [published(tmp_path / "pub")], ("submitter", "system"), None,
+                          lambda root: lambda files: files)
+    assert {type(r).__name__ for r in loaded.runs} == {"LoadedRun", "MllogRun"}
+    built = library.build(loaded, library.Options(baseline=None, predict_layouts=[(2, 8)]))
+    assert "## Predicted" in built.text
+    with pytest.raises(AttributeError, match="LoadedRun.trained_by_hand is not a declared field"):
+        loaded.runs[0].trained_by_hand = 1.0  # the guard is live: a stuck-on name would fail above
+
+
 # --- issue 50.10: a study's name is a plain name -----------------------------------------------
 
 @pytest.mark.parametrize("name", ["../escaped", "/tmp/abs", "a/b", "..", ["a", "list"], 7, "", "tab\there"])
@@ -191,6 +216,20 @@ def test_a_damaged_record_is_one_warning_and_the_report_goes_on(sweep, tmp_path,
     assert all(REPORT_RECORD in w for w in warnings)
     assert (out / "notes.txt").read_text() == "mine\n" and not record.is_symlink()
     assert "summary.md" in read_record(out)[0]
+
+
+def test_a_damaged_record_over_a_report_s_files_is_named_in_the_refusal(sweep, tmp_path):
+    """The files a report wrote, under a record damaged since: nothing proves them, so they are kept,
+    and the one-line refusal says why (the record cannot be read), not that they changed."""
+    out = tmp_path / "r"
+    assert invoke(sweep, "--out", out).exit_code == 0
+    before = (out / "summary.md").read_text()
+    (out / REPORT_RECORD).write_bytes(b'{"wrote": \x00')
+    result = invoke(sweep, "--out", out)
+    assert result.exit_code == 1 and result.output.count("\n") == 1, result.output
+    assert f"--out {out}: summary.md (and " in result.output
+    assert f"{REPORT_RECORD} cannot be read (" in result.output and "changed since" not in result.output
+    assert (out / "summary.md").read_text() == before
 
 
 # --- issue 50.16: a hand-edited sweep.json's hardware of the wrong type ------------------------

@@ -267,7 +267,7 @@ def test_no_waterfall_panel_is_left_out_past_twelve(tmp_path):
     figs = pages("waterfall", many, waterfall.figure)
     assert [len(f.axes) for f in figs] == [12, 2]
     assert figs[1]._suptitle.get_text().startswith("page 2 of 2: panels 13-14 of 14 (all in waterfall.png, waterfall-2.png)")
-    assert figs[1].axes[-1].get_title().startswith("resnet50 14x2 vs")
+    assert figs[1].axes[-1].get_title().startswith("14x2 vs 1x1: resnet50 · ")
     written = waterfall.write(many, tmp_path, ("csv", "png"))
     assert [p.name for p in written] == ["waterfall.csv", "waterfall.png", "waterfall-2.png"]
     assert [len(f.axes) for f in pages("waterfall", many[:12], waterfall.figure)] == [12]  # one page: as before
@@ -297,10 +297,13 @@ def test_engines_of_one_run_each_have_no_two_sigma_and_cpu_words():
     left = fig.axes[0]
     assert not [c for c in left.containers if getattr(c, "errorbar", None) is not None]  # no zero-length 2σ bars
     assert left.get_xlabel() == "layout (nodes x ranks per node)"
+    assert "2σ" not in left.get_ylabel().replace("no 2σ", "")  # the axis promises no spread it does not draw
     spread = [run("1x1", t, engine=e, hosts="node1") for t in (100, 110) for e in ("ddp", "fsdp")]
     with_spread = engines.engine_rows(spread, build_tables(spread).scaling)
     assert "± 14.1" in engines.markdown(with_spread)
-    assert [c for c in engines.figure(with_spread).axes[0].containers if getattr(c, "errorbar", None) is not None]
+    drawn = engines.figure(with_spread).axes[0]
+    assert [c for c in drawn.containers if getattr(c, "errorbar", None) is not None]
+    assert drawn.get_ylabel() == "samples/s (± 2σ)"
 
 
 def test_cpu_runs_name_their_cpu_model_in_plots_and_summary(tmp_path):

@@ -320,6 +320,20 @@ def test_the_waterfall_adds_up_and_puts_each_cost_where_the_step_time_went():
     assert (row["comm_loss"], row["unattributed"], row["measured"]) == (None, 50.0, 150.0)
 
 
+def test_the_waterfall_tells_engines_apart_in_its_headings_and_panels():
+    """A ddp,fsdp sweep's waterfall: one section and one panel per engine, each naming its engine and
+    precision as the scaling tables' headings do (they read as one layout's, repeated, before)."""
+    from hvdbench.results.analyses import waterfall
+
+    runs = [run(layout, t, engine=engine) for engine in ("ddp", "fsdp")
+            for layout, t in (("1x1", 100.0), ("1x2", 150.0))]
+    rows = waterfall.waterfall_rows(runs, build_tables(runs).scaling)
+    headings = [line for line in waterfall.markdown(rows).splitlines() if line.startswith("### ")]
+    assert len(headings) == 2 and all(f" · {e} · fp32 · " in h for h, e in zip(headings, ("ddp", "fsdp")))
+    titles = [ax.get_title().replace("\n", " ") for ax in waterfall.figure(rows).axes if ax.get_title()]
+    assert len(titles) == 2 and all(f" · {e} · fp32 · " in t for t, e in zip(titles, ("ddp", "fsdp")))
+
+
 def test_explain_twins_measure_the_data_stall_differentially_and_the_bars_still_add_up():
     """Real data keeps 90 % of the synthetic rate at 1x1 (100 vs 111.1) and 60 % at 2x1 (120 vs
     200): the layout loses ideal x (1 - 0.6 / 0.9) to its data, whatever its batch-wait timer said."""

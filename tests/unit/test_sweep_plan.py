@@ -583,3 +583,17 @@ def test_dry_run_says_the_mode_target_and_epoch_cap(tmp_path, train, said):
                     "--dry-run", "--", *train)
     assert result.exit_code == 0, result.output
     assert said in result.output
+
+
+@pytest.mark.parametrize("train_args, said", [
+    (["--synthetic", "--thread-share"], "Option '--thread-share' requires an argument"),
+    (["--synthetic", "--steps"], "Option '--steps' requires an argument"),
+])
+def test_an_option_left_without_its_value_after_dashes_is_named_not_the_sweeps_own_out(tmp_path, train_args, said):
+    """The sweep checks the arguments after -- with a placeholder --out of its own; a last option
+    missing its value must not take that placeholder as its value ("'--out' is not a valid integer")."""
+    result = CliRunner().invoke(cli, ["sweep", "resnet50", "--hosts", "localhost:2", "--dry-run",
+                                      "--out", str(tmp_path / "sw"), "--", "--flavor", "debug", *train_args])
+    assert result.exit_code == 2, result.output
+    assert said in result.output and "'--out'" not in result.output
+    assert not (tmp_path / "sw").exists()

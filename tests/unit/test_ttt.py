@@ -301,3 +301,19 @@ def test_short_times_to_train_are_in_seconds_in_both_figures_alike():
     falls = ttt.waterfall_rows(ttt.layout_parts(slow, rows)[0], rows)
     assert ttt.figure(falls).axes[0].get_ylabel() == "minutes"
     assert plots.time_to_train_figure(rows).axes[0].get_ylabel().startswith("time to train (min)")
+
+
+def test_the_waterfall_tells_engines_apart_in_its_panels():
+    """A ddp,fsdp time-to-accuracy sweep: each panel names its engine, as its section's heading does
+    (two identical 'resnet50 1x2 (batch 64) vs 1x1 (batch 32)' panels before)."""
+    import dataclasses
+
+    both = [dataclasses.replace(r, engine=engine, precision="fp32") for engine in ("ddp", "fsdp")
+            for r in three("1x1", 32, 6000.0, 100.0, 6.0, 2.0) + three("1x2", 64, 7000.0, 180.0, 4.0, 1.5)]
+    rows = time_to_train_rows(both)
+    falls = ttt.waterfall_rows(ttt.layout_parts(both, rows)[0], rows)
+    headings = [line for line in ttt.markdown(falls).splitlines() if line.startswith("### ")]
+    titles = [ax.get_title().replace("\n", " ") for ax in ttt.figure(falls).axes if ax.get_title()]
+    assert len(headings) == len(titles) == 2
+    for heading, title, engine in zip(headings, titles, ("ddp", "fsdp")):
+        assert f" · {engine} · fp32" in heading and f" · {engine} · fp32" in title

@@ -57,6 +57,8 @@ def _grouped_mm_flops(a_shape, b_shape, *args, out_shape=None, **kwargs) -> int:
     return total // out_shape[0] if len(a_shape) == 2 and len(b_shape) == 2 else total
 
 
+# 2.11.0, 2.13.0 and 2.15.0 all have the op and no formula for it (so all register this one); a torch
+# that brings its own formula keeps it, and one without the op has nothing to count.
 if hasattr(torch.ops.aten, "_grouped_mm") and torch.ops.aten._grouped_mm not in flop_registry:
     register_flop_formula(torch.ops.aten._grouped_mm)(_grouped_mm_flops)
 

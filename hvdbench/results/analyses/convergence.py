@@ -245,6 +245,17 @@ def _row(group: dict, source: str, ruleset: str, unit: str, cb: CriticalBatch, r
 
 # --- Markdown, plot, files ----------------------------------------------------------------------
 
+def source_label(row: dict, rows_: list[dict]) -> str:
+    """A row's source as the table and the figure name it: 'runs', and the group's words after it where
+    another runs row of the same model and system differs in them (a ddp,fsdp sweep: 'runs (ddp)')."""
+    if row["source"] != "runs":
+        return row["source"]
+    words = ("flavor", "framework", "engine", "precision", "levers")
+    twins = [r for r in rows_ if r["source"] == "runs" and (r["model"], r["system"]) == (row["model"], row["system"])]
+    differ = [k for k in words if len({r.get(k) for r in twins}) > 1]
+    return "runs" + (f" ({' · '.join(str(row[k]) for k in differ if row.get(k))})" if differ else "")
+
+
 def markdown(rows_: list[dict]) -> str:
     if not rows_:
         return ""
@@ -252,7 +263,7 @@ def markdown(rows_: list[dict]) -> str:
     def num(v, fmt="{:,.4g}"):
         return "–" if v is None else fmt.format(v)
 
-    lines = [[r["model"], r["system"] or "–", r["source"], r["unit"], r["batch_sizes"] or "–",
+    lines = [[r["model"], r["system"] or "–", source_label(r, rows_), r["unit"], r["batch_sizes"] or "–",
               num(r["s_min"]), "∞ (not bounded)" if r["status"] == UNBOUNDED else num(r["b_crit"]),
               num(r["r2"], "{:.3f}"), num(None if r["max_rel_residual"] is None else 100 * r["max_rel_residual"],
                                           "{:.1f} %"),
@@ -289,7 +300,7 @@ def figure(rows_: list[dict], shown: list[tuple] | None = None):
             cb: CriticalBatch = r["fit"]
             if not cb.points:
                 continue
-            label = r["source"] if r["source"] != "runs" else f"runs: {r['system']}"
+            label = source_label(r, rows_) + (f": {r['system']}" if r["source"] == "runs" else "")
             xs = [b for b, _ in cb.points]
             line = ax.plot(xs, [s for _, s in cb.points], "o" if r["source"] == "runs" else "s", label=label)[0]
             if cb.usable:

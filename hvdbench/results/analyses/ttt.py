@@ -33,12 +33,14 @@ from __future__ import annotations
 import math
 import re
 import statistics
+import textwrap
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from hvdbench.results.records.schema import TTT_GROUP, TTT_WATERFALL_COLUMNS
 from hvdbench.results.render.tables import figure_time_unit, markdown_table, pages, write_table
-from hvdbench.results.stats.aggregate import OLYMPIC_DROP, OLYMPIC_MIN_RUNS, device_word, system_of, where_ran
+from hvdbench.results.stats.aggregate import (OLYMPIC_DROP, OLYMPIC_MIN_RUNS, device_word, group_title, system_of,
+                                               where_ran)
 
 # The throughput part's split, in the order the throughput waterfall takes them (waterfall.LOSSES).
 SPLIT = (("comm_min", "comm_loss"), ("data_min", "data_loss"), ("compute_min", "compute_loss"))
@@ -268,9 +270,7 @@ def markdown(rows: list[dict]) -> str:
     for r in rows:
         groups.setdefault(tuple(r[k] for k in TTT_GROUP), []).append(r)
     for rs in groups.values():
-        r0 = rs[0]
-        title = " · ".join(str(r0[k]) for k in TTT_GROUP if k != "system" and r0.get(k))
-        parts.append(f"### {title} — {r0['system']}\n")
+        parts.append(f"### {group_title(rs[0], TTT_GROUP)}\n")
         where = where_ran([x for r in rs for x in r.get("rows") or [r]])  # as the plots say under each panel
         if where:
             parts.append(f"{where}\n")
@@ -344,8 +344,10 @@ def figure(rows: list[dict], every: list[dict] | None = None):
         ax.set_ylabel("seconds" if unit == "s" else "minutes", fontsize=8)
         ax.set_ylim(0, top * 1.15)
         below = waterfall_context(r)
-        ax.set_title(f"{r['model']} {r['layout']} (batch {r['global_batch']}) vs {r['baseline']} "
-                     f"(batch {r['base_global_batch']})" + (f"\n{below}" if below else ""), fontsize=8)
+        # The group as its section's heading names it: engines, precisions and levers told apart.
+        ax.set_title(textwrap.fill(f"{r['layout']} (batch {r['global_batch']}) vs {r['baseline']} (batch "
+                                   f"{r['base_global_batch']}): {group_title(r, TTT_GROUP)}", 64)
+                     + (f"\n{below}" if below else ""), fontsize=8)
         ax.grid(True, axis="y", alpha=0.3)
     fig.legend(handles=[Patch(color="tab:blue", label=f"ideal: the baseline's time / {device_word(rows[0])} ratio"),
                         Patch(color=ADDS, label="adds time"), Patch(color=SAVES, label="saves time"),

@@ -41,11 +41,12 @@ from __future__ import annotations
 
 import math
 import statistics
+import textwrap
 from pathlib import Path
 
 from hvdbench.results.records.schema import SCALING_GROUP, WATERFALL_COLUMNS
 from hvdbench.results.render.tables import markdown_table, pages, write_table
-from hvdbench.results.stats.aggregate import on_cpus, scaling_key, where_ran
+from hvdbench.results.stats.aggregate import group_title, scaling_key, where_ran
 
 PARTS = ("data_s", "compute_s", "comm_s", "update_s", "other_s")
 LOSSES = ("comm_loss", "imbalance_loss", "data_loss", "compute_loss", "unattributed")
@@ -175,10 +176,7 @@ def markdown(rows: list[dict]) -> str:
              "(rank 0's mean, ms) say where each layout's step went; MFU: the layout's model FLOPs utilisation (the compute table). A negative loss is a gain. (twin): the data stall measured against the "
              "layout's run on synthetic data (`sweep --explain`).\n"]
     for key, rs in groups.items():
-        r0 = rs[0]
-        levers = f" · {r0['levers']}" if r0.get("levers") else ""  # a levers sweep's rows, apart from a plain one's
-        parts.append(f"### {r0['model']} · {r0['flavor']} · {r0['framework']}{levers} · batch {r0['batch_per_gpu']}/"
-                     f"{'rank' if on_cpus(r0) else 'GPU'} — {r0['system']}\n")
+        parts.append(f"### {group_title(rs[0], SCALING_GROUP)}\n")  # the scaling tables' heading of the group
         where = where_ran([x for r in rs for x in r.get("rows") or [r]])  # as the plots say under each panel
         if where:
             parts.append(f"{where}\n")
@@ -250,8 +248,8 @@ def figure(rows: list[dict]):
         ax.set_ylabel("samples/s", fontsize=8)
         ax.set_ylim(0, top * 1.12)  # room for the numbers above the tallest bar
         below = waterfall_context(r)
-        ax.set_title(f"{r['model']} {r['layout']} vs {r['baseline']} ({r['flavor']}, {r['framework']}"
-                     + (f", {r['levers']})" if r.get("levers") else ")")
+        # The group as the scaling tables name it: engines, precisions and levers told apart.
+        ax.set_title(textwrap.fill(f"{r['layout']} vs {r['baseline']}: {group_title(r, SCALING_GROUP)}", 64)
                      + (f"\n{below}" if below else ""), fontsize=8)
         ax.grid(True, axis="y", alpha=0.3)
     fig.legend(handles=[Patch(color="tab:blue", label="ideal: the baseline's rate per device × devices"),

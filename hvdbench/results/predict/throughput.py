@@ -73,7 +73,7 @@ from hvdbench.results.predict.fitting import (
 )
 from hvdbench.results.records.schema import PREDICTION_COLUMNS, SCALING_GROUP, TTT_PREDICTION_COLUMNS
 from hvdbench.results.render.tables import markdown_table, to_csv
-from hvdbench.results.stats.aggregate import scaling_key
+from hvdbench.results.stats.aggregate import group_title, scaling_key
 from hvdbench.topology import parse_layout
 
 
@@ -552,9 +552,7 @@ def markdown(rows: list[dict], fits: list[Fit]) -> str:
              "layout shows predicted / measured.\n"]
     for fit in fits:
         rs = [r for r in rows if all(r[k] == fit.group[k] for k in SCALING_GROUP)]
-        g = fit.group
-        parts.append(f"### {g['model']} · {g['flavor']} · {g['framework']} · batch {g['batch_per_gpu']}/"
-                     f"{'rank' if fit.on_cpus else 'GPU'} — {g['system']}\n")
+        parts.append(f"### {group_title(fit.group, SCALING_GROUP)}\n")  # as the scaling tables title the same group
         parts.append(describe(fit) + ".\n")
         parts.append(machine_line(fit) + "\n")
         parts += [f"Not predicted: {note}.\n" for note in fit.notes]
@@ -618,7 +616,6 @@ def figure(rows: list[dict], fits: list[Fit]):
     for i, fit in enumerate(fits):
         ax = fig.add_subplot(math.ceil(len(fits) / 3), cols, i + 1)
         rs = [r for r in rows if all(r[k] == fit.group[k] for k in SCALING_GROUP)]
-        unit = "rank" if fit.on_cpus else "GPU"
         for nodes_one, style in ((True, "o-"), (False, "s--")):
             sel = sorted((r for r in rs if (r["nodes"] == 1) == nodes_one), key=lambda r: r["gpus"])
             if sel:
@@ -672,8 +669,8 @@ def figure(rows: list[dict], fits: list[Fit]):
         ax.set_ylabel("samples/s")
         fitted = ", ".join(f"{w['runs']} run{'s' if w['runs'] != 1 else ''} of {w['layout']}" for w in fit.where)
         below = context(fit.where, runs=f"fitted on {fitted}")
-        ax.set_title(f"{fit.group['model']} ({fit.group['flavor']}, batch {fit.group['batch_per_gpu']}/{unit}): "
-                     f"predicted and measured\n{below}", fontsize=9)
+        ax.set_title(textwrap.fill(f"predicted and measured: {group_title(fit.group, SCALING_GROUP)}", 70)
+                     + f"\n{below}", fontsize=9)
         ax.grid(True, alpha=0.3)
     # One legend for every panel, under them all: inside a panel it would sit on the layouts' names.
     entries = {label: handle for ax in fig.axes for handle, label in zip(*ax.get_legend_handles_labels())}

@@ -22,6 +22,7 @@ from hvdbench.results.stats.aggregate import (
     SWEEP_SOURCE,
     Tables,
     device_word,
+    group_title,
     noise_cause,
     thread_note,
     where_ran,
@@ -177,23 +178,13 @@ def markdown_table(header: list[str], lines: list[list]) -> str:
     return "\n".join([row(header), "|" + "|".join("---" for _ in header) + "|", *map(row, lines)])
 
 
-def _title(row: dict, group: tuple) -> str:
-    """'resnet50 · debug · torch · fp32 · throughput · batch 32/GPU — <system>' from the group keys."""
-    parts = [row[k] for k in ("model", "flavor", "framework", "engine", "precision", "levers", "mode") if k in group]
-    if row.get("batch_per_gpu") and "batch_per_gpu" in group:
-        accum = row.get("accum_steps", 1)
-        parts.append(f"batch {row['batch_per_gpu']}/{device_word(row)}" + (f" × {accum} accum" if accum > 1 else ""))
-    title = " · ".join(str(p) for p in parts if p)
-    return title + (f" — {row['system']}" if row.get("system") else "")
-
-
 def _sections(rows: list[dict], group: tuple, render, footer=lambda rows: "") -> list[str]:
     out, current, chunk = [], None, []
     for row in rows + [None]:
         key = None if row is None else tuple(row[k] for k in group)
         if chunk and key != current:
             below = footer(chunk)
-            out.append(f"### {_title(chunk[0], group)}\n\n{render(chunk)}\n" + (f"\n{below}\n" if below else ""))
+            out.append(f"### {group_title(chunk[0], group)}\n\n{render(chunk)}\n" + (f"\n{below}\n" if below else ""))
             chunk = []
         current = key
         if row is not None:

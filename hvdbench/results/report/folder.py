@@ -51,6 +51,16 @@ def _plain(rel: object) -> bool:
 def read_record(out: Path) -> tuple[dict[str, dict], str]:
     """rel path -> {"sha256", "by"} of OUT's record, and a warning naming it ('' when none) where it
     cannot be read: then it proves nothing ({}), and a report into OUT keeps every file there."""
+    wrote, why = _record_or_why(out)
+    return wrote, _unreadable(out, why) if why else ""
+
+
+def _unreadable(out: Path, why: str) -> str:
+    return f"warning: {out / REPORT_RECORD}: cannot be read ({why}): no file in the folder is taken as a report's"
+
+
+def _record_or_why(out: Path) -> tuple[dict[str, dict], str]:
+    """OUT's record as read_record gives it, and why it cannot be read ('' when it can, or is absent)."""
     path = out / REPORT_RECORD
     try:
         if not os.path.lexists(path):
@@ -62,8 +72,7 @@ def read_record(out: Path) -> tuple[dict[str, dict], str]:
         if not isinstance(wrote, dict):  # an older hvdbench's list of names, without their sha256
             raise ValueError("it names files without their sha256 (an older hvdbench's)")
     except (OSError, ValueError, KeyError, TypeError) as e:
-        why = str(e).splitlines()[0][:120] if str(e) else type(e).__name__
-        return {}, f"warning: {path}: cannot be read ({why}): no file in the folder is taken as a report's"
+        return {}, str(e).splitlines()[0][:120] if str(e) else type(e).__name__
     return {rel: e for rel, e in wrote.items() if _plain(rel) and isinstance(e, dict) and e.get("by") in WRITERS
             and isinstance(e.get("sha256"), str)}, ""
 
@@ -130,16 +139,18 @@ class owned_folder:  # noqa: N801 (a context manager, used as one: `with owned_f
 
     def _move_in(self) -> None:
         out, stage, staged = self.out, self.stage, self._names()
-        before, warning = read_record(out)
-        self.warnings += [warning] if warning else []
+        before, unread = _record_or_why(out)
+        self.warnings += [_unreadable(out, unread)] if unread else []
         in_the_way = [rel for rel in staged if os.path.lexists(out / rel) and not _proven(out, rel, before.get(rel))]
         in_the_way += [rel for rel in staged if rel not in in_the_way and any(
             os.path.islink(out / p) or (out / p).is_file() for p in PurePosixPath(rel).parents if str(p) != ".")]
         if in_the_way:
             raise OutputError(f"--out {out}: {in_the_way[0]}"
                               + (f" (and {len(in_the_way) - 1} more)" if len(in_the_way) > 1 else "")
-                              + f" is not a file a report wrote here ({REPORT_RECORD} does not hold it, or it "
-                              "changed since): it is kept; move it away or give another --out")
+                              + " is not a file a report wrote here ("
+                              + (f"{REPORT_RECORD} cannot be read ({unread}), so it proves no file" if unread
+                                 else f"{REPORT_RECORD} does not hold it, or it changed since")
+                              + "): it is kept; move it away or give another --out")
         new = {rel: {"sha256": file_sha256(stage / rel), "by": self.by} for rel in staged}
         # Still ours after this one: another writer's files (a report keeps `hvdbench predict`'s).
         kept = {rel: e for rel, e in before.items() if rel not in new

@@ -173,6 +173,17 @@ def device_word(row: dict, plural: bool = False) -> str:
     return word + "s" if plural else word
 
 
+def group_title(row: dict, group: tuple) -> str:
+    """'resnet50 · debug · torch · ddp · fp32 · throughput · batch 32/GPU — <system>' from the group keys
+    (SCALING_GROUP's or TTT_GROUP's): how the report titles a table, its plots and every warning naming it."""
+    parts = [row[k] for k in ("model", "flavor", "framework", "engine", "precision", "levers", "mode") if k in group]
+    if row.get("batch_per_gpu") and "batch_per_gpu" in group:
+        accum = row.get("accum_steps") or 1
+        parts.append(f"batch {row['batch_per_gpu']}/{device_word(row)}" + (f" × {accum} accum" if accum > 1 else ""))
+    title = " · ".join(str(p) for p in parts if p)
+    return title + (f" — {row['system']}" if row.get("system") else "")
+
+
 def where_ran(rows: list[dict], most: int = 4) -> str:
     """'hosts: hvd-node1, hvd-node2 · intra-node link: NVLink (NV18) between 8 GPUs · inter-node link:
     emulated veth bridge, 100mbit' for a group of report rows (the plots' subtitle and the Markdown

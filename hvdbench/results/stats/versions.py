@@ -9,7 +9,7 @@ and the collectives' code under the same model).
 from __future__ import annotations
 
 from hvdbench.results.records.schema import SCALING_GROUP, RunResult
-from hvdbench.results.stats.aggregate import scaling_key
+from hvdbench.results.stats.aggregate import group_title, scaling_key
 
 
 def torch_header(runs: list[RunResult]) -> list[str]:
@@ -27,18 +27,8 @@ def torch_header(runs: list[RunResult]) -> list[str]:
     lines = [f"PyTorch of these runs: {', '.join(used)}."]
     for key, versions in tables.items():
         if len(versions) > 1:
-            table = _table(dict(zip(SCALING_GROUP, key)))
+            table = group_title(dict(zip(SCALING_GROUP, key)), SCALING_GROUP)  # as its heading reads
             lines.append(f"**Warning:** the runs of one table ({table}) used PyTorch {', '.join(sorted(versions))}: "
                          f"their throughputs are not comparable; rerun its layouts on one release.")
     return lines
 
-
-def _table(group: dict) -> str:
-    """A scaling_key (SCALING_GROUP's names) as the report titles its table: 'resnet50 · debug · torch ·
-    ddp · fp32 · throughput · batch 32 — cpu', the levers after the precision where a run had some."""
-    parts = [str(group[k]) for k in ("model", "flavor", "framework", "engine", "precision", "levers", "mode")
-             if group[k]]
-    batch, accum = group["batch_per_gpu"], group["accum_steps"]
-    if batch:
-        parts.append(f"batch {batch}" + (f" × {accum} accum" if (accum or 1) > 1 else ""))
-    return " · ".join(parts) + (f" — {group['system']}" if group["system"] else "")
