@@ -46,7 +46,12 @@ def compile_regions(net, units, model, mode: str) -> None:
 
 
 def compile_mode(requested: str, device: torch.device) -> str:
-    """torch.compile's mode for --compile: `auto` compiles (mode default) on a CUDA GPU only."""
+    """torch.compile's mode for --compile: `auto` compiles (mode default) on a CUDA GPU only;
+    reduce-overhead (CUDA graphs) is refused elsewhere, where torch.compile would quietly compile
+    without them and the run would be taken for a CUDA graphs figure."""
+    if requested == "reduce-overhead" and device.type != "cuda":
+        raise ConfigError(f"--compile reduce-overhead captures the step in CUDA graphs, which need a CUDA GPU; "
+                          f"this rank trains on {device.type} (--compile default compiles without them)")
     if requested == "auto":
         return "default" if device.type == "cuda" else "off"
     return requested
