@@ -216,6 +216,7 @@ class Trainer:
         why = fp8.refusal(device) if cfg.precision == "fp8" else None
         if why:  # before anything is built
             raise ConfigError(why)
+        self.compile_mode = compile_mode(cfg.compile, device)  # (refuses CUDA graphs off a CUDA GPU)
         with torch.device("meta") if meta else contextlib.nullcontext():
             model = module.build(flavor_cfg, **data_info, **run_keywords(module.build, dist, cfg))
         if not meta:
@@ -230,7 +231,6 @@ class Trainer:
 
         groups = getattr(module, "param_groups", param_groups)(model, cfg)
         self.net = self.engine.wrap(model, module, meta=meta)
-        self.compile_mode = compile_mode(cfg.compile, device)
         if self.compile_mode != "off":
             compile_regions(self.net, getattr(module, "compile_units", None), model, self.compile_mode)
         opt = getattr(module, "make_optimizer", make_optimizer)(self.engine.groups(model, groups), cfg)
