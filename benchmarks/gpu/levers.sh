@@ -100,6 +100,7 @@ bert bert-base
 bert bert-packed --synthetic-kind bert_packed
 # Compiled layer by layer (no graph break on the data's sizes) with LAMB's update compiled once.
 bert bert-packed-compile --synthetic-kind bert_packed --compile default --fused-optimizer
+bert bert-packed-fp8 --synthetic-kind bert_packed --compile default --fused-optimizer --precision fp8
 bert bert-varlen --attention varlen
 bert bert-compile-varlen --compile default --attention varlen
 r50 r50-compile --compile default
