@@ -208,8 +208,9 @@ ATTENTIONS = ("mask", "varlen")
 def compile_units(model) -> list[nn.Module]:
     """The encoder layers, which `--compile` compiles one by one (regional compilation: one layer's
     compile, reused by the others of its shape; BERT-large's whole step compiled with varlen had
-    not finished compiling in 150 s on an H200, broken at each batch's sequence lengths). With the mask, a layer is one graph; with varlen, the dense parts
-    around the attention (Sequences.attend stays eager)."""
+    not finished compiling in 150 s on an H200, broken at each batch's sequence lengths). With the
+    mask, a layer is one graph; with varlen, the dense parts around the attention (Sequences.attend
+    stays eager)."""
     return list(model.layers)
 
 
