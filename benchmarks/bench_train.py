@@ -2,10 +2,14 @@
 
     .venv/bin/python benchmarks/bench_train.py                    # all three
     .venv/bin/python benchmarks/bench_train.py --only bare --rounds 8 --steps 200
+    .venv/bin/python benchmarks/bench_train.py --only bare --engine ddp --clock cpu --batch 8   # a shared machine
+    .venv/bin/python benchmarks/bench_train.py --only bare --model llama31_8b --batch 2 --clock cpu
 
 1. bare (np=1): hvdbench's throughput loop (`hvdbench.train.loop.Loop.throughput`: its Trainer, Horovod's
    DistributedOptimizer, synchronised timing) vs a bare PyTorch loop on the same model, batch and
-   fixed synthetic batch, alternating in one process -> ratio of step rates (goal >= 0.97).
+   fixed synthetic batch, alternating in one process -> ratio of step rates (goal >= 0.97). Another
+   model (--model, e.g. llama31_8b): the bare loop is its folder's own network, loss and optimizer
+   (torch.py), with the same levers, and no engine, phase timing or loop around them.
 2. horovod (np=2, `horovodrun -np 2`; --horovod-np): the same hvdbench loop vs Horovod's own synthetic-benchmark
    method re-implemented (a second model with DistributedOptimizer, one fixed batch, timeit over
    groups of batches, img/s = rank 0's mean x size), alternating in one job -> ratio (goal >= 1).
@@ -68,9 +72,10 @@ def bench_line(stdout: str) -> dict:
 # --- comparisons 1 and 2: one process (np=1) or one horovodrun job (np=2) ----------------------
 
 def interleaved(args, np: int, baseline: str) -> dict:
-    inner = [sys.executable, __file__, "interleaved", "--baseline", baseline, "--flavor", args.flavor, "--batch", args.batch,
+    inner = [sys.executable, __file__, "interleaved", "--baseline", baseline, "--model", args.model,
+             "--flavor", args.flavor, "--batch", args.batch,
              "--steps", args.steps, "--warmup", args.warmup, "--threads", args.threads, "--rounds", args.rounds,
-             "--precision", args.precision, "--engine", args.engine, "--compile", args.compile,
+             "--precision", args.precision, "--engine", args.engine, "--compile", args.compile, "--clock", args.clock,
              *(["--bare-nhwc-params"] if args.bare_nhwc_params else []),
              *(["--fused-optimizer"] if args.fused_optimizer else []),
              *(["--channels-last"] if args.channels_last else [])]
@@ -91,14 +96,14 @@ def interleaved_main(a) -> None:
     from hvdbench.train.schedule import scaled_lr
 
     with tempfile.TemporaryDirectory() as tmp:
-        cfg = config.resolve({"model": "resnet50", "flavor": a.flavor, "synthetic": True, "out": tmp,
+        cfg = config.resolve({"model": a.model, "flavor": a.flavor, "synthetic": True, "out": tmp,
                               "batch_per_gpu": a.batch, "steps": a.steps, "warmup_steps": a.warmup,
                               "threads": a.threads, "precision": a.precision, "engine": a.engine,
                               "compile": a.compile, "fused_optimizer": a.fused_optimizer,
                               "channels_last": a.channels_last})
     fw = frameworks.load("torch")
     dist = fw.init_dist(a.threads, engine=a.engine)
-    spec = get_spec("resnet50")
+    spec = get_spec(a.model)
     flavor = spec.flavor(a.flavor)
     info = spec.synthetic_info(flavor)
     trainer = fw.Trainer(cfg, spec.framework_module("torch"), flavor, info, dist)
@@ -109,16 +114,24 @@ def interleaved_main(a) -> None:
     # The same hyperparameters on both sides: the learning rate changes the values the CPU
     # multiplies (tiny values can be denormal and slow), so it must not differ.
     lr = scaled_lr(cfg, global_batch)
-    baseline = _bare_loop(a, lr, cfg) if a.baseline == "bare" else _horovod_method(a, lr, cfg)
+    if a.baseline == "horovod":
+        baseline = _horovod_method(a, lr, cfg)
+    elif a.model == "resnet50":
+        baseline = _bare_loop(a, lr, cfg)
+    else:
+        baseline = _bare_model_loop(a, lr, cfg, spec, flavor, info, dist)
 
+    hvdbench_side = lambda: loop.throughput().throughput  # noqa: E731
+    if a.clock == "cpu" and a.baseline == "bare":
+        hvdbench_side, baseline = _per_cpu_second(loop, global_batch), _per_cpu_second(baseline, a.batch, a)
     ours, theirs = [], []
     for r in range(a.rounds):
         if r % 2 == 0:
-            ours.append(loop.throughput().throughput)
+            ours.append(hvdbench_side())
             theirs.append(baseline())
         else:
             theirs.append(baseline())
-            ours.append(loop.throughput().throughput)
+            ours.append(hvdbench_side())
     if dist.rank == 0:
         ratios = [o / t for o, t in zip(ours, theirs)]
         result = {"hvdbench": ours, "baseline": theirs, "ratios": ratios,
@@ -129,6 +142,24 @@ def interleaved_main(a) -> None:
             result["baseline_aggregate"] = baseline.aggregate
             result["median_ratio_aggregate"] = float(np.median([o / t for o, t in zip(ours, baseline.aggregate)]))
         print("BENCH " + json.dumps(result), flush=True)
+
+
+def _per_cpu_second(side, samples_per_step: int, a=None):
+    """--clock cpu: a side's samples per CPU second of this process (every thread's: Horovod's and
+    Gloo's too) over its timed steps, in place of its wall-clock rate: on a machine shared with other
+    jobs the wall clock measures the neighbours (ratios from 0.25 to 1.9 in one run here), the CPU
+    seconds what each side does per step. `side`: hvdbench's Loop (its window's window_cpu_s) or a
+    baseline's rate() (which records its own, `cpu_s`)."""
+    def rate() -> float:
+        if a is None:
+            m = side.throughput()
+            return m.steps * samples_per_step / m.window_cpu_s
+        side()
+        rate.compile_s = side.compile_s
+        return a.steps * samples_per_step / side.cpu_s
+
+    rate.compile_s = None
+    return rate
 
 
 def _model_and_batch(flavor: str, batch: int, nhwc_params: bool = False):
@@ -190,11 +221,7 @@ def _synchronize() -> None:
 
 def _bare_loop(a, lr, cfg):
     """The plainest PyTorch training loop on its own copy of the model: fixed batch, SGD."""
-    import contextlib
-
     import torch
-
-    from hvdbench.frameworks.torch.train import CompileClock
 
     model, batch = _model_and_batch(a.flavor, a.batch, nhwc_params=a.bare_nhwc_params or a.channels_last)
     opt = torch.optim.SGD(model.parameters(), lr=lr, momentum=cfg.momentum, weight_decay=cfg.weight_decay,
@@ -202,8 +229,17 @@ def _bare_loop(a, lr, cfg):
     model.train()
     if a.compile != "off":
         model.compile(mode=a.compile)
-    step = _plain_step(model, opt, batch["images"], batch["labels"], a.precision)
-    # The seconds its compile takes, counted as the trainer counts its own (dynamo's callbacks).
+    return _timed(a, _plain_step(model, opt, batch["images"], batch["labels"], a.precision), samples=a.batch)
+
+
+def _timed(a, step, samples: int):
+    """A bare loop's rate(): `a.warmup` steps (its compile's seconds counted as the trainer counts its
+    own, from dynamo's callbacks), then `a.steps` timed ones; samples per wall second, and its CPU
+    seconds in them (`cpu_s`, for --clock cpu)."""
+    import contextlib
+
+    from hvdbench.frameworks.torch.train import CompileClock
+
     clock = CompileClock() if a.compile != "off" else contextlib.nullcontext()
 
     def rate() -> float:
@@ -212,14 +248,60 @@ def _bare_loop(a, lr, cfg):
                 step()
         rate.compile_s = getattr(clock, "seconds", None)
         _synchronize()
-        t0 = time.perf_counter()
+        t0, cpu0 = time.perf_counter(), time.process_time()
         for _ in range(a.steps):
             step()
         _synchronize()
-        return a.steps * a.batch / (time.perf_counter() - t0)
+        rate.cpu_s = time.process_time() - cpu0
+        return a.steps * samples / (time.perf_counter() - t0)
 
     rate.compile_s = None
     return rate
+
+
+def _bare_model_loop(a, lr, cfg, spec, flavor, info, dist):
+    """Another model's plainest loop (--model): its folder's network, loss, parameter groups and
+    optimizer (torch.py's build, loss_and_stats, param_groups, make_optimizer: the model's own code,
+    as hvdbench's trainer calls it), on its own copy, one fixed batch, without an engine, the
+    trainer's phase timing or its loop; the same levers (--compile of its compile_units one by one,
+    or the whole step; --fused-optimizer; the model's activation checkpointing and chunked loss,
+    which cfg carries)."""
+    import contextlib
+
+    import numpy as np
+    import torch
+
+    from hvdbench.frameworks.torch import train
+    from hvdbench.frameworks.torch.data import DeviceBatches
+
+    module = spec.framework_module("torch")
+    torch.manual_seed(0)
+    model = module.build(flavor, **info, **train.run_keywords(module.build, dist, cfg)).to(dist.device)
+    opt = getattr(module, "make_optimizer", train.make_optimizer)(
+        getattr(module, "param_groups", train.param_groups)(model, cfg), cfg)
+    for group in opt.param_groups:
+        group["lr"] = lr
+    batch = DeviceBatches(dist.device, getattr(module, "on_device", None))(
+        spec.kinds[0].synthetic(a.batch, info, np.random.default_rng(0)))
+    forward = module.loss_and_stats
+    if a.compile != "off":
+        units = getattr(module, "compile_units", None)
+        if units is None:
+            forward = torch.compile(forward, mode=a.compile)
+        for unit in units(model) if units else ():
+            unit.forward = torch.compile(unit.forward, mode=a.compile)
+    autocast = (torch.autocast(dist.device.type, dtype=train.DTYPES[a.precision]) if a.precision in train.DTYPES
+                else contextlib.nullcontext())
+    model.train()
+
+    def step():
+        opt.zero_grad()
+        with autocast:
+            loss, _ = forward(model, batch)
+        loss.backward()
+        opt.step()
+
+    return _timed(a, step, samples=a.batch)
 
 
 def _horovod_method(a, lr, cfg, per_iter: int = 10):
@@ -290,6 +372,9 @@ def main(argv=None) -> None:
     p = argparse.ArgumentParser(description="hvdbench train benchmarks")
     p.add_argument("--only", choices=["bare", "horovod", "data"], action="append")
     p.add_argument("--rounds", type=int, default=6)
+    p.add_argument("--model", default="resnet50",
+                   help="Comparison 1's model (another than resnet50: its folder's own loss and optimizer in the "
+                        "bare loop, e.g. llama31_8b).")
     p.add_argument("--flavor", default="debug")
     p.add_argument("--batch", type=int, default=32)
     p.add_argument("--steps", type=int, default=100)
@@ -307,6 +392,9 @@ def main(argv=None) -> None:
     p.add_argument("--channels-last", action="store_true",
                    help="Images and weights channels-last on both sides of comparison 1 (with --engine ddp).")
     p.add_argument("--controller", choices=["gloo", "mpi"], default="gloo")
+    p.add_argument("--clock", choices=["wall", "cpu"], default="wall",
+                   help="Comparison 1's rates per wall-clock second of the timed steps (wall), or per CPU second "
+                        "of the process in them (cpu: a machine shared with other jobs; bare loop only).")
     p.add_argument("--horovod-np", type=int, default=2, help="Ranks of comparison 2 (1 on a one-GPU machine).")
     p.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "bench_train.json")
     args = p.parse_args(argv)
@@ -353,7 +441,7 @@ if __name__ == "__main__":
         q.add_argument("--baseline", choices=["bare", "horovod"], required=True)
         for name, default in (("--flavor", "debug"), ("--batch", 32), ("--steps", 100), ("--warmup", 10),
                               ("--threads", 1), ("--rounds", 6), ("--precision", "fp32"), ("--engine", "horovod"),
-                              ("--compile", "off")):
+                              ("--compile", "off"), ("--clock", "wall"), ("--model", "resnet50")):
             q.add_argument(name, type=type(default), default=default)
         for flag in ("--bare-nhwc-params", "--fused-optimizer", "--channels-last"):
             q.add_argument(flag, action="store_true")

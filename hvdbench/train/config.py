@@ -485,6 +485,9 @@ def validate(cfg: TrainConfig, spec) -> None:
     if cfg.attention != "mask" and "attention" not in spec.build_parameters(cfg.framework):
         raise ConfigError(f"--attention {cfg.attention}: {cfg.model}'s network has no attention to choose "
                           "(BERT's has)")
+    if cfg.compile == "reduce-overhead" and cfg.attention == "varlen":
+        raise ConfigError("--compile reduce-overhead replays the step's kernels as CUDA graphs, which needs a static "
+                          "step; --attention varlen's sizes change with every batch (--attention mask is static)")
     if cfg.horovod_timeline and cfg.engine != "horovod":
         raise ConfigError(f"--horovod-timeline records Horovod's own timeline; --engine {cfg.engine} has none")
 

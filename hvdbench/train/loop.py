@@ -41,7 +41,10 @@ Measures = make_dataclass("Measures", [
     *((f.name, f.type, field(default=f.default)) for f in fields(RunResult) if f.name in MEASURED),
     ("evals", list, field(default_factory=list)),
     ("compute", dict, field(default_factory=dict)),  # the window's compute figures (train/compute_window.py)
-    ("ranks", list, field(default_factory=list))])  # rank 0: every rank's RankRow (RUN/ranks.csv)
+    ("ranks", list, field(default_factory=list)),  # rank 0: every rank's RankRow (RUN/ranks.csv)
+    # This process's CPU seconds (every thread's) over the timed window: the host work of its steps,
+    # which a shared machine's wall clock hides (benchmarks/bench_train.py --clock cpu).
+    ("window_cpu_s", float, field(default=None))])
 
 
 class Progress:
@@ -188,6 +191,7 @@ class Loop:
                 dist.sync()
                 window = ComputeWindow(dist, self.trainer)
                 t0 = last = time.perf_counter()
+                cpu0 = time.process_time()
                 watch = Neighbours(getattr(dist, "device", None))
                 if cfg.horovod_timeline:
                     dist.start_timeline(self._timeline_path())
@@ -214,10 +218,11 @@ class Loop:
             i += 1
         dist.sync()
         elapsed = dist.allreduce_max(time.perf_counter() - t0)
+        window_cpu_s = time.process_time() - cpu0
         with contextlib.suppress(AttributeError):
             batches.close()
         m = Measures(steps=steps, warmup_steps=warmup, throughput=steps * self.global_batch / elapsed,
-                     compute=window.stop(steps * self.global_batch))
+                     compute=window.stop(steps * self.global_batch), window_cpu_s=window_cpu_s)
         if counted is not None:  # every rank's kind counts, or none's: one gather after the window
             m.mlperf_samples_per_row = sum(dist.allgather_object(counted)) / (steps * self.global_batch)
         if warmup > cfg.warmup_steps:

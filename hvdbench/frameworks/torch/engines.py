@@ -116,6 +116,12 @@ class DdpEngine(HorovodEngine):
 
         device = self.dist.device
         loss_module = LossModule(model.to(device), module.loss_and_stats)
+        if self.dist.size == 1:
+            # Nothing to reduce, as Horovod's DistributedOptimizer registers no hooks at one rank: the
+            # reducer's hooks and one-rank allreduces took 15 % more CPU per step than a bare loop
+            # (ResNet-50 debug, batch 8; benchmarks/bench_train.py --clock cpu), and compiled, DDP
+            # splits the graph at its buckets.
+            return loss_module
         # Per-rank BatchNorm statistics, averaged for evaluation, as Horovod's runs have them (DDP's
         # default would broadcast rank 0's before every forward: traffic Horovod has not); rank 0's
         # are copied once at the start, as Horovod's broadcast does. torch >= 2.13 says so with
@@ -142,7 +148,7 @@ class DdpEngine(HorovodEngine):
         """Done by DistributedDataParallel's constructor; every optimizer starts empty."""
 
     def accumulating(self, net, last: bool):
-        return contextlib.nullcontext() if last else net.no_sync()
+        return contextlib.nullcontext() if last or self.dist.size == 1 else net.no_sync()
 
     def finish_backward(self, opt) -> None:
         """Backward returned after the reducer's last allreduce."""
@@ -151,7 +157,7 @@ class DdpEngine(HorovodEngine):
         update(opt, scaler)
 
     def inner(self, net):
-        return net.module.model
+        return net.model if self.dist.size == 1 else net.module.model
 
 
 class FsdpEngine(DdpEngine):

@@ -46,7 +46,12 @@ def compile_regions(net, units, model, mode: str) -> None:
 
 
 def compile_mode(requested: str, device: torch.device) -> str:
-    """torch.compile's mode for --compile: `auto` compiles (mode default) on a CUDA GPU only."""
+    """torch.compile's mode for --compile: `auto` compiles (mode default) on a CUDA GPU only;
+    reduce-overhead (CUDA graphs) is refused elsewhere, where torch.compile would quietly compile
+    without them and the run would be taken for a CUDA graphs figure."""
+    if requested == "reduce-overhead" and device.type != "cuda":
+        raise ConfigError(f"--compile reduce-overhead captures the step in CUDA graphs, which need a CUDA GPU; "
+                          f"this rank trains on {device.type} (--compile default compiles without them)")
     if requested == "auto":
         return "default" if device.type == "cuda" else "off"
     return requested
@@ -211,6 +216,7 @@ class Trainer:
         why = fp8.refusal(device) if cfg.precision == "fp8" else None
         if why:  # before anything is built
             raise ConfigError(why)
+        self.compile_mode = compile_mode(cfg.compile, device)  # (refuses CUDA graphs off a CUDA GPU)
         with torch.device("meta") if meta else contextlib.nullcontext():
             model = module.build(flavor_cfg, **data_info, **run_keywords(module.build, dist, cfg))
         if not meta:
@@ -225,7 +231,6 @@ class Trainer:
 
         groups = getattr(module, "param_groups", param_groups)(model, cfg)
         self.net = self.engine.wrap(model, module, meta=meta)
-        self.compile_mode = compile_mode(cfg.compile, device)
         if self.compile_mode != "off":
             compile_regions(self.net, getattr(module, "compile_units", None), model, self.compile_mode)
         opt = getattr(module, "make_optimizer", make_optimizer)(self.engine.groups(model, groups), cfg)

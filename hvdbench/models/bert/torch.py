@@ -81,6 +81,11 @@ class Sequences:
         lengths = self.offsets.diff().cpu()
         self.longest, self.shortest = int(lengths.max()), int(lengths.min())
 
+    # Left out of a compiled layer (--compile): its sizes are the data's (the tokens kept, each
+    # sequence's length), and SDPA over nested tensors on CPUs unbinds them into a list dynamo cannot
+    # trace, so inside the layer it broke the graph on data-dependent sizes (and recompiled as they
+    # changed). The layer's dense parts compile around it.
+    @torch.compiler.disable
     def attend(self, qkv, heads: int, dropout: float):
         """Self-attention of each sequence alone: qkv (B,L,3H) -> context (B,L,H), zero at padding."""
         b, l = self.shape
@@ -200,6 +205,15 @@ class BertForPreTraining(nn.Module):
 ATTENTIONS = ("mask", "varlen")
 
 
+def compile_units(model) -> list[nn.Module]:
+    """The encoder layers, which `--compile` compiles one by one (regional compilation: one layer's
+    compile, reused by the others of its shape; BERT-large's whole step compiled with varlen had
+    not finished compiling in 150 s on an H200, broken at each batch's sequence lengths). With the
+    mask, a layer is one graph; with varlen, the dense parts around the attention (Sequences.attend
+    stays eager)."""
+    return list(model.layers)
+
+
 def build(cfg, vocab_size: int | None = None, max_seq_len: int | None = None, attention: str = "mask",
           **_) -> nn.Module:
     """The network for a flavor; vocab_size/max_seq_len from the dataset manifest override the
@@ -264,9 +278,9 @@ class Lamb(torch.optim.Optimizer):
     Group options beside lr, betas, eps, weight_decay: `adapt` (the trust ratio; the reference
     leaves it off LayerNorms and biases, with their weight decay), `max_grad_norm` (> 0: the
     global gradient norm over every group is clipped to it first) and `compiled` (the update
-    through torch.compile, --fused-optimizer: its multi-tensor kernels fused into a few; it compiles
-    on the first step and once more on the second, when the step count and learning rate turn
-    into inputs). Under Horovod the
+    through torch.compile, --fused-optimizer: its multi-tensor kernels fused into a few; the step
+    count and learning rate reach it as 0-d tensors on the device, so each group's update compiles
+    on the first step and never again). Under Horovod the
     DistributedOptimizer subclasses this class and rebuilds it from the parameter groups, so every
     option lives in the groups, and the clipping sees gradients already averaged over ranks.
 
@@ -286,6 +300,7 @@ class Lamb(torch.optim.Optimizer):
             for p in group["params"]:
                 self.state[p] = {"step": 0, "exp_avg": torch.zeros_like(p, memory_format=torch.preserve_format),
                                  "exp_avg_sq": torch.zeros_like(p, memory_format=torch.preserve_format)}
+        self._device_scalars = {}  # id(group) -> its step count and learning rate on the device (compiled)
 
     @torch.no_grad()
     def step(self, closure=None):
@@ -313,26 +328,37 @@ class Lamb(torch.optim.Optimizer):
         states = [self.state[p] for p in params]
         for s in states:
             s["step"] += 1
-        update = compiled_lamb_update if group.get("compiled") else lamb_update
+        steps, lr, update = [s["step"] for s in states], group["lr"], lamb_update
+        if group.get("compiled") and len(set(steps)) == 1:  # (a tensor that missed a step: eager)
+            # Python numbers would be constants of the compiled graph, recompiled when they change:
+            # 0-d tensors on the device are inputs instead, refilled in place (no copy, no sync).
+            held = self._device_scalars.setdefault(id(group), torch.zeros(2, device=params[0].device))
+            held[0].fill_(steps[0])
+            held[1].fill_(lr)
+            steps, lr, update = held[0], held[1], compiled_lamb_update
         update(params, [p.grad for p in params], [s["exp_avg"] for s in states], [s["exp_avg_sq"] for s in states],
-               [s["step"] for s in states], group["lr"], *group["betas"], group["eps"], group["weight_decay"],
-               group["adapt"], scale)
+               steps, lr, *group["betas"], group["eps"], group["weight_decay"], group["adapt"], scale)
 
 
-def lamb_update(params, grads, m, v, steps: list[int], lr: float, beta1: float, beta2: float, eps: float,
+def lamb_update(params, grads, m, v, steps, lr, beta1: float, beta2: float, eps: float,
                 weight_decay: float, adapt: bool, scale) -> None:
     """LAMB's update (Lamb's doc) of `params` in place, with their gradients, moments and step
-    counts; `scale`: the gradients' clipping factor (a tensor) or None."""
+    counts (`steps`: one per tensor, or a 0-d tensor for all of them, as `lr` may be one);
+    `scale`: the gradients' clipping factor (a tensor) or None."""
+    if isinstance(steps, torch.Tensor):
+        bias1, bias2 = 1 - beta1 ** steps, 1 - beta2 ** steps
+    else:
+        bias1, bias2 = [1 - beta1 ** s for s in steps], [1 - beta2 ** s for s in steps]
     if scale is not None:
         grads = torch._foreach_mul(grads, scale)
     torch._foreach_mul_(m, beta1)
     torch._foreach_add_(m, grads, alpha=1 - beta1)
     torch._foreach_mul_(v, beta2)
     torch._foreach_addcmul_(v, grads, grads, value=1 - beta2)
-    denom = torch._foreach_div(v, [1 - beta2 ** s for s in steps])
+    denom = torch._foreach_div(v, bias2)
     torch._foreach_sqrt_(denom)
     torch._foreach_add_(denom, eps)
-    update = torch._foreach_div(m, [1 - beta1 ** s for s in steps])
+    update = torch._foreach_div(m, bias1)
     torch._foreach_div_(update, denom)
     if weight_decay:
         torch._foreach_add_(update, params, alpha=weight_decay)
@@ -342,13 +368,16 @@ def lamb_update(params, grads, m, v, steps: list[int], lr: float, beta1: float, 
         # On the device: no read-back per tensor.
         ratio = torch.where((w_norm > 0) & (u_norm > 0), w_norm / u_norm, torch.ones_like(w_norm))
         torch._foreach_mul_(update, list(ratio.unbind()))
+    if isinstance(lr, torch.Tensor):
+        torch._foreach_mul_(update, lr)
+        lr = 1.0
     torch._foreach_add_(params, update, alpha=-lr)
 
 
 def compiled_lamb_update(*args) -> None:
-    """lamb_update through torch.compile, compiled on its first call (dynamo, then inductor); the
-    step counts and the learning rate change every step, so the second call compiles once more with
-    them as inputs, and no call after it does."""
+    """lamb_update through torch.compile, compiled on its first call for each group (dynamo, then
+    inductor), the step count and learning rate given as 0-d tensors (Lamb._update), so that no
+    later call compiles again."""
     _compiled_lamb()(*args)
 
 
