@@ -5,9 +5,11 @@ predictor's rate for sweeps, and a row that says why where a number would not be
 parallelism changed, too few fitted layouts, samples at an unknown batch). `hvdbench predict --mllog`
 on published-format logs writes it to prediction.csv."""
 
+import csv
 import io
 import logging
 import math
+import statistics
 
 import pytest
 from click.testing import CliRunner
@@ -255,10 +257,10 @@ def test_time_to_accuracy_runs_at_another_batch_take_the_throughput_predictors_s
 
 # --- hvdbench predict --mllog ------------------------------------------------------------------------
 
-def nemo_log(nodes, batch, blocks, start_s=0.0, accumulation=None):
+def nemo_log(nodes, batch, blocks, start_s=0.0, accumulation=None, block_s=None):
     """A published NeMo-format llama31_8b log (mlperf_logging's own line format): blocks of 12,288
     samples, each 400 s on one node of 8 GPUs (the per-GPU batch times the nodes: the same per-GPU
-    rate), an evaluation after each."""
+    rate) unless `block_s` says, an evaluation after each."""
     buf = io.StringIO()
     logger = logging.Logger(f"nemo{id(buf)}")
     logger.addHandler(logging.StreamHandler(buf))
@@ -273,7 +275,7 @@ def nemo_log(nodes, batch, blocks, start_s=0.0, accumulation=None):
                        (C.GRADIENT_ACCUMULATION_STEPS, accumulation)):
         if value is not None:
             at(-1, key, value)
-    block_s = 400.0 / nodes  # 8 GPUs x nodes at the same per-GPU rate
+    block_s = block_s or 400.0 / nodes  # 8 GPUs x nodes at the same per-GPU rate
     t = 0.0
     at(t, C.RUN_START, kind="start")
     for i in range(blocks):
@@ -645,3 +647,38 @@ def test_the_link_across_nodes_slows_the_communication_reading():
     assert 0 < linked.rate_unidentified(8, 8, 128) < plain.rate_unidentified(8, 8, 128)
     # Fitted layouts whose per-GPU time fell across the fabric rule the communication reading out.
     assert PT.fit_group([truth(1, 8, 16), truth(2, 8, 64)], links=PT.Links(900e9, 400e9)).rate_comm is None
+
+
+
+# --- three fitted layouts (the benchmark's protocol where a study has four GPU counts or more) -------------
+
+def test_predict_fit_on_three_published_layouts_uses_the_third(tmp_path):
+    """`hvdbench predict --mllog DIR --fit-on 1x8,2x8,4x8`: logs whose step also costs communication
+    (0.1 s x comm_shape(n) per step, which c + d / b cannot follow); the rate at 8x8 is the least-squares
+    line through all three fitted layouts (as bench_predict_published.py fits a set of 4 or more GPU
+    counts), not the line through the two smallest."""
+    root = tmp_path / "training_results_v5.1"
+    x = {}
+    for nodes, batch in ((1, 16), (2, 64), (4, 64), (8, 128)):
+        n = 8 * nodes
+        x[nodes] = C_S + (D_S + 0.1 * PT.comm_shape(n)) * n / batch  # a GPU's seconds per sample
+        folder = root / f"n{nodes}"
+        folder.mkdir(parents=True)
+        (folder / "result_0.txt").write_text(nemo_log(nodes, batch, 16, block_s=12288 * x[nodes] / n))
+    rows = {}
+    for fit_on in ("1x8,2x8,4x8", "1x8,2x8"):
+        out = tmp_path / fit_on.replace(",", "_")
+        got = CliRunner().invoke(predict_cmd, ["--mllog", str(root), "--fit-on", fit_on, "--layouts", "16x8",
+                                               "--out", str(out)])
+        assert got.exit_code == 0, got.output
+        with open(out / "prediction.csv", newline="") as f:
+            rows[fit_on] = {r["layout"]: r for r in csv.DictReader(f)}
+    line = statistics.linear_regression([8 / 16, 16 / 64, 32 / 64], [x[1], x[2], x[4]])  # x = c + d / b
+    assert line.intercept > 0 and line.slope > 0
+    three, two = rows["1x8,2x8,4x8"]["8x8"], rows["1x8,2x8"]["8x8"]
+    assert float(three["training_rate"]) == pytest.approx(64 / (line.intercept + line.slope * 64 / 128), rel=1e-4)
+    assert "least squares over 3 layouts" in three["rate_from"]
+    assert rows["1x8,2x8,4x8"]["4x8"]["flags"] == "fitted" and rows["1x8,2x8"]["4x8"]["flags"] != "fitted"
+    # The third layout, slower than the two smallest's line says, brings 8x8 nearer its measured rate.
+    measured = float(three["measured_training_rate"])
+    assert abs(float(three["training_rate"]) / measured - 1) < abs(float(two["training_rate"]) / measured - 1) - 0.05
