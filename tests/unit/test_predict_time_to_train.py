@@ -650,21 +650,71 @@ def test_the_link_across_nodes_slows_the_communication_reading():
 
 
 
-# --- three fitted layouts (the benchmark's protocol where a study has four GPU counts or more) -------------
+
+# --- three fitted layouts: a fixed step cost told from communication --------------------------------------
+
+E_COMM = 0.1  # a GPU's seconds per step per unit of comm_shape, beside truth's fixed D_S
+
+
+def with_comm(nodes, gpus, batch):
+    """truth's layout, its step costing D_S + E_COMM x comm_shape(n) besides C_S per sample."""
+    n = nodes * gpus
+    return at_cost(nodes, gpus, batch, C_S + (D_S + E_COMM * PT.comm_shape(n)) * n / batch)
+
+
+def test_three_fitted_layouts_tell_a_fixed_step_cost_from_communication():
+    """1x8 (B 16), 2x8 (B 64) and 4x8 (B 64): their 1 / b and comm / b are not on one line, so c, d and
+    e are each identified; the rate at 8x8 and 16x8 is the truth's, and nothing is left unidentified:
+    the interval is narrower than the two smallest's, whose rate at 8x8 misses."""
+    parts = [with_comm(1, 8, 16), with_comm(2, 8, 64), with_comm(4, 8, 64), with_comm(8, 8, 128)]
+    tf = PT.fit_group(parts, {"1x8", "2x8", "4x8"})
+    assert tf.rate_full == pytest.approx((C_S, D_S, E_COMM))
+    assert "tell a fixed step cost from communication" in tf.rate_from
+    for nodes, batch in ((8, 128), (16, 128)):
+        n = nodes * 8
+        assert tf.training_rate(nodes, 8, batch) == pytest.approx(
+            n / (C_S + (D_S + E_COMM * PT.comm_shape(n)) * n / batch))
+        assert tf.rate_unidentified(nodes, 8, batch) == 0.0
+    row = PT.predict_layout(tf, 8, 8, 128, "published", measured=parts[3])
+    assert row["ttt_predicted_vs_measured"] == pytest.approx(1.0, rel=1e-3)
+    assert "cannot tell" not in row["interval_from"]
+    two = PT.fit_group(parts, {"1x8", "2x8"})
+    assert two.rate_full is None and two.rate_unidentified(8, 8, 128) > 0
+    assert abs(two.training_rate(8, 8, 128) / tf.training_rate(8, 8, 128) - 1) > 0.05
+    wide = PT.predict_layout(two, 8, 8, 128, "published", measured=parts[3])
+    assert (row["predicted_ttt_high_min"] / row["predicted_ttt_low_min"]
+            < wide["predicted_ttt_high_min"] / wide["predicted_ttt_low_min"])
+
+
+def test_a_third_layout_that_zeroes_a_part_leaves_the_fixed_reading_and_both_in_the_interval():
+    """Layouts that follow c + d / b exactly but for 4x8, 10 % faster than that at 1x8's per-GPU batch
+    and more GPUs: least squares over the three gives e < 0 (communication that shrank), so c, d and e
+    are not identified: the point is the fixed reading through all three (not the two smallest's line)
+    and the interval spans both readings. Three layouts at one per-GPU batch cannot tell them apart
+    either: the per-GPU rate held."""
+    fast = at_cost(4, 8, 64, 0.9 * (C_S + D_S * 32 / 64))
+    tf = PT.fit_group([truth(1, 8, 16), truth(2, 8, 64), fast])
+    assert tf.rate_full is None and tf.rate_unidentified(16, 8, 128) > 0
+    line = statistics.linear_regression([8 / 16, 16 / 64, 32 / 64],
+                                        [C_S + D_S / 2, C_S + D_S / 4, 0.9 * (C_S + D_S / 2)])
+    assert tf.rate == pytest.approx((line.intercept, line.slope))
+    assert tf.training_rate(16, 8, 128) == pytest.approx(128 / (line.intercept + line.slope))
+    same = PT.fit_group([with_comm(1, 8, 16), with_comm(2, 8, 32), with_comm(4, 8, 64)])
+    assert same.rate_full is None and "per-GPU rate held" in same.rate_from
+
 
 def test_predict_fit_on_three_published_layouts_uses_the_third(tmp_path):
-    """`hvdbench predict --mllog DIR --fit-on 1x8,2x8,4x8`: logs whose step also costs communication
-    (0.1 s x comm_shape(n) per step, which c + d / b cannot follow); the rate at 8x8 is the least-squares
-    line through all three fitted layouts (as bench_predict_published.py fits a set of 4 or more GPU
-    counts), not the line through the two smallest."""
+    """`hvdbench predict --mllog DIR --fit-on 1x8,2x8,4x8` (as bench_predict_published.py fits a set of 4
+    or more GPU counts): logs whose blocks take C_S + (D_S + E_COMM x comm_shape(n)) / b GPU-seconds per
+    sample; 8x8's training rate is the truth's and its interval not widened by a reading left
+    unidentified; fitted on 1x8,2x8 the rate misses and the interval is wider."""
     root = tmp_path / "training_results_v5.1"
-    x = {}
     for nodes, batch in ((1, 16), (2, 64), (4, 64), (8, 128)):
         n = 8 * nodes
-        x[nodes] = C_S + (D_S + 0.1 * PT.comm_shape(n)) * n / batch  # a GPU's seconds per sample
+        x = C_S + (D_S + E_COMM * PT.comm_shape(n)) * n / batch  # a GPU's seconds per sample
         folder = root / f"n{nodes}"
         folder.mkdir(parents=True)
-        (folder / "result_0.txt").write_text(nemo_log(nodes, batch, 16, block_s=12288 * x[nodes] / n))
+        (folder / "result_0.txt").write_text(nemo_log(nodes, batch, 16, block_s=12288 * x / n))
     rows = {}
     for fit_on in ("1x8,2x8,4x8", "1x8,2x8"):
         out = tmp_path / fit_on.replace(",", "_")
@@ -673,12 +723,10 @@ def test_predict_fit_on_three_published_layouts_uses_the_third(tmp_path):
         assert got.exit_code == 0, got.output
         with open(out / "prediction.csv", newline="") as f:
             rows[fit_on] = {r["layout"]: r for r in csv.DictReader(f)}
-    line = statistics.linear_regression([8 / 16, 16 / 64, 32 / 64], [x[1], x[2], x[4]])  # x = c + d / b
-    assert line.intercept > 0 and line.slope > 0
     three, two = rows["1x8,2x8,4x8"]["8x8"], rows["1x8,2x8"]["8x8"]
-    assert float(three["training_rate"]) == pytest.approx(64 / (line.intercept + line.slope * 64 / 128), rel=1e-4)
-    assert "least squares over 3 layouts" in three["rate_from"]
     assert rows["1x8,2x8,4x8"]["4x8"]["flags"] == "fitted" and rows["1x8,2x8"]["4x8"]["flags"] != "fitted"
-    # The third layout, slower than the two smallest's line says, brings 8x8 nearer its measured rate.
-    measured = float(three["measured_training_rate"])
-    assert abs(float(three["training_rate"]) / measured - 1) < abs(float(two["training_rate"]) / measured - 1) - 0.05
+    assert float(three["training_rate"]) == pytest.approx(float(three["measured_training_rate"]), rel=1e-3)
+    assert "tell a fixed step cost from communication" in three["rate_from"]
+    assert abs(float(two["training_rate"]) / float(two["measured_training_rate"]) - 1) > 0.05
+    assert (float(three["training_rate_high"]) / float(three["training_rate_low"])
+            < float(two["training_rate_high"]) / float(two["training_rate_low"]))

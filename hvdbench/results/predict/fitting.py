@@ -34,6 +34,24 @@ def least_squares(x: list[tuple[float, float]], y: list[float]) -> tuple[float, 
     return min(only_b, only_a, key=err)
 
 
+def normal_equations(x: list[list[float]], y: list[float]) -> list[float] | None:
+    """The unconstrained least-squares solution of x . coef = y, any number of columns (Gauss-Jordan on
+    X'X coef = X'y with partial pivoting); None where X'X is singular (the columns cannot be told apart)."""
+    k = len(x[0])
+    a = [[sum(r[i] * r[j] for r in x) for j in range(k)] + [sum(r[i] * w for r, w in zip(x, y))] for i in range(k)]
+    scale = max(abs(a[i][i]) for i in range(k)) or 1.0
+    for i in range(k):
+        pivot = max(range(i, k), key=lambda r: abs(a[r][i]))
+        if abs(a[pivot][i]) <= 1e-12 * scale:
+            return None
+        a[i], a[pivot] = a[pivot], a[i]
+        for r in range(k):
+            if r != i:
+                f = a[r][i] / a[i][i]
+                a[r] = [v - f * w for v, w in zip(a[r], a[i])]
+    return [a[i][k] / a[i][i] for i in range(k)]
+
+
 # --- intervals ----------------------------------------------------------------------------------------
 # Every predicted number carries an interval meant to hold COVERAGE of the values a measurement would
 # give: value x exp(+-z sigma), sigma the log-spread of what the fit cannot explain, in quadrature: the
@@ -89,7 +107,7 @@ def interval(value: float | None, sigma: float,
 # together, the quantiles per sigma scale back. Fitted with every set fitted on its two smallest GPU
 # counts, as `--fit-on` with two layouts is. The benchmark now fits sets of four or more counts on their
 # three smallest, and calibrated so it gives rate_unidentified 0, floor 0.08, global_batch_rcp 0.02 and
-# quantiles (-1.31, 1.38); not taken, since two fitted layouts is where the unidentified rate matters.
+# quantiles (-1.31, 1.37); not taken, since two fitted layouts is where the unidentified rate matters.
 TTT_PER_DOUBLING = {"gpus": 0.0, "per_gpu_batch": 0.16, "global_batch": 0.0, "global_batch_rcp": 0.0,
                     "rate_unidentified": 0.5}
 # The time to train's interval, measured rather than assumed: log(measured / predicted) / sigma over

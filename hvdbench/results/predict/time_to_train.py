@@ -33,7 +33,10 @@ fitted layouts (--fit-on, default: every measured one) of its group (system, mod
   reading's (the midpoint of the two, or the communication reading, scored worse on MLPerf
   v4.0-v5.1, with the links or without); half the log-gap between them widens the interval
   (`rate_unidentified`), which calibrated out of sample narrowed the median interval from 81 % to
-  66 % at the same coverage, and to 57 % (85 % inside) once read over the links.
+  66 % at the same coverage, and to 57 % (85 % inside) once read over the links. Three or more
+  fitted layouts can tell them apart: x = c + (d + e comm) / b by least squares, which where c, d
+  and e all come out positive is the rate's one reading, nothing left unidentified
+  (`_full_rate_model`); where the third layout zeroes d or e, the fixed reading stays the point.
 - E, evaluation: where the fitted layouts' logs count their evaluations (eval_start/eval_stop), the
   number of evaluations times the cost of one. The number is what is trained over the benchmark's
   cadence (`eval_interval`: MLPerf fixes it in samples or epochs, whatever the batch, except BERT's,
@@ -101,6 +104,7 @@ from hvdbench.results.predict.fitting import (
     grade,
     interval,
     least_squares,
+    normal_equations,
     quadrature,
     rms,
 )
@@ -168,6 +172,8 @@ class TttFit:
     rate: tuple[float, float] | None = None  # (c, d): GPU-seconds per unit trained = c + d / per-GPU batch
     # The same fitted layouts read as communication instead of a fixed step cost: c + e x comm_shape / b.
     rate_comm: tuple[float, float] | None = None
+    # Three or more fitted layouts that tell the three apart: c + (d + e x comm) / b, the rate's one reading.
+    rate_full: tuple[float, float, float] | None = None
     links: Links = Links()  # what a ring across nodes runs on (link_slowdown)
     throughput_fit: object = None  # throughput.Fit, with `calibration` below
     calibration: float = 1.0
@@ -238,8 +244,13 @@ class TttFit:
     def rate_readings(self, nodes: int, gpus_per_node: int, batch: float) -> list[float]:
         """The rate at NxG GPUs and global batch `batch` under each reading of the fitted layouts' step
         cost: [as a fixed cost] or [as a fixed cost, as communication growing with comm_shape] where
-        both are fitted; [] where none is."""
+        both are fitted; [fixed and communication together] where the fitted layouts identify both
+        (rate_full); [] where none is."""
         out, n = [], nodes * gpus_per_node
+        if self.rate_full is not None:
+            c, d, e = self.rate_full
+            per_gpu = c + (d + e * self.comm(nodes, gpus_per_node)) * n / batch
+            return [n / per_gpu] if per_gpu > 0 else []
         for model, shape in ((self.rate, 1.0), (self.rate_comm, self.comm(nodes, gpus_per_node))):
             per_gpu = model[0] + model[1] * shape * n / batch if model is not None else 0.0
             if per_gpu > 0:
@@ -335,6 +346,19 @@ def _comm_model(tf: TttFit) -> tuple[float, float] | None:
     # e = 0: the fitted layouts' per-GPU time fell where this reading's communication grew (a fabric
     # crossed at no cost): they rule it out, and leave nothing unidentified.
     return (c, e) if e > 0 else None
+
+
+def _full_rate_model(tf: TttFit) -> tuple[float, float, float] | None:
+    """(c, d, e) of x = c + (d + e x comm) / b (TttFit.comm) by least squares over the fitted layouts
+    where they identify all three: three or more layouts whose 1 / b and comm / b are not on one line
+    (the issue's fitted layouts "where a study has more than two"), and c, d, e all > 0. None where
+    not: where the third layout zeroes d or e, the point stays the fixed reading and the interval
+    spans both (taking the reading the third layout supports as the point scored worse on MLPerf
+    v4.0-v5.1: benchmarks/bench_predict_published.py)."""
+    rows = [[1.0, p.gpus / p.global_batch, tf.comm(p.nodes, p.gpus_per_node) * p.gpus / p.global_batch]
+            for p in tf.fitted]
+    solved = normal_equations(rows, [p.gpus / p.throughput for p in tf.fitted]) if len(rows) >= 3 else None
+    return tuple(solved) if solved is not None and min(solved) > 0 else None
 
 
 def _rate_model(fitted: list[LayoutParts]) -> tuple[tuple[float, float] | None, str]:
@@ -444,6 +468,11 @@ def fit_group(parts: list[LayoutParts], fit_on: set[str] | None = None, ruleset:
                         "the time-to-accuracy runs' own rate against it")
     tf.rate, said = _rate_model(fitted)
     tf.rate_comm = _comm_model(tf) if tf.rate is not None else None
+    tf.rate_full = _full_rate_model(tf) if tf.rate is not None else None
+    if tf.rate_full is not None:
+        c, d, e = tf.rate_full
+        said = (f"a GPU's time per unit trained = {c:.4g} s + ({d:.4g} s + {e:.4g} s x comm) / per-GPU batch "
+                f"(least squares over {len(fitted)} layouts, which tell a fixed step cost from communication)")
     if not ratios:
         tf.rate_from = said
         if tf.rate is None:
