@@ -55,7 +55,7 @@ def test_debug_transformer_reaches_its_bleu_target_under_horovodrun(gettext_de, 
     proc = run([horovodrun, "-np", "2", "-H", "localhost:2", "--gloo", hvdbench_bin, "train", "transformer",
                 "--flavor", "debug", "--data", gettext_de, "--out", out], timeout=420)
     record, config = check_run(out, "transformer", gettext_de, proc)
-    assert record.parameters == 1_438_208 and record.global_batch == 2 * config["batch_per_gpu"]
+    assert record.parameters == 975_360 and record.global_batch == 2 * config["batch_per_gpu"]
     assert config["optimizer"] == "adam" and record.epochs <= 4
 
 
