@@ -46,8 +46,9 @@ def check_run(out, model, data, proc):
     return record, config
 
 
-# Both reach their targets at the second epoch's evaluation: 109-131 s measured with other jobs
-# on the 2-core machine (load 4-6), 220-240 s under load 11.
+# Both reach their targets at the second epoch's evaluation. With other jobs on the 2-core machine:
+# the transformer's test 115 s under load ~7 (1 + 1 layers; 189 s with 2 + 2 under load 8-12),
+# gnmt's 341 s under load 8-12.
 @pytest.mark.timeout(420)
 def test_debug_transformer_reaches_its_bleu_target_under_horovodrun(gettext_de, tmp_path, horovodrun,
                                                                      hvdbench_bin):
