@@ -69,7 +69,8 @@ SPEC = ModelSpec(
     mlperf_benchmark="ssd",
     mlperf_target=0.34,
     # The debug flavor on `prepare digit-scenes`, seed 0 (2 CPU cores shared with other helpers'
-    # jobs, load 8-15): at 2 ranks box mAP 0.106, 0.335 at epochs 1-2 (120 s, 96 CPU-s); alone
+    # jobs, load 8-15): at 2 ranks box mAP 0.106, 0.335 at epochs 1-2 (120 s, 96 CPU-s; seed 1: 0.155,
+    # 0.456); alone
     # (global batch 4, lr 5e-4) 0.168, 0.423 (59 s, 41 CPU-s). With 4 convs per head branch it took
     # 4 epochs at 2 ranks (0.055, 0.087, 0.166, 0.294; seed 1: 0.051, 0.099, 0.178, 0.271) and 3
     # alone (0.073, 0.167, 0.288). The defaults before those (16 scenes per rank, evaluated every 2
