@@ -20,7 +20,7 @@ from hvdbench.results.records.store import read_runs
 pytestmark = pytest.mark.integration
 
 # model -> (debug target, MLPerf benchmark name, debug parameters)
-MODELS = {"ssd": (0.50, "ssd", 277_600), "retinanet": (0.25, "ssd", 203_642), "maskrcnn": (0.50, "maskrcnn", 341_377)}
+MODELS = {"ssd": (0.50, "ssd", 277_600), "retinanet": (0.25, "ssd", 166_650), "maskrcnn": (0.50, "maskrcnn", 341_377)}
 
 
 @pytest.fixture(scope="module")

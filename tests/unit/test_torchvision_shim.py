@@ -70,6 +70,21 @@ def test_nms_keeps_what_brute_force_greedy_nms_keeps(seed, threshold):
             {i for i in kept if labels[i] == c}
 
 
+@pytest.mark.parametrize("threshold", [0.3, 0.7])
+def test_the_stand_in_nms_keeps_the_same_boxes_across_tiles(threshold, monkeypatch):
+    """Tiles of 32 over 300 boxes: boxes kept in earlier tiles suppress later ones, the order within
+    a tile still counts (the stand-in itself, also where torchvision's kernel is loaded)."""
+    g = torch.Generator().manual_seed(7)
+    xy = torch.rand(300, 2, generator=g) * 50
+    boxes = torch.cat((xy, xy + 1 + torch.rand(300, 2, generator=g) * 20), 1)
+    scores = torch.randperm(300, generator=g).float()
+    whole = vision.nms(boxes, scores, threshold).tolist()
+    monkeypatch.setattr(vision, "_NMS_TILE", 32)
+    tiled = vision.nms(boxes, scores, threshold).tolist()
+    assert tiled == whole == brute_force_nms(boxes, scores, threshold)
+    assert 32 < len(tiled) < 300
+
+
 def test_nms_suppresses_above_the_threshold_only():
     boxes = torch.tensor([[0, 0, 10, 10], [0, 0, 10, 5], [20, 20, 30, 30]], dtype=torch.float32)
     scores = torch.tensor([0.9, 0.8, 0.7])

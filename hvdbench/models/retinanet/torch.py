@@ -61,6 +61,8 @@ def build(cfg, num_classes: int | None = None, image_size: int | None = None, **
     anchors = AnchorGenerator(tuple(tuple(s) for s in cfg.anchor_sizes),
                               (tuple(cfg.aspect_ratios),) * len(cfg.anchor_sizes))
     head = RetinaNetHead(fpn.out_channels, anchors.num_anchors_per_location()[0], classes)
+    for branch in (head.classification_head, head.regression_head):
+        branch.conv = branch.conv[:cfg.head_convs]
     return RetinaNet(fpn, classes, min_size=cfg.image_size, max_size=cfg.image_size,
                      image_mean=[0.0, 0.0, 0.0], image_std=[1.0, 1.0, 1.0], anchor_generator=anchors, head=head,
                      score_thresh=cfg.score_thresh, detections_per_img=cfg.detections_per_img,

@@ -72,6 +72,9 @@ SPEC = ModelSpec(
     # rank, one thread, load 11-17; decay to epoch 2, max_epochs 2): none passed 10 at epoch 1 (BLEU
     # 2.0 at batch 32 with lr 4e-3, warm-up 0.1; 3.3 with warm-up 0.2, power 2; 5.8 at batch 16), and
     # batch 128 (cheaper per sample; defaults otherwise) misses it at epoch 2 too (1.2 / 6.9).
+    # Fewer layers (two ranks, epoch 2, seed 0 / 1): 1 + 1 passes only just at seed 1 (13.5 / 10.1),
+    # 2 + 1 fails (- / 8.3), 1 + 2 passes (17.2 / 15.1) but its test took as long as 2 + 2's (86 s
+    # against 81 s, run back to back at load ~4): the step's fixed costs, not its layers, set the pace.
     flavor_targets={"debug": 10.0},
     defaults={
         # The reference: Adam (0.9, 0.997, 1e-9), 4096 tokens per GPU on 8 GPUs, lr = 2 d^-0.5
