@@ -12,6 +12,8 @@ import math
 import statistics
 from statistics import NormalDist
 
+import numpy as np
+
 
 def least_squares(x: list[tuple[float, float]], y: list[float]) -> tuple[float, float]:
     """(a, b) minimising sum (a x0 + b x1 - y)^2, both kept >= 0 (a cost cannot be negative): the
@@ -35,21 +37,11 @@ def least_squares(x: list[tuple[float, float]], y: list[float]) -> tuple[float, 
 
 
 def normal_equations(x: list[list[float]], y: list[float]) -> list[float] | None:
-    """The unconstrained least-squares solution of x . coef = y, any number of columns (Gauss-Jordan on
-    X'X coef = X'y with partial pivoting); None where X'X is singular (the columns cannot be told apart)."""
-    k = len(x[0])
-    a = [[sum(r[i] * r[j] for r in x) for j in range(k)] + [sum(r[i] * w for r, w in zip(x, y))] for i in range(k)]
-    scale = max(abs(a[i][i]) for i in range(k)) or 1.0
-    for i in range(k):
-        pivot = max(range(i, k), key=lambda r: abs(a[r][i]))
-        if abs(a[pivot][i]) <= 1e-12 * scale:
-            return None
-        a[i], a[pivot] = a[pivot], a[i]
-        for r in range(k):
-            if r != i:
-                f = a[r][i] / a[i][i]
-                a[r] = [v - f * w for v, w in zip(a[r], a[i])]
-    return [a[i][k] / a[i][i] for i in range(k)]
+    """The unconstrained least-squares solution of x . coef = y, any number of columns (numpy's lstsq);
+    None where the columns cannot be told apart: x's rank below its columns, counting singular values
+    under 1e-6 of the largest as zero (those of X'X, which the normal equations solve, under 1e-12)."""
+    coef, _, rank, _ = np.linalg.lstsq(np.asarray(x, dtype=float), np.asarray(y, dtype=float), rcond=1e-6)
+    return coef.tolist() if rank == len(x[0]) else None
 
 
 # --- intervals ----------------------------------------------------------------------------------------
