@@ -123,7 +123,7 @@ def interleaved_main(a) -> None:
 
     hvdbench_side = lambda: loop.throughput().throughput  # noqa: E731
     if a.clock == "cpu" and a.baseline == "bare":
-        hvdbench_side, baseline = _per_cpu_second(loop, global_batch), _per_cpu_second(baseline, a.batch, a)
+        hvdbench_side, baseline = _loop_per_cpu_second(loop, global_batch), _bare_per_cpu_second(baseline, a)
     ours, theirs = [], []
     for r in range(a.rounds):
         if r % 2 == 0:
@@ -144,19 +144,24 @@ def interleaved_main(a) -> None:
         print("BENCH " + json.dumps(result), flush=True)
 
 
-def _per_cpu_second(side, samples_per_step: int, a=None):
-    """--clock cpu: a side's samples per CPU second of this process (every thread's: Horovod's and
-    Gloo's too) over its timed steps, in place of its wall-clock rate: on a machine shared with other
-    jobs the wall clock measures the neighbours (ratios from 0.25 to 1.9 in one run here), the CPU
-    seconds what each side does per step. `side`: hvdbench's Loop (its window's window_cpu_s) or a
-    baseline's rate() (which records its own, `cpu_s`)."""
+def _loop_per_cpu_second(loop, global_batch: int):
+    """--clock cpu: hvdbench's side in samples per CPU second of this process (every thread's:
+    Horovod's and Gloo's too) over its timed window (the Loop's window_cpu_s), in place of its
+    wall-clock rate: on a machine shared with other jobs the wall clock measures the neighbours
+    (ratios from 0.25 to 1.9 in one run here), the CPU seconds what each side does per step."""
     def rate() -> float:
-        if a is None:
-            m = side.throughput()
-            return m.steps * samples_per_step / m.window_cpu_s
-        side()
-        rate.compile_s = side.compile_s
-        return a.steps * samples_per_step / side.cpu_s
+        m = loop.throughput()
+        return m.steps * global_batch / m.window_cpu_s
+    return rate
+
+
+def _bare_per_cpu_second(bare, a):
+    """--clock cpu: a bare loop's rate() (_timed, which records its `cpu_s`) in samples per CPU
+    second of its timed steps, as _loop_per_cpu_second counts hvdbench's; its compile_s passed on."""
+    def rate() -> float:
+        bare()
+        rate.compile_s = bare.compile_s
+        return a.steps * a.batch / bare.cpu_s
 
     rate.compile_s = None
     return rate
