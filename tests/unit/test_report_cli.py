@@ -255,8 +255,8 @@ def test_failure_groups_name_runs_without_an_error_by_their_status():
 
     groups = failure_groups([tta("1x1", None, status="aborted", run_id="a"), run("1x1", status="failed", run_id="f"),
                              run("1x2", 100.0)])
-    assert [(g["status"], g["error"], g["runs"]) for g in groups] == [
-        ("aborted", "stopped before reaching its target", ["a"]), ("failed", "no error recorded", ["f"])]
+    assert [(g.status, g.error, g.runs) for g in groups] == [
+        ("aborted", "stopped before reaching its target", ("a",)), ("failed", "no error recorded", ("f",))]
 
 
 def test_the_header_names_the_pytorch_of_the_runs_and_warns_where_one_table_mixes_them(tmp_path):

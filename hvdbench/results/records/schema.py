@@ -7,8 +7,8 @@
     bench_compute.csv           ComputeRow: one row per rank, operation and precision
     RUN/ranks.csv               RankRow: one row per rank of a multi-rank throughput run (its own
                                 step times, gathered to rank 0 once at the end of the timed window)
-    <report>/<table>.csv        REPORT_COLUMNS (scaling, layouts, time_to_train, epochs), and
-                                COMM_COLUMNS / IO_COLUMNS (comm_vs_training, io_vs_training)
+    <report>/<table>.csv        REPORT_COLUMNS (scaling, layouts, time_to_train, epochs), ...; the
+                                tables typed (rows.py's ReportRow) declare theirs beside their section
 
 runs.csv and the bench CSVs share their layout columns (`LayoutFields`), so a bench row joins the
 training runs of its layout. A worker writes one `RunResult` as `result.json` (plus the resolved
@@ -629,12 +629,6 @@ STRAGGLER_COLUMNS = SCALING_GROUP + ("layout", "rank", "host", "local_rank", "de
                                      "threshold", "straggler", "partial")
 STRAGGLER_HOST_COLUMNS = SCALING_GROUP + ("layout", "host", "ranks", "runs", "compute_ms", "vs_others",
                                           "vs_others_2sigma", "threshold", "straggler")
-# The links between hosts and ranks (hvdbench.results.analyses.links, from bench_links.csv): one row per run and
-# pair; latency_us: the smallest message's one-way time; bandwidth_gb_s: the largest message's one-way bandwidth;
-# vs_best: that over the fastest pair of its kind in the run; slow: below links.SLOW_FRACTION of the fastest.
-LINK_COLUMNS = ("run_id", "started_at", "layout", "kind", "host_a", "host_b", "rank_a", "rank_b", "device_a",
-                "device_b", "backend", "latency_bytes", "latency_us", "bandwidth_bytes", "bandwidth_gb_s", "vs_best",
-                "slow", "nic_a", "nic_b", "nic_gb_s", "intra_link", "wrong")
 # Engines side by side (hvdbench.results.analyses.engines): one row per group, layout and engine, where a layout
 # ran under two engines or more; vs_reference: throughput / the reference engine's (Horovod's).
 ENGINE_COLUMNS = tuple(k for k in SCALING_GROUP if k != "engine") + (
@@ -689,13 +683,6 @@ TTT_PREDICTION_COLUMNS = (
 STUDY_SPEEDUP_COLUMNS = ("system", "model", "flavor", "framework", "precision", "basis", "gpus", "layout",
                          "baseline", "speedup", "efficiency", "published_speedup", "vs_published", "ttt_min",
                          "published_ttt_min", "throughput_mean", "throughput_2sigma", "hosts", "link")
-# The bench results beside training (hvdbench.results.analyses.bench_tables), written when there are any.
-COMM_COLUMNS = ("model", "flavor", "framework", "precision", "layout", "gpus", "nodes", "controller",
-                "throughput_mean", "step_ms", "gradient_mib", "message_mib", "busbw_gb_s",
-                "mpi_busbw_gb_s", "allreduce_ms", "comm_share", "bench_run_id")
-IO_COLUMNS = ("model", "flavor", "framework", "layout", "gpus", "throughput_mean", "dataset", "kind",
-              "caches_dropped", "io_samples_s", "io_samples_s_min", "decoded_samples_s", "h5py_samples_s",
-              "reader_vs_h5py", "feed", "bench_run_id")
 
 
 # --- result.json -----------------------------------------------------------------------------

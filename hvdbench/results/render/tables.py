@@ -14,6 +14,7 @@ from pathlib import Path
 
 from hvdbench.files import atomic_write_png, atomic_write_text
 from hvdbench.results.mllog import NOT_CHECKED
+from hvdbench.results.records.rows import cell
 from hvdbench.results.records.schema import REPORT_COLUMNS, SCALING_GROUP, TTT_GROUP
 from hvdbench.results.stats.aggregate import (
     FLAGS,
@@ -29,21 +30,14 @@ from hvdbench.results.stats.aggregate import (
 )
 
 
-def _cell(value) -> str:
-    if value is None:
-        return ""
-    if isinstance(value, bool):
-        return "yes" if value else "no"
-    return repr(value) if isinstance(value, float) else str(value)
-
-
-def to_csv(rows: list[dict], columns) -> str:
-    """Every report CSV: a header of `columns`, one line per row; None is an empty cell."""
+def to_csv(rows: list, columns) -> str:
+    """Every report CSV: a header of `columns` (a typed row class's, ReportRow.columns), one line per
+    row (ReportRow.cells; the tables not typed yet: dicts); None is an empty cell."""
     buf = io.StringIO()
     writer = csv.writer(buf, lineterminator="\n")
     writer.writerow(columns)
     for row in rows:
-        writer.writerow([_cell(row.get(c)) for c in columns])
+        writer.writerow([cell(row.get(c)) for c in columns] if isinstance(row, dict) else row.cells(columns))
     return buf.getvalue()
 
 
