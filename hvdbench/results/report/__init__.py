@@ -8,9 +8,9 @@ or a test can call.
     write(report, Path("results/demo/report"), ("csv", "md", "png"))          # OUT owned: folder.py
 
     load.py     the one reader of sweep, study and bench folders and published MLPerf trees
-    build.py    the ordered sections (tables, benches, waterfall, engines, compute, time to train,
-                convergence, studies, predictions, plots): rows, Markdown, files; one more is one module
-                in analyses/ and one entry in build.SECTIONS
+    build.py    the ordered sections (tables, benches, compute, waterfall, engines, time to train,
+                convergence, studies, predictions, plots): typed rows, Markdown, files; one more is one
+                module in analyses/ and one entry in build.SECTIONS
     folder.py   the --out folder a report owns: its record of what it wrote, its lock
 """
 

@@ -31,9 +31,9 @@ def _none(out: Path, formats: tuple[str, ...]) -> list[Path]:
 
 @dataclass
 class Section:
-    """One section: its rows (what the sections after it read), its Markdown (called once every
-    section is built: a later one may add to the rows, as compute adds the waterfall's MFU) and
-    its files (`files(out, formats)` -> the paths written)."""
+    """One section: its rows (what the sections after it read; frozen, typed: no section writes into
+    another's), its Markdown (called once every section is built) and its files (`files(out,
+    formats)` -> the paths written)."""
 
     rows: Any = None
     markdown: Callable[[], str] = lambda: ""
@@ -90,7 +90,9 @@ def _benches(r: Report) -> Section:
 
 
 def _waterfall(r: Report) -> Section:
-    falls = waterfall.waterfall_rows(r.loaded.runs, r.sections["tables"].rows.scaling, r.loaded.twins)
+    """Why each layout lost what it lost; each row names its compute part's MFU (the compute section's)."""
+    falls = waterfall.waterfall_rows(r.loaded.runs, r.sections["tables"].rows.scaling, r.loaded.twins,
+                                     r.sections["compute"].rows)
     return Section(falls, lambda: waterfall.markdown(falls),
                    lambda out, formats: waterfall.write(falls, out, formats) if falls else [])
 
@@ -116,8 +118,6 @@ def _engines(r: Report) -> Section:
 
 def _compute(r: Report) -> Section:
     rows = efficiency.compute_rows(r.loaded.runs, r.loaded.peaks)
-    for fall in r.sections["waterfall"].rows:  # the waterfall names its compute part's MFU
-        fall["compute_mfu"] = efficiency.mfu_of(rows, fall, fall["layout"])
     return Section(rows, lambda: efficiency.markdown(rows), lambda out, formats: efficiency.write(rows, out, formats))
 
 
@@ -154,9 +154,9 @@ def _studies(r: Report) -> Section:
 @dataclass
 class Predictions:
     fits: list = field(default_factory=list)  # throughput fits (predict/throughput.py)
-    rows: list[dict] = field(default_factory=list)
+    rows: list[predict_throughput.PredictionRow] = field(default_factory=list)
     ttt_fits: list = field(default_factory=list)  # time-to-train fits (predict/time_to_train.py)
-    ttt_rows: list[dict] = field(default_factory=list)
+    ttt_rows: list[predict_ttt.TttPredictionRow] = field(default_factory=list)
 
     def markdown(self) -> str:
         return "\n".join(part for part in (predict_throughput.markdown(self.rows, self.fits) if self.fits else "",
@@ -219,10 +219,11 @@ def _plots(r: Report) -> Section:
     return Section(files=files)
 
 
-# Built in this order (each reads the rows of those above it), and their files written in it.
+# Built in this order (each reads the rows of those above it: the waterfall the compute section's), and
+# their files written in it.
 SECTIONS: dict[str, Callable[[Report], Section]] = {
-    "tables": _tables, "failures": _failures, "benches": _benches, "waterfall": _waterfall,
-    "stragglers": _stragglers, "links": _links, "engines": _engines, "compute": _compute,
+    "tables": _tables, "failures": _failures, "benches": _benches, "compute": _compute, "waterfall": _waterfall,
+    "stragglers": _stragglers, "links": _links, "engines": _engines,
     "time_to_train": _time_to_train, "convergence": _convergence, "studies": _studies,
     "predictions": _predictions, "plots": _plots}
 # summary.md's order.
