@@ -127,12 +127,12 @@ def predictions_of(groups: list[tuple]) -> tuple[list[dict], list[tuple]]:
     out, refused, seen = [], [], set()
     for name, _, ps, ruleset, links in groups:
         counts = sorted({p.gpus for p in ps})
-        fit_on = {p.layout for p in ps if p.gpus in counts[:3 if len(counts) >= THREE_FROM else 2]}
+        fit_on = {p.place for p in ps if p.gpus in counts[:3 if len(counts) >= THREE_FROM else 2]}
         tf = fit_group(ps, fit_on, ruleset, published=True, links=links)
         fitted = ", ".join(f"{p.layout} (B {p.global_batch})" for p in tf.fitted)
         print(f"\n{name} · {tf.group.model} · {tf.group.system} — fitted on {fitted}")
         for p in sorted(ps, key=lambda p: (p.gpus, p.nodes, p.global_batch, p.result)):
-            if p.layout in fit_on:
+            if p.place in fit_on:
                 continue
             twin = (tf.group.model, p.layout, p.global_batch, round(p.ttt_s, 3))
             if twin in seen:

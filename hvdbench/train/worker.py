@@ -41,6 +41,7 @@ from hvdbench.launchers.launch_info import detect_launcher, launcher_rank
 from hvdbench.output import line
 from hvdbench.results.records.schema import new_run_id
 from hvdbench.results.records.store import HARDWARE_JSON
+from hvdbench.topology import Layout
 from hvdbench.train import config as config_mod
 from hvdbench.train import result as result_mod
 from hvdbench.train.faults import Fault
@@ -227,7 +228,7 @@ def run(cfg: config_mod.TrainConfig, state: dict) -> None:
         atomic_write_text(out / HARDWARE_JSON, json.dumps({m["hostname"]: m for m in machines if m}, indent=2) + "\n")
     global_batch = cfg.batch_per_gpu * cfg.accum_steps * dist.size
     peak_lr = scaled_lr(cfg, global_batch)
-    layout = f"{dist.cross_size}x{dist.local_size}"
+    layout = str(Layout(dist.cross_size, dist.local_size))
     local = trainer.num_local() if hasattr(trainer, "num_local") else trainer.num_parameters()
     say(dist, f"{cfg.model}/{cfg.flavor} {cfg.framework} {cfg.precision} {cfg.engine}: {dist.size} rank(s) "
               f"({layout}, {dist.controller}), {trainer.num_parameters():,} parameters"

@@ -25,6 +25,7 @@ from hvdbench.results import mllog
 from hvdbench.results.records.schema import SchemaError
 from hvdbench.results.render.tables import markdown
 from hvdbench.results.stats.aggregate import build_tables
+from hvdbench.topology import Layout
 
 T0 = 1_700_000_000_000  # ms
 
@@ -211,7 +212,7 @@ def test_epoch_times_from_epoch_events(tmp_path):
 ])
 def test_nxgxbxa_names(name, layout):
     """Only the MLPerf config convention NODESxGPUS[xBATCHxACCUM] is a name's layout."""
-    assert mllog.layout_from_name(name) == layout
+    assert mllog.layout_from_name(name) == (Layout(*layout) if layout else None)
 
 
 @pytest.mark.parametrize("text, layout", [
@@ -226,7 +227,7 @@ def test_nxgxbxa_names(name, layout):
 ])
 def test_layout_from_platform_text(text, layout):
     """A size prefix on a server is nodes (8xNVIDIA DGX H100 is 8 nodes), on an accelerator GPUs."""
-    assert mllog.layout_from_text(text) == layout
+    assert mllog.layout_from_text(text) == (Layout(*layout) if layout else None)
 
 
 def published_tree(root, times=(30.0, 31.0, 33.0, 35.0, None), system="DGXA100_2x8x56x1"):

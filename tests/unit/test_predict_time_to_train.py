@@ -25,6 +25,7 @@ from hvdbench.results.predict import throughput as P
 from hvdbench.results.predict import time_to_train as PT
 from hvdbench.results.records.rows import TttGroup
 from hvdbench.results.records.schema import LoadedRun
+from hvdbench.topology import Layout
 
 # The truth the layouts are made from.
 S_MIN, B_CRIT = 100_000.0, 64.0
@@ -49,10 +50,10 @@ def by_layout(rows):
 
 def test_layouts_not_fitted_are_predicted_exactly_from_the_model_they_follow():
     parts = [truth(1, 8, 16), truth(2, 8, 64), truth(4, 8, 64), truth(8, 8, 128)]
-    tf = PT.fit_group(parts, {"1x8", "2x8"})
+    tf = PT.fit_group(parts, {Layout(1, 8), Layout(2, 8)})
     assert tf.rate == pytest.approx((C_S, D_S)) and tf.convergence.status == CV.TWO_POINTS
     assert tf.eval_law == pytest.approx((EVAL_A, 1.0)) and tf.other_law == pytest.approx((OTHER_S, 0.0))
-    rows = by_layout(PT.group_rows(tf, [(16, 8)]))
+    rows = by_layout(PT.group_rows(tf, [Layout(16, 8)]))
     for layout in ("4x8", "8x8"):
         r = rows[layout]
         assert r.predicted_ttt_min == pytest.approx(r.measured_ttt_min, rel=1e-9)
@@ -138,7 +139,7 @@ def test_the_batch_of_a_layout_not_run_follows_the_fitted_layouts_and_the_rcp_ta
 def test_model_parallelism_that_changed_is_said_not_predicted():
     """University of Florida's Llama 3.1 8B: batch 16 on 8 GPUs and 32 on 16, then 16 on 32 GPUs."""
     parts = [truth(1, 8, 16), truth(2, 8, 32), truth(4, 8, 16)]
-    rows = by_layout(PT.group_rows(PT.fit_group(parts, {"1x8", "2x8"}), []))
+    rows = by_layout(PT.group_rows(PT.fit_group(parts, {Layout(1, 8), Layout(2, 8)}), []))
     r = rows["4x8"]
     assert r.flags == "model-parallel" and r.predicted_ttt_min is None
     assert r.measured_ttt_min == pytest.approx(parts[2].ttt_s / 60)
@@ -153,12 +154,12 @@ def test_a_change_of_accumulation_is_not_a_change_of_model_parallelism():
     for p, accumulation in zip(parts, (4, 4, 2)):
         p.accumulation = accumulation
     assert [p.gpus_per_replica for p in parts] == [4, 8, 8]
-    rows = by_layout(PT.group_rows(PT.fit_group(parts, {"1x8", "2x8"}), []))
+    rows = by_layout(PT.group_rows(PT.fit_group(parts, {Layout(1, 8), Layout(2, 8)}), []))
     assert "model-parallel" not in rows["4x8"].flags and rows["4x8"].predicted_ttt_min is not None
     # Without the accumulation the same logs are refused: 32 GPUs / 8 = 4 GPUs per replica, more than 2.
     for p in parts:
         p.accumulation = 1
-    rows = by_layout(PT.group_rows(PT.fit_group(parts, {"1x8", "2x8"}), []))
+    rows = by_layout(PT.group_rows(PT.fit_group(parts, {Layout(1, 8), Layout(2, 8)}), []))
     assert rows["4x8"].flags == "model-parallel"
 
 
@@ -171,11 +172,11 @@ def test_a_published_logs_gradient_accumulation_is_read(tmp_path):
 
 
 def test_too_few_fitted_layouts_are_said():
-    tf = PT.fit_group([truth(1, 8, 16), truth(2, 8, 32)], {"1x8"})
-    rows = PT.group_rows(tf, [(4, 8)])
+    tf = PT.fit_group([truth(1, 8, 16), truth(2, 8, 32)], {Layout(1, 8)})
+    rows = PT.group_rows(tf, [Layout(4, 8)])
     assert all(r.flags == "too-few-fitted" and r.predicted_ttt_min is None for r in rows)
     assert "the rate model needs two" in rows[0].note
-    none = PT.fit_group([truth(1, 8, 16)], {"9x8"})
+    none = PT.fit_group([truth(1, 8, 16)], {Layout(9, 8)})
     assert "names none of this group's" in PT.predict_layout(none, 1, 8).note
 
 
@@ -246,7 +247,7 @@ def test_time_to_accuracy_runs_at_another_batch_take_the_throughput_predictors_s
     assert "16 per GPU" in tf.rate_from
     four = P.predict(fit, 2, 2)
     assert "oversubscribed" in four.flags
-    rows = by_layout(PT.group_rows(tf, [(2, 2)]))
+    rows = by_layout(PT.group_rows(tf, [Layout(2, 2)]))
     assert rows["2x2"].training_rate == pytest.approx(0.5 * four.predicted_throughput)
     # ... and its caveat: both tables say the 4 ranks on 2 cores are optimistic.
     assert "oversubscribed" in rows["2x2"].flags.split(";") and "4 ranks on one machine" in rows["2x2"].note
@@ -428,7 +429,7 @@ def test_every_time_to_train_has_an_interval_from_residuals_repeats_and_the_dist
 
     low_q, high_q = TTT_QUANTILES
     parts = [truth(1, 8, 16), truth(2, 8, 64), truth(4, 8, 64), truth(16, 8, 128)]
-    tf = PT.fit_group(parts, {"1x8", "2x8"})
+    tf = PT.fit_group(parts, {Layout(1, 8), Layout(2, 8)})
     rows = by_layout(PT.group_rows(tf, []))
     fitted = rows["2x8"]  # the model is exact and no repeats are known: the floor alone
     assert fitted.predicted_ttt_high_min / fitted.predicted_ttt_min == pytest.approx(
@@ -452,7 +453,7 @@ def test_every_time_to_train_has_an_interval_from_residuals_repeats_and_the_dist
     # The repeats' spread widens every interval: cv 10 % over 8 runs each side
     for p in parts:
         p.repeat_cv = 0.1
-    tf = PT.fit_group(parts, {"1x8", "2x8"})
+    tf = PT.fit_group(parts, {Layout(1, 8), Layout(2, 8)})
     fitted = by_layout(PT.group_rows(tf, []))["2x8"]
     assert fitted.predicted_ttt_high_min / fitted.predicted_ttt_min == pytest.approx(
         math.exp(high_q * math.hypot(TTT_SIGMA_FLOOR, 0.1 * 0.5)))
@@ -667,7 +668,7 @@ def test_three_fitted_layouts_tell_a_fixed_step_cost_from_communication():
     e are each identified; the rate at 8x8 and 16x8 is the truth's, and nothing is left unidentified:
     the interval is narrower than the two smallest's, whose rate at 8x8 misses."""
     parts = [with_comm(1, 8, 16), with_comm(2, 8, 64), with_comm(4, 8, 64), with_comm(8, 8, 128)]
-    tf = PT.fit_group(parts, {"1x8", "2x8", "4x8"})
+    tf = PT.fit_group(parts, {Layout(1, 8), Layout(2, 8), Layout(4, 8)})
     assert tf.rate_full == pytest.approx((C_S, D_S, E_COMM))
     assert "tell a fixed step cost from communication" in tf.rate_from
     for nodes, batch in ((8, 128), (16, 128)):
@@ -678,7 +679,7 @@ def test_three_fitted_layouts_tell_a_fixed_step_cost_from_communication():
     row = PT.predict_layout(tf, 8, 8, 128, "published", measured=parts[3])
     assert row.ttt_predicted_vs_measured == pytest.approx(1.0, rel=1e-3)
     assert "cannot tell" not in row.interval_from
-    two = PT.fit_group(parts, {"1x8", "2x8"})
+    two = PT.fit_group(parts, {Layout(1, 8), Layout(2, 8)})
     assert two.rate_full is None and two.rate_unidentified(8, 8, 128) > 0
     assert abs(two.training_rate(8, 8, 128) / tf.training_rate(8, 8, 128) - 1) > 0.05
     wide = PT.predict_layout(two, 8, 8, 128, "published", measured=parts[3])

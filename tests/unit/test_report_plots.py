@@ -8,6 +8,7 @@ from test_stats_aggregate import run, sweep_runs, tta
 
 from hvdbench.results.render import plots
 from hvdbench.results.stats.aggregate import build_tables
+from hvdbench.topology import Layout
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 
@@ -157,7 +158,7 @@ def test_every_plot_names_the_devices_hosts_link_and_runs(tmp_path):
     title_says_where(fall_title)
     assert "2 runs of 1x1, 2 runs of 2x1" in fall_title
     [fit] = predict.fit_groups(runs)
-    pred_title = predict.figure(predict.prediction_rows([fit], [(2, 2)]), [fit]).axes[0].get_title()
+    pred_title = predict.figure(predict.prediction_rows([fit], [Layout(2, 2)]), [fit]).axes[0].get_title()
     title_says_where(pred_title)
     assert "fitted on 2 runs of 1x1, 2 runs of 1x2, 2 runs of 2x1" in pred_title
     # The study's speed-up takes the fewest-node layout per count (1x1, 1x2): one host, no link.
@@ -248,7 +249,7 @@ def test_the_prediction_plot_rings_and_names_flagged_layouts():
     runs = placed_runs()
     [fit] = predict.fit_groups(runs)
     fit.cores, fit.cores_from = 2, "given"
-    fig = predict.figure(predict.prediction_rows([fit], [(4, 1)]), [fit])
+    fig = predict.figure(predict.prediction_rows([fit], [Layout(4, 1)]), [fit])
     ax = fig.axes[0]
     assert ax.get_xlabel().startswith("CPU ranks")
     assert predict.FLAGGED in ax.get_legend_handles_labels()[1]
@@ -336,5 +337,5 @@ def test_the_prediction_heading_says_rank_on_cpus():
 
     runs = placed_runs()
     [fit] = predict.fit_groups(runs)
-    text = predict.markdown(predict.prediction_rows([fit], [(4, 1)]), [fit])
+    text = predict.markdown(predict.prediction_rows([fit], [Layout(4, 1)]), [fit])
     assert "· batch 32/rank —" in text and "/GPU" not in text

@@ -9,7 +9,7 @@ from hvdbench.errors import ConfigError
 from hvdbench.results.records.schema import SCHEMA_VERSION, LoadedRun, RunResult, SchemaError
 from hvdbench.results.records.store import append_run, load_sweeps
 from hvdbench.results.stats.aggregate import ScalingRow, build_tables, olympic_score, scaling_rows, stats
-from hvdbench.topology import parse_layout
+from hvdbench.topology import Layout
 
 
 def run(layout, throughput=None, status="success", mode="throughput", **kw):
@@ -96,16 +96,16 @@ def test_explicit_baseline_and_scale_up_preferred_at_equal_gpu_count():
     rows = by_layout(scaling_rows(runs))
     assert rows["2x1"].baseline == "1x2"
     assert rows["2x1"].efficiency == pytest.approx(0.875)  # (175/2) / (200/2)
-    rows = by_layout(scaling_rows(sweep_runs(), baseline=parse_layout("1x2")))
+    rows = by_layout(scaling_rows(sweep_runs(), baseline=Layout.parse("1x2")))
     assert rows["1x1"].speedup == pytest.approx(0.5)
     assert rows["2x2"].efficiency == pytest.approx((390 / 4) / (200 / 2))
 
 
 def test_bad_baseline_is_a_clear_error():
     with pytest.raises(ConfigError, match="expected NODESxGPUS"):
-        parse_layout("eight")
+        Layout.parse("eight")
     with pytest.raises(ConfigError, match="3x3: no run has that layout"):
-        build_tables(sweep_runs(), baseline="3x3")
+        build_tables(sweep_runs(), baseline=Layout.parse("3x3"))
 
 
 def test_layout_deltas_against_the_single_node_layout_with_two_sigma_noise():

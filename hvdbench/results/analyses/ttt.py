@@ -42,6 +42,7 @@ from hvdbench.results.records.rows import TTT_GROUP, ReportRow, TttGroup, beside
 from hvdbench.results.render.tables import figure_time_unit, markdown_table, pages, write_table
 from hvdbench.results.stats.aggregate import (OLYMPIC_DROP, OLYMPIC_MIN_RUNS, device_word, group_title, system_of,
                                                where_ran)
+from hvdbench.topology import Layout
 
 
 
@@ -85,6 +86,11 @@ class LayoutParts:
     @property
     def key(self) -> tuple:
         return self.group.ttt_key
+
+    @property
+    def place(self) -> Layout:
+        """Its layout (`layout` is how the tables write it: str(place))."""
+        return Layout(self.nodes, self.gpus_per_node)
 
     @property
     def gpus_per_replica(self) -> float:

@@ -74,7 +74,7 @@ from hvdbench.results.predict.fitting import (
 from hvdbench.results.records.rows import ReportRow, ScalingGroup
 from hvdbench.results.render.tables import markdown_table, to_csv
 from hvdbench.results.stats.aggregate import Where, group_title, scaling_key
-from hvdbench.topology import parse_layout
+from hvdbench.topology import Layout
 
 
 @dataclass(frozen=True)
@@ -98,7 +98,7 @@ class Fit:
     """Everything `predict` needs for one scaling group (`group`)."""
 
     group: ScalingGroup
-    baseline: str  # the layout speed-ups are measured against
+    baseline: Layout  # the layout speed-ups are measured against
     base_gpus: int
     base_throughput: float
     samples_per_gpu_step: int  # batch_per_gpu x accum_steps
@@ -111,14 +111,14 @@ class Fit:
     calibration: float = 1.0
     # layout -> its own measured / (n x batch / step): the fitted layouts' spread around `calibration`
     # (a layout far from the median is one the model cannot pass through: POOR_FIT)
-    layout_calibration: dict[str, float] = field(default_factory=dict)
-    measured: dict[str, float] = field(default_factory=dict)  # layout -> mean throughput
-    fitted_on: tuple[str, ...] = ()
+    layout_calibration: dict[Layout, float] = field(default_factory=dict)
+    measured: dict[Layout, float] = field(default_factory=dict)  # layout -> mean throughput
+    fitted_on: tuple[Layout, ...] = ()  # in Layout's order (GPUs, then nodes)
     notes: list[str] = field(default_factory=list)  # layouts asked for that these runs cannot predict
     # layout -> seconds of one allreduce of the gradients, read off that layout's own bench curve
     # (`sweep --allreduce-bench` measures layouts cheaply, training runs or not); the link model
     # serves the layouts without one.
-    measured_allreduce: dict[str, float] = field(default_factory=dict)
+    measured_allreduce: dict[Layout, float] = field(default_factory=dict)
     # Where the fitted runs ran (the plot's subtitle, the caveats): aggregate.Where per layout
     # (system, layout, nodes, hosts, link, runs), the machine's cores or GPUs as far as they are
     # known, and the inter-node link the sweep recorded, with its rate where its text gives one.
@@ -136,7 +136,7 @@ class Fit:
 
     def allreduce_s(self, nodes: int, gpus_per_node: int) -> tuple[float, str]:
         """(seconds, where from) of the step's allreduce on NxG: its own bench, else the link model."""
-        n, layout = nodes * gpus_per_node, f"{nodes}x{gpus_per_node}"
+        n, layout = nodes * gpus_per_node, Layout(nodes, gpus_per_node)
         if n <= 1:
             return 0.0, ""
         if layout in self.measured_allreduce:
@@ -278,7 +278,7 @@ def layout_allreduce(rows, nbytes: int) -> dict[str, float]:
     curves: dict[str, list[tuple[float, float]]] = {}
     for r in rows:
         if r.impl == "horovod" and r.dtype == "fp32" and r.time_mean_s and r.world_size > 1:
-            curves.setdefault(r.layout, []).append((r.bytes, r.time_mean_s))
+            curves.setdefault(Layout(r.nodes, r.gpus_per_node), []).append((r.bytes, r.time_mean_s))
     out = {}
     for layout, points in curves.items():
         t = interpolate(points, nbytes)
@@ -288,7 +288,7 @@ def layout_allreduce(rows, nbytes: int) -> dict[str, float]:
 
 
 def fit_group(runs, allreduce_rows=(), shared_machine: bool | None = None,
-              fit_layouts: set[str] | None = None, layout_benches: bool = True) -> Fit | None:
+              fit_layouts: set[Layout] | None = None, layout_benches: bool = True) -> Fit | None:
     """A Fit from one scaling group's successful throughput runs that recorded a breakdown (None when
     the group has none, e.g. TensorFlow runs or published logs). `fit_layouts` limits the layouts the
     parameters are fitted on (the others are only compared with). `shared_machine`: None = an
@@ -296,16 +296,16 @@ def fit_group(runs, allreduce_rows=(), shared_machine: bool | None = None,
     layout's own allreduce bench, where there is one, gives its allreduce time (False: the link
     model predicts every layout's, to test the model)."""
     ok = [r for r in runs if r.status == "success" and r.mode == "throughput" and r.throughput]
-    by_layout: dict[str, list] = {}
+    by_layout: dict[Layout, list] = {}
     for r in ok:
-        by_layout.setdefault(r.layout, []).append(r)
+        by_layout.setdefault(Layout(r.nodes, r.gpus_per_node), []).append(r)
     measured = {layout: statistics.fmean(r.throughput for r in rs) for layout, rs in by_layout.items()}
     fit_on = {layout: rs for layout, rs in by_layout.items()
               if (fit_layouts is None or layout in fit_layouts) and mean_parts(rs)}
     if not fit_on:
         return None
     first = next(iter(fit_on.values()))[0]
-    base_layout = min(fit_on, key=lambda la: (by_layout[la][0].world_size, by_layout[la][0].nodes))
+    base_layout = min(fit_on)  # the fewest GPUs, on the fewest nodes
     base_runs = fit_on[base_layout]
     base = base_runs[0]
     if shared_machine is None:
@@ -334,23 +334,23 @@ def fit_group(runs, allreduce_rows=(), shared_machine: bool | None = None,
     fit = Fit(group=ScalingGroup(*scaling_key(base)), baseline=base_layout,
               base_gpus=base.world_size, base_throughput=measured[base_layout], samples_per_gpu_step=samples,
               t1=t1, ranks_per_machine_limit=limit, shared_machine=shared_machine, gradient_bytes=grad,
-              measured=measured, fitted_on=tuple(sorted(fit_on, key=parse_layout)))
+              measured=measured, fitted_on=tuple(sorted(fit_on)))
     fitted_runs = [r for rs in fit_on.values() for r in rs]
     fit.on_cpus = str(base.devices or "").lower() == "cpu"
     fit.cores, fit.cores_from = machine_cores(fitted_runs, fit.on_cpus, shared_machine)
     fit.most_gpus_per_node = max(r.gpus_per_node for r in ok)
     fit.link_text = next((str(r.link) for r in ok if r.nodes > 1 and r.link), "")
     fit.link_rate_b_s = link_rate(fit.link_text)
-    fit.where = [Where(system=rs[0].devices, layout=layout, nodes=rs[0].nodes, runs=len(rs),
+    fit.where = [Where(system=rs[0].devices, layout=str(layout), nodes=rs[0].nodes, runs=len(rs),
                        hosts=";".join(dict.fromkeys(h for r in rs for h in (r.hosts or "").split(";") if h)),
                        link=rs[0].link if rs[0].nodes > 1 else "")
-                 for layout, rs in sorted(fit_on.items(), key=lambda kv: parse_layout(kv[0]))]
+                 for layout, rs in sorted(fit_on.items())]
 
     if layout_benches:
         fit.measured_allreduce = layout_allreduce(allreduce_rows, grad)
     # Links: from the allreduce bench where there is one (of the fitted layouts only), else from
     # the runs' exposed communication.
-    bench = [r for r in allreduce_rows if fit_layouts is None or r.layout in fit_layouts]
+    bench = [r for r in allreduce_rows if fit_layouts is None or Layout(r.nodes, r.gpus_per_node) in fit_layouts]
     multi = [(layout, rs) for layout, rs in fit_on.items() if rs[0].world_size > 1]
     for kind in ("intra", "inter"):
         link = fit_link(bench, kind)
@@ -383,7 +383,7 @@ def _residual(fit: Fit) -> None:
     points = []
     for layout in fit.fitted_on:
         try:
-            points.append(_point(fit, *parse_layout(layout)))
+            points.append(_point(fit, layout.nodes, layout.gpus_per_node))
         except ConfigError:  # a fitted layout of a link kind no run measured: not predicted
             continue
     fit.residual = rms(math.log(p.vs_measured) for p in points if (p.vs_measured or 0) > 0)
@@ -391,7 +391,7 @@ def _residual(fit: Fit) -> None:
 
 
 def fit_groups(runs, allreduce_rows=(), shared_machine: bool | None = None,
-               fit_layouts: set[str] | None = None, layout_benches: bool = True) -> list[Fit]:
+               fit_layouts: set[Layout] | None = None, layout_benches: bool = True) -> list[Fit]:
     groups: dict[tuple, list] = {}
     for r in runs:
         groups.setdefault(scaling_key(r), []).append(r)
@@ -463,9 +463,9 @@ class _Point:
 
 def _point(fit: Fit, nodes: int, gpus_per_node: int) -> _Point:
     if nodes < 1 or gpus_per_node < 1:
-        raise ConfigError(f"layout {nodes}x{gpus_per_node}: nodes and GPUs per node must be >= 1")
+        raise ConfigError(f"a layout of {nodes} nodes x {gpus_per_node} GPUs: nodes and GPUs per node must be >= 1")
     n = nodes * gpus_per_node
-    layout = f"{nodes}x{gpus_per_node}"
+    layout = Layout(nodes, gpus_per_node)
     link = fit.link(nodes)
     if n > 1 and link is None and layout not in fit.measured_allreduce:
         raise ConfigError(f"{fit.group.model}: no {link_kind(nodes)}-node link was measured (run a "
@@ -482,7 +482,7 @@ def predict(fit: Fit, nodes: int, gpus_per_node: int) -> PredictionRow:
     layouts' residuals, fit.residual, in quadrature with PER_DOUBLING["gpus"] for each doubling past the
     fitted GPUs: fitting.interval)."""
     p = _point(fit, nodes, gpus_per_node)
-    n, layout, link = nodes * gpus_per_node, f"{nodes}x{gpus_per_node}", fit.link(nodes)
+    n, layout, link = nodes * gpus_per_node, Layout(nodes, gpus_per_node), fit.link(nodes)
     step = p.work_s + p.exposed_s
     speedup = p.throughput / fit.base_throughput
     flags, note = caveats(fit, nodes, gpus_per_node, p.allreduce_from, p.vs_measured)
@@ -490,7 +490,8 @@ def predict(fit: Fit, nodes: int, gpus_per_node: int) -> PredictionRow:
     sigma = quadrature(fit.residual, PER_DOUBLING["gpus"] * past)
     low, high = interval(p.throughput, sigma)
     return PredictionRow(
-        **vars(fit.group), layout=layout, nodes=nodes, gpus_per_node=gpus_per_node, gpus=n, baseline=fit.baseline,
+        **vars(fit.group), layout=str(layout), nodes=nodes, gpus_per_node=gpus_per_node, gpus=n,
+        baseline=str(fit.baseline),
         step_ms=1e3 * step, work_ms=1e3 * p.work_s, allreduce_ms=1e3 * p.allreduce_s, exposed_comm_ms=1e3 * p.exposed_s,
         predicted_throughput=p.throughput, predicted_throughput_low=low, predicted_throughput_high=high,
         interval=COVERAGE, interval_from=(f"±{100 * (math.exp(sigma) - 1):.0f} % (1 sigma): fitted layouts' residual "
@@ -501,7 +502,7 @@ def predict(fit: Fit, nodes: int, gpus_per_node: int) -> PredictionRow:
         latency_us=1e6 * link.latency_s if link else None, allreduce_from=p.allreduce_from,
         exposure=fit.exposure.get(link_kind(nodes)) if n > 1 else None,
         ranks_per_machine_limit=None if math.isinf(fit.ranks_per_machine_limit) else fit.ranks_per_machine_limit,
-        fitted_on=" ".join(fit.fitted_on), flags=";".join(flags), note=" ".join(note))
+        fitted_on=" ".join(map(str, fit.fitted_on)), flags=";".join(flags), note=" ".join(note))
 
 
 def faster_than_link(fit: Fit) -> bool:
@@ -516,7 +517,7 @@ def caveats(fit: Fit, nodes: int, gpus_per_node: int, allreduce_from: str,
     """(flags, sentences) of one layout (see FLAGS). A measured layout's own run saw what it ran on:
     only the baseline's remark applies to it."""
     flags, note = [], []
-    layout, ranks = f"{nodes}x{gpus_per_node}", fit.ranks_per_machine(nodes, gpus_per_node)
+    layout, ranks = Layout(nodes, gpus_per_node), fit.ranks_per_machine(nodes, gpus_per_node)
     predicted_only = layout not in fit.measured
     if predicted_only and fit.on_cpus and fit.cores and ranks > fit.cores:
         flags.append("oversubscribed")
@@ -548,27 +549,15 @@ def caveats(fit: Fit, nodes: int, gpus_per_node: int, allreduce_from: str,
     return flags, note
 
 
-def parse_layouts(text: str, option: str = "--layouts") -> list[tuple[int, int]]:
-    """'2x2,4x1, 8x8' -> [(2, 2), (4, 1), (8, 8)]; ConfigError naming `option` and a malformed or
-    out-of-bounds one ('' names none: click adds the option's name)."""
-    out = []
-    for part in (p.strip() for p in text.split(",")):
-        if part:
-            out.append(parse_layout(part, option=option))
-    if not out:
-        raise ConfigError(f"{text!r}: give layouts as NxG, comma-separated (e.g. 2x2,8x8)")
-    return out
-
-
-def prediction_rows(fits: list[Fit], layouts: list[tuple[int, int]]) -> list[PredictionRow]:
-    """Each fit's predictions for `layouts`, and for every layout it measured (to compare with). A
-    layout these runs cannot predict (its link kind was never measured) goes to the fit's notes."""
+def prediction_rows(fits: list[Fit], layouts: list[Layout]) -> list[PredictionRow]:
+    """Each fit's predictions for `layouts`, and for every layout it measured (to compare with), in
+    Layout's order. A layout these runs cannot predict (its link kind was never measured) goes to the
+    fit's notes."""
     rows = []
     for fit in fits:
-        wanted = list(dict.fromkeys([*map(parse_layout, fit.measured), *layouts]))
-        for nodes, gpus in sorted(wanted, key=lambda ng: (ng[0] * ng[1], ng[0])):
+        for layout in sorted({*fit.measured, *layouts}):
             try:
-                rows.append(predict(fit, nodes, gpus))
+                rows.append(predict(fit, layout.nodes, layout.gpus_per_node))
             except ConfigError as e:
                 fit.notes.append(str(e))
     return rows
@@ -581,7 +570,7 @@ def describe(fit: Fit) -> str:
              else f"{machine} holds {fit.ranks_per_machine_limit:.2f} ranks before each one's work slows")
     links = "; ".join(f"{k}-node busbw {v.busbw_b_s / 1e9:.3g} GB/s, latency {1e6 * v.latency_s:.0f} µs "
                       f"({v.source})" for k, v in sorted(fit.links.items()))
-    return (f"fitted on {', '.join(fit.fitted_on)}: one rank's step without communication "
+    return (f"fitted on {', '.join(map(str, fit.fitted_on))}: one rank's step without communication "
             f"{1e3 * fit.t1:.1f} ms; {holds}; gradients {fit.gradient_bytes / 2**20:.1f} MiB; {links or 'no link'}; "
             f"exposed / allreduce: " + (", ".join(f"{k} {v:.2f}" for k, v in sorted(fit.exposure.items())) or "-")
             + f"; calibration {fit.calibration:.3f}")

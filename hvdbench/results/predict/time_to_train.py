@@ -4,7 +4,7 @@
     hvdbench predict --mllog training_results_v5.1/Nebius --fit-on 1x8,2x8 --layouts 4x8,8x8 --out OUT
     hvdbench report --mllog training_results_v5.1/Nebius --predict 8x8,16x8
 
-    fits, rows = predictions(runs, parts, [(4, 8), (8, 8)], fit_on={"1x8", "2x8"})   # parts: ttt.layout_parts
+    fits, rows = predictions(runs, parts, [Layout(4, 8)], fit_on={Layout(1, 8), Layout(2, 8)})  # ttt.layout_parts
 
 A layout's time to train is S(B) / T + E + O (hvdbench.results.analyses.ttt), each part predicted from the
 fitted layouts (--fit-on, default: every measured one) of its group (system, model, ...):
@@ -112,6 +112,7 @@ from hvdbench.results.predict.throughput import FLAGS as THROUGHPUT_FLAGS
 from hvdbench.results.predict.throughput import PredictionRow, link_rate, node_link_rate, predict
 from hvdbench.results.records.rows import TttGroup
 from hvdbench.results.render.tables import markdown_table
+from hvdbench.topology import Layout
 
 EXTRAPOLATION = 4.0  # times past the fitted range that a printed number carries the `extrapolated` flag
 FLAGS = {
@@ -412,13 +413,13 @@ def group_links(runs) -> dict[tuple, Links]:
             for key, (intra, inter, domain) in found.items()}
 
 
-def fit_group(parts: list[LayoutParts], fit_on: set[str] | None = None, ruleset: str | None = None,
+def fit_group(parts: list[LayoutParts], fit_on: set[Layout] | None = None, ruleset: str | None = None,
               published: bool = False, throughput_fits=(),
               links: Links = Links()) -> TttFit:
     """A TttFit from one group's layouts (ttt.LayoutParts), fitted on those named in `fit_on` (all
     when None). `published`: MLPerf logs, whose benchmark's RCP table gives B_crit (of `ruleset`);
     `links`: what its rings across nodes run on (group_links)."""
-    fitted = [p for p in parts if fit_on is None or p.layout in fit_on]
+    fitted = [p for p in parts if fit_on is None or p.place in fit_on]
     fitted.sort(key=lambda p: (p.gpus, p.nodes, p.global_batch))
     tf = TttFit(group=parts[0].group, parts=parts, fitted=fitted, base=fitted[0] if fitted else None,
                 unit=parts[0].unit, published=published, links=links)
@@ -463,7 +464,7 @@ def fit_group(parts: list[LayoutParts], fit_on: set[str] | None = None, ruleset:
                 continue
     if ratios:
         tf.throughput_fit, tf.calibration = tput, statistics.fmean(ratios)
-        tf.rate_from = (f"the throughput predictor (fitted on {' '.join(tput.fitted_on)}, "
+        tf.rate_from = (f"the throughput predictor (fitted on {' '.join(map(str, tput.fitted_on))}, "
                         f"{tput.samples_per_gpu_step:g} per GPU) x {tf.calibration:.3f}, "
                         "the time-to-accuracy runs' own rate against it")
     tf.rate, said = _rate_model(fitted)
@@ -684,7 +685,7 @@ class _Predicted:
 def predict_layout(tf: TttFit, nodes: int, gpus_per_node: int, batch: int | None = None,
                    batch_from: str = "", measured: LayoutParts | None = None) -> TttPredictionRow:
     """One prediction.csv row of NxG at `batch` (None: `choose_batch`): its prediction, or why it has none."""
-    n, layout = nodes * gpus_per_node, f"{nodes}x{gpus_per_node}"
+    n, layout = nodes * gpus_per_node, str(Layout(nodes, gpus_per_node))
     if batch is None and tf.fitted:
         batch, batch_from = choose_batch(tf, nodes, gpus_per_node)
     flags, note = _refusals(tf, n, batch, batch_from, measured)
@@ -775,7 +776,7 @@ def _row(tf: TttFit, nodes: int, gpus_per_node: int, batch: int | None, batch_fr
     low, high = p.ttt_interval if p else (None, None)
     return TttPredictionRow(
         **vars(tf.group), mode="time_to_accuracy", batch_per_gpu=batch // n if batch and batch % n == 0 else None,
-        accum_steps=None, layout=f"{nodes}x{gpus_per_node}", nodes=nodes, gpus_per_node=gpus_per_node, gpus=n,
+        accum_steps=None, layout=str(Layout(nodes, gpus_per_node)), nodes=nodes, gpus_per_node=gpus_per_node, gpus=n,
         baseline=tf.base.layout if tf.base else "",
         predicted_throughput=p.rate if samples else None,
         predicted_throughput_low=p.rate_interval[0] if samples else None,
@@ -800,22 +801,23 @@ def _row(tf: TttFit, nodes: int, gpus_per_node: int, batch: int | None, batch_fr
         rate_from=tf.rate_from, convergence_from=tf.convergence_from, eval_from=tf.eval_from)
 
 
-def group_rows(tf: TttFit, layouts: list[tuple[int, int]], global_batch: int | None = None) -> list[TttPredictionRow]:
+def group_rows(tf: TttFit, layouts: list[Layout], global_batch: int | None = None) -> list[TttPredictionRow]:
     """`tf`'s rows: every measured layout and batch (to compare with), then each of `layouts` not
     measured (at `global_batch` where given, else choose_batch's), in order of GPUs."""
     rows = []
-    measured = {(p.nodes, p.gpus_per_node) for p in tf.parts}
+    measured = {p.place for p in tf.parts}
     source = "published" if tf.published else "run"
     for p in tf.parts:
         rows.append(predict_layout(tf, p.nodes, p.gpus_per_node, p.global_batch, source, measured=p))
-    for nodes, gpus in dict.fromkeys(layouts):
-        if (nodes, gpus) not in measured:
-            rows.append(predict_layout(tf, nodes, gpus, global_batch, "--global-batch" if global_batch else ""))
+    for layout in dict.fromkeys(layouts):
+        if layout not in measured:
+            rows.append(predict_layout(tf, layout.nodes, layout.gpus_per_node, global_batch,
+                                       "--global-batch" if global_batch else ""))
     rows.sort(key=lambda r: (r.gpus, r.nodes, r.global_batch or 0, r.result or ""))
     return rows
 
 
-def predictions(runs, parts: list[LayoutParts], layouts: list[tuple[int, int]], fit_on: set[str] | None = None,
+def predictions(runs, parts: list[LayoutParts], layouts: list[Layout], fit_on: set[Layout] | None = None,
                 throughput_fits=(), global_batch: int | None = None) -> tuple[list[TttFit], list[TttPredictionRow]]:
     """(one TttFit per time-to-train group with parts, their rows). `runs` say which groups are
     published MLPerf logs and of which ruleset (MllogRun.ruleset)."""

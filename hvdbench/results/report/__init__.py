@@ -2,8 +2,9 @@
 or a test can call.
 
     from hvdbench.results.report import Options, build, load, write
+    from hvdbench.topology import Layout
     loaded = load(["results/demo"], mllogs=["training_results_v4.0/Oracle"])   # every file read once
-    report = build(loaded, Options(baseline="1x1", predict_layouts=[(2, 2)]))  # the sections, in order
+    report = build(loaded, Options(baseline=Layout(1, 1), predict_layouts=[Layout(2, 2)]))  # the sections
     print(report.text)
     write(report, Path("results/demo/report"), ("csv", "md", "png"))          # OUT owned: folder.py
 

@@ -33,7 +33,7 @@ from hvdbench.results.mllog.mlperf import counts_samples
 from hvdbench.results.mllog.summary import INCOMPLETE
 from hvdbench.results.records.rows import ReportRow, ScalingGroup, TttGroup, beside
 from hvdbench.results.records.schema import BUSY_CPUS, RunResult
-from hvdbench.topology import parse_layout
+from hvdbench.topology import Layout
 
 # MLPerf drops the fastest and slowest run; we do so from this many runs on (MLPerf itself asks
 # 5 runs for vision models and 10 for BERT; 3 is the least that leaves a run after dropping two).
@@ -265,11 +265,11 @@ def _order(row) -> tuple:
     return (row.gpus, row.nodes)
 
 
-def _pick_baseline(rows: list, value, baseline: tuple[int, int] | None):
+def _pick_baseline(rows: list, value, baseline: Layout | None):
     """The row speed-ups are measured against (see the module docstring); `value(row)` its figure."""
     usable = [r for r in rows if value(r) is not None and r.gpus]  # a layout is known
     if baseline is not None:
-        usable = [r for r in usable if (r.nodes, r.gpus_per_node) == baseline]
+        usable = [r for r in usable if Layout(r.nodes, r.gpus_per_node) == baseline]
     return min(usable, key=_order, default=None)
 
 
@@ -376,7 +376,7 @@ def _measured(runs: list[RunResult]) -> _Measured:
                      min(steps, default=None), min(warm, default=None))
 
 
-def scaling_rows(runs: list[RunResult], baseline: tuple[int, int] | None = None) -> list[ScalingRow]:
+def scaling_rows(runs: list[RunResult], baseline: Layout | None = None) -> list[ScalingRow]:
     """One row per group and layout. Throughput-mode runs, and time-to-accuracy groups where runs
     recorded a throughput (published MLPerf logs have none: they are in the time-to-train table)."""
     out = []
@@ -677,7 +677,7 @@ class _TttMeasured:
     columns: dict = field(compare=False)
 
 
-def time_to_train_rows(runs: list[RunResult], baseline: tuple[int, int] | None = None) -> list[TimeToTrainRow]:
+def time_to_train_rows(runs: list[RunResult], baseline: Layout | None = None) -> list[TimeToTrainRow]:
     """One row per model group, layout and global batch of time-to-accuracy runs."""
     out = []
     tta = [r for r in runs if r.mode == "time_to_accuracy"]
@@ -824,11 +824,10 @@ class Tables:
              ("epochs", EpochRow))
 
 
-def build_tables(runs: list[RunResult], baseline: str | None = None) -> Tables:
-    """All four tables. `baseline` ('NxG') must name a layout present in some group."""
-    base = parse_layout(baseline) if baseline else None
-    if base and not any((r.nodes, r.gpus_per_node) == base for r in runs):
+def build_tables(runs: list[RunResult], baseline: Layout | None = None) -> Tables:
+    """All four tables. `baseline` (report --baseline) must be the layout of some run."""
+    if baseline and not any(Layout(r.nodes, r.gpus_per_node) == baseline for r in runs):
         raise ConfigError(f"baseline {baseline}: no run has that layout")
-    scaling = scaling_rows(runs, base)
-    ttt = time_to_train_rows(runs, base)
+    scaling = scaling_rows(runs, baseline)
+    ttt = time_to_train_rows(runs, baseline)
     return Tables(scaling, layout_rows(scaling), ttt, epoch_rows(ttt), len(runs))
