@@ -4,7 +4,7 @@ import importlib
 
 import click
 
-from hvdbench.errors import HvdbenchError, os_error_line
+from hvdbench.errors import HvdbenchError, UsageError, os_error_line
 
 # name -> (module, attribute, one-line help). The help is here so `hvdbench --help` needs no imports.
 COMMANDS = {
@@ -36,11 +36,16 @@ class LazyGroup(click.Group):
         return getattr(importlib.import_module(module), attr)
 
     def invoke(self, ctx):
-        # A user error is one line on stderr and exit 1, never a traceback. An OSError that no
+        # A user error is one line on stderr and exit 1 (options that do not go together: exit 2 under
+        # the command's usage, as click says its own), never a traceback. An OSError that no
         # command turned into a HvdbenchError (a read-only --out, a full disk, a path under /proc)
         # is one too, naming the file: this is the one place that does it.
         try:
             return super().invoke(ctx)
+        except UsageError as e:  # the library's (click's own pass through to click, which shows them alike)
+            name = ctx.invoked_subcommand
+            command = click.Context(self.get_command(ctx, name), info_name=name, parent=ctx) if name else ctx
+            raise click.UsageError(_one_line(str(e)), ctx=command) from None
         except HvdbenchError as e:
             raise click.ClickException(_one_line(str(e))) from None
         except OSError as e:

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from hvdbench.contracts.engines import FUSION_BUFFER, engines, get_engine
 from hvdbench.errors import ConfigError
 
 GB = 1e9
@@ -38,7 +39,6 @@ STATE_BYTES = {"sgd": 4, "adamw": 8, "adam": 8}  # optimizer state per parameter
 # SGD): torch 13 bytes per parameter (weights, gradients, momentum), TensorFlow 26 (its graph keeps
 # a second copy of variables and gradients).
 PARAM_COPIES = {"torch": 1.0, "tensorflow": 2.2}
-FUSION_BUFFER = 64 << 20  # HOROVOD_FUSION_THRESHOLD's default
 # Bytes of one frozen weight: stored in the run's precision (no fp32 master copy: no optimizer
 # updates it), as ModelSpec.frozen_parameters says a model keeps them.
 FROZEN_BYTES = {"fp32": 4, "bf16": 2, "fp16": 2}
@@ -74,14 +74,15 @@ def state_bytes(spec, flavor: str, framework: str, precision: str, optimizer: st
                 parameters: int | None = None, frozen: int | None = None, engine: str = "horovod",
                 ranks: int = 1) -> float:
     """The bytes one rank holds for the model's weights, gradients and optimizer state: all of them
-    under horovod and ddp (a whole replica per rank), 1/ranks of them under fsdp (each rank keeps its
-    shard; the one block gathered at a time is left to the activations' share)."""
+    under horovod and ddp (a whole replica per rank), 1/ranks of them under an engine that shards
+    them (Engine.shards_state: fsdp; each rank keeps its shard, the one block gathered at a time is
+    left to the activations' share)."""
     params = parameters if parameters is not None else spec.parameters.get(flavor, 0)
     frozen = frozen if frozen is not None else spec.frozen_parameters.get(flavor, 0)
     optimizer = optimizer or spec.defaults.get("optimizer", "sgd")
     copies = PARAM_COPIES.get(framework, 1.0)
     whole = (params * (8 + STATE_BYTES.get(optimizer, 8)) + frozen * FROZEN_BYTES.get(precision, 4)) * copies
-    return whole / max(1, ranks) if engine == "fsdp" else whole
+    return whole / max(1, ranks) if get_engine(engine).shards_state else whole
 
 
 def estimate(spec, flavor: str, framework: str, batch: int, precision: str, optimizer: str | None = None,
@@ -89,11 +90,12 @@ def estimate(spec, flavor: str, framework: str, batch: int, precision: str, opti
              ranks: int = 1) -> Estimate:
     """The estimate for one rank of `ranks` under `engine`; per_sample is 0 when the flavor's
     activations were not measured. `parameters` (trained) and `frozen` default to the spec's counts
-    (0 where it has none). Horovod adds its fusion buffer; ddp's gradient buckets are views of the
-    gradients (gradient_as_bucket_view) and fsdp's reduce-scatter buffers are per block."""
+    (0 where it has none). The engine adds its buffer (Engine.buffer_bytes: Horovod's fusion buffer;
+    ddp's gradient buckets are views of the gradients, gradient_as_bucket_view, and fsdp's
+    reduce-scatter buffers are per block)."""
     fixed = (RUNTIME_BYTES.get(framework, RUNTIME_BYTES["torch"])
              + state_bytes(spec, flavor, framework, precision, optimizer, parameters, frozen, engine, ranks)
-             + (FUSION_BUFFER if engine == "horovod" else 0))
+             + get_engine(engine).buffer_bytes)
     per_sample = spec.memory_per_sample.get(flavor, {}).get(framework, 0)
     return Estimate(int(fixed), int(per_sample), batch)
 
@@ -134,13 +136,20 @@ def check_fits(spec, cfg, local_ranks: int, parameters: int | None = None, avail
         hint = f"try --flavor {smallest}" + (f" or --batch-per-gpu {fits}" if fits else "")
     need = (f"for batch {cfg.batch_per_gpu} per rank" if est.per_sample
             else f"for its weights alone in {cfg.precision} (activations not measured)")
-    if cfg.engine != "fsdp" and ranks > 1 and not fits and estimate(
+    sharding = _sharding(cfg)
+    if sharding and not get_engine(cfg.engine).shards_state and ranks > 1 and not fits and estimate(
             spec, cfg.flavor, cfg.framework, cfg.batch_per_gpu, cfg.precision, cfg.optimizer, parameters, frozen,
-            "fsdp", ranks).total <= share:
-        hint += f"; or --engine fsdp, which shards the weights over the {ranks} ranks"
+            sharding, ranks).total <= share:
+        hint += f"; or --engine {sharding}, which shards the weights over the {ranks} ranks"
     raise ConfigError(f"{spec.name}/{cfg.flavor} ({cfg.framework}, {cfg.engine}) needs ~{est.total / GB:.1f} GB "
                       f"{need}, and this machine has {share / GB:.1f} GB available per rank ({local_ranks} on "
                       f"this host); {hint}")
+
+
+def _sharding(cfg) -> str | None:
+    """The first engine (in the registry's order) that shards the state and implements the run's
+    framework: the one a refusal suggests ("--engine fsdp, which shards ..."); None where none does."""
+    return next((e.name for e in engines() if e.shards_state and cfg.framework in e.frameworks), None)
 
 
 # The share of a GPU's memory the weights, gradients and optimizer state may take; the rest is the
@@ -164,10 +173,11 @@ def check_device_fits(spec, cfg, ranks: int, device_bytes: int, device_name: str
     whole = state_bytes(spec, cfg.flavor, cfg.framework, cfg.precision, cfg.optimizer, parameters, frozen)
     gpus = math.ceil(whole / room)
     size = f"{device_bytes / GB:.0f} GB"
-    if cfg.engine == "fsdp":
+    sharding = _sharding(cfg)
+    if get_engine(cfg.engine).shards_state or not sharding:
         advice = f"it needs at least {gpus} GPUs of {size} (this job has {ranks})"
     else:
-        advice = f"--engine fsdp shards them: at least {gpus} GPUs of {size}"
+        advice = f"--engine {sharding} shards them: at least {gpus} GPUs of {size}"
     raise ConfigError(f"{spec.name}/{cfg.flavor} under --engine {cfg.engine} holds ~{mine / GB:.0f} GB of weights, "
                       f"gradients and optimizer state per GPU ({whole / GB:.0f} GB in all), more than "
                       f"{GPU_STATE_SHARE:.0%} of one {device_name} ({size}); {advice}")

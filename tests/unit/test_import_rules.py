@@ -86,6 +86,26 @@ def test_only_the_command_line_modules_import_the_cli():
     assert offenders(lambda me, t: under(t, "hvdbench.cli") and not allowed(me)) == []
 
 
+def test_only_the_command_line_imports_click():
+    """Library code raises hvdbench's errors (errors.UsageError for options that do not go together,
+    which cli/main.py shows as click shows its own), never click's: click is imported by cli/, a model
+    folder's cli.py (its prepare commands) and train/options.py (the train command line, parsed once,
+    for `train` and for the sweep's arguments after --)."""
+    def allowed(me):
+        return under(me, "hvdbench.cli") or (model_folder(me) and me.endswith(".cli")) or me == "hvdbench.train.options"
+
+    found = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        me = module_name(path)
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            names = ([a.name for a in node.names] if isinstance(node, ast.Import)
+                     else [node.module] if isinstance(node, ast.ImportFrom) and node.level == 0 else [])
+            if any(n == "click" or (n or "").startswith("click.") for n in names) and not allowed(me):
+                found.append(f"{me} (line {node.lineno}) imports click")
+    assert found == []
+    assert allowed("hvdbench.cli.sweep") and not allowed("hvdbench.sweep.build")
+
+
 def test_model_folders_are_plugins():
     # No model folder imports another (shared family code lives in hvdbench/families/), and none
     # imports the trainer: a model's rank and world come from what the trainer hands it.

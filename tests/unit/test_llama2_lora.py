@@ -103,10 +103,11 @@ def test_70b_is_refused_by_train_sweep_and_study_before_anything_starts(tmp_path
     """The spec's `refuse` hook, called by config.validate: `train` resolves through it, and a sweep
     (and a study's sweeps) resolve every layout through it before launching or writing anything."""
     from hvdbench.sweep.build import build_spec
+    from hvdbench.sweep.options import SweepOptions
     from hvdbench.train.config import resolve
 
     with pytest.raises(ConfigError) as e:
-        build_spec("llama2_lora", ("--flavor", "70b", "--synthetic"), hosts="localhost:2", out=tmp_path / "sw")
+        build_spec(SweepOptions(tmp_path / "sw", "llama2_lora", ("--flavor", "70b", "--synthetic"), hosts="localhost:2"))
     message = str(e.value)
     assert "llama2_lora/70b cannot run under --engine horovod" in message
     assert "\n" not in message and not (tmp_path / "sw").exists()
