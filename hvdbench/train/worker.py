@@ -318,8 +318,8 @@ def _count_compute(record, cfg, spec, kind, trainer, dist) -> None:
     train/memory.py's estimate of one rank's memory, beside which the run's peak is recorded."""
     if hasattr(trainer, "flops_per_sample"):
         record.flops_per_sample = trainer.flops_per_sample(spec, cfg.flavor, kind)
-    est = estimate(spec, cfg.flavor, cfg.framework, cfg.batch_per_gpu, cfg.precision, cfg.optimizer,
-                   trainer.num_trainable(), trainer.num_parameters() - trainer.num_trainable(), cfg.engine, dist.size)
+    trained = trainer.num_trainable()
+    est = estimate(spec, cfg, (trained, trainer.num_parameters() - trained), dist.size)
     record.mem_estimate_gb = est.total / 1e9
 
 

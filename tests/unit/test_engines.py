@@ -129,13 +129,17 @@ def test_sweep_engines_run_each_layout_under_each_engine(tmp_path):
 
 def test_fsdp_divides_weights_gradients_and_optimizer_state_by_the_ranks():
     spec = get_spec("llama2_lora")
-    whole = memory.state_bytes(spec, "70b", "torch", "bf16", "adamw")
-    assert memory.state_bytes(spec, "70b", "torch", "bf16", "adamw", engine="ddp", ranks=8) == whole
-    assert memory.state_bytes(spec, "70b", "torch", "bf16", "adamw", engine="fsdp", ranks=8) == whole / 8
+    from types import SimpleNamespace
+
+    run = SimpleNamespace(flavor="70b", framework="torch", precision="bf16", optimizer="adamw", engine="horovod",
+                          batch_per_gpu=1)
+    whole = memory.state_bytes(spec, run)
+    assert memory.state_bytes(spec, memory.run_of(run, engine="ddp"), ranks=8) == whole
+    assert memory.state_bytes(spec, memory.run_of(run, engine="fsdp"), ranks=8) == whole / 8
     # 69.0B frozen bf16 weights (2 bytes) + 44.6M adapters x 16 bytes (weights, gradients, AdamW's two)
     assert whole == 68_976_648_192 * 2 + 44_564_480 * 16
-    horovod = memory.estimate(spec, "70b", "torch", 1, "bf16", "adamw")
-    fsdp = memory.estimate(spec, "70b", "torch", 1, "bf16", "adamw", engine="fsdp", ranks=2)
+    horovod = memory.estimate(spec, run)
+    fsdp = memory.estimate(spec, memory.run_of(run, engine="fsdp"), ranks=2)
     assert horovod.fixed - fsdp.fixed == pytest.approx(whole / 2 + memory.FUSION_BUFFER, abs=1)
 
 
