@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from hvdbench.errors import ConfigError
+from hvdbench.installed import entry_points_of
 
 ENTRY_POINT_GROUP = "hvdbench.engines"
 FUSION_BUFFER = 64 << 20  # HOROVOD_FUSION_THRESHOLD's default: the bytes Horovod's fusion buffer holds
@@ -88,10 +89,8 @@ BUILT_IN = (
 @lru_cache(maxsize=1)
 def _registry() -> dict[str, Engine]:
     """The built-in engines, then those of installed packages (a built-in name cannot be taken over)."""
-    from importlib.metadata import entry_points
-
     found = {}
-    for ep in entry_points(group=ENTRY_POINT_GROUP):
+    for ep in entry_points_of(ENTRY_POINT_GROUP):
         if ep.name in found or any(e.name == ep.name for e in BUILT_IN):
             continue
         try:

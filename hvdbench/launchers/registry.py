@@ -22,6 +22,7 @@ from functools import lru_cache
 from typing import TYPE_CHECKING, Callable, Mapping
 
 from hvdbench.errors import ConfigError
+from hvdbench.installed import entry_points_of
 
 if TYPE_CHECKING:
     from hvdbench.contracts.engines import Engine
@@ -76,9 +77,7 @@ class Launcher:
 @lru_cache(maxsize=1)
 def _registry() -> dict[str, Launcher]:
     """The built-in launchers, then those of installed packages (a built-in name cannot be taken over)."""
-    from importlib.metadata import entry_points
-
-    modules = {ep.name: ep.value for ep in entry_points(group=ENTRY_POINT_GROUP) if ep.name not in BUILT_IN}
+    modules = {ep.name: ep.value for ep in entry_points_of(ENTRY_POINT_GROUP) if ep.name not in BUILT_IN}
     found = {}
     for name, module in {**BUILT_IN, **modules}.items():
         try:

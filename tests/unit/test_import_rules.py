@@ -1,7 +1,7 @@
 """The layers of docs/design.md, held by test: every `import hvdbench...` in the package (at module
 level or inside a function) is read with `ast`, and each rule names the offending file and line.
 
-    ground floor   errors, output, files, contracts/        (import nothing of hvdbench above them)
+    ground floor   errors, output, files, installed, contracts/  (import nothing of hvdbench above them)
     library        data/, topology, launchers/, results/, events, interference, frameworks/, train/,
                    bench/, cluster/, sweep/, study/          (never the CLI, never a model folder)
     models         families/, models/<name>/                (plugins: never another folder, never train/)
@@ -17,7 +17,7 @@ import ast
 from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parents[2] / "hvdbench"
-GROUND = ("hvdbench.errors", "hvdbench.output", "hvdbench.files", "hvdbench.contracts")
+GROUND = ("hvdbench.errors", "hvdbench.output", "hvdbench.files", "hvdbench.installed", "hvdbench.contracts")
 
 
 def module_name(path: Path) -> str:
