@@ -25,6 +25,18 @@ def _one_line(message: str) -> str:
     return " ".join(part.strip() for part in message.splitlines() if part.strip()) or "failed"
 
 
+class Command(click.Command):
+    """A command whose library code may raise hvdbench's UsageError (options that do not go together):
+    shown as click shows its own usage errors, under this command's usage line (exit 2). Where a
+    command is not one of these, LazyGroup shows it under the command's name alone."""
+
+    def invoke(self, ctx):
+        try:
+            return super().invoke(ctx)
+        except UsageError as e:
+            raise click.UsageError(_one_line(str(e)), ctx=ctx) from None
+
+
 class LazyGroup(click.Group):
     def list_commands(self, ctx):
         return sorted(COMMANDS)
@@ -42,7 +54,7 @@ class LazyGroup(click.Group):
         # is one too, naming the file: this is the one place that does it.
         try:
             return super().invoke(ctx)
-        except UsageError as e:  # the library's (click's own pass through to click, which shows them alike)
+        except UsageError as e:  # the library's, from a command that is not a Command (click's own pass through)
             name = ctx.invoked_subcommand
             command = click.Context(self.get_command(ctx, name), info_name=name, parent=ctx) if name else ctx
             raise click.UsageError(_one_line(str(e)), ctx=command) from None

@@ -9,6 +9,7 @@ from pathlib import Path
 import click
 
 from hvdbench.cli.lists import comma_list
+from hvdbench.cli.main import Command
 from hvdbench.cli.sweep import run_to_the_end
 from hvdbench.cli.sweep_options import sweep_options
 
@@ -76,7 +77,7 @@ def list_studies():
             click.echo(f"{path.stem}: unreadable ({e})")
 
 
-@study.command("run")
+@study.command("run", cls=Command)
 @click.argument("file", metavar="FILE|NAME")
 @sweep_options
 @click.option("--flavor", help="Run every model in this flavor (e.g. debug on a laptop); per-layout "

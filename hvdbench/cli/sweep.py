@@ -9,11 +9,12 @@ from pathlib import Path
 import click
 
 from hvdbench.cli.lists import comma_list
+from hvdbench.cli.main import Command
 from hvdbench.cli.sweep_options import sweep_options
 from hvdbench.launchers import CONTROLLERS
 
 
-@click.command(context_settings={"help_option_names": ["-h", "--help"]})
+@click.command(cls=Command, context_settings={"help_option_names": ["-h", "--help"]})
 @click.argument("model")
 @click.argument("train_args", nargs=-1, type=click.UNPROCESSED, metavar="[-- TRAIN-ARGS...]")
 @sweep_options
