@@ -125,7 +125,9 @@ def format_text(info: dict) -> str:
     lines.append(f"inter-node link {hw['inter_node_link'] or 'none found'}")
     lines += [f"note            {note}" for note in hw.get("notes", [])]
     for name, engine in info["engines"].items():
-        lines.append(f"engine {name:<8} " + ("available" if engine["available"] else f"NOT AVAILABLE: {engine['why']}"))
+        known = registry.find_engine(name)
+        lines.append(f"engine {name:<8} " + (f"available: {known.summary if known else name}" if engine["available"]
+                                             else f"NOT AVAILABLE: {engine['why']}"))
     return "\n".join(lines)
 
 

@@ -29,8 +29,10 @@ if TYPE_CHECKING:
 
 ENTRY_POINT_GROUP = "hvdbench.launchers"
 # name -> module defining LAUNCHER, one line per built-in launcher, in the order a process's launcher is
-# recognised (launch_info.detect_launcher): torchrun before mpirun (a torchrun of several nodes runs
-# under mpirun, whose variables its ranks inherit), mpirun before srun (srun --mpi=pmix sets PMIx's).
+# recognised (launch_info.detect_launcher) and the order of the if-chain this replaced: torchrun before
+# mpirun (a torchrun of several nodes runs under mpirun, whose variables its ranks inherit), mpirun
+# before srun (a step under srun --mpi=pmix carries PMIx's variables too: without a sweep's
+# HVDBENCH_LAUNCHER it reads as mpirun, as it did).
 BUILT_IN = {
     "torchrun": "hvdbench.launchers.torchrun",
     "horovodrun": "hvdbench.launchers.horovodrun",
