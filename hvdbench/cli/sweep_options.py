@@ -49,7 +49,7 @@ OPTIONS = (
     click.option("--layouts", callback=layout_list,
                  help="all | packed (fewest nodes) | spread (most nodes) | a list like 1x4,2x2 [default: a "
                       "study's, else all]."),
-    click.option("--repeats", type=click.IntRange(min=1), help="[default: a study's, else 1]"),
+    click.option("--repeats", type=click.IntRange(min=1), help="Runs of each layout [default: a study's, else 1]."),
     click.option("--launcher", metavar="NAME", callback=launcher_name,
                  help="horovodrun, mpirun, srun, slurm (sbatch jobs), torchrun, or one a package registers "
                       "[default: a study's, else horovodrun where Horovod is installed, else torchrun (ddp and "
