@@ -37,7 +37,7 @@ def slurm_jobs(spec: SweepSpec, template: Path | None = None, time_limit: str = 
         if lay.name in seen:
             continue
         seen.add(lay.name)
-        inner = [str(launchers.bin_dir() / "hvdbench"), "sweep", spec.model, "--launcher", spec.launcher,
+        inner = [str(launchers.bin_dir() / "hvdbench"), "sweep", spec.model, "--launcher", "srun",
                  "--layouts", lay.name, "--repeats", str(spec.repeats), "--out", str(spec.out),
                  "--name", spec.name]
         if spec.config_path:
