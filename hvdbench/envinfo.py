@@ -17,6 +17,7 @@ import subprocess
 import sys
 
 from hvdbench import hardware
+from hvdbench.contracts import engines as registry
 from hvdbench.frameworks import HOROVOD_HOWTO
 from hvdbench.releases import TESTED_WORDS, range_words, torch_tested
 
@@ -52,16 +53,17 @@ def engines(info: dict) -> dict:
     """Each engine: {"available": bool, "why": what is missing and how to get it ('' when available)}."""
     torch = info["torch"]
     no_torch = "" if torch.get("installed") else f"torch is not installed ({torch.get('error', '')}); {TORCH_HOWTO}"
-    found = {"ddp": {"available": not no_torch, "why": no_torch},
-             "fsdp": {"available": not no_torch, "why": no_torch}}
     hvd = info["horovod"]
     if not hvd.get("installed"):
-        why = f"Horovod is not installed ({hvd.get('error', 'import failed')}); {HOROVOD_HOWTO}"
+        no_horovod = f"Horovod is not installed ({hvd.get('error', 'import failed')}); {HOROVOD_HOWTO}"
     elif not hvd.get("frameworks", {}).get("pytorch", {}).get("built"):
-        why = f"Horovod {hvd['version']} lacks pytorch; {FIX}"
+        no_horovod = f"Horovod {hvd['version']} lacks pytorch; {FIX}"
     else:
-        why = no_torch
-    found["horovod"] = {"available": not why, "why": why}
+        no_horovod = ""
+    found = {}
+    for engine in registry.engines():  # each is a torch engine (Engine.torch); those that need Horovod, through it
+        why = (no_horovod if engine.needs_horovod else "") or no_torch
+        found[engine.name] = {"available": not why, "why": why}
     return found
 
 
@@ -124,7 +126,9 @@ def format_text(info: dict) -> str:
     lines.append(f"inter-node link {hw['inter_node_link'] or 'none found'}")
     lines += [f"note            {note}" for note in hw.get("notes", [])]
     for name, engine in info["engines"].items():
-        lines.append(f"engine {name:<8} " + ("available" if engine["available"] else f"NOT AVAILABLE: {engine['why']}"))
+        known = registry.find_engine(name)
+        lines.append(f"engine {name:<8} " + (f"available: {known.summary if known else name}" if engine["available"]
+                                             else f"NOT AVAILABLE: {engine['why']}"))
     return "\n".join(lines)
 
 

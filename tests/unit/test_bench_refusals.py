@@ -54,10 +54,11 @@ def test_compute_refuses_a_copy_past_memory_in_one_line(tmp_path):
 
 
 def test_links_refuses_one_rank_and_bad_sizes_before_writing(tmp_path, monkeypatch):
-    from hvdbench.launchers.launch_info import PLACE_VARIABLES
+    from hvdbench.launchers.registry import launchers
 
-    for names in PLACE_VARIABLES:
-        monkeypatch.delenv(names[0], raising=False)  # a lone process, whatever launched the tests
+    for launcher in launchers():
+        if launcher.place:
+            monkeypatch.delenv(launcher.place[0], raising=False)  # a lone process, whatever launched the tests
     out = tmp_path / "links"
     result = bench("links", "--out", out)
     assert result.exit_code == 1 and result.stderr.strip().startswith(

@@ -103,10 +103,11 @@ def test_70b_is_refused_by_train_sweep_and_study_before_anything_starts(tmp_path
     """The spec's `refuse` hook, called by config.validate: `train` resolves through it, and a sweep
     (and a study's sweeps) resolve every layout through it before launching or writing anything."""
     from hvdbench.sweep.build import build_spec
+    from hvdbench.sweep.options import SweepOptions
     from hvdbench.train.config import resolve
 
     with pytest.raises(ConfigError) as e:
-        build_spec("llama2_lora", ("--flavor", "70b", "--synthetic"), hosts="localhost:2", out=tmp_path / "sw")
+        build_spec(SweepOptions(tmp_path / "sw", "llama2_lora", ("--flavor", "70b", "--synthetic"), hosts="localhost:2"))
     message = str(e.value)
     assert "llama2_lora/70b cannot run under --engine horovod" in message
     assert "\n" not in message and not (tmp_path / "sw").exists()
@@ -129,11 +130,11 @@ def test_the_memory_check_counts_the_frozen_base_and_names_the_flavor_that_fits(
     from hvdbench.train import memory
 
     assert memory.exact_counts(SPEC, "7b") == (ADAPTER_PARAMETERS["7b"], BASE_PARAMETERS["7b"])
-    bf16 = memory.estimate(SPEC, "7b", "torch", 1, "bf16", "adamw")
-    fp32 = memory.estimate(SPEC, "7b", "torch", 1, "fp32", "adamw")
+    run = SimpleNamespace(flavor="7b", framework="torch", batch_per_gpu=1, precision="bf16", optimizer="adamw", engine="horovod")
+    bf16 = memory.estimate(SPEC, run)
+    fp32 = memory.estimate(SPEC, memory.run_of(run, precision="fp32"))
     assert fp32.fixed - bf16.fixed == 2 * BASE_PARAMETERS["7b"]  # the base in 4 bytes, not 2
     assert bf16.fixed > 2 * BASE_PARAMETERS["7b"] and bf16.per_sample > 0
-    run = SimpleNamespace(flavor="7b", framework="torch", batch_per_gpu=1, precision="bf16", optimizer="adamw", engine="horovod")
     with pytest.raises(ConfigError) as e:
         memory.check_fits(SPEC, run, local_ranks=1, available=16 * 10**9)
     assert "\n" not in str(e.value)

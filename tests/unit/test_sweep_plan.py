@@ -185,8 +185,9 @@ def test_failed_rows_carry_the_runs_resolved_identity(tmp_path):
     # batch, precision and target. Its failed, timed-out and refused rows say so (not throughput,
     # flavor '' and batch 0), so the report counts them in their layout's row.
     from hvdbench.sweep.build import build_spec
+    from hvdbench.sweep.options import SweepOptions
 
-    s = build_spec("resnet50", ("--data", "/d/digits"), hosts="localhost:2", out=tmp_path / "tta")
+    s = build_spec(SweepOptions(tmp_path / "tta", "resnet50", ("--data", "/d/digits"), hosts="localhost:2"))
     assert all(e.train is not None for e in s.entries)  # resolved once, before any launch
     run = s.runs[1]
     rdir = tmp_path / "tta" / run.run_id

@@ -18,6 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from hvdbench.contracts import ModelSpec, eval_loss
+from hvdbench.contracts.engines import get_engine
 from hvdbench.models.llama2_lora.data import SUMMARIES
 
 
@@ -104,13 +105,13 @@ def refuse(cfg) -> str | None:
     """SPEC.refuse: why a run cannot run as configured, before anything starts (None: it can): fp8
     (the float8 lever converts trained linears; this base is frozen under adapters), and a flavor
     whose frozen base fits no GPU (70b) under an engine that gives each rank a whole replica
-    (horovod, ddp). Under fsdp, whether the layout's GPUs hold its shards is the worker's memory check
+    (horovod, ddp: an engine that does not shard the state). Under fsdp, whether the layout's GPUs hold its shards is the worker's memory check
     (hvdbench/train/memory.py), which knows the devices."""
     flavor = _flavor(cfg)
     if cfg.precision == "fp8":
         return ("llama2_lora --precision fp8: its linears are a frozen base inside peft's LoRA layers, which "
                 "hvdbench's float8 conversion (torchao's, of trained linears) does not take; use --precision bf16")
-    if not flavor.data_parallel and cfg.engine != "fsdp":
+    if not flavor.data_parallel and not get_engine(cfg.engine).shards_state:
         return refusal(cfg.flavor, flavor, BASE_PARAMETERS.get(cfg.flavor), cfg.engine)
     return None
 
