@@ -18,12 +18,13 @@ import sys
 
 from hvdbench import hardware
 from hvdbench.contracts import engines as registry
-from hvdbench.frameworks import HOROVOD_HOWTO, TESTED_TORCH, torch_tested
+from hvdbench.frameworks import HOROVOD_HOWTO
+from hvdbench.releases import TESTED_WORDS, range_words, torch_tested
 
 REQUIRED_FRAMEWORKS = ("pytorch", "tensorflow")
 REQUIRED_CONTROLLERS = ("mpi", "gloo")
 FIX = "run `make setup` in the hvdbench checkout"
-TORCH_HOWTO = f"pip install 'hvdbench[torch]' (torch {TESTED_TORCH[0]} to {TESTED_TORCH[1]}), or `make setup`"
+TORCH_HOWTO = f"pip install 'hvdbench[torch]' (torch {TESTED_WORDS}), or `make setup`"
 
 
 def collect() -> dict:
@@ -142,9 +143,7 @@ def _torch_version(torch: dict) -> str:
     for reasons of torch's own, and an API hvdbench calls may have moved."""
     if not torch.get("installed"):
         return _version(torch)
-    tested = f"{TESTED_TORCH[0]} to {TESTED_TORCH[1]}"
-    return torch["version"] + (f" (inside the tested range, {tested})" if torch.get("tested") else
-                               f" (OUTSIDE the tested range, {tested}: hvdbench may break or measure differently)")
+    return range_words(torch["version"])
 
 
 def _probe() -> dict:

@@ -27,6 +27,7 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
+from hvdbench.contracts import BUILD_OPTIONS, undeclared_option
 from hvdbench.errors import ConfigError
 
 FRAMEWORKS = ("torch", "tensorflow")
@@ -402,6 +403,9 @@ def resolve(overrides: dict, config_file: str | Path | None = None, layout: dict
     return cfg
 
 
+MAX_COUNT = 2**31 - 1  # the largest whole-number option (steps, chunks, batch, seeds): a signed 32-bit int
+
+
 def check_ranges(cfg: TrainConfig) -> None:
     """The limits of single keys, whatever the rest of the run (also checked on a sweep config's
     layout settings when it is loaded): ConfigError naming the key and the value."""
@@ -421,6 +425,10 @@ def check_ranges(cfg: TrainConfig) -> None:
                 "prefetch"):
         if getattr(cfg, key) < 0:
             raise ConfigError(f"{key} must not be negative, got {getattr(cfg, key)}")
+    for f in fields(TrainConfig):  # a count past 32 bits is no run's, and overflows where torch takes it
+        value = getattr(cfg, f.name)
+        if isinstance(value, int) and not isinstance(value, bool) and value > MAX_COUNT:
+            raise ConfigError(f"{f.name} must be at most {MAX_COUNT}, got {value}")
     for f in fields(TrainConfig):  # nan and inf pass every comparison below but mean nothing
         value = getattr(cfg, f.name)
         if isinstance(value, float) and not math.isfinite(value):
@@ -480,10 +488,11 @@ def validate(cfg: TrainConfig, spec) -> None:
               and not (name == "compile" and cfg.compile == "auto")]  # auto: nothing where nothing compiles
     if levers and cfg.framework != "torch":
         raise ConfigError(f"{', '.join(levers)}: levers of the PyTorch trainer; --framework {cfg.framework} has none")
-    # Here, not only when the network is built: a sweep refuses it before launching any run.
-    if cfg.attention != "mask" and "attention" not in spec.build_parameters(cfg.framework):
-        raise ConfigError(f"--attention {cfg.attention}: {cfg.model}'s network has no attention to choose "
-                          "(BERT's has)")
+    # Here, not only when the network is built: a sweep refuses them before launching any run.
+    if any(getattr(cfg, name) != TrainConfig.__dataclass_fields__[name].default for name in BUILD_OPTIONS):
+        refused = undeclared_option(cfg, spec.build_parameters(cfg.framework))
+        if refused:
+            raise ConfigError(refused)
     if cfg.compile == "reduce-overhead" and cfg.attention == "varlen":
         raise ConfigError("--compile reduce-overhead replays the step's kernels as CUDA graphs, which needs a static "
                           "step; --attention varlen's sizes change with every batch (--attention mask is static)")

@@ -69,3 +69,13 @@ def test_links_refuses_one_rank_and_bad_sizes_before_writing(tmp_path, monkeypat
         assert result.exit_code == 2 and "Invalid value for '--sizes': " in result.stderr, result.output
         assert said in result.stderr, result.stderr
     assert not out.exists()
+
+
+def test_a_budget_that_is_no_number_is_refused_naming_the_option(tmp_path):
+    """Issue 57 case 10: `bench links --budget-s inf|nan` passed the option check and failed on every rank."""
+    for command in ("links", "compute"):
+        for value in ("inf", "nan"):
+            result = bench(command, "--budget-s", value, "--out", tmp_path / command)
+            assert result.exit_code == 2, result.output
+            assert f"Invalid value for '--budget-s': {value!r} is not a finite number." in result.stderr, result.stderr
+            assert not (tmp_path / command).exists()

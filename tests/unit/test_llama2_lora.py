@@ -143,6 +143,19 @@ def test_the_memory_check_counts_the_frozen_base_and_names_the_flavor_that_fits(
     memory.check_fits(SPEC, SimpleNamespace(**{**vars(run), "flavor": "debug"}), local_ranks=1, available=16 * 10**9)
 
 
+def test_the_70b_layer_flavor_is_refused_on_a_cpu_for_its_activations():
+    """Issue 57 case 13: 70b-4l on a 24 GB CPU machine was not refused (its 7.9 GB base fits, its 8,192-token
+    rows' activations were not counted) and printed nothing for minutes."""
+    from hvdbench.train import memory
+
+    run = SimpleNamespace(flavor="70b-4l", framework="torch", batch_per_gpu=1, precision="bf16", optimizer="adamw",
+                          engine="horovod")
+    assert memory.estimate(SPEC, "70b-4l", "torch", 1, "bf16", "adamw").fixed < 24 * 10**9  # the base alone fits
+    with pytest.raises(ConfigError, match=r"^llama2_lora/70b-4l \(torch, horovod\) needs ~2\d\.\d GB for batch 1 per "
+                                          r"rank, and this machine has 24.0 GB available per rank"):
+        memory.check_fits(SPEC, run, local_ranks=1, available=24 * 10**9)
+
+
 # --- the network ----------------------------------------------------------------------------------
 
 def test_fused_qkv_computes_what_transformers_attention_computes():

@@ -20,6 +20,7 @@ import time
 
 import torch
 
+from hvdbench.contracts import BUILD_OPTIONS, undeclared_option
 from hvdbench.contracts import engines as registry
 from hvdbench.errors import ConfigError
 from hvdbench.frameworks.torch import fp8
@@ -79,17 +80,12 @@ def init_dist(threads: int = 0, share: int = 0, engine: str = "horovod"):
 
 
 # What the trainer hands a model's `build` beyond the data's info keys: keyword -> the Dist attribute,
-# and the TrainConfig fields a network may take -> what a network that does not take them lacks (said
-# when one is set for it).
+# and the run options a network may take (contracts.BUILD_OPTIONS).
 RUN_KEYWORDS = {"rank": "rank", "world": "size"}
-LLMS = "llama31_8b's, gpt_oss_20b's and llama2_lora's base have"
-CONFIG_KEYWORDS = {"attention": "has no attention to choose (BERT's has)",
-                   "activation_checkpointing": f"has no decoder layers to recompute ({LLMS})",
-                   "loss_chunks": f"has no vocabulary loss to chunk ({LLMS})"}
 
 
 def run_keywords(build, dist, cfg=None) -> dict:
-    """This process's Horovod `rank` and the `world` size, and the CONFIG_KEYWORDS of `cfg`, for the
+    """This process's Horovod `rank` and the `world` size, and the BUILD_OPTIONS (contracts) of `cfg`, for the
     ones `build` declares as named parameters (hvdbench/contracts/spec.py's TorchModel): a model that
     seeds a random stream per rank reads its rank there, not from the launcher. A `**kwargs`
     catch-all does not declare them, so a build that does not ask is called as before; a config
@@ -97,13 +93,11 @@ def run_keywords(build, dist, cfg=None) -> dict:
     declared = inspect.signature(build).parameters
     named = {name for name, p in declared.items()
              if p.kind in (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)}
-    if cfg is not None:
-        defaults = type(cfg).__dataclass_fields__
-        for name, lacks in CONFIG_KEYWORDS.items():
-            if name not in named and getattr(cfg, name) != defaults[name].default:
-                raise ConfigError(f"--{name.replace('_', '-')} {getattr(cfg, name)}: {cfg.model}'s network {lacks}")
+    refused = undeclared_option(cfg, named) if cfg is not None else None
+    if refused:
+        raise ConfigError(refused)
     return {**{name: getattr(dist, attr) for name, attr in RUN_KEYWORDS.items() if name in named},
-            **{name: getattr(cfg, name) for name in CONFIG_KEYWORDS if cfg is not None and name in named}}
+            **{name: getattr(cfg, name) for name in BUILD_OPTIONS if cfg is not None and name in named}}
 
 
 def param_groups(model, cfg) -> list[dict]:

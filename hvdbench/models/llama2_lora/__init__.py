@@ -186,7 +186,14 @@ SPEC = ModelSpec(
     # 2.71 GB) and extended to all layers by the per-layer step, one checkpointed layer input
     # (8,192 x hidden in bf16: 67 MB, 84 MB). A whole 7b step takes ~20 min on 2 cores, so
     # benchmarks/bench_memory.py's full runs were not made.
-    memory_per_sample={"7b": {"torch": 4_250_000_000}, "13b": {"torch": 5_900_000_000}},
+    # 70b's layer shape is not measured here (a CPU builds its 4-layer flavor for minutes): 7b's one
+    # layer of full activations (2.15 GB) doubled for twice the width and twice the heads (attention
+    # scores grow with the heads, the rest with the width), 4.3 GB a layer; 70b-4l keeps all 4 layers'
+    # (nothing recomputed), 70b one layer's plus 80 checkpointed inputs (8,192 x 8,192 in bf16: 134 MB).
+    # An estimate that errs towards "does not fit", as the measured ones do for bf16: a CPU refuses
+    # 70b-4l's 8,192-token rows in one line instead of paging for minutes (issue 57 case 13).
+    memory_per_sample={"7b": {"torch": 4_250_000_000}, "13b": {"torch": 5_900_000_000},
+                       "70b-4l": {"torch": 4 * 4_300_000_000}, "70b": {"torch": 4_300_000_000 + 80 * 134_000_000}},
     prepare_commands=("hvdbench.models.llama2_lora.cli:lm_base", "hvdbench.models.llama2_lora.cli:summaries"),
     refuse=refuse,  # 70b under horovod or ddp, for train, sweep and study alike
     build_on_meta=("70b",),
