@@ -183,16 +183,24 @@ def _parse_rows(data: bytes, cls: type[R], path: Path) -> tuple[list[R], list[st
         if header is None:
             return [], []
         _check_header(header, cls, path)
-        rows, warned = [], []
+        # The names as the record's fields hold them: a call's keywords are matched by identity
+        # before equality, and a row's 90 cells given as keywords under other strings of the
+        # same names took longer to match than to read (CsvRecord.from_row).
+        header = [sys.intern(name) for name in header]
+        rows, warned, width, prefix = [], [], len(header), f"{path}:"
+        in_order = header == cls.columns()  # the cells are the record's columns in order: no dict per row
         for cells in reader:
-            where = f"{path}:{reader.line_num}"
             if not cells:
                 continue  # a blank line
-            if len(cells) != len(header):
-                raise StoreError(f"{where}: {len(cells)} cell(s), the header has {len(header)} columns "
+            where = f"{prefix}{reader.line_num}"
+            if len(cells) != width:
+                raise StoreError(f"{where}: {len(cells)} cell(s), the header has {width} columns "
                                  "(a truncated or edited row)")
-            rows.append(cls.from_row(dict(zip(header, cells)), where=where))
-            warned += [f"{where}: {said}" for said in rows[-1].clear_impossible()]
+            row = cls.from_cells(cells, where) if in_order else cls.from_row(dict(zip(header, cells)), where)
+            said = row.clear_impossible()
+            if said:
+                warned += [f"{where}: {text}" for text in said]
+            rows.append(row)
         return rows, warned
     except csv.Error as e:
         raise StoreError(f"{path}:{reader.line_num}: not valid CSV ({e})") from None
@@ -257,7 +265,7 @@ def load_sweeps(paths, notes: list | None = None) -> list[LoadedRun]:
         if not store.is_file():
             raise SchemaError(f"{store}: no such run store (a sweep folder holds runs.csv)")
         try:
-            rows = read_runs(store)
+            rows = read_rows(store, LoadedRun, what="run store")
         except SchemaError as e:  # a bad cell value's message may lack the file: add it
             raise (e if str(store) in str(e) else SchemaError(f"{store}: {e}")) from None
         found, warning = sweep_hosts(store.parent / SWEEP_RECORD)
@@ -265,8 +273,10 @@ def load_sweeps(paths, notes: list | None = None) -> list[LoadedRun]:
             notes.append(warning)
         elif warning:
             line(warning, sys.stderr)
-        # not runs.csv columns: one per sweep, from its record
-        runs.extend(_with_devices([LoadedRun.of(row, **found) for row in rows]))
+        for row in rows:  # not runs.csv columns: one per sweep, from its record
+            for name, value in found.items():
+                setattr(row, name, value)
+        runs.extend(_with_devices(rows))
     return runs
 
 
