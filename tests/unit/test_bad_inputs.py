@@ -100,9 +100,10 @@ def good_runs(store: Path) -> Path:
     return store
 
 
-def fake_srun(tmp_path, sleep=0.0) -> Path:
+def fake_srun(tmp_path, sleep=0.0, during: str = "") -> Path:
     """A `srun` for `sweep --launcher srun`: after `sleep` s it writes the worker's result.json into
-    its --out (a success) and appends its --run-id to launched.txt, so a test sees every launch."""
+    its --out (a success) and appends its --run-id to launched.txt, so a test sees every launch; then
+    runs `during` (Python, with `out` the run's folder: what happens to the sweep folder meanwhile)."""
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir(exist_ok=True)
     (bin_dir / "srun").write_text(f"""#!{sys.executable}
@@ -116,7 +117,7 @@ with open({str(tmp_path / "launched.txt")!r}, "a") as f:
 time.sleep({sleep})
 write_result(out / "result.json", RunResult(model="resnet50", world_size=1, nodes=1, gpus_per_node=1,
                                             throughput=10.0, wall_s=0.1))
-""")
+{during}""")
     (bin_dir / "srun").chmod(0o755)
     return bin_dir
 
@@ -647,6 +648,24 @@ def test_a_study_recipe_a_shell_would_run_is_refused_when_the_file_loads(tmp_pat
         one_line_error(proc, f"{study}: models.resnet50.prepare[0]", "is not a command of `hvdbench prepare`")
     assert not (tmp_path / "o").exists() and not (tmp_path / "pwned").exists()
     unchanged(before)
+
+
+# --- 10. issue 54, item 8: the sweep reads runs.csv once ---------------------------------------------
+
+def test_a_sweep_records_a_run_without_reading_the_old_rows_again(tmp_path):
+    """Issue 54, item 8: the sweep reads runs.csv whole once, to plan, then only what is appended
+    after; a row damaged in place while a run trains (its bytes as long as before) does not stop the
+    run's row, and the next whole read (the report) names it."""
+    sweep_dir = good_runs(tmp_path / "sw" / "runs.csv").parent
+    damage = ("store = out.parent / 'runs.csv'\n"
+              "store.write_bytes(store.read_bytes().replace(b',100.0,', b',fast!,', 1))\n")
+    proc = hvd("sweep", "resnet50", "--launcher", "srun", "--hosts", "localhost:1", "--repeats", "2",
+               "--out", sweep_dir, "--", "--synthetic", path_prefix=fake_srun(tmp_path, during=damage))
+    assert proc.returncode == 0 and "2 runs: 2 success" in proc.stdout, proc.stderr
+    assert launched(tmp_path) == ["1x1-r1", "1x1-r2"]
+    lines = (sweep_dir / "runs.csv").read_text().splitlines()
+    assert len(lines) == 1 + 3 + 2 and ",fast!," in lines[1] and lines[-1].startswith("1x1-r2,")
+    one_line_error(hvd("report", sweep_dir), f"{sweep_dir / 'runs.csv'}:2", "column throughput has 'fast!'")
 
 
 # --- the property: random bytes and random edits -------------------------------------------------
