@@ -29,9 +29,11 @@ serialised by .locks/runs.csv.lock (hvdbench.sweep.locks). A run another sweep h
 ("held by another sweep") and awaited after the others: its row is that sweep's, or this sweep runs
 it if that one died first; either way it is counted, so two identical sweeps both exit 0.
 
-runs.csv is read whole once, to plan; then, before each run (under the store's lock), only the rows
-other sweeps appended since (records.store.Store): recording a run costs the same at 10 rows and at
-10,000.
+runs.csv is read whole once, to plan; then, before each run (under the store's lock, which so is
+known to be takeable before anything is launched), only the rows other sweeps appended since
+(records.store.Store): recording a run costs the same at 10 rows and at 10,000. A row that cannot be
+appended after its run is one line naming the run and its folder (the next sweep appends it from
+there without running it again).
 
 The parts: spec (SweepSpec, sweep.json), launch (the one launch path, for runs and benches),
 display (dry run, progress, per-run lines), locks, signals (stopping between rows); their public
@@ -45,6 +47,7 @@ from collections import Counter
 from datetime import datetime, timezone
 from pathlib import Path
 
+from hvdbench.errors import HvdbenchError, StoreError, os_error_line
 from hvdbench.launchers import guard
 from hvdbench.results.records.schema import AllreduceRow, ComputeRow, LinkRow, RunResult
 from hvdbench.results.records.store import ALLREDUCE_CSV, COMPUTE_CSV, LINKS_CSV, Store, read_rows
@@ -131,7 +134,7 @@ def _do_run(spec: SweepSpec, store: Store[RunResult], run: PlannedRun, signals: 
     with locks.claim(spec.out, run.run_id, wait=wait) as claimed:
         if not claimed:
             return HELD  # another sweep process is running it right now
-        with locks.store_lock(spec.out):
+        with locks.store_lock(spec.out):  # taken before the launch: a lock that cannot be taken stops here
             store.refresh()  # the rows a concurrent sweep appended since, read alone
         rows = store.of(run.run_id)
         if len(rows) > seen[run.run_id]:  # a concurrent sweep recorded it since this one planned
@@ -160,10 +163,26 @@ def _do_run(spec: SweepSpec, store: Store[RunResult], run: PlannedRun, signals: 
                 raise
         result = build_result(spec, run, rdir, outcome, started)
         if result is not None:
-            with signals.deferred(), locks.store_lock(spec.out):
-                store.append([result])
-                keep_hardware(spec, rdir)
+            with signals.deferred():
+                _record(spec, store, run, rdir, result)
         return result, False
+
+
+def _record(spec: SweepSpec, store: Store[RunResult], run: PlannedRun, rdir: Path, result: RunResult) -> None:
+    """Append a finished run's row, then keep its hosts' hardware, under the store's lock. A row that
+    cannot be appended is one line naming the run and the folder its result stays in: launch.json
+    there holds the outcome, so the next sweep into the same --out appends the row without running
+    the run again."""
+    try:
+        with locks.store_lock(spec.out):
+            store.append([result])
+    except (OSError, HvdbenchError) as e:
+        why = os_error_line(e) if isinstance(e, OSError) else str(e)
+        raise StoreError(f"run {run.run_id} ended ({result.status}) but its row was not appended to {spec.store} "
+                         f"({why}); its result is in {rdir}: `hvdbench sweep` again with the same --out appends "
+                         "it from there without running it again") from None
+    with locks.store_lock(spec.out):
+        keep_hardware(spec, rdir)
 
 
 def _busy_refusal(spec: SweepSpec, run: PlannedRun, started: str) -> RunResult | None:

@@ -668,6 +668,51 @@ def test_a_sweep_records_a_run_without_reading_the_old_rows_again(tmp_path):
     one_line_error(hvd("report", sweep_dir), f"{sweep_dir / 'runs.csv'}:2", "column throughput has 'fast!'")
 
 
+# --- 11. issue 57: lock files, and a row that cannot be appended after its run ------------------------
+
+@pytest.mark.parametrize("lock", ["runs.csv", "1x1-r1"])
+def test_a_link_planted_at_a_sweep_lock_is_refused_before_anything_runs(tmp_path, victim, lock):
+    """The run's claim and the store's lock are both taken before the launch: a link at either is
+    one line naming it, nothing is launched, and the file it points at keeps its bytes."""
+    sweep_dir = tmp_path / "sw"
+    link = sweep_dir / ".locks" / f"{lock}.lock"
+    link.parent.mkdir(parents=True)
+    link.symlink_to(victim)
+    proc = hvd("sweep", "resnet50", "--launcher", "srun", "--hosts", "localhost:1", "--out", sweep_dir,
+               "--", "--synthetic", path_prefix=fake_srun(tmp_path))
+    one_line_error(proc, link, "is a symbolic link")
+    assert victim.read_text() == "mine\n" and link.is_symlink() and launched(tmp_path) == []
+    assert not (sweep_dir / "runs.csv").exists()
+
+
+def test_a_link_planted_at_the_report_lock_is_refused_and_what_it_points_at_kept(tmp_path, victim):
+    sweep_dir = good_runs(tmp_path / "sw" / "runs.csv").parent
+    out = tmp_path / "report"
+    out.mkdir()
+    (out / ".hvdbench-report.lock").symlink_to(victim)
+    one_line_error(hvd("report", sweep_dir, "--out", out), out / ".hvdbench-report.lock", "is a symbolic link")
+    assert victim.read_text() == "mine\n" and [p.name for p in out.iterdir()] == [".hvdbench-report.lock"]
+
+
+def test_a_row_not_appended_after_its_run_names_the_run_and_its_folder_and_the_next_sweep_appends_it(
+        tmp_path, victim):
+    sweep_dir, rdir = tmp_path / "sw", tmp_path / "sw" / "1x1-r1"
+    args = ("sweep", "resnet50", "--launcher", "srun", "--hosts", "localhost:1", "--out", sweep_dir, "--", "--synthetic")
+    # The lock could be taken before the launch; while the run trains, a link takes its place.
+    plant = (f"lock = out.parent / '.locks' / 'runs.csv.lock'\nlock.unlink(missing_ok=True)\nlock.symlink_to({str(victim)!r})\n")
+    proc = hvd(*args, path_prefix=fake_srun(tmp_path, during=plant))
+    one_line_error(proc, "run 1x1-r1 ended (success) but its row was not appended", sweep_dir / "runs.csv",
+                   "runs.csv.lock is a symbolic link", f"its result is in {rdir}:")
+    assert victim.read_text() == "mine\n" and launched(tmp_path) == ["1x1-r1"]
+    assert (rdir / "result.json").is_file() and not (sweep_dir / "runs.csv").exists()
+    (sweep_dir / ".locks" / "runs.csv.lock").unlink()
+    proc = hvd(*args, path_prefix=fake_srun(tmp_path))
+    assert proc.returncode == 0, proc.stderr
+    [row] = read_runs(sweep_dir / "runs.csv")
+    assert (row.run_id, row.status, row.throughput) == ("1x1-r1", "success", 10.0)
+    assert launched(tmp_path) == ["1x1-r1"]  # appended from its folder, not run again
+
+
 # --- the property: random bytes and random edits -------------------------------------------------
 
 TOKENS = [b"0", b"-1", b"99999999999999999999", "²".encode(), b"\x00", b"\n", b",", b'"', b"nan", b"inf",

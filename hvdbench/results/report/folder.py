@@ -26,10 +26,8 @@ import sys
 import tempfile
 from pathlib import Path, PurePosixPath
 
-from filelock import FileLock, Timeout
-
 from hvdbench.errors import OutputError
-from hvdbench.files import atomic_write_text, file_sha256
+from hvdbench.files import LockFile, atomic_write_text, file_sha256
 from hvdbench.output import line
 from hvdbench.results.render.tables import write_markdown
 
@@ -101,15 +99,13 @@ class owned_folder:  # noqa: N801 (a context manager, used as one: `with owned_f
         self.staged: list[Path] = []
         self.written: list[Path] = []
         self.warnings: list[str] = []
-        self.lock = FileLock(self.out / REPORT_LOCK)
+        self.lock = LockFile(self.out / REPORT_LOCK)
 
     def __enter__(self) -> "owned_folder":
         self.out.mkdir(parents=True, exist_ok=True)
-        try:
-            self.lock.acquire(blocking=False)
-        except Timeout:
+        if not self.lock.acquire(wait=False):
             raise OutputError(f"--out {self.out}: another report is writing into this folder now; "
-                              "give another --out") from None
+                              "give another --out")
         try:
             for old in self.out.glob(STAGING + "*"):  # a report killed midway left it
                 if old.is_dir() and not old.is_symlink():
