@@ -141,16 +141,16 @@ class Store(Generic[R]):
         _explain_impossible(rows)
         self.refresh()
         if self.header is None or self._rewrite:
-            self.header = self.cls.columns()
-            old, self.rows, self._by_id = self.rows, [], defaultdict(list)
-            data = self._csv([*old, *rows], header=True)
+            every, header = [*self.rows, *rows], self.cls.columns()
+            data = _csv(every, header, with_header=True)
             atomic_write_bytes(self.path, data)
             _fsync_dir(self.path.parent)
             st = os.lstat(self.path)
-            self._identity, self._size, self._lines, self._rewrite = (st.st_dev, st.st_ino), 0, 0, False
-            self._added(data, [*old, *rows])
+            self.rows, self._by_id, self.header, self._rewrite = [], defaultdict(list), header, False
+            self._identity, self._size, self._lines = (st.st_dev, st.st_ino), 0, 0
+            self._added(data, every)
             return
-        data = self._csv(rows, header=False)
+        data = _csv(rows, self.header, with_header=False)
         if not self._ends_a_line:
             data = b"\n" + data  # a last line without its end (an edited file): the new rows start a line
         fd = self._open(_APPEND)
@@ -169,14 +169,6 @@ class Store(Generic[R]):
             self._added(data, rows)  # written right after what was read: known without reading it back
         # else another process appended in between (no lock held): the next refresh reads both
 
-    def _csv(self, rows: list[R], header: bool) -> bytes:
-        buf = io.StringIO()
-        writer = csv.DictWriter(buf, fieldnames=self.header, lineterminator="\n")
-        if header:
-            writer.writeheader()
-        writer.writerows(row.to_row() for row in rows)
-        return buf.getvalue().encode()
-
     def _added(self, data: bytes, rows: list[R]) -> None:
         """`data`, holding `rows`, is now the end of what this process knows of the store."""
         self._size += len(data)
@@ -185,6 +177,16 @@ class Store(Generic[R]):
         self.rows += rows
         for row in rows:
             self._by_id[getattr(row, "run_id", "")].append(row)
+
+
+def _csv(rows: list[CsvRecord], columns: list[str], with_header: bool) -> bytes:
+    """The rows' CSV text, their cells in `columns`' order."""
+    buf = io.StringIO()
+    writer = csv.DictWriter(buf, fieldnames=columns, lineterminator="\n")
+    if with_header:
+        writer.writeheader()
+    writer.writerows(row.to_row() for row in rows)
+    return buf.getvalue().encode()
 
 
 def _refuse_link(path: Path) -> None:
@@ -261,10 +263,8 @@ def rescue_rows(name: str, rows: list[CsvRecord]) -> Path | None:
     for folder in (tempfile.gettempdir(), os.getcwd()):
         try:
             fd, tmp = tempfile.mkstemp(prefix=f"{stem or name}-", suffix=f".{ext}" if dot else "", dir=folder)
-            with os.fdopen(fd, "w", newline="") as f:
-                writer = csv.DictWriter(f, fieldnames=type(rows[0]).columns(), lineterminator="\n")
-                writer.writeheader()
-                writer.writerows(row.to_row() for row in rows)
+            with os.fdopen(fd, "wb") as f:
+                f.write(_csv(rows, type(rows[0]).columns(), with_header=True))
             return Path(tmp)
         except OSError:
             continue
