@@ -301,7 +301,9 @@ def corrupt_stores(tmp_path):
         "short row": (b"\n".join([lines[0], lines[1], b",".join(lines[2].split(b",")[:7])]) + b"\n", ":3",
                       "7 cell(s), the header has"),
         "long row": (b"\n".join([lines[0], lines[1] + b",extra"]) + b"\n", ":2", "the header has"),
-        "bad quote": (b"\n".join([lines[0], b'"unterminated' + lines[1]]), ":", "not valid CSV"),
+        # (with its line end: a last line without one that is no row is an append cut short, left out
+        # with a warning: tests/unit/test_run_store.py)
+        "bad quote": (b"\n".join([lines[0], b'"unterminated' + lines[1]]) + b"\n", ":", "not valid CSV"),
         "bad number": (b"\n".join([lines[0], lines[1].replace(b",100.0,", b",fast,", 1)]) + b"\n", ":2",
                        "column throughput has 'fast'"),
     }

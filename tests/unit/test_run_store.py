@@ -94,3 +94,32 @@ def test_the_report_s_reader_reads_each_cell_as_the_row_by_row_parse(tmp_path):
     path.write_text(path.read_text().replace(",3,", ",three,", 1))
     with pytest.raises(SchemaError, match=rf"{path}:3: column slowest_rank has 'three', expected int \| None"):
         load_sweeps([path.parent])
+
+
+def test_a_last_row_an_append_never_finished_is_left_out_and_cut_away_by_the_next(tmp_path, capsys):
+    """An append is one write at the end (not a copy and a rename): a machine that stops inside it leaves
+    a row cut short. The rows before it stay readable (it is named and left out, never the whole store
+    refused), and the next append rewrites the store without it."""
+    path = tmp_path / "runs.csv"
+    for i in (1, 2):
+        append_run(path, run(i))
+    whole = path.read_bytes()
+    path.write_bytes(whole + b"1x1-r3,s,0,resnet50,deb")  # the crash: a third row's first cells
+    assert [r.run_id for r in read_runs(path)] == ["1x1-r1", "1x1-r2"]
+    said = capsys.readouterr().err
+    assert f"warning: {path}:4: a row cut short (no line end, not " in said and "left out" in said
+    store = Store(path, RunResult)
+    assert [r.run_id for r in store.rows] == ["1x1-r1", "1x1-r2"]
+    store.append([run(3)])
+    for i in (1, 2, 3):
+        append_run(tmp_path / "clean.csv", run(i))
+    assert path.read_bytes() == (tmp_path / "clean.csv").read_bytes()  # the cut row gone, the new one after
+    assert [r.run_id for r in read_runs(path)] == ["1x1-r1", "1x1-r2", "1x1-r3"]
+    # A whole last row without its end (an edited file) is a row, not a cut one.
+    path.write_bytes(path.read_bytes().rstrip(b"\n"))
+    assert [r.run_id for r in read_runs(path)] == ["1x1-r1", "1x1-r2", "1x1-r3"]
+    # A cut row in the middle of a store is an edit, and refused naming its line, as before.
+    lines = path.read_bytes().split(b"\n")
+    path.write_bytes(b"\n".join([lines[0], lines[1][:20], *lines[2:]]) + b"\n")
+    with pytest.raises(StoreError, match=f"{path}:2: .* cell\\(s\\), the header has"):
+        read_runs(path)

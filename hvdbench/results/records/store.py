@@ -294,25 +294,28 @@ def _warn(lines: list[str]) -> None:
 def _parse_rows(data: bytes, cls: type[R], path: Path, header: list[str] | None = None,
                 first_line: int = 1) -> tuple[list[str] | None, list[R], list[str]]:
     """(the header, the rows, their warnings unsaid) of a store's bytes (read_rows); with `header`,
-    bytes from after it, whose first line is the file's line `first_line` (Store.refresh)."""
+    bytes from after it, whose first line is the file's line `first_line` (Store.refresh). A last line
+    cut short (an append the machine stopped in) is left out with a warning; the store's next append
+    rewrites it whole without it (Store: a warning read marks it for a rewrite)."""
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as e:
         at = data.count(b"\n", 0, e.start) + first_line
         raise StoreError(f"{path}:{at}: not a CSV text file (byte {e.start} is not UTF-8)") from None
-    reader = csv.reader(io.StringIO(text, newline=""), strict=True)
     before, prefix = first_line - 1, f"{path}:"  # lines of the file before `data`; where a row is
+    text, warned = _without_cut_tail(text, header, f"{prefix}{before + text.count(chr(10)) + 1}")
+    reader = csv.reader(io.StringIO(text, newline=""), strict=True)
     try:
         if header is None:
             header = next(reader, None)
             if header is None:
-                return None, [], []
+                return None, [], warned
             _check_header(header, cls, path)
             # The names as the record's fields hold them: a call's keywords are matched by identity
             # before equality, and a row's 90 cells given as keywords under other strings of the
             # same names took longer to match than to read (CsvRecord.from_row).
             header = [sys.intern(name) for name in header]
-        rows, warned, width = [], [], len(header)
+        rows, width = [], len(header)
         in_order = header == cls.columns()  # the cells are the record's columns in order: no dict per row
         for cells in reader:
             if not cells:
@@ -329,6 +332,25 @@ def _parse_rows(data: bytes, cls: type[R], path: Path, header: list[str] | None 
         return header, rows, warned
     except csv.Error as e:
         raise StoreError(f"{path}:{before + reader.line_num}: not valid CSV ({e})") from None
+
+
+def _without_cut_tail(text: str, header: list[str] | None, where: str) -> tuple[str, list[str]]:
+    """(`text` without a last line cut short, [its warning]): a last line without its end that is not
+    a whole row (not CSV, or not the header's number of cells) is what an append stopped in leaves (the
+    machine crashed, the disk filled); a whole row without its end is an edited file's, and kept. The
+    header itself is never cut: a file of one cut line is refused as it always was."""
+    body, newline, tail = text.rpartition("\n")
+    if not tail or not newline or (header is None and not body):
+        return text, []
+    width = len(header) if header is not None else len(next(csv.reader([body.partition("\n")[0]]), []))
+    try:
+        cells = next(csv.reader([tail], strict=True), [])
+    except csv.Error:
+        cells = None
+    if cells is not None and len(cells) == width:
+        return text, []
+    return body + newline, [f"{where}: a row cut short (no line end, not {width} cells: an append that never "
+                            "finished), left out"]
 
 
 def _check_header(have: list[str], cls: type[CsvRecord], path: Path) -> None:
