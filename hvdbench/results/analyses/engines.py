@@ -17,12 +17,12 @@ import math
 from dataclasses import dataclass
 from pathlib import Path
 
+from hvdbench.contracts.engines import engine_names
 from hvdbench.results.analyses.waterfall import PARTS, mean_parts
 from hvdbench.results.records.rows import SCALING_GROUP, ReportRow, beside
 from hvdbench.results.render.tables import markdown_table, write_table
 from hvdbench.results.stats.aggregate import ScalingRow, device_word, scaling_key
 
-REFERENCE = "horovod"  # the engine the others are compared with, when it ran
 
 
 def _ratio(a: ScalingRow, b: ScalingRow) -> tuple[float | None, float | None]:
@@ -86,7 +86,9 @@ class EngineRow(ReportRow):
 
 def engine_rows(runs, scaling: list[ScalingRow]) -> list[EngineRow]:
     """One row per (group without the engine, layout, engine) where a layout ran under two engines
-    or more; the reference is Horovod where it ran, else the first engine in name order."""
+    or more; the reference is the first of them in the engine registry's order (Horovod where it
+    ran: hvdbench/contracts/engines.py BUILT_IN), engines this install does not have after them in
+    name order."""
     by_place: dict[tuple, dict[str, ScalingRow]] = {}
     for row in scaling:
         if row.engine:
@@ -98,7 +100,8 @@ def engine_rows(runs, scaling: list[ScalingRow]) -> list[EngineRow]:
     for (key, layout), engines in by_place.items():
         if len(engines) < 2:
             continue
-        reference = REFERENCE if REFERENCE in engines else sorted(engines)[0]
+        known = engine_names()
+        reference = min(engines, key=lambda e: (known.index(e) if e in known else len(known), e))
         ordered = sorted(engines, key=lambda e: (e != reference, e))
         mine = {engine: runs_of.get((engines[engine].scaling_key, layout), []) for engine in ordered}
         step = {engine: _step_ms(mine[engine]) for engine in ordered}

@@ -40,8 +40,8 @@ from pathlib import Path
 from hvdbench.results.analyses.waterfall import WaterfallRow
 from hvdbench.results.records.rows import TTT_GROUP, ReportRow, TttGroup, beside
 from hvdbench.results.render.tables import figure_time_unit, markdown_table, pages, write_table
-from hvdbench.results.stats.aggregate import (OLYMPIC_DROP, OLYMPIC_MIN_RUNS, device_word, group_title, system_of,
-                                               where_ran)
+from hvdbench.results.stats.aggregate import (OLYMPIC_DROP, OLYMPIC_MIN_RUNS, TimeToTrainRow, device_word, group_title,
+                                               system_of, where_ran)
 from hvdbench.topology import Layout
 
 
