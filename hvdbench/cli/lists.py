@@ -9,11 +9,25 @@ list had no bound (10,000 predicted layouts ran for minutes); click names the op
 
 from __future__ import annotations
 
+import math
+
 import click
 
 from hvdbench.launchers import SHELL_NAME
 
 MAX_ENTRIES = 256  # layouts, engines, models or GPU counts in one option: more is a runaway script
+
+
+class FiniteRange(click.FloatRange):
+    """click's FloatRange that refuses nan and inf too: both pass any bound (nan compares false with
+    everything, inf is past every minimum) and then fail far from the option, on every rank
+    (`bench links --budget-s inf`)."""
+
+    def convert(self, value, param, ctx):
+        number = super().convert(value, param, ctx)
+        if not math.isfinite(number):
+            self.fail(f"{value!r} is not a finite number.", param, ctx)
+        return number
 
 
 def shown(value: str, limit: int = 60) -> str:

@@ -27,6 +27,24 @@ from hvdbench.errors import ConfigError
 # The framework names of `--framework` and the module each one's network lives in.
 FRAMEWORK_MODULES = {"torch": "torch", "tensorflow": "tf"}
 
+# The run options a network's `build` gets only where it declares them (TorchModel.build), each with
+# what a network that does not declare it lacks: a run that sets one for such a network is refused as
+# its configuration resolves (train/config.validate: a sweep, before any launch), and by the trainer.
+_LLMS = "llama31_8b's, gpt_oss_20b's and llama2_lora's base have"
+BUILD_OPTIONS = {"attention": "has no attention to choose (BERT's has)",
+                 "activation_checkpointing": f"has no decoder layers to recompute ({_LLMS})",
+                 "loss_chunks": f"has no vocabulary loss to chunk ({_LLMS})"}
+
+
+def undeclared_option(cfg, declared: set[str]) -> str | None:
+    """The refusal of a BUILD_OPTIONS field `cfg` sets away from its default for a build that declares
+    only `declared` (its named parameters); None where there is none."""
+    defaults = type(cfg).__dataclass_fields__
+    for name, lacks in BUILD_OPTIONS.items():
+        if name not in declared and getattr(cfg, name) != defaults[name].default:
+            return f"--{name.replace('_', '-')} {getattr(cfg, name)}: {cfg.model}'s network {lacks}"
+    return None
+
 
 @dataclass(frozen=True)
 class RunFacts:

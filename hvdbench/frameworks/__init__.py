@@ -38,22 +38,6 @@ HOROVOD_HOWTO = ("`make setup` builds it into hvdbench's own venv; into an exist
                  "scripts/build_horovod.sh (README: which set-up to choose)")
 
 
-# The PyTorch releases hvdbench is tested on, oldest and newest (minor versions): CI's torch tiers
-# (scripts/test_torch_tier.sh) run these two, `make setup` one between; setup.cfg's torch extra admits
-# this range only (tests/unit/test_hardware.py holds the three together).
-TESTED_TORCH = ("2.11", "2.15")
-
-
-def torch_tested(version: str) -> bool:
-    """Whether a torch version ('2.15.0+cu130', '2.16.0.dev20261101') is inside TESTED_TORCH."""
-    return _minor(TESTED_TORCH[0]) <= _minor(version) <= _minor(TESTED_TORCH[1])
-
-
-def _minor(version: str) -> tuple[int, int]:
-    major, minor = (version.split("+")[0].split(".") + ["0"])[:2]
-    return int(major), int("".join(c for c in minor if c.isdigit()) or 0)
-
-
 def horovod_installed() -> bool:
     """Whether `import horovod` can succeed here, found without importing it (the core stays light)."""
     return importlib.util.find_spec("horovod") is not None

@@ -34,10 +34,12 @@ import numpy as np
 from mlperf_logging.mllog import constants as C
 
 from hvdbench import hardware
+from hvdbench.contracts.engines import get_engine
 from hvdbench.errors import ConfigError, DatasetError, HvdbenchError
 from hvdbench.events import EventLog
 from hvdbench.files import atomic_open, atomic_write_text
-from hvdbench.launchers.launch_info import detect_launcher, launcher_rank
+from hvdbench.launchers.launch_info import SINGLE, detect_launcher, launcher_rank
+from hvdbench.launchers.registry import find_launcher, refusal
 from hvdbench.output import line
 from hvdbench.results.records.schema import new_run_id
 from hvdbench.results.records.store import HARDWARE_JSON
@@ -117,7 +119,7 @@ def _watch_sigterm(cfg, state) -> None:
             pass
         with _REPORTING:
             if state["rank"] == 0:
-                alone = state.get("size", 1) == 1 and detect_launcher() == "single"
+                alone = state.get("size", 1) == 1 and detect_launcher() == SINGLE
                 _report_failure(cfg, state, f"rank 0 on {state['host']}: {STOPPED_ALONE if alone else STOPPED}")
             _exit(1)
 
@@ -177,12 +179,13 @@ def run(cfg: config_mod.TrainConfig, state: dict) -> None:
 
     spec = get_spec(cfg.model)
     flavor_cfg = spec.flavor(cfg.flavor)
+    engine = get_engine(cfg.engine)
     try:  # before the ranks meet: every rank fails the same way (one argv, one install), rank 0 says it
-        if cfg.engine == "horovod" and detect_launcher() == "torchrun":
-            raise ConfigError("torchrun starts torch.distributed ranks, which Horovod cannot join: use --engine ddp "
-                              "or fsdp, or launch --engine horovod with horovodrun, mpirun or srun")
-        if cfg.engine == "horovod":  # TensorFlow's models too: Horovod is their only engine
-            frameworks.require_horovod(f"--engine horovod ({cfg.framework})")
+        refused = refusal(engine, find_launcher(detect_launcher()))
+        if refused:
+            raise ConfigError(refused)
+        if engine.needs_horovod:  # TensorFlow's models too: Horovod is their only engine
+            frameworks.require_horovod(f"--engine {engine.name} ({cfg.framework})")
         fw = frameworks.load(cfg.framework)
         if cfg.horovod_timeline:  # read by Horovod's init: the timeline is then started and stopped by the loop
             os.environ["HOROVOD_TIMELINE"] = "DYNAMIC"
@@ -206,7 +209,7 @@ def run(cfg: config_mod.TrainConfig, state: dict) -> None:
     counts = exact_counts(spec, cfg.flavor)
     if counts:
         _check_host_memory(cfg, spec, dist, *counts)
-    meta = cfg.engine == "fsdp" and (cfg.flavor or spec.default_flavor) in spec.build_on_meta
+    meta = engine.shards_state and (cfg.flavor or spec.default_flavor) in spec.build_on_meta
     trainer = fw.Trainer(cfg, spec.framework_module(cfg.framework), flavor_cfg, info, dist,
                          **({"meta": True} if meta else {}))
     if not counts:
@@ -314,8 +317,8 @@ def _count_compute(record, cfg, spec, kind, trainer, dist) -> None:
     """The record's FLOPs per sample (counted on the meta device: no step of the run is spent) and
     train/memory.py's estimate of one rank's memory, beside which the run's peak is recorded."""
     record.flops_per_sample = trainer.flops_per_sample(spec, cfg.flavor, kind)  # None: not counted
-    est = estimate(spec, cfg.flavor, cfg.framework, cfg.batch_per_gpu, cfg.precision, cfg.optimizer,
-                   trainer.num_trainable(), trainer.num_parameters() - trainer.num_trainable(), cfg.engine, dist.size)
+    trained = trainer.num_trainable()
+    est = estimate(spec, cfg, (trained, trainer.num_parameters() - trained), dist.size)
     record.mem_estimate_gb = est.total / 1e9
 
 

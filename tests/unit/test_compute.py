@@ -82,6 +82,13 @@ def test_device_names_as_torch_and_mlperf_spell_them_find_their_row(name, row):
     assert device_entry(name).name == row
 
 
+@pytest.mark.parametrize("name", ["NVIDIA RTX A1000 6GB Laptop GPU", "NVIDIA RTX A1000", "NVIDIA H1000",
+                                  "NVIDIA GeForce RTX 4090", "AB200 accelerator"])
+def test_a_model_number_inside_a_longer_one_is_not_that_device(name):
+    """Issue 57 case 8: 'A100' was found inside 'RTX A1000' and the laptop GPU got an A100's 312 TFLOP/s."""
+    assert device_entry(name) is None
+
+
 def test_peaks_are_dense_per_precision_and_unknown_devices_have_none():
     assert peak_tflops("NVIDIA H100 80GB HBM3", "bf16") == 989.4  # not the 1979 sparse figure
     assert peak_tflops("NVIDIA H100 80GB HBM3", "fp8") == 1978.9

@@ -124,7 +124,7 @@ def test_interfaces_and_their_rates_come_from_sysfs(tmp_path):
 def test_the_torch_extras_range_is_the_tiers_and_envs_range():
     """setup.cfg's torch extra, CI's two torch tiers, `hvdbench env`'s tested range and the README's
     sentence name the same releases."""
-    from hvdbench.frameworks import TESTED_TORCH
+    from hvdbench.releases import TESTED_TORCH
 
     root = Path(__file__).resolve().parents[2]
     floor, ceiling = re.search(r"^torch =\n    torch>=(\S+),<(\S+)$", (root / "setup.cfg").read_text(),

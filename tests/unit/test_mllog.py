@@ -947,3 +947,33 @@ def test_a_placeholder_org_gives_way_to_the_submitter_folder(tmp_path):
     submission_runs(tmp_path / "Lenovo", "SR675V3_1x8x32x1", (30.0, 31.0, 32.0), org="SUBMISSION_ORG_PLACEHOLDER")
     runs, _ = mllog.load(tmp_path)
     assert {(r.submitter, r.devices) for r in runs} == {("Lenovo", "Lenovo / SR675V3")}
+
+
+@pytest.mark.parametrize("value", [0, -1, 1000, 2.5, "four"])
+def test_an_accumulation_that_is_no_count_is_warned_with_its_line_and_left_out(tmp_path, value):
+    """Issue 57 case 9: gradient_accumulation_steps 0 or -1 was taken as 1 unsaid, and 1000 (past a global
+    batch of 8) passed; it tells accumulation from model parallelism, so a wrong one moves predictions."""
+    from hvdbench.results.mllog.load import load
+
+    lines = mlperf_lines(batch=8)
+    at = next(i for i, text in enumerate(lines) if C.GLOBAL_BATCH_SIZE in text) + 1
+    lines.insert(at, lines[at - 1].replace(f'"{C.GLOBAL_BATCH_SIZE}", "value": 8',
+                                           f'"{C.GRADIENT_ACCUMULATION_STEPS}", "value": {json.dumps(value)}'))
+    assert C.GRADIENT_ACCUMULATION_STEPS in lines[at]
+    path = write(tmp_path / "Org" / "results" / "sys" / "resnet" / "result_0.txt", lines)
+    runs, notes = load(tmp_path)
+    assert [r.accumulation for r in runs] == [1]
+    assert f"warning: {path}:{at + 1}: {C.GRADIENT_ACCUMULATION_STEPS} {value!r} is no count of micro-batches (a whole " \
+           f"number, at least 1, at most the global batch 8): left out" in notes
+
+
+def test_an_accumulation_that_is_a_count_is_read(tmp_path):
+    from hvdbench.results.mllog.load import load
+
+    lines = mlperf_lines(batch=8)
+    at = next(i for i, text in enumerate(lines) if C.GLOBAL_BATCH_SIZE in text) + 1
+    lines.insert(at, lines[at - 1].replace(f'"{C.GLOBAL_BATCH_SIZE}", "value": 8',
+                                           f'"{C.GRADIENT_ACCUMULATION_STEPS}", "value": 4'))
+    write(tmp_path / "Org" / "results" / "sys" / "resnet" / "result_0.txt", lines)
+    runs, notes = load(tmp_path)
+    assert [r.accumulation for r in runs] == [4] and not any("micro-batches" in n for n in notes)

@@ -17,6 +17,7 @@ from mlperf_logging.mllog import constants as C
 from mlperf_logging.mllog.mllog import MLLogger
 
 from hvdbench.cli.predict import predict as predict_cmd
+from hvdbench.linkrate import node_link_rate
 from hvdbench.results import mllog
 from hvdbench.results.analyses import convergence as CV
 from hvdbench.results.analyses.ttt import LayoutParts
@@ -573,19 +574,38 @@ def test_a_step_cost_two_fitted_layouts_cannot_place_widens_the_interval_not_the
 # --- the systems JSON's interconnect: a ring across nodes at each GPU's share of its node's fabric ---------
 
 def test_a_nodes_fabric_is_read_from_the_systems_jsons_host_networking():
-    assert P.node_link_rate("Storage: 2x ConnectX-7 IB NDR 400Gb/s, Compute: 8x ConnectX-7 IB NDR 400Gb/s") \
+    assert node_link_rate("Storage: 2x ConnectX-7 IB NDR 400Gb/s, Compute: 8x ConnectX-7 IB NDR 400Gb/s") \
         == pytest.approx(400e9)  # the compute fabric, not storage: 8 x 50 GB/s
-    assert P.node_link_rate("4x ConnectX-7 IB NDR 400Gb/Sec") == pytest.approx(200e9)
-    assert P.node_link_rate("8x ConnectX-7 IB NDR 400Gb/s + 200Gb/s Ethernet NIC") == pytest.approx(400e9)
-    assert P.node_link_rate("BF3 200Gbps for NS and 2xBF3 400Gbps for EW") == pytest.approx(100e9)
-    assert P.node_link_rate("Management: 1 x 100 Gb / Sec Ethernet, Compute: 8 x ConnectX - 7 IB NDR 400 Gb/s") \
+    assert node_link_rate("4x ConnectX-7 IB NDR 400Gb/Sec") == pytest.approx(200e9)
+    assert node_link_rate("8x ConnectX-7 IB NDR 400Gb/s + 200Gb/s Ethernet NIC") == pytest.approx(400e9)
+    assert node_link_rate("BF3 200Gbps for NS and 2xBF3 400Gbps for EW") == pytest.approx(100e9)
+    assert node_link_rate("Management: 1 x 100 Gb / Sec Ethernet, Compute: 8 x ConnectX - 7 IB NDR 400 Gb/s") \
         == pytest.approx(400e9)
-    assert P.node_link_rate("PCIe gen4 x16, 2 x 200Gbe Ethernet") == pytest.approx(50e9)
+    assert node_link_rate("PCIe gen4 x16, 2 x 200Gbe Ethernet") == pytest.approx(50e9)
     # no rate, or only PCIe figures: nothing to scale by
-    assert P.node_link_rate("Ethernet, Infiniband") is None and P.node_link_rate("") is None
-    assert P.node_link_rate("ROCE2; Data bandwidth for GPU-PCIe: 504 GB/s; PCIe-NIC: 500 GB/s") is None
+    assert node_link_rate("Ethernet, Infiniband") is None and node_link_rate("") is None
+    assert node_link_rate("ROCE2; Data bandwidth for GPU-PCIe: 504 GB/s; PCIe-NIC: 500 GB/s") is None
     assert P.link_rate("NVLINK Gen4 900 GB/s + NVSWITCH Gen3") == pytest.approx(900e9)
     assert P.link_rate("4th Gen NVLINK - 900 GB /Sec") == pytest.approx(900e9) and P.link_rate("XGMI") is None
+
+
+@pytest.mark.parametrize("text", ["3.2 Tb/s total (8x 400Gb/s)", "400Gb/s x 8 ConnectX-7", "8 x 400G NDR",
+                                  "8x ConnectX-7 IB NDR 400Gb/s", "Compute: 8x ConnectX-7 IB NDR",
+                                  "3200 Gb/s", "3.2e3 Gb/s", "8 × 400Gb/s InfiniBand"])
+def test_one_fabric_reads_the_same_however_it_is_spelled(text):
+    """Issue 57 case 7: the first rate times the first count read '3.2 Tb/s total (8x 400Gb/s)' as 8x the
+    fabric, '400Gb/s x 8' as an eighth, '8 x 400G NDR' as nothing: the interval moved with the spelling."""
+    assert node_link_rate(text) == pytest.approx(400e9)
+
+
+def test_a_fabric_of_no_rate_or_an_absurd_one_is_left_out_with_a_word():
+    from hvdbench.linkrate import node_link_reading
+
+    assert node_link_rate("1e3 Gb/s") == pytest.approx(125e9)  # not 3 Gb/s
+    for text in ("0 Gb/s", "8x 0 Gb/s", "1e19 Gb/s"):
+        rate, note = node_link_reading(text)
+        assert rate is None and "which no link carries" in note and "left out" in note, text
+    assert P.link_rate("0 Gb/s") is None and P.link_rate("1e19 GB/s") is None
 
 
 def run_on(nodes, link, intra, model="toy"):

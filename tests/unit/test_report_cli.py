@@ -4,10 +4,10 @@ import csv
 
 import pytest
 from click.testing import CliRunner
-from filelock import FileLock
 from test_stats_aggregate import run, sweep_runs, tta
 
 from hvdbench.cli.main import cli
+from hvdbench.files import LockFile
 from hvdbench.results.records.schema import RunResult
 from hvdbench.results.records.store import append_run
 
@@ -94,7 +94,7 @@ def test_a_report_owns_its_folder(sweep, tmp_path):
     assert str(other) in (out / "summary.md").read_text() and str(sweep) not in (out / "summary.md").read_text()
     # A second report into the folder while one writes there is refused, naming it; nothing changes.
     before = {p.name: p.read_bytes() for p in out.iterdir()}
-    with FileLock(out / ".hvdbench-report.lock"):
+    with LockFile(out / ".hvdbench-report.lock"):
         result = invoke(sweep, "--out", out)
     assert result.exit_code == 1 and result.output == (
         f"Error: --out {out}: another report is writing into this folder now; give another --out\n")

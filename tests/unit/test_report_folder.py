@@ -141,6 +141,25 @@ def test_a_prediction_written_by_predict_survives_the_next_report(tmp_path):
     assert read_record(out)[0]["prediction.csv"]["by"] == "predict"
 
 
+def test_a_report_asked_for_fewer_formats_keeps_the_others_files_and_their_record(sweep, tmp_path):
+    """Issue 57, case 3: `report --format csv` after a full report deletes no summary.md and no PNG
+    (fewer formats asked is not a request to delete the others); the record still proves each file
+    in the folder, and a later report of every format replaces them as before."""
+    out = tmp_path / "r"
+    assert invoke(sweep, "--out", out).exit_code == 0
+    pngs = {rel for rel in listing(out) if rel.endswith(".png")}
+    kept = {rel: (out / rel).read_bytes() for rel in pngs | {"summary.md"}}
+    assert pngs
+    result = invoke(sweep, "--out", out, "--format", "csv")
+    assert result.exit_code == 0, result.output
+    assert {rel: (out / rel).read_bytes() for rel in kept} == kept
+    record = read_record(out)[0]
+    assert set(record) == listing(out) - OWN  # every file there, and only those, proven by the record
+    assert all(folder_module._proven(out, rel, entry) for rel, entry in record.items())
+    assert invoke(sweep, "--out", out).exit_code == 0  # every format again: each replaced, none refused
+    assert pngs <= listing(out) and set(read_record(out)[0]) == listing(out) - OWN
+
+
 def test_an_edited_record_names_nothing_the_report_did_not_write(sweep, tmp_path):
     out = tmp_path / "r"
     out.mkdir()

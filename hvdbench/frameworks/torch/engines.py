@@ -1,5 +1,7 @@
-"""The three ways PyTorch ranks train together (`--engine`), behind one small interface the Trainer
-drives, so the step, the measurement and the evaluation exist once.
+"""The torch implementations of the engines (`--engine`), behind one small interface the Trainer
+drives, so the step, the measurement and the evaluation exist once. Each engine's descriptor
+(hvdbench/contracts/engines.py) names its class here by import path; a package's own engine may
+subclass one of these.
 
     engine = make_engine("fsdp", dist, cfg)
     net = engine.wrap(model, hooks, meta=False)       # what the step calls: net(batch) -> (loss, stats)
@@ -30,6 +32,8 @@ import contextlib
 import inspect
 
 import torch
+
+from hvdbench.contracts import engines as registry
 
 DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
 
@@ -62,15 +66,18 @@ def update(opt, scaler) -> None:
 
 
 class HorovodEngine:
-    name = "horovod"
-    reduces_in_backward = False  # Horovod's synchronize() is a phase of its own
     # --channels-last: Horovod refuses the gradients of channels-last weights ("Tensor is required to be
     # contiguous"), so under it only the images and activations are (benchmarks/gpu/README.md); ddp
     # takes them.
     channels_last_weights = False
 
-    def __init__(self, dist, cfg):
-        self.dist, self.cfg = dist, cfg
+    def __init__(self, dist, cfg, descriptor: registry.Engine):
+        self.dist, self.cfg, self.descriptor = dist, cfg, descriptor
+
+    @property
+    def reduces_in_backward(self) -> bool:
+        """Whether backward returns with the gradients reduced (the descriptor says; the Trainer's probe asks)."""
+        return self.descriptor.reduces_in_backward
 
     def wrap(self, model, hooks, meta: bool = False):
         return LossModule(model, hooks.loss_and_stats)
@@ -107,8 +114,6 @@ class HorovodEngine:
 
 
 class DdpEngine(HorovodEngine):
-    name = "ddp"
-    reduces_in_backward = True
     channels_last_weights = True
 
     def wrap(self, model, hooks, meta: bool = False):
@@ -161,7 +166,6 @@ class DdpEngine(HorovodEngine):
 
 
 class FsdpEngine(DdpEngine):
-    name = "fsdp"
     # fully_shard refuses them too ("FSDP does not support non-contiguous parameters yet", torch 2.13)
     channels_last_weights = False
 
@@ -224,8 +228,7 @@ def broadcast_from_rank0(net, parameters: bool = True) -> None:
             tdist.broadcast(t.data, src=0)
 
 
-ENGINES = {"horovod": HorovodEngine, "ddp": DdpEngine, "fsdp": FsdpEngine}
-
-
 def make_engine(name: str, dist, cfg):
-    return ENGINES[name](dist, cfg)
+    """The torch engine `--engine name` trains with: the class its descriptor names."""
+    descriptor = registry.get_engine(name)
+    return registry.load(descriptor.torch)(dist, cfg, descriptor)

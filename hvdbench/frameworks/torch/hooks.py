@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 import torch
 
+from hvdbench.contracts import engines as registry
 from hvdbench.errors import ConfigError
 from hvdbench.frameworks.torch.recipe import fused
 from hvdbench.frameworks.trainer import hooks_of
@@ -22,9 +23,9 @@ from hvdbench.frameworks.trainer import hooks_of
 # cfg.optimizer -> the optimizer over parameter groups (a model may bring its own: make_optimizer).
 OPTIMIZERS = {
     # torch's fused SGD has no rule for FSDP2's sharded (DTensor) parameters (aten._fused_sgd_, torch
-    # 2.13): under fsdp SGD keeps its multi-tensor update. Fused Adam and AdamW have one.
+    # 2.13): under an engine that shards them SGD keeps its multi-tensor update. Fused Adam and AdamW have one.
     "sgd": lambda groups, cfg: torch.optim.SGD(groups, lr=cfg.lr, momentum=cfg.momentum,
-                                               **(fused(cfg) if cfg.engine != "fsdp" else {})),
+                                               **(fused(cfg) if not registry.get_engine(cfg.engine).shards_state else {})),
     "adamw": lambda groups, cfg: torch.optim.AdamW(groups, lr=cfg.lr, betas=(0.9, 0.999), eps=1e-6, **fused(cfg)),
     "adam": lambda groups, cfg: torch.optim.Adam(groups, lr=cfg.lr, betas=(0.9, 0.999), eps=1e-8, **fused(cfg)),
 }

@@ -15,12 +15,13 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-import importlib
 import inspect
 import time
 
 import torch
 
+from hvdbench.contracts import BUILD_OPTIONS, undeclared_option
+from hvdbench.contracts import engines as registry
 from hvdbench.errors import ConfigError
 from hvdbench.frameworks.torch import fp8
 from hvdbench.frameworks.torch.data import DeviceBatches
@@ -58,33 +59,24 @@ def compile_mode(requested: str, device: torch.device) -> str:
     return requested
 
 
-# --engine -> (module, class) of its Dist: the one place the engine picks it. Horovod is optional (ddp
-# and fsdp run where it was never built), so a Dist's module, and horovod.torch with dist.py, is
-# imported only when its engine is asked for.
-DISTS = {"horovod": ("hvdbench.frameworks.torch.dist", "Dist"),
-         "ddp": ("hvdbench.frameworks.torch.process_group", "TorchDist"),
-         "fsdp": ("hvdbench.frameworks.torch.process_group", "TorchDist")}
 
 
 def init_dist(threads: int = 0, share: int = 0, engine: str = "horovod"):
-    """Horovod's Dist for --engine horovod; a torch.distributed process group for ddp/fsdp (the worker
-    refuses --engine horovod first, in one line, where Horovod is not installed)."""
-    module, name = DISTS[engine]
-    return getattr(importlib.import_module(module), name)(threads, share)
+    """The Dist the engine's descriptor names (Engine.dist): Horovod's for --engine horovod, a
+    torch.distributed process group for ddp/fsdp. Horovod is optional (ddp and fsdp run where it was
+    never built), so a Dist's module, and horovod.torch with dist.py, is imported only when its
+    engine is asked for (the worker refuses --engine horovod first, in one line, where Horovod is not
+    installed)."""
+    return registry.load(registry.get_engine(engine).dist)(threads, share)
 
 
 # What the trainer hands a model's `build` beyond the data's info keys: keyword -> the Dist attribute,
-# and the TrainConfig fields a network may take -> what a network that does not take them lacks (said
-# when one is set for it).
+# and the run options a network may take (contracts.BUILD_OPTIONS).
 RUN_KEYWORDS = {"rank": "rank", "world": "size"}
-LLMS = "llama31_8b's, gpt_oss_20b's and llama2_lora's base have"
-CONFIG_KEYWORDS = {"attention": "has no attention to choose (BERT's has)",
-                   "activation_checkpointing": f"has no decoder layers to recompute ({LLMS})",
-                   "loss_chunks": f"has no vocabulary loss to chunk ({LLMS})"}
 
 
 def run_keywords(build, dist, cfg=None) -> dict:
-    """This process's Horovod `rank` and the `world` size, and the CONFIG_KEYWORDS of `cfg`, for the
+    """This process's Horovod `rank` and the `world` size, and the BUILD_OPTIONS (contracts) of `cfg`, for the
     ones `build` declares as named parameters (hvdbench/contracts/spec.py's TorchModel): a model that
     seeds a random stream per rank reads its rank there, not from the launcher. A `**kwargs`
     catch-all does not declare them, so a build that does not ask is called as before; a config
@@ -92,13 +84,11 @@ def run_keywords(build, dist, cfg=None) -> dict:
     declared = inspect.signature(build).parameters
     named = {name for name, p in declared.items()
              if p.kind in (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)}
-    if cfg is not None:
-        defaults = type(cfg).__dataclass_fields__
-        for name, lacks in CONFIG_KEYWORDS.items():
-            if name not in named and getattr(cfg, name) != defaults[name].default:
-                raise ConfigError(f"--{name.replace('_', '-')} {getattr(cfg, name)}: {cfg.model}'s network {lacks}")
+    refused = undeclared_option(cfg, named) if cfg is not None else None
+    if refused:
+        raise ConfigError(refused)
     return {**{name: getattr(dist, attr) for name, attr in RUN_KEYWORDS.items() if name in named},
-            **{name: getattr(cfg, name) for name in CONFIG_KEYWORDS if cfg is not None and name in named}}
+            **{name: getattr(cfg, name) for name in BUILD_OPTIONS if cfg is not None and name in named}}
 
 
 class PhaseTimer:

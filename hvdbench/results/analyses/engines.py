@@ -16,12 +16,12 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
+from hvdbench.contracts.engines import engine_names
 from hvdbench.results.analyses.waterfall import PARTS, mean_parts
 from hvdbench.results.records.schema import ENGINE_COLUMNS, SCALING_GROUP
 from hvdbench.results.render.tables import markdown_table, write_table
 from hvdbench.results.stats.aggregate import device_word, scaling_key
 
-REFERENCE = "horovod"  # the engine the others are compared with, when it ran
 _KEY = tuple(k for k in SCALING_GROUP if k != "engine")
 
 
@@ -38,7 +38,9 @@ def _ratio(a: dict, b: dict) -> tuple[float | None, float | None]:
 
 def engine_rows(runs, scaling: list[dict]) -> list[dict]:
     """One row per (group without the engine, layout, engine) where a layout ran under two engines
-    or more; the reference is Horovod where it ran, else the first engine in name order."""
+    or more; the reference is the first of them in the engine registry's order (Horovod where it
+    ran: hvdbench/contracts/engines.py BUILT_IN), engines this install does not have after them in
+    name order."""
     by_place: dict[tuple, dict[str, dict]] = {}
     for row in scaling:
         if row.get("engine"):
@@ -47,7 +49,8 @@ def engine_rows(runs, scaling: list[dict]) -> list[dict]:
     for (key, layout), engines in by_place.items():
         if len(engines) < 2:
             continue
-        reference = REFERENCE if REFERENCE in engines else sorted(engines)[0]
+        known = engine_names()
+        reference = min(engines, key=lambda e: (known.index(e) if e in known else len(known), e))
         for engine in sorted(engines, key=lambda e: (e != reference, e)):
             row = engines[engine]
             group = dict(zip(SCALING_GROUP, (*key[:4], engine, *key[4:])))

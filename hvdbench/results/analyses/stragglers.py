@@ -23,8 +23,8 @@ once, above the tables.
 
 Published MLPerf logs carry no per-rank times: their layouts are counted, never guessed at. Under
 fsdp a rank's compute holds the parameter all-gathers of its forward and backward, where a fast rank
-waits for a slow one: a straggler's delay shows on every rank, so fsdp layouts get their table and no
-straggler named (ENTANGLED).
+waits for a slow one: a straggler's delay shows on every rank, so fsdp layouts (an engine whose
+descriptor says Engine.compute_waits_for_peers) get their table and no straggler named.
 """
 
 from __future__ import annotations
@@ -34,6 +34,7 @@ import statistics
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from hvdbench.contracts.engines import waits_for_peers
 from hvdbench.results.records.schema import SCALING_GROUP, STRAGGLER_COLUMNS, STRAGGLER_HOST_COLUMNS
 from hvdbench.results.render.tables import markdown_table, write_table
 from hvdbench.results.stats.aggregate import scaling_key, stats
@@ -41,8 +42,6 @@ from hvdbench.results.stats.aggregate import scaling_key, stats
 # The least excess over the others' median that names a straggler: below it, two ranks of one machine
 # differ by scheduling and clocks alone (with one run there is no spread to measure it by).
 FLOOR = 0.05
-# Engines whose per-rank compute includes waiting for the other ranks (fsdp's parameter all-gathers).
-ENTANGLED = ("fsdp",)
 
 
 @dataclass
@@ -74,7 +73,7 @@ def _judge(ratios: list[float], engine: str, spread: float) -> tuple[float | Non
     if s.mean is None:
         return None, None, threshold, False
     stands_out = s.mean - (s.two_sigma or 0.0) - 1.0 > FLOOR
-    return s.mean, s.two_sigma, threshold, min(ratios) - 1.0 > threshold and stands_out and engine not in ENTANGLED
+    return s.mean, s.two_sigma, threshold, min(ratios) - 1.0 > threshold and stands_out and not waits_for_peers(engine)
 
 
 def _layout_rows(key: tuple, layout: str, runs: list) -> tuple[list[dict], list[dict]]:
@@ -158,10 +157,12 @@ def stragglers(runs) -> Stragglers:
     if published:
         found.notes.append(f"{len(published)} multi-rank layout(s) come from published MLPerf logs, which carry no "
                            "per-rank times: whether a rank or host held them back cannot be said from them")
-    if any(key[SCALING_GROUP.index("engine")] in ENTANGLED for key, _ in layouts):
-        found.notes.append("under fsdp each rank's compute includes the parameter all-gathers of its forward and "
-                           "backward, where a fast rank waits for a slow one: its table is shown, and no straggler "
-                           "named from it")
+    entangled = sorted({key[SCALING_GROUP.index("engine")] for key, _ in layouts
+                        if waits_for_peers(key[SCALING_GROUP.index("engine")])})
+    if entangled:
+        found.notes.append(f"under {' and '.join(entangled)} each rank's compute includes waits for the other ranks "
+                           "(fsdp's parameter all-gathers of its forward and backward), where a fast rank waits for a "
+                           "slow one: its table is shown, and no straggler named from it")
     if partial:
         found.notes.append(f"{partial} run(s) have per-rank times of only some ranks (a partial ranks.csv): "
                            "their rows are marked partial, and the missing ranks are not guessed")

@@ -44,6 +44,7 @@ import statistics
 import textwrap
 from pathlib import Path
 
+from hvdbench.contracts.engines import waits_for_peers
 from hvdbench.results.records.schema import SCALING_GROUP, WATERFALL_COLUMNS
 from hvdbench.results.render.tables import markdown_table, pages, write_table
 from hvdbench.results.stats.aggregate import group_title, scaling_key, where_ran
@@ -57,7 +58,7 @@ def rank0_wait(r) -> float | None:
     its comm_s), from the run's per-rank times; 0 for one rank; None without per-rank times."""
     if (r.world_size or 1) < 2:
         return 0.0
-    if r.engine == "fsdp":  # its compute holds the all-gathers' waits for the others (stragglers.ENTANGLED)
+    if waits_for_peers(r.engine):  # its compute holds the waits for the others (fsdp's all-gathers)
         return None
     timed = {x.rank: x.compute_s for x in r.ranks if x.compute_s is not None}
     if 0 not in timed or len(timed) < 2:

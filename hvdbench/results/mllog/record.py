@@ -17,6 +17,7 @@ from pathlib import Path
 
 from mlperf_logging.mllog import constants as C
 
+from hvdbench.linkrate import node_link_reading
 from hvdbench.results.mllog.groups import DEFAULT_GROUP_BY, group_name, group_parts, parse_group_by
 from hvdbench.results.mllog.layouts import locate, resolve_layout
 from hvdbench.results.mllog.summary import TTT_FIELDS, LogSummary
@@ -95,6 +96,9 @@ def to_run_result(s: LogSummary, root: str | os.PathLike, group_by: tuple[str, .
         intra_link=str(where.desc.get("accelerator_interconnect") or s.sysjson.get("accelerator_interconnect")
                        or "").strip(),
         **{name: getattr(s, name) for name in TTT_FIELDS})
+    _, link_note = node_link_reading(record.link) if nodes and nodes > 1 else (None, "")
+    if link_note and warnings is not None:  # a misprinted fabric must not move the predictions silently
+        warnings.append(f"{where.desc_path or path}: host_networking {record.link!r} {link_note}")
     if s.throughput is not None:
         record.throughput = s.throughput
         record.throughput_per_gpu = s.throughput / world if world else None

@@ -52,7 +52,6 @@ predicted / measured, not a speed-up.
 from __future__ import annotations
 
 import math
-import re
 import statistics
 import textwrap
 from dataclasses import dataclass, field
@@ -60,6 +59,7 @@ from pathlib import Path
 
 from hvdbench.errors import ConfigError
 from hvdbench.files import atomic_write_png, atomic_write_text
+from hvdbench.linkrate import link_rate
 from hvdbench.results.analyses.bench_tables import GRADIENT_BYTES_PER_PARAMETER, interpolate, parameters_of
 from hvdbench.results.analyses.waterfall import mean_parts
 from hvdbench.results.predict.fitting import (
@@ -156,49 +156,6 @@ def link_kind(nodes: int) -> str:
 
 
 # --- caveats: what a prediction cannot see ---------------------------------------------------------
-
-# Bits per unit of the rates a link's text may give: tc's (100mbit, 10gbit), and the usual ways of
-# writing a link's speed (200 Gb/s, 100 Gbit/s, 25 GbE, 400Gbe, 10 Gbps, 400 Gb / Sec). Bytes: GB/s, MB/s.
-_PREFIX = {"k": 1e3, "m": 1e6, "g": 1e9, "t": 1e12}
-_RATE = re.compile(r"(\d+(?:\.\d+)?)\s*([kmgtKMGT])(bits?/s|bit|bps|b\s*/\s*(?i:s|sec)|b[eE]|B\s*/\s*(?i:s|sec)|Bps)"
-                   r"(?![A-Za-z])", re.ASCII)
-
-
-def link_rate(text: str) -> float | None:
-    """The rate, in bytes/s each way, of a link's text as a sweep records it: 'emulated veth bridge,
-    100mbit' -> 12.5e6, 'HDR InfiniBand 200 Gb/s' -> 25e9, '25 GbE' -> 3.125e9, '25 GB/s' -> 25e9; None
-    where the text names no rate ('emulated veth bridge, unshaped', 'NVLink'). A lower-case b is bits,
-    an upper-case B bytes (tc's mbit and gbit are bits)."""
-    m = _RATE.search(text or "")
-    if m is None:
-        return None
-    value = float(m.group(1)) * _PREFIX[m.group(2).lower()]
-    return value if m.group(3).startswith("B") else value / 8
-
-
-# A systems JSON's host_networking lists a node's fabrics, each as "8x ConnectX-7 IB NDR 400Gb/s", beside
-# what does not carry the gradients (storage, management, north-south, PCIe figures), in parts split by
-# commas, semicolons, "+" and " and ".
-_FABRIC_PARTS = re.compile(r"[,;+]|\band\b")
-_NOT_COMPUTE = re.compile(r"storage|management|\bns\b|pcie|data bandwidth", re.IGNORECASE)
-_COUNT = re.compile(r"(?<![\w.])(\d+)\s*x(?=\s|[A-Z])")  # '8x ConnectX', '2xBF3', '8 x ConnectX', not 'x16'
-
-
-def node_link_rate(text: str) -> float | None:
-    """Bytes/s each way one node's compute fabric carries, from a systems JSON's host_networking:
-    of its parts (_FABRIC_PARTS) that name a rate and not storage, management or PCIe, the largest
-    count x rate ('Storage: 2x ConnectX-7 IB NDR 400Gb/s, Compute: 8x ConnectX-7 IB NDR 400Gb/s' ->
-    8 x 50e9 = 400e9; '4x ConnectX-7 IB NDR 400Gb/s + 200Gb/s Ethernet NIC' -> 200e9); None where no
-    part names one ('Ethernet, Infiniband')."""
-    rates = []
-    for part in _FABRIC_PARTS.split(text or ""):
-        rate = link_rate(part)
-        if rate is None or _NOT_COMPUTE.search(part):
-            continue
-        count = _COUNT.search(part)
-        rates.append(rate * (int(count.group(1)) if count else 1))
-    return max(rates, default=None)
-
 
 def _this_machine() -> set[str]:
     import socket

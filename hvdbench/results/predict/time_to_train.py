@@ -91,6 +91,7 @@ from typing import NamedTuple
 from hvdbench.contracts import eval_interval as contract_eval_interval
 from hvdbench.errors import ConfigError
 from hvdbench.files import atomic_write_png
+from hvdbench.linkrate import link_rate, node_link_rate
 from hvdbench.results.analyses.convergence import CriticalBatch, fit, rcp_for
 from hvdbench.results.analyses.ttt import LayoutParts, decompose, group_values
 from hvdbench.results.predict.fitting import (
@@ -109,7 +110,7 @@ from hvdbench.results.predict.fitting import (
     rms,
 )
 from hvdbench.results.predict.throughput import FLAGS as THROUGHPUT_FLAGS
-from hvdbench.results.predict.throughput import link_rate, node_link_rate, predict
+from hvdbench.results.predict.throughput import predict
 from hvdbench.results.records.schema import SCALING_GROUP, TTT_GROUP, TTT_PREDICTION_COLUMNS
 from hvdbench.results.render.tables import markdown_table
 

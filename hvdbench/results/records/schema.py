@@ -21,6 +21,7 @@ misread.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import math
 import os
@@ -52,6 +53,7 @@ ADDED_COLUMNS = {2: ("data_s", "compute_s", "comm_s", "update_s", "other_s"),
 # What a column added later reads as in an older row, where empty would be wrong: every run before
 # schema 5 trained under Horovod.
 ADDED_DEFAULTS = {"engine": "horovod"}
+_OLDER_VERSIONS = frozenset(str(v) for v in range(1, SCHEMA_VERSION))  # as their cells read
 
 STATUSES = ("success", "aborted", "failed", "timeout")
 # The RunResult columns a training run measures (hvdbench.train.loop.Measures holds them, with the
@@ -97,20 +99,21 @@ class CsvRecord:
         such cells empty ("not measured") so no table prints them and no statistic overflows. NaN is
         emptied without a word: it has always meant "not measured" (a metric over no samples)."""
         said = []
-        for f in fields(self):
-            value = getattr(self, f.name)
-            if not isinstance(value, float) or isinstance(value, bool):
+        layout, values = _layout(type(self)), vars(self)
+        for name in layout.float_fields:
+            value = values[name]
+            if not isinstance(value, float) or 0.0 <= value <= ABSURD:  # None, an int, or a figure in range
                 continue
             if math.isnan(value):
-                setattr(self, f.name, None)
+                setattr(self, name, None)
                 continue
-            figure = self.FIGURES is None or f.name in self.FIGURES
+            figure = layout.figures is None or name in layout.figures
             why = ("not a finite number" if not math.isfinite(value) else
                    "negative" if figure and value < 0 else
                    f"past {ABSURD:g}, no measurement" if figure and abs(value) > ABSURD else "")
             if why:
-                said.append(f"column {f.name} has {value!r}: {why}, left empty")
-                setattr(self, f.name, None)
+                said.append(f"column {name} has {value!r}: {why}, left empty")
+                setattr(self, name, None)
         return said
 
     @classmethod
@@ -128,32 +131,94 @@ class CsvRecord:
 
     @classmethod
     def from_row(cls, row: dict[str, str], where: str = "row"):
-        missing = [c for c in cls.columns() if c not in row]
-        if missing:
+        """The record of one CSV row (column -> cell), each cell read as its field's type; SchemaError
+        naming `where` and the column for a missing column, another schema version or a bad cell."""
+        layout = _layout(cls)
+        if not row.keys() >= layout.column_set:
+            missing = [c for c in layout.columns if c not in row]
             raise SchemaError(f"{where}: missing column(s) {', '.join(missing)}")
-        if str(row["schema_version"]) != str(cls.SCHEMA_VERSION):
+        if str(row["schema_version"]) != layout.version:
             raise SchemaError(f"{where}: schema_version {row['schema_version']} "
                               f"(this hvdbench reads version {cls.SCHEMA_VERSION})")
+        return cls._from_cells([row[c] for c in layout.columns], where)
+
+    @classmethod
+    def from_cells(cls, cells: list[str], where: str = "row"):
+        """from_row for cells in columns() order (a store whose header is the class's columns: the
+        report's read of runs.csv), without a dict per row; another schema version's row is read
+        by from_row."""
+        layout = _layout(cls)
+        if cells[layout.version_at] != layout.version:
+            return cls.from_row(dict(zip(layout.columns, cells)), where)
+        return cls._from_cells(list(cells), where)
+
+    @classmethod
+    def _from_cells(cls, values: list, where: str):
+        """The record of `values`, the cells in columns() order, each read in place."""
+        layout = _layout(cls)
         try:
-            return cls(**{f.name: _parse(f, row[f.name], where) for f in fields(cls)})
+            for i in layout.floats:
+                cell = values[i]
+                values[i] = None if cell == "" else float(cell)
+            for i in layout.ints:
+                values[i] = int(values[i] or 0)
+            for i in layout.optional_ints:
+                cell = values[i]
+                values[i] = None if cell == "" else int(cell or 0)
+        except ValueError:
+            raise SchemaError(f"{where}: column {layout.columns[i]} has {values[i]!r}, "
+                              f"expected {layout.kinds[layout.columns[i]]}") from None
+        for i in layout.bools:
+            values[i] = values[i] in ("1", "True", "true", "yes")
+        try:
+            # By position where the columns are the leading fields in order (runs.csv's): matching
+            # ninety keywords to their parameters took as long as reading the row.
+            return cls(*values) if layout.positional else cls(**dict(zip(layout.columns, values)))
         except SchemaError as e:  # a check in __post_init__ does not know the file
             if str(e).startswith(where):
                 raise
             raise SchemaError(f"{where}: {e}") from None
 
 
-def _parse(f: dataclasses.Field, cell: str, where: str):
-    kind = str(f.type)
-    try:
-        if kind.startswith("float"):
-            return None if cell == "" else float(cell)
-        if kind.startswith("int"):
-            return None if cell == "" and "None" in kind else int(cell or 0)
-        if kind.startswith("bool"):
-            return cell in ("1", "True", "true", "yes")
-        return cell
-    except ValueError:
-        raise SchemaError(f"{where}: column {f.name} has {cell!r}, expected {kind}") from None
+@dataclass(frozen=True)
+class _Layout:
+    """What reading a CsvRecord class's rows and clearing their impossible cells needs, worked out
+    once per class: dataclasses.fields() recomputed cell by cell, about four times per row, was the
+    whole of the report's cost per run (issue 54, item 8). A column is read by its field's
+    annotation (a string: `from __future__ import annotations`): float ("" is None), int ("" is 0),
+    int | None ("" is None), bool (1/True/true/yes); any other is text, the cell as it is."""
+
+    columns: tuple[str, ...]  # the CSV's columns, in the class's order (its columns())
+    column_set: frozenset[str]
+    version: str  # SCHEMA_VERSION as its cell reads
+    version_at: int  # where schema_version is among the columns
+    # the columns' positions by how they read (the rest are text)
+    floats: tuple[int, ...]
+    ints: tuple[int, ...]
+    optional_ints: tuple[int, ...]
+    bools: tuple[int, ...]
+    positional: bool  # the columns are the leading fields, in order: a record is made from them by position
+    kinds: dict[str, str]  # field -> its annotation, for the line naming a bad cell
+    float_fields: tuple[str, ...]  # every float field (a LoadedRun's too: clear_impossible looks at each)
+    figures: frozenset[str] | None  # FIGURES; None: every float column
+
+
+@functools.cache
+def _layout(cls: type[CsvRecord]) -> _Layout:
+    kinds = {f.name: str(f.type) for f in fields(cls)}
+    columns = tuple(cls.columns())
+
+    def at(kind: str, optional: bool | None = None) -> tuple[int, ...]:
+        return tuple(i for i, c in enumerate(columns) if kinds[c].startswith(kind)
+                     and (optional is None or ("None" in kinds[c]) == optional))
+
+    return _Layout(columns=columns, column_set=frozenset(columns), version=str(cls.SCHEMA_VERSION),
+                   version_at=columns.index("schema_version"), floats=at("float"), ints=at("int", optional=False),
+                   optional_ints=at("int", optional=True), bools=at("bool"),
+                   positional=columns == tuple(kinds)[:len(columns)] and all(
+                       f.init and not f.kw_only for f in fields(cls)[:len(columns)]), kinds=kinds,
+                   float_fields=tuple(name for name, kind in kinds.items() if kind.startswith("float")),
+                   figures=None if cls.FIGURES is None else frozenset(cls.FIGURES))
 
 
 @dataclass
@@ -317,7 +382,7 @@ class RunResult(LayoutFields, _RunIdentity, CsvRecord):
         """A runs.csv row (an empty cell or nan is "not measured", which the report leaves out; the store
         empties an infinite or impossible figure with a warning: CsvRecord.clear_impossible). A row of
         an older schema version reads with the columns added since empty."""
-        if str(row.get("schema_version")) in {str(v) for v in range(1, SCHEMA_VERSION)}:
+        if str(row.get("schema_version")) in _OLDER_VERSIONS:
             added = cls.added_since(int(row["schema_version"]))
             row = {**{c: ADDED_DEFAULTS.get(c, "") for c in added}, **row, "schema_version": str(SCHEMA_VERSION)}
         return super().from_row(row, where)
@@ -390,15 +455,6 @@ class LoadedRun(RunResult):
     def to_row(self) -> dict[str, str]:
         row = super().to_row()
         return {c: row[c] for c in RunResult.columns()}
-
-    @classmethod
-    def from_row(cls, row: dict[str, str], where: str = "row") -> "LoadedRun":
-        return cls.of(RunResult.from_row(row, where))
-
-    @classmethod
-    def of(cls, run: RunResult, **found) -> "LoadedRun":
-        """`run` (a runs.csv row) with what was found beside it."""
-        return cls(**{f.name: getattr(run, f.name) for f in fields(RunResult)}, **found)
 
 
 # --- the bench CSVs ----------------------------------------------------------------------------
