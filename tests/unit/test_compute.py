@@ -17,6 +17,7 @@ import torch  # noqa: E402
 from hvdbench.contracts import get_spec  # noqa: E402
 from hvdbench.frameworks.torch import bench_compute as bcm  # noqa: E402
 from hvdbench.frameworks.torch.flops import count, transformer_formula  # noqa: E402
+from hvdbench.frameworks.trainer import Trainer  # noqa: E402
 from hvdbench.peaks import device_entry, mfu, model_tflops, peak_tflops  # noqa: E402
 from hvdbench.results.analyses import efficiency as rc  # noqa: E402
 from hvdbench.results.records.schema import ComputeRow, LoadedRun, RunResult  # noqa: E402
@@ -121,7 +122,7 @@ class _CpuDist:
 
 
 def test_a_cpu_window_records_resident_memory_and_leaves_energy_empty():
-    figures = tc.ComputeWindow(_CpuDist(), object()).stop(samples=64)
+    figures = tc.ComputeWindow(_CpuDist(), Trainer()).stop(samples=64)  # the base's: no device memory figures
     assert figures["mem_resident_gb"] > 0
     assert not {"energy_j", "energy_j_per_sample", "power_w_per_gpu", "mem_allocated_gb"} & set(figures)
 
@@ -270,7 +271,7 @@ def test_the_gpu_path_maps_the_visible_device_and_reads_the_counter_twice(monkey
     monkeypatch.setattr(pynvml, "nvmlDeviceGetHandleByIndex", lambda i: asked.append(i) or f"gpu{i}")
     monkeypatch.setattr(pynvml, "nvmlDeviceGetTotalEnergyConsumption", lambda handle: next(readings))
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "2,3")
-    figures = tc.ComputeWindow(_GpuDist(), object()).stop(samples=700)
+    figures = tc.ComputeWindow(_GpuDist(), Trainer()).stop(samples=700)
     assert asked == [3]
     assert figures["energy_j"] == 350.0 and figures["energy_j_per_sample"] == 0.5
     assert figures["power_w_per_gpu"] > 0
