@@ -223,7 +223,7 @@ def links(sizes, iters, warmup_iters, repeats, budget_s, out):
 @click.option("--passes", type=int, default=D.IO_PASSES, show_default=True, help="Full reads of the split, each way.")
 @click.option("--seed", type=int, default=D.IO_SEED, show_default=True)
 @click.option("--drop-caches", is_flag=True, help="Drop the page cache before each pass (root).")
-@click.option("--demand", type=float, metavar="SAMPLES_PER_S", help="Samples/s the accelerators consume.")
+@click.option("--demand", type=FiniteRange(), metavar="SAMPLES_PER_S", help="Samples/s the accelerators consume.")
 @click.option("--demand-from", type=click.Path(dir_okay=False), metavar="RESULT_JSON",
               help="Take the demand from a training run's result.json (its throughput).")
 @click.option("--out", required=True, type=click.Path(file_okay=False), help="Folder for bench_io.csv.")

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import click
 
+from hvdbench.cli.lists import FiniteRange
 from hvdbench.cli.writable import writable_out
 
 # Options every prepare command shares (the model folders' cli.py use them too).
@@ -106,7 +107,7 @@ def prepare():
               help="Any size of the kind (its manifest keys), e.g. --info features=8; overrides a shorthand.")
 @click.option("--samples-per-shard", type=click.IntRange(min=1), default=None,
               help="Default: the kind's (1024 images, 32768 bert).")
-@click.option("--val-fraction", type=click.FloatRange(0, 1, max_open=True), default=0.05, show_default=True)
+@click.option("--val-fraction", type=FiniteRange(0, 1, max_open=True), default=0.05, show_default=True)
 @click.option("--seed", type=int, default=0, show_default=True)
 @WORKERS
 @OVERWRITE

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import click
 
-from hvdbench.cli.lists import comma_list
+from hvdbench.cli.lists import FiniteRange, comma_list
 from hvdbench.cli.main import Command
 from hvdbench.cli.sweep_options import sweep_options
 from hvdbench.launchers import CONTROLLERS
@@ -25,7 +25,7 @@ from hvdbench.launchers import CONTROLLERS
               help="Horovod controller under horovodrun (mpirun and srun use MPI).")
 @click.option("--config", "config_name", metavar="NAME|FILE",
               help="Per-layout settings: launch/configs/NAME.yaml (NODESxGPUSxBATCHxACCUM names).")
-@click.option("--kill-grace", type=click.FloatRange(min=0), default=10.0, show_default=True,
+@click.option("--kill-grace", type=FiniteRange(min=0), default=10.0, show_default=True,
               help="Seconds between SIGTERM and SIGKILL when a run is ended.")
 @click.option("--launcher-arg", "launcher_args", multiple=True, metavar="ARG",
               help="Extra launcher argument before the worker, e.g. --launcher-arg=--verbose. Repeatable.")
@@ -39,7 +39,7 @@ from hvdbench.launchers import CONTROLLERS
               help="Also run `hvdbench bench links` once per sweep, over every host given with the most ranks per "
                    "host its layouts use: each pair's bandwidth and latency in OUT/bench_links.csv, a slow pair "
                    "and the host it shares named in the report.")
-@click.option("--require-idle", type=click.FloatRange(min=0), metavar="WAIT_S",
+@click.option("--require-idle", type=FiniteRange(min=0), metavar="WAIT_S",
               help="Before each run, wait up to WAIT_S seconds for this machine (the one the sweep runs "
                    "on: localhost layouts, an emulated cluster) to be idle: other processes using less than "
                    "half a core; a run that finds it busy is not started and is recorded as failed, saying "

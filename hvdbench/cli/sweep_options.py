@@ -15,7 +15,7 @@ from pathlib import Path
 
 import click
 
-from hvdbench.cli.lists import env_pairs, int_list, layout_list, one_line
+from hvdbench.cli.lists import FiniteRange, env_pairs, int_list, layout_list, one_line
 from hvdbench.topology import MAX_SLOTS
 
 
@@ -54,7 +54,7 @@ OPTIONS = (
                  help="horovodrun, mpirun, srun, slurm (sbatch jobs), torchrun, or one a package registers "
                       "[default: a study's, else horovodrun where Horovod is installed, else torchrun (ddp and "
                       "fsdp need no Horovod)]."),
-    click.option("--timeout", type=click.FloatRange(min=1), help="Seconds per run before its processes are "
+    click.option("--timeout", type=FiniteRange(min=1), help="Seconds per run before its processes are "
                  "ended and it is recorded as timeout [default: a study's, else none]."),
     click.option("--env", "env", multiple=True, callback=env_pairs, metavar="KEY=VALUE",
                  help="Set in every run's environment (forwarded to remote ranks). Repeatable."),

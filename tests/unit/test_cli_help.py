@@ -8,6 +8,8 @@ import pytest
 from click.testing import CliRunner
 
 from hvdbench.cli.main import COMMANDS, cli
+from hvdbench.errors import ConfigError
+from hvdbench.train.config import TrainConfig, check_ranges
 
 
 def _all_paths(group: click.Group, ctx: click.Context, prefix=()):
@@ -53,3 +55,31 @@ def test_help_does_not_import_frameworks():
             "print(sorted(m for m in ('torch', 'tensorflow', 'horovod') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
+
+
+def _float_options():
+    ctx = click.Context(cli)
+    for path in _all_paths(cli, ctx):
+        command = cli
+        for name in path:
+            command = command.get_command(click.Context(command), name)
+        for param in command.params:
+            if isinstance(param, click.Option) and isinstance(param.type, click.FloatRange | click.types.FloatParamType):
+                yield path, param
+
+
+def test_no_float_option_takes_nan_or_inf():
+    """Issue 57: click's float types take 'nan' (it compares false with every bound) and 'inf' (past
+    every minimum); `bench links --budget-s inf` then failed on every rank, `prepare ... --val-fraction
+    nan` far from the option. Every float option of every command refuses both where it is parsed."""
+    found = list(_float_options())
+    assert len(found) >= 12, [f"{' '.join(p)} {o.opts[0]}" for p, o in found]  # the sweep's, bench's, prepare's
+    for path, option in found:
+        for text in ("nan", "inf", "-inf"):
+            if path == ("train",):  # its options are TrainConfig's fields: a config file's values meet the same check
+                value = option.type.convert(text, option, None)
+                with pytest.raises(ConfigError, match=f"^{option.name} must be a finite number, got"):
+                    check_ranges(TrainConfig(model="resnet50", **{option.name: value}))
+                continue
+            with pytest.raises(click.BadParameter, match="not a finite number|not in the range"):
+                option.type.convert(text, option, None)

@@ -5,6 +5,7 @@ from pathlib import Path
 
 import click
 
+from hvdbench.cli.lists import FiniteRange
 from hvdbench.cli.prepare import OUT, OVERWRITE, WORKERS, summary
 
 
@@ -19,11 +20,11 @@ from hvdbench.cli.prepare import OUT, OVERWRITE, WORKERS, summary
 @click.option("--lowercase/--cased", default=True, show_default=True)
 @click.option("--max-seq-len", type=int, default=128, show_default=True)
 @click.option("--max-predictions", type=int, default=20, show_default=True)
-@click.option("--masked-lm-prob", type=float, default=0.15, show_default=True)
-@click.option("--short-seq-prob", type=float, default=0.1, show_default=True)
+@click.option("--masked-lm-prob", type=FiniteRange(0, 1, min_open=True, max_open=True), default=0.15, show_default=True)
+@click.option("--short-seq-prob", type=FiniteRange(0, 1), default=0.1, show_default=True)
 @click.option("--dupe-factor", type=int, default=5, show_default=True,
               help="Passes over the text, each with a different masking (MLPerf: 10).")
-@click.option("--val-fraction", type=click.FloatRange(0, 1, max_open=True), default=0.05, show_default=True,
+@click.option("--val-fraction", type=FiniteRange(0, 1, max_open=True), default=0.05, show_default=True,
               help="Share of each file's documents held out for evaluation.")
 @click.option("--seed", type=int, default=12345, show_default=True)
 @WORKERS

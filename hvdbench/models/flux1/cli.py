@@ -5,6 +5,7 @@ from pathlib import Path
 
 import click
 
+from hvdbench.cli.lists import FiniteRange
 from hvdbench.cli.prepare import OUT, OVERWRITE, summary
 
 FOLDER = click.Path(path_type=Path, file_okay=False)
@@ -27,7 +28,7 @@ FILE = click.Path(path_type=Path, dir_okay=False)
 @click.option("--clip-tokenizer", type=FOLDER, help="The CLIP tokenizer's folder when it is not --clip.")
 @click.option("--val-images", type=FOLDER, help="Validation images (MLPerf: the COCO-2014 subset).")
 @click.option("--val-captions", type=FILE, help="Their captions, as --captions (a timestep column is used).")
-@click.option("--val-fraction", type=float, default=0.05, show_default=True,
+@click.option("--val-fraction", type=FiniteRange(0, 1, min_open=True, max_open=True), default=0.05, show_default=True,
               help="Seeded share of the pairs held out for validation when no --val-images is given.")
 @click.option("--size", type=click.IntRange(min=8), default=256, show_default=True,
               help="Images are resized (shorter side, bicubic) and centre-cropped to SIZE x SIZE (MLPerf: 256).")

@@ -3,6 +3,7 @@ line (listed in the SPEC's prepare_commands)."""
 
 import click
 
+from hvdbench.cli.lists import FiniteRange
 from hvdbench.cli.prepare import OUT, OVERWRITE, summary
 
 FILE = click.Path(path_type=str, dir_okay=False)
@@ -17,7 +18,7 @@ FILE = click.Path(path_type=str, dir_okay=False)
 @click.option("--batch", type=click.IntRange(min=1), default=16, show_default=True, help="Windows per step.")
 @click.option("--seq-len", type=click.IntRange(min=8), default=128, show_default=True,
               help="Tokens per window (the corpus end to end, cut into windows).")
-@click.option("--lr", type=click.FloatRange(min=0, min_open=True), default=3e-3, show_default=True,
+@click.option("--lr", type=FiniteRange(min=0, min_open=True), default=3e-3, show_default=True,
               help="Peak learning rate (linear warm-up over the first 5 % of the steps, cosine decay).")
 @click.option("--seed", type=int, default=0, show_default=True)
 @click.option("--threads", type=click.IntRange(min=0), default=1, show_default=True,
@@ -61,7 +62,7 @@ def lm_base(out, vocab_size, steps, batch, seq_len, lr, seed, threads, overwrite
 @click.option("--max-len", type=click.IntRange(min=16), default=256, show_default=True,
               help="Tokens per sequence (the reference: 8192); longer documents are cut at the end, "
                    "summaries never.")
-@click.option("--val-fraction", type=click.FloatRange(0, 1, min_open=True, max_open=True), default=0.1,
+@click.option("--val-fraction", type=FiniteRange(0, 1, min_open=True, max_open=True), default=0.1,
               show_default=True, help="Seeded share of the pairs held out when no --val-src is given.")
 @click.option("--samples-per-shard", type=click.IntRange(min=1), default=16384, show_default=True)
 @click.option("--seed", type=int, default=0, show_default=True)

@@ -3,6 +3,7 @@ SPEC.prepare_commands; gpt_oss_20b trains on the same data)."""
 
 import click
 
+from hvdbench.cli.lists import FiniteRange
 from hvdbench.cli.prepare import OUT, OVERWRITE, WORKERS, summary
 
 
@@ -29,7 +30,7 @@ from hvdbench.cli.prepare import OUT, OVERWRITE, WORKERS, summary
                    "--val-fraction of the first --src's documents.")
 @click.option("--val-sequences", type=click.IntRange(min=1), default=1024, show_default=True,
               help="Validation sequences kept: the first ones, in order (the reference evaluates on 1,024).")
-@click.option("--val-fraction", type=click.FloatRange(0, 1, min_open=True, max_open=True), default=0.1,
+@click.option("--val-fraction", type=FiniteRange(0, 1, min_open=True, max_open=True), default=0.1,
               show_default=True, help="Seeded share of the first source's documents held out without --val-src.")
 @click.option("--strict", is_flag=True,
               help="Fail at the first line that is not a JSON object with a string 'text' (default: count and "

@@ -5,6 +5,7 @@ from pathlib import Path
 
 import click
 
+from hvdbench.cli.lists import FiniteRange
 from hvdbench.cli.prepare import OUT, OVERWRITE, WORKERS, summary
 
 
@@ -15,7 +16,7 @@ from hvdbench.cli.prepare import OUT, OVERWRITE, WORKERS, summary
 @click.option("--size", type=click.IntRange(min=1), default=224, show_default=True,
               help="Output images are SIZE x SIZE (shorter side resized, centre crop).")
 @click.option("--samples-per-shard", type=click.IntRange(min=1), default=1024, show_default=True)
-@click.option("--val-fraction", type=click.FloatRange(0, 1, max_open=True), default=0.05, show_default=True,
+@click.option("--val-fraction", type=FiniteRange(0, 1, max_open=True), default=0.05, show_default=True,
               help="Held out per class when SRC has no val/ folder.")
 @click.option("--strict", is_flag=True, help="Fail on the first unreadable or non-image file instead of skipping it.")
 @click.option("--seed", type=int, default=0, show_default=True, help="Seeds the shuffle of files into shards.")
@@ -39,7 +40,7 @@ def images(src, out, size, samples_per_shard, val_fraction, strict, seed, worker
 @OUT
 @click.option("--size", type=click.IntRange(min=8), default=16, show_default=True,
               help="Upsample 8x8 to SIZE x SIZE (16: the ResNet debug flavor's size, tuned to its target).")
-@click.option("--val-fraction", type=click.FloatRange(0, 1, min_open=True, max_open=True), default=0.2,
+@click.option("--val-fraction", type=FiniteRange(0, 1, min_open=True, max_open=True), default=0.2,
               show_default=True, help="Stratified validation share.")
 @click.option("--samples-per-shard", type=click.IntRange(min=1), default=1024, show_default=True)
 @click.option("--seed", type=int, default=0, show_default=True)

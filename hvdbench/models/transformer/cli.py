@@ -3,6 +3,7 @@ the transformer SPEC's prepare_commands; gnmt trains on the same kind)."""
 
 import click
 
+from hvdbench.cli.lists import FiniteRange
 from hvdbench.cli.prepare import OUT, OVERWRITE, summary
 
 FILE = click.Path(path_type=str, dir_okay=False)
@@ -23,7 +24,7 @@ FILE = click.Path(path_type=str, dir_okay=False)
                    "4000 for the built-in corpus).")
 @click.option("--max-len", type=click.IntRange(min=2), default=128, show_default=True,
               help="Subwords per sentence with EOS; longer pairs are dropped (counted), never cut.")
-@click.option("--val-fraction", type=click.FloatRange(0, 1, min_open=True, max_open=True), default=0.05,
+@click.option("--val-fraction", type=FiniteRange(0, 1, min_open=True, max_open=True), default=0.05,
               show_default=True, help="Seeded share of the pairs held out when no --val-src is given.")
 @click.option("--bucket-samples", type=click.IntRange(min=1), default=128, show_default=True,
               help="Training pairs of similar length written together, the blocks in random order "
