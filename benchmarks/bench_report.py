@@ -1,0 +1,153 @@
+"""What building a report costs once its inputs are read: every section's rows, summary.md's text and
+the CSVs (no PNG), over a large generated sweep and, where given, published MLPerf trees; this tree's
+code against another's (the branch point's: `git archive`), in the same run, ABBA.
+
+    .venv/bin/python benchmarks/bench_report.py                        # 30,000 generated runs, this tree only
+    git archive BASE --prefix=base/ | tar -x -C /tmp/h && \
+    .venv/bin/python benchmarks/bench_report.py --baseline-tree /tmp/h/base --rounds 6 \
+        --mllog ~/training_results_v5.1                               # ratios this / base, per input
+
+Each input is read once per code tree (records/store.py and mllog; not timed here: benches of the store
+time that) and pickled; each round's child process unpickles it and times report.build() (with
+--predict's layouts, so every section has rows), report.text and every table's CSV text. A round is
+one child per tree, in ABBA order; printed: each round's CPU seconds (the process's own: on a shared
+machine wall time mostly measures the neighbours), and per input the median and spread of the ratio
+this / baseline.
+
+Measured 2026-11-28 (load 7-11, 4 rounds, 5,000 generated runs), typed rows against dict rows (efccad0):
+one engine 0.566 against 0.594 CPU-s, ratio median 1.05 (0.82-1.10); two engines 0.715 against 2.240
+CPU-s, ratio 0.32 (0.31-0.39): the engines section found each layout's runs by one pass per row.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import os
+import pickle
+import random
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parents[1]
+LAYOUTS = [(1, 1), (1, 2), (1, 4), (1, 8), (2, 8), (4, 8), (8, 8), (16, 8)]
+
+
+def generated_sweep(folder: Path, runs: int, engines: tuple[str, ...] = ("horovod", "ddp"), seed: int = 0) -> Path:
+    """A runs.csv of `runs` realistic rows: three models, `engines`, two batches, eight layouts,
+    repeats, throughput runs with a step breakdown and some failed, time-to-accuracy runs too."""
+    from hvdbench.results.records.schema import RunResult
+    from hvdbench.topology import Layout
+
+    rng = random.Random(seed)
+    folder.mkdir(parents=True, exist_ok=True)
+    with open(folder / "runs.csv", "w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=RunResult.columns())
+        writer.writeheader()
+        for i in range(runs):
+            model = ("resnet50", "bert", "ncf")[i % 3]
+            engine = engines[(i // 3) % len(engines)]
+            batch = (32, 64)[(i // 6) % 2]
+            nodes, gpus = LAYOUTS[(i // 12) % len(LAYOUTS)]
+            n = nodes * gpus
+            tta = i % 10 == 9
+            ok = rng.random() > 0.05
+            step = 0.1 * (1 + 0.02 * n) * rng.uniform(0.95, 1.05)
+            r = RunResult(run_id=f"r{i}", sweep="big", repeat=i // 96, model=model, flavor="debug", framework="torch",
+                          engine=engine, mode="time_to_accuracy" if tta else "throughput", devices="NVIDIA H100",
+                          batch_per_gpu=batch, global_batch=batch * n, world_size=n, nodes=nodes, gpus_per_node=gpus,
+                          layout=str(Layout(nodes, gpus)), scale="up" if nodes == 1 else "out", hosts=";".join(
+                              f"node{k}" for k in range(nodes)), parameters=25_000_000, steps=50, warmup_steps=10,
+                          status="success" if ok else "failed", error="" if ok else "rank 1 died")
+            if ok and not tta:
+                r.throughput = n * batch / step
+                r.throughput_per_gpu = r.throughput / n
+                r.step_time_mean_s, r.step_time_std_s = step, 0.02 * step
+                r.data_s, r.compute_s, r.comm_s = 0.05 * step, 0.7 * step, 0.15 * step
+                r.update_s, r.other_s = 0.05 * step, 0.05 * step
+            elif ok:
+                r.time_to_train_s = 600 / n ** 0.8 * rng.uniform(0.95, 1.05)
+                r.epochs, r.epochs_to_target, r.time_per_epoch_s = 3.0, 3.0, r.time_to_train_s / 3
+                r.metric_name, r.target, r.final_metric = "accuracy", 0.95, 0.951
+            writer.writerow(r.to_row())
+    return folder
+
+
+def child(tree: str, pickled: str, predict: str) -> None:
+    """Time the report of the pickled inputs with the code of `tree` (printed: seconds)."""
+    sys.path.insert(0, tree)
+    from hvdbench import topology
+    from hvdbench.results import report
+
+    loaded = pickle.loads(Path(pickled).read_bytes())
+    # --predict's layouts as the tree's Options take them (a Layout; before issue 54, an (N, G) tuple)
+    parse = topology.Layout.parse if hasattr(topology.Layout, "parse") else topology.parse_layout
+    layouts = [parse(x) for x in predict.split(",")] if predict else None
+    with tempfile.TemporaryDirectory(prefix="hvdbench-bench-report-") as out:
+        start = time.process_time()
+        built = report.build(loaded, report.Options(predict_layouts=layouts))
+        text = built.text
+        for section in built.sections.values():  # every table's CSV, written as the report writes them
+            section.files(Path(out), ("csv",))
+        print(f"{time.process_time() - start:.4f} {len(text)}")
+
+
+def read(tree: str, inputs: dict, folder: Path) -> dict[str, Path]:
+    """Each input read by `tree`'s code once and pickled (a child process: its own imports)."""
+    paths = {}
+    for name, (sweeps, mllogs) in inputs.items():
+        paths[name] = folder / f"{name}-{Path(tree).name}.pickle"
+        code = ("import pickle, sys; sys.path.insert(0, sys.argv[1]); from hvdbench.results import report; "
+                "open(sys.argv[2], 'wb').write(pickle.dumps(report.load(sys.argv[3].split('|') if sys.argv[3] "
+                "else [], sys.argv[4].split('|') if sys.argv[4] else [])))")
+        subprocess.run([sys.executable, "-c", code, tree, str(paths[name]), "|".join(sweeps), "|".join(mllogs)],
+                       check=True, env={**os.environ, "PYTHONPATH": tree})
+    return paths
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=30_000, help="rows of the generated sweep")
+    parser.add_argument("--mllog", action="append", default=[], help="a published MLPerf tree (repeatable)")
+    parser.add_argument("--baseline-tree", help="another checkout of hvdbench to compare with (e.g. git archive)")
+    parser.add_argument("--rounds", type=int, default=4)
+    parser.add_argument("--predict", default="32x8,64x8")
+    parser.add_argument("--child", nargs=2, metavar=("TREE", "PICKLE"), help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child:
+        child(*args.child, args.predict)
+        return
+    trees = {"this": str(HERE)} | ({"baseline": str(Path(args.baseline_tree).resolve())} if args.baseline_tree else {})
+    with tempfile.TemporaryDirectory(prefix="hvdbench-bench-report-") as tmp:
+        inputs = {f"sweep of {args.runs:,} runs, {' and '.join(engines)}": (
+            [str(generated_sweep(Path(tmp) / "-".join(engines), args.runs, engines))], [])
+            for engines in (("horovod",), ("horovod", "ddp"))}  # two engines: the engines section too
+        inputs |= {f"--mllog {Path(m).name}": ([], [m]) for m in args.mllog}
+        pickled = {tag: read(tree, inputs, Path(tmp)) for tag, tree in trees.items()}
+        times: dict[tuple[str, str], list[float]] = {}
+        for r in range(args.rounds):
+            order = list(trees) if r % 2 == 0 else list(trees)[::-1]  # ABBA
+            for name in inputs:
+                for tag in order:
+                    got = subprocess.run([sys.executable, __file__, "--child", trees[tag], str(pickled[tag][name]),
+                                          "--predict", args.predict], check=True, capture_output=True, text=True,
+                                         env={**os.environ, "PYTHONPATH": trees[tag]})
+                    seconds = float(got.stdout.split()[0])
+                    times.setdefault((name, tag), []).append(seconds)
+                    print(f"round {r + 1} {name}: {tag} {seconds:.3f} CPU-s")
+        for name in inputs:
+            line = f"{name}: this {statistics.median(times[(name, 'this')]):.3f} CPU-s"
+            if "baseline" in trees:
+                ratios = [a / b for a, b in zip(times[(name, "this")], times[(name, "baseline")])]
+                line += (f", baseline {statistics.median(times[(name, 'baseline')]):.3f} CPU-s; this / baseline median "
+                         f"{statistics.median(ratios):.3f} (min {min(ratios):.3f}, max {max(ratios):.3f}, "
+                         f"{len(ratios)} rounds)")
+            print(line)
+
+
+if __name__ == "__main__":
+    main()
