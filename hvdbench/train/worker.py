@@ -14,7 +14,11 @@ other exception is printed once by the rank that raised it, which then exits at 
 shutdown handshake) so that horovodrun/mpirun/srun tear the job down in seconds. A failing rank
 other than 0 leaves a note of its error (OUT/.rank-failures/) before it exits, and rank 0 records
 the first failure of the job, not its own follow-on one (a peer's connection reset); SIGTERM (torchrun
-ends the other ranks at once when one fails) is a failure rank 0 records too, not a silent end.
+and mpirun end the other ranks at once when one fails) is a failure rank 0 records too, not a silent
+end, and the other ranks leave a note of it. A rank that left no note when rank 0 stopped because a
+peer went away is named as the culprit ("rank 1 on n2 stopped without a word (killed: SIGKILL or out of
+memory?)"): a SIGKILL runs no Python. Rank 0 writes the record at once and rewrites it as the notes
+arrive: mpirun's SIGKILL follows its SIGTERM by a second.
 """
 
 from __future__ import annotations
@@ -28,6 +32,7 @@ import sys
 import threading
 import time
 import traceback
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -56,13 +61,21 @@ class AgreedError(HvdbenchError):
     """An error every rank knows about (after an allgather); only rank 0 prints it."""
 
 
-# OUT/.rank-failures/rank<r>.json: a failing rank's own error, written before it exits, so that rank 0
-# records the rank that failed first, not its own follow-on error (Gloo's "Connection reset by peer"
-# when that rank went away). Notes older than this launch's rank 0 are an earlier attempt's.
+# OUT/.rank-failures/rank<r>.json: a failing rank's own error (or the SIGTERM that stopped it), written
+# before it exits, so that rank 0 records the rank that failed first, not its own follow-on error
+# (Gloo's "Connection reset by peer" when that rank went away), and names a rank that left none.
+# Notes older than this launch's rank 0 are an earlier attempt's.
 FAILURE_NOTES = ".rank-failures"
-FIRST_FAILURE_WAIT_S = 1.0  # how long rank 0 looks for another rank's note (a slow shared file system)
+FIRST_FAILURE_WAIT_S = 1.0  # how long rank 0 looks for the other ranks' notes (a slow shared file system)
 STOPPED = "ended by SIGTERM: its launcher stopped the job (another rank failed, or a time limit)"
 STOPPED_ALONE = "ended by SIGTERM"  # a lone `train`: no launcher, no other rank; whoever sent it knows why
+PEER_FAILED = "stopped because another rank failed"  # Horovod's error once a peer is gone
+SILENT = "stopped without a word (killed: SIGKILL or out of memory?)"
+# A rank's error that follows a peer's end rather than causing it: Horovod's and torch.distributed's
+# exception types, and Gloo's tcp transport, which raises a plain RuntimeError (torch 2.13:
+# "[.../gloo/transport/tcp/pair.cc:537] Read error [127.0.0.1]:14737: Connection reset by peer").
+PEER_LOST_TYPES = ("HorovodInternalError", "DistError")
+PEER_LOST_WORDS = ("Connection reset by peer", "Connection closed by peer")
 _REPORTING = threading.Lock()  # one report per rank: the main thread's or the SIGTERM watcher's
 
 
@@ -85,8 +98,8 @@ def main(cfg: config_mod.TrainConfig) -> None:
         _REPORTING.acquire()
         if isinstance(e, KeyboardInterrupt):
             _exit(130)
-        if type(e).__name__ == "HorovodInternalError":
-            message = "stopped because another rank failed (see its error above)"
+        if type(e).__name__ == "HorovodInternalError":  # what failed is that rank's note (or its silence)
+            message = PEER_FAILED
         elif isinstance(e, HvdbenchError):
             message = str(e)
         else:
@@ -94,9 +107,15 @@ def main(cfg: config_mod.TrainConfig) -> None:
             message = f"{type(e).__name__}: {_first_line(e)} (at {Path(tb.filename).name}:{tb.lineno})"
             if os.environ.get("HVDBENCH_DEBUG"):
                 traceback.print_exc()
-        _report_failure(cfg, state, f"rank {state['rank']} on {state['host']}: {message}")
+        _report_failure(cfg, state, f"rank {state['rank']} on {state['host']}: {message}", peer_lost(e))
         _exit(1)
     _exit(0)
+
+
+def peer_lost(e: BaseException) -> bool:
+    """Whether `e` is a collective's error for a peer that went away (a follow-on, not a cause)."""
+    return (any(c.__name__ in PEER_LOST_TYPES for c in type(e).__mro__)
+            or any(words in str(e) for words in PEER_LOST_WORDS))
 
 
 def _first_line(e: BaseException) -> str:
@@ -109,7 +128,8 @@ def _watch_sigterm(cfg, state) -> None:
     and a rank blocked in a collective runs no Python signal handler before their SIGKILL follows:
     rank 0 left no record. The kernel-level handler writes the signal to a pipe (set_wakeup_fd), and
     a thread waiting on it (collectives let go of the GIL) records the failure: rank 0 the job's
-    first one (`_report_failure`), the other ranks nothing (they are not its cause); then it exits."""
+    first one (`_report_failure`), the other ranks a note that they were stopped (not its cause, but
+    heard from: a rank with no note is the one that died without a word); then it exits."""
     read_fd, write_fd = os.pipe()
     os.set_blocking(write_fd, False)
     signal.set_wakeup_fd(write_fd, warn_on_full_buffer=False)
@@ -121,47 +141,104 @@ def _watch_sigterm(cfg, state) -> None:
         with _REPORTING:
             if state["rank"] == 0:
                 alone = state.get("size", 1) == 1 and detect_launcher() == SINGLE
-                _report_failure(cfg, state, f"rank 0 on {state['host']}: {STOPPED_ALONE if alone else STOPPED}")
+                _report_failure(cfg, state, f"rank 0 on {state['host']}: {STOPPED_ALONE if alone else STOPPED}",
+                                follow_on=True)
+            else:  # at once: mpirun's SIGKILL follows in a second
+                _leave_note(cfg, state, f"rank {state['rank']} on {state['host']}: {STOPPED_ALONE}", time.time(),
+                            follow_on=True)
             _exit(1)
 
     threading.Thread(target=watch, name="hvdbench-sigterm", daemon=True).start()
 
 
-def _report_failure(cfg, state, message: str) -> None:
+def _report_failure(cfg, state, message: str, follow_on: bool = False) -> None:
     """Print this rank's error; every rank but 0 leaves a note of it, and rank 0 records the failure
-    the job had first: another rank's note written before rank 0 failed, else its own."""
+    the job had first (`job_error`): at once, then again as the other ranks' notes arrive, until
+    every rank is heard from or FIRST_FAILURE_WAIT_S has passed. `follow_on`: this rank stopped
+    because of another (SIGTERM, a peer's connection lost), so a silent rank is the culprit."""
     line(f"Error: {message}", sys.stderr)
     failed_at = time.time()
     if state["rank"] != 0:
-        _leave_note(cfg, state, message, failed_at)
+        _leave_note(cfg, state, message, failed_at, follow_on)
         return
-    first = _first_note(cfg, state, failed_at) if state.get("size", 1) > 1 else None
-    recorded = f"{first}; then {message}" if first else message
-    result_mod.record_failure(cfg, state["t0"], recorded, state.get("record"))
+    size, hosts = state.get("size", 1), state.get("hosts", [])
+    deadline = time.monotonic() + FIRST_FAILURE_WAIT_S
+    recorded = None
+    while True:
+        notes = _read_notes(cfg, state["t0"]) if size > 1 else []
+        failure = job_error(message, follow_on, failed_at, notes, size, hosts)
+        if failure.error != recorded:  # an atomic rewrite: the record is whole whenever SIGKILL comes
+            result_mod.record_failure(cfg, state["t0"], failure.error, state.get("record"))
+            recorded = failure.error
+        if failure.complete or time.monotonic() > deadline:
+            break
+        time.sleep(0.1)
+    if failure.silent:  # no error of its own was printed: say which rank it was
+        line(f"Error: {failure.silent}", sys.stderr)
 
 
-def _leave_note(cfg, state, message: str, failed_at: float) -> None:
+@dataclass(frozen=True)
+class Note:
+    """What a rank other than 0 left in OUT/.rank-failures/rank<r>.json when it stopped."""
+    rank: int
+    time: float
+    message: str  # "rank 1 on n2: RuntimeError: ..." or "rank 1 on n2: ended by SIGTERM"
+    follow_on: bool = False  # stopped because of another rank (SIGTERM, a lost peer): not a cause
+
+
+@dataclass(frozen=True)
+class JobFailure:
+    error: str  # the record's error line
+    silent: str = ""  # "rank 1 on n2 stopped without a word (...)": the ranks that left no note
+    complete: bool = False  # nothing more to wait for: a cause found, or every rank heard from
+
+
+def job_error(own: str, follow_on: bool, failed_at: float, notes: list[Note], size: int,
+              hosts: list[str]) -> JobFailure:
+    """Rank 0's record of a failed job, from its own error `own` and the other ranks' `notes` (this
+    launch's): the earliest cause noted before rank 0 failed, then `own`; else, when rank 0 stopped
+    because of another rank, the ranks that left no note (`hosts`: each rank's, once known) and what
+    stopped the ones that did; else `own`.
+
+        rank 1 on n2 stopped without a word (killed: SIGKILL or out of memory?); then rank 0 on n1:
+        ended by SIGTERM: its launcher stopped the job (...); ranks 2, 3: ended by SIGTERM"""
+    causes = sorted((n.time, n.message) for n in notes if not n.follow_on and n.time <= failed_at)
+    if causes:
+        return JobFailure(f"{causes[0][1]}; then {own}", complete=True)
+    heard = {n.rank for n in notes}
+    unheard = [r for r in range(1, size) if r not in heard]
+    if not follow_on:
+        return JobFailure(own, complete=not unheard)
+    silent = (", ".join(f"rank {r}" + (f" on {hosts[r]}" if r < len(hosts) else "") for r in unheard)
+              + f" {SILENT}") if unheard else ""
+    stopped: dict[str, list[int]] = {}  # what stopped the others, with their ranks
+    for n in sorted(notes, key=lambda n: n.rank):
+        stopped.setdefault(n.message.split(": ", 1)[-1], []).append(n.rank)
+    others = [f"rank{'s' if len(ranks) > 1 else ''} {', '.join(map(str, ranks))}: {why}"
+              for why, ranks in stopped.items()]
+    return JobFailure("; ".join([f"{silent}; then {own}" if silent else own, *others]), silent, not unheard)
+
+
+def _leave_note(cfg, state, message: str, failed_at: float, follow_on: bool = False) -> None:
     if cfg.out:
         with contextlib.suppress(OSError):  # best effort: the error line printed is what matters
             notes = Path(cfg.out) / FAILURE_NOTES
             notes.mkdir(parents=True, exist_ok=True)
             atomic_write_text(notes / f"rank{state['rank']}.json",
-                              json.dumps({"time": failed_at, "message": message}))
+                              json.dumps({"time": failed_at, "message": message, "follow_on": follow_on}))
 
 
-def _first_note(cfg, state, failed_at: float) -> str | None:
-    """The message of the earliest note another rank left in this launch before rank 0 failed."""
-    deadline = time.monotonic() + FIRST_FAILURE_WAIT_S
-    while True:
-        notes = []
-        for path in (Path(cfg.out) / FAILURE_NOTES).glob("rank*.json") if cfg.out else []:
-            with contextlib.suppress(OSError, ValueError, TypeError, KeyError):
-                note = json.loads(path.read_text())
-                if state["t0"] <= float(note["time"]) <= failed_at:
-                    notes.append((float(note["time"]), str(note["message"])))
-        if notes or time.monotonic() > deadline:
-            return min(notes)[1] if notes else None
-        time.sleep(0.1)
+def _read_notes(cfg, t0: float) -> list[Note]:
+    """The notes the other ranks left in this launch (not before rank 0 started: an earlier attempt's)."""
+    notes = []
+    for path in (Path(cfg.out) / FAILURE_NOTES).glob("rank*.json") if cfg.out else []:
+        with contextlib.suppress(OSError, ValueError, TypeError, KeyError):
+            note = json.loads(path.read_text())
+            note = Note(int(path.stem.removeprefix("rank")), float(note["time"]), str(note["message"]),
+                        bool(note.get("follow_on", False)))
+            if note.time >= t0:
+                notes.append(note)
+    return notes
 
 
 def _exit(code: int) -> None:
@@ -222,7 +299,8 @@ def run(cfg: config_mod.TrainConfig, state: dict) -> None:
     # --synthetic: one fixed random batch, moved to the device once and reused every step.
     host = kind.synthetic(cfg.batch_per_gpu, info, rng) if ds is None else None
     synthetic = trainer.device_batch(host) if ds is None else None
-    hosts = _unique(dist.allgather_object(dist.hostname))
+    state["hosts"] = [str(h) for h in dist.allgather_object(dist.hostname)]  # each rank's: a failure names them
+    hosts = _unique(state["hosts"])
     devices = _unique(dist.allgather_object(dist.device_name))
     # The hardware behind the numbers, each host's once (its first rank reads it, before the timing).
     machines = dist.allgather_object({**hardware.host_record(), "hostname": dist.hostname, "versions": dist.versions}

@@ -1,11 +1,15 @@
 """A failing `hvdbench train` job ends as a whole, promptly, with its error shown once: a dataset
 missing on the ranks, a bad argument, and a rank that raises mid-run (HVDBENCH_INJECT_FAULT=crash),
-under horovodrun's Gloo and MPI controllers and torchrun (rank 0's record names the rank that failed). The pytest timeouts turn a hang into a failure."""
+under horovodrun's Gloo and MPI controllers and torchrun (rank 0's record names the rank that failed);
+a rank SIGKILLed mid-run (HVDBENCH_INJECT_FAULT=kill) under plain mpirun, horovodrun and torchrun
+still leaves rank 0's record, naming the killed rank. The pytest timeouts turn a hang into a failure."""
 
 import json
 
 import pytest
 from conftest import BIN, launch_env, run
+
+from hvdbench.train.worker import SILENT
 
 pytestmark = pytest.mark.integration
 
@@ -55,6 +59,29 @@ def test_a_rank_that_raises_ends_the_whole_job(controller, tmp_path, horovodrun,
     assert error.startswith("rank 1 on ") and "RuntimeError: injected fault (at faults.py:" in error.split(";")[0], \
         error
     assert not (tmp_path / "run" / "ranks.csv").exists()  # per-rank times come once the window ends: none invented
+
+
+@pytest.mark.timeout(150)
+@pytest.mark.parametrize("launcher", ["mpirun", "horovodrun", "torchrun"])
+def test_a_rank_killed_without_a_word_is_named_in_rank_0_s_record(launcher, tmp_path, horovodrun, mpirun,
+                                                                  hvdbench_bin):
+    """Issue 57 case 2: under plain mpirun no record was left (mpirun's SIGKILL came a second after
+    its SIGTERM, while rank 0 waited for notes); case 14: under torchrun and horovodrun the record
+    held rank 0's follow-on error (Gloo's "Connection closed by peer", "another rank failed (see its
+    error above)" with nothing above)."""
+    env = launch_env(HVDBENCH_INJECT_FAULT="kill", HVDBENCH_INJECT_FAULT_RANK="1", HVDBENCH_INJECT_FAULT_STEP="3")
+    train = [hvdbench_bin, "train", "resnet50", "--flavor", "debug", "--synthetic", "--steps", "100000",
+             "--out", tmp_path / "run"]
+    argv = {"mpirun": [mpirun, "-np", "2", "-H", "localhost:2", *train],
+            "horovodrun": hvdrun(horovodrun, "gloo", *train),
+            "torchrun": [str(BIN / "torchrun"), "--standalone", "--nnodes", "1", "--nproc-per-node", "2",
+                         "--no-python", *train, "--engine", "ddp"]}[launcher]
+    proc = run(argv, check=False, env=env)
+    assert proc.returncode != 0
+    record = json.loads((tmp_path / "run" / "result.json").read_text())
+    assert record["status"] == "failed"
+    assert record["error"].startswith(f"rank 1 on {record['hosts']} {SILENT}; then rank 0 on "), record["error"]
+    assert "see its error above" not in record["error"]
 
 
 @pytest.mark.timeout(180)

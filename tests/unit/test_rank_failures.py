@@ -1,12 +1,14 @@
 """How a run's failure is told (issue 50, item 17): a rank killed by a signal is named as such from
 the launcher's own words, not rank 0's follow-on "connection reset"; a lone `train` ended by SIGTERM
-says just that; an error every rank meets before the ranks meet is printed once; `--attention varlen`
+says just that; rank 0 records a job's failure at once, naming the rank that left no note (issue 57
+cases 2 and 14); an error every rank meets before the ranks meet is printed once; `--attention varlen`
 on a network without attention is refused by the sweep before it launches anything."""
 
 import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -19,6 +21,7 @@ from hvdbench.sweep import record
 from hvdbench.sweep import run as sweep_run
 from hvdbench.sweep.plan import Entry
 from hvdbench.topology import Layout
+from hvdbench.train.worker import SILENT, STOPPED, JobFailure, Note, job_error, peer_lost
 
 HVDBENCH = str(Path(sys.executable).parent / "hvdbench")
 
@@ -85,6 +88,117 @@ def test_a_lone_train_ended_by_sigterm_is_recorded_as_that(tmp_path):
     assert proc.stderr.strip() == "Error: rank 0 on h: ended by SIGTERM"
     recorded = json.loads((tmp_path / "result.json").read_text())
     assert (recorded["status"], recorded["error"]) == ("failed", "rank 0 on h: ended by SIGTERM")
+
+
+OWN = "rank 0 on n1: ended by SIGTERM"
+
+
+def test_a_note_left_before_rank_0_failed_is_the_cause_and_later_ones_are_not():
+    crash = Note(2, 10.0, "rank 2 on n3: RuntimeError: injected fault (at faults.py:45)")
+    later = Note(1, 12.0, "rank 1 on n2: ValueError: x")
+    failure = job_error(OWN, True, 11.0, [later, crash], 3, ["n1", "n2", "n3"])
+    assert (failure.error, failure.silent, failure.complete) == (
+        "rank 2 on n3: RuntimeError: injected fault (at faults.py:45); then rank 0 on n1: ended by SIGTERM", "", True)
+    # A rank stopped by a peer's loss (its own follow-on) is never the cause, however early.
+    follow = Note(2, 10.0, "rank 2 on n3: stopped because another rank failed", follow_on=True)
+    assert job_error(OWN, True, 11.0, [follow], 3, ["n1", "n2", "n3"]).error == (
+        f"rank 1 on n2 {SILENT}; then rank 0 on n1: ended by SIGTERM; rank 2: stopped because another rank failed")
+
+
+def test_the_rank_that_left_no_note_is_named_with_its_host():
+    stopped = [Note(r, 11.0, f"rank {r} on n{r + 1}: ended by SIGTERM", follow_on=True) for r in (2, 3)]
+    failure = job_error(OWN, True, 11.0, stopped, 4, ["n1", "n2", "n3", "n4"])
+    assert failure.error == f"rank 1 on n2 {SILENT}; then rank 0 on n1: ended by SIGTERM; ranks 2, 3: ended by SIGTERM"
+    assert failure.silent == f"rank 1 on n2 {SILENT}" and not failure.complete  # rank 1 may still write
+    # Killed before the ranks exchanged their hosts: the rank alone.
+    assert job_error(OWN, True, 11.0, [], 2, []).error == f"rank 1 {SILENT}; then rank 0 on n1: ended by SIGTERM"
+    # Every rank heard from: nothing more to wait for, no culprit invented.
+    everyone = job_error(OWN, True, 11.0, [*stopped, Note(1, 11.0, "rank 1 on n2: ended by SIGTERM", follow_on=True)],
+                         4, ["n1", "n2", "n3", "n4"])
+    assert (everyone.error, everyone.silent, everyone.complete) == (
+        "rank 0 on n1: ended by SIGTERM; ranks 1, 2, 3: ended by SIGTERM", "", True)
+
+
+def test_rank_0_s_own_error_names_no_silent_rank():
+    """Rank 0 failed by itself: the others are still running (no note yet), not dead."""
+    own = "rank 0 on n1: ValueError: bad batch (at loop.py:3)"
+    assert job_error(own, False, 11.0, [], 2, ["n1", "n2"]) == JobFailure(own)
+    assert job_error(own, False, 11.0, [], 1, []).complete  # alone: nobody to wait for
+
+
+def test_a_collective_s_error_for_a_lost_peer_is_a_follow_on():
+    class HorovodInternalError(RuntimeError):
+        pass
+
+    gloo = RuntimeError("[/gloo/transport/tcp/pair.cc:553] Connection closed by peer [127.0.0.1]:45492.")
+    assert peer_lost(HorovodInternalError("Horovod has been shut down")) and peer_lost(gloo)
+    assert not peer_lost(RuntimeError("injected fault")) and not peer_lost(ValueError("x"))
+
+
+# Rank 0 or 1 of a job of SIZE ranks (rank 0 knows the hosts), ended by SIGTERM as mpirun ends it;
+# rank 0 waits an hour for the other ranks' notes, so a record must come before the wait ends.
+STOPPED_RANK = """
+import os, signal, sys, time
+from hvdbench.train import worker
+from hvdbench.train.config import resolve
+cfg = resolve({"model": "resnet50", "flavor": "debug", "synthetic": True, "out": sys.argv[1], "run_id": "job"})
+worker.FIRST_FAILURE_WAIT_S = 3600
+rank, size = int(sys.argv[2]), int(sys.argv[3])
+worker._watch_sigterm(cfg, {"rank": rank, "size": size, "host": f"n{rank + 1}", "t0": time.time() - 1,
+                            "hosts": [f"n{r + 1}" for r in range(size)]})
+os.kill(os.getpid(), signal.SIGTERM)
+time.sleep(3600)
+"""
+
+
+def wait_for(check, what: str, proc):
+    deadline = time.monotonic() + 60  # a generous bound on a loaded machine, not a measured time
+    while time.monotonic() < deadline:
+        found = check()
+        if found:
+            return found
+        time.sleep(0.05)
+    proc.kill()
+    raise AssertionError(f"no {what} within 60 s; stderr: {proc.communicate()[1]}")
+
+
+def recorded_error(out: Path) -> str | None:
+    try:
+        return json.loads((out / "result.json").read_text())["error"]
+    except (OSError, ValueError):
+        return None
+
+
+def test_rank_0_ended_by_sigterm_records_at_once_then_refines_as_notes_arrive(tmp_path):
+    """Issue 57 case 2: under mpirun rank 0 waited for notes before writing, and mpirun's SIGKILL
+    (a second after its SIGTERM) left no record at all."""
+    out = tmp_path / "run"
+    proc = subprocess.Popen([sys.executable, "-c", STOPPED_RANK, str(out), "0", "3"], stderr=subprocess.PIPE,
+                            text=True, env=clean_env())
+    try:
+        first = wait_for(lambda: recorded_error(out), "record while rank 0 waits", proc)
+        assert first == (f"rank 1 on n2, rank 2 on n3 {SILENT}; then rank 0 on n1: {STOPPED}")
+        # Rank 2's note comes: the record is rewritten, and rank 1 alone stays unheard.
+        (out / ".rank-failures").mkdir(exist_ok=True)
+        (out / ".rank-failures" / "rank2.json").write_text(json.dumps(
+            {"time": time.time(), "message": "rank 2 on n3: ended by SIGTERM", "follow_on": True}))
+        refined = wait_for(lambda: (recorded_error(out) or "").endswith("rank 2: ended by SIGTERM")
+                           and recorded_error(out), "rewritten record", proc)
+        assert refined == f"rank 1 on n2 {SILENT}; then rank 0 on n1: {STOPPED}; rank 2: ended by SIGTERM"
+        assert proc.poll() is None  # all of it before the wait ended
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+def test_a_rank_ended_by_sigterm_leaves_a_note_at_once(tmp_path):
+    out = tmp_path / "run"
+    proc = subprocess.run([sys.executable, "-c", STOPPED_RANK, str(out), "1", "2"], capture_output=True, text=True,
+                          timeout=120, env=clean_env())
+    assert proc.returncode == 1 and proc.stderr == ""  # not the job's cause: nothing printed
+    note = json.loads((out / ".rank-failures" / "rank1.json").read_text())
+    assert (note["message"], note["follow_on"]) == ("rank 1 on n2: ended by SIGTERM", True)
+    assert not (out / "result.json").exists()  # rank 0's to write
 
 
 @pytest.mark.parametrize("rank, printed", [("0", True), ("1", False)])

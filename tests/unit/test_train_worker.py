@@ -4,6 +4,7 @@ injection, launcher detection, the output-directory guard, and the CLI's behavio
 
 import json
 import math
+import signal
 import subprocess
 import sys
 from types import SimpleNamespace
@@ -49,6 +50,14 @@ def test_fault_fires_on_the_chosen_rank_and_step_only():
     with pytest.raises(RuntimeError):
         chosen.check(5)
     Fault(rank=0, size=1, env={}).check(2)  # not armed
+
+
+def test_the_kill_fault_sends_sigkill_on_its_rank_and_step():
+    Fault(0, 2, env={"HVDBENCH_INJECT_FAULT": "kill"}).check(2)  # rank 0: not armed (the default is the last)
+    proc = subprocess.run([sys.executable, "-c", "from hvdbench.train.faults import Fault; "
+                           "f = Fault(1, 2, env={'HVDBENCH_INJECT_FAULT': 'kill'}); f.check(1); f.check(2)"],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == -signal.SIGKILL, proc.stderr
 
 
 def test_unknown_fault_kinds_are_refused():
