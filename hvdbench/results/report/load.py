@@ -21,7 +21,7 @@ from hvdbench.results import mllog
 from hvdbench.results.mllog.events import OWN_LOG_NAME
 from hvdbench.results.mllog.groups import DEFAULT_GROUP_BY
 from hvdbench.results.mllog.summary import read_run_log
-from hvdbench.results.records.ranks import RANKS_CSV, read_ranks
+from hvdbench.results.records.ranks import RANKS_CSV, check_ranks, read_ranks
 from hvdbench.results.records.schema import TTT_PARTS, AllreduceRow, ComputeRow, IoRow, LinkRow, LoadedRun
 from hvdbench.results.records.store import (ALLREDUCE_CSV, COMPUTE_CSV, EXPLAIN_DIR, IO_CSV, LINKS_CSV, RUNS_CSV,
                                             current_runs, load_sweeps, read_rows, read_study_record,
@@ -113,12 +113,16 @@ def read_run_folder(r: LoadedRun, run_dir: Path) -> None:
 
 
 def read_rank_times(r: LoadedRun, run_dir: Path, notes: list[str]) -> None:
-    """A multi-rank run's per-rank times (RUN/ranks.csv); a damaged file is a warning and the run
-    keeps none (its record and the rest of the report stand)."""
+    """A multi-rank run's per-rank times (RUN/ranks.csv); a damaged file, or one that cannot be this
+    run's (records.ranks.check_ranks), is a warning and the run keeps none (its record and the rest of
+    the report stand; the straggler section counts the runs left out)."""
     try:
-        r.ranks = read_ranks(run_dir / RANKS_CSV)
+        rows = read_ranks(run_dir / RANKS_CSV)
     except (HvdbenchError, OSError) as e:
         notes.append(f"warning: {e}; that run's per-rank times are left out")
+        return
+    r.ranks, said = check_ranks(rows, r, run_dir / RANKS_CSV)
+    notes += [f"warning: {text}" + ("" if r.ranks else "; that run's per-rank times are left out") for text in said]
 
 
 def read_benches(loaded: Loaded, folder: Path) -> None:
