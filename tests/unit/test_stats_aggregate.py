@@ -476,6 +476,7 @@ def test_tables_of_cpu_runs_count_ranks_not_gpus():
                                               "left out"),
     ("eval_every: 1.0e+308\neval_unit: samples\n", ": eval_every 1e+308 is past 1e+20, no evaluation cadence: "
                                                   "left out"),
+    ("", ": Is a directory; that run's evaluation cadence is left out"),  # a folder in its place
 ])
 def test_a_config_yaml_that_gives_no_cadence_is_warned_naming_the_file(tmp_path, text, why):
     """Issue 57 case 9: a config.yaml that is not YAML, or an eval_every that is NaN, 1e308 or negative,
@@ -487,7 +488,10 @@ def test_a_config_yaml_that_gives_no_cadence_is_warned_naming_the_file(tmp_path,
             for i in range(2)]
     for r in runs:
         (tmp_path / r.run_id).mkdir()
-    (tmp_path / "r0" / "config.yaml").write_text(text)
+    if text:
+        (tmp_path / "r0" / "config.yaml").write_text(text)
+    else:
+        (tmp_path / "r0" / "config.yaml").mkdir()
     (tmp_path / "r1" / "config.yaml").write_text("eval_every: 2.0\neval_unit: epochs\nmax_epochs: 12\n")
     notes = []
     for r in runs:

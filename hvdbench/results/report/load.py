@@ -104,7 +104,9 @@ def read_run_folder(r: LoadedRun, run_dir: Path, notes: list[str]) -> None:
     path = run_dir / "config.yaml"
     try:
         config = yaml.safe_load(path.read_text())
-    except OSError:
+    except OSError as e:  # none (a run recorded before it, a runs.csv copied alone) is no warning
+        if path.exists() or path.is_symlink():
+            notes.append(f"warning: {path}: {e.strerror or e}; that run's evaluation cadence is left out")
         config = None
     except (ValueError, yaml.YAMLError) as e:
         mark = getattr(e, "problem_mark", None)
@@ -130,11 +132,15 @@ def read_run_folder(r: LoadedRun, run_dir: Path, notes: list[str]) -> None:
 def _cadence(value, unit: str, max_epochs) -> tuple[float | None, str]:
     """(eval_every as a float, '') where it is a cadence: a positive finite number, in epochs at most
     max_epochs (an evaluation past the last epoch never happens); else (None, why it is not)."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
+    def number(x) -> bool:
+        return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x) and x > 0
+
+    if not number(value):
         return None, f"no evaluation cadence (a positive number of {unit})"
-    most = max_epochs if unit == "epochs" and isinstance(max_epochs, (int, float)) and max_epochs > 0 else ABSURD
-    if value > most:
-        return None, f"past {'max_epochs ' if most is not ABSURD else ''}{most:g}, no evaluation cadence"
+    if unit == "epochs" and number(max_epochs) and value > max_epochs:
+        return None, f"past max_epochs {max_epochs:g}, no evaluation cadence"
+    if value > ABSURD:
+        return None, f"past {ABSURD:g}, no evaluation cadence"
     return float(value), ""
 
 
