@@ -21,6 +21,11 @@ A host slow in some layouts but not in others where it ran beside other hosts is
 note says so: a slow host is slow wherever it runs); a host named in every layout it ran in is named
 once, above the tables.
 
+What a verdict was not judged on is said in its line: a rank with no compute figure in any run (a row,
+its figures empty), the runs of the layout whose ranks.csv was left out (report.load warns naming the
+file: records.ranks.check_ranks). A rank is a row per host it ran on (a launcher may place it elsewhere
+from run to run).
+
 Published MLPerf logs carry no per-rank times: their layouts are counted, never guessed at. Under
 fsdp a rank's compute holds the parameter all-gathers of its forward and backward, where a fast rank
 waits for a slow one: a straggler's delay shows on every rank, so fsdp layouts (an engine whose
