@@ -46,6 +46,7 @@ from hvdbench.files import atomic_open, atomic_write_text
 from hvdbench.launchers.launch_info import SINGLE, detect_launcher, launcher_rank
 from hvdbench.launchers.registry import find_launcher, refusal
 from hvdbench.output import line
+from hvdbench.releases import range_words, torch_tested
 from hvdbench.results.records.schema import new_run_id
 from hvdbench.results.records.store import HARDWARE_JSON
 from hvdbench.topology import Layout
@@ -281,6 +282,7 @@ def run(cfg: config_mod.TrainConfig, state: dict) -> None:
     events.start(C.INIT_START)
 
     _check_precision_on_cpu(cfg, spec, dist)
+    _check_torch_release(dist)
     # A run that cannot fit in host memory is refused with the batch or flavor that would, instead of
     # the kernel killing a rank mid-step: before building the model when the spec has the flavor's
     # exact parameter counts (a 7B base takes a minute to build), else with the built model's.
@@ -350,6 +352,14 @@ def run(cfg: config_mod.TrainConfig, state: dict) -> None:
 # emulated or converted. torch: ncf 3.6x, resnet50 4.2x, bert 8.3x, ssd 10x, retinanet 12x,
 # transformer 18x (maskrcnn 2.0x, stable_diffusion 7.0x, llama2_lora 13x); Keras: resnet50 1.2x.
 FP16_ON_CPU_SLOWER = {"torch": "2-18x", "tensorflow": "1.2x"}
+
+
+def _check_torch_release(dist) -> None:
+    """Warn once (rank 0) where this torch is outside the tested range (releases.TESTED_TORCH), or
+    no version at all; the record's versions keep it, and the report warns of its runs again."""
+    version = dist.versions.get("torch")
+    if version and not torch_tested(version):
+        say(dist, f"warning: PyTorch {range_words(version)}")
 
 
 def _check_precision_on_cpu(cfg, spec, dist) -> None:

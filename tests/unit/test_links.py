@@ -192,3 +192,67 @@ def test_the_bench_writes_its_csv_and_matrix_and_the_report_reads_them(tmp_path)
 
 def test_without_link_rows_the_section_says_nothing():
     assert L.markdown([]) == "" and L.write([], Path("unused")) == []
+
+
+def _edited(pair, **cells):
+    """The shaped 3x1 run with ranks `pair`'s rows edited (every size; `largest=` only its 16 MiB row)."""
+    largest = cells.pop("largest", None)
+    rows = captured("3x1-node3-shaped")
+    top = max(r.bytes for r in rows)
+    return [replace(r, **(largest or {})) if (r.rank_a, r.rank_b) == pair and r.bytes == top and largest else
+            replace(r, **cells) if (r.rank_a, r.rank_b) == pair and cells else r for r in rows]
+
+
+def test_bytes_that_came_back_wrong_reach_the_verdict_and_are_never_the_reference():
+    """Issue 57 case 6: wrong bytes never reached the verdict ("no slow pair" with 1,000,000 wrong bytes), and
+    such a pair could be the fastest the others were held to."""
+    even = captured("3x1-even")
+    rows = [replace(r, wrong=1_000_000 if r.bytes == 8 else 0) if (r.rank_a, r.rank_b) == (0, 1) else r for r in even]
+    pairs = L.pair_rows(rows)
+    assert [p.fault for p in pairs] == ["1,000,000 byte(s) came back wrong", "", ""]
+    assert pairs[0].vs_best is None and not pairs[0].slow
+    assert L.verdicts(pairs) == ["no slow pair between hosts among the 2 measured soundly",
+                                 "hl-node1-hl-node2 left out of the comparison between hosts: 1,000,000 byte(s) "
+                                 "came back wrong"]
+    # the wrong pair as the fastest: the others are held to the fastest sound pair, not to it
+    fast = [replace(r, bandwidth_gb_s=r.bandwidth_gb_s * 100) if (r.rank_a, r.rank_b) == (0, 1) else r for r in rows]
+    assert [p.vs_best for p in L.pair_rows(fast)][1:] == [pytest.approx(1.0, abs=0.1)] * 2
+    assert not any(p.slow for p in L.pair_rows(fast))
+
+
+@pytest.mark.parametrize("cells, why", [
+    ({"largest": {"bandwidth_gb_s": float("nan")}}, "no bandwidth figure at the run's largest message (16 MiB)"),
+    ({"largest": {"bandwidth_gb_s": -1.0}}, "no bandwidth figure at the run's largest message (16 MiB)"),
+    ({"largest": {"bytes": 8, "time_s": None}}, "no bandwidth figure at the run's largest message (16 MiB)"),
+    ({"largest": {"bandwidth_gb_s": 0.0}}, "0 GB/s: nothing measured"),
+    ({"largest": {"bandwidth_gb_s": 1e19}}, "1e+19 GB/s, which no link carries (past 100000 GB/s)"),
+])
+def test_a_pair_without_a_sound_figure_is_compared_with_nobody_and_said(tmp_path, cells, why):
+    """Issue 57 case 6: a pair without its largest-message figure showed 1.00 of the fastest and counted as fast
+    (turning "node3's link" into "the path between them"); 0 GB/s was never flagged; 1e19 GB/s was a share."""
+    import csv as _csv
+    rows = _edited((1, 2), **cells)
+    path = tmp_path / LINKS_CSV  # through the CSV, as the report and the bench read it (NaN, -1 cleared there)
+    with open(path, "w", newline="") as f:
+        w = _csv.DictWriter(f, fieldnames=LinkRow.columns(), lineterminator="\n")
+        w.writeheader()
+        w.writerows(r.to_row() for r in rows)
+    pairs = L.pair_rows(read_rows(path, LinkRow))
+    assert [(p.fault, p.vs_best is None) for p in pairs] == [("", False), ("", False), (why, True)]
+    assert [p.slow for p in pairs] == [False, True, False]
+    assert L.verdicts(pairs) == [
+        "only hl-node1-hl-node3 is slow (between hosts), and hl-node3 has no other pair measured soundly: "
+        "hl-node3's link, or the path between them",
+        f"hl-node2-hl-node3 left out of the comparison between hosts: {why}"]
+    header, lines = L.table_lines(pairs)
+    assert lines[2][header.index("slow")] == "LEFT OUT"
+
+
+def test_a_rank_paired_with_itself_across_two_hosts_is_left_out():
+    """Issue 57 case 6: a pair "rank 1-1" across two hosts was accepted."""
+    rows = _edited((1, 2), rank_a=1, rank_b=1)
+    pairs = L.pair_rows(rows)
+    assert pairs[2].fault == "rank 1 paired with itself" and pairs[2].vs_best is None
+    assert "hl-node2-hl-node3 left out of the comparison between hosts: rank 1 paired with itself" in L.verdicts(pairs)
+    same = L.pair_rows(_edited((1, 2), host_b="hl-node2"))
+    assert same[2].fault == "a pair between hosts with ends on one host (hl-node2)"

@@ -5,11 +5,17 @@ and the record's columns the trainer fills from it.
     .venv/bin/python -m pytest tests/unit/test_published.py
 """
 
+import json
+
 import pytest
 
+from hvdbench.contracts import get_spec
 from hvdbench.peaks import device_entry
 from hvdbench.published import RATES, compare, markdown_table, published_rate
-from hvdbench.results.records.schema import RunResult
+from hvdbench.results.analyses.efficiency import compute_rows
+from hvdbench.results.records.schema import LoadedRun, RunResult
+from hvdbench.results.records.store import append_rows
+from hvdbench.results.report.load import load
 from hvdbench.train.compute_window import fill
 
 
@@ -70,3 +76,36 @@ def test_bert_is_compared_in_the_sequences_its_rows_held():
                        throughput_per_gpu=400.0, mlperf_samples_per_row=2.0)
     fill(record, {})
     assert record.published_share == pytest.approx(800 / 949)
+
+
+def _claimed_h100_sweep(tmp_path, gpus, flops):
+    """A sweep folder whose runs.csv says resnet50 full on an H100 at 786.6 images/s (11.4 % of the published
+    6,900), its sweep.json's hardware record holding `gpus`, its FLOPs per sample `flops`."""
+    run = LoadedRun(run_id="r1", sweep="s", model="resnet50", flavor="full", framework="torch", engine="horovod",
+                    precision="bf16", layout="1x1", world_size=1, nodes=1, gpus_per_node=1, status="success",
+                    devices="NVIDIA H100 80GB HBM3", throughput=786.6, throughput_per_gpu=786.6,
+                    flops_per_sample=flops, model_tflops_per_gpu=1.0)
+    append_rows(tmp_path / "runs.csv", [run])
+    (tmp_path / "sweep.json").write_text(json.dumps({"hardware": {"node1": {"cpu": {"model": "x", "logical": 2},
+                                                                            "gpus": gpus}}}))
+    return tmp_path
+
+
+def test_a_share_of_published_checks_the_record_against_the_hardware_and_the_flavors_flops(tmp_path):
+    """Issue 57 case 8: a CPU sweep whose runs.csv claims an H100 and the full flavor got "11.4 % of published",
+    its FLOPs per sample the debug network's and its hardware record holding no GPU."""
+    full = get_spec("resnet50").published_flops.flops_per_row
+    [row] = compute_rows(load([_claimed_h100_sweep(tmp_path / "cpu", [], 1.2e8)]).runs)
+    assert row.published_share is None
+    assert row.published_ref == ("no published share: runs.csv names NVIDIA H100 80GB HBM3, but sweep.json's "
+                                 f"hardware record has no GPU; its FLOPs per sample (1.2e+08) are not the full "
+                                 f"flavor's ({full:.3g}): another network ran")
+    a100 = [{"index": 0, "name": "NVIDIA A100-SXM4-80GB"}]
+    [row] = compute_rows(load([_claimed_h100_sweep(tmp_path / "a100", a100, full)]).runs)
+    assert row.published_share is None and row.published_ref == (
+        "no published share: runs.csv names NVIDIA H100 80GB HBM3, but sweep.json's hardware record has "
+        "NVIDIA A100-SXM4-80GB")
+    # what the record says, held by the hardware record and the flavor's count: the share stands
+    h100 = [{"index": 0, "name": "NVIDIA H100 80GB HBM3"}]
+    [row] = compute_rows(load([_claimed_h100_sweep(tmp_path / "h100", h100, full * 1.01)]).runs)
+    assert row.published_share == pytest.approx(786.6 / 6900) and row.published_ref.startswith("MLPerf Training v4.0")

@@ -281,3 +281,24 @@ def test_the_header_names_the_pytorch_of_the_runs_and_warns_where_one_table_mixe
     append_run(same, run("1x1", 100.0, versions="torch=2.13.0"))
     assert invoke(same.parent, "--out", tmp_path / "r2", "--format", "md").exit_code == 0
     assert "Warning" not in (tmp_path / "r2" / "summary.md").read_text()
+
+
+@pytest.mark.parametrize("version, said", [
+    ("2.16.0", "recorded PyTorch 2.16.0 (OUTSIDE the tested range, 2.11 to 2.15: hvdbench may break or measure "
+               "differently) (runs.csv's versions column)."),
+    ("2.9.1+cu126", "recorded PyTorch 2.9.1+cu126 (OUTSIDE the tested range"),
+    ("<script>", "recorded PyTorch '<script>' (not a version hvdbench can read, so not known to be inside the tested "
+                 "range, 2.11 to 2.15) (runs.csv's versions column)."),
+])
+def test_the_header_warns_of_a_pytorch_outside_the_tested_range_or_no_version(tmp_path, version, said):
+    """Issue 57 case 9: a report over runs of a torch outside the tested range said nothing (only `env` did), and
+    garbage in `versions` was printed as a release."""
+    store = tmp_path / "s" / "runs.csv"
+    append_run(store, run("1x1", 100.0, versions=f"python=3.11.7;torch={version}"))
+    append_run(store, run("1x2", 180.0, versions=f"python=3.11.7;torch={version}"))
+    result = invoke(store.parent, "--out", tmp_path / "report", "--format", "md")
+    assert result.exit_code == 0, result.output
+    header = (tmp_path / "report" / "summary.md").read_text().split("## ")[0]
+    warnings = [line for line in header.splitlines() if line.startswith("**Warning:**")]
+    assert len(warnings) == 1 and said in warnings[0], header
+    assert ("PyTorch of these runs: " in header) == (version != "<script>")  # no version is no release

@@ -51,7 +51,7 @@ HEADERS = [
      "ranks,runs,compute_ms,vs_others,vs_others_2sigma,threshold,straggler"),
     (links.LinkPairRow,  # links.csv
      "run_id,started_at,layout,kind,host_a,host_b,rank_a,rank_b,device_a,device_b,backend,latency_bytes,"
-     "latency_us,bandwidth_bytes,bandwidth_gb_s,vs_best,slow,nic_a,nic_b,nic_gb_s,intra_link,wrong"),
+     "latency_us,bandwidth_bytes,bandwidth_gb_s,vs_best,slow,nic_a,nic_b,nic_gb_s,intra_link,wrong,fault"),
     (engines.EngineRow,  # engines.csv
      "system,model,flavor,framework,precision,levers,mode,batch_per_gpu,accum_steps,layout,gpus,engine,"
      "reference,runs,throughput_mean,throughput_2sigma,vs_reference,vs_reference_2sigma,within_noise,"

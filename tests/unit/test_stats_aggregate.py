@@ -417,7 +417,7 @@ def test_short_times_to_train_read_in_seconds_with_the_evaluation_cadence(tmp_pa
         (tmp_path / r.run_id).mkdir()
         (tmp_path / r.run_id / "config.yaml").write_text("eval_every: 2.0\neval_unit: epochs\nmax_epochs: 12\n")
     for r in runs:
-        read_run_folder(r, tmp_path / r.run_id)
+        read_run_folder(r, tmp_path / r.run_id, [])
     rows = by_layout(build_tables(runs).time_to_train)
     assert rows["1x1"].eval_every_epochs == 2.0 and rows["1x1"].ttt_resolution_s == pytest.approx(7.0)
     assert resolution(rows["1x1"]) == "± 7 s: an evaluation every 2 epochs of ~3.5 s"
@@ -431,7 +431,7 @@ def test_short_times_to_train_read_in_seconds_with_the_evaluation_cadence(tmp_pa
     assert "| time to train |" in text and "| 31.00 min |" in text and "| 30.0 s |" in text
     # A run without its config (a runs.csv copied alone, a published log): no cadence, no column.
     bare = [tta("1x1", 0.5, run_id="x", global_batch=32)]
-    read_run_folder(bare[0], tmp_path / "nowhere" / "x")
+    read_run_folder(bare[0], tmp_path / "nowhere" / "x", [])
     assert "resolution" not in markdown(build_tables(bare))
 
 
@@ -464,3 +464,38 @@ def test_tables_of_cpu_runs_count_ranks_not_gpus():
     assert "| ranks | layout | vs |" in cpu and "GPUs" not in cpu.split("## Notes")[0]
     gpu = markdown(build_tables([run("1x1", 100, devices="H100"), run("1x2", 190, devices="H100")]))
     assert "| layout | GPUs | scale |" in gpu and "| per GPU |" in gpu and "batch 32/GPU" in gpu
+
+
+@pytest.mark.parametrize("text, why", [
+    ("eval_every: [1\n", ":2: not YAML (expected ',' or ']'"),  # where the list was to end
+    ("eval_every: .nan\nmax_epochs: 12\n", ": eval_every nan is no evaluation cadence (a positive number of epochs): "
+                                          "left out"),
+    ("eval_every: -2\nmax_epochs: 12\n", ": eval_every -2 is no evaluation cadence (a positive number of epochs): "
+                                        "left out"),
+    ("eval_every: 1.0e+308\nmax_epochs: 12\n", ": eval_every 1e+308 is past max_epochs 12, no evaluation cadence: "
+                                              "left out"),
+    ("eval_every: 1.0e+308\neval_unit: samples\n", ": eval_every 1e+308 is past 1e+20, no evaluation cadence: "
+                                                  "left out"),
+    ("", ": Is a directory; that run's evaluation cadence is left out"),  # a folder in its place
+])
+def test_a_config_yaml_that_gives_no_cadence_is_warned_naming_the_file(tmp_path, text, why):
+    """Issue 57 case 9: a config.yaml that is not YAML, or an eval_every that is NaN, 1e308 or negative,
+    dropped or misprinted the cadence without a word."""
+    from hvdbench.results.render.tables import markdown
+    from hvdbench.results.report.load import read_run_folder
+
+    runs = [tta("1x1", 0.5, run_id=f"r{i}", epochs_to_target=3.0, time_per_epoch_s=3.5, global_batch=32)
+            for i in range(2)]
+    for r in runs:
+        (tmp_path / r.run_id).mkdir()
+    if text:
+        (tmp_path / "r0" / "config.yaml").write_text(text)
+    else:
+        (tmp_path / "r0" / "config.yaml").mkdir()
+    (tmp_path / "r1" / "config.yaml").write_text("eval_every: 2.0\neval_unit: epochs\nmax_epochs: 12\n")
+    notes = []
+    for r in runs:
+        read_run_folder(r, tmp_path / r.run_id, notes)
+    assert len(notes) == 1 and notes[0].startswith(f"warning: {tmp_path / 'r0' / 'config.yaml'}{why}"), notes
+    assert runs[0].eval_every is None and runs[1].eval_every == 2.0
+    assert "an evaluation every 2 epochs" in markdown(build_tables(runs))

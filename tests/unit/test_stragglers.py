@@ -239,3 +239,115 @@ def test_a_rank_names_its_gpu_by_nvml_index_and_uuid(monkeypatch):
     monkeypatch.setattr(pynvml, "nvmlDeviceGetUUID", lambda handle: b"GPU-1234")
     monkeypatch.setattr(pynvml, "nvmlDeviceGetIndex", lambda handle: 3)
     assert cw.gpu_identity("gpu3") == (3, "GPU-1234")
+
+
+def straggler_sweep(tmp_path):
+    """Two runs of a 3x1 whose node3 is 20 % slower: named from both; and the file paths of its runs."""
+    runs = [run("3x1", ["node1", "node2", "node3"], [0.050, 0.0505, 0.060 + 0.0005 * k], k) for k in range(2)]
+    runs.append(run("2x1", ["node1", "node2"], [0.050, 0.0505]))
+    write_sweep(tmp_path, runs)
+    return [tmp_path / f"3x1-{k}" / RANKS_CSV for k in range(2)]
+
+
+def verdict_of(loaded):
+    text = build(loaded).text
+    return next(line for line in text.splitlines() if "3x1" in line and line.startswith("###")), text
+
+
+def rewrite(path, edit):
+    """Rewrite ranks.csv's data rows through `edit(list of dicts)`."""
+    import csv
+    with open(path, newline="") as f:
+        rows = list(csv.DictReader(f))
+    rows = edit(rows)
+    with open(path, "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=RankRow.columns(), lineterminator="\n")
+        w.writeheader()
+        w.writerows(rows)
+
+
+def _set(which, **cells):
+    def edit(rows):
+        for row in rows:
+            if row["rank"] == str(which):
+                row.update(cells)
+        return rows
+    return edit
+
+
+@pytest.mark.parametrize("edit, why", [
+    (lambda rows: [{**r, "run_id": "3x1-7"} for r in rows], "its run_id column says 3x1-7, not 3x1-1 (copied"),
+    (lambda rows: rows + [dict(rows[0], compute_s="0.09")], "rank 0 appear(s) twice"),
+    (_set(2, rank="5"), "rank 5 outside the run's 3 ranks (0 to 2)"),
+    (_set(2, host="node9"), "host node9 is not one the run used (node1, node2, node3)"),
+])
+def test_a_ranks_csv_that_is_not_its_runs_is_warned_and_left_out(tmp_path, edit, why):
+    """Issue 57 case 5: a file copied from another run, a rank twice, a rank past the world size or a host the
+    run never used were taken, and flipped the straggler verdict; now the file is left out with a warning naming
+    it, and the layout's verdict says it was judged on the rest."""
+    _, second = straggler_sweep(tmp_path)
+    # the second run's node1 made the slow one: taken, the verdict would flip (node3 not slower in every run)
+    rewrite(second, lambda rows: edit(_set(0, compute_s="0.2")(rows)))
+    loaded = load([tmp_path])
+    assert f"warning: {second}: {why}" in " ".join(loaded.notes)
+    assert any(n.endswith("that run's per-rank times are left out") and str(second) in n for n in loaded.notes)
+    assert next(r for r in loaded.runs if r.run_id == "3x1-1").ranks == []
+    found = st.stragglers(loaded.runs)
+    assert {(r.rank, r.host) for r in found.ranks if r.layout == "3x1" and r.straggler} == {(2, "node3")}
+    assert found.left_out == {(found.ranks[0].scaling_key, "3x1"): 1}
+    assert ("Straggler: rank 2 on node3; 1 run(s) of this layout left out (no per-rank times, or a ranks.csv that "
+            "is not theirs: see the warnings), judged on the rest.") in st.markdown(found)
+
+
+@pytest.mark.parametrize("damage, what", [
+    (lambda p: p.write_text(""), "no rows, though runs.csv names rank 2 slowest"),
+    (lambda p: (p.unlink(), p.mkdir()), "not a regular file, though runs.csv names rank 2 slowest"),
+    (lambda p: __import__("shutil").rmtree(p.parent), "missing (its run folder is gone), though runs.csv names rank 2"),
+])
+def test_an_empty_or_missing_ranks_csv_of_a_run_that_wrote_one_is_warned(tmp_path, damage, what):
+    """Issue 57 case 5: an empty file, a folder in its place or a run folder gone dropped that run without a
+    word, and the other run alone named the straggler."""
+    first, _ = straggler_sweep(tmp_path)
+    damage(first)
+    loaded = load([tmp_path])
+    assert any(n.startswith(f"warning: {first}: {what}") for n in loaded.notes), loaded.notes
+    line, text = verdict_of(loaded)
+    assert "1 run(s) of this layout left out" in text
+
+
+def test_a_run_recorded_without_per_rank_times_is_silent(tmp_path):
+    runs = [run("2x1", ["a", "b"], [0.05, 0.06], 0)]
+    runs[0].slowest_rank = None
+    runs[0].ranks = []
+    write_sweep(tmp_path, runs)
+    assert not any("ranks.csv" in n for n in load([tmp_path]).notes)
+
+
+def test_a_rank_without_compute_in_every_run_is_shown_and_said(tmp_path):
+    """Issue 57 case 5: a rank whose compute is NaN in every run vanished from a table that said "every rank
+    within the threshold"; all-zero compute was shown as measured."""
+    paths = straggler_sweep(tmp_path)
+    for p in paths:
+        rewrite(p, _set(2, compute_s="nan"))
+    rewrite(paths[0], _set(1, compute_s="0"))
+    loaded = load([tmp_path])
+    assert f"warning: {paths[0]}: rank 1's compute_s is 0, no measurement: left empty" in loaded.notes
+    found = st.stragglers(loaded.runs)
+    rank2 = next(r for r in found.ranks if r.layout == "3x1" and r.rank == 2)
+    assert rank2.compute_ms is None and rank2.vs_others is None and not rank2.straggler
+    rank1 = next(r for r in found.ranks if r.layout == "3x1" and r.rank == 1)
+    assert rank1.runs == 2 and rank1.compute_ms == pytest.approx(50.5)  # the 0 is no figure, not a mean of it
+    text = st.markdown(found)
+    assert "No straggler among the ranks timed; rank 2 on node3 had no compute figure in any run: not judged." in text
+    assert "every rank within the threshold" not in text.split("3x1")[1].split("###")[0]
+    st.figure(found)  # draws with the empty rank
+
+
+def test_a_rank_on_other_hosts_in_two_runs_is_a_row_per_host():
+    """Issue 57 case 5: under Slurm rank 1 ran on b, then on c: one row averaged both hosts."""
+    runs = [run("3x1", ["a", "b", "c"], [0.05, 0.05, 0.05], 0), run("3x1", ["a", "c", "b"], [0.05, 0.07, 0.05], 1)]
+    found = st.stragglers(runs)
+    rows = {(r.rank, r.host): r for r in found.ranks}
+    assert set(rows) == {(0, "a"), (1, "b"), (1, "c"), (2, "b"), (2, "c")}
+    assert rows[(1, "b")].compute_ms == pytest.approx(50) and rows[(1, "c")].compute_ms == pytest.approx(70)
+    assert rows[(1, "b")].runs == rows[(1, "c")].runs == 1

@@ -188,3 +188,23 @@ def test_a_sweep_shares_cores_as_its_largest_layout_does(tmp_path):
     s = build_spec(SweepOptions(tmp_path / "t", "resnet50", ("--flavor", "debug", "--synthetic"), hosts="localhost:4",
                                 layouts="1x1,1x2"))
     assert {e.train.thread_share for e in s.entries} == {2}  # what each run's config records
+
+
+@pytest.mark.parametrize("version, said", [
+    ("2.16.0", "[hvdbench] warning: PyTorch 2.16.0 (OUTSIDE the tested range, 2.11 to 2.15: hvdbench may break or "
+               "measure differently)\n"),
+    ("2.10.1", "[hvdbench] warning: PyTorch 2.10.1 (OUTSIDE the tested range"),
+    ("local-build", "[hvdbench] warning: PyTorch 'local-build' (not a version hvdbench can read"),
+    ("2.13.0", ""),
+])
+def test_train_warns_once_of_a_pytorch_outside_the_tested_range(capsys, version, said):
+    """Issue 57 case 9: `train` under a torch outside the tested range said nothing (only `env` did). The
+    ranks' Dist as torch_versions() fills it (no torch outside the range is installed here to run)."""
+    from hvdbench.train import worker
+
+    for rank in (0, 1):
+        worker._check_torch_release(SimpleNamespace(rank=rank, versions={"torch": version, "horovod": "0.28.1"}))
+    out = capsys.readouterr().out
+    assert out.startswith(said) and out.count("warning") == (1 if said else 0)  # rank 0 only
+    worker._check_torch_release(SimpleNamespace(rank=0, versions={"tensorflow": "2.21.0"}))  # no torch: nothing
+    assert capsys.readouterr().out == ""

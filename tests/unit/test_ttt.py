@@ -245,7 +245,7 @@ def test_read_parts_reads_each_sweep_run_s_own_log(tmp_path, runs):
     for name in ("trained", "train_s", "eval_s"):
         setattr(run, name, None)
     for r in runs[:2]:  # the second has no folder: it keeps what it has
-        read_run_folder(r, tmp_path / r.run_id)
+        read_run_folder(r, tmp_path / r.run_id, [])
     assert run.trained == 2 * 12288 and run.train_s == pytest.approx(800.0) and run.eval_s == pytest.approx(20.0)
     assert runs[1].trained == 5400.0
 

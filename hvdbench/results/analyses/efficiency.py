@@ -2,8 +2,9 @@
 per GPU, MFU against the datasheet peak and against `bench compute`'s measured peak, peak memory per
 rank beside train/memory.py's estimate, energy per sample, and the per-GPU rate as a share of MLPerf's
 published one for the run's accelerator and benchmark (the record's published_share and published_ref,
-hvdbench.published; "no published rate for <accelerator>/<benchmark>" where there is none); and the
-same MFU for published MLPerf logs.
+hvdbench.published; "no published rate for <accelerator>/<benchmark>" where there is none, and
+"no published share: ..." where the record is not what ran: a GPU the sweep's hardware record does
+not hold, FLOPs per sample not the flavor's network's); and the same MFU for published MLPerf logs.
 
     rows = compute_rows(runs, peaks)       # one row per scaling group and layout (runs.csv's columns)
     markdown(rows); write(rows, out, formats)  # compute.csv, compute.png, a summary.md section
@@ -66,6 +67,9 @@ def _beside_published(mine, device: str) -> tuple[float | None, str]:
     (None, "no published rate for <accelerator>/<benchmark>")."""
     first = mine[0]
     benchmark = get_spec(first.model).benchmark if first.model in model_names() else first.model
+    doubt = _not_as_recorded(mine, device)
+    if doubt:
+        return None, f"no published share: {doubt}"
     share, ref = _mean(r.published_share for r in mine), first.published_ref
     if share is None:
         share, ref = compare(device, benchmark, first.flavor, _mean(r.throughput_per_gpu for r in mine),
@@ -77,6 +81,33 @@ def _beside_published(mine, device: str) -> tuple[float | None, str]:
         accelerator = entry.name if entry else device or "an unnamed device"
         return None, f"no published rate for {accelerator}/{benchmark}{flavor}"
     return share, ref
+
+
+# How far a run's FLOPs per sample may be from its flavor's count (spec.published_flops) and still be that
+# network: the same network counts the same (a unit test holds them equal); a debug network is 100x off.
+FLOPS_TOLERANCE = 1.25
+
+
+def _not_as_recorded(mine, device: str) -> str:
+    """Why the runs' record cannot be what ran, for the published share ('' when it can): a GPU the
+    sweep's hardware record (sweep.json) does not hold, or FLOPs per sample that are not the flavor's
+    network's (a share of the benchmark's published rate by a run of another network, or on CPUs,
+    is no share of anything)."""
+    first, said = mine[0], []
+    entry = device_entry(device)
+    if entry is not None and first.host_gpus is not None:
+        held = [device_entry(name) for name in first.host_gpus.split(" | ") if name]
+        if entry not in held:
+            said.append(f"runs.csv names {device}, but sweep.json's hardware record has "
+                        + (f"{first.host_gpus}" if held else "no GPU"))
+    spec = get_spec(first.model) if first.model in model_names() else None
+    counted = spec.published_flops if spec else None
+    flops = _mean(r.flops_per_sample for r in mine)
+    if counted and counted.flavor == first.flavor and flops and \
+            not 1 / FLOPS_TOLERANCE <= flops / counted.flops_per_row <= FLOPS_TOLERANCE:
+        said.append(f"its FLOPs per sample ({flops:.3g}) are not the {first.flavor} flavor's "
+                    f"({counted.flops_per_row:.3g}): another network ran")
+    return "; ".join(said)
 
 
 @dataclass(frozen=True, kw_only=True)

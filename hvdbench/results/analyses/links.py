@@ -31,6 +31,12 @@ not: that host's links between its ranks (its GPUs' topology word). One slow pai
 have fast pairs elsewhere: the path between them (a cable, a switch port, a route), neither host.
 With one pair of a kind there is nothing to compare (two hosts: the table shows the rate beside the
 NIC's).
+
+Evidence: a pair whose bytes came back wrong, that has no figure at the run's largest message (NaN,
+negative, missing), measured 0 GB/s or more than any link carries (linkrate.ABSURD_RATE), or names a
+rank paired with itself, is compared with nobody (never the fastest the others are held to, never
+"fast"): the table marks it LEFT OUT and the verdicts say why, a line each; an end whose other pairs
+were all left out is not told from the path ("node3's link, or the path between them").
 """
 
 from __future__ import annotations
@@ -40,6 +46,7 @@ import textwrap
 from dataclasses import dataclass
 from pathlib import Path
 
+from hvdbench.linkrate import ABSURD_RATE
 from hvdbench.output import human_bytes
 from hvdbench.results.records.rows import ReportRow
 from hvdbench.results.records.schema import LinkRow
@@ -90,29 +97,58 @@ class LinkPairRow(ReportRow):
     nic_gb_s: float | None
     intra_link: str
     wrong: int
+    fault: str  # why its bandwidth is no evidence, left out of the comparison ('' when it is: pair_rows)
+
+
+def _fault(first: LinkRow, sizes: list[LinkRow], large: LinkRow | None, largest: int) -> str:
+    """Why a pair's bandwidth is no evidence ('' when it is): it is then compared with nobody, is never
+    the fastest the others are held to, and its verdict line says why it was left out. `largest`: the
+    largest message of its kind in the run (every pair of a run is timed at the same sizes)."""
+    wrong = sum(x.wrong for x in sizes)
+    bandwidth = large.bandwidth_gb_s if large else None
+    if first.rank_a == first.rank_b:
+        return f"rank {first.rank_a} paired with itself"
+    if (first.kind == "between") == (first.host_a == first.host_b):
+        return (f"a pair {first.kind} hosts with ends on " +
+                (f"one host ({first.host_a})" if first.host_a == first.host_b else f"{first.host_a} and {first.host_b}"))
+    if wrong:
+        return f"{wrong:,} byte(s) came back wrong"
+    if large is None or large.bytes < largest or bandwidth is None:
+        return f"no bandwidth figure at the run's largest message ({human_bytes(largest)})"
+    if bandwidth <= 0:
+        return "0 GB/s: nothing measured"
+    if bandwidth * 1e9 > ABSURD_RATE:
+        return f"{bandwidth:g} GB/s, which no link carries (past {ABSURD_RATE / 1e9:g} GB/s)"
+    return ""
 
 
 def pair_rows(rows: list[LinkRow]) -> list[LinkPairRow]:
     """One row per run and pair, in the order measured, `slow` set by the rule (the module's): each
-    kind against its own fastest pair; pairs at different largest sizes are not compared (a hand-merged
-    file)."""
+    kind against its own fastest pair at the run's largest message; a pair whose figure is no evidence
+    (`_fault`: bytes that came back wrong, no figure at that size, 0 or past any link, a rank paired
+    with itself) is compared with nobody and says why in `fault`."""
     out = []
     for run in _by_run(rows).values():
         pairs: dict[tuple, list[LinkRow]] = {}
         for r in run:
             pairs.setdefault((r.rank_a, r.rank_b), []).append(r)
-        ends = []  # (the pair's rows, its smallest and largest timed message)
+        largest: dict[str, int] = {}  # kind -> the largest message timed in the run
+        for r in run:
+            if r.time_s is not None:
+                largest[r.kind] = max(largest.get(r.kind, 0), r.bytes)
+        ends = []  # (the pair's rows, its smallest and largest timed message, why it is no evidence)
         for sizes in pairs.values():
             timed = [r for r in sizes if r.time_s is not None]
-            ends.append((sizes, min(timed, key=lambda r: r.bytes, default=None),
-                         max(timed, key=lambda r: r.bytes, default=None)))
-        kinds: dict[tuple, list[float]] = {}  # (kind, largest size) -> its pairs' bandwidths
-        for sizes, _, large in ends:
-            if large and large.bandwidth_gb_s:
-                kinds.setdefault((sizes[0].kind, large.bytes), []).append(large.bandwidth_gb_s)
-        for sizes, small, large in ends:
+            large = max(timed, key=lambda r: r.bytes, default=None)
+            ends.append((sizes, min(timed, key=lambda r: r.bytes, default=None), large,
+                         _fault(sizes[0], sizes, large, largest.get(sizes[0].kind, 0))))
+        kinds: dict[str, list[float]] = {}  # kind -> its sound pairs' bandwidths
+        for sizes, _, large, fault in ends:
+            if not fault:
+                kinds.setdefault(sizes[0].kind, []).append(large.bandwidth_gb_s)
+        for sizes, small, large, fault in ends:
             r = sizes[0]
-            compared = kinds.get((r.kind, large.bytes)) if large and large.bandwidth_gb_s else None
+            compared = None if fault else kinds[r.kind]
             vs_best = large.bandwidth_gb_s / max(compared) if compared else None
             out.append(LinkPairRow(
                 run_id=r.run_id, started_at=r.started_at, layout=r.layout, kind=r.kind, host_a=r.host_a,
@@ -122,7 +158,7 @@ def pair_rows(rows: list[LinkRow]) -> list[LinkPairRow]:
                 bandwidth_gb_s=large.bandwidth_gb_s if large else None, vs_best=vs_best,
                 slow=bool(compared) and len(compared) > 1 and vs_best < SLOW_FRACTION,
                 nic_a=r.nic_a, nic_b=r.nic_b, nic_gb_s=r.nic_gb_s, intra_link=r.intra_link,
-                wrong=sum(x.wrong for x in sizes)))
+                wrong=sum(x.wrong for x in sizes), fault=fault))
     return out
 
 
@@ -137,44 +173,59 @@ def _nic_of(p: LinkPairRow, end: str) -> str:
     return f" ({nic})" if nic else ""
 
 
+def _name(p: LinkPairRow) -> str:
+    return f"{p.host_a}-{p.host_b}" if p.kind == "between" else f"ranks {p.rank_a}-{p.rank_b}"
+
+
 def verdicts(pairs: list[LinkPairRow]) -> list[str]:
-    """What the slow pairs of each run and kind have in common, one line each (none: no slow pair)."""
+    """What the slow pairs of each run and kind have in common, one line each, over the pairs whose
+    figure is evidence; then a line per pair left out and why (none: no slow pair, nothing left out)."""
     said = []
     groups: dict[tuple, list[LinkPairRow]] = {}
     for p in pairs:
         groups.setdefault((p.run_id, p.kind), []).append(p)
-    for (_, kind), group in groups.items():
-        slow = [p for p in group if p.slow]
-        if not slow:
-            continue
+    for (_, kind), everything in groups.items():
         where = "between hosts" if kind == "between" else "within a host"
-        on = {p.host_a for p in slow}
-        mine = [p for p in group if p.host_a in on]
-        if kind == "within" and len(on) == 1 and len(mine) == len(slow) < len(group):
-            host = on.pop()
-            said.append(f"every pair within {host} is slow ({len(slow)} of {len(mine)}), the other hosts' are not: "
-                        f"{host}'s links between its ranks ({slow[0].intra_link or 'not read'})")
-            continue
-        common = set(_ends(slow[0])).intersection(*(set(_ends(p)) for p in slow[1:]))
-        names = ", ".join(f"{p.host_a}-{p.host_b}" if kind == "between" else
-                          f"ranks {p.rank_a}-{p.rank_b}" for p in slow)
-        if len(common) == 1:
-            end = common.pop()
-            holding = [p for p in group if end in _ends(p)]
-            if len(slow) == len(holding) >= 2:
-                what = f"{end}'s link{_nic_of(slow[0], end)}" if kind == "between" else f"{end}'s link to the others"
-                said.append(f"every pair with {end} is slow ({len(slow)} of {len(holding)} pairs {where}): {what}")
-            else:
-                said.append(f"the slow pairs {where} ({names}) all include {end}, but {len(holding) - len(slow)} "
-                            f"pair(s) with {end} are not slow: not {end} alone")
-        elif len(slow) == 1:
-            a, b = _ends(slow[0])
-            said.append(f"only {a}-{b} is slow ({where}), and both have fast pairs: the path between them "
-                        "(a cable, a switch port, a route), not either end")
-        else:
-            said.append(f"{len(slow)} slow pairs {where} ({names}) share no end: look at what they cross "
-                        "(a switch, a route), not one host")
+        group = [p for p in everything if not p.fault]
+        left = [p for p in everything if p.fault]
+        said += _slow_said(kind, where, group)
+        if left and not any(p.slow for p in group):
+            said.append(f"no slow pair {where} among the {len(group)} measured soundly")
+        said += [f"{_name(p)} left out of the comparison {where}: {p.fault}" for p in left]
     return said
+
+
+def _slow_said(kind: str, where: str, group: list[LinkPairRow]) -> list[str]:
+    """verdicts' line for one run's sound pairs of a kind ([] with no slow pair)."""
+    slow = [p for p in group if p.slow]
+    if not slow:
+        return []
+    on = {p.host_a for p in slow}
+    mine = [p for p in group if p.host_a in on]
+    if kind == "within" and len(on) == 1 and len(mine) == len(slow) < len(group):
+        host = on.pop()
+        return [f"every pair within {host} is slow ({len(slow)} of {len(mine)}), the other hosts' are not: "
+                f"{host}'s links between its ranks ({slow[0].intra_link or 'not read'})"]
+    common = set(_ends(slow[0])).intersection(*(set(_ends(p)) for p in slow[1:]))
+    names = ", ".join(_name(p) for p in slow)
+    if len(common) == 1:
+        end = common.pop()
+        holding = [p for p in group if end in _ends(p)]
+        if len(slow) == len(holding) >= 2:
+            what = f"{end}'s link{_nic_of(slow[0], end)}" if kind == "between" else f"{end}'s link to the others"
+            return [f"every pair with {end} is slow ({len(slow)} of {len(holding)} pairs {where}): {what}"]
+        return [f"the slow pairs {where} ({names}) all include {end}, but {len(holding) - len(slow)} "
+                f"pair(s) with {end} are not slow: not {end} alone"]
+    if len(slow) == 1:
+        a, b = _ends(slow[0])
+        alone = [end for end in (a, b) if not any(end in _ends(p) and not p.slow for p in group)]
+        if alone:  # an end with no fast pair measured soundly: its link cannot be told from the path
+            return [f"only {a}-{b} is slow ({where}), and {' and '.join(alone)} has no other pair measured soundly: "
+                    f"{' or '.join(alone)}'s link, or the path between them"]
+        return [f"only {a}-{b} is slow ({where}), and both have fast pairs: the path between them "
+                "(a cable, a switch port, a route), not either end"]
+    return [f"{len(slow)} slow pairs {where} ({names}) share no end: look at what they cross "
+            "(a switch, a route), not one host"]
 
 
 def _cell(value, fmt: str) -> str:
@@ -209,7 +260,8 @@ def table_lines(pairs: list[LinkPairRow]) -> tuple[list[str], list[list]]:
         latency = _cell(p.latency_us, ".1f") + at
         lines.append([pair, f"{p.rank_a}-{p.rank_b}", p.backend, latency,
                       _cell(p.bandwidth_gb_s, ".3g") + size, _cell(p.vs_best, ".2f"),
-                      "SLOW" if p.slow else "", via + (f"; {p.wrong} WRONG" if p.wrong else "")])
+                      "SLOW" if p.slow else "LEFT OUT" if p.fault else "",
+                      via + (f"; {p.wrong} WRONG" if p.wrong else "")])
     return header, lines
 
 

@@ -21,6 +21,11 @@ A host slow in some layouts but not in others where it ran beside other hosts is
 note says so: a slow host is slow wherever it runs); a host named in every layout it ran in is named
 once, above the tables.
 
+What a verdict was not judged on is said in its line: a rank with no compute figure in any run (a row,
+its figures empty), the runs of the layout whose ranks.csv was left out (report.load warns naming the
+file: records.ranks.check_ranks). A rank is a row per host it ran on (a launcher may place it elsewhere
+from run to run).
+
 Published MLPerf logs carry no per-rank times: their layouts are counted, never guessed at. Under
 fsdp a rank's compute holds the parameter all-gathers of its forward and backward, where a fast rank
 waits for a slow one: a straggler's delay shows on every rank, so fsdp layouts (an engine whose
@@ -92,6 +97,9 @@ class Stragglers:
     hosts: list[StragglerHostRow] = field(default_factory=list)
     named: list[str] = field(default_factory=list)  # hosts slow in every layout they ran in, one line each
     notes: list[str] = field(default_factory=list)
+    # (group, layout) -> its successful runs without per-rank times (left out: a warning named the file),
+    # beside runs with them; the layout's verdict says it was judged on the rest
+    left_out: dict[tuple, int] = field(default_factory=dict)
     context: dict[tuple, Where] = field(default_factory=dict)  # (group, layout) -> where its plot's runs ran
 
 
@@ -162,16 +170,19 @@ def _hosts(group: ScalingGroup, runs: list) -> list[_Host]:
 
 
 def _rank_rows(group: ScalingGroup, layout: str, runs: list, unnamed: set[str]) -> list[StragglerRow]:
-    """Each rank of a layout's runs; a rank on a host in `unnamed` is named no straggler."""
+    """Each rank of a layout's runs, a row per host it ran on (a launcher may place a rank on another
+    host from run to run: two hosts' times are not averaged); a rank on a host in `unnamed` is named no
+    straggler. A rank with no compute figure in any run keeps its row, its figures empty."""
     spread = _spread(runs)
-    by_rank: dict[int, list] = {}
+    by_rank: dict[tuple[int, str], list] = {}
     for r in runs:
         timed = [x for x in r.ranks if x.compute_s is not None]
-        for x in timed:
-            by_rank.setdefault(x.rank, []).append((r, x, _others_ratio(x.compute_s, [y.compute_s for y in timed
-                                                                                       if y is not x])))
+        for x in r.ranks:
+            ratio = (_others_ratio(x.compute_s, [y.compute_s for y in timed if y is not x])
+                     if x.compute_s is not None else None)
+            by_rank.setdefault((x.rank, x.host), []).append((r, x, ratio))
     rows = []
-    for rank, seen in sorted(by_rank.items()):
+    for (rank, host), seen in sorted(by_rank.items()):
         last = seen[-1][1]
         verdict = _judge([ratio for _, _, ratio in seen if ratio is not None], group.engine, spread)
 
@@ -179,11 +190,11 @@ def _rank_rows(group: ScalingGroup, layout: str, runs: list, unnamed: set[str]) 
             values = [getattr(x, name) for _, x, _ in seen if getattr(x, name) is not None]
             return 1e3 * statistics.fmean(values) if values else None
         rows.append(StragglerRow(
-            **vars(group), layout=layout, rank=rank, host=last.host, local_rank=last.local_rank, device=last.device,
+            **vars(group), layout=layout, rank=rank, host=host, local_rank=last.local_rank, device=last.device,
             gpu_index=last.gpu_index, gpu_uuid=last.gpu_uuid, runs=len(seen), step_ms=ms("step_s"),
             compute_ms=ms("compute_s"), data_ms=ms("data_s"), comm_ms=ms("comm_s"), vs_others=verdict.mean,
             vs_others_2sigma=verdict.two_sigma, threshold=verdict.threshold,
-            straggler=verdict.named and last.host not in unnamed,
+            straggler=verdict.named and host not in unnamed,
             partial=any(len(r.ranks) < (r.world_size or 0) for r, _, _ in seen)))
     return rows
 
@@ -193,7 +204,7 @@ def stragglers(runs) -> Stragglers:
     times), the hosts slow in every layout they ran in, and what had no per-rank times."""
     found = Stragglers()
     layouts: dict[tuple, list] = {}
-    without, published, partial = set(), set(), 0
+    without, published, partial = {}, set(), 0
     for r in runs:
         if (r.world_size or 0) < 2 or r.status != "success":
             continue
@@ -201,7 +212,7 @@ def stragglers(runs) -> Stragglers:
         if r.result:  # a published log's run (mllog.record.MllogRun)
             published.add(where)
         elif not r.ranks:
-            without.add(where)
+            without[where] = without.get(where, 0) + 1
         else:
             layouts.setdefault(where, []).append(r)
             partial += len(r.ranks) < r.world_size
@@ -220,7 +231,8 @@ def stragglers(runs) -> Stragglers:
             system=key[0], runs=len(mine), nodes=first.nodes, link=first.link, intra_link=first.intra_link,
             hosts=";".join(dict.fromkeys(x.host for r in mine for x in r.ranks)))
     found.named = _named_across(found.hosts, layouts)
-    without -= set(layouts)
+    found.left_out = {where: n for where, n in without.items() if where in layouts}
+    without = set(without) - set(layouts)
     if without:
         found.notes.append(f"{len(without)} multi-rank layout(s) have no per-rank times (time-to-accuracy or "
                            "TensorFlow runs, --no-breakdown, or runs recorded before per-rank times): no straggler "
@@ -296,6 +308,22 @@ def _ms(value) -> str:
     return "–" if value is None else f"{value:.1f}"
 
 
+def _verdict(rows: list[StragglerRow], left_out: int) -> str:
+    """A layout's line above its table: who was named, and what it was not judged on (ranks without a
+    compute figure, runs whose per-rank times were left out)."""
+    slow = [f"rank {r.rank} on {r.host}" for r in rows if r.straggler]
+    untimed = [f"rank {r.rank} on {r.host}" for r in rows if r.compute_ms is None]
+    said = ("Straggler: " + ", ".join(slow) if slow else
+            "No straggler: every rank within the threshold" if not untimed else
+            "No straggler among the ranks timed")
+    if untimed:
+        said += f"; {', '.join(untimed)} had no compute figure in any run: not judged"
+    if left_out:
+        said += (f"; {left_out} run(s) of this layout left out (no per-rank times, or a ranks.csv that is not "
+                 "theirs: see the warnings), judged on the rest")
+    return said + "."
+
+
 def markdown(found: Stragglers) -> str:
     if not found.ranks and not found.notes:
         return ""
@@ -315,10 +343,8 @@ def markdown(found: Stragglers) -> str:
         groups.setdefault(row.scaling_key + (row.layout,), []).append(row)
     for key, rows in groups.items():
         r0 = rows[0]
-        slow = [f"rank {r.rank} on {r.host}" for r in rows if r.straggler]
         parts.append(f"### {r0.model} · {r0.flavor} · {r0.engine} · {r0.layout} — {r0.system}\n")
-        parts.append(("Straggler: " + ", ".join(slow) if slow else "No straggler: every rank within the threshold")
-                     + ".\n")
+        parts.append(_verdict(rows, found.left_out.get((r0.scaling_key, r0.layout), 0)) + "\n")
         parts.append(markdown_table(
             ["rank", "host", "local rank", "device", "runs", "step ms", "compute ms", "data ms", "exchange wait ms",
              "vs others", "threshold", "straggler"],
@@ -356,15 +382,18 @@ def figure(found: Stragglers, most: int = 12):
     FigureCanvasAgg(fig)
     for i, (key, rows) in enumerate(panels):
         ax = fig.add_subplot(math.ceil(len(panels) / cols), cols, i + 1)
-        values = [r.compute_ms or 0.0 for r in rows]
+        values = [math.nan if r.compute_ms is None else r.compute_ms for r in rows]  # no figure: no bar
         ax.bar(range(len(rows)), values, color=["tab:red" if r.straggler else "tab:blue" for r in rows])
-        ax.axhline(statistics.median(values), color="0.3", linestyle="--", linewidth=1, label="median rank")
+        timed = [v for v in values if not math.isnan(v)]
+        if timed:
+            ax.axhline(statistics.median(timed), color="0.3", linestyle="--", linewidth=1, label="median rank")
         ax.set_xticks(range(len(rows)), [f"{r.rank}\n{r.host}" for r in rows], fontsize=7)
         ax.set_ylabel("own compute per step (ms)", fontsize=8)
         r0 = rows[0]
         ax.set_title(f"{r0.model} {r0.layout} ({r0.flavor}, {r0.engine}): rank compute\n"
                      + context([found.context[key]]), fontsize=8)
-        ax.legend(fontsize=7)
+        if timed:
+            ax.legend(fontsize=7)
         ax.grid(True, axis="y", alpha=0.3)
     return fig
 

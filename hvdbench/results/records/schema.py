@@ -420,6 +420,7 @@ class LoadedRun(RunResult):
     intra_link: str = ""  # what joins a node's GPUs (the hosts' hardware record)
     host_cpus: int | None = None  # logical CPUs of the smallest host (sweep.json's hardware record)
     cpu_model: str = ""  # the hosts' CPU model(s), ' | '-joined where they differ (named on CPU runs)
+    host_gpus: str | None = None  # the hosts' GPU names, ' | '-joined ('' none read; None: no hardware record)
     eval_every: float | None = None  # the run's resolved config: evaluate every so many eval_unit
     eval_unit: str = ""
     # The time to train in parts (TTT_PARTS; hvdbench.results.analyses.ttt): what was trained by run_stop

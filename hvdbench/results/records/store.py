@@ -439,10 +439,11 @@ def sweep_hosts(path: Path) -> tuple[dict, str]:
     """What a sweep's sweep.json records of its hosts, as LoadedRun fields, and a warning ('' when
     none): `link`, the inter-node link (`sweep --link`, or the emulated cluster's), else the one its
     hosts' hardware records read (hvdbench/hardware.py: the fastest InfiniBand port or Ethernet NIC);
-    `intra_link`, the GPU-to-GPU link they read; `host_cpus`, the fewest logical CPUs of a host; `cpu_model`, their CPU model(s).
+    `intra_link`, the GPU-to-GPU link they read; `host_cpus`, the fewest logical CPUs of a host; `cpu_model`, their CPU model(s);
+    `host_gpus`, their GPUs' names ('' where they read none, None without hardware records).
     Empty when there is no record (a runs.csv copied alone). A hand-edited record whose hardware is
     not a host -> record mapping keeps the link it names and warns, naming the file."""
-    found: dict = {"link": "", "intra_link": "", "host_cpus": None, "cpu_model": ""}
+    found: dict = {"link": "", "intra_link": "", "host_cpus": None, "cpu_model": "", "host_gpus": None}
     if not path.is_file():
         return found, ""
     try:
@@ -466,6 +467,9 @@ def sweep_hosts(path: Path) -> tuple[dict, str]:
     found["host_cpus"] = min(cpus) if cpus and len(cpus) == len(hosts) else None
     models = [h["cpu"].get("model") for h in hosts if isinstance(h.get("cpu"), dict)]
     found["cpu_model"] = " | ".join(dict.fromkeys(m for m in models if isinstance(m, str) and m))
+    if hosts:  # '' where the hosts' records read no GPU (a CPU sweep), None where there is no record
+        gpus = [g.get("name") for h in hosts if isinstance(h.get("gpus"), list) for g in h["gpus"] if isinstance(g, dict)]
+        found["host_gpus"] = " | ".join(dict.fromkeys(g for g in gpus if isinstance(g, str) and g))
     return found, warning
 
 

@@ -10,6 +10,7 @@ MLPerf trees (hvdbench.results.mllog).
 
 from __future__ import annotations
 
+import math
 import statistics
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -21,8 +22,8 @@ from hvdbench.results import mllog
 from hvdbench.results.mllog.events import OWN_LOG_NAME
 from hvdbench.results.mllog.groups import DEFAULT_GROUP_BY
 from hvdbench.results.mllog.summary import read_run_log
-from hvdbench.results.records.ranks import RANKS_CSV, read_ranks
-from hvdbench.results.records.schema import TTT_PARTS, AllreduceRow, ComputeRow, IoRow, LinkRow, LoadedRun
+from hvdbench.results.records.ranks import RANKS_CSV, check_ranks, read_ranks
+from hvdbench.results.records.schema import ABSURD, TTT_PARTS, AllreduceRow, ComputeRow, IoRow, LinkRow, LoadedRun
 from hvdbench.results.records.store import (ALLREDUCE_CSV, COMPUTE_CSV, EXPLAIN_DIR, IO_CSV, LINKS_CSV, RUNS_CSV,
                                             current_runs, load_sweeps, read_rows, read_study_record,
                                             study_sweep_dirs, sweep_folder)
@@ -77,7 +78,7 @@ def load(paths=(), mllogs=(), group_by: tuple[str, ...] = DEFAULT_GROUP_BY, rule
         folder, mine = sweep_folder(path), load_sweeps([path], loaded.notes)
         for r in mine:
             if r.mode == "time_to_accuracy" and r.run_id:
-                read_run_folder(r, folder / r.run_id)
+                read_run_folder(r, folder / r.run_id, loaded.notes)
             elif r.run_id and (r.world_size or 0) > 1:
                 read_rank_times(r, folder / r.run_id, loaded.notes)
         rows += mine
@@ -93,17 +94,33 @@ def load(paths=(), mllogs=(), group_by: tuple[str, ...] = DEFAULT_GROUP_BY, rule
     return loaded
 
 
-def read_run_folder(r: LoadedRun, run_dir: Path) -> None:
+def read_run_folder(r: LoadedRun, run_dir: Path, notes: list[str]) -> None:
     """A time-to-accuracy run's evaluation cadence from its resolved config (RUN/config.yaml, which
     the worker writes) and its time to train in parts (summary.TTT_FIELDS) from its own event log
     (RUN/mllog.txt). A run without them keeps none: the report then says nothing of the cadence, and
-    its layout gets no time-to-train waterfall (the table says why)."""
+    its layout gets no time-to-train waterfall (the table says why). A config.yaml that is not YAML,
+    or whose eval_every is no cadence (`_cadence`), is a warning naming the file and the cadence is
+    left out."""
+    path = run_dir / "config.yaml"
     try:
-        config = yaml.safe_load((run_dir / "config.yaml").read_text())
-    except (OSError, ValueError, yaml.YAMLError):
+        config = yaml.safe_load(path.read_text())
+    except OSError as e:  # none (a run recorded before it, a runs.csv copied alone) is no warning
+        if path.exists() or path.is_symlink():
+            notes.append(f"warning: {path}: {e.strerror or e}; that run's evaluation cadence is left out")
         config = None
-    if isinstance(config, dict) and isinstance(config.get("eval_every"), (int, float)):
-        r.eval_every, r.eval_unit = float(config["eval_every"]), str(config.get("eval_unit") or "epochs")
+    except (ValueError, yaml.YAMLError) as e:
+        mark = getattr(e, "problem_mark", None)
+        at = f":{mark.line + 1}" if mark is not None else ""
+        notes.append(f"warning: {path}{at}: not YAML ({getattr(e, 'problem', None) or type(e).__name__}); "
+                     "that run's evaluation cadence is left out")
+        config = None
+    if isinstance(config, dict) and "eval_every" in config:
+        unit = str(config.get("eval_unit") or "epochs")
+        every, why = _cadence(config["eval_every"], unit, config.get("max_epochs"))
+        if why:
+            notes.append(f"warning: {path}: eval_every {config['eval_every']!r} is {why}: left out")
+        else:
+            r.eval_every, r.eval_unit = every, unit
     try:
         s = read_run_log(run_dir / OWN_LOG_NAME)
     except (OSError, ValueError):
@@ -112,13 +129,32 @@ def read_run_folder(r: LoadedRun, run_dir: Path) -> None:
      r.evals) = (getattr(s, name) for name in TTT_PARTS)
 
 
+def _cadence(value, unit: str, max_epochs) -> tuple[float | None, str]:
+    """(eval_every as a float, '') where it is a cadence: a positive finite number, in epochs at most
+    max_epochs (an evaluation past the last epoch never happens); else (None, why it is not)."""
+    def number(x) -> bool:
+        return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x) and x > 0
+
+    if not number(value):
+        return None, f"no evaluation cadence (a positive number of {unit})"
+    if unit == "epochs" and number(max_epochs) and value > max_epochs:
+        return None, f"past max_epochs {max_epochs:g}, no evaluation cadence"
+    if value > ABSURD:
+        return None, f"past {ABSURD:g}, no evaluation cadence"
+    return float(value), ""
+
+
 def read_rank_times(r: LoadedRun, run_dir: Path, notes: list[str]) -> None:
-    """A multi-rank run's per-rank times (RUN/ranks.csv); a damaged file is a warning and the run
-    keeps none (its record and the rest of the report stand)."""
+    """A multi-rank run's per-rank times (RUN/ranks.csv); a damaged file, or one that cannot be this
+    run's (records.ranks.check_ranks), is a warning and the run keeps none (its record and the rest of
+    the report stand; the straggler section counts the runs left out)."""
     try:
-        r.ranks = read_ranks(run_dir / RANKS_CSV)
+        rows = read_ranks(run_dir / RANKS_CSV)
     except (HvdbenchError, OSError) as e:
         notes.append(f"warning: {e}; that run's per-rank times are left out")
+        return
+    r.ranks, said = check_ranks(rows, r, run_dir / RANKS_CSV)
+    notes += [f"warning: {text}" + ("" if r.ranks else "; that run's per-rank times are left out") for text in said]
 
 
 def read_benches(loaded: Loaded, folder: Path) -> None:

@@ -8,28 +8,38 @@ and the collectives' code under the same model).
 
 from __future__ import annotations
 
+from hvdbench.releases import range_words, torch_tested
 from hvdbench.results.records.rows import ScalingGroup
 from hvdbench.results.records.schema import RunResult
 from hvdbench.results.stats.aggregate import group_title, scaling_key
 
 
 def torch_header(runs: list[RunResult]) -> list[str]:
-    """'PyTorch of these runs: 2.13.0.' and, per scaling table (its group) whose runs recorded more than
-    one torch, a warning naming the table and the versions; [] when no run recorded torch (published
-    MLPerf logs, TensorFlow runs)."""
+    """'PyTorch of these runs: 2.13.0.', a warning per release outside hvdbench's tested range
+    (releases.TESTED_TORCH) or that is no version at all (a runs.csv edited by hand: never printed
+    as a release), naming its runs' sweeps, and, per scaling table (its group) whose runs recorded
+    more than one torch, a warning naming the table and the versions; [] when no run recorded torch
+    (published MLPerf logs, TensorFlow runs)."""
     tables: dict[tuple, set[str]] = {}
+    sweeps: dict[str, dict[str, None]] = {}  # version -> the sweeps of its runs, in order
     for run in runs:
         version = dict(p.split("=", 1) for p in run.versions.split(";") if "=" in p).get("torch")
         if version:
             tables.setdefault(scaling_key(run), set()).add(version)
+            sweeps.setdefault(version, {})[run.sweep] = None
     used = sorted(set().union(*tables.values()))
     if not used:
         return []
-    lines = [f"PyTorch of these runs: {', '.join(used)}."]
+    readable = [v for v in used if torch_tested(v) is not None]
+    lines = [f"PyTorch of these runs: {', '.join(readable)}."] if readable else []
+    for version in used:
+        if not torch_tested(version):
+            where = ", ".join(s for s in sweeps[version] if s)
+            lines.append(f"**Warning:** runs{f' of {where}' if where else ''} recorded PyTorch {range_words(version)} "
+                         "(runs.csv's versions column).")
     for key, versions in tables.items():
         if len(versions) > 1:
             table = group_title(ScalingGroup(*key))  # as its heading reads
-            lines.append(f"**Warning:** the runs of one table ({table}) used PyTorch {', '.join(sorted(versions))}: "
+            lines.append(f"**Warning:** the runs of one table ({table}) used PyTorch {', '.join(v if v in readable else repr(v) for v in sorted(versions))}: "
                          f"their throughputs are not comparable; rerun its layouts on one release.")
     return lines
-
