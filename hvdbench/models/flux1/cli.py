@@ -60,6 +60,6 @@ def flux_latents(images, captions, t5, clip, vae, out, t5_tokenizer, clip_tokeni
     encoders = EncoderFolders(t5=t5, clip=clip, vae=vae, t5_tokenizer=t5_tokenizer, clip_tokenizer=clip_tokenizer)
     opts = LatentOptions(val_fraction=val_fraction, size=size, t5_len=t5_len, batch=batch,
                          samples_per_shard=samples_per_shard, device=device, seed=seed)
-    summary(prepare_flux_latents(images, captions, out, encoders=encoders, val_images=val_images,
-                                 val_captions=val_captions, opts=opts, options=PrepareOptions(overwrite=overwrite)),
-            out)
+    manifest = prepare_flux_latents(images, captions, out, encoders=encoders, val_images=val_images,
+                                    val_captions=val_captions, opts=opts, options=PrepareOptions(overwrite=overwrite))
+    summary(manifest, out)
