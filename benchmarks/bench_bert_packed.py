@@ -29,6 +29,7 @@ import sys
 import tempfile
 from pathlib import Path
 
+from hvdbench.data.parallel import PrepareOptions
 from hvdbench.data.synthetic import prepare_synthetic
 from hvdbench.models.bert.packing import prepare_pack
 
@@ -52,8 +53,9 @@ def main() -> None:
     args = ap.parse_args()
     work = args.workdir or Path(tempfile.mkdtemp(prefix="bench-bert-packed-"))
     info = {"vocab_size": 30522, "max_seq_len": 128, "max_predictions": 20}  # the debug flavor's sizes
-    prepare_synthetic("bert", args.samples, work / "bert", info=info, overwrite=True)
-    packed = prepare_pack(work / "bert", work / "packed", strategy="nnlshp", overwrite=True)["packing"]["train"]
+    prepare_synthetic("bert", args.samples, work / "bert", info=info, options=PrepareOptions(overwrite=True))
+    packed = prepare_pack(work / "bert", work / "packed", strategy="nnlshp",
+                          options=PrepareOptions(overwrite=True))["packing"]["train"]
     print(f"real packed data: {packed['sequences']:,} sequences in {packed['packs']:,} rows "
           f"({packed['sequences'] / packed['packs']:.3f} a row), efficiency {packed['efficiency']:.3f}")
     ratios = []

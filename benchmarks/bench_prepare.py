@@ -78,6 +78,7 @@ def make_photos(root: Path, count: int) -> list[Path]:
 def bench_image_prepare(work: Path, count: int) -> dict:
     from PIL import Image
 
+    from hvdbench.data.parallel import PrepareOptions
     from hvdbench.families.images.prepare import decode_image, prepare_images
 
     files = make_photos(work / "photos", count)
@@ -94,8 +95,8 @@ def bench_image_prepare(work: Path, count: int) -> dict:
 
     def prepare(workers):
         shutil.rmtree(work / "prepared", ignore_errors=True)
-        prepare_images(work / "photos", work / "prepared", size=size, samples_per_shard=100, workers=workers,
-                       val_fraction=0, command="bench")
+        prepare_images(work / "photos", work / "prepared", size=size, samples_per_shard=100,
+                       val_fraction=0, options=PrepareOptions(workers=workers, command="bench"))
 
     rounds = 3
     t_plain = best_of(rounds, plain_pillow)
@@ -158,11 +159,12 @@ def bench_reader(work: Path, like: str, samples: int, batch: int, **kw) -> dict:
     after its first epoch, whose page faults (mapping every page once) are its main cost."""
     import gc
 
+    from hvdbench.data.parallel import PrepareOptions
     from hvdbench.data.readers import open_dataset
     from hvdbench.data.synthetic import prepare_synthetic
 
     path = work / f"reader-{like}"
-    prepare_synthetic(like, samples, path, val_fraction=0, command="bench", **kw)
+    prepare_synthetic(like, samples, path, val_fraction=0, options=PrepareOptions(command="bench"), **kw)
     flush(path)
     n = json.loads((path / "manifest.json").read_text())["splits"]["train"]["samples"]
     nbytes = raw_read(path)
@@ -248,6 +250,7 @@ def wikipedia_like_lengths(articles: int, max_len: int = 512, seed: int = 0) -> 
 
 
 def bench_packing(work: Path) -> dict:
+    from hvdbench.data.parallel import PrepareOptions
     from hvdbench.models.bert.prepare import BertOptions, prepare_bert
     from hvdbench.models.bert.packing import histogram, nnlshp, spfhp, stats
     from hvdbench.data.readers import open_dataset
@@ -257,7 +260,7 @@ def bench_packing(work: Path) -> dict:
     hist512 = histogram(lengths, 512)
     path = work / "pydoc128"
     prepare_bert(["builtin:pydoc"], path, vocab_size=4000, opts=BertOptions(max_seq_len=128, dupe_factor=5),
-                 command="bench")
+                 options=PrepareOptions(command="bench"))
     pydoc = np.concatenate([b["input_mask"].sum(1) for b in open_dataset(path).loader("train", 4096, drop_last=False)])
     for name, hist, max_len in (("wikipedia-like@512", hist512, 512), ("pydoc@128", histogram(pydoc, 128), 128)):
         row = {}

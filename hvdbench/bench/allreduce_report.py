@@ -51,13 +51,12 @@ def plan(dtypes: list[str], min_bytes: int, max_bytes: int) -> list[tuple[str, i
 
 
 def sweep(base: AllreduceRow, impl: str, timer: Timer, gather: Gather, points: list[tuple[str, int]],
-          iters: int, warmup_iters: int, budget_bytes: int,
-          on_row: Callable[[AllreduceRow], None] = lambda row: None) -> list[AllreduceRow]:
+          counts: F.Iterations, on_row: Callable[[AllreduceRow], None] = lambda row: None) -> list[AllreduceRow]:
     """Time `impl` at every point. Every rank calls this with the same arguments (the timers are
     collectives); every rank gets the same rows; `on_row` sees each as it is measured."""
     rows = []
     for dtype, nbytes in points:
-        timed, warm = F.iterations(nbytes, iters, warmup_iters, budget_bytes)
+        timed, warm = counts.at(nbytes)
         seconds, wrong = timer(dtype, nbytes, timed, warm)
         per_rank = gather((seconds, wrong))
         mean, low, high = F.across_ranks([s for s, _ in per_rank])

@@ -14,6 +14,7 @@ nccl-tests (github.com/NVIDIA/nccl-tests, doc/PERFORMANCE.md):
 from __future__ import annotations
 
 import statistics
+from dataclasses import dataclass
 
 from hvdbench.bench.defaults import BUDGET_BYTES
 from hvdbench.errors import ConfigError
@@ -70,6 +71,21 @@ def iterations(nbytes: int, iters: int, warmup_iters: int, budget_bytes: int = B
     timed = min(iters, max(MIN_ITERS, fit))
     warm = min(warmup_iters, max(1, fit // 4))
     return timed, warm
+
+
+@dataclass(frozen=True)
+class Iterations:
+    """How often a collective runs at each message size: up to `iters` timed after up to
+    `warmup_iters` untimed, both cut so that one size moves about `budget_bytes` (`at`).
+    `hvdbench bench allreduce --iters 20 --warmup-iters 5`."""
+
+    iters: int
+    warmup_iters: int
+    budget_bytes: int = BUDGET_BYTES
+
+    def at(self, nbytes: int) -> tuple[int, int]:
+        """(timed, warm-up) operations for a message of `nbytes` (`iterations`)."""
+        return iterations(nbytes, self.iters, self.warmup_iters, self.budget_bytes)
 
 
 def across_ranks(seconds_per_op: list[float]) -> tuple[float, float, float]:

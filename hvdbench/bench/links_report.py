@@ -7,16 +7,16 @@ that flags a slow pair and the naming of the host they share are hvdbench.result
     horovodrun -np 3 -H node1:1,node2:1,node3:1 hvdbench bench links --out results/links
 
 The worker (`hvdbench.frameworks.torch.bench_links`) supplies a *timer*,
-`timer(a, b, nbytes, iters, warmup, repeats, budget_s) -> (one-way seconds of each repeat, wrong
-elements, round trips each repeat timed)` (called on every rank; ranks a and b ping-pong, the others
-return at once; `round_trips` is how it sizes them), a barrier over all ranks and a gather; `measure`
-does the rest.
+`timer(a, b, nbytes, trips) -> (one-way seconds of each repeat, wrong elements, round trips each
+repeat timed)` (called on every rank; ranks a and b ping-pong, the others return at once; `trips`,
+a `RoundTrips`, and `round_trips` are how it sizes them), a barrier over all ranks and a gather;
+`measure` does the rest.
 """
 
 from __future__ import annotations
 
 import statistics
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Callable
 
@@ -31,7 +31,21 @@ from hvdbench.results.records.store import LINKS_CSV, SWEEP_RECORD, append_or_re
 CSV_NAME = LINKS_CSV
 MAX_SIZE = 4 << 30  # a single message past 4 GiB is no link test; and Gloo's sizes are 32-bit on some builds
 
-Timer = Callable[[int, int, int, int, int, int, float], tuple[list[float], int, int]]
+
+
+@dataclass(frozen=True)
+class RoundTrips:
+    """How each pair is timed at each size: `repeats` repeats of up to `iters` round trips (as many as
+    fit `budget_s` over the repeats: `round_trips`) after up to `warmup_iters` untimed.
+    `hvdbench bench links --iters 20 --warmup-iters 3 --repeats 5 --budget-s 1`."""
+
+    iters: int
+    warmup_iters: int
+    repeats: int
+    budget_s: float
+
+
+Timer = Callable[[int, int, int, RoundTrips], tuple[list[float], int, int]]
 
 
 def check_sizes(sizes: list[int]) -> list[int]:
@@ -67,7 +81,7 @@ def round_trips(seconds: float, iters: int, repeats: int, budget_s: float) -> in
 
 
 def measure(base: LinkRow, pairs: list[tuple[int, int, str]], sizes: list[int], timer: Timer, barrier, gather,
-            rank: int, iters: int, warmup_iters: int, repeats: int, budget_s: float) -> list[LinkRow]:
+            rank: int, trips: RoundTrips) -> list[LinkRow]:
     """Every pair at every size, one pair at a time (a barrier between: the other ranks idle). Each
     rank keeps what it timed; one gather at the end brings rank a's figures of each pair to every
     rank (no collective inside a timed loop). Rows with the figures only; the ends' hosts, devices and
@@ -76,7 +90,7 @@ def measure(base: LinkRow, pairs: list[tuple[int, int, str]], sizes: list[int], 
     for a, b, _ in pairs:
         for nbytes in sizes:
             barrier()
-            times, wrong, timed = timer(a, b, nbytes, iters, warmup_iters, repeats, budget_s)
+            times, wrong, timed = timer(a, b, nbytes, trips)
             if rank == a:
                 mine[(a, b, nbytes)] = (times, timed, wrong)
             elif rank == b:

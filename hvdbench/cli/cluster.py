@@ -59,11 +59,12 @@ def up(nodes, slots, bandwidth, latency, subnet, hostfile, slurm, node_cpu, node
       hvdbench cluster up --nodes 3 --node-cpu node3=0.5                     # node3 at half its CPU share
       hvdbench cluster up --nodes 3 --bandwidth 1gbit --node-rate node3=100mbit   # node3's NIC at a tenth
     """
-    from hvdbench.cluster.blueprint import make_plan
+    from hvdbench.cluster.blueprint import UpOptions, make_plan
     from hvdbench.cluster.lifecycle import up as cluster_up
 
-    plan = make_plan(name=name, nodes=nodes, slots=slots, subnet=subnet, bandwidth=bandwidth,
-                     latency=latency, hostfile=hostfile, slurm=slurm, node_cpu=node_cpu, node_rate=node_rate)
+    plan = make_plan(UpOptions(name=name, nodes=nodes, slots=slots, subnet=subnet, bandwidth=bandwidth,
+                               latency=latency, hostfile=hostfile, slurm=slurm, node_cpu=node_cpu,
+                               node_rate=node_rate))
     cluster_up(plan)
     nodes_text = f"{len(plan.nodes)} node{'s' if len(plan.nodes) != 1 else ''}"
     click.echo(f"Cluster {plan.name} is up: {nodes_text} x {plan.slots} slots on {plan.subnet}, "

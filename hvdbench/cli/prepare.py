@@ -124,6 +124,7 @@ def synthetic(like, samples, out, info_pairs, samples_per_shard, val_fraction, s
     """
     import yaml
 
+    from hvdbench.data.parallel import PrepareOptions
     from hvdbench.data.synthetic import prepare_synthetic, shorthand_flags, shorthand_info
 
     flag_of = {SHORTHAND + flag.replace("-", "_"): flag for flag in shorthand_flags()}
@@ -134,7 +135,8 @@ def synthetic(like, samples, out, info_pairs, samples_per_shard, val_fraction, s
             raise click.BadParameter(f"{pair!r}: expected KEY=VALUE", param_hint="--info")
         info[key] = yaml.safe_load(value)
     summary(prepare_synthetic(like, samples, out, info=info, samples_per_shard=samples_per_shard,
-                               val_fraction=val_fraction, seed=seed, workers=workers, overwrite=overwrite), out)
+                               val_fraction=val_fraction, seed=seed,
+                               options=PrepareOptions(workers=workers, overwrite=overwrite)), out)
 
 
 @prepare.command()

@@ -3,7 +3,7 @@
 One network namespace per node, each with its own hostname, a veth into a bridge and an sshd; `tc`
 on the veths shapes the inter-node links. See docs/design.md ("An emulated cluster on one machine").
 
-    plan = make_plan("hvd", nodes=2, slots=1, bandwidth="100mbit")
+    plan = make_plan(UpOptions("hvd", nodes=2, slots=1, bandwidth="100mbit"))
     up(plan)                       # hvdbench cluster up --nodes 2 --slots 1 --bandwidth 100mbit
     launch_settings("hvd")         # hostfile, extra horovodrun/mpirun options, PATH for its ssh
     inspect_links("hvd")           # each node's link shaping (tc qdiscs, both ends) read back

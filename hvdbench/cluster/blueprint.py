@@ -193,13 +193,29 @@ def format_rate(bits: int) -> str:
     return f"{bits}bit"
 
 
-def make_plan(name: str = DEFAULT_NAME, nodes: int = 2, slots: int = 1, subnet: str = DEFAULT_SUBNET,
-              bandwidth: str | None = None, latency: str | None = None, hostfile: str | Path | None = None,
-              state_root: Path = STATE_ROOT, slurm: bool = False, node_cpu=(), node_rate=(),
-              cpus: int | None = None) -> ClusterPlan:
+@dataclass(frozen=True)
+class UpOptions:
+    """`hvdbench cluster up`'s options as given, before `make_plan` checks and parses them: the
+    cluster's name, nodes, slots per node, subnet, every link's --bandwidth and --latency, where the
+    hostfile goes (None: the state folder), --slurm, and the --node-cpu/--node-rate items
+    ('node3=0.5', 'node3=100mbit'). `hvdbench cluster up --nodes 3 --bandwidth 1gbit --node-cpu node3=0.5`."""
+
+    name: str = DEFAULT_NAME
+    nodes: int = 2
+    slots: int = 1
+    subnet: str = DEFAULT_SUBNET
+    bandwidth: str | None = None
+    latency: str | None = None
+    hostfile: str | Path | None = None
+    slurm: bool = False
+    node_cpu: tuple[str, ...] = ()
+    node_rate: tuple[str, ...] = ()
+
+
+def make_plan(up: UpOptions = UpOptions(), state_root: Path = STATE_ROOT, cpus: int | None = None) -> ClusterPlan:
     """Validate the options of `hvdbench cluster up` and derive every name and address from them.
-    node_cpu, node_rate: `--node-cpu`/`--node-rate` items ('node3=0.5', 'node3=100mbit'); cpus: the
-    machine's usable CPUs (default: this process's)."""
+    cpus: the machine's usable CPUs (default: this process's)."""
+    name, nodes, slots, subnet = up.name, up.nodes, up.slots, up.subnet
     validate_name(name)
     if not 1 <= nodes <= MAX_NODES:
         raise ClusterError(f"--nodes {nodes} is out of range: 1 to {MAX_NODES}")
@@ -216,17 +232,18 @@ def make_plan(name: str = DEFAULT_NAME, nodes: int = 2, slots: int = 1, subnet: 
         raise ClusterError(f"--subnet {subnet} must be a /16../30 network holding {nodes + 1} addresses "
                            f"(the bridge and {nodes} nodes)")
     state_dir = state_dir_for(name, state_root)
-    shaping = Shaping(rate_bit=parse_rate(bandwidth) if bandwidth else None,
-                      delay_us=parse_delay(latency) if latency else None)
+    shaping = Shaping(rate_bit=parse_rate(up.bandwidth) if up.bandwidth else None,
+                      delay_us=parse_delay(up.latency) if up.latency else None)
     names = [f"{name}-node{k}" for k in range(1, nodes + 1)]
     cpu = {n: cpu_quota_us(v, n.removeprefix(f"{name}-"), usable_cpus() if cpus is None else cpus, nodes)
-           for n, v in parse_node_values("--node-cpu", node_cpu, names, name).items()}
+           for n, v in parse_node_values("--node-cpu", up.node_cpu, names, name).items()}
     rate = {n: parse_rate(v, f"--node-rate {n.removeprefix(f'{name}-')}={v}")
-            for n, v in parse_node_values("--node-rate", node_rate, names, name).items()}
+            for n, v in parse_node_values("--node-rate", up.node_rate, names, name).items()}
     node_list = tuple(Node(index=k, name=names[k - 1], address=str(hosts[k]), host_veth=f"{name}-v{k}",
                            cpu_fraction=cpu.get(names[k - 1], (None, None))[0],
                            cpu_quota_us=cpu.get(names[k - 1], (None, None))[1], rate_bit=rate.get(names[k - 1]))
                       for k in range(1, nodes + 1))
     return ClusterPlan(name=name, nodes=node_list, slots=slots, subnet=str(net), gateway=str(hosts[0]),
                        bridge=f"{name}-br", shaping=shaping, state_dir=state_dir,
-                       hostfile=Path(hostfile).absolute() if hostfile else state_dir / "hostfile", slurm=slurm)
+                       hostfile=Path(up.hostfile).absolute() if up.hostfile else state_dir / "hostfile",
+                       slurm=up.slurm)

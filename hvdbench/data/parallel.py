@@ -88,6 +88,21 @@ def default_workers() -> int:
     return max(1, cores // max(1, local))
 
 
+@dataclass(frozen=True)
+class PrepareOptions:
+    """How one prepare runs, the same for every prepare_* function: worker processes per rank (None:
+    `default_workers`; the prepares whose commands have no --workers make their shards in one
+    process and ignore it), whether it may replace a different dataset already in `out`, and the
+    command line its manifest records (None: this process's). None of them changes a byte it writes,
+    so none enters the dataset's params; a prepare's own knobs are its own (`BertOptions`, `C4Options`,
+    ...). The click commands build it from --workers and --overwrite:
+    `hvdbench prepare images --src tree --out data/images --workers 2 --overwrite`."""
+
+    workers: int | None = None
+    overwrite: bool = False
+    command: str | None = None
+
+
 @dataclass
 class ShardJob:
     """Work for one maker call: the shard files it writes as (split, file name), the hash of what goes

@@ -23,7 +23,7 @@ from pathlib import Path
 import numpy as np
 
 from hvdbench.data import manifest as mf
-from hvdbench.data.parallel import ShardJob, World, finish, run_jobs, start
+from hvdbench.data.parallel import PrepareOptions, ShardJob, World, finish, run_jobs, start
 from hvdbench.data.shards import shard_name, write_shard
 from hvdbench.errors import ConfigError, DatasetError
 
@@ -83,7 +83,7 @@ def synthetic_info(like: str, given: dict) -> dict:
 
 def prepare_synthetic(like: str, samples: int, out: Path, *, info: dict | None = None,
                       samples_per_shard: int | None = None, val_fraction: float = 0.05, seed: int = 0,
-                      workers: int | None = None, overwrite: bool = False, command: str | None = None) -> dict:
+                      options: PrepareOptions = PrepareOptions()) -> dict:
     out = Path(out)
     kind = _kind(like)
     info = synthetic_info(like, info or {})
@@ -94,7 +94,7 @@ def prepare_synthetic(like: str, samples: int, out: Path, *, info: dict | None =
     world = World.detect()
     params = {"like": like, "samples": samples, "samples_per_shard": per_shard, "val_fraction": val_fraction,
               "seed": seed, **info}
-    start(out, kind.name, params, overwrite, world)
+    start(out, kind.name, params, options.overwrite, world)
     n_val = round(samples * val_fraction)
     ph = mf.params_hash(params)
     jobs = []
@@ -104,9 +104,9 @@ def prepare_synthetic(like: str, samples: int, out: Path, *, info: dict | None =
             work = {"like": like, "n": min(per_shard, n - k * per_shard), "seed": [seed, s, k], "info": info}
             source = hashlib.sha256(f"{ph}/{split}/{k}".encode()).hexdigest()
             jobs.append(ShardJob.single(split, shard_name(split, k, count), source, work))
-    records = run_jobs(out, jobs, _make_shard, world=world, workers=workers, label=f"synthetic {like}")
+    records = run_jobs(out, jobs, _make_shard, world=world, workers=options.workers, label=f"synthetic {like}")
     extra = kind.synthetic_files(out, info) if world.rank == 0 else {}
-    manifest = mf.new_manifest(kind.name, kind.fields(info), seed, params, command, synthetic=True,
+    manifest = mf.new_manifest(kind.name, kind.fields(info), seed, params, options.command, synthetic=True,
                                **info, **extra)
     return finish(out, jobs, records, manifest, world)
 

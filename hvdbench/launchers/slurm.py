@@ -1,6 +1,6 @@
 """Slurm batch jobs: one sbatch script per layout, rendered from launch/slurm/run.sub.
 
-    script = render(template, layout, command=[...], job_name="hvd-resnet50-2x4", ...)
+    script = render(template, layout, SlurmJob(command=[...], job_name="hvd-resnet50-2x4", ...))
     sbatch_argv(Path("results/s/slurm/2x4.sub"))  # ['sbatch', '--parsable', '.../2x4.sub']
 
 Rendering uses `string.Template.substitute` (a missing or unknown field is an error). Values
@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import re
 import shlex
+from dataclasses import dataclass
 from pathlib import Path
 from string import Template
 
@@ -29,23 +30,36 @@ _TIME = re.compile(r"^([0-9]+-)?[0-9]+(:[0-9]{2}){0,2}$")  # Slurm: MM, MM:SS, H
 _PATH = re.compile(r"^[A-Za-z0-9._/%+@:=,-]+$")  # no blanks, quotes, '$' or newlines
 
 
-def render(template: str, layout: Layout, *, command: list[str], job_name: str, time_limit: str,
-           output: Path, script: Path, store: Path, gpus: bool = True) -> str:
+@dataclass(frozen=True)
+class SlurmJob:
+    """One sbatch script's own values: the command it runs (argv), the job's name and time limit, the
+    job's output file (sbatch's %j pattern), the script's path and the run store the job appends to.
+    `hvdbench sweep resnet50 --launcher sbatch --layouts 2x4 --time-limit 01:30:00 --out results/s`."""
+
+    command: list[str]
+    job_name: str
+    time_limit: str
+    output: Path
+    script: Path
+    store: Path
+
+
+def render(template: str, layout: Layout, job: SlurmJob, gpus: bool = True) -> str:
     """The sbatch script for `layout`: `nodes` nodes with `gpus_per_node` tasks each, and as many
-    GPUs when `gpus` (a cluster without gpu GRES rejects any GPU request), running `command` (argv)."""
-    if not _JOB_NAME.match(job_name):
-        raise ConfigError(f"Slurm job name {job_name!r}: use letters, digits and ._- only")
-    if not _TIME.match(time_limit):
-        raise ConfigError(f"--time-limit {time_limit!r} is not a Slurm time (e.g. 02:00:00 or 1-00:00:00)")
-    for what, path in (("output", output), ("script", script), ("run store", store)):
+    GPUs when `gpus` (a cluster without gpu GRES rejects any GPU request), running `job.command`."""
+    if not _JOB_NAME.match(job.job_name):
+        raise ConfigError(f"Slurm job name {job.job_name!r}: use letters, digits and ._- only")
+    if not _TIME.match(job.time_limit):
+        raise ConfigError(f"--time-limit {job.time_limit!r} is not a Slurm time (e.g. 02:00:00 or 1-00:00:00)")
+    for what, path in (("output", job.output), ("script", job.script), ("run store", job.store)):
         if not _PATH.match(str(path)):
             raise ConfigError(f"{what} path {str(path)!r} cannot go in an sbatch script: "
                               "use letters, digits and ._/%+@:=,- only")
     gpu_request = (f"#SBATCH --gpus-per-node={layout.gpus_per_node}" if gpus else
                    "# no --gpus-per-node: this cluster's Slurm schedules no gpu GRES")
-    fields = dict(job_name=job_name, nodes=layout.nodes, gpus_per_node=layout.gpus_per_node, gpu_request=gpu_request,
-                  time_limit=time_limit, output=output, script=script, store=store,
-                  command=shlex.join(command))
+    fields = dict(job_name=job.job_name, nodes=layout.nodes, gpus_per_node=layout.gpus_per_node,
+                  gpu_request=gpu_request, time_limit=job.time_limit, output=job.output, script=job.script,
+                  store=job.store, command=shlex.join(job.command))
     try:
         return Template(template).substitute(fields)
     except KeyError as e:

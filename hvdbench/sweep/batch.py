@@ -20,7 +20,7 @@ from pathlib import Path
 from hvdbench import launchers
 from hvdbench.files import atomic_write_text, open_no_link
 from hvdbench.launchers import guard
-from hvdbench.launchers.slurm import load_template, render, sbatch_argv, schedules_gpus
+from hvdbench.launchers.slurm import SlurmJob, load_template, render, sbatch_argv, schedules_gpus
 from hvdbench.sweep.spec import SweepSpec, check_sweep_record
 
 
@@ -57,8 +57,9 @@ def slurm_jobs(spec: SweepSpec, template: Path | None = None, time_limit: str = 
         inner += ["--", *spec.train_args]
         script = slurm_dir / f"{lay.name}.sub"
         job_name = re.sub(r"[^A-Za-z0-9._-]", "_", f"hvd-{spec.name}-{lay.name}")[:128]
-        body = render(text, lay, command=inner, job_name=job_name, time_limit=time_limit,
-                      output=slurm_dir / f"{lay.name}-%j.out", script=script, store=spec.store, gpus=gpus)
+        job = SlurmJob(command=inner, job_name=job_name, time_limit=time_limit,
+                       output=slurm_dir / f"{lay.name}-%j.out", script=script, store=spec.store)
+        body = render(text, lay, job, gpus=gpus)
         jobs.append((lay.name, script, body, sbatch_argv(script, sbatch_args,
                                                          launchers.resolve_binary("sbatch"))))
     return jobs

@@ -249,7 +249,9 @@ def test_missing_and_corrupt_annotation_files_are_named(src, tmp_path):
 @pytest.mark.timeout(240)
 def test_two_ranks_make_the_same_coco_dataset(src, tmp_path, mpirun):
     code = ("import sys; from hvdbench.families.detection.coco import prepare_coco; "
-            "prepare_coco(sys.argv[1], sys.argv[2], image_size=32, samples_per_shard=1, workers=1, command='t')")
+            "from hvdbench.data.parallel import PrepareOptions; "
+            "prepare_coco(sys.argv[1], sys.argv[2], image_size=32, samples_per_shard=1, "
+            "options=PrepareOptions(workers=1, command='t'))")
     run([sys.executable, "-c", code, src, tmp_path / "one"])
     run([mpirun, "-np", "2", "--oversubscribe", sys.executable, "-c", code, src, tmp_path / "two"])
     one = json.loads((tmp_path / "one" / "manifest.json").read_text())

@@ -19,6 +19,7 @@ import pytest
 from click.testing import CliRunner
 
 from hvdbench.cli.main import cli
+from hvdbench.data.parallel import PrepareOptions
 from hvdbench.data.shards import write_shard
 from hvdbench.data.synthetic import prepare_synthetic
 from hvdbench.data.verify import verify
@@ -107,7 +108,7 @@ def poke(root, field, sample, value, split="train"):
 ])
 def test_verify_refuses_non_finite_float_values_naming_shard_field_and_sample(tmp_path, like, info, field, value):
     root = tmp_path / "d"
-    prepare_synthetic(like, 12, root, info=info, workers=1, val_fraction=0.25)
+    prepare_synthetic(like, 12, root, info=info, val_fraction=0.25, options=PrepareOptions(workers=1))
     assert verify(root).ok
     shard = poke(root, field, 3, value)
     problems = verify(root).problems
@@ -120,7 +121,7 @@ def test_verify_refuses_non_finite_float_values_naming_shard_field_and_sample(tm
 def test_verify_names_the_sample_of_an_out_of_range_float(tmp_path):
     root = tmp_path / "d"
     prepare_synthetic("detection", 12, root, info={"image_size": 16, "num_classes": 3, "max_objects": 2},
-                      workers=1, val_fraction=0.25)
+                      val_fraction=0.25, options=PrepareOptions(workers=1))
     shard = poke(root, "boxes", 5, 16.5)
     assert verify(root).problems == [f"{shard}: field 'boxes' holds 16.5, outside [0, 16], at sample 5"]
 
@@ -247,8 +248,8 @@ def test_a_flavor_without_exact_counts_is_checked_after_building(worker, tmp_pat
 def test_train_on_token_ids_past_the_manifests_vocabulary_is_one_line_naming_the_shard(tmp_path):
     # It failed deep in the model (`IndexError: index out of range in self`); `prepare verify` knew.
     root = tmp_path / "d"
-    prepare_synthetic("lm_tokens", 16, root, info={"vocab_size": 256, "seq_len": 16}, workers=1,
-                      val_fraction=0.25)
+    prepare_synthetic("lm_tokens", 16, root, info={"vocab_size": 256, "seq_len": 16},
+                      val_fraction=0.25, options=PrepareOptions(workers=1))
     shard = poke(root, "tokens", 0, 300)  # one token id past the manifest's vocab_size
     out = tmp_path / "run"
     proc = subprocess.run([str(Path(sys.executable).parent / "hvdbench"), "train", "llama31_8b", "--flavor", "debug",

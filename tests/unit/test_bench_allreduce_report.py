@@ -8,6 +8,7 @@ import pytest
 from click.testing import CliRunner
 
 from hvdbench.bench import allreduce_report as AR
+from hvdbench.bench import formulas as F
 from hvdbench.bench.formulas import busbw
 from hvdbench.cli.main import cli
 from hvdbench.results.records.schema import SchemaError
@@ -33,8 +34,9 @@ def run_both():
     base = AR.new_run(LAYOUT)
     points = AR.plan(["fp32", "fp16"], 4, 1 << 20)
     calls = []
-    hvd = AR.sweep(base, "horovod", fixed_timer(2e-10, 1e-4, calls), ranks(4, 0.1), points, 20, 5, 1 << 30)
-    mpi = AR.sweep(base, "mpi", fixed_timer(1e-10, 1e-5, calls), ranks(4, 0.0), points, 20, 5, 1 << 30)
+    counts = F.Iterations(20, 5, 1 << 30)
+    hvd = AR.sweep(base, "horovod", fixed_timer(2e-10, 1e-4, calls), ranks(4, 0.1), points, counts)
+    mpi = AR.sweep(base, "mpi", fixed_timer(1e-10, 1e-5, calls), ranks(4, 0.0), points, counts)
     return AR.compare(hvd + mpi), calls
 
 

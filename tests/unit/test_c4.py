@@ -16,11 +16,12 @@ import pytest
 from click.testing import CliRunner
 
 from hvdbench.cli.main import cli
+from hvdbench.data.parallel import PrepareOptions
 from hvdbench.data.readers import open_dataset
 from hvdbench.data.verify import verify
 from hvdbench.errors import DatasetError
 from hvdbench.families.lm import tokenizer as tk
-from hvdbench.families.lm.c4 import BUILTIN_NOTE, cut, prepare_c4
+from hvdbench.families.lm.c4 import BUILTIN_NOTE, C4Options, cut, prepare_c4
 from hvdbench.files import file_sha256
 
 EOS = 0
@@ -83,7 +84,7 @@ def rows(ds, split) -> np.ndarray:
 def test_documents_joined_by_eos_and_cut_into_fixed_length_sequences(corpus, tmp_path):
     out = tmp_path / "c4"
     m = prepare_c4([str(corpus["src"])], out, tokenizer=str(corpus["tokenizer"]), val_src=[str(corpus["val"])],
-                   seq_len=4, val_sequences=3, workers=1)
+                   opts=C4Options(seq_len=4, val_sequences=3), options=PrepareOptions(workers=1))
     ds = open_dataset(out)
     assert (m["vocab_size"], m["seq_len"], m["eos_id"], m["eos_token"]) == (len(WORDS) + 2, 4, EOS, tk.EOS_TOKEN)
     assert ds.fields == {"tokens": {"shape": [5], "dtype": "int32"}}
@@ -111,13 +112,15 @@ def test_documents_joined_by_eos_and_cut_into_fixed_length_sequences(corpus, tmp
 def test_strict_makes_the_first_bad_line_an_error_naming_it(corpus, tmp_path):
     with pytest.raises(DatasetError) as e:
         prepare_c4([str(corpus["src"])], tmp_path / "c4", tokenizer=str(corpus["tokenizer"]),
-                   val_src=[str(corpus["val"])], seq_len=4, strict=True, workers=1)
+                   val_src=[str(corpus["val"])], opts=C4Options(seq_len=4, strict=True),
+                   options=PrepareOptions(workers=1))
     assert "c4-train.00000-of-01024.json:4: not a JSON object" in str(e.value) and "\n" not in str(e.value)
 
 
 def test_a_trained_tokenizer_holds_out_whole_documents_and_says_what_it_is(corpus, tmp_path):
     out = tmp_path / "c4"
-    m = prepare_c4([str(corpus["src"])], out, vocab_size=300, seq_len=4, val_fraction=0.25, workers=1)
+    m = prepare_c4([str(corpus["src"])], out,
+                   opts=C4Options(vocab_size=300, seq_len=4, val_fraction=0.25), options=PrepareOptions(workers=1))
     assert m["tokenizer"].startswith("trained here: byte-level BPE") and "not Llama 3.1's" in m["tokenizer"]
     tok = tk.load(out / "tokenizer.json")
     assert tk.eos_id(tok) == m["eos_id"] == 0 and m["vocab_size"] == tk.vocab_size(tok) <= 300
@@ -125,14 +128,15 @@ def test_a_trained_tokenizer_holds_out_whole_documents_and_says_what_it_is(corpu
     assert m["documents"] == {"train": 9 + 10, "val": 3}
     assert "3 documents of" in m["validation"] and m["splits"]["val"]["samples"] >= 1
     # The same options train the same tokenizer (a rerun's shards keep their names' hashes).
-    again = prepare_c4([str(corpus["src"])], tmp_path / "again", vocab_size=300, seq_len=4, val_fraction=0.25,
-                       workers=1)
+    again = prepare_c4([str(corpus["src"])], tmp_path / "again",
+                       opts=C4Options(vocab_size=300, seq_len=4, val_fraction=0.25), options=PrepareOptions(workers=1))
     assert again["tokenizer_sha256"] == m["tokenizer_sha256"]
 
 
 def test_a_rerun_keeps_finished_shards_and_remakes_a_lost_one(corpus, tmp_path):
     out = tmp_path / "c4"
-    kw = dict(tokenizer=str(corpus["tokenizer"]), val_src=[str(corpus["val"])], seq_len=4, workers=2)
+    kw = dict(tokenizer=str(corpus["tokenizer"]), val_src=[str(corpus["val"])], opts=C4Options(seq_len=4),
+              options=PrepareOptions(workers=2))
     first = prepare_c4([str(corpus["src"])], out, **kw)  # two worker processes
     kept, lost = out / "train-00000-of-00002.h5", out / "train-00001-of-00002.h5"
     before = kept.stat().st_mtime_ns
@@ -142,11 +146,11 @@ def test_a_rerun_keeps_finished_shards_and_remakes_a_lost_one(corpus, tmp_path):
     assert kept.stat().st_mtime_ns == before and lost.is_file()
     assert second["splits"] == first["splits"]
     with pytest.raises(DatasetError, match="already holds a different dataset"):
-        prepare_c4([str(corpus["src"])], out, **{**kw, "seq_len": 3})
+        prepare_c4([str(corpus["src"])], out, **{**kw, "opts": C4Options(seq_len=3)})
 
 
 def test_the_builtin_text_stands_in_for_c4_and_says_so(tmp_path):
-    m = prepare_c4("builtin:pydoc", tmp_path / "pydoc", workers=1)
+    m = prepare_c4("builtin:pydoc", tmp_path / "pydoc", options=PrepareOptions(workers=1))
     assert (m["seq_len"], m["vocab_size"], m["corpus"], m["note"]) == (256, 2048, "builtin:pydoc", BUILTIN_NOTE)
     assert "stands in for C4" in m["note"] and "not C4" in m["note"]
     assert m["documents"]["train"] + m["documents"]["val"] == 79 and m["documents"]["val"] == 8
@@ -159,14 +163,16 @@ def test_bad_sources_are_one_line_errors(corpus, tmp_path):
     with pytest.raises(DatasetError, match="unknown built-in corpus 'builtin:wiki'"):
         prepare_c4(["builtin:wiki"], tmp_path / "o2")
     with pytest.raises(DatasetError, match="not a Hugging Face tokenizers file"):
-        prepare_c4([str(corpus["src"])], tmp_path / "o3", tokenizer=str(corpus["val"]), workers=1)
+        prepare_c4([str(corpus["src"])], tmp_path / "o3", tokenizer=str(corpus["val"]),
+                   options=PrepareOptions(workers=1))
     with pytest.raises(DatasetError, match="has no token '<s>'"):
-        prepare_c4([str(corpus["src"])], tmp_path / "o4", tokenizer=str(corpus["tokenizer"]), eos_token="<s>",
-                   workers=1)
+        prepare_c4([str(corpus["src"])], tmp_path / "o4", tokenizer=str(corpus["tokenizer"]),
+                   opts=C4Options(eos_token="<s>"), options=PrepareOptions(workers=1))
     cut_short = tmp_path / "short.json.gz"
     cut_short.write_bytes(gzip.compress(b'{"text": "w1 w2"}\n' * 50)[:-12])
     with pytest.raises(DatasetError, match="damaged gzip file"):
-        prepare_c4([str(cut_short)], tmp_path / "o5", tokenizer=str(corpus["tokenizer"]), workers=1)
+        prepare_c4([str(cut_short)], tmp_path / "o5", tokenizer=str(corpus["tokenizer"]),
+                   options=PrepareOptions(workers=1))
 
 
 def test_the_command_line_summarises_what_it_skipped(corpus, tmp_path):
@@ -182,7 +188,7 @@ def test_the_command_line_summarises_what_it_skipped(corpus, tmp_path):
 def test_validation_text_named_as_training_text_is_refused(corpus, tmp_path):
     # Time-to-accuracy would reach its target on text it trained on: one line, nothing written.
     train_file = corpus["src"] / "c4-train.00001-of-01024.json"
-    kw = dict(tokenizer=str(corpus["tokenizer"]), seq_len=4, workers=1)
+    kw = dict(tokenizer=str(corpus["tokenizer"]), opts=C4Options(seq_len=4), options=PrepareOptions(workers=1))
     link = tmp_path / "link.json"
     link.symlink_to(corpus["val"])
     cases = [
@@ -216,14 +222,16 @@ def test_a_source_without_documents_says_what_is_wrong_and_makes_no_folder(corpu
     bad.write_bytes(content)
     for src, val in (([str(bad)], None), ([str(corpus["src"])], [str(bad)])):
         with pytest.raises(DatasetError) as e:
-            prepare_c4(src, tmp_path / "c4", val_src=val, tokenizer=str(corpus["tokenizer"]), seq_len=4, workers=1)
+            prepare_c4(src, tmp_path / "c4", val_src=val, tokenizer=str(corpus["tokenizer"]),
+                       opts=C4Options(seq_len=4), options=PrepareOptions(workers=1))
         sep = " " if why.startswith("(") else ": "
         assert str(e.value) == f"{bad}: no documents in it{sep}{why}"
         assert not (tmp_path / "c4").exists()
     one = tmp_path / "one.json"
     one.write_bytes(b'{"text": "w1 w2"}\n')
     with pytest.raises(DatasetError) as e:
-        prepare_c4([str(one)], tmp_path / "c4", tokenizer=str(corpus["tokenizer"]), seq_len=4, workers=1)
+        prepare_c4([str(one)], tmp_path / "c4", tokenizer=str(corpus["tokenizer"]),
+                   opts=C4Options(seq_len=4), options=PrepareOptions(workers=1))
     assert str(e.value) == f"{one}: 1 documents are too few to hold out a validation split"
     assert not (tmp_path / "c4").exists()
 
@@ -232,5 +240,5 @@ def test_a_byte_order_mark_keeps_the_first_document(corpus, tmp_path):
     bom = write_lines(tmp_path / "bom.json", [json.dumps({"text": d}) for d in corpus["b"]])
     bom.write_bytes(b"\xef\xbb\xbf" + bom.read_bytes())
     m = prepare_c4([str(bom)], tmp_path / "c4", tokenizer=str(corpus["tokenizer"]), val_src=[str(corpus["val"])],
-                   seq_len=4, workers=1)
+                   opts=C4Options(seq_len=4), options=PrepareOptions(workers=1))
     assert m["documents"]["train"] == len(corpus["b"]) and m["bad_lines"]["count"] == 0

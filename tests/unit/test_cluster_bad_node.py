@@ -19,14 +19,14 @@ from click.testing import CliRunner
 
 from hvdbench.cli.main import cli
 from hvdbench.cluster import cgroup, shaping
-from hvdbench.cluster.blueprint import CPU_PERIOD_US, ClusterError, make_plan
+from hvdbench.cluster.blueprint import CPU_PERIOD_US, ClusterError, UpOptions, make_plan
 from hvdbench.cluster.launch import launch_settings
 from hvdbench.cluster.lifecycle import _in_cgroup, check_free
 from hvdbench.cluster.state import Journal, make_state_dir, plan_from_dict, plan_to_dict
 
 
 def _plan(tmp_path, **kw):
-    return make_plan("hvd", nodes=3, slots=1, subnet="10.213.0.0/24", state_root=tmp_path, cpus=2, **kw)
+    return make_plan(UpOptions("hvd", nodes=3, slots=1, subnet="10.213.0.0/24", **kw), state_root=tmp_path, cpus=2)
 
 
 def test_node_cpu_is_a_fraction_of_the_nodes_even_share_of_the_machine(tmp_path):
@@ -180,8 +180,8 @@ def _hierarchy():
 @pytest.mark.skipif(os.geteuid() != 0 or _hierarchy() is None, reason="makes a real cgroup: root and a cpu hierarchy")
 def test_a_process_started_in_a_real_cgroup_stays_in_it_and_removal_waits_for_it(tmp_path):
     h = _hierarchy()
-    plan = make_plan(f"u{os.getpid() % 10**6}", nodes=3, subnet="10.213.250.0/24", state_root=tmp_path, cpus=2,
-                     node_cpu=["node1=0.5"])
+    plan = make_plan(UpOptions(f"u{os.getpid() % 10**6}", nodes=3, subnet="10.213.250.0/24", node_cpu=["node1=0.5"]),
+                     state_root=tmp_path, cpus=2)
     node = plan.nodes[0]
     folder = cgroup.create(h, node, CPU_PERIOD_US)
     proc = None

@@ -3,11 +3,11 @@
 import sys
 
 from hvdbench.cluster import netns, shaping, sshd
-from hvdbench.cluster.blueprint import make_plan
+from hvdbench.cluster.blueprint import UpOptions, make_plan
 
 
 def _plan(tmp_path, **kw):
-    return make_plan("hvd", nodes=2, slots=2, subnet="10.213.0.0/24", state_root=tmp_path, **kw)
+    return make_plan(UpOptions("hvd", nodes=2, slots=2, subnet="10.213.0.0/24", **kw), state_root=tmp_path)
 
 
 def test_bridge_and_node_links(tmp_path):

@@ -4,12 +4,12 @@ from pathlib import Path
 
 import pytest
 
-from hvdbench.cluster.blueprint import (MAX_NODES, ClusterError, format_rate, make_plan, parse_delay,
+from hvdbench.cluster.blueprint import (MAX_NODES, ClusterError, UpOptions, format_rate, make_plan, parse_delay,
                                    parse_rate, state_dir_for)
 
 
 def test_plan_derives_every_name_and_address(tmp_path):
-    plan = make_plan("lab", nodes=3, slots=2, subnet="10.50.0.0/24", state_root=tmp_path)
+    plan = make_plan(UpOptions("lab", nodes=3, slots=2, subnet="10.50.0.0/24"), state_root=tmp_path)
     assert [n.name for n in plan.nodes] == ["lab-node1", "lab-node2", "lab-node3"]
     assert [n.address for n in plan.nodes] == ["10.50.0.2", "10.50.0.3", "10.50.0.4"]
     assert [n.host_veth for n in plan.nodes] == ["lab-v1", "lab-v2", "lab-v3"]
@@ -20,14 +20,15 @@ def test_plan_derives_every_name_and_address(tmp_path):
 
 
 def test_interface_names_fit_linux_limit_at_the_extremes(tmp_path):
-    plan = make_plan("abcdefgh", nodes=MAX_NODES, subnet="10.50.0.0/24", state_root=tmp_path)
+    plan = make_plan(UpOptions("abcdefgh", nodes=MAX_NODES, subnet="10.50.0.0/24"), state_root=tmp_path)
     names = [plan.bridge] + [n.host_veth for n in plan.nodes]
     assert max(len(n) for n in names) <= 15
     assert len(set(names)) == len(names)
 
 
 def test_hostfile_option_and_shaping(tmp_path):
-    plan = make_plan("hvd", bandwidth="100mbit", latency="1.5ms", hostfile=tmp_path / "hf", state_root=tmp_path)
+    plan = make_plan(UpOptions("hvd", bandwidth="100mbit", latency="1.5ms", hostfile=tmp_path / "hf"),
+                     state_root=tmp_path)
     assert plan.hostfile == tmp_path / "hf"
     assert (plan.shaping.rate_bit, plan.shaping.delay_us) == (100_000_000, 1500)
     assert plan.shaping.describe() == "100mbit, 1500us one-way"
@@ -77,7 +78,7 @@ def test_format_rate_round_trips():
 ])
 def test_bad_options_are_refused_before_anything_exists(tmp_path, kwargs, match):
     with pytest.raises(ClusterError, match=match):
-        make_plan(**{"state_root": tmp_path, **kwargs})
+        make_plan(UpOptions(**kwargs), state_root=tmp_path)
     assert list(tmp_path.iterdir()) == []
 
 

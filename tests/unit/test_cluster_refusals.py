@@ -12,7 +12,7 @@ from click.testing import CliRunner
 
 from hvdbench.cli.main import cli
 from hvdbench.cluster import sshd
-from hvdbench.cluster.blueprint import STATE_ROOT, ClusterError, make_plan
+from hvdbench.cluster.blueprint import STATE_ROOT, ClusterError, UpOptions, make_plan
 from hvdbench.cluster.lifecycle import ROOT_MESSAGE, preflight, status
 from hvdbench.cluster.state import Journal, make_state_dir
 
@@ -75,7 +75,7 @@ def test_status_of_a_cluster_whose_up_stopped_half_way_says_so(tmp_path):
     """Issue 57 case 12: `up` killed after a node's namespace was made and before its link: status failed
     on tc's error ('Cannot find device') instead of listing what is there and saying to run down."""
     name = f"t{os.getpid() % 100000}"  # unique per test process (namespaces are the machine's)
-    plan = make_plan(name, nodes=2, slots=1, subnet="10.219.0.0/24", state_root=tmp_path)
+    plan = make_plan(UpOptions(name, nodes=2, slots=1, subnet="10.219.0.0/24"), state_root=tmp_path)
     make_state_dir(plan.state_dir)
     journal = Journal(plan)  # phase "creating"
     subprocess.run(["ip", "netns", "add", plan.nodes[0].name], check=True)

@@ -10,13 +10,13 @@ import sys
 import pytest
 
 from hvdbench.cluster import slurm
-from hvdbench.cluster.blueprint import make_plan
+from hvdbench.cluster.blueprint import UpOptions, make_plan
 from hvdbench.cluster.state import plan_from_dict, plan_to_dict
 from hvdbench.sweep.signals import SweepInterrupted
 
 
 def plan(tmp_path, **kw):
-    return make_plan("hvd", nodes=2, slots=4, subnet="10.213.0.0/24", state_root=tmp_path, slurm=True, **kw)
+    return make_plan(UpOptions("hvd", nodes=2, slots=4, subnet="10.213.0.0/24", slurm=True, **kw), state_root=tmp_path)
 
 
 def test_slurm_conf_names_the_nodes_and_keeps_to_the_state_folder(tmp_path):

@@ -9,7 +9,7 @@ import sys
 import psutil
 import pytest
 
-from hvdbench.cluster.blueprint import ClusterError, make_plan
+from hvdbench.cluster.blueprint import ClusterError, UpOptions, make_plan
 from hvdbench.cluster.launch import cluster_launch_args, launch_settings
 from hvdbench.cluster.lifecycle import _ours, _stop_process
 from hvdbench.cluster.state import (Journal, make_state_dir, plan_from_dict, plan_to_dict, rewrite_etc_hosts,
@@ -17,7 +17,7 @@ from hvdbench.cluster.state import (Journal, make_state_dir, plan_from_dict, pla
 
 
 def _plan(tmp_path, **kw):
-    return make_plan("hvd", nodes=2, slots=2, subnet="10.213.0.0/24", state_root=tmp_path, **kw)
+    return make_plan(UpOptions("hvd", nodes=2, slots=2, subnet="10.213.0.0/24", **kw), state_root=tmp_path)
 
 
 def test_plan_round_trips_through_json(tmp_path):
@@ -65,7 +65,7 @@ def test_hosts_block_is_added_once_and_removed_exactly(tmp_path):
     assert added == HOSTS + ("# hvdbench-cluster hvd begin\n10.213.0.2\thvd-node1\n10.213.0.3\thvd-node2\n"
                              "# hvdbench-cluster hvd end\n")
     assert with_hosts_block(added, plan) == added
-    other = make_plan("lab", nodes=1, subnet="10.214.0.0/24", state_root=tmp_path)
+    other = make_plan(UpOptions("lab", nodes=1, subnet="10.214.0.0/24"), state_root=tmp_path)
     both = with_hosts_block(added, other)
     assert without_hosts_block(both, "hvd") == with_hosts_block(HOSTS, other)
     assert without_hosts_block(without_hosts_block(both, "hvd"), "lab") == HOSTS

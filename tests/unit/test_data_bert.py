@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 from hvdbench.data import text
+from hvdbench.data.parallel import PrepareOptions
 from hvdbench.models.bert.prepare import BertOptions, document_pairs, mask_tokens, prepare_bert, truncate_pair
 from hvdbench.data.readers import open_dataset
 from hvdbench.data.verify import verify
@@ -19,7 +20,8 @@ FIELDS = ["input_ids", "input_mask", "segment_ids", "masked_lm_positions", "mask
 @pytest.fixture(scope="module")
 def pydoc(tmp_path_factory):
     out = tmp_path_factory.mktemp("bert") / "pydoc"
-    prepare_bert(["builtin:pydoc"], out, vocab_size=3000, opts=BertOptions(dupe_factor=3), command="test")
+    prepare_bert(["builtin:pydoc"], out, vocab_size=3000, opts=BertOptions(dupe_factor=3),
+                 options=PrepareOptions(command="test"))
     return out
 
 
@@ -147,8 +149,9 @@ def test_given_vocab_several_files_and_workers(tmp_path):
         part = docs[k::3]
         (corpus / f"part-{k}.txt").write_text("\n\n".join("\n".join(d) for d in part) + "\n")
     train_vocab(text.iter_sentences(["builtin:pydoc"]), 1500, True, tmp_path / "vocab.txt")
-    m = prepare_bert([str(corpus)], tmp_path / "ds", vocab=tmp_path / "vocab.txt", workers=2,
-                     opts=BertOptions(dupe_factor=1, max_seq_len=64, max_predictions=10))
+    m = prepare_bert([str(corpus)], tmp_path / "ds", vocab=tmp_path / "vocab.txt",
+                     opts=BertOptions(dupe_factor=1, max_seq_len=64, max_predictions=10),
+                     options=PrepareOptions(workers=2))
     assert [s["file"] for s in m["splits"]["train"]["shards"]] == [f"train-0000{k}-of-00003.h5" for k in range(3)]
     assert m["vocab_sha256"] == vocab_sha256(tmp_path / "vocab.txt") == vocab_sha256(tmp_path / "ds" / "vocab.txt")
     assert m["documents"] == len(docs)

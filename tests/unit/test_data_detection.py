@@ -7,11 +7,13 @@ import json
 import numpy as np
 import pytest
 
+from hvdbench.data.parallel import PrepareOptions
 from hvdbench.families.detection import scenes as scenes_mod
 from hvdbench.families.detection.data import DETECTION, decode_masks, encode_masks, objects, rle_of
-from hvdbench.families.detection.scenes import digit_pool, digit_scene, prepare_digit_scenes
+from hvdbench.families.detection.scenes import SceneOptions, digit_pool, digit_scene, prepare_digit_scenes
 
 INFO = {"num_classes": 7, "image_size": 48, "max_objects": 5, "mask_bytes": 120}
+SMALL = SceneOptions(train=60, val=20, samples_per_shard=25, seed=1)  # the scenes fixture's: 3 train, 1 val shard
 
 
 def test_masks_round_trip_exactly():
@@ -116,7 +118,7 @@ def test_digit_scenes_are_deterministic_in_the_seed():
 @pytest.fixture(scope="module")
 def scenes(tmp_path_factory):
     out = tmp_path_factory.mktemp("det") / "scenes"
-    prepare_digit_scenes(out, train=60, val=20, samples_per_shard=25, seed=1, command="test")
+    prepare_digit_scenes(out, opts=SMALL, options=PrepareOptions(command="test"))
     return out
 
 
@@ -146,7 +148,7 @@ def test_prepared_digit_scenes_verify_and_read_back(scenes):
 
 def test_rerun_keeps_the_shards(scenes):
     stamps = {p.name: p.stat().st_mtime_ns for p in scenes.glob("*.h5")}
-    prepare_digit_scenes(scenes, train=60, val=20, samples_per_shard=25, seed=1, command="test")
+    prepare_digit_scenes(scenes, opts=SMALL, options=PrepareOptions(command="test"))
     assert {p.name: p.stat().st_mtime_ns for p in scenes.glob("*.h5")} == stamps
 
 
@@ -154,10 +156,12 @@ def test_synthetic_detection_data_verifies(tmp_path):
     from hvdbench.data.synthetic import prepare_synthetic
     from hvdbench.data.verify import verify
 
-    manifest = prepare_synthetic("detection", 24, tmp_path / "syn", workers=1, val_fraction=0.25,
-                                 info={"image_size": 40, "num_classes": 5, "max_objects": 4, "mask_bytes": 64})
+    manifest = prepare_synthetic("detection", 24, tmp_path / "syn", val_fraction=0.25,
+                                 info={"image_size": 40, "num_classes": 5, "max_objects": 4, "mask_bytes": 64},
+                                 options=PrepareOptions(workers=1))
     assert manifest["synthetic"] and manifest["category_ids"] == [1, 2, 3, 4, 5]
     assert verify(tmp_path / "syn").ok
-    boxes_only = prepare_synthetic("detection", 8, tmp_path / "plain", workers=1,
-                                   info={"image_size": 40, "num_classes": 5, "max_objects": 4})
+    boxes_only = prepare_synthetic("detection", 8, tmp_path / "plain",
+                                   info={"image_size": 40, "num_classes": 5, "max_objects": 4},
+                                   options=PrepareOptions(workers=1))
     assert "masks" not in boxes_only["fields"] and verify(tmp_path / "plain").ok

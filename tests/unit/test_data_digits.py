@@ -3,6 +3,7 @@
 import numpy as np
 from sklearn.datasets import load_digits
 
+from hvdbench.data.parallel import PrepareOptions
 from hvdbench.data.readers import open_dataset
 from hvdbench.data.verify import verify
 from hvdbench.families.images.digits import prepare_digits
@@ -13,7 +14,7 @@ def labels_of(path, split):
 
 
 def test_digits_dataset(tmp_path):
-    m = prepare_digits(tmp_path / "d", size=16, command="test")
+    m = prepare_digits(tmp_path / "d", size=16, options=PrepareOptions(command="test"))
     assert m["splits"]["train"]["samples"] + m["splits"]["val"]["samples"] == 1797
     assert m["splits"]["val"]["samples"] == 360  # 20 %
     assert m["num_classes"] == 10 and m["image_size"] == 16

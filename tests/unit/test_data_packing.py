@@ -5,6 +5,7 @@ import json
 import numpy as np
 import pytest
 
+from hvdbench.data.parallel import PrepareOptions
 from hvdbench.models.bert.prepare import BertOptions, prepare_bert
 from hvdbench.models.bert.packing import (assign, exact_combinations, histogram, nnlshp, pack_arrays, prepare_pack,
                                    spfhp, stats)
@@ -117,7 +118,7 @@ def bert256(tmp_path_factory):
 @pytest.mark.parametrize("strategy", ["spfhp", "nnlshp"])
 def test_prepare_pack(bert256, tmp_path, strategy):
     out = tmp_path / strategy
-    m = prepare_pack(bert256, out, strategy=strategy, max_seqs_per_pack=3, command="test")
+    m = prepare_pack(bert256, out, strategy=strategy, max_seqs_per_pack=3, options=PrepareOptions(command="test"))
     assert m["kind"] == "bert_packed" and m["max_seqs_per_pack"] == 3 and m["max_seq_len"] == 256
     assert verify(out).ok
     src = open_dataset(bert256)

@@ -3,6 +3,7 @@
 import numpy as np
 import pytest
 
+from hvdbench.data.parallel import PrepareOptions
 from hvdbench.models.bert.data import BERT, BERT_PACKED, wikipedia_lengths
 from hvdbench.models.bert.packing import prepare_pack
 from hvdbench.data.readers import open_dataset
@@ -13,7 +14,7 @@ from hvdbench.errors import DatasetError
 
 def test_synthetic_images(tmp_path):
     m = prepare_synthetic("images", 250, tmp_path / "s", info={"image_size": 12, "num_classes": 7},
-                          samples_per_shard=60, workers=2)
+                          samples_per_shard=60, options=PrepareOptions(workers=2))
     assert m["kind"] == "images" and m["synthetic"] is True and m["num_classes"] == 7
     assert m["splits"]["train"]["samples"] == 238 and m["splits"]["val"]["samples"] == 12
     assert len(m["splits"]["train"]["shards"]) == 4

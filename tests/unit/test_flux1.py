@@ -30,7 +30,7 @@ from hvdbench.errors import DatasetError  # noqa: E402
 from hvdbench.models.flux1 import torch as fx  # noqa: E402
 from hvdbench.models.flux1.data import FLUX_LATENTS  # noqa: E402
 from hvdbench.models.flux1.metric import TimestepLoss  # noqa: E402
-from hvdbench.models.flux1.prepare import prepare_flux_latents  # noqa: E402
+from hvdbench.models.flux1.prepare import EncoderFolders, LatentOptions, prepare_flux_latents  # noqa: E402
 from hvdbench.train.config import TrainConfig  # noqa: E402
 
 SPEC = get_spec("flux1")
@@ -253,6 +253,7 @@ def test_mllog_keys_of_the_closed_division():
 # --- prepare flux-latents with tiny local encoders ---------------------------------------------------
 
 WORDS = ["<pad>", "</s>", "<unk>", "a", "photo", "of", "digit", "zero", "one", "two", "three", "cat"]
+TINY = LatentOptions(val_fraction=0.2, size=16, t5_len=6, batch=3, samples_per_shard=4)  # for the tiny encoders
 
 
 def save_tokenizer(folder):
@@ -286,7 +287,7 @@ def encoders(tmp_path_factory):
                                   layers_per_block=1, latent_channels=4, norm_num_groups=4, sample_size=16,
                                   scaling_factor=0.5, shift_factor=0.1)
     vae.save_pretrained(base / "vae")
-    return {"t5": base / "t5", "clip": base / "clip", "vae": base / "vae"}
+    return EncoderFolders(t5=base / "t5", clip=base / "clip", vae=base / "vae")
 
 
 def image_set(folder, n, captions=True):
@@ -305,8 +306,7 @@ def image_set(folder, n, captions=True):
 def test_prepare_writes_encodings_latents_and_the_manifest(encoders, tmp_path):
     images, captions = image_set(tmp_path / "train", 10)
     out = tmp_path / "flux"
-    manifest = prepare_flux_latents(images, captions, out, **encoders, val_fraction=0.2, size=16, t5_len=6,
-                                    batch=3, samples_per_shard=4)
+    manifest = prepare_flux_latents(images, captions, out, encoders=encoders, opts=TINY)
     assert manifest["kind"] == "flux_latents"
     info = {k: manifest[k] for k in FLUX_LATENTS.info_keys}
     assert info == {"latent_channels": 4, "latent_size": 8, "t5_len": 6, "t5_dim": 16, "clip_dim": 12}
@@ -316,7 +316,7 @@ def test_prepare_writes_encodings_latents_and_the_manifest(encoders, tmp_path):
     enc = manifest["encoders"]
     assert (enc["t5"]["class"], enc["clip"]["class"], enc["vae"]["class"]) == \
         ("T5EncoderModel", "CLIPTextModel", "AutoencoderKL")
-    assert enc["t5"]["path"] == str(encoders["t5"].resolve()) and enc["vae"]["shift_factor"] == 0.1
+    assert enc["t5"]["path"] == str(encoders.t5.resolve()) and enc["vae"]["shift_factor"] == 0.1
     assert "config_sha256" in enc["clip"] and enc["clip"]["weight_files"] == ["model.safetensors"]
 
     report = verify(out)  # `hvdbench prepare verify`: checksums, shapes, timestep indices in 0..7
@@ -329,7 +329,7 @@ def test_prepare_writes_encodings_latents_and_the_manifest(encoders, tmp_path):
     from hvdbench.models.flux1.prepare import decode_image
 
     names = sorted(p.name for p in images.iterdir())
-    vae = diffusers.AutoencoderKL.from_pretrained(encoders["vae"])
+    vae = diffusers.AutoencoderKL.from_pretrained(encoders.vae)
     with torch.no_grad():
         dists = vae.encode(torch.from_numpy(np.stack([decode_image(images / n, 16) for n in names]))).latent_dist
     expected = ((dists.mean - 0.1) * 0.5).numpy()
@@ -352,16 +352,15 @@ def test_prepare_writes_encodings_latents_and_the_manifest(encoders, tmp_path):
 
     # A rerun of the same command keeps every shard.
     times = {p.name: p.stat().st_mtime_ns for p in out.glob("*.h5")}
-    again = prepare_flux_latents(images, captions, out, **encoders, val_fraction=0.2, size=16, t5_len=6,
-                                 batch=3, samples_per_shard=4)
+    again = prepare_flux_latents(images, captions, out, encoders=encoders, opts=TINY)
     assert {p.name: p.stat().st_mtime_ns for p in out.glob("*.h5")} == times
     assert again["splits"] == manifest["splits"]
     assert json.loads((out / "manifest.json").read_text())["empty_caption"] == manifest["empty_caption"]
 
 
 def cli_prepare(images, captions, out, encoders, **changes):
-    options = {"--images": images, "--captions": captions, "--t5": encoders["t5"], "--clip": encoders["clip"],
-               "--vae": encoders["vae"], "--out": out, "--size": 16, "--t5-len": 4, **changes}
+    options = {"--images": images, "--captions": captions, "--t5": encoders.t5, "--clip": encoders.clip,
+               "--vae": encoders.vae, "--out": out, "--size": 16, "--t5-len": 4, **changes}
     return CliRunner().invoke(cli, ["prepare", "flux-latents", *[str(x) for kv in options.items() for x in kv]])
 
 
@@ -375,15 +374,17 @@ def test_bad_input_is_a_one_line_error(encoders, tmp_path):
     result = cli_prepare(images, captions, tmp_path / "out", encoders, **{"--t5": tmp_path / "no-t5"})
     assert result.exit_code == 1 and result.output.count("\n") == 1
     assert result.output.startswith(f"Error: --t5 {tmp_path / 'no-t5'}: no such folder")
-    result = cli_prepare(images, captions, tmp_path / "out", encoders, **{"--vae": encoders["t5"]})
+    result = cli_prepare(images, captions, tmp_path / "out", encoders, **{"--vae": encoders.t5})
     assert result.exit_code == 1 and "not an AutoencoderKL config" in result.output
     result = cli_prepare(images, captions, tmp_path / "out", encoders, **{"--size": 18})
     assert result.exit_code == 1 and "must be a multiple of 4" in result.output
 
     (captions.parent / "bad.tsv").write_text("name\ttext\nimg00.png\ta cat\n")
     with pytest.raises(DatasetError, match=r"bad.tsv:1: the header must name the columns file_name and caption"):
-        prepare_flux_latents(images, captions.parent / "bad.tsv", tmp_path / "out", **encoders, size=16)
+        prepare_flux_latents(images, captions.parent / "bad.tsv", tmp_path / "out", encoders=encoders,
+                             opts=LatentOptions(size=16))
     (captions.parent / "extra.tsv").write_text(captions.read_text() + "img99.png\ta cat\n")
     with pytest.raises(DatasetError, match=r"img99.png has a caption but is not an image"):
-        prepare_flux_latents(images, captions.parent / "extra.tsv", tmp_path / "out", **encoders, size=16)
+        prepare_flux_latents(images, captions.parent / "extra.tsv", tmp_path / "out", encoders=encoders,
+                             opts=LatentOptions(size=16))
     assert not (tmp_path / "out" / "manifest.json").exists()

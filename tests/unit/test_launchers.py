@@ -152,8 +152,9 @@ def render_example(**kw):
                          "--data", "/data/my images"],
                 job_name="hvd-demo-2x4", time_limit="01:30:00", output=Path("/res/demo/slurm/2x4-%j.out"),
                 script=Path("/res/demo/slurm/2x4.sub"), store=Path("/res/demo/runs.csv"))
+    gpus = kw.pop("gpus", True)
     args.update(kw)
-    return slurm.render(slurm.load_template(), Layout(2, 4), **args)
+    return slurm.render(slurm.load_template(), Layout(2, 4), slurm.SlurmJob(**args), gpus=gpus)
 
 
 def test_sbatch_script_renders_exactly():
@@ -220,8 +221,9 @@ def test_values_on_sbatch_lines_are_validated(field, value, message):
 
 def test_template_errors(tmp_path):
     with pytest.raises(ConfigError, match="unknown field"):
-        slurm.render("${nope}", Layout(1, 1), command=["x"], job_name="j", time_limit="1:00",
-                     output=Path("/o"), script=Path("/s"), store=Path("/r"))
+        slurm.render("${nope}", Layout(1, 1), slurm.SlurmJob(command=["x"], job_name="j", time_limit="1:00",
+                                                             output=Path("/o"), script=Path("/s"),
+                                                             store=Path("/r")))
     with pytest.raises(ConfigError, match="cannot read Slurm template"):
         slurm.load_template(tmp_path / "missing.sub")
 

@@ -30,6 +30,7 @@ from hvdbench.models.llama2_lora import (
     ADAPTER_PARAMETERS,
     BASE_PARAMETERS,
     FLAVORS,
+    Pretraining,
     corpus,
 )
 from hvdbench.models.llama2_lora import torch as L
@@ -37,6 +38,7 @@ from hvdbench.models.llama2_lora.data import BASE_FILE, BOS, EOS, IGNORE, PAD, S
 from hvdbench.models.llama2_lora.prepare import (
     PROMPT_HEAD,
     PROMPT_TAIL,
+    SummaryOptions,
     prepare_lm_base,
     prepare_summaries,
 )
@@ -341,7 +343,7 @@ def test_jsonl_pairs_and_their_errors(tmp_path):
 def tiny_base(tmp_path_factory):
     """A base made by the real `prepare_lm_base` with two steps of pre-training (seconds)."""
     out = tmp_path_factory.mktemp("lm-base")
-    info = prepare_lm_base(out, steps=2, batch=4, seq_len=32, warmup=1, threads=1)
+    info = prepare_lm_base(out, seq_len=32, training=Pretraining(steps=2, batch=4, warmup=1, threads=1))
     return out, info
 
 
@@ -352,9 +354,9 @@ def test_lm_base_writes_weights_tokenizer_and_what_it_is(tiny_base):
     assert "not Meta's" in info["note"] and info["parameters"] == BASE_PARAMETERS["debug"]
     assert json.loads((out / "base.json").read_text())["weights_sha256"] == info["weights_sha256"]
     # A rerun with the same options finds it done; other options are refused.
-    assert prepare_lm_base(out, steps=2, batch=4, seq_len=32, warmup=1, threads=1) == info
+    assert prepare_lm_base(out, seq_len=32, training=Pretraining(steps=2, batch=4, warmup=1, threads=1)) == info
     with pytest.raises(DatasetError, match="other options"):
-        prepare_lm_base(out, steps=3, batch=4, seq_len=32, warmup=1, threads=1)
+        prepare_lm_base(out, seq_len=32, training=Pretraining(steps=3, batch=4, warmup=1, threads=1))
 
 
 def write_jsonl(path, pairs):
@@ -370,7 +372,7 @@ def test_summaries_from_jsonl_mask_the_prompt(tiny_base, tmp_path):
     val = [("The committee met twice and approved the budget.", "The budget was approved.")]
     out = tmp_path / "gov"
     manifest = prepare_summaries(write_jsonl(tmp_path / "train.jsonl", train), out, base=base,
-                                 val_src=write_jsonl(tmp_path / "val.jsonl", val), max_len=64)
+                                 val_src=write_jsonl(tmp_path / "val.jsonl", val), opts=SummaryOptions(max_len=64))
     assert manifest["kind"] == "summaries" and (manifest["vocab_size"], manifest["max_len"]) == (4000, 64)
     # The long document is cut to fit; the pair whose summary alone does not fit is dropped.
     assert manifest["truncated_documents"] == {"train": 1, "val": 0}
@@ -409,7 +411,7 @@ def test_a_changed_or_mismatched_base_is_refused(tiny_base, tmp_path):
     base, _ = tiny_base
     out = tmp_path / "gov"
     prepare_summaries(write_jsonl(tmp_path / "t.jsonl", [("A report on audits.", "Audits.")] * 4), out, base=base,
-                      max_len=64, val_fraction=0.25)
+                      opts=SummaryOptions(max_len=64, val_fraction=0.25))
     small = L.build(replace(FLAVORS["debug"], layers=2), vocab_size=4000, max_len=64)
     with pytest.raises(DatasetError, match="layers 4 \\(network: 2\\)"):
         L.load_base(small, out)
@@ -422,7 +424,7 @@ def test_a_changed_or_mismatched_base_is_refused(tiny_base, tmp_path):
 def test_builtin_summaries_count_and_split(tiny_base, tmp_path):
     base, _ = tiny_base
     out = tmp_path / "stdlib"
-    manifest = prepare_summaries("builtin:stdlib-docstrings", out, base=base, max_len=256)
+    manifest = prepare_summaries("builtin:stdlib-docstrings", out, base=base, opts=SummaryOptions(max_len=256))
     pairs = manifest["corpus_pairs"]
     assert 1500 <= pairs <= 2500 and manifest["python"] and manifest["corpus"] == "builtin:stdlib-docstrings"
     splits = manifest["splits"]

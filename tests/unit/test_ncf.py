@@ -12,6 +12,7 @@ from click.testing import CliRunner
 
 from hvdbench.cli.main import cli  # noqa: E402
 from hvdbench.contracts import get_spec  # noqa: E402
+from hvdbench.data.parallel import PrepareOptions  # noqa: E402
 from hvdbench.data.readers import open_dataset  # noqa: E402
 from hvdbench.data.verify import verify  # noqa: E402
 from hvdbench.errors import DatasetError  # noqa: E402
@@ -162,8 +163,8 @@ def write(path, layout, rows=RATINGS):
 
 
 def prepare(src, out, **kw):
-    return prepare_movielens(str(src), out, **{"eval_negatives": 3, "min_ratings": 2, "workers": 1,
-                                               "command": "test", **kw})
+    return prepare_movielens(str(src), out, **{"eval_negatives": 3, "min_ratings": 2,
+                                               "options": PrepareOptions(workers=1, command="test"), **kw})
 
 
 def arrays(path, split):

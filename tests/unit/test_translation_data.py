@@ -17,6 +17,7 @@ from click.testing import CliRunner
 
 from hvdbench.cli.main import cli
 from hvdbench.contracts import get_kind
+from hvdbench.data.parallel import PrepareOptions
 from hvdbench.data.readers import open_dataset
 from hvdbench.data.synthetic import prepare_synthetic
 from hvdbench.data.verify import verify
@@ -24,7 +25,7 @@ from hvdbench.errors import DatasetError
 from hvdbench.families.translation import catalogs, tokens
 from hvdbench.families.translation.bleu import BLEU_METRIC, bleu_from_stats, bleu_stats
 from hvdbench.families.translation.data import TRANSLATION, tokenizer_path
-from hvdbench.families.translation.prepare import prepare_translation
+from hvdbench.families.translation.prepare import TranslationOptions, prepare_translation
 from hvdbench.files import file_sha256
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -57,8 +58,8 @@ def small(tmp_path_factory):
     en, de = corpus()
     src, tgt = write_pair(tmp, en, de)
     out = tmp / "data"
-    m = prepare_translation(src, out, tgt=tgt, vocab_size=300, max_len=32, val_fraction=0.1, bucket_samples=16,
-                            samples_per_shard=64, command="test")
+    opts = TranslationOptions(vocab_size=300, max_len=32, val_fraction=0.1, bucket_samples=16, samples_per_shard=64)
+    m = prepare_translation(src, out, tgt=tgt, opts=opts, options=PrepareOptions(command="test"))
     return out, m, en, de
 
 
@@ -112,8 +113,8 @@ def test_placeholders_stay_whole_and_the_tokenizer_is_reproducible(small, tmp_pa
     pieces = tok.encode("cannot open two file %s and %s").tokens
     assert "Ġ%s" in pieces  # the placeholder with its space, one token
     src, tgt = write_pair(tmp_path, en, de)
-    again = prepare_translation(src, tmp_path / "again", tgt=tgt, vocab_size=300, max_len=32, val_fraction=0.1,
-                                bucket_samples=16, samples_per_shard=64, command="test")
+    opts = TranslationOptions(vocab_size=300, max_len=32, val_fraction=0.1, bucket_samples=16, samples_per_shard=64)
+    again = prepare_translation(src, tmp_path / "again", tgt=tgt, opts=opts, options=PrepareOptions(command="test"))
     assert again["tokenizer_sha256"] == m["tokenizer_sha256"]
     assert [s["sha256"] for s in again["splits"]["train"]["shards"]] == \
         [s["sha256"] for s in m["splits"]["train"]["shards"]]
@@ -123,7 +124,7 @@ def test_misaligned_files_fail_with_one_line_naming_both(tmp_path):
     en, de = corpus(50)
     src, tgt = write_pair(tmp_path, en, de[:-3])
     with pytest.raises(DatasetError) as e:
-        prepare_translation(src, tmp_path / "out", tgt=tgt, vocab_size=300)
+        prepare_translation(src, tmp_path / "out", tgt=tgt, opts=TranslationOptions(vocab_size=300))
     message = str(e.value)
     assert "\n" not in message and src in message and tgt in message and "50" in message and "47" in message
     result = CliRunner().invoke(cli, ["prepare", "translation", "--src", src, "--tgt", tgt, "--out",
@@ -137,12 +138,13 @@ def test_given_validation_files_and_too_long_pairs(tmp_path):
     src, tgt = write_pair(tmp_path, en, de)
     vsrc, vtgt = write_pair(tmp_path, ["cannot open two file %s", "x " * 40], ["zwei Datei %s kann nicht", "y " * 40],
                             name="val")
-    m = prepare_translation(src, tmp_path / "out", tgt=tgt, val_src=vsrc, val_tgt=vtgt, vocab_size=300, max_len=16)
+    m = prepare_translation(src, tmp_path / "out", tgt=tgt, val_src=vsrc, val_tgt=vtgt,
+                            opts=TranslationOptions(vocab_size=300, max_len=16))
     assert m["splits"]["val"]["samples"] == 1 and m["dropped_too_long"]["val"] == 1  # dropped, never cut
     assert m["splits"]["train"]["samples"] + m["dropped_too_long"]["train"] == 200
     assert 0 < m["dropped_too_long"]["train"] < 200
     with pytest.raises(DatasetError, match="--val-src and --val-tgt"):
-        prepare_translation(src, tmp_path / "o2", tgt=tgt, val_src=vsrc, vocab_size=300)
+        prepare_translation(src, tmp_path / "o2", tgt=tgt, val_src=vsrc, opts=TranslationOptions(vocab_size=300))
 
 
 # --- builtin:gettext-de --------------------------------------------------------------------------
@@ -208,7 +210,8 @@ needs_catalogs = pytest.mark.skipif(
 
 @needs_catalogs
 def test_builtin_gettext_corpus(tmp_path):
-    m = prepare_translation("builtin:gettext-de", tmp_path / "g", vocab_size=4000, max_len=64, command="test")
+    m = prepare_translation("builtin:gettext-de", tmp_path / "g", opts=TranslationOptions(vocab_size=4000, max_len=64),
+                            options=PrepareOptions(command="test"))
     total = m["splits"]["train"]["samples"] + m["splits"]["val"]["samples"]
     assert total > 10000 and m["corpus_pairs"] > 10000  # thousands of real human-translated pairs
     assert set(m["packages"]) == set(catalogs.GETTEXT_PACKAGES) and all(m["packages"].values())
@@ -219,7 +222,7 @@ def test_builtin_gettext_corpus(tmp_path):
     assert again["sha256"] == m["corpus_sha256"]
     assert any("%s" in en and "%s" in de for en, de in again["pairs"])  # placeholders kept
     with pytest.raises(DatasetError, match="English->German"):
-        prepare_translation("builtin:gettext-de", tmp_path / "x", src_lang="de", tgt_lang="en")
+        prepare_translation("builtin:gettext-de", tmp_path / "x", opts=TranslationOptions(src_lang="de", tgt_lang="en"))
 
 
 # --- the kind --------------------------------------------------------------------------------

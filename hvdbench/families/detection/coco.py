@@ -37,7 +37,7 @@ from pathlib import Path
 import numpy as np
 
 from hvdbench.data import manifest as mf
-from hvdbench.data.parallel import ShardJob, World, finish, map_gathered, run_jobs, start
+from hvdbench.data.parallel import PrepareOptions, ShardJob, World, finish, map_gathered, run_jobs, start
 from hvdbench.data.shards import completed_shard, shard_name, write_shard
 from hvdbench.errors import DatasetError
 from hvdbench.families.detection.data import DETECTION, decode_rle, encode_masks, mask_width, rle_of
@@ -263,8 +263,8 @@ def _make_coco_shard(job: ShardJob, out: Path) -> dict:
 
 
 def prepare_coco(src: Path, out: Path, *, image_size: int = 800, masks: bool = True, max_objects: int = 100,
-                 splits: tuple[str, ...] = SPLITS, samples_per_shard: int = 256, workers: int | None = None,
-                 overwrite: bool = False, command: str | None = None) -> dict:
+                 splits: tuple[str, ...] = SPLITS, samples_per_shard: int = 256,
+                 options: PrepareOptions = PrepareOptions()) -> dict:
     """Prepare COCO 2017 (or anything in its layout); returns the manifest (on every rank)."""
     src, out = Path(src).resolve(), Path(out)
     splits = tuple(dict.fromkeys(splits))
@@ -299,21 +299,21 @@ def prepare_coco(src: Path, out: Path, *, image_size: int = 800, masks: bool = T
             jobs.append(ShardJob.single(split, shard_name(split, k, count), source,
                                         {"src": str(src), "size": image_size, "max_objects": max_objects,
                                          "images": part}))
-    start(out, DETECTION.name, params, overwrite, world)
+    start(out, DETECTION.name, params, options.overwrite, world)
     mask_bytes = 0
     if masks:
         mask_bytes = world.on_root(lambda: _written_mask_bytes(out, jobs))
         if mask_bytes is None:
-            mask_bytes = mask_width(_sizing_pass(jobs, world, workers))
+            mask_bytes = mask_width(_sizing_pass(jobs, world, options.workers))
     for job in jobs:
         job.work["mask_bytes"] = mask_bytes
-    records = run_jobs(out, jobs, _make_coco_shard, world=world, workers=workers, label="coco")
+    records = run_jobs(out, jobs, _make_coco_shard, world=world, workers=options.workers, label="coco")
     info = {"num_classes": len(categories), "image_size": image_size, "max_objects": max_objects,
             "mask_bytes": mask_bytes}
     dropped = {"objects": sum(s["dropped"] for s in scans.values()),
                "images": sum(s["crowded_images"] for s in scans.values()),
                "degenerate_boxes": sum(s["degenerate"] for s in scans.values())}
-    manifest = mf.new_manifest(DETECTION.name, DETECTION.fields(info), 0, params, command, **info,
+    manifest = mf.new_manifest(DETECTION.name, DETECTION.fields(info), 0, params, options.command, **info,
                                class_names=[c["name"] for c in categories],
                                category_ids=[c["id"] for c in categories], source=str(src),
                                dropped=dropped)

@@ -17,12 +17,13 @@ from __future__ import annotations
 
 import hashlib
 import math
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import numpy as np
 
 from hvdbench.data import manifest as mf
-from hvdbench.data.parallel import ShardJob, World, finish, run_jobs, start
+from hvdbench.data.parallel import PrepareOptions, ShardJob, World, finish, run_jobs, start
 from hvdbench.data.shards import shard_name, write_shard
 from hvdbench.errors import DatasetError
 from hvdbench.families.detection.data import DETECTION, mask_width, rle_of
@@ -34,6 +35,21 @@ MAX_OVERLAP = 0.2  # two digits' boxes may share at most this much of the smalle
 PLACE_TRIES = 20  # positions tried for a digit before it is left out of the scene
 NOISE_STD = 8.0  # Gaussian noise on the 0-255 scale
 DIGIT_VAL_FRACTION = 0.2  # the digits held out for val scenes, per class
+
+
+@dataclass(frozen=True)
+class SceneOptions:
+    """What `prepare_digit_scenes` generates: training and validation scenes, the canvas side, 1 to
+    max_objects digits a scene, whether their masks are stored, scenes per shard, and the seed of the
+    digits' split and of every scene. `hvdbench prepare digit-scenes --out d --size 128 --max-objects 5`."""
+
+    train: int = 2000
+    val: int = 200
+    size: int = 64
+    max_objects: int = 3
+    masks: bool = True
+    samples_per_shard: int = 1024
+    seed: int = 0
 
 
 def digit_pool(seed: int) -> dict[str, tuple[np.ndarray, np.ndarray]]:
@@ -131,34 +147,32 @@ def _scene_arrays(scenes: list[dict], size: int, max_objects: int, mask_bytes: i
     return arrays
 
 
-def prepare_digit_scenes(out: Path, *, train: int = 2000, val: int = 200, size: int = 64, max_objects: int = 3,
-                         masks: bool = True, samples_per_shard: int = 1024, seed: int = 0,
-                         overwrite: bool = False, command: str | None = None) -> dict:
+def prepare_digit_scenes(out: Path, *, opts: SceneOptions = SceneOptions(),
+                         options: PrepareOptions = PrepareOptions()) -> dict:
     """Generate digit scenes into `out`; returns the manifest (on every rank)."""
     out = Path(out)
-    if size < DIGIT_PX[0]:
+    if opts.size < DIGIT_PX[0]:
         raise DatasetError(f"--size must be at least {DIGIT_PX[0]} (the smallest digit)")
-    if train < 1 or val < 1 or max_objects < 1 or samples_per_shard < 1:
+    if opts.train < 1 or opts.val < 1 or opts.max_objects < 1 or opts.samples_per_shard < 1:
         raise DatasetError("--train, --val, --max-objects and --samples-per-shard must be positive")
     world = World.detect()
-    params = {"train": train, "val": val, "size": size, "max_objects": max_objects, "masks": masks,
-              "samples_per_shard": samples_per_shard, "seed": seed}
+    params = asdict(opts)  # its fields in the order the params always had: the shards keep their hashes
     # Every rank generates the scenes (about a second for the defaults): no data crosses ranks.
-    scenes = digit_scenes({"train": train, "val": val}, size, max_objects, seed)
+    scenes = digit_scenes({"train": opts.train, "val": opts.val}, opts.size, opts.max_objects, opts.seed)
     longest = max(len(c) for split in scenes.values() for scene in split for c in scene["rles"])
-    mask_bytes = mask_width(longest) if masks else 0
+    mask_bytes = mask_width(longest) if opts.masks else 0
     jobs = []
     for split, items in scenes.items():
-        count = math.ceil(len(items) / samples_per_shard)
+        count = math.ceil(len(items) / opts.samples_per_shard)
         for k in range(count):
-            arrays = _scene_arrays(items[k * samples_per_shard:(k + 1) * samples_per_shard], size, max_objects,
-                                   mask_bytes)
+            part = items[k * opts.samples_per_shard:(k + 1) * opts.samples_per_shard]
+            arrays = _scene_arrays(part, opts.size, opts.max_objects, mask_bytes)
             source = hashlib.sha256((mf.params_hash(params) + f"/{split}/{k}").encode()).hexdigest()
             jobs.append(ShardJob.single(split, shard_name(split, k, count), source, arrays))
-    start(out, DETECTION.name, params, overwrite, world)
+    start(out, DETECTION.name, params, options.overwrite, world)
     records = run_jobs(out, jobs, _write_arrays, world=world, workers=1, label="digit scenes")
-    info = {"num_classes": 10, "image_size": size, "max_objects": max_objects, "mask_bytes": mask_bytes}
-    manifest = mf.new_manifest(DETECTION.name, DETECTION.fields(info), seed, params, command, **info,
+    info = {"num_classes": 10, "image_size": opts.size, "max_objects": opts.max_objects, "mask_bytes": mask_bytes}
+    manifest = mf.new_manifest(DETECTION.name, DETECTION.fields(info), opts.seed, params, options.command, **info,
                                class_names=[str(d) for d in range(10)], category_ids=list(range(1, 11)),
                                generated=True,
                                source="generated: scenes of scikit-learn's real 8x8 digits "

@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 
 from hvdbench.data import manifest as mf
-from hvdbench.data.parallel import ShardJob, World, finish, run_jobs, start
+from hvdbench.data.parallel import PrepareOptions, ShardJob, World, finish, run_jobs, start
 from hvdbench.data.shards import shard_name, write_shard
 from hvdbench.errors import DatasetError
 from hvdbench.families.images.data import IMAGES
@@ -41,7 +41,7 @@ def load(size: int, val_fraction: float, seed: int) -> dict[str, tuple[np.ndarra
 
 
 def prepare_digits(out: Path, *, size: int = 16, val_fraction: float = 0.2, samples_per_shard: int = 1024,
-                   seed: int = 0, overwrite: bool = False, command: str | None = None) -> dict:
+                   seed: int = 0, options: PrepareOptions = PrepareOptions()) -> dict:
     out = Path(out)
     if size < 8:
         raise DatasetError("--size must be at least 8 (the digits are 8x8)")
@@ -58,10 +58,10 @@ def prepare_digits(out: Path, *, size: int = 16, val_fraction: float = 0.2, samp
             arrays = {"images": images[part], "labels": labels[part]}
             source = hashlib.sha256((mf.params_hash(params) + str(k)).encode()).hexdigest()
             jobs.append(ShardJob.single(split, shard_name(split, k, count), source, arrays))
-    start(out, IMAGES.name, params, overwrite, world)
+    start(out, IMAGES.name, params, options.overwrite, world)
     records = run_jobs(out, jobs, _write, world=world, workers=1, label="digits")
     fields = IMAGES.fields({"image_size": size})
-    manifest = mf.new_manifest(IMAGES.name, fields, seed, params, command, num_classes=10,
+    manifest = mf.new_manifest(IMAGES.name, fields, seed, params, options.command, num_classes=10,
                                class_names=[str(d) for d in range(10)], image_size=size,
                                source="sklearn.datasets.load_digits")
     return finish(out, jobs, records, manifest, world)

@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 
 from hvdbench.data import manifest as mf
-from hvdbench.data.parallel import ShardJob, World, finish, run_jobs, start
+from hvdbench.data.parallel import PrepareOptions, ShardJob, World, finish, run_jobs, start
 from hvdbench.data.shards import shard_name, write_shard
 from hvdbench.errors import DatasetError
 from hvdbench.families.images.data import IMAGES
@@ -114,8 +114,8 @@ def plan_shards(items: dict[str, list], samples_per_shard: int, seed: int, param
 
 
 def prepare_images(src: Path, out: Path, *, size: int = 224, samples_per_shard: int = 1024,
-                   workers: int | None = None, strict: bool = False, val_fraction: float = 0.05,
-                   seed: int = 0, overwrite: bool = False, command: str | None = None) -> dict:
+                   strict: bool = False, val_fraction: float = 0.05, seed: int = 0,
+                   options: PrepareOptions = PrepareOptions()) -> dict:
     """Prepare an image tree; returns the manifest (on every rank)."""
     src, out = Path(src).resolve(), Path(out)
     if size < 1 or samples_per_shard < 1:
@@ -130,13 +130,13 @@ def prepare_images(src: Path, out: Path, *, size: int = 224, samples_per_shard: 
     for job in jobs:
         job.work = {"src": str(src), "size": size, "strict": strict,
                     "items": [(rel, label) for rel, label, *_ in job.work]}
-    start(out, IMAGES.name, params, overwrite, world)
-    records = run_jobs(out, jobs, _make_shard, world=world, workers=workers, label="images")
+    start(out, IMAGES.name, params, options.overwrite, world)
+    records = run_jobs(out, jobs, _make_shard, world=world, workers=options.workers, label="images")
     skipped = list(tree["ignored"])
     for job in jobs:
         skipped += records[job.file]["info"].get("skipped", [])
     fields = IMAGES.fields({"image_size": size})
-    manifest = mf.new_manifest(IMAGES.name, fields, seed, params, command,
+    manifest = mf.new_manifest(IMAGES.name, fields, seed, params, options.command,
                                num_classes=len(tree["class_names"]), class_names=tree["class_names"],
                                image_size=size, skipped={"count": len(skipped), "first": skipped[:REPORT_FIRST]})
     return finish(out, jobs, records, manifest, world)

@@ -52,13 +52,14 @@ import shutil
 import sys
 import zlib
 from collections.abc import Iterator
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
 
 from hvdbench.data import manifest as mf
 from hvdbench.data import text as text_sources
-from hvdbench.data.parallel import ShardJob, World, finish, run_jobs, start
+from hvdbench.data.parallel import PrepareOptions, ShardJob, World, finish, run_jobs, start
 from hvdbench.data.shards import shard_name, write_shard
 from hvdbench.data.text import BUILTIN_PYDOC, hold_out
 from hvdbench.errors import DatasetError
@@ -75,6 +76,24 @@ DEFAULTS = {"files": {"seq_len": 8192, "vocab_size": 32000},
             "builtin": {"seq_len": 256, "vocab_size": 2048}}
 VAL_SEQUENCES = 1024
 TOKENIZER_DOCS = 100_000
+
+
+@dataclass(frozen=True)
+class C4Options:
+    """The knobs of `prepare_c4` beyond its inputs (`src`, a given `tokenizer`, `val_src`): tokens per
+    sequence and the trained BPE's size (None: DEFAULTS, by builtin:pydoc or files), the documents it
+    is trained on, the end-of-document token (None: the tokenizer's own), the validation sequences
+    kept, the share held out without `val_src`, `strict` on bad lines, and the seed.
+    `hvdbench prepare c4 --src builtin:pydoc --seq-len 256 --val-fraction 0.1 --out data/c4-debug`."""
+
+    seq_len: int | None = None
+    vocab_size: int | None = None
+    tokenizer_docs: int = TOKENIZER_DOCS
+    eos_token: str | None = None
+    val_sequences: int = VAL_SEQUENCES
+    val_fraction: float = 0.1
+    strict: bool = False
+    seed: int = 0
 BAD_NAMED = 5  # bad lines named in the manifest
 ENCODE_CHUNK = 2048  # documents tokenized per call
 GZIP_MAGIC = b"\x1f\x8b"
@@ -297,8 +316,8 @@ def _val_shard(job: ShardJob, out: Path, tok, w: dict) -> dict:
     return write_shard(out / job.file, {"tokens": np.ascontiguousarray(sequences[:want])}, job.source, info=info)
 
 
-def _tokenizer(out: Path, sources: list[str], tokenizer: str | None, vocab_size: int, tokenizer_docs: int,
-               val_src: list[str] | None, val_fraction: float, seed: int, strict: bool) -> dict:
+def _tokenizer(out: Path, sources: list[str], tokenizer: str | None, val_src: list[str] | None,
+               opts: C4Options) -> dict:
     """Rank 0: out/tokenizer.json, given (copied) or trained on training documents; what the
     manifest says about it."""
     target = out / tk.TOKENIZER_FILE
@@ -315,25 +334,23 @@ def _tokenizer(out: Path, sources: list[str], tokenizer: str | None, vocab_size:
         taken = 0
         for k, src in enumerate(sources):
             if k == 0 and not val_src:
-                texts = held_out(src, val_fraction, seed, strict)[0]
+                texts = held_out(src, opts.val_fraction, opts.seed, opts.strict)[0]
             else:
-                texts = documents(src, Counts(), strict)
+                texts = documents(src, Counts(), opts.strict)
             for text in texts:
-                if taken >= tokenizer_docs:
+                if taken >= opts.tokenizer_docs:
                     return
                 taken += 1
                 yield text
 
-    size = tk.train(training_texts(), vocab_size, target)
+    size = tk.train(training_texts(), opts.vocab_size, target)
     return {"tokenizer": f"trained here: byte-level BPE of {size:,} tokens (Llama 3's pre-tokenizer split) on "
-                         f"the training documents (at most the first {tokenizer_docs:,}); not Llama 3.1's tokenizer"}
+                         f"the training documents (at most the first {opts.tokenizer_docs:,}); "
+                         f"not Llama 3.1's tokenizer"}
 
 
 def prepare_c4(src: list[str] | str, out: Path, *, tokenizer: str | None = None, val_src: list[str] | None = None,
-               seq_len: int | None = None, vocab_size: int | None = None, val_sequences: int = VAL_SEQUENCES,
-               val_fraction: float = 0.1, tokenizer_docs: int = TOKENIZER_DOCS, eos_token: str | None = None,
-               strict: bool = False, seed: int = 0, workers: int | None = None, overwrite: bool = False,
-               command: str | None = None) -> dict:
+               opts: C4Options = C4Options(), options: PrepareOptions = PrepareOptions()) -> dict:
     """Write the lm_tokens dataset of `src` into `out` (see the module docstring); the manifest."""
     out = Path(out)
     sources = expand_sources([src] if isinstance(src, str) else list(src))
@@ -347,47 +364,48 @@ def prepare_c4(src: list[str] | str, out: Path, *, tokenizer: str | None = None,
                            "would be trained on")
     builtin = sources == [BUILTIN_PYDOC]
     sizes = DEFAULTS["builtin" if builtin else "files"]
-    seq_len = seq_len or sizes["seq_len"]
-    vocab_size = vocab_size or sizes["vocab_size"]
-    if seq_len < 1 or val_sequences < 1 or tokenizer_docs < 1:
+    opts = replace(opts, seq_len=opts.seq_len or sizes["seq_len"],
+                   vocab_size=opts.vocab_size or sizes["vocab_size"])
+    if opts.seq_len < 1 or opts.val_sequences < 1 or opts.tokenizer_docs < 1:
         raise DatasetError("--seq-len, --val-sequences and --tokenizer-docs must be at least 1")
-    if not val_files and not 0 < val_fraction < 1:
-        raise DatasetError(f"--val-fraction must be between 0 and 1, got {val_fraction}")
+    if not val_files and not 0 < opts.val_fraction < 1:
+        raise DatasetError(f"--val-fraction must be between 0 and 1, got {opts.val_fraction}")
     if tokenizer and not Path(tokenizer).is_file():
         raise DatasetError(f"{tokenizer}: no such tokenizer file (--tokenizer)")
-    check_sources(sources + (val_files or []), strict, None if val_files else val_fraction)
+    check_sources(sources + (val_files or []), opts.strict, None if val_files else opts.val_fraction)
     world = World.detect()
 
     params = {"src": [s if s == BUILTIN_PYDOC else str(Path(s).resolve()) for s in sources],
               "val_src": [str(Path(s).resolve()) for s in val_files] if val_files else None,
               "tokenizer_sha256": file_sha256(Path(tokenizer)) if tokenizer else None,
-              "vocab_size": None if tokenizer else vocab_size, "tokenizer_docs": None if tokenizer else tokenizer_docs,
-              "eos_token": eos_token, "seq_len": seq_len, "val_sequences": val_sequences,
-              "val_fraction": None if val_files else val_fraction, "strict": strict, "seed": seed}
-    start(out, LM_TOKENS.name, params, overwrite, world)
+              "vocab_size": None if tokenizer else opts.vocab_size,
+              "tokenizer_docs": None if tokenizer else opts.tokenizer_docs,
+              "eos_token": opts.eos_token, "seq_len": opts.seq_len, "val_sequences": opts.val_sequences,
+              "val_fraction": None if val_files else opts.val_fraction, "strict": opts.strict, "seed": opts.seed}
+    start(out, LM_TOKENS.name, params, options.overwrite, world)
 
     def plan():
-        said = _tokenizer(out, sources, tokenizer, vocab_size, tokenizer_docs, val_files, val_fraction, seed, strict)
+        said = _tokenizer(out, sources, tokenizer, val_files, opts)
         tok = tk.load(out / tk.TOKENIZER_FILE)
-        eos = tk.eos_id(tok, eos_token, str(tokenizer or out / tk.TOKENIZER_FILE))
+        eos = tk.eos_id(tok, opts.eos_token, str(tokenizer or out / tk.TOKENIZER_FILE))
         return {**said, "vocab_size": tk.vocab_size(tok), "eos_id": eos, "eos_token": tok.id_to_token(eos),
                 "tokenizer_sha256": file_sha256(out / tk.TOKENIZER_FILE),
                 "identities": [identity(s) for s in sources + (val_files or [])]}
 
     facts = world.on_root(plan)
     key = [mf.params_hash(params), facts["tokenizer_sha256"], facts["eos_id"]]
-    common = {"seq_len": seq_len, "eos_id": facts["eos_id"], "strict": strict, "seed": seed,
-              "val_fraction": val_fraction}
+    common = {"seq_len": opts.seq_len, "eos_id": facts["eos_id"], "strict": opts.strict, "seed": opts.seed,
+              "val_fraction": opts.val_fraction}
     val_key = facts["identities"][len(sources):] if val_files else facts["identities"][:1]
     jobs = [ShardJob.single("val", shard_name("val", 0, 1), _hash(key, "val", val_key),
                             {**common, "split": "val", "val_src": val_files, "source": sources[0],
-                             "val_sequences": val_sequences})]
+                             "val_sequences": opts.val_sequences})]
     for k, source in enumerate(sources):
         jobs.append(ShardJob.single("train", shard_name("train", k, len(sources)),
                                     _hash(key, "train", facts["identities"][k]),
                                     {**common, "split": "train", "source": source, "index": k,
                                      "hold_out": k == 0 and not val_files}))
-    records = run_jobs(out, jobs, make_shard, world=world, workers=workers, label="c4")
+    records = run_jobs(out, jobs, make_shard, world=world, workers=options.workers, label="c4")
 
     train = [records[j.file]["info"] for j in jobs[1:]]
     val = records[jobs[0].file]["info"]
@@ -395,12 +413,14 @@ def prepare_c4(src: list[str] | str, out: Path, *, tokenizer: str | None = None,
     source_note = {"corpus": BUILTIN_PYDOC, "note": BUILTIN_NOTE, "python": sys.version.split()[0]} if builtin \
         else {"corpus": "C4-style JSON lines", "files": len(sources)}
     manifest = mf.new_manifest(
-        LM_TOKENS.name, LM_TOKENS.fields({"seq_len": seq_len}), seed, params, command,
-        vocab_size=facts["vocab_size"], seq_len=seq_len, eos_id=facts["eos_id"], eos_token=facts["eos_token"],
+        LM_TOKENS.name, LM_TOKENS.fields({"seq_len": opts.seq_len}), opts.seed, params, options.command,
+        vocab_size=facts["vocab_size"], seq_len=opts.seq_len, eos_id=facts["eos_id"],
+        eos_token=facts["eos_token"],
         tokenizer_file=tk.TOKENIZER_FILE, tokenizer_sha256=facts["tokenizer_sha256"], tokenizer=facts["tokenizer"],
         **source_note,
         validation=(f"the first {val['sequences']:,} sequences of --val-src's documents, in order" if val_files else
-                    f"{val['documents']:,} documents of {sources[0]} held out (seeded {val_fraction:g}), their first "
+                    f"{val['documents']:,} documents of {sources[0]} held out (seeded {opts.val_fraction:g}), "
+                    f"their first "
                     f"{val['sequences']:,} sequences"),
         documents={"train": sum(r["documents"] for r in train), "val": val["documents"]},
         tokens={"train": sum(r["tokens"] for r in train), "val": val["tokens"]},

@@ -27,12 +27,13 @@ from __future__ import annotations
 import functools
 import hashlib
 import shutil
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
 from hvdbench.data import manifest as mf
-from hvdbench.data.parallel import World, finish, run_jobs, start
+from hvdbench.data.parallel import PrepareOptions, World, finish, run_jobs, start
 from hvdbench.data.staged import staged_jobs, write_staged
 from hvdbench.data.text import hold_out, read_utf8
 from hvdbench.errors import DatasetError
@@ -43,6 +44,23 @@ from hvdbench.files import file_sha256
 
 STAGING = ".translation-arrays"
 FIELDS = ("src", "tgt", "src_len", "tgt_len")
+
+
+@dataclass(frozen=True)
+class TranslationOptions:
+    """The knobs of `prepare_translation` beyond its input files: the languages, the shared BPE's
+    size, subwords per sentence with EOS (longer pairs are dropped), the share held out without
+    --val-src, training pairs of similar length written together, shard size and seed.
+    `hvdbench prepare translation --src builtin:gettext-de --vocab-size 4000 --max-len 64 --out data/g`."""
+
+    src_lang: str = "en"
+    tgt_lang: str = "de"
+    vocab_size: int = 33708
+    max_len: int = 128
+    val_fraction: float = 0.05
+    bucket_samples: int = 128
+    samples_per_shard: int = 65536
+    seed: int = 0
 
 
 def read_parallel(src: Path, tgt: Path) -> list[tuple[str, str]]:
@@ -111,33 +129,33 @@ def _bucket_order(arrays: dict[str, np.ndarray], bucket: int, rng: np.random.Gen
     return np.concatenate([buckets[i] for i in rng.permutation(len(buckets))]) if buckets else order
 
 
-def prepare_translation(src: str, out: Path, *, tgt: str | None = None, src_lang: str = "en",
-                        tgt_lang: str = "de", val_src: str | None = None, val_tgt: str | None = None,
-                        vocab_size: int = 33708, max_len: int = 128, val_fraction: float = 0.05,
-                        bucket_samples: int = 128, samples_per_shard: int = 65536, seed: int = 0,
-                        overwrite: bool = False, command: str | None = None) -> dict:
+def prepare_translation(src: str, out: Path, *, tgt: str | None = None, val_src: str | None = None,
+                        val_tgt: str | None = None, opts: TranslationOptions = TranslationOptions(),
+                        options: PrepareOptions = PrepareOptions()) -> dict:
+    """Prepare parallel text (`tgt` aligned with `src`; `val_src`/`val_tgt`, else a held-out share)
+    into `out`; returns the manifest (on every rank)."""
     out = Path(out)
-    if max_len < 2:
-        raise DatasetError(f"--max-len must be at least 2, got {max_len}")
+    if opts.max_len < 2:
+        raise DatasetError(f"--max-len must be at least 2, got {opts.max_len}")
     if (val_src is None) != (val_tgt is None):
         raise DatasetError("give both --val-src and --val-tgt, or neither")
-    if val_src is None and not 0 < val_fraction < 1:
-        raise DatasetError(f"--val-fraction must be between 0 and 1, got {val_fraction}")
+    if val_src is None and not 0 < opts.val_fraction < 1:
+        raise DatasetError(f"--val-fraction must be between 0 and 1, got {opts.val_fraction}")
     world = World.detect()
 
     def resolved(path):
         return None if path is None or path.startswith("builtin:") else str(Path(path).resolve())
 
     params = {"src": src if src.startswith("builtin:") else resolved(src), "tgt": resolved(tgt),
-              "src_lang": src_lang, "tgt_lang": tgt_lang, "val_src": resolved(val_src),
-              "val_tgt": resolved(val_tgt), "vocab_size": vocab_size, "max_len": max_len,
-              "val_fraction": None if val_src else val_fraction, "bucket_samples": bucket_samples,
-              "samples_per_shard": samples_per_shard, "seed": seed}
-    start(out, TRANSLATION.name, params, overwrite, world)
+              "src_lang": opts.src_lang, "tgt_lang": opts.tgt_lang, "val_src": resolved(val_src),
+              "val_tgt": resolved(val_tgt), "vocab_size": opts.vocab_size, "max_len": opts.max_len,
+              "val_fraction": None if val_src else opts.val_fraction, "bucket_samples": opts.bucket_samples,
+              "samples_per_shard": opts.samples_per_shard, "seed": opts.seed}
+    start(out, TRANSLATION.name, params, options.overwrite, world)
     staging = out / STAGING
 
     def build():
-        corpus = load_corpus(src, tgt, src_lang, tgt_lang)
+        corpus = load_corpus(src, tgt, opts.src_lang, opts.tgt_lang)
         pairs = [(a, b) for a, b in corpus["pairs"] if a and b]
         if val_src is not None:
             val = [(a, b) for a, b in read_parallel(Path(val_src), Path(val_tgt)) if a and b]
@@ -145,17 +163,17 @@ def prepare_translation(src: str, out: Path, *, tgt: str | None = None, src_lang
             corpus["sha256"] = hashlib.sha256(
                 (corpus["sha256"] + _hash_pairs(val)).encode()).hexdigest()
         else:
-            train, val = hold_out(pairs, val_fraction, seed, str(src), "sentence pairs")
-        size = tokens.train_tokenizer((s for p in train for s in p), vocab_size, out / TOKENIZER_FILE)
+            train, val = hold_out(pairs, opts.val_fraction, opts.seed, str(src), "sentence pairs")
+        size = tokens.train_tokenizer((s for p in train for s in p), opts.vocab_size, out / TOKENIZER_FILE)
         tok = tokens.load_tokenizer(out / TOKENIZER_FILE)
         tokens.write_vocab_list(tok, out / VOCAB_FILE)
         vocab_sha = file_sha256(out / TOKENIZER_FILE)
         staging.mkdir(exist_ok=True)
         counts, dropped = {}, {}
         for split, split_pairs in (("train", train), ("val", val)):
-            arrays, dropped[split] = _encode(tok, split_pairs, max_len)
+            arrays, dropped[split] = _encode(tok, split_pairs, opts.max_len)
             if split == "train":
-                order = _bucket_order(arrays, bucket_samples, np.random.default_rng([seed, 2]))
+                order = _bucket_order(arrays, opts.bucket_samples, np.random.default_rng([opts.seed, 2]))
             else:
                 order = np.lexsort((arrays["tgt_len"], arrays["src_len"]))
             counts[split] = len(order)
@@ -163,23 +181,23 @@ def prepare_translation(src: str, out: Path, *, tgt: str | None = None, src_lang
                 np.save(staging / f"{split}-{f}.npy", arrays[f][order])
         if counts["train"] == 0 or counts["val"] == 0:
             raise DatasetError(f"{src}: no {'training' if counts['train'] == 0 else 'validation'} pair "
-                               f"fits --max-len {max_len}")
+                               f"fits --max-len {opts.max_len}")
         return {"counts": counts, "dropped": dropped, "vocab_size": size, "tokenizer_sha256": vocab_sha,
                 "vocab_sha256": file_sha256(out / VOCAB_FILE),
                 "corpus_sha256": corpus["sha256"], "source": corpus["source"], "pairs": len(pairs)}
 
     facts = world.on_root(build)
-    jobs = staged_jobs(staging, facts["counts"], samples_per_shard,
+    jobs = staged_jobs(staging, facts["counts"], opts.samples_per_shard,
                        key=[mf.params_hash(params), facts["corpus_sha256"], facts["tokenizer_sha256"]])
     records = run_jobs(out, jobs, functools.partial(write_staged, FIELDS), world=world, workers=1,
                        label="translation")
     manifest = mf.new_manifest(
-        TRANSLATION.name, TRANSLATION.fields({"max_len": max_len}), seed, params, command,
-        vocab_size=facts["vocab_size"], max_len=max_len, src_lang=src_lang, tgt_lang=tgt_lang,
+        TRANSLATION.name, TRANSLATION.fields({"max_len": opts.max_len}), opts.seed, params, options.command,
+        vocab_size=facts["vocab_size"], max_len=opts.max_len, src_lang=opts.src_lang, tgt_lang=opts.tgt_lang,
         tokenizer_file=TOKENIZER_FILE, tokenizer_sha256=facts["tokenizer_sha256"],
         tokenizer="byte-level BPE (tokenizers)", vocab_file=VOCAB_FILE, vocab_sha256=facts["vocab_sha256"],
         special_tokens=tokens.SPECIAL_TOKENS, corpus_sha256=facts["corpus_sha256"],
-        corpus_pairs=facts["pairs"], dropped_too_long=facts["dropped"], bucket_samples=bucket_samples,
+        corpus_pairs=facts["pairs"], dropped_too_long=facts["dropped"], bucket_samples=opts.bucket_samples,
         **facts["source"])
     manifest = finish(out, jobs, records, manifest, world)
     if world.rank == 0:

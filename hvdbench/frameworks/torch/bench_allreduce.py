@@ -220,6 +220,10 @@ class AllreduceOptions:
     mpi_reference: bool = True
     tune: bool = False  # search Horovod's settings (hvdbench.bench.tune) instead of one pass
 
+    @property
+    def counts(self) -> F.Iterations:
+        return F.Iterations(self.iters, self.warmup_iters, self.budget_bytes)
+
 
 def main(opts: AllreduceOptions) -> None:
     """Run the bench on this rank; rank 0 prints and writes. A failure prints one line and ends this
@@ -267,9 +271,11 @@ def _run(opts: AllreduceOptions) -> None:
         f"{len(points)} sizes x {'horovod + torch + mpi' if mpi_world is not None else 'horovod + torch'}")
     if note:
         say(note)
-    kwargs = dict(iters=opts.iters, warmup_iters=opts.warmup_iters, budget_bytes=opts.budget_bytes,
-                  on_row=lambda row: say(AR.line(row)))
-    rows = AR.sweep(base, "horovod", horovod_timer(comm), comm.allgather, points, **kwargs)
+
+    def show(row: AR.AllreduceRow) -> None:  # each row as it is measured
+        say(AR.line(row))
+
+    rows = AR.sweep(base, "horovod", horovod_timer(comm), comm.allgather, points, opts.counts, show)
     from hvdbench.frameworks.torch.process_group import offer_rendezvous
     from hvdbench.launchers.launch_info import place
 
@@ -278,8 +284,8 @@ def _run(opts: AllreduceOptions) -> None:
     comm.shutdown()
     # torch.distributed's all_reduce (what --engine ddp reduces gradients with), Horovod stopped.
     with torch_timer(*rendezvous, comm.rank, comm.size) as (timer, gather):
-        rows += AR.sweep(base, "torch", timer, gather, points, **kwargs)
-    _mpi_then_write(rows, base, note, opts, mpi_world, points, kwargs, comm.rank)
+        rows += AR.sweep(base, "torch", timer, gather, points, opts.counts, show)
+    _mpi_then_write(rows, base, note, opts, mpi_world, points, show, comm.rank)
 
 
 def _run_without_horovod(opts: AllreduceOptions) -> None:
@@ -298,8 +304,10 @@ def _run_without_horovod(opts: AllreduceOptions) -> None:
     note = "; ".join(part for part in ("Horovod is not installed here: torch.distributed" +
                                        (" and MPI" if mpi_world is not None else "") + " only", why) if part)
     say = (lambda text: line(f"[hvdbench] {text}")) if where.rank == 0 else (lambda text: None)
-    kwargs = dict(iters=opts.iters, warmup_iters=opts.warmup_iters, budget_bytes=opts.budget_bytes,
-                  on_row=lambda row: say(AR.line(row)))
+
+    def show(row: AR.AllreduceRow) -> None:  # each row as it is measured
+        say(AR.line(row))
+
     with torch_timer(where.master_addr, where.master_port, where.rank, where.size) as (timer, gather):
         hosts = list(dict.fromkeys(gather(socket.gethostname())))
         nodes = len(hosts)
@@ -309,11 +317,11 @@ def _run_without_horovod(opts: AllreduceOptions) -> None:
         say(f"allreduce over {where.size} rank(s) ({base.layout}, hosts {base.hosts}): {len(points)} sizes x "
             f"{'torch + mpi' if mpi_world is not None else 'torch'}")
         say(note)
-        rows = AR.sweep(base, "torch", timer, gather, points, **kwargs)
-    _mpi_then_write(rows, base, note, opts, mpi_world, points, kwargs, where.rank)
+        rows = AR.sweep(base, "torch", timer, gather, points, opts.counts, show)
+    _mpi_then_write(rows, base, note, opts, mpi_world, points, show, where.rank)
 
 
-def _mpi_then_write(rows: list, base, note: str, opts: AllreduceOptions, mpi_world, points, kwargs: dict,
+def _mpi_then_write(rows: list, base, note: str, opts: AllreduceOptions, mpi_world, points, show,
                     rank: int) -> None:
     """MPI's reference on the same sizes (where there is an MPI world), then on rank 0 the table and
     summary printed and the CSV and plot written (a failed write keeps the rows)."""
@@ -322,7 +330,7 @@ def _mpi_then_write(rows: list, base, note: str, opts: AllreduceOptions, mpi_wor
 
     if mpi_world is not None:
         with mpi_timer(mpi_world) as timer:
-            rows = rows + AR.sweep(base, "mpi", timer, mpi_world.allgather, points, **kwargs)
+            rows = rows + AR.sweep(base, "mpi", timer, mpi_world.allgather, points, opts.counts, show)
     if rank != 0:
         return
 
@@ -361,7 +369,6 @@ def _tune(opts: AllreduceOptions) -> None:
         mpi_world = MPI.COMM_WORLD
     rank = launcher_rank()
     say = (lambda text: line(f"[hvdbench] {text}")) if rank == 0 else (lambda text: None)
-    kwargs = dict(iters=opts.iters, warmup_iters=opts.warmup_iters, budget_bytes=opts.budget_bytes)
     measured: dict[str, list] = {}
 
     def measure(settings: dict[str, str]) -> float:
@@ -370,7 +377,7 @@ def _tune(opts: AllreduceOptions) -> None:
         base = AR.new_run(comm.layout())
         run_id, started_at = comm.allgather((base.run_id, base.started_at))[0]
         base = replace(base, run_id=run_id, started_at=started_at, note=f"tune: {T.describe(settings)}")
-        rows = AR.sweep(base, "horovod", horovod_timer(comm), comm.allgather, points, **kwargs)
+        rows = AR.sweep(base, "horovod", horovod_timer(comm), comm.allgather, points, opts.counts)
         comm.barrier()
         comm.shutdown()
         measured[T.describe(settings)] = rows
@@ -386,7 +393,7 @@ def _tune(opts: AllreduceOptions) -> None:
     if mpi_world is not None:
         with mpi_timer(mpi_world) as timer:
             rows = rows + AR.sweep(replace(rows[0], note="tune: MPI reference"), "mpi", timer,
-                                   mpi_world.allgather, points, **kwargs)
+                                   mpi_world.allgather, points, opts.counts)
     if rank != 0:
         return
     rows = AR.compare(rows)

@@ -94,11 +94,10 @@ def _gpu_index(device: torch.device, record: dict) -> int | None:
 def _timer(dist: TorchDist):
     """The ping-pong: ranks a and b exchange one message of `nbytes` and back (each end checks what
     it got), then one round trip that rank a times to size the rest (links_report.round_trips: up to `iters` a repeat, the
-    repeats within `budget_s`; a tells b how many), `warmup` more untimed, then `repeats` times that
-    many round trips timed on rank a (on a GPU between device synchronisations); every other rank
+    repeats within `budget_s`; a tells b how many), `warmup_iters` more untimed, then `repeats` times
+    that many round trips timed on rank a (on a GPU between device synchronisations); every other rank
     returns at once."""
-    def timer(a: int, b: int, nbytes: int, iters: int, warmup: int, repeats: int,
-              budget_s: float) -> tuple[list[float], int, int]:
+    def timer(a: int, b: int, nbytes: int, trips: LR.RoundTrips) -> tuple[list[float], int, int]:
         if dist.rank not in (a, b):
             return [], 0, 0
         peer = b if dist.rank == a else a
@@ -122,17 +121,17 @@ def _timer(dist: TorchDist):
         start = time.perf_counter()
         round_trip()
         _sync(dist.device)
-        plan = torch.tensor([LR.round_trips(time.perf_counter() - start, iters, repeats, budget_s), 0],
-                            device=dist.device)
+        plan = torch.tensor([LR.round_trips(time.perf_counter() - start, trips.iters, trips.repeats, trips.budget_s),
+                             0], device=dist.device)
         if dist.rank == a:
             tdist.send(plan, peer)
         else:
             tdist.recv(plan, peer)
         timed = int(plan[0])
-        for _ in range(min(warmup, timed)):
+        for _ in range(min(trips.warmup_iters, timed)):
             round_trip()
         times = []
-        for _ in range(repeats):
+        for _ in range(trips.repeats):
             _sync(dist.device)
             start = time.perf_counter()
             for _ in range(timed):
@@ -197,8 +196,8 @@ def _run(opts: LinksOptions, say) -> None:
             say(f"[hvdbench] links over {dist.size} ranks ({base.layout}, {dist.controller}, hosts "
                 f"{base.hosts}): {len(pairs)} pairs x {len(sizes)} sizes, one pair at a time")
         start = time.perf_counter()
-        rows = LR.measure(base, pairs, sizes, _timer(dist), dist.sync, dist.allgather_object, dist.rank,
-                          opts.iters, opts.warmup_iters, opts.repeats, opts.budget_s)
+        trips = LR.RoundTrips(opts.iters, opts.warmup_iters, opts.repeats, opts.budget_s)
+        rows = LR.measure(base, pairs, sizes, _timer(dist), dist.sync, dist.allgather_object, dist.rank, trips)
         took = time.perf_counter() - start
         written = []
         if dist.rank == 0:

@@ -39,12 +39,13 @@ def bert(sources, out, vocab, vocab_size, lowercase, max_seq_len, max_prediction
       hvdbench prepare bert --src wiki/ --vocab vocab.txt --max-seq-len 512 \\
           --max-predictions 76 --dupe-factor 10 --out data/wiki
     """
+    from hvdbench.data.parallel import PrepareOptions
     from hvdbench.models.bert.prepare import BertOptions, prepare_bert
 
     opts = BertOptions(max_seq_len=max_seq_len, max_predictions=max_predictions, masked_lm_prob=masked_lm_prob,
                        short_seq_prob=short_seq_prob, dupe_factor=dupe_factor, seed=seed)
     summary(prepare_bert(list(sources), out, vocab=vocab, vocab_size=vocab_size, lowercase=lowercase, opts=opts,
-                          val_fraction=val_fraction, workers=workers, overwrite=overwrite), out)
+                          val_fraction=val_fraction, options=PrepareOptions(workers=workers, overwrite=overwrite)), out)
 
 
 @click.command()
@@ -67,7 +68,8 @@ def pack(src, out, strategy, max_seqs_per_pack, seed, workers, overwrite):
       hvdbench prepare pack --src data/pydoc --out data/pydoc-packed
       hvdbench prepare pack --src data/wiki --out data/wiki-packed --strategy nnlshp
     """
+    from hvdbench.data.parallel import PrepareOptions
     from hvdbench.models.bert.packing import prepare_pack
 
     summary(prepare_pack(src, out, strategy=strategy, max_seqs_per_pack=max_seqs_per_pack, seed=seed,
-                          workers=workers, overwrite=overwrite), out)
+                          options=PrepareOptions(workers=workers, overwrite=overwrite)), out)

@@ -34,7 +34,7 @@ import h5py
 import numpy as np
 
 from hvdbench.data import manifest as mf
-from hvdbench.data.parallel import ShardJob, World, finish, run_jobs, start
+from hvdbench.data.parallel import PrepareOptions, ShardJob, World, finish, run_jobs, start
 from hvdbench.data.shards import write_shard
 from hvdbench.errors import DatasetError
 
@@ -229,7 +229,7 @@ def packed_fields(max_len: int, max_pred: int, slots: int) -> dict:
 
 
 def prepare_pack(src: Path, out: Path, *, strategy: str = "spfhp", max_seqs_per_pack: int = 3, seed: int = 0,
-                 workers: int | None = None, overwrite: bool = False, command: str | None = None) -> dict:
+                 options: PrepareOptions = PrepareOptions()) -> dict:
     """Pack a prepared `bert` dataset shard by shard; writes the histogram and the report beside it."""
     src, out = Path(src), Path(out)
     if strategy not in STRATEGIES:
@@ -247,13 +247,13 @@ def prepare_pack(src: Path, out: Path, *, strategy: str = "spfhp", max_seqs_per_
     params = {"src": str(src.resolve()), "src_sha256": [s["sha256"] for sp in source["splits"].values()
                                                         for s in sp["shards"]],
               "strategy": strategy, "max_seqs_per_pack": max_seqs_per_pack, "seed": seed}
-    start(out, "bert_packed", params, overwrite, world)
+    start(out, "bert_packed", params, options.overwrite, world)
     ph = mf.params_hash(params)
     jobs = [ShardJob.single(split, shard["file"], hashlib.sha256(f"{ph}/{shard['file']}".encode()).hexdigest(),
                             {"src": str(src / shard["file"]), "strategy": strategy, "slots": max_seqs_per_pack,
                              "max_len": max_len, "max_pred": max_pred, "seed": [seed, i]})
             for split, info in source["splits"].items() for i, shard in enumerate(info["shards"])]
-    records = run_jobs(out, jobs, _make_shard, world=world, workers=workers, label="pack")
+    records = run_jobs(out, jobs, _make_shard, world=world, workers=options.workers, label="pack")
     report, hists = {}, {}
     for split in source["splits"]:
         files = [job.file for job in jobs if job.outputs[0][0] == split]
@@ -267,7 +267,7 @@ def prepare_pack(src: Path, out: Path, *, strategy: str = "spfhp", max_seqs_per_
         if not (out / "vocab.txt").is_file():
             shutil.copyfile(src / source.get("vocab_file", "vocab.txt"), out / "vocab.txt")
     manifest = mf.new_manifest("bert_packed", packed_fields(max_len, max_pred, max_seqs_per_pack), seed, params,
-                               command, vocab_size=source["vocab_size"], vocab_sha256=source["vocab_sha256"],
+                               options.command, vocab_size=source["vocab_size"], vocab_sha256=source["vocab_sha256"],
                                vocab_file="vocab.txt", max_seq_len=max_len, max_predictions=max_pred,
                                max_seqs_per_pack=max_seqs_per_pack, packing={"strategy": strategy, **report},
                                source_dataset=str(src.resolve()))

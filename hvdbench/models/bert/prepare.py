@@ -33,7 +33,7 @@ import numpy as np
 
 from hvdbench.data import manifest as mf
 from hvdbench.data import text, vocab as vocab_mod
-from hvdbench.data.parallel import ShardJob, World, finish, run_jobs, start
+from hvdbench.data.parallel import PrepareOptions, ShardJob, World, finish, run_jobs, start
 from hvdbench.data.shards import shard_name, write_shard
 from hvdbench.errors import DatasetError
 
@@ -205,7 +205,7 @@ def split_documents(docs: list, val_fraction: float, seed_key: str) -> tuple[lis
 
 def prepare_bert(sources: list[str], out: Path, *, vocab: Path | None = None, vocab_size: int | None = None,
                  lowercase: bool = True, opts: BertOptions = BertOptions(), val_fraction: float = 0.05,
-                 workers: int | None = None, overwrite: bool = False, command: str | None = None) -> dict:
+                 options: PrepareOptions = PrepareOptions()) -> dict:
     out = Path(out)
     opts.check()
     if (vocab is None) == (vocab_size is None):
@@ -215,7 +215,7 @@ def prepare_bert(sources: list[str], out: Path, *, vocab: Path | None = None, vo
     params = {"src": [s if s.startswith("builtin:") else str(Path(s).resolve()) for s in sources],
               "vocab": str(Path(vocab).resolve()) if vocab else None, "vocab_size": vocab_size,
               "lowercase": lowercase, "val_fraction": val_fraction, **asdict(opts)}
-    start(out, "bert", params, overwrite, world)
+    start(out, "bert", params, options.overwrite, world)
     vocab_path = out / "vocab.txt"
 
     def make_vocab() -> str:
@@ -238,9 +238,9 @@ def prepare_bert(sources: list[str], out: Path, *, vocab: Path | None = None, vo
                 "opts": asdict(opts), "val_fraction": val_fraction}
         jobs.append(ShardJob([(split, shard_name(split, k, len(sources))) for split in ("train", "val")],
                              source, work))
-    records = run_jobs(out, jobs, _make_shards, world=world, workers=workers, label="bert")
+    records = run_jobs(out, jobs, _make_shards, world=world, workers=options.workers, label="bert")
     manifest = mf.new_manifest("bert", bert_fields(opts.max_seq_len, opts.max_predictions), opts.seed, params,
-                               command, vocab_size=len(tokens), vocab_sha256=sha, vocab_file="vocab.txt",
+                               options.command, vocab_size=len(tokens), vocab_sha256=sha, vocab_file="vocab.txt",
                                max_seq_len=opts.max_seq_len, max_predictions=opts.max_predictions,
                                lowercase=lowercase,
                                documents=sum(r["info"].get("documents", 0) for r in records.values()))

@@ -55,10 +55,12 @@ def flux_latents(images, captions, t5, clip, vae, out, t5_tokenizer, clip_tokeni
           --val-images coco/ --val-captions val2014_30k.tsv \\
           --t5 models/t5 --clip models/clip --vae models/vae --out data/flux
     """
-    from hvdbench.models.flux1.prepare import prepare_flux_latents
+    from hvdbench.data.parallel import PrepareOptions
+    from hvdbench.models.flux1.prepare import EncoderFolders, LatentOptions, prepare_flux_latents
 
-    summary(prepare_flux_latents(images, captions, out, t5=t5, clip=clip, vae=vae, t5_tokenizer=t5_tokenizer,
-                                 clip_tokenizer=clip_tokenizer, val_images=val_images, val_captions=val_captions,
-                                 val_fraction=val_fraction, size=size, t5_len=t5_len, batch=batch,
-                                 samples_per_shard=samples_per_shard, device=device, seed=seed,
-                                 overwrite=overwrite), out)
+    encoders = EncoderFolders(t5=t5, clip=clip, vae=vae, t5_tokenizer=t5_tokenizer, clip_tokenizer=clip_tokenizer)
+    opts = LatentOptions(val_fraction=val_fraction, size=size, t5_len=t5_len, batch=batch,
+                         samples_per_shard=samples_per_shard, device=device, seed=seed)
+    manifest = prepare_flux_latents(images, captions, out, encoders=encoders, val_images=val_images,
+                                    val_captions=val_captions, opts=opts, options=PrepareOptions(overwrite=overwrite))
+    summary(manifest, out)

@@ -39,12 +39,13 @@ import io
 import json
 import math
 import os
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
 from hvdbench.data import manifest as mf
-from hvdbench.data.parallel import ShardJob, World, finish, run_jobs, start
+from hvdbench.data.parallel import PrepareOptions, ShardJob, World, finish, run_jobs, start
 from hvdbench.data.shards import shard_name, write_shard
 from hvdbench.errors import DatasetError
 from hvdbench.families.images.prepare import IMAGE_SUFFIXES
@@ -60,6 +61,34 @@ ENCODERS = {  # option -> (library, class, what it is)
     "clip": ("transformers", "CLIPTextModel", "CLIP text model (e.g. openai/clip-vit-large-patch14)"),
     "vae": ("diffusers", "AutoencoderKL", "AutoencoderKL (e.g. FLUX.1-schnell's vae folder)"),
 }
+
+
+@dataclass(frozen=True)
+class EncoderFolders:
+    """The encoders' local folders (`ENCODERS`: loaded with local_files_only, nothing is downloaded),
+    and a tokenizer folder for T5 or CLIP when it is not in the model's own folder.
+    `hvdbench prepare flux-latents ... --t5 models/t5 --clip models/clip --vae models/vae`."""
+
+    t5: Path
+    clip: Path
+    vae: Path
+    t5_tokenizer: Path | None = None
+    clip_tokenizer: Path | None = None
+
+
+@dataclass(frozen=True)
+class LatentOptions:
+    """The knobs of `prepare_flux_latents` beyond its inputs: the share held out without val images,
+    the image side, T5 tokens per caption, images encoded at once, shard size, where the encoders run
+    (`resolve_device`) and the seed. `hvdbench prepare flux-latents ... --size 256 --t5-len 256 --batch 8`."""
+
+    val_fraction: float = 0.05
+    size: int = 256
+    t5_len: int = 256
+    batch: int = 8
+    samples_per_shard: int = 64
+    device: str | None = None
+    seed: int = 0
 
 
 # --- inputs ----------------------------------------------------------------------------------------
@@ -342,28 +371,26 @@ def resolve_device(device: str | None) -> str:
     return f"cuda:{local % torch.cuda.device_count()}"
 
 
-def prepare_flux_latents(images: Path, captions: Path, out: Path, *, t5: Path, clip: Path, vae: Path,
-                         t5_tokenizer: Path | None = None, clip_tokenizer: Path | None = None,
+def prepare_flux_latents(images: Path, captions: Path, out: Path, *, encoders: EncoderFolders,
                          val_images: Path | None = None, val_captions: Path | None = None,
-                         val_fraction: float = 0.05, size: int = 256, t5_len: int = 256, batch: int = 8,
-                         samples_per_shard: int = 64, device: str | None = None, seed: int = 0,
-                         overwrite: bool = False, command: str | None = None) -> dict:
+                         opts: LatentOptions = LatentOptions(), options: PrepareOptions = PrepareOptions()) -> dict:
     """Prepare a flux_latents dataset; returns the manifest (on every rank)."""
     out = Path(out)
     if (val_images is None) != (val_captions is None):
         raise DatasetError("--val-images and --val-captions go together (or neither: --val-fraction is held out)")
-    if size < 8 or t5_len < 1 or batch < 1 or samples_per_shard < 1:
+    if opts.size < 8 or opts.t5_len < 1 or opts.batch < 1 or opts.samples_per_shard < 1:
         raise DatasetError("--size must be at least 8; --t5-len, --batch and --samples-per-shard at least 1")
-    if val_images is None and not 0 < val_fraction < 1:
-        raise DatasetError(f"--val-fraction must be between 0 and 1, got {val_fraction}")
+    if val_images is None and not 0 < opts.val_fraction < 1:
+        raise DatasetError(f"--val-fraction must be between 0 and 1, got {opts.val_fraction}")
     world = World.detect()
 
     def check():
-        found = {"t5": encoder_facts("t5", t5, t5_tokenizer), "clip": encoder_facts("clip", clip, clip_tokenizer),
-                 "vae": encoder_facts("vae", vae, None)}
+        found = {"t5": encoder_facts("t5", encoders.t5, encoders.t5_tokenizer),
+                 "clip": encoder_facts("clip", encoders.clip, encoders.clip_tokenizer),
+                 "vae": encoder_facts("vae", encoders.vae, None)}
         down = found["vae"]["downsample"]
-        if size % (2 * down):
-            raise DatasetError(f"--size {size}: must be a multiple of {2 * down} (the VAE downsamples "
+        if opts.size % (2 * down):
+            raise DatasetError(f"--size {opts.size}: must be a multiple of {2 * down} (the VAE downsamples "
                                f"{down}x, and Flux packs 2 x 2 latents into a token)")
         splits = {"train": pair_up(images, captions)}
         if val_images is not None:
@@ -371,38 +398,41 @@ def prepare_flux_latents(images: Path, captions: Path, out: Path, *, t5: Path, c
         else:
             from hvdbench.data.text import hold_out
 
-            splits["train"], splits["val"] = hold_out(splits["train"], val_fraction, seed, str(captions), "images")
+            splits["train"], splits["val"] = hold_out(splits["train"], opts.val_fraction, opts.seed, str(captions),
+                                                      "images")
         return found, splits
 
-    encoders, splits = world.on_root(check)
-    device = resolve_device(device)
+    found, splits = world.on_root(check)
+    device = resolve_device(opts.device)
     dtype = "bfloat16" if device.startswith("cuda") else "float32"  # the reference encodes in bf16 on GPUs
-    vae_facts = encoders["vae"]
-    info = {"latent_channels": vae_facts["latent_channels"], "latent_size": size // vae_facts["downsample"],
-            "t5_len": t5_len, "t5_dim": encoders["t5"]["hidden_size"], "clip_dim": encoders["clip"]["hidden_size"]}
+    vae_facts = found["vae"]
+    info = {"latent_channels": vae_facts["latent_channels"], "latent_size": opts.size // vae_facts["downsample"],
+            "t5_len": opts.t5_len, "t5_dim": found["t5"]["hidden_size"], "clip_dim": found["clip"]["hidden_size"]}
     params = {"images": str(Path(images).resolve()), "captions": str(Path(captions).resolve()),
               "val_images": str(Path(val_images).resolve()) if val_images else None,
               "val_captions": str(Path(val_captions).resolve()) if val_captions else None,
-              "val_fraction": None if val_images else val_fraction, "size": size, "t5_len": t5_len,
-              "samples_per_shard": samples_per_shard, "seed": seed,
+              "val_fraction": None if val_images else opts.val_fraction, "size": opts.size, "t5_len": opts.t5_len,
+              "samples_per_shard": opts.samples_per_shard, "seed": opts.seed,
               "encoders": {k: {f: v[f] for f in ("path", "config_sha256", "tokenizer") if f in v}
-                           for k, v in encoders.items()}}
-    key = json.dumps([mf.params_hash(params), {k: v["weights"] for k, v in encoders.items()}, dtype])
-    settings = {"t5": encoders["t5"]["path"], "t5_tok": encoders["t5"]["tokenizer"], "clip": encoders["clip"]["path"],
-                "clip_tok": encoders["clip"]["tokenizer"], "vae": vae_facts["path"], "device": device, "dtype": dtype}
-    common = {**settings, "size": size, "t5_len": t5_len, "batch": batch, "shift": vae_facts["shift_factor"],
+                           for k, v in found.items()}}
+    key = json.dumps([mf.params_hash(params), {k: v["weights"] for k, v in found.items()}, dtype])
+    settings = {"t5": found["t5"]["path"], "t5_tok": found["t5"]["tokenizer"], "clip": found["clip"]["path"],
+                "clip_tok": found["clip"]["tokenizer"], "vae": vae_facts["path"], "device": device, "dtype": dtype}
+    common = {**settings, "size": opts.size, "t5_len": opts.t5_len, "batch": opts.batch,
+              "shift": vae_facts["shift_factor"],
               "scale": vae_facts["scaling_factor"]}
     work = {"train": {**common, "images": str(Path(images).resolve())},
             "val": {**common, "images": str(Path(val_images or images).resolve())}}
-    start(out, FLUX_LATENTS.name, params, overwrite, world)
-    jobs = plan(splits, samples_per_shard, key, work)
+    start(out, FLUX_LATENTS.name, params, options.overwrite, world)
+    jobs = plan(splits, opts.samples_per_shard, key, work)
     # One worker per rank: each holds the encoders once (T5-XXL alone is ~9.5 GB in bf16).
     records = run_jobs(out, jobs, _make_shard, world=world, workers=1, label="flux latents")
-    empty_sha = world.on_root(lambda: write_empty_caption(out, settings, t5_len))
+    empty_sha = world.on_root(lambda: write_empty_caption(out, settings, opts.t5_len))
     manifest = mf.new_manifest(
-        FLUX_LATENTS.name, FLUX_LATENTS.fields(info), seed, params, command, **info, image_size=size,
+        FLUX_LATENTS.name, FLUX_LATENTS.fields(info), opts.seed, params, options.command, **info,
+        image_size=opts.size,
         encoders={k: {**{f: v for f, v in facts.items() if f != "weights"},
-                      "weight_files": [w[0] for w in facts["weights"]]} for k, facts in encoders.items()},
+                      "weight_files": [w[0] for w in facts["weights"]]} for k, facts in found.items()},
         encoder_dtype=dtype, clip_len=CLIP_LEN,
         latents=(f"VAE latent distribution stored shifted and scaled: (mean - {vae_facts['shift_factor']}) x "
                  f"{vae_facts['scaling_factor']}, logvar + 2 ln({vae_facts['scaling_factor']})"),

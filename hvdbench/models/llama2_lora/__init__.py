@@ -56,6 +56,21 @@ class LlamaLoraConfig:
     data_parallel: bool = True
 
 
+@dataclass(frozen=True)
+class Pretraining:
+    """How `prepare lm-base` pre-trains the debug base (`torch.pretrain`): optimizer steps, windows per
+    step, peak learning rate and its linear warm-up in steps, the seed of the weights and the batch
+    draws, and CPU math threads (0: PyTorch's default; not part of the base's params).
+    `hvdbench prepare lm-base --out data/lm-base --steps 300 --batch 16 --lr 3e-3 --threads 1`."""
+
+    steps: int = 1200
+    batch: int = 16
+    lr: float = 3e-3
+    warmup: int = 60
+    seed: int = 0
+    threads: int = 0
+
+
 LLAMA2_7B = LlamaLoraConfig(base_dtype="bfloat16")
 FLAVORS = {
     # Llama-2-7B and -13B: the reference's recipe on a base that fits one 80 GB GPU in bf16

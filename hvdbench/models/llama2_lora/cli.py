@@ -37,13 +37,14 @@ def lm_base(out, vocab_size, steps, batch, seq_len, lr, seed, threads, overwrite
       hvdbench prepare summaries --src builtin:stdlib-docstrings --base data/lm-base --out data/summaries
     """
     from hvdbench.data.parallel import env_rank
+    from hvdbench.models.llama2_lora import Pretraining
     from hvdbench.models.llama2_lora.prepare import prepare_lm_base
     from hvdbench.output import line
 
     if env_rank() != 0:  # one process trains; more ranks would only write the same files
         return
-    info = prepare_lm_base(out, vocab_size=vocab_size, steps=steps, batch=batch, seq_len=seq_len, lr=lr,
-                           warmup=max(1, steps // 20), seed=seed, threads=threads, overwrite=overwrite,
+    training = Pretraining(steps=steps, batch=batch, lr=lr, warmup=max(1, steps // 20), seed=seed, threads=threads)
+    info = prepare_lm_base(out, vocab_size=vocab_size, seq_len=seq_len, training=training, overwrite=overwrite,
                            log=lambda message: line(f"[lm-base] {message}"))
     line(f"{out}: base of {info['parameters']:,} parameters, pydoc LM loss {info['val_loss_before']:.2f} -> "
          f"{info['val_loss']:.2f} (held-out windows) in {info['train_seconds']:.0f} s; {info['note']}")
@@ -79,8 +80,10 @@ def summaries(src, base, out, val_src, max_len, val_fraction, samples_per_shard,
       hvdbench prepare summaries --src gov_report/train.jsonl --val-src gov_report/validation.jsonl \\
           --base data/lm-base --max-len 8192 --out data/gov-report
     """
-    from hvdbench.models.llama2_lora.prepare import prepare_summaries
+    from hvdbench.data.parallel import PrepareOptions
+    from hvdbench.models.llama2_lora.prepare import SummaryOptions, prepare_summaries
 
-    summary(prepare_summaries(src, out, base=base, val_src=val_src, max_len=max_len, val_fraction=val_fraction,
-                              samples_per_shard=samples_per_shard, seed=seed, overwrite=overwrite), out)
+    opts = SummaryOptions(max_len=max_len, val_fraction=val_fraction, samples_per_shard=samples_per_shard, seed=seed)
+    summary(prepare_summaries(src, out, base=base, val_src=val_src, opts=opts,
+                              options=PrepareOptions(overwrite=overwrite)), out)
 

@@ -30,19 +30,20 @@ import hashlib
 import json
 import shutil
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
 from hvdbench.data import manifest as mf
-from hvdbench.data.parallel import World, finish, run_jobs, start
+from hvdbench.data.parallel import PrepareOptions, World, finish, run_jobs, start
 from hvdbench.data.staged import staged_jobs, write_staged
 from hvdbench.data.text import hold_out
 from hvdbench.errors import DatasetError
 from hvdbench.families.translation import tokens
 from hvdbench.families.translation.tokens import TOKENIZER_FILE, VOCAB_FILE
 from hvdbench.files import file_sha256
-from hvdbench.models.llama2_lora import corpus
+from hvdbench.models.llama2_lora import Pretraining, corpus
 from hvdbench.models.llama2_lora.data import (
     BASE_FILE,
     BASE_INFO,
@@ -73,15 +74,15 @@ def lm_windows(token_docs: list[np.ndarray], length: int) -> np.ndarray:
     return stream[:n * length].reshape(n, length)
 
 
-def prepare_lm_base(out: Path, *, vocab_size: int = 4000, steps: int = 1200, batch: int = 16,
-                    seq_len: int = 128, lr: float = 3e-3, warmup: int = 60, val_fraction: float = 0.05,
-                    seed: int = 0, threads: int = 0, overwrite: bool = False, log=None) -> dict:
+def prepare_lm_base(out: Path, *, vocab_size: int = 4000, seq_len: int = 128, val_fraction: float = 0.05,
+                    training: Pretraining = Pretraining(), overwrite: bool = False, log=None) -> dict:
     """Train the vocabulary and pre-train the debug flavor's base on builtin:pydoc; returns base.json.
     A rerun with the same options finds the base done; other options need `overwrite`."""
     from hvdbench.data.text import BUILTIN_PYDOC, pydoc_documents
     from hvdbench.models.llama2_lora import FLAVORS
 
     out = Path(out)
+    steps, batch, lr, warmup, seed = training.steps, training.batch, training.lr, training.warmup, training.seed
     if steps < 1 or batch < 1 or seq_len < 8 or lr <= 0 or warmup < 0 or not 0 < val_fraction < 1:
         raise DatasetError("lm-base: --steps and --batch must be >= 1, --seq-len >= 8, --lr > 0, "
                            "--warmup >= 0, --val-fraction in (0, 1)")
@@ -120,8 +121,7 @@ def prepare_lm_base(out: Path, *, vocab_size: int = 4000, steps: int = 1200, bat
     from hvdbench.models.llama2_lora import torch as llama
 
     cfg = replace(FLAVORS["debug"], vocab_size=size, max_len=seq_len)
-    base, facts = llama.pretrain(cfg, train, val, steps=steps, batch=batch, lr=lr, warmup=warmup, seed=seed,
-                                 threads=threads, log=log)
+    base, facts = llama.pretrain(cfg, train, val, training, log=log)
     llama.save_base(base, out / BASE_FILE)
     info = {
         "format": "hvdbench-lm-base", "note": BASE_NOTE, "params": params, "command": mf.command_line(),
@@ -139,6 +139,18 @@ def prepare_lm_base(out: Path, *, vocab_size: int = 4000, steps: int = 1200, bat
 
 
 # --- the summaries ---------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class SummaryOptions:
+    """The knobs of `prepare_summaries` beyond its inputs: tokens per sequence (documents cut to fit,
+    summaries never), the share held out without --val-src, pairs per shard, and the seed.
+    `hvdbench prepare summaries --src builtin:stdlib-docstrings --base data/lm-base --max-len 256 --out d`."""
+
+    max_len: int = 256
+    val_fraction: float = 0.1
+    samples_per_shard: int = 16384
+    seed: int = 0
+
 
 def encode_pairs(tok, pairs: list[tuple[str, str]], max_len: int) -> tuple[dict[str, np.ndarray], dict]:
     """Padded arrays of the pairs that fit (documents cut when needed); counts of what was cut and
@@ -169,14 +181,15 @@ def encode_pairs(tok, pairs: list[tuple[str, str]], max_len: int) -> tuple[dict[
     return out, {"truncated_documents": truncated, "dropped_too_long": dropped}
 
 
-def prepare_summaries(src: str, out: Path, *, base: str | Path, val_src: str | None = None, max_len: int = 256,
-                      val_fraction: float = 0.1, samples_per_shard: int = 16384, seed: int = 0,
-                      overwrite: bool = False, command: str | None = None) -> dict:
+def prepare_summaries(src: str, out: Path, *, base: str | Path, val_src: str | None = None,
+                      opts: SummaryOptions = SummaryOptions(), options: PrepareOptions = PrepareOptions()) -> dict:
+    """(document, summary) pairs of `src` (`val_src`, else a held-out share), encoded with the
+    tokenizer of the lm-base folder `base`, into `out`; returns the manifest (on every rank)."""
     out, base = Path(out), Path(base)
-    if max_len < MIN_DOCUMENT_TOKENS + 8:
-        raise DatasetError(f"--max-len must be at least {MIN_DOCUMENT_TOKENS + 8}, got {max_len}")
-    if val_src is None and not 0 < val_fraction < 1:
-        raise DatasetError(f"--val-fraction must be between 0 and 1, got {val_fraction}")
+    if opts.max_len < MIN_DOCUMENT_TOKENS + 8:
+        raise DatasetError(f"--max-len must be at least {MIN_DOCUMENT_TOKENS + 8}, got {opts.max_len}")
+    if val_src is None and not 0 < opts.val_fraction < 1:
+        raise DatasetError(f"--val-fraction must be between 0 and 1, got {opts.val_fraction}")
     if base.resolve() == out.resolve():
         raise DatasetError("--base and --out must be different folders")
     info = read_base_info(base)
@@ -190,10 +203,10 @@ def prepare_summaries(src: str, out: Path, *, base: str | Path, val_src: str | N
         return None if path is None or path.startswith("builtin:") else str(Path(path).resolve())
 
     params = {"src": src if src.startswith("builtin:") else resolved(src), "val_src": resolved(val_src),
-              "base_weights_sha256": info["weights_sha256"], "max_len": max_len,
-              "val_fraction": None if val_src else val_fraction, "samples_per_shard": samples_per_shard,
-              "seed": seed}
-    start(out, SUMMARIES.name, params, overwrite, world)
+              "base_weights_sha256": info["weights_sha256"], "max_len": opts.max_len,
+              "val_fraction": None if val_src else opts.val_fraction, "samples_per_shard": opts.samples_per_shard,
+              "seed": opts.seed}
+    start(out, SUMMARIES.name, params, options.overwrite, world)
     staging = out / STAGING
 
     def build():
@@ -204,7 +217,7 @@ def prepare_summaries(src: str, out: Path, *, base: str | Path, val_src: str | N
             train = pairs
             found["sha256"] = hashlib.sha256((found["sha256"] + corpus.hash_pairs(val)).encode()).hexdigest()
         else:
-            train, val = hold_out(pairs, val_fraction, seed, str(src))
+            train, val = hold_out(pairs, opts.val_fraction, opts.seed, str(src))
         for name in (info["weights_file"], info["tokenizer_file"], info["vocab_file"]):
             tmp = out / f".{name}.tmp"
             shutil.copyfile(base / name, tmp)
@@ -213,9 +226,9 @@ def prepare_summaries(src: str, out: Path, *, base: str | Path, val_src: str | N
         staging.mkdir(exist_ok=True)
         counts, cut = {}, {}
         for split, split_pairs in (("train", train), ("val", val)):
-            arrays, cut[split] = encode_pairs(tok, split_pairs, max_len)
+            arrays, cut[split] = encode_pairs(tok, split_pairs, opts.max_len)
             if split == "train":
-                order = np.random.default_rng([seed, 2]).permutation(len(arrays["length"]))
+                order = np.random.default_rng([opts.seed, 2]).permutation(len(arrays["length"]))
             else:  # evaluation batches of similar length (the model trims their common padding)
                 order = np.argsort(arrays["length"], kind="stable")
             counts[split] = len(order)
@@ -223,21 +236,21 @@ def prepare_summaries(src: str, out: Path, *, base: str | Path, val_src: str | N
                 np.save(staging / f"{split}-{f}.npy", arrays[f][order])
         if counts["train"] == 0 or counts["val"] == 0:
             raise DatasetError(f"{src}: no {'training' if counts['train'] == 0 else 'validation'} pair fits "
-                               f"--max-len {max_len}")
+                               f"--max-len {opts.max_len}")
         summary_tokens = {s: int((np.load(staging / f"{s}-labels.npy") != IGNORE).sum()) for s in counts}
         return {"counts": counts, "cut": cut, "sha256": found["sha256"], "source": found["source"],
                 "pairs": len(train) + len(val), "summary_tokens": summary_tokens}
 
     facts = world.on_root(build)
-    jobs = staged_jobs(staging, facts["counts"], samples_per_shard, key=[mf.params_hash(params), facts["sha256"]])
+    jobs = staged_jobs(staging, facts["counts"], opts.samples_per_shard, key=[mf.params_hash(params), facts["sha256"]])
     records = run_jobs(out, jobs, functools.partial(write_staged, FIELDS), world=world, workers=1,
                        label="summaries")
     base_record = {"file": info["weights_file"], "sha256": info["weights_sha256"], "config": info["config"],
                    "note": BASE_NOTE, "made_by": info.get("command"), "val_loss": info.get("val_loss"),
                    "params": info["params"]}
     manifest = mf.new_manifest(
-        SUMMARIES.name, SUMMARIES.fields({"max_len": max_len}), seed, params, command,
-        vocab_size=info["config"]["vocab_size"], max_len=max_len, tokenizer_file=info["tokenizer_file"],
+        SUMMARIES.name, SUMMARIES.fields({"max_len": opts.max_len}), opts.seed, params, options.command,
+        vocab_size=info["config"]["vocab_size"], max_len=opts.max_len, tokenizer_file=info["tokenizer_file"],
         tokenizer_sha256=info["tokenizer_sha256"], tokenizer="byte-level BPE (tokenizers)",
         vocab_file=info["vocab_file"], vocab_sha256=info["vocab_sha256"], base=base_record,
         prompt=PROMPT_HEAD + "{document}" + PROMPT_TAIL + " {summary}", ignore_label=IGNORE,

@@ -44,7 +44,7 @@ from hvdbench.errors import ConfigError, DatasetError
 from hvdbench.families.lm import torch as lm
 from hvdbench.frameworks.torch.recipe import clip_to_groups, flush_denormals, fused, sized
 from hvdbench.frameworks.torch.vision import ensure_torchvision
-from hvdbench.models.llama2_lora import FLAVORS
+from hvdbench.models.llama2_lora import FLAVORS, Pretraining
 from hvdbench.models.llama2_lora.data import BOS, EOS, IGNORE, PAD, base_of
 
 ensure_torchvision()  # transformers and peft import torchvision when it is installed
@@ -373,26 +373,26 @@ def lm_eval(base, windows: torch.Tensor, batch: int) -> float:
     return total / max(1, len(windows))
 
 
-def pretrain(cfg, train, val, steps: int, batch: int, lr: float, warmup: int, seed: int, threads: int,
-             log=None) -> tuple[object, dict]:
+def pretrain(cfg, train, val, training: Pretraining, log=None) -> tuple[object, dict]:
     """Train the base (no adapters) as a language model on token windows (train: (N, T) int32):
     AdamW (0.9, 0.95, weight decay 0.1 off norms) with a linear warm-up and a cosine decay to 0,
-    gradient norm clipped to 1, batches drawn at random with `seed`. Returns (base, facts)."""
+    gradient norm clipped to 1, batches drawn at random with `training.seed`. Returns (base, facts)."""
     import time
 
     import numpy as np
 
+    steps, batch, lr, warmup = training.steps, training.batch, training.lr, training.warmup
     flush_denormals()
-    if threads:
-        torch.set_num_threads(threads)
-    torch.manual_seed(seed)
+    if training.threads:
+        torch.set_num_threads(training.threads)
+    torch.manual_seed(training.seed)
     base = build_base(replace(cfg, base_dtype="float32"), device="cpu")
     decay = [p for n, p in base.named_parameters() if p.ndim > 1]
     rest = [p for n, p in base.named_parameters() if p.ndim <= 1]
     opt = torch.optim.AdamW([{"params": decay, "weight_decay": 0.1}, {"params": rest, "weight_decay": 0.0}],
                             lr=lr, betas=(0.9, 0.95), eps=1e-8)
     train_t, val_t = torch.from_numpy(np.asarray(train)).long(), torch.from_numpy(np.asarray(val)).long()
-    rng = np.random.default_rng(seed)
+    rng = np.random.default_rng(training.seed)
     before = lm_eval(base, val_t, 64)
     t0, cpu0 = time.perf_counter(), time.process_time()
     base.train()

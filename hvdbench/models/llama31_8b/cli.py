@@ -54,14 +54,14 @@ def c4(sources, out, tokenizer, vocab_size, tokenizer_docs, eos_token, seq_len, 
           --tokenizer llama-3.1-8b/tokenizer.json --out data/c4
       mpirun -np 8 hvdbench prepare c4 --src c4/en --val-src c4-val.json.gz --tokenizer tokenizer.json --out data/c4
     """
-    from hvdbench.data.parallel import env_rank
-    from hvdbench.families.lm.c4 import prepare_c4
+    from hvdbench.data.parallel import PrepareOptions, env_rank
+    from hvdbench.families.lm.c4 import C4Options, prepare_c4
     from hvdbench.output import line
 
-    manifest = prepare_c4(list(sources), out, tokenizer=tokenizer, val_src=list(val_src) or None, seq_len=seq_len,
-                          vocab_size=vocab_size, val_sequences=val_sequences, val_fraction=val_fraction,
-                          tokenizer_docs=tokenizer_docs, eos_token=eos_token, strict=strict, seed=seed,
-                          workers=workers, overwrite=overwrite)
+    opts = C4Options(seq_len=seq_len, vocab_size=vocab_size, tokenizer_docs=tokenizer_docs, eos_token=eos_token,
+                     val_sequences=val_sequences, val_fraction=val_fraction, strict=strict, seed=seed)
+    manifest = prepare_c4(list(sources), out, tokenizer=tokenizer, val_src=list(val_src) or None, opts=opts,
+                          options=PrepareOptions(workers=workers, overwrite=overwrite))
     summary(manifest, out)
     if env_rank() != 0:
         return

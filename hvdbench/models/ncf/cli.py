@@ -34,8 +34,9 @@ def movielens(src, out, eval_negatives, min_ratings, samples_per_shard, seed, wo
       hvdbench prepare movielens --src ml-20m/ratings.csv --out data/ml-20m
       hvdbench prepare movielens --src ml-1m/ratings.dat --out data/ml-1m --eval-negatives 999
     """
+    from hvdbench.data.parallel import PrepareOptions
     from hvdbench.models.ncf.prepare import prepare_movielens
 
     summary(prepare_movielens(src, out, eval_negatives=eval_negatives, min_ratings=min_ratings,
-                              samples_per_shard=samples_per_shard, seed=seed, workers=workers,
-                              overwrite=overwrite), out)
+                              samples_per_shard=samples_per_shard, seed=seed,
+                              options=PrepareOptions(workers=workers, overwrite=overwrite)), out)

@@ -37,7 +37,7 @@ from pathlib import Path
 import numpy as np
 
 from hvdbench.data import manifest as mf
-from hvdbench.data.parallel import ShardJob, World, finish, run_jobs, start
+from hvdbench.data.parallel import PrepareOptions, ShardJob, World, finish, run_jobs, start
 from hvdbench.data.shards import shard_name, write_shard
 from hvdbench.errors import DatasetError
 from hvdbench.files import file_sha256
@@ -294,8 +294,8 @@ def rows(split: Split, eval_negatives: int, seed: int) -> dict[str, dict[str, np
 
 
 def prepare_movielens(src: str, out: Path, *, eval_negatives: int | None = None, min_ratings: int = 20,
-                      samples_per_shard: int = 1024, seed: int = 0, workers: int | None = None,
-                      overwrite: bool = False, command: str | None = None) -> dict:
+                      samples_per_shard: int = 1024, seed: int = 0,
+                      options: PrepareOptions = PrepareOptions()) -> dict:
     """Prepare a MovieLens ratings file; returns the manifest (on every rank).
 
     `eval_negatives`: MLPerf's 999 by default, 99 for builtin:ml-100k (a heavy ML-100K user has
@@ -315,7 +315,7 @@ def prepare_movielens(src: str, out: Path, *, eval_negatives: int | None = None,
     ratings = read_ratings(path)
     split = leave_latest_out(ratings, eval_negatives, min_ratings, seed, str(path))
     data = rows(split, eval_negatives, seed)
-    start(out, MOVIELENS.name, params, overwrite, world)
+    start(out, MOVIELENS.name, params, options.overwrite, world)
     ph = mf.params_hash(params)
     jobs = []
     for name, arrays in data.items():
@@ -326,10 +326,10 @@ def prepare_movielens(src: str, out: Path, *, eval_negatives: int | None = None,
             source = hashlib.sha256(f"{ph}/{source_sha}/{name}/{k}".encode()).hexdigest()
             jobs.append(ShardJob.single(name, shard_name(name, k, count), source,
                                         {f: a[part] for f, a in arrays.items()}))
-    records = run_jobs(out, jobs, _write, world=world, workers=workers, label="movielens")
+    records = run_jobs(out, jobs, _write, world=world, workers=options.workers, label="movielens")
     info = {"num_users": split.num_users, "num_items": split.num_items, "eval_negatives": eval_negatives}
     manifest = mf.new_manifest(
-        MOVIELENS.name, MOVIELENS.fields(info), seed, params, command, **info,
+        MOVIELENS.name, MOVIELENS.fields(info), seed, params, options.command, **info,
         pairs_per_row=1 + eval_negatives, source=label, source_format=ratings.layout, source_sha256=source_sha,
         ratings=split.ratings, dropped_users=split.dropped_users, train_positives=len(split.train_users),
         padding_pairs=int(data["train"]["users"].size - len(split.train_users)),

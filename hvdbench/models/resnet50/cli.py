@@ -30,10 +30,12 @@ def images(src, out, size, samples_per_shard, val_fraction, strict, seed, worker
       hvdbench prepare images --src /data/imagenet --out data/imagenet --size 224
       mpirun -np 8 hvdbench prepare images --src /data/imagenet --out data/imagenet
     """
+    from hvdbench.data.parallel import PrepareOptions
     from hvdbench.families.images.prepare import prepare_images
 
-    summary(prepare_images(src, out, size=size, samples_per_shard=samples_per_shard, workers=workers,
-                            strict=strict, val_fraction=val_fraction, seed=seed, overwrite=overwrite), out)
+    summary(prepare_images(src, out, size=size, samples_per_shard=samples_per_shard,
+                            strict=strict, val_fraction=val_fraction, seed=seed,
+                            options=PrepareOptions(workers=workers, overwrite=overwrite)), out)
 
 
 @click.command()
@@ -53,7 +55,8 @@ def digits(out, size, val_fraction, samples_per_shard, seed, overwrite):
       hvdbench prepare digits --out data/digits
       hvdbench prepare digits --out data/digits64 --size 64 --seed 1
     """
+    from hvdbench.data.parallel import PrepareOptions
     from hvdbench.families.images.digits import prepare_digits
 
     summary(prepare_digits(out, size=size, val_fraction=val_fraction, samples_per_shard=samples_per_shard,
-                            seed=seed, overwrite=overwrite), out)
+                            seed=seed, options=PrepareOptions(overwrite=overwrite)), out)

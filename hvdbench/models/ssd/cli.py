@@ -43,11 +43,12 @@ def coco(src, out, image_size, masks, max_objects, splits, samples_per_shard, wo
       hvdbench prepare coco --src /data/coco --out data/coco300 --image-size 300 --no-masks
       mpirun -np 8 hvdbench prepare coco --src /data/coco --out data/coco
     """
-    from hvdbench.data.parallel import env_rank
+    from hvdbench.data.parallel import PrepareOptions, env_rank
     from hvdbench.families.detection.coco import prepare_coco
 
     manifest = prepare_coco(src, out, image_size=image_size, masks=masks, max_objects=max_objects, splits=splits,
-                            samples_per_shard=samples_per_shard, workers=workers, overwrite=overwrite)
+                            samples_per_shard=samples_per_shard,
+                            options=PrepareOptions(workers=workers, overwrite=overwrite))
     summary(manifest, out)
     dropped = manifest["dropped"]
     if env_rank() == 0 and (dropped["objects"] or dropped["degenerate_boxes"]):
@@ -80,7 +81,9 @@ def digit_scenes(out, train, val, size, max_objects, masks, samples_per_shard, s
       hvdbench prepare digit-scenes --out data/digit-scenes
       hvdbench prepare digit-scenes --out data/scenes128 --size 128 --max-objects 5 --seed 1
     """
-    from hvdbench.families.detection.scenes import prepare_digit_scenes
+    from hvdbench.data.parallel import PrepareOptions
+    from hvdbench.families.detection.scenes import SceneOptions, prepare_digit_scenes
 
-    summary(prepare_digit_scenes(out, train=train, val=val, size=size, max_objects=max_objects, masks=masks,
-                                 samples_per_shard=samples_per_shard, seed=seed, overwrite=overwrite), out)
+    opts = SceneOptions(train=train, val=val, size=size, max_objects=max_objects, masks=masks,
+                        samples_per_shard=samples_per_shard, seed=seed)
+    summary(prepare_digit_scenes(out, opts=opts, options=PrepareOptions(overwrite=overwrite)), out)

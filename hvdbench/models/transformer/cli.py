@@ -42,10 +42,11 @@ def translation(src, tgt, src_lang, tgt_lang, out, val_src, val_tgt, vocab_size,
       hvdbench prepare translation --src-lang en --tgt-lang de --src train.en --tgt train.de \\
           --val-src newstest2014.en --val-tgt newstest2014.de --out data/wmt14-en-de
     """
-    from hvdbench.families.translation.prepare import prepare_translation
+    from hvdbench.data.parallel import PrepareOptions
+    from hvdbench.families.translation.prepare import TranslationOptions, prepare_translation
 
-    summary(prepare_translation(src, out, tgt=tgt, src_lang=src_lang, tgt_lang=tgt_lang, val_src=val_src,
-                                val_tgt=val_tgt, vocab_size=vocab_size, max_len=max_len,
-                                val_fraction=val_fraction, bucket_samples=bucket_samples,
-                                samples_per_shard=samples_per_shard, seed=seed, overwrite=overwrite), out)
-
+    opts = TranslationOptions(src_lang=src_lang, tgt_lang=tgt_lang, vocab_size=vocab_size, max_len=max_len,
+                              val_fraction=val_fraction, bucket_samples=bucket_samples,
+                              samples_per_shard=samples_per_shard, seed=seed)
+    summary(prepare_translation(src, out, tgt=tgt, val_src=val_src, val_tgt=val_tgt, opts=opts,
+                                options=PrepareOptions(overwrite=overwrite)), out)
