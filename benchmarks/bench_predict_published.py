@@ -65,6 +65,7 @@ GPUs). No assertion: a benchmark prints figures.
 from __future__ import annotations
 
 import argparse
+import itertools
 import math
 import statistics
 import sys
@@ -75,6 +76,10 @@ import numpy as np
 
 from hvdbench.results.predict.fitting import (
     COVERAGE,
+    GRADES,
+    PROMISE_KEPT,
+    PROMISES,
+    GradeRules,
     TTT_PER_DOUBLING,
     TTT_QUANTILES,
     TTT_SIGMA_FLOOR,
@@ -122,7 +127,7 @@ def attribute(tf, row, measured) -> dict:
 def predictions_of(groups: list[tuple]) -> tuple[list[dict], list[tuple]]:
     """Every set's targets predicted at the published and at the chosen batch (dicts: where, round,
     batch kind, error, log-error, sigma, attribution, ...), and the refusals."""
-    from hvdbench.results.predict.time_to_train import fit_group, predict_layout, spread_terms
+    from hvdbench.results.predict.time_to_train import evidence, fit_group, predict_layout, spread_terms
 
     out, refused, seen = [], [], set()
     for name, _, ps, ruleset, links in groups:
@@ -158,7 +163,9 @@ def predictions_of(groups: list[tuple]) -> tuple[list[dict], list[tuple]]:
                             "sigma": math.log(row.predicted_ttt_high_min / row.predicted_ttt_low_min)
                             / (TTT_QUANTILES[1] - TTT_QUANTILES[0]), "predicted": row.predicted_ttt_min,
                             "measured": row.measured_ttt_min, "flags": row.flags, "parts": parts,
-                            "batch": row.global_batch, "published_batch": p.global_batch})
+                            "batch": row.global_batch, "published_batch": p.global_batch,
+                            "evidence": evidence(tf, p.nodes, p.gpus_per_node, row.global_batch, p),
+                            "shipped_grade": row.grade})
                 worst = max(parts, key=lambda k: abs(parts[k]))
                 print(f"  {p.layout:>7} B {row.global_batch:>6} {kind:>9}  predicted "
                       f"{row.predicted_ttt_min:8.2f} min, measured {row.measured_ttt_min:8.2f}  "
@@ -203,8 +210,61 @@ def calibrate(preds: list[dict]) -> tuple[dict, float, tuple[float, float]]:
     return dict(zip(FAR, grid[best, :-1].tolist())), float(grid[best, -1]), (float(lo[best]), float(hi[best]))
 
 
-def scored(preds: list[dict], calibration=None) -> list[dict]:
-    """Each prediction's interval (the library's constants, or a `calibrate` result's): inside, width, grade."""
+TIGHT_WIDTHS = (0.10, 0.15, 0.20, 0.25, 0.30, 0.40)
+USABLE_WIDTHS = (0.20, 0.30, 0.40, 0.50, 0.60, 0.80)
+LEAST_EFFICIENCIES = (0.0, 0.5, 0.6, 0.7, 0.8, 0.9)
+MOST_DOUBLINGS = (math.inf, 1.0, 2.0, 3.0, 4.0)
+FEWEST_GRADED = 3  # a grade given to fewer of the predictions a rule is chosen on says nothing of its promise
+
+
+def graded(p: dict, width: float, rules: GradeRules) -> str:
+    from hvdbench.results.predict.time_to_train import weak_reasons
+
+    return grade(width, bool(weak_reasons(p["evidence"], rules)), rules)
+
+
+def kept(sel: list[dict]) -> dict[str, tuple[int, float]]:
+    """Per grade: (predictions given it, share within its promise: fitting.PROMISES)."""
+    out = {}
+    for name, within in PROMISES.items():
+        mine = [p for p in sel if p["grade"] == name]
+        if mine:
+            out[name] = (len(mine), sum(abs(p["error"]) <= within + 1e-12 for p in mine) / len(mine))
+    return out
+
+
+def grade_rules(preds: list[dict], widths: list[float]) -> GradeRules:
+    """The GradeRules (of TIGHT_WIDTHS x USABLE_WIDTHS x LEAST_EFFICIENCIES x MOST_DOUBLINGS x the RCP cap)
+    that grade the most of these predictions above indicative (tight counting twice) while every grade
+    given keeps its promise in PROMISE_KEPT of them; a grade given to fewer than FEWEST_GRADED is not given.
+    `widths`: each prediction's interval width under the constants it is scored with."""
+    from hvdbench.results.predict.time_to_train import weak_reasons
+
+    width = np.array(widths)
+    error = np.array([abs(p["error"]) for p in preds])
+    best, best_score = GradeRules(0.0, 0.0, 0.0, 0.0), -1
+    for least, most, cap in itertools.product(LEAST_EFFICIENCIES, MOST_DOUBLINGS, (False, True)):
+        weak = np.array([bool(weak_reasons(p["evidence"], GradeRules(0, 0, least, most, cap))) for p in preds])
+        for tight, usable in itertools.product(TIGHT_WIDTHS, USABLE_WIDTHS):
+            if usable < tight:
+                continue
+            is_tight = ~weak & (width <= tight)
+            is_usable = ~weak & ~is_tight & (width <= usable)
+            ok = True
+            for sel, within in ((is_tight, PROMISES["tight"]), (is_usable, PROMISES["usable"])):
+                n = int(sel.sum())
+                if n and (n < FEWEST_GRADED or np.mean(error[sel] <= within + 1e-12) < PROMISE_KEPT):
+                    ok = False
+            score = 2 * int(is_tight.sum()) + int(is_usable.sum())
+            # Ties keep the first: no cap before a cap, the narrower widths before the wider.
+            if ok and score > best_score:
+                best, best_score = GradeRules(tight, usable, least, most, cap), score
+    return best
+
+
+def scored(preds: list[dict], calibration=None, rules: GradeRules | None = None) -> list[dict]:
+    """Each prediction's interval (the library's constants, or a `calibrate` result's): inside, width,
+    grade (the library's GradeRules, or `rules`)."""
     out = []
     for p in preds:
         if calibration is None:
@@ -214,7 +274,7 @@ def scored(preds: list[dict], calibration=None) -> list[dict]:
             sigma = float(sigmas([p], [[spreads[k] for k in FAR]], [floor])[0, 0])
         low, high = p["predicted"] * math.exp(quantiles[0] * sigma), p["predicted"] * math.exp(quantiles[1] * sigma)
         out.append({**p, "inside": low <= p["measured"] <= high, "width": high / low - 1,
-                    "grade": grade(high / low - 1)})
+                    "grade": graded(p, high / low - 1, rules or GRADES)})
     return out
 
 
@@ -224,7 +284,9 @@ def held_out(preds: list[dict], by: str) -> list[dict]:
     out = []
     for left in sorted({p[by] for p in preds}):
         rest = [p for p in preds if p[by] != left]
-        out += scored([p for p in preds if p[by] == left], calibrate(rest) if rest else None)
+        calibration = calibrate(rest) if rest else None
+        rules = grade_rules(rest, [p["width"] for p in scored(rest, calibration)]) if rest else None
+        out += scored([p for p in preds if p[by] == left], calibration, rules)
     return out
 
 
@@ -249,6 +311,20 @@ PARTS = ("samples", "rate", "evaluation", "rest")
 def without(sel: list[dict], part: str) -> list[dict]:
     """The predictions had `part` been exact: its minutes (attribute) taken off each predicted time."""
     return [{**p, "error": (p["predicted"] - p["parts"][part]) / p["measured"] - 1} for p in sel]
+
+
+def promises_table(inside: list[dict], held: list[dict], by_submitter: list[dict]) -> None:
+    """How often each grade kept its promise (fitting.PROMISES): the library's constants and rules in
+    sample, and refitted on every round (submitter) but the one scored."""
+    print(f"\ngrades and their promises: predictions given the grade, and the share within its promise "
+          f"(kept at {100 * PROMISE_KEPT:.0f} %):")
+    print(f"  {'':<44}" + "".join(f"{name + ' (±' + format(100 * w, '.0f') + ' %)':>22}" for name, w in PROMISES.items()))
+    for kind in ("published", "chosen"):
+        for label, sel in (("the library's, in sample", inside), ("refitted, held out by round", held),
+                           ("refitted, held out by submitter", by_submitter)):
+            record = kept([p for p in sel if p["kind"] == kind])
+            print(f"  {kind + ' batch, ' + label:<44}" + "".join(
+                f"{(f'{record[g][0]}: {100 * record[g][1]:.0f} %' if g in record else '–'):>22}" for g in PROMISES))
 
 
 def goals_table(inside: list[dict], held: list[dict]) -> None:
@@ -279,6 +355,17 @@ def goals_table(inside: list[dict], held: list[dict]) -> None:
                      f"one width for all holding {100 * COVERAGE:.0f} % of these errors: {100 * narrowest:.0f} %; "
                      + ("a width that follows the error more closely" if narrowest <= GOAL_WIDTH
                         else "more accurate points first")))
+    for label, sel in (("in sample", inside), ("held out", held)):
+        record = kept(sel)
+        worst = min(record.values(), key=lambda r: r[1])
+        rows.append((f"{label}: every grade keeps its promise in >= {100 * PROMISE_KEPT:.0f} %",
+                     f"{100 * worst[1]:.0f} %", worst[1] >= PROMISE_KEPT,
+                     "the grade that falls short: " + ", ".join(f"{g} {100 * r[1]:.0f} % of {r[0]}"
+                                                                 for g, r in record.items() if r[1] < PROMISE_KEPT)))
+        above = [p for p in sel if p["grade"] in ("tight", "usable")]
+        off = [p for p in above if abs(p["error"]) > 0.25]
+        rows.append((f"{label}: none above indicative more than 25 % off", f"{len(off)} of {len(above)}", not off,
+                     "; ".join(f"{p['where']} {p['kind']} {100 * p['error']:+.0f} % ({p['grade']})" for p in off)))
     print(f"\ngoals (in sample: the library's interval constants; held out: one round left out):")
     print(f"  {'goal':<54} {'measured':>9}  {'':<7}  what it would take")
     for goal, value, met, take in rows:
@@ -320,6 +407,9 @@ def score(groups: list[tuple], start: float) -> int:
             sel = [p for p in held if p["kind"] == kind and p["grade"] == g]
             if sel:
                 summary(f"held out, graded {g}", sel)
+    promises_table(inside, held, by_submitter)
+    rules = grade_rules(preds, [p["width"] for p in scored(preds, (spreads, floor, q))])
+    print(f"grade rules these rounds give (with their interval constants): {rules}; the library's: {GRADES}")
     misses = [p for p in inside if abs(p["error"]) > BAND]
     if misses:
         print(f"\nmisses (|error| > {100 * BAND:.0f} %), minutes each part puts between predicted and measured:")

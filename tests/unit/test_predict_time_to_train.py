@@ -193,6 +193,11 @@ def test_a_degree_that_is_only_a_lower_bound_caps_the_grade_at_indicative_and_sa
     assert r.predicted_ttt_min is not None and r.least_model_parallel == 4
     assert r.grade == "indicative" and r.grade_promise == "within ±50 %"
     assert "model parallelism only bounded (1x8 at least 1, 8x8 at least 4)" in r.weak_fit
+    # What `predict` and the report print: the reason in one line under the table.
+    tf = PT.fit_group(parts, {Layout(1, 8), Layout(8, 8)})
+    said = PT.markdown(PT.group_rows(tf, []), [tf])
+    assert "Weak, so indicative whatever the interval: 16x8: model parallelism only bounded" in said
+    assert f"usable <= {100 * FT.GRADES.usable_width:.0f} % (within ±15 %)" in said
     # A fit where every layout needs the same degree is not weak for it.
     ok = by_layout(PT.group_rows(PT.fit_group(parts, {Layout(8, 8), Layout(16, 8)}), [Layout(32, 8)]))
     assert "model parallelism" not in ok["32x8"].weak_fit
