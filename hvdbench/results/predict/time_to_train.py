@@ -779,7 +779,7 @@ class _Predicted:
     parts: Decomposition
     ttt_interval: tuple[float, float]
     interval_from: str
-    weak: list[str]  # why it is weak (weak_reasons): its grade capped at indicative
+    evidence: Evidence  # what decides whether it is weak (weak_reasons: its grade capped at indicative)
 
 
 def predict_layout(tf: TttFit, nodes: int, gpus_per_node: int, batch: int | None = None,
@@ -837,7 +837,7 @@ def predict_layout(tf: TttFit, nodes: int, gpus_per_node: int, batch: int | None
     return _row(tf, nodes, gpus_per_node, batch, batch_from, measured, (flags, note), _Predicted(
         trained, samples_from, rate, interval(rate, rate_sigma), parts,
         interval(parts.measured_min, ttt_sigma, TTT_QUANTILES), interval_from,
-        weak_reasons(evidence(tf, nodes, gpus_per_node, batch, measured))))
+        evidence(tf, nodes, gpus_per_node, batch, measured)))
 
 
 def _refusals(tf: TttFit, n: int, batch: int | None, batch_from: str,
@@ -884,7 +884,12 @@ def _row(tf: TttFit, nodes: int, gpus_per_node: int, batch: int | None, batch_fr
     measured_ttt = measured.ttt_s / 60 if measured is not None else None
     samples = p is not None and tf.unit == "samples"  # samples/s while training: the throughput columns' unit
     low, high = p.ttt_interval if p else (None, None)
-    graded = grade(high / low - 1 if low else None, bool(p.weak)) if p else None
+    weak = weak_reasons(p.evidence) if p else []
+    graded = grade(high / low - 1 if low else None, bool(weak)) if p else None
+    if p and graded == "indicative" and not weak:
+        # Indicative for its width alone: what the buyer should know of the fit all the same.
+        weak = [f"its interval {100 * (high / low - 1):.0f} % wide"] + [
+            said for said in (p.evidence.efficiency_from, p.evidence.past) if said]
     return TttPredictionRow(
         **vars(tf.group), mode="time_to_accuracy", batch_per_gpu=batch // n if batch and batch % n == 0 else None,
         accum_steps=None, layout=str(Layout(nodes, gpus_per_node)), nodes=nodes, gpus_per_node=gpus_per_node, gpus=n,
@@ -907,7 +912,7 @@ def _row(tf: TttFit, nodes: int, gpus_per_node: int, batch: int | None, batch_fr
         throughput_min=p.parts.throughput_min if p else None, eval_min=p.parts.eval_min if p else None,
         other_min=p.parts.other_min if p else None, predicted_ttt_min=p.parts.measured_min if p else None,
         predicted_ttt_low_min=low, predicted_ttt_high_min=high, grade=graded,
-        grade_promise=promise(graded) if graded else "", weak_fit="; ".join(p.weak) if p else "",
+        grade_promise=promise(graded) if graded else "", weak_fit="; ".join(weak),
         least_model_parallel=(measured.least_model_parallel if measured is not None and measured.global_batch == batch
                               else max(tf.model_parallel, math.ceil(n / batch - 1e-9)) if batch else None),
         fitted_efficiency=tf.efficiency,
