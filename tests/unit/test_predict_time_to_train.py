@@ -196,7 +196,8 @@ def test_a_degree_that_is_only_a_lower_bound_caps_the_grade_at_indicative_and_sa
     # What `predict` and the report print: the reason in one line under the table.
     tf = PT.fit_group(parts, {Layout(1, 8), Layout(8, 8)})
     said = PT.markdown(PT.group_rows(tf, []), [tf])
-    assert "Weak, so indicative whatever the interval: 16x8: model parallelism only bounded" in said
+    weak = next(line for line in said.splitlines() if line.startswith("Weak, so indicative whatever the interval: "))
+    assert "16x8: " in weak and "model parallelism only bounded (1x8 at least 1, 8x8 at least 4)" in weak
     assert f"usable <= {100 * FT.GRADES.usable_width:.0f} % (within ±15 %)" in said
     # A fit where every layout needs the same degree is not weak for it.
     ok = by_layout(PT.group_rows(PT.fit_group(parts, {Layout(8, 8), Layout(16, 8)}), [Layout(32, 8)]))
@@ -211,7 +212,7 @@ def test_a_weak_fit_says_the_fitted_speed_up_against_the_gpu_ratio():
     tf = PT.fit_group(parts, {Layout(1, 8), Layout(2, 8)})
     assert tf.efficiency == pytest.approx(1.45 / 2, rel=1e-6)
     ev = PT.evidence(tf, 8, 8, 256, None)
-    rules = replace(FT.GRADES, least_efficiency=0.8)
+    rules = FT.GradeRules(tight_width=0.25, usable_width=0.60, least_efficiency=0.8, most_doublings=math.inf)
     said = PT.weak_reasons(ev, rules)
     assert said == ["the fitted 1x8 -> 2x8 sped up 1.45x on 2x the GPUs (72 % of linear)"]
     assert PT.weak_reasons(ev, replace(rules, least_efficiency=0.7)) == []
@@ -565,8 +566,12 @@ def test_every_time_to_train_has_an_interval_from_residuals_repeats_and_the_dist
 def test_grades_follow_the_intervals_width():
     from hvdbench.results.predict.fitting import grade, quantiles_of
 
-    assert [grade(w) for w in (0.1, 0.25, 0.4, 0.6, 0.61, None)] == ["tight", "tight", "usable", "usable",
-                                                                      "indicative", ""]
+    rules = FT.GradeRules(tight_width=0.25, usable_width=0.60, least_efficiency=0.6, most_doublings=1.0)
+    assert [grade(w, rules=rules) for w in (0.1, 0.25, 0.4, 0.6, 0.61, None)] == [
+        "tight", "tight", "usable", "usable", "indicative", ""]
+    assert grade(0.1, weak=True, rules=rules) == "indicative"  # a weak fit, whatever its width
+    # The library's: tight is not given (held out it kept its promise too seldom).
+    assert FT.GRADES.tight_width == 0 and grade(0.05) == "usable" and FT.promise("usable") == "within ±15 %"
     # The quantiles of log-errors per sigma: 10 % and 90 % of them (inclusive), asymmetric where they are.
     errors = [(z / 10, 0.1) for z in (-3, -1, -1, 0, 0, 0, 1, 1, 2, 4, 4)]
     low, high = quantiles_of(errors)

@@ -1006,8 +1006,10 @@ def markdown(rows: list[TttPredictionRow], fits: list[TttFit]) -> str:
         weak = [f"{r.layout}: {r.weak_fit}" for r in rs if r.weak_fit and not r.fitted]
         if weak:
             parts.append("Weak, so indicative whatever the interval: " + "; ".join(weak) + ".\n")
-        parts.append(f"Grades from the {100 * COVERAGE:.0f} % interval's width (high / low - 1): tight <= "
-                     f"{100 * GRADES.tight_width:.0f} % ({promise('tight')}), usable <= {100 * GRADES.usable_width:.0f} % "
+        tight = (f"tight <= {100 * GRADES.tight_width:.0f} % ({promise('tight')})" if GRADES.tight_width > 0
+                 else f"tight ({promise('tight')}) not given: held out it kept its promise too seldom")
+        parts.append(f"Grades from the {100 * COVERAGE:.0f} % interval's width (high / low - 1): {tight}, "
+                     f"usable <= {100 * GRADES.usable_width:.0f} % "
                      f"({promise('usable')}), else indicative ({promise('indicative')}); each promise kept by "
                      "at least 80 % of the predictions given that grade held out on MLPerf Training v4.0-v5.1 "
                      "(benchmarks/bench_predict_published.py).\n")
