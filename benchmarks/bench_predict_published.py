@@ -17,16 +17,21 @@ hvdbench chooses for a layout not run (time_to_train.choose_batch: what a buyer 
 republished in a later round (the same model, layout, batch and score) is counted once.
 
 Printed: each prediction's |predicted / measured - 1|, its interval (predict.fitting.COVERAGE, 80 %)
-and grade (tight / usable / indicative, from the interval's width), the minutes each part (samples,
+and grade (the library's: fitting.GRADES, with why a prediction is weak), the minutes each part (samples,
 rate, evaluation, the rest) puts between predicted and measured; the layouts refused and why; per
 batch (published, chosen) the median error and the share within +-15 % (goals: published median
 <= 6 %, 80 % within; chosen median <= 8 %, 75 % within), the share inside the interval and its median
 width (high / low - 1; goals: the stated share within 10 points, width <= 50 %), in sample (the
 interval's constants, fitting.TTT_QUANTILES, fitted on all rounds) and held out (refitted on every
 round but one, scored on that one; and on every submitter but one); the constants that all rounds
-give; the grades' errors; and a table of the goals, met or not, with what each goal missed would
-take: its figure had each part (samples, rate, evaluation, the rest) been exact, and for the width
-the narrowest single interval that holds 80 % of the errors.
+give; the grades' errors; how often each grade kept its promise (fitting.PROMISES: tight within
++-7 %, usable +-15 %, indicative +-50 %), with the library's rules in sample and with rules refitted
+without the round (submitter) scored (`grade_rules`: the widths and weak-fit conditions that grade the
+most above indicative while each grade keeps its promise in CHOSEN_AT of the predictions they are
+fitted on; a grade whose held-out record falls below 80 % is dropped and all graded again); the rules
+all rounds give; and a table of the goals, met or not, with what each goal missed would take: its
+figure had each part (samples, rate, evaluation, the rest) been exact, and for the width the narrowest
+single interval that holds 80 % of the errors.
 
 Measured on v4.0, v4.1, v5.0 and v5.1 (a copy lacking 50 of their result files: Juniper's BERT and
 DLRM of v4.0, Clemson's and Dell's Llama 2 70B LoRA of v4.1 and v5.1), 156-258 s to predict and about
@@ -53,6 +58,26 @@ chosen 11.0 %, 64 %, 72 % inside held out by round; the 106 common targets' publ
 chosen 11.1 %, 63 %, 72 % inside; narrower only held out by submitter, published 66 % wide against
 73 %): the third layout almost always zeroed d or e, and where it chose communication the points moved
 both ways (Llama 3.1 8B on HiPerGator +7 % -> +18 %, Stable Diffusion on TPU v5p -8 % -> -3 %); not kept.
+Issue 59 (at its head; the same trees, loaded once -- 920, 589, 337 and 635 s under nice on 2 loaded
+cores -- and scored in seconds): fitted layouts of different least model-parallel degrees (GPUs x
+accumulation / global batch) are refused, which refuses 15 more targets, 13 of them predicted within
+3-13 % before and 2 (Dell's Llama 2 70B LoRA 8x8, v4.1) 29 % off; 29 refused in all. Left:
+
+    batch       n   median  within   in sample        held out (round)   held out (submitter)
+                                     inside  width    inside  width      inside  width
+    published   44  10.3 %  66 %     80 %    49 %     77 %    61 %       84 %    69 %
+    chosen      49  11.1 %  63 %     73 %    49 %     69 %    61 %       80 %    54 %
+
+Predicted at most indicative instead of refused, those fits gave 50 at 9.5 %, 70 % and 55 at 10.9 %,
+67 % (not kept: the issue asks for the refusal). Grades: with rules chosen at 80 % on the other rounds,
+"usable" kept +-15 % in only 68 % held out by round (85 %: 78 %; 90 %: 88 %; 100 %: 81 %), so
+CHOSEN_AT is 90 %; "tight" then kept +-7 % in 1 of 1 held out by round and 1 of 2 by submitter, and is
+not given. Held out, "usable" kept its promise in 88 % / 89 % of 17 / 18 predictions by round
+(published / chosen) and 93 % / 88 % of 15 / 17 by submitter; "indicative" +-50 % in 90-93 %. In
+sample (fitting.GRADES, the library's interval) 3 "usable" predictions are more than 25 % off (Dell's
+BERT 8x4 -34 %, RetinaNet 8x4 -29 % at both batches), held out by round 4 (and HPE's DLRM 4x8 at the
+chosen batch +45 %). The prior from other submitters' results (issue 59 item 3) is not built.
+Before issue 59:
 Goals not met: the medians (6 %, 8 %), the shares within +-15 % (80 %, 75 %) and the width (50 %);
 coverage within 10 points of 80 % everywhere. Had the rate been exact, the published batch would meet
 both its goals (6.1 %, 81 %); a single width holding 80 % of the published errors is 54 %, of the

@@ -59,14 +59,21 @@ spread of time to train, a floor), in quadrature with a spread per doubling past
 per-GPU batch and global batch, and the rate the fitted layouts cannot identify (`spread_terms`,
 `ttt_sigma`, fitting.TTT_PER_DOUBLING); the time to train's interval is value x exp(q sigma), q the
 measured quantiles of past errors per sigma (fitting.TTT_QUANTILES), and its width grades it
-(`grade`: tight, usable, indicative). Those constants are fitted, and scored on a round (and on a
+(`grade`: tight, usable, indicative, each with its promise: fitting.PROMISES, GradeRules), capped at
+indicative where the fit is weak (`evidence`, `weak_reasons`: the fitted layouts' speed-up far from
+their GPU ratio, the layout far past them, a model-parallel degree only bounded), the row's weak_fit
+saying why. Those constants are fitted, and scored on a round (and on a
 submitter) each fit never saw, by benchmarks/bench_predict_published.py.
 
 Where a prediction cannot be honest the row says why and has no number (`flags`, `note`):
-- model-parallel: the layout's global batch is smaller than its GPUs by more than any fitted layout's
-  (at least GPUs x accumulation / B GPUs per data-parallel replica, accumulation the log's
-  gradient_accumulation_steps): model parallelism changed, which these fits cannot see (University of
-  Florida's Llama 3.1 8B: B = 16 on 32 GPUs after 16 on 8); a change of accumulation alone is not one;
+- model-parallel: the least model-parallel degree (GPUs x accumulation / B, rounded up: at most B /
+  accumulation data-parallel replicas; accumulation the log's gradient_accumulation_steps) differs
+  between fitted layouts (a vendor's Llama 2 70B LoRA at B = 8: at least 4 on 8 GPUs, 8 on 16), or a
+  measured layout's from theirs, or the layout's global batch is smaller than its GPUs by more than any
+  fitted layout's (University of Florida's Llama 3.1 8B: B = 16 on 32 GPUs after 16 on 8): model
+  parallelism changed, which these fits cannot see; a change of accumulation alone is not one. Where
+  only some fitted layouts need a degree above 1 (the others' 1 is a lower bound), predicted, indicative;
+- mixed-hardware: published fitted layouts of different GPUs per node (one submitter's two systems);
 - batch-capped: the batch chosen for a layout not run is the RCP table's largest and still leaves a
   data-parallel replica (of the fitted layouts' size) without a sample;
 - too-few-fitted: fewer fitted layouts than the rate model needs;
