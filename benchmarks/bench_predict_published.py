@@ -17,16 +17,21 @@ hvdbench chooses for a layout not run (time_to_train.choose_batch: what a buyer 
 republished in a later round (the same model, layout, batch and score) is counted once.
 
 Printed: each prediction's |predicted / measured - 1|, its interval (predict.fitting.COVERAGE, 80 %)
-and grade (tight / usable / indicative, from the interval's width), the minutes each part (samples,
+and grade (the library's: fitting.GRADES, with why a prediction is weak), the minutes each part (samples,
 rate, evaluation, the rest) puts between predicted and measured; the layouts refused and why; per
 batch (published, chosen) the median error and the share within +-15 % (goals: published median
 <= 6 %, 80 % within; chosen median <= 8 %, 75 % within), the share inside the interval and its median
 width (high / low - 1; goals: the stated share within 10 points, width <= 50 %), in sample (the
 interval's constants, fitting.TTT_QUANTILES, fitted on all rounds) and held out (refitted on every
 round but one, scored on that one; and on every submitter but one); the constants that all rounds
-give; the grades' errors; and a table of the goals, met or not, with what each goal missed would
-take: its figure had each part (samples, rate, evaluation, the rest) been exact, and for the width
-the narrowest single interval that holds 80 % of the errors.
+give; the grades' errors; how often each grade kept its promise (fitting.PROMISES: tight within
++-7 %, usable +-15 %, indicative +-50 %), with the library's rules in sample and with rules refitted
+without the round (submitter) scored (`grade_rules`: the widths and weak-fit conditions that grade the
+most above indicative while each grade keeps its promise in CHOSEN_AT of the predictions they are
+fitted on; a grade whose held-out record falls below 80 % is dropped and all graded again); the rules
+all rounds give; and a table of the goals, met or not, with what each goal missed would take: its
+figure had each part (samples, rate, evaluation, the rest) been exact, and for the width the narrowest
+single interval that holds 80 % of the errors.
 
 Measured on v4.0, v4.1, v5.0 and v5.1 (a copy lacking 50 of their result files: Juniper's BERT and
 DLRM of v4.0, Clemson's and Dell's Llama 2 70B LoRA of v4.1 and v5.1), 156-258 s to predict and about
@@ -53,6 +58,26 @@ chosen 11.0 %, 64 %, 72 % inside held out by round; the 106 common targets' publ
 chosen 11.1 %, 63 %, 72 % inside; narrower only held out by submitter, published 66 % wide against
 73 %): the third layout almost always zeroed d or e, and where it chose communication the points moved
 both ways (Llama 3.1 8B on HiPerGator +7 % -> +18 %, Stable Diffusion on TPU v5p -8 % -> -3 %); not kept.
+Issue 59 (at its head; the same trees, loaded once -- 920, 589, 337 and 635 s under nice on 2 loaded
+cores -- and scored in seconds): fitted layouts of different least model-parallel degrees (GPUs x
+accumulation / global batch) are refused, which refuses 15 more targets, 13 of them predicted within
+3-13 % before and 2 (Dell's Llama 2 70B LoRA 8x8, v4.1) 29 % off; 29 refused in all. Left:
+
+    batch       n   median  within   in sample        held out (round)   held out (submitter)
+                                     inside  width    inside  width      inside  width
+    published   44  10.3 %  66 %     80 %    49 %     77 %    61 %       84 %    69 %
+    chosen      49  11.1 %  63 %     73 %    49 %     69 %    61 %       80 %    54 %
+
+Predicted at most indicative instead of refused, those fits gave 50 at 9.5 %, 70 % and 55 at 10.9 %,
+67 % (not kept: the issue asks for the refusal). Grades: with rules chosen at 80 % on the other rounds,
+"usable" kept +-15 % in only 68 % held out by round (85 %: 78 %; 90 %: 88 %; 100 %: 81 %), so
+CHOSEN_AT is 90 %; "tight" then kept +-7 % in 1 of 1 held out by round and 1 of 2 by submitter, and is
+not given. Held out, "usable" kept its promise in 88 % / 89 % of 17 / 18 predictions by round
+(published / chosen) and 93 % / 88 % of 15 / 17 by submitter; "indicative" +-50 % in 90-93 %. In
+sample (fitting.GRADES, the library's interval) 3 "usable" predictions are more than 25 % off (Dell's
+BERT 8x4 -34 %, RetinaNet 8x4 -29 % at both batches), held out by round 4 (and HPE's DLRM 4x8 at the
+chosen batch +45 %). The prior from other submitters' results (issue 59 item 3) is not built.
+Before issue 59:
 Goals not met: the medians (6 %, 8 %), the shares within +-15 % (80 %, 75 %) and the width (50 %);
 coverage within 10 points of 80 % everywhere. Had the rate been exact, the published batch would meet
 both its goals (6.1 %, 81 %); a single width holding 80 % of the published errors is 54 %, of the
@@ -65,6 +90,7 @@ GPUs). No assertion: a benchmark prints figures.
 from __future__ import annotations
 
 import argparse
+import itertools
 import math
 import statistics
 import sys
@@ -75,6 +101,10 @@ import numpy as np
 
 from hvdbench.results.predict.fitting import (
     COVERAGE,
+    GRADES,
+    PROMISE_KEPT,
+    PROMISES,
+    GradeRules,
     TTT_PER_DOUBLING,
     TTT_QUANTILES,
     TTT_SIGMA_FLOOR,
@@ -122,7 +152,7 @@ def attribute(tf, row, measured) -> dict:
 def predictions_of(groups: list[tuple]) -> tuple[list[dict], list[tuple]]:
     """Every set's targets predicted at the published and at the chosen batch (dicts: where, round,
     batch kind, error, log-error, sigma, attribution, ...), and the refusals."""
-    from hvdbench.results.predict.time_to_train import fit_group, predict_layout, spread_terms
+    from hvdbench.results.predict.time_to_train import evidence, fit_group, predict_layout, spread_terms
 
     out, refused, seen = [], [], set()
     for name, _, ps, ruleset, links in groups:
@@ -158,13 +188,16 @@ def predictions_of(groups: list[tuple]) -> tuple[list[dict], list[tuple]]:
                             "sigma": math.log(row.predicted_ttt_high_min / row.predicted_ttt_low_min)
                             / (TTT_QUANTILES[1] - TTT_QUANTILES[0]), "predicted": row.predicted_ttt_min,
                             "measured": row.measured_ttt_min, "flags": row.flags, "parts": parts,
-                            "batch": row.global_batch, "published_batch": p.global_batch})
+                            "batch": row.global_batch, "published_batch": p.global_batch,
+                            "evidence": evidence(tf, p.nodes, p.gpus_per_node, row.global_batch, p),
+                            "shipped_grade": row.grade})
                 worst = max(parts, key=lambda k: abs(parts[k]))
                 print(f"  {p.layout:>7} B {row.global_batch:>6} {kind:>9}  predicted "
                       f"{row.predicted_ttt_min:8.2f} min, measured {row.measured_ttt_min:8.2f}  "
                       f"|err| {100 * abs(error):5.1f} %  "
                       + ", ".join(f"{k} {v:+.2f}" for k, v in parts.items()) + f" min (mostly {worst})  "
-                      + (f"{row.flags}  " if row.flags else "") + (f"[{p.result}]" if p.result else ""))
+                      + (f"{row.flags}  " if row.flags else "") + (f"[{p.result}]  " if p.result else "")
+                      + f"{row.grade}" + (f" ({row.weak_fit})" if row.weak_fit else ""))
     return out, refused
 
 
@@ -203,8 +236,67 @@ def calibrate(preds: list[dict]) -> tuple[dict, float, tuple[float, float]]:
     return dict(zip(FAR, grid[best, :-1].tolist())), float(grid[best, -1]), (float(lo[best]), float(hi[best]))
 
 
-def scored(preds: list[dict], calibration=None) -> list[dict]:
-    """Each prediction's interval (the library's constants, or a `calibrate` result's): inside, width, grade."""
+TIGHT_WIDTHS = (0.10, 0.15, 0.20, 0.25, 0.30, 0.40)
+USABLE_WIDTHS = (0.20, 0.30, 0.40, 0.50, 0.60, 0.80)
+LEAST_EFFICIENCIES = (0.0, 0.5, 0.6, 0.7, 0.8, 0.9)
+MOST_DOUBLINGS = (math.inf, 1.0, 2.0, 3.0, 4.0)
+FEWEST_GRADED = 3  # a grade given to fewer of the predictions a rule is chosen on says nothing of its promise
+# The share a grade must keep its promise in among the predictions its rules are chosen on: a margin over
+# PROMISE_KEPT, which rules chosen at 80 % kept in only 68 % of the predictions held out by round (usable;
+# at 85 %: 78 %, at 90 %: 88 %, at 100 %: 81 %, on v4.0-v5.1).
+CHOSEN_AT = 0.90
+
+
+def graded(p: dict, width: float, rules: GradeRules) -> str:
+    from hvdbench.results.predict.time_to_train import weak_reasons
+
+    return grade(width, bool(weak_reasons(p["evidence"], rules)), rules)
+
+
+def kept(sel: list[dict]) -> dict[str, tuple[int, float]]:
+    """Per grade: (predictions given it, share within its promise: fitting.PROMISES)."""
+    out = {}
+    for name, within in PROMISES.items():
+        mine = [p for p in sel if p["grade"] == name]
+        if mine:
+            out[name] = (len(mine), sum(abs(p["error"]) <= within + 1e-12 for p in mine) / len(mine))
+    return out
+
+
+def grade_rules(preds: list[dict], widths: list[float], given=("tight", "usable")) -> GradeRules:
+    """The GradeRules (of TIGHT_WIDTHS x USABLE_WIDTHS x LEAST_EFFICIENCIES x MOST_DOUBLINGS x the RCP cap)
+    that grade the most of these predictions above indicative (tight counting twice) while every grade
+    given keeps its promise in CHOSEN_AT of them; a grade given to fewer than FEWEST_GRADED, or not
+    in `given`, is not given (its width 0). `widths`: each prediction's interval width under the
+    constants it is scored with."""
+    from hvdbench.results.predict.time_to_train import weak_reasons
+
+    width = np.array(widths)
+    error = np.array([abs(p["error"]) for p in preds])
+    best, best_score = GradeRules(0.0, 0.0, 0.0, 0.0), -1
+    for least, most, cap in itertools.product(LEAST_EFFICIENCIES, MOST_DOUBLINGS, (False, True)):
+        weak = np.array([bool(weak_reasons(p["evidence"], GradeRules(0, 0, least, most, cap))) for p in preds])
+        for tight, usable in itertools.product(TIGHT_WIDTHS if "tight" in given else (0.0,),
+                                               USABLE_WIDTHS if "usable" in given else (0.0,)):
+            if usable < tight:
+                continue
+            is_tight = ~weak & (width <= tight)
+            is_usable = ~weak & ~is_tight & (width <= usable)
+            ok = True
+            for sel, within in ((is_tight, PROMISES["tight"]), (is_usable, PROMISES["usable"])):
+                n = int(sel.sum())
+                if n and (n < FEWEST_GRADED or np.mean(error[sel] <= within + 1e-12) < CHOSEN_AT):
+                    ok = False
+            score = 2 * int(is_tight.sum()) + int(is_usable.sum())
+            # Ties keep the first: no cap before a cap, the narrower widths before the wider.
+            if ok and score > best_score:
+                best, best_score = GradeRules(tight, usable, least, most, cap), score
+    return best
+
+
+def scored(preds: list[dict], calibration=None, rules: GradeRules | None = None) -> list[dict]:
+    """Each prediction's interval (the library's constants, or a `calibrate` result's): inside, width,
+    grade (the library's GradeRules, or `rules`)."""
     out = []
     for p in preds:
         if calibration is None:
@@ -214,17 +306,20 @@ def scored(preds: list[dict], calibration=None) -> list[dict]:
             sigma = float(sigmas([p], [[spreads[k] for k in FAR]], [floor])[0, 0])
         low, high = p["predicted"] * math.exp(quantiles[0] * sigma), p["predicted"] * math.exp(quantiles[1] * sigma)
         out.append({**p, "inside": low <= p["measured"] <= high, "width": high / low - 1,
-                    "grade": grade(high / low - 1)})
+                    "grade": graded(p, high / low - 1, rules or GRADES)})
     return out
 
 
-def held_out(preds: list[dict], by: str) -> list[dict]:
-    """Every prediction scored with the interval constants calibrated on the others: those of every
-    other round, or every other submitter (`by`), so no prediction's interval was tuned on itself."""
+def held_out(preds: list[dict], by: str, given=("tight", "usable")) -> list[dict]:
+    """Every prediction scored with the interval constants and grade rules (of the `given` grades)
+    calibrated on the others: those of every other round, or every other submitter (`by`), so no
+    prediction's interval or grade was tuned on itself."""
     out = []
     for left in sorted({p[by] for p in preds}):
         rest = [p for p in preds if p[by] != left]
-        out += scored([p for p in preds if p[by] == left], calibrate(rest) if rest else None)
+        calibration = calibrate(rest) if rest else None
+        rules = grade_rules(rest, [p["width"] for p in scored(rest, calibration)], given) if rest else None
+        out += scored([p for p in preds if p[by] == left], calibration, rules)
     return out
 
 
@@ -249,6 +344,20 @@ PARTS = ("samples", "rate", "evaluation", "rest")
 def without(sel: list[dict], part: str) -> list[dict]:
     """The predictions had `part` been exact: its minutes (attribute) taken off each predicted time."""
     return [{**p, "error": (p["predicted"] - p["parts"][part]) / p["measured"] - 1} for p in sel]
+
+
+def promises_table(inside: list[dict], held: list[dict], by_submitter: list[dict]) -> None:
+    """How often each grade kept its promise (fitting.PROMISES): the library's constants and rules in
+    sample, and refitted on every round (submitter) but the one scored."""
+    print(f"\ngrades and their promises: predictions given the grade, and the share within its promise "
+          f"(kept at {100 * PROMISE_KEPT:.0f} %):")
+    print(f"  {'':<44}" + "".join(f"{name + ' (±' + format(100 * w, '.0f') + ' %)':>22}" for name, w in PROMISES.items()))
+    for kind in ("published", "chosen"):
+        for label, sel in (("the library's, in sample", inside), ("refitted, held out by round", held),
+                           ("refitted, held out by submitter", by_submitter)):
+            record = kept([p for p in sel if p["kind"] == kind])
+            print(f"  {kind + ' batch, ' + label:<44}" + "".join(
+                f"{(f'{record[g][0]}: {100 * record[g][1]:.0f} %' if g in record else '–'):>22}" for g in PROMISES))
 
 
 def goals_table(inside: list[dict], held: list[dict]) -> None:
@@ -279,6 +388,17 @@ def goals_table(inside: list[dict], held: list[dict]) -> None:
                      f"one width for all holding {100 * COVERAGE:.0f} % of these errors: {100 * narrowest:.0f} %; "
                      + ("a width that follows the error more closely" if narrowest <= GOAL_WIDTH
                         else "more accurate points first")))
+    for label, sel in (("in sample", inside), ("held out", held)):
+        record = kept(sel)
+        worst = min(record.values(), key=lambda r: r[1])
+        rows.append((f"{label}: every grade keeps its promise in >= {100 * PROMISE_KEPT:.0f} %",
+                     f"{100 * worst[1]:.0f} %", worst[1] >= PROMISE_KEPT,
+                     "the grade that falls short: " + ", ".join(f"{g} {100 * r[1]:.0f} % of {r[0]}"
+                                                                 for g, r in record.items() if r[1] < PROMISE_KEPT)))
+        above = [p for p in sel if p["grade"] in ("tight", "usable")]
+        off = [p for p in above if abs(p["error"]) > 0.25]
+        rows.append((f"{label}: none above indicative more than 25 % off", f"{len(off)} of {len(above)}", not off,
+                     "; ".join(f"{p['where']} {p['kind']} {100 * p['error']:+.0f} % ({p['grade']})" for p in off)))
     print(f"\ngoals (in sample: the library's interval constants; held out: one round left out):")
     print(f"  {'goal':<54} {'measured':>9}  {'':<7}  what it would take")
     for goal, value, met, take in rows:
@@ -311,6 +431,14 @@ def score(groups: list[tuple], start: float) -> int:
           + ", ".join(f"{v:.2f}" for v in quantiles_of([(p["log_error"], p["sigma"]) for p in preds])))
     inside = scored(preds)
     held, by_submitter = held_out(preds, "round"), held_out(preds, "submitter")
+    # A grade whose held-out record falls below PROMISE_KEPT is not given: graded again without it.
+    dropped = sorted({g for sel in (held, by_submitter) for g, (_, share) in kept(sel).items()
+                      if g != "indicative" and share < PROMISE_KEPT})
+    given = tuple(g for g in ("tight", "usable") if g not in dropped)
+    if dropped:
+        print("\nheld out with every grade, before", " and ".join(dropped), "is dropped:")
+        promises_table(inside, held, by_submitter)
+        held, by_submitter = held_out(preds, "round", given), held_out(preds, "submitter", given)
     for kind in ("published", "chosen"):
         print(f"\n{kind} batch:")
         summary("in sample", [p for p in inside if p["kind"] == kind])
@@ -320,6 +448,10 @@ def score(groups: list[tuple], start: float) -> int:
             sel = [p for p in held if p["kind"] == kind and p["grade"] == g]
             if sel:
                 summary(f"held out, graded {g}", sel)
+    promises_table(inside, held, by_submitter)
+    rules = grade_rules(preds, [p["width"] for p in inside], given)
+    print(f"grade rules these rounds give (with the library's interval constants; "
+          f"{', '.join(dropped) or 'no grade'} not given): {rules}; the library's: {GRADES}")
     misses = [p for p in inside if abs(p["error"]) > BAND]
     if misses:
         print(f"\nmisses (|error| > {100 * BAND:.0f} %), minutes each part puts between predicted and measured:")
@@ -327,7 +459,7 @@ def score(groups: list[tuple], start: float) -> int:
             worst = max(p["parts"], key=lambda k: abs(p["parts"][k]))
             print(f"  {p['where']:<40} {p['kind']:>9} B {p['batch']:>6} {100 * p['error']:+6.1f} %  "
                   + ", ".join(f"{k} {v:+.2f}" for k, v in p["parts"].items()) + f": mostly {worst}"
-                  + (f"  [{p['flags']}]" if p["flags"] else ""))
+                  + (f"  [{p['flags']}]" if p["flags"] else "") + f"  {p['shipped_grade']}")
     goals_table(inside, held)
     return 0
 

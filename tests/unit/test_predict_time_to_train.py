@@ -22,6 +22,7 @@ from hvdbench.linkrate import node_link_rate
 from hvdbench.results import mllog
 from hvdbench.results.analyses import convergence as CV
 from hvdbench.results.analyses.ttt import LayoutParts
+from hvdbench.results.predict import fitting as FT
 from hvdbench.results.predict import throughput as P
 from hvdbench.results.predict import time_to_train as PT
 from hvdbench.results.records.rows import TttGroup
@@ -147,21 +148,122 @@ def test_model_parallelism_that_changed_is_said_not_predicted():
     assert "at least 2 GPUs on each data-parallel replica" in r.note and "model parallelism changed" in r.note
 
 
-def test_a_change_of_accumulation_is_not_a_change_of_model_parallelism():
-    """Dell's Llama 2 70B LoRA (v4.1): batch 8 everywhere, accumulation 4 on 8 and 16 GPUs, 2 on 32:
-    GPUs x accumulation / batch = 4, 8, 8 GPUs per replica; 32 GPUs at batch 8 is predicted, not
-    refused as model parallelism (GPUs / batch alone says 4 on 32 GPUs, more than the fitted 2)."""
-    parts = [truth(1, 8, 8), truth(2, 8, 8), truth(4, 8, 8)]
-    for p, accumulation in zip(parts, (4, 4, 2)):
+def lora(accumulations=(4, 4, 2, 1)):
+    """A vendor's Llama 2 70B LoRA on H100 (issue 59): global batch 8 on 8, 16, 32 and 64 GPUs,
+    gradient accumulation 4, 4, 2, 1: at most 2, 2, 4, 8 data-parallel replicas, so a model-parallel
+    degree of at least 4, 8, 8, 8."""
+    parts = [truth(1, 8, 8), truth(2, 8, 8), truth(4, 8, 8), truth(8, 8, 8)]
+    for p, accumulation in zip(parts, accumulations):
         p.accumulation = accumulation
-    assert [p.gpus_per_replica for p in parts] == [4, 8, 8]
+    return parts
+
+
+def test_a_fit_across_two_model_parallel_degrees_is_refused_with_them():
+    parts = lora()
+    assert [p.least_model_parallel for p in parts] == [4, 8, 8, 8]
     rows = by_layout(PT.group_rows(PT.fit_group(parts, {Layout(1, 8), Layout(2, 8)}), []))
-    assert "model-parallel" not in rows["4x8"].flags and rows["4x8"].predicted_ttt_min is not None
-    # Without the accumulation the same logs are refused: 32 GPUs / 8 = 4 GPUs per replica, more than 2.
-    for p in parts:
+    for layout in ("4x8", "8x8"):
+        assert rows[layout].flags == "model-parallel" and rows[layout].predicted_ttt_min is None
+        assert "1x8 at least 4, 2x8 at least 8" in rows[layout].note
+    # Fitted where the degree holds (8 on 16 and 32 GPUs), the 64-GPU layout at 8 is predicted.
+    rows = by_layout(PT.group_rows(PT.fit_group(parts, {Layout(2, 8), Layout(4, 8)}), []))
+    assert rows["8x8"].flags == "" and rows["8x8"].least_model_parallel == 8
+    assert rows["8x8"].predicted_ttt_min == pytest.approx(parts[3].ttt_s / 60, rel=0.02)
+
+
+def test_a_change_of_accumulation_alone_is_not_a_change_of_model_parallelism():
+    """32 GPUs at batch 8 and accumulation 2 need 8 GPUs per replica, as the 16 at accumulation 4
+    did: predicted; GPUs / batch alone (4 on 32 GPUs, 2 on 16) would have called it a change."""
+    parts = lora((4, 4, 4, 2))  # 4 per replica on 8 GPUs, then 8, 16, 16: fit where it is one
+    parts[1].accumulation = 8  # 16 GPUs x 8 / 8: 16, as on 32 GPUs x 4 / 8
+    rows = by_layout(PT.group_rows(PT.fit_group(parts, {Layout(2, 8), Layout(4, 8)}), []))
+    assert rows["8x8"].flags == "" and rows["8x8"].predicted_ttt_min is not None
+    for p in parts:  # without the accumulation the degrees are 1, 2, 4, 8: refused
         p.accumulation = 1
-    rows = by_layout(PT.group_rows(PT.fit_group(parts, {Layout(1, 8), Layout(2, 8)}), []))
-    assert rows["4x8"].flags == "model-parallel"
+    rows = by_layout(PT.group_rows(PT.fit_group(parts, {Layout(2, 8), Layout(4, 8)}), []))
+    assert rows["8x8"].flags == "model-parallel"
+
+
+def test_a_degree_that_is_only_a_lower_bound_caps_the_grade_at_indicative_and_says_why():
+    """As NVIDIA's Llama 2 70B LoRA on Eos: batch 8 on 8 GPUs allows pure data parallelism (degree 1, a lower
+    bound), 16 on 64 GPUs needs 4: 32 on 128 GPUs (4) is predicted, graded indicative, the row says why."""
+    parts = [truth(1, 8, 8), truth(8, 8, 16), truth(16, 8, 32)]
+    rows = by_layout(PT.group_rows(PT.fit_group(parts, {Layout(1, 8), Layout(8, 8)}), []))
+    r = rows["16x8"]
+    assert r.predicted_ttt_min is not None and r.least_model_parallel == 4
+    assert r.grade == "indicative" and r.grade_promise == "within ±50 %"
+    assert "model parallelism only bounded (1x8 at least 1, 8x8 at least 4)" in r.weak_fit
+    # What `predict` and the report print: the reason in one line under the table.
+    tf = PT.fit_group(parts, {Layout(1, 8), Layout(8, 8)})
+    said = PT.markdown(PT.group_rows(tf, []), [tf])
+    weak = next(line for line in said.splitlines() if line.startswith("Weak, so indicative whatever the interval: "))
+    assert "16x8: " in weak and "model parallelism only bounded (1x8 at least 1, 8x8 at least 4)" in weak
+    assert f"usable <= {100 * FT.GRADES.usable_width:.0f} % (within ±15 %)" in said
+    # A fit where every layout needs the same degree is not weak for it.
+    ok = by_layout(PT.group_rows(PT.fit_group(parts, {Layout(8, 8), Layout(16, 8)}), [Layout(32, 8)]))
+    assert "model parallelism" not in ok["32x8"].weak_fit
+
+
+def test_a_weak_fit_says_the_fitted_speed_up_against_the_gpu_ratio():
+    """The University of Florida's RetinaNet (v5.1): its two smallest layouts scale 1.45x on 2x the GPUs."""
+    parts = [truth(1, 8, 256), truth(2, 8, 256)]
+    parts[1] = replace(parts[1], train_s=parts[0].train_s / 1.45, ttt_s=parts[0].train_s / 1.45 + parts[1].eval_s
+                       + parts[1].other_s)
+    tf = PT.fit_group(parts, {Layout(1, 8), Layout(2, 8)})
+    assert tf.efficiency == pytest.approx(1.45 / 2, rel=1e-6)
+    ev = PT.evidence(tf, 8, 8, 256, None)
+    rules = FT.GradeRules(tight_width=0.25, usable_width=0.60, least_efficiency=0.8, most_doublings=math.inf)
+    said = PT.weak_reasons(ev, rules)
+    assert said == ["the fitted 1x8 -> 2x8 sped up 1.45x on 2x the GPUs (72 % of linear)"]
+    assert PT.weak_reasons(ev, replace(rules, least_efficiency=0.7)) == []
+    assert PT.weak_reasons(ev, replace(rules, least_efficiency=0.7, most_doublings=1.5)) == [
+        "64 GPUs, 4x past the fitted 16"]
+
+
+def test_a_published_fit_across_different_hardware_is_refused(tmp_path):
+    """Issue 57 case 13: one submitter's 8-GPU and 4-GPU nodes, one platform name and no systems JSON,
+    fitted together: refused in one line that names the GPUs per node."""
+    root = tmp_path / "training_results_v5.1"
+    for nodes, gpus, blocks in ((1, 8, 13), (2, 4, 13), (4, 8, 13)):
+        folder = root / f"n{nodes}g{gpus}"
+        folder.mkdir(parents=True)
+        (folder / "result_0.txt").write_text(nemo_log(nodes, 16 * nodes * gpus // 8, blocks, gpus=gpus))
+    out = tmp_path / "out"
+    got = CliRunner().invoke(predict_cmd, ["--mllog", str(root), "--fit-on", "1x8,2x4", "--layouts", "4x8",
+                                           "--out", str(out)])
+    assert got.exit_code == 0, got.output
+    with open(out / "prediction.csv", newline="") as f:
+        rows = {r["layout"]: r for r in csv.DictReader(f)}
+    assert rows["4x8"]["flags"] == "mixed-hardware" and rows["4x8"]["predicted_ttt_min"] == ""
+    assert "1x8 has 8 GPUs per node, 2x4 has 4 GPUs per node" in rows["4x8"]["note"]
+    # The same logs fitted on one hardware predict it.
+    got = CliRunner().invoke(predict_cmd, ["--mllog", str(root), "--fit-on", "1x8,4x8", "--layouts", "8x8",
+                                           "--out", str(out)])
+    with open(out / "prediction.csv", newline="") as f:
+        rows = {r["layout"]: r for r in csv.DictReader(f)}
+    assert rows["8x8"]["predicted_ttt_min"] != "" and rows["8x8"]["flags"] != "mixed-hardware"
+
+
+def test_generated_logs_of_the_lora_case_are_refused_across_the_change(tmp_path):
+    """The LoRA case as published logs: batch 8, accumulation 4, 4, 2, 1 on 1, 2, 4, 8 nodes of 8."""
+    root = tmp_path / "training_results_v5.1"
+    for nodes, accumulation in ((1, 4), (2, 4), (4, 2), (8, 1)):
+        folder = root / f"n{nodes}"
+        folder.mkdir(parents=True)
+        (folder / "result_0.txt").write_text(nemo_log(nodes, 8, 13, accumulation=accumulation))
+    out = tmp_path / "out"
+    got = CliRunner().invoke(predict_cmd, ["--mllog", str(root), "--fit-on", "1x8,2x8", "--layouts", "16x8",
+                                           "--out", str(out)])
+    assert got.exit_code == 0, got.output
+    with open(out / "prediction.csv", newline="") as f:
+        rows = {r["layout"]: r for r in csv.DictReader(f)}
+    assert rows["4x8"]["flags"] == rows["8x8"]["flags"] == "model-parallel"
+    assert "1x8 at least 4, 2x8 at least 8" in rows["8x8"]["note"]
+    got = CliRunner().invoke(predict_cmd, ["--mllog", str(root), "--fit-on", "2x8,4x8", "--layouts", "16x8",
+                                           "--out", str(out)])
+    with open(out / "prediction.csv", newline="") as f:
+        rows = {r["layout"]: r for r in csv.DictReader(f)}
+    assert rows["8x8"]["predicted_ttt_min"] != "" and rows["8x8"]["least_model_parallel"] == "8"
 
 
 def test_a_published_logs_gradient_accumulation_is_read(tmp_path):
@@ -260,7 +362,7 @@ def test_time_to_accuracy_runs_at_another_batch_take_the_throughput_predictors_s
 
 # --- hvdbench predict --mllog ------------------------------------------------------------------------
 
-def nemo_log(nodes, batch, blocks, start_s=0.0, accumulation=None, block_s=None):
+def nemo_log(nodes, batch, blocks, start_s=0.0, accumulation=None, block_s=None, gpus=8):
     """A published NeMo-format llama31_8b log (mlperf_logging's own line format): blocks of 12,288
     samples, each 400 s on one node of 8 GPUs (the per-GPU batch times the nodes: the same per-GPU
     rate) unless `block_s` says, an evaluation after each."""
@@ -274,7 +376,7 @@ def nemo_log(nodes, batch, blocks, start_s=0.0, accumulation=None, block_s=None)
         getattr(log, kind)(key, value, metadata=meta, time_ms=t0 + round(1000 * s))
     for key, value in ((C.SUBMISSION_BENCHMARK, "llama31_8b"), (C.SUBMISSION_ORG, "Acme"),
                        (C.SUBMISSION_PLATFORM, "Acme B200"), (C.SUBMISSION_DIVISION, "closed"),
-                       (mllog.NUMBER_OF_NODES, nodes), (mllog.ACCELERATORS_PER_NODE, 8), (C.GLOBAL_BATCH_SIZE, batch),
+                       (mllog.NUMBER_OF_NODES, nodes), (mllog.ACCELERATORS_PER_NODE, gpus), (C.GLOBAL_BATCH_SIZE, batch),
                        (C.GRADIENT_ACCUMULATION_STEPS, accumulation)):
         if value is not None:
             at(-1, key, value)
@@ -464,8 +566,12 @@ def test_every_time_to_train_has_an_interval_from_residuals_repeats_and_the_dist
 def test_grades_follow_the_intervals_width():
     from hvdbench.results.predict.fitting import grade, quantiles_of
 
-    assert [grade(w) for w in (0.1, 0.25, 0.4, 0.6, 0.61, None)] == ["tight", "tight", "usable", "usable",
-                                                                      "indicative", ""]
+    rules = FT.GradeRules(tight_width=0.25, usable_width=0.60, least_efficiency=0.6, most_doublings=1.0)
+    assert [grade(w, rules=rules) for w in (0.1, 0.25, 0.4, 0.6, 0.61, None)] == [
+        "tight", "tight", "usable", "usable", "indicative", ""]
+    assert grade(0.1, weak=True, rules=rules) == "indicative"  # a weak fit, whatever its width
+    # The library's: tight is not given (held out it kept its promise too seldom).
+    assert FT.GRADES.tight_width == 0 and grade(0.05) == "usable" and FT.promise("usable") == "within ±15 %"
     # The quantiles of log-errors per sigma: 10 % and 90 % of them (inclusive), asymmetric where they are.
     errors = [(z / 10, 0.1) for z in (-3, -1, -1, 0, 0, 0, 1, 1, 2, 4, 4)]
     low, high = quantiles_of(errors)

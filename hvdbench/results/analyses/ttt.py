@@ -98,6 +98,14 @@ class LayoutParts:
         (each replica takes one sample or more per micro-batch), and at least 1."""
         return max(1.0, self.gpus * self.accumulation / self.global_batch) if self.global_batch else math.inf
 
+    @property
+    def least_model_parallel(self) -> int:
+        """The least model-parallel degree the layout needs: its GPUs over the most data-parallel
+        replicas its global batch allows (global batch / accumulation), rounded up; 0 where the batch is
+        unknown. 1 says only that the batch allows one replica per GPU: a lower bound, since the logs do
+        not say whether the layout ran model-parallel all the same."""
+        return math.ceil(self.gpus_per_replica - 1e-9) if self.global_batch else 0
+
 
 def kept_runs(done: list, missed: int, drop: int = 1) -> list:
     """The converged runs a layout's MLPerf score averages (aggregate.olympic_score's rule): with at

@@ -59,14 +59,21 @@ spread of time to train, a floor), in quadrature with a spread per doubling past
 per-GPU batch and global batch, and the rate the fitted layouts cannot identify (`spread_terms`,
 `ttt_sigma`, fitting.TTT_PER_DOUBLING); the time to train's interval is value x exp(q sigma), q the
 measured quantiles of past errors per sigma (fitting.TTT_QUANTILES), and its width grades it
-(`grade`: tight, usable, indicative). Those constants are fitted, and scored on a round (and on a
+(`grade`: tight, usable, indicative, each with its promise: fitting.PROMISES, GradeRules), capped at
+indicative where the fit is weak (`evidence`, `weak_reasons`: the fitted layouts' speed-up far from
+their GPU ratio, the layout far past them, a model-parallel degree only bounded), the row's weak_fit
+saying why. Those constants are fitted, and scored on a round (and on a
 submitter) each fit never saw, by benchmarks/bench_predict_published.py.
 
 Where a prediction cannot be honest the row says why and has no number (`flags`, `note`):
-- model-parallel: the layout's global batch is smaller than its GPUs by more than any fitted layout's
-  (at least GPUs x accumulation / B GPUs per data-parallel replica, accumulation the log's
-  gradient_accumulation_steps): model parallelism changed, which these fits cannot see (University of
-  Florida's Llama 3.1 8B: B = 16 on 32 GPUs after 16 on 8); a change of accumulation alone is not one;
+- model-parallel: the least model-parallel degree (GPUs x accumulation / B, rounded up: at most B /
+  accumulation data-parallel replicas; accumulation the log's gradient_accumulation_steps) differs
+  between fitted layouts (a vendor's Llama 2 70B LoRA at B = 8: at least 4 on 8 GPUs, 8 on 16), or a
+  measured layout's from theirs, or the layout's global batch is smaller than its GPUs by more than any
+  fitted layout's (University of Florida's Llama 3.1 8B: B = 16 on 32 GPUs after 16 on 8): model
+  parallelism changed, which these fits cannot see; a change of accumulation alone is not one. Where
+  only some fitted layouts need a degree above 1 (the others' 1 is a lower bound), predicted, indicative;
+- mixed-hardware: published fitted layouts of different GPUs per node (one submitter's two systems);
 - batch-capped: the batch chosen for a layout not run is the RCP table's largest and still leaves a
   data-parallel replica (of the fitted layouts' size) without a sample;
 - too-few-fitted: fewer fitted layouts than the rate model needs;
@@ -97,6 +104,7 @@ from hvdbench.results.analyses.ttt import Decomposition, LayoutParts, decompose,
 from hvdbench.results.predict.fitting import (
     COVERAGE,
     GRADES,
+    promise,
     PER_DOUBLING,
     TTT_PER_DOUBLING,
     TTT_QUANTILES,
@@ -120,8 +128,11 @@ FLAGS = {
     "batch-capped": "the batch hvdbench chose for a layout not run is capped at the RCP table's largest, which "
                     "leaves some data-parallel replica without a sample at the fitted layouts' model parallelism; "
                     "not predicted (give --global-batch)",
-    "model-parallel": "the global batch is smaller than the GPUs by more than in any fitted layout: model "
-                      "parallelism changed between layouts, which the fits cannot see; not predicted",
+    "model-parallel": "the least model-parallel degree (GPUs x accumulation / global batch, rounded up) differs "
+                      "between the fitted layouts, or between them and this layout: model parallelism changed, "
+                      "which the fits cannot see; not predicted",
+    "mixed-hardware": "the fitted layouts are different hardware (GPUs per node): one system's fit cannot "
+                      "be read across another's; not predicted",
     "too-few-fitted": "fewer fitted layouts than the rate model needs; not predicted",
     "convergence-unknown": "one fitted global batch and no RCP table: the samples at another batch are unknown; "
                            "not predicted",
@@ -136,7 +147,7 @@ FLAGS = {
 CARRIED = ("oversubscribed", "more-gpus-than-runs", "faster-than-link")
 FLAGS.update({flag: THROUGHPUT_FLAGS[flag] + " (the training rate is the throughput predictor's)"
               for flag in CARRIED})
-REFUSED = ("batch-capped", "model-parallel", "too-few-fitted", "convergence-unknown")
+REFUSED = ("batch-capped", "model-parallel", "mixed-hardware", "too-few-fitted", "convergence-unknown")
 
 
 class Links(NamedTuple):
@@ -191,7 +202,15 @@ class TttFit:
     most_per_replica: float = 1.0  # the most GPUs per data-parallel replica (GPUs x accumulation / B) fitted
     rcp_smallest: float | None = None
     rcp_largest: float | None = None
-    refused: str = ""  # a reason no layout of the group can be predicted (too-few-fitted)
+    refused: str = ""  # a reason no layout of the group can be predicted
+    refused_flag: str = "too-few-fitted"  # the flag its rows carry (REFUSED)
+    # The least model-parallel degree every fitted layout needs (LayoutParts.least_model_parallel; 1: none
+    # needs any), and why it is only a lower bound where some fitted layouts need it and others need none.
+    model_parallel: int = 1
+    model_parallel_bound: str = ""
+    # The fitted layouts' speed-up from their fewest GPUs to their most over the GPU ratio (1: linear), in words.
+    efficiency: float | None = None
+    efficiency_from: str = ""
     notes: list[str] = field(default_factory=list)
 
     @property
@@ -431,6 +450,24 @@ def fit_group(parts: list[LayoutParts], fit_on: set[Layout] | None = None, rules
         tf.refused = "the fitted layouts count progress in samples and in epochs"
         return tf
     tf.most_per_replica = max(p.gpus_per_replica for p in fitted)
+    if published and len({p.gpus_per_node for p in fitted}) > 1:
+        # One submitter's 8-GPU and 4-GPU nodes are two systems (issue 57 case 13): a published group
+        # that holds both (no systems JSON to tell them apart, or --group-by submitter) is not one fit.
+        tf.refused, tf.refused_flag = ("the fitted layouts are different hardware: " + ", ".join(
+            dict.fromkeys(f"{p.layout} has {p.gpus_per_node} GPUs per node" for p in fitted))
+            + "; fit on one system's layouts (--fit-on)"), "mixed-hardware"
+        return tf
+    degrees = {p.layout: p.least_model_parallel for p in fitted}
+    needed = sorted(set(degrees.values()) - {1})
+    said = ", ".join(f"{layout} at least {d}" for layout, d in degrees.items())
+    if len(needed) > 1:
+        tf.refused, tf.refused_flag = (f"the fitted layouts need different model parallelism ({said}: GPUs x "
+                                       "accumulation / global batch): the fit would span a change it cannot "
+                                       "see; fit on layouts of one degree"), "model-parallel"
+        return tf
+    tf.model_parallel = needed[0] if needed else 1
+    if needed and len(set(degrees.values())) > 1:
+        tf.model_parallel_bound = (f"model parallelism only bounded ({said}): the fit may span a change of it")
 
     # Convergence: the RCP table's B_crit, S_min scaled to the fitted layouts (published), else their own fit.
     table = rcp_for(tf.group.model, ruleset) if published else None
@@ -481,6 +518,8 @@ def fit_group(parts: list[LayoutParts], fit_on: set[Layout] | None = None, rules
             tf.refused = (f"fitted on {len(fitted)} layout ({fitted[0].layout}): the rate model needs two "
                           "(different GPU counts or per-GPU batches)")
 
+    tf.efficiency, tf.efficiency_from = _efficiency(fitted)
+
     # Evaluation: counted evaluations x the cost of one where the logs count them, else per unit
     # trained against the GPUs; the rest against the GPUs.
     evals = _power_law([(p.gpus, p.eval_s / p.trained) for p in fitted if p.eval_s > 0])
@@ -496,6 +535,22 @@ def fit_group(parts: list[LayoutParts], fit_on: set[Layout] | None = None, rules
         f"; the rest {tf.other_law[0]:.3g} s x GPUs^-{tf.other_law[1]:.2f}" if tf.other_law is not None
         else f"; the rest {tf.other_mean:.3g} s (mean)")
     return tf
+
+
+def _efficiency(fitted: list[LayoutParts]) -> tuple[float | None, str]:
+    """(speed-up over GPU ratio, in words) from the fitted layouts' fewest GPUs to their most (each
+    count's mean rate): 1 is linear; (None, '') at one GPU count."""
+    rates: dict[int, list[float]] = {}
+    for p in fitted:
+        if p.throughput > 0:
+            rates.setdefault(p.gpus, []).append(p.throughput)
+    if len(rates) < 2:
+        return None, ""
+    lo, hi = min(rates), max(rates)
+    speedup = statistics.fmean(rates[hi]) / statistics.fmean(rates[lo])
+    names = {p.gpus: p.layout for p in fitted}
+    return speedup / (hi / lo), (f"the fitted {names[lo]} -> {names[hi]} sped up {speedup:.2f}x on {hi / lo:g}x "
+                                 f"the GPUs ({100 * speedup / (hi / lo):.0f} % of linear)")
 
 
 def _eval_words(tf: TttFit, evals: tuple[float, float] | None, published: bool) -> str:
@@ -667,6 +722,56 @@ class TttPredictionRow(PredictionRow):
     rate_from: str = ""
     convergence_from: str = ""
     eval_from: str = ""
+    # Issue 59: what the grade promises (fitting.PROMISES), why the prediction is weak (its grade capped
+    # at indicative: weak_reasons), the least model-parallel degree the layout needs at its batch, and
+    # the fitted layouts' speed-up from their fewest GPUs to their most over the GPU ratio (1: linear).
+    grade_promise: str = ""
+    weak_fit: str = ""
+    least_model_parallel: int | None = None
+    fitted_efficiency: float | None = None
+
+
+class Evidence(NamedTuple):
+    """What decides whether a prediction is weak (fitting.GradeRules caps its grade at indicative):
+    the fitted layouts' speed-up over their GPU ratio, the doublings of GPUs past them, a model-parallel
+    degree that is only a lower bound (why, in words; '' where none), a batch beyond the RCP table."""
+
+    efficiency: float | None
+    efficiency_from: str
+    doublings: float
+    past: str
+    bound: str
+    beyond_rcp: bool
+
+
+def evidence(tf: TttFit, nodes: int, gpus_per_node: int, batch: int, measured: LayoutParts | None) -> Evidence:
+    """The Evidence of NxG at `batch` against `tf`'s fitted layouts."""
+    n = nodes * gpus_per_node
+    fitted_n = [p.gpus for p in tf.fitted]
+    far = doublings_past(n, fitted_n)
+    past = (f"{n} GPUs, {2 ** far:.3g}x past the fitted {max(fitted_n) if n > max(fitted_n) else min(fitted_n)}"
+            if far > 0 else "")
+    bound = tf.model_parallel_bound
+    if (not bound and tf.model_parallel > 1 and measured is not None and measured.global_batch == batch
+            and measured.least_model_parallel == 1):
+        bound = (f"model parallelism only bounded: {measured.layout} at batch {batch} may run with none, the fitted "
+                 f"layouts need at least {tf.model_parallel}")
+    beyond = bool(tf.published and tf.rcp_largest and batch > tf.rcp_largest)
+    return Evidence(tf.efficiency, tf.efficiency_from, far, past, bound, beyond)
+
+
+def weak_reasons(ev: Evidence, rules=GRADES) -> list[str]:
+    """Why a prediction with Evidence `ev` is weak under `rules` (fitting.GradeRules), each in a few words."""
+    out = []
+    if rules.weak_efficiency(ev.efficiency):
+        out.append(ev.efficiency_from)
+    if ev.doublings > rules.most_doublings:
+        out.append(ev.past)
+    if ev.bound:
+        out.append(ev.bound)
+    if ev.beyond_rcp and rules.cap_beyond_rcp:
+        out.append("a global batch beyond the RCP table's largest")
+    return out
 
 
 @dataclass(frozen=True)
@@ -681,6 +786,7 @@ class _Predicted:
     parts: Decomposition
     ttt_interval: tuple[float, float]
     interval_from: str
+    evidence: Evidence  # what decides whether it is weak (weak_reasons: its grade capped at indicative)
 
 
 def predict_layout(tf: TttFit, nodes: int, gpus_per_node: int, batch: int | None = None,
@@ -737,7 +843,8 @@ def predict_layout(tf: TttFit, nodes: int, gpus_per_node: int, batch: int | None
         flags.append("baseline")
     return _row(tf, nodes, gpus_per_node, batch, batch_from, measured, (flags, note), _Predicted(
         trained, samples_from, rate, interval(rate, rate_sigma), parts,
-        interval(parts.measured_min, ttt_sigma, TTT_QUANTILES), interval_from))
+        interval(parts.measured_min, ttt_sigma, TTT_QUANTILES), interval_from,
+        evidence(tf, nodes, gpus_per_node, batch, measured)))
 
 
 def _refusals(tf: TttFit, n: int, batch: int | None, batch_from: str,
@@ -748,9 +855,18 @@ def _refusals(tf: TttFit, n: int, batch: int | None, batch_from: str,
     # A measured layout's own accumulation tells it from model parallelism; a layout not run has none.
     per_replica = (measured.gpus_per_replica if measured is not None and measured.global_batch == batch
                    else max(1.0, n / batch) if batch else math.inf)
+    # A measured layout at its own batch needs its own least degree; a layout not run can be run at the
+    # fitted layouts' degree whatever its batch, so long as the batch leaves each replica a sample.
+    degree = math.ceil(per_replica - 1e-9) if math.isfinite(per_replica) else 0
+    own = measured is not None and measured.global_batch == batch
     if tf.refused:
-        flags.append("too-few-fitted")
+        flags.append(tf.refused_flag)
         note.append(tf.refused + ".")
+    elif own and tf.model_parallel > 1 and 1 < degree != tf.model_parallel:
+        flags.append("model-parallel")
+        note.append(f"A global batch of {batch} on {n} GPUs (accumulation {measured.accumulation}) needs a model-parallel "
+                    f"degree of at least {degree}, the fitted layouts {tf.model_parallel}: model parallelism "
+                    "changed between layouts, which these fits cannot see.")
     elif per_replica > tf.most_per_replica * (1 + 1e-9) and "capped at the RCP" in batch_from:
         flags.append("batch-capped")
         note.append(f"The RCP table's largest global batch, {batch}, gives {n} GPUs fewer samples per step than "
@@ -775,6 +891,12 @@ def _row(tf: TttFit, nodes: int, gpus_per_node: int, batch: int | None, batch_fr
     measured_ttt = measured.ttt_s / 60 if measured is not None else None
     samples = p is not None and tf.unit == "samples"  # samples/s while training: the throughput columns' unit
     low, high = p.ttt_interval if p else (None, None)
+    weak = weak_reasons(p.evidence) if p else []
+    graded = grade(high / low - 1 if low else None, bool(weak)) if p else None
+    if p and graded == "indicative" and not weak:
+        # Indicative for its width alone: what the buyer should know of the fit all the same.
+        weak = [f"its interval {100 * (high / low - 1):.0f} % wide"] + [
+            said for said in (p.evidence.efficiency_from, p.evidence.past) if said]
     return TttPredictionRow(
         **vars(tf.group), mode="time_to_accuracy", batch_per_gpu=batch // n if batch and batch % n == 0 else None,
         accum_steps=None, layout=str(Layout(nodes, gpus_per_node)), nodes=nodes, gpus_per_node=gpus_per_node, gpus=n,
@@ -796,7 +918,11 @@ def _row(tf: TttFit, nodes: int, gpus_per_node: int, batch: int | None, batch_fr
         ideal_ttt_min=p.parts.ideal_min if p else None, convergence_min=p.parts.convergence_min if p else None,
         throughput_min=p.parts.throughput_min if p else None, eval_min=p.parts.eval_min if p else None,
         other_min=p.parts.other_min if p else None, predicted_ttt_min=p.parts.measured_min if p else None,
-        predicted_ttt_low_min=low, predicted_ttt_high_min=high, grade=grade(high / low - 1 if low else None) if p else None,
+        predicted_ttt_low_min=low, predicted_ttt_high_min=high, grade=graded,
+        grade_promise=promise(graded) if graded else "", weak_fit="; ".join(weak),
+        least_model_parallel=(measured.least_model_parallel if measured is not None and measured.global_batch == batch
+                              else max(tf.model_parallel, math.ceil(n / batch - 1e-9)) if batch else None),
+        fitted_efficiency=tf.efficiency,
         measured_ttt_min=measured_ttt,
         ttt_predicted_vs_measured=p.parts.measured_min / measured_ttt if p and measured_ttt else None,
         rate_from=tf.rate_from, convergence_from=tf.convergence_from, eval_from=tf.eval_from)
@@ -884,10 +1010,16 @@ def markdown(rows: list[TttPredictionRow], fits: list[TttFit]) -> str:
                   if r.global_batch_from not in ("published", "run", "")]
         if chosen:
             parts.append("Global batch of the layouts not measured: " + "; ".join(chosen) + ".\n")
-        parts.append(f"Grades from the {100 * COVERAGE:.0f} % interval's width (high / low - 1): "
-                     + ", ".join(f"{name} <= {100 * most:.0f} %" for most, name in GRADES)
-                     + ", else indicative; on MLPerf Training v4.0-v5.1 the tight and usable predictions "
-                       "were the accurate ones (benchmarks/bench_predict_published.py).\n")
+        weak = [f"{r.layout}: {r.weak_fit}" for r in rs if r.weak_fit and not r.fitted]
+        if weak:
+            parts.append("Weak, so indicative whatever the interval: " + "; ".join(weak) + ".\n")
+        tight = (f"tight <= {100 * GRADES.tight_width:.0f} % ({promise('tight')})" if GRADES.tight_width > 0
+                 else f"tight ({promise('tight')}) not given: held out it kept its promise too seldom")
+        parts.append(f"Grades from the {100 * COVERAGE:.0f} % interval's width (high / low - 1): {tight}, "
+                     f"usable <= {100 * GRADES.usable_width:.0f} % "
+                     f"({promise('usable')}), else indicative ({promise('indicative')}); each promise kept by "
+                     "at least 80 % of the predictions given that grade held out on MLPerf Training v4.0-v5.1 "
+                     "(benchmarks/bench_predict_published.py).\n")
         used = list(dict.fromkeys(f for r in rs for f in (r.flags or "").split(";") if f))
         parts += [f"- **{flag}** ({', '.join(r.layout for r in rs if flag in (r.flags or '').split(';'))})"
                   f": {FLAGS[flag]}." for flag in used if flag in FLAGS]
