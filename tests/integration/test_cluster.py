@@ -315,6 +315,7 @@ def _csv(path):
         return list(csv.DictReader(f))
 
 
+@pytest.mark.serial  # node3 must be the one slow node: nothing else may run beside it
 @pytest.mark.timeout(900)
 def test_a_node_under_a_cpu_quota_is_named_the_straggler_where_it_ran_and_nowhere_else(hvdbench_bin, tmp_path):
     """Issue 47's rehearsal of a bad node: three nodes, node3's ranks under a fifth of the CPU the
