@@ -57,6 +57,7 @@ def peak_rss(model: str, flavor: str, framework: str, batch: int) -> int:
 def main() -> None:
     from hvdbench.contracts import get_spec
     from hvdbench.train import memory
+    from hvdbench.train.config import TrainConfig
 
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--only", action="append", help="model:flavor:framework")
@@ -71,13 +72,15 @@ def main() -> None:
         spec = get_spec(model)
         measured = [peak_rss(model, flavor, framework, b) for b in batches]
         per_sample = (measured[1] - measured[0]) / (batches[1] - batches[0])
-        for b, m in zip(batches, measured):
-            e = memory.estimate(spec, flavor, framework, b, "fp32").total
+        estimates = [memory.estimate(spec, TrainConfig(model=model, flavor=flavor, framework=framework, batch_per_gpu=b,
+                                                       optimizer=spec.defaults.get("optimizer", "sgd"))).total
+                     for b in batches]
+        for b, m, e in zip(batches, measured, estimates):
             print(f"{model + ':' + flavor + ':' + framework:34s} {b:5d} {m / 1e9:12.2f} {e / 1e9:12.2f} {e / m:6.2f}")
         results.append({"model": model, "flavor": flavor, "framework": framework, "batches": batches,
                         "peak_rss": measured, "measured_per_sample": per_sample,
                         "measured_fixed": measured[0] - batches[0] * per_sample,
-                        "estimates": [memory.estimate(spec, flavor, framework, b, "fp32").total for b in batches]})
+                        "estimates": estimates})
         print(f"{'':34s} measured: {per_sample / 1e6:,.1f} MB per sample + {results[-1]['measured_fixed'] / 1e9:.2f} GB")
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(results, indent=2) + "\n")

@@ -17,12 +17,14 @@ import subprocess
 import sys
 
 from hvdbench import hardware
-from hvdbench.frameworks import HOROVOD_HOWTO, TESTED_TORCH, torch_tested
+from hvdbench.contracts import engines as registry
+from hvdbench.frameworks import HOROVOD_HOWTO
+from hvdbench.releases import TESTED_WORDS, range_words, torch_tested
 
 REQUIRED_FRAMEWORKS = ("pytorch", "tensorflow")
 REQUIRED_CONTROLLERS = ("mpi", "gloo")
 FIX = "run `make setup` in the hvdbench checkout"
-TORCH_HOWTO = f"pip install 'hvdbench[torch]' (torch {TESTED_TORCH[0]} to {TESTED_TORCH[1]}), or `make setup`"
+TORCH_HOWTO = f"pip install 'hvdbench[torch]' (torch {TESTED_WORDS}), or `make setup`"
 
 
 def collect() -> dict:
@@ -51,16 +53,17 @@ def engines(info: dict) -> dict:
     """Each engine: {"available": bool, "why": what is missing and how to get it ('' when available)}."""
     torch = info["torch"]
     no_torch = "" if torch.get("installed") else f"torch is not installed ({torch.get('error', '')}); {TORCH_HOWTO}"
-    found = {"ddp": {"available": not no_torch, "why": no_torch},
-             "fsdp": {"available": not no_torch, "why": no_torch}}
     hvd = info["horovod"]
     if not hvd.get("installed"):
-        why = f"Horovod is not installed ({hvd.get('error', 'import failed')}); {HOROVOD_HOWTO}"
+        no_horovod = f"Horovod is not installed ({hvd.get('error', 'import failed')}); {HOROVOD_HOWTO}"
     elif not hvd.get("frameworks", {}).get("pytorch", {}).get("built"):
-        why = f"Horovod {hvd['version']} lacks pytorch; {FIX}"
+        no_horovod = f"Horovod {hvd['version']} lacks pytorch; {FIX}"
     else:
-        why = no_torch
-    found["horovod"] = {"available": not why, "why": why}
+        no_horovod = ""
+    found = {}
+    for engine in registry.engines():  # each is a torch engine (Engine.torch); those that need Horovod, through it
+        why = (no_horovod if engine.needs_horovod else "") or no_torch
+        found[engine.name] = {"available": not why, "why": why}
     return found
 
 
@@ -123,7 +126,9 @@ def format_text(info: dict) -> str:
     lines.append(f"inter-node link {hw['inter_node_link'] or 'none found'}")
     lines += [f"note            {note}" for note in hw.get("notes", [])]
     for name, engine in info["engines"].items():
-        lines.append(f"engine {name:<8} " + ("available" if engine["available"] else f"NOT AVAILABLE: {engine['why']}"))
+        known = registry.find_engine(name)
+        lines.append(f"engine {name:<8} " + (f"available: {known.summary if known else name}" if engine["available"]
+                                             else f"NOT AVAILABLE: {engine['why']}"))
     return "\n".join(lines)
 
 
@@ -138,9 +143,7 @@ def _torch_version(torch: dict) -> str:
     for reasons of torch's own, and an API hvdbench calls may have moved."""
     if not torch.get("installed"):
         return _version(torch)
-    tested = f"{TESTED_TORCH[0]} to {TESTED_TORCH[1]}"
-    return torch["version"] + (f" (inside the tested range, {tested})" if torch.get("tested") else
-                               f" (OUTSIDE the tested range, {tested}: hvdbench may break or measure differently)")
+    return range_words(torch["version"])
 
 
 def _probe() -> dict:

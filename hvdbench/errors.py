@@ -23,6 +23,11 @@ class StoreError(HvdbenchError):
     CSV, a row of the wrong length, a symbolic link (the file and line are named)."""
 
 
+class UsageError(HvdbenchError):
+    """Command-line options that do not go together, or a value the command line cannot take (the
+    option is named): the CLI shows the command's usage and exits 2, as for click's own usage errors."""
+
+
 class OutputError(HvdbenchError):
     """An output that cannot be written: a read-only or missing place for --out (the path is named)."""
 

@@ -45,33 +45,40 @@ class Device:
     note: str = ""
 
 
+def _token(model: str) -> str:
+    """A pattern for a model number standing as a word of a device name: not inside a longer one
+    ('NVIDIA RTX A1000 6GB Laptop GPU' is no A100; 'GB200' holds no B200), letters or a dash after it
+    allowed ('A100-SXM4-40GB', 'H100 NVL')."""
+    return rf"(?<![A-Za-z0-9])(?:{model})(?![A-Za-z0-9])"
+
+
 # Order matters: the first row whose pattern matches wins (H100 NVL and PCIe before plain H100,
 # GB200 before B200).
 DEVICES = (
-    Device("V100 SXM2", (r"V100",), {"fp32": 15.7, "fp16": 125.0}, NVIDIA_V100, "no bf16, tf32 or fp8 units"),
-    Device("A100 SXM", (r"A100.*SXM", r"A100(?!.*PCI)"), {"fp32": 19.5, "tf32": 156.0, "bf16": 312.0, "fp16": 312.0},
+    Device("V100 SXM2", (_token("V100"),), {"fp32": 15.7, "fp16": 125.0}, NVIDIA_V100, "no bf16, tf32 or fp8 units"),
+    Device("A100 SXM", (_token("A100") + r"(?!.*PCI)",), {"fp32": 19.5, "tf32": 156.0, "bf16": 312.0, "fp16": 312.0},
            NVIDIA_A100, "no fp8 units"),
-    Device("A100 PCIe", (r"A100.*PCI",), {"fp32": 19.5, "tf32": 156.0, "bf16": 312.0, "fp16": 312.0}, NVIDIA_A100),
-    Device("H100 NVL", (r"H100.*NVL",), {"fp32": 60.0, "tf32": 417.5, "bf16": 835.0, "fp16": 835.0, "fp8": 1670.0},
+    Device("A100 PCIe", (_token("A100") + r".*PCI",), {"fp32": 19.5, "tf32": 156.0, "bf16": 312.0, "fp16": 312.0}, NVIDIA_A100),
+    Device("H100 NVL", (_token("H100") + r".*NVL",), {"fp32": 60.0, "tf32": 417.5, "bf16": 835.0, "fp16": 835.0, "fp8": 1670.0},
            NVIDIA_H100),
-    Device("H100 PCIe", (r"H100.*PCI",), {"fp32": 51.2, "tf32": 378.0, "bf16": 756.0, "fp16": 756.0, "fp8": 1513.0},
+    Device("H100 PCIe", (_token("H100") + r".*PCI",), {"fp32": 51.2, "tf32": 378.0, "bf16": 756.0, "fp16": 756.0, "fp8": 1513.0},
            NVIDIA_H100),
-    Device("H100 SXM", (r"H100", r"GH200"), {"fp32": 66.9, "tf32": 494.7, "bf16": 989.4, "fp16": 989.4,
+    Device("H100 SXM", (_token("H100"), _token("GH200")), {"fp32": 66.9, "tf32": 494.7, "bf16": 989.4, "fp16": 989.4,
                                               "fp8": 1978.9}, NVIDIA_H100,
            "torch names the SXM part 'NVIDIA H100 80GB HBM3'; GH200's GPU has the same rates"),
-    Device("H200", (r"H200",), {"fp32": 66.9, "tf32": 494.7, "bf16": 989.4, "fp16": 989.4, "fp8": 1978.9},
+    Device("H200", (_token("H200"),), {"fp32": 66.9, "tf32": 494.7, "bf16": 989.4, "fp16": 989.4, "fp8": 1978.9},
            NVIDIA_H200, "the H100 SXM's compute with more, faster memory"),
-    Device("GB300", (r"GB300", r"B300"), {"tf32": 1250.0, "bf16": 2500.0, "fp16": 2500.0, "fp8": 5000.0},
+    Device("GB300", (_token("GB300"), _token("B300")), {"tf32": 1250.0, "bf16": 2500.0, "fp16": 2500.0, "fp8": 5000.0},
            NVIDIA_GB300, "NVL72 figures / 72; dgxc-benchmarking uses 2450 (bf16) and 4900 (fp8)"),
-    Device("GB200", (r"GB200",), {"tf32": 1250.0, "bf16": 2500.0, "fp16": 2500.0, "fp8": 5000.0}, NVIDIA_GB200,
+    Device("GB200", (_token("GB200"),), {"tf32": 1250.0, "bf16": 2500.0, "fp16": 2500.0, "fp8": 5000.0}, NVIDIA_GB200,
            "NVL72 figures / 72; dgxc-benchmarking uses 2450 (bf16) and 4900 (fp8)"),
-    Device("B200", (r"B200",), {"fp32": 75.0, "tf32": 1125.0, "bf16": 2250.0, "fp16": 2250.0, "fp8": 4500.0},
+    Device("B200", (_token("B200"),), {"fp32": 75.0, "tf32": 1125.0, "bf16": 2250.0, "fp16": 2250.0, "fp8": 4500.0},
            NVIDIA_HGX_B200, "HGX B200 figures / 8"),
-    Device("L40S", (r"L40S",), {"fp32": 91.6, "tf32": 183.0, "bf16": 362.1, "fp16": 362.1, "fp8": 733.0},
+    Device("L40S", (_token("L40S"),), {"fp32": 91.6, "tf32": 183.0, "bf16": 362.1, "fp16": 362.1, "fp8": 733.0},
            NVIDIA_L40S),
-    Device("MI355X", (r"MI355",), {"fp32": 157.3, "bf16": 2516.6, "fp16": 2516.6, "fp8": 5033.2},
+    Device("MI355X", (_token("MI355X?"),), {"fp32": 157.3, "bf16": 2516.6, "fp16": 2516.6, "fp8": 5033.2},
            AMD_MI355X, "no tf32"),
-    Device("MI300X", (r"MI300X", r"MI325X"), {"fp32": 163.4, "tf32": 653.7, "bf16": 1307.4, "fp16": 1307.4,
+    Device("MI300X", (_token("MI300X"), _token("MI325X")), {"fp32": 163.4, "tf32": 653.7, "bf16": 1307.4, "fp16": 1307.4,
                                               "fp8": 2614.9}, AMD_MI300X, "fp32: matrix cores; MI325X: same rates"),
 )
 

@@ -21,7 +21,7 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 PYTHON="${PYTHON:-python3}"
 CACHE="${HVDBENCH_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/hvdbench}"
 # The tested range, both ends: setup.cfg's torch extra says `torch>=` the oldest's minor and `<` the
-# minor after the newest's, and hvdbench/frameworks/__init__.py TESTED_TORCH names both
+# minor after the newest's, and hvdbench/releases.py TESTED_TORCH names both
 # (tests/unit/test_hardware.py holds them together).
 OLDEST_TORCH=2.11.0
 NEWEST_TORCH=2.15.0

@@ -10,6 +10,7 @@ import click
 
 from hvdbench.bench import defaults as D
 from hvdbench.bench.formulas import DTYPE_BYTES
+from hvdbench.cli.lists import FiniteRange
 from hvdbench.cli.train import WorkerCommand
 from hvdbench.errors import HvdbenchError
 from hvdbench.train.config import TrainConfig
@@ -176,7 +177,7 @@ def _sizes(ctx, param, value: str) -> list[int]:
               help="Untimed round trips first (at most).")
 @click.option("--repeats", type=click.IntRange(min=1), default=D.LINK_REPEATS, show_default=True,
               help="Timed runs per pair and size; the median is reported.")
-@click.option("--budget-s", type=click.FloatRange(min=0), default=D.LINK_BUDGET_S, show_default=True,
+@click.option("--budget-s", type=FiniteRange(min=0), default=D.LINK_BUDGET_S, show_default=True,
               help="Seconds the repeats of one pair and size take together: a slow link gets fewer round trips "
                    "(at least one a repeat).")
 @click.option("--out", required=True, type=click.Path(file_okay=False), help="Folder for bench_links.csv and the plot.")
@@ -263,7 +264,7 @@ def io(data, split, batch_size, passes, seed, drop_caches, demand, demand_from, 
               "2048 on a CPU].")
 @_size_option("--copy-bytes", 0, help_text="Bytes of the copy that measures memory bandwidth [default 0: 1G on a "
                                             f"GPU, 256M on a CPU; at least {ByteSize.text(D.MIN_COPY_BYTES)}].")
-@click.option("--budget-s", type=click.FloatRange(min=0), default=D.COMPUTE_BUDGET_S, show_default=True,
+@click.option("--budget-s", type=FiniteRange(min=0), default=D.COMPUTE_BUDGET_S, show_default=True,
               help="Seconds each (op, precision) is repeated for, after one call that sizes it.")
 @click.option("--threads", type=click.IntRange(min=0), default=0, show_default=True,
               help=TRAIN_FIELDS["threads"].metadata["help"] + " As `train`'s (a sweep passes its runs').")

@@ -4,7 +4,7 @@ import importlib
 
 import click
 
-from hvdbench.errors import HvdbenchError, os_error_line
+from hvdbench.errors import HvdbenchError, UsageError, os_error_line
 
 # name -> (module, attribute, one-line help). The help is here so `hvdbench --help` needs no imports.
 COMMANDS = {
@@ -25,6 +25,18 @@ def _one_line(message: str) -> str:
     return " ".join(part.strip() for part in message.splitlines() if part.strip()) or "failed"
 
 
+class Command(click.Command):
+    """A command whose library code may raise hvdbench's UsageError (options that do not go together):
+    shown as click shows its own usage errors, under this command's usage line (exit 2). Where a
+    command is not one of these, LazyGroup shows it under the command's name alone."""
+
+    def invoke(self, ctx):
+        try:
+            return super().invoke(ctx)
+        except UsageError as e:
+            raise click.UsageError(_one_line(str(e)), ctx=ctx) from None
+
+
 class LazyGroup(click.Group):
     def list_commands(self, ctx):
         return sorted(COMMANDS)
@@ -36,11 +48,16 @@ class LazyGroup(click.Group):
         return getattr(importlib.import_module(module), attr)
 
     def invoke(self, ctx):
-        # A user error is one line on stderr and exit 1, never a traceback. An OSError that no
+        # A user error is one line on stderr and exit 1 (options that do not go together: exit 2 under
+        # the command's usage, as click says its own), never a traceback. An OSError that no
         # command turned into a HvdbenchError (a read-only --out, a full disk, a path under /proc)
         # is one too, naming the file: this is the one place that does it.
         try:
             return super().invoke(ctx)
+        except UsageError as e:  # the library's, from a command that is not a Command (click's own pass through)
+            name = ctx.invoked_subcommand
+            command = click.Context(self.get_command(ctx, name), info_name=name, parent=ctx) if name else ctx
+            raise click.UsageError(_one_line(str(e)), ctx=command) from None
         except HvdbenchError as e:
             raise click.ClickException(_one_line(str(e))) from None
         except OSError as e:

@@ -2,15 +2,16 @@
 
 from __future__ import annotations
 
+import dataclasses
 import shlex
 from pathlib import Path
 
 import click
 
-from hvdbench.cli.lists import comma_list, env_pairs, int_list, layout_list, one_line
+from hvdbench.cli.lists import comma_list
+from hvdbench.cli.main import Command
 from hvdbench.cli.sweep import run_to_the_end
-from hvdbench.launchers import LAUNCHERS
-from hvdbench.topology import MAX_SLOTS
+from hvdbench.cli.sweep_options import sweep_options
 
 # The shipped study files: package data (setup.cfg's package_data), so a pip-installed hvdbench has them.
 STUDIES_DIR = Path(__file__).resolve().parents[1] / "studies"
@@ -76,35 +77,14 @@ def list_studies():
             click.echo(f"{path.stem}: unreadable ({e})")
 
 
-@study.command("run")
+@study.command("run", cls=Command)
 @click.argument("file", metavar="FILE|NAME")
-@click.option("--out", required=True, type=click.Path(file_okay=False, path_type=Path),
-              help="Study folder: one sweep folder per model and mode, study.json, configs/.")
+@sweep_options
 @click.option("--flavor", help="Run every model in this flavor (e.g. debug on a laptop); per-layout "
               "settings of the file's flavor are then dropped and each model's 'debug' data is used.")
-@click.option("--hostfile", type=click.Path(dir_okay=False, path_type=Path),
-              help="horovodrun hostfile [default: the study's 'hostfile', else the Slurm allocation].")
-@click.option("--hosts", help="Hosts and slots, e.g. node1:8,node2:8.")
-@click.option("--cluster", "cluster_name", metavar="NAME", help="Run on the emulated cluster NAME.")
-@click.option("--gpus-per-node", type=click.IntRange(min=1, max=MAX_SLOTS),
-              help="Slots per host of the Slurm allocation [default: SLURM_NTASKS_PER_NODE].")
-@click.option("--layouts", callback=layout_list, help="NODESxGPUS list replacing the study's, e.g. 1x1,1x2,2x1.")
-@click.option("--gpus", callback=int_list, help="GPU counts replacing the study's, e.g. 1,2.")
-@click.option("--repeats", type=click.IntRange(min=1), help="Repeats [default: the study's].")
-@click.option("--launcher", type=click.Choice(LAUNCHERS), help="[default: the study's].")
-@click.option("--timeout", type=click.FloatRange(min=1), help="Seconds per run [default: the study's].")
 @click.option("--only", callback=comma_list, metavar="MODEL,...", help="Run only these models of the study.")
 @click.option("--skip-missing", is_flag=True, help="Leave out models this hvdbench does not have (else an error).")
-@click.option("--retry-failed", is_flag=True, help="Rerun runs recorded as failed or timeout.")
-@click.option("--link", metavar="TEXT", callback=one_line, help="The inter-node link, in words (see sweep --link).")
-@click.option("--env", "env", multiple=True, callback=env_pairs, metavar="KEY=VALUE",
-              help="Set in every run's environment. Repeatable.")
-@click.option("--dry-run", is_flag=True, help="Print every sweep's plan and exact commands; run nothing.")
-@click.option("--submit", is_flag=True, help="With --launcher slurm: sbatch the rendered scripts.")
-@click.option("--sbatch-arg", "sbatch_args", multiple=True, metavar="ARG", help="With --launcher slurm. Repeatable.")
-@click.option("--time-limit", default="02:00:00", show_default=True, help="With --launcher slurm: per job.")
-def run(file, out, flavor, hostfile, hosts, cluster_name, gpus_per_node, layouts, gpus, repeats, launcher, timeout,
-        only, skip_missing, retry_failed, link, env, dry_run, submit, sbatch_args, time_limit):
+def run(file, flavor, only, skip_missing, **given):
     """Run every model of study FILE (a path, or a NAME of `hvdbench study list`) over its layouts and
     repeats, one sweep per model and mode in OUT; running it again resumes. `hvdbench report OUT`
     then prints the study's tables, the speed-up across models among them.
@@ -125,14 +105,14 @@ def run(file, out, flavor, hostfile, hosts, cluster_name, gpus_per_node, layouts
     from hvdbench.study.schema import load_study
     from hvdbench.sweep import batch
     from hvdbench.sweep import run as sweep_run
+    from hvdbench.sweep.options import SweepOptions
 
-    if submit and (launcher or "") != "slurm":
-        raise click.UsageError("--submit goes with --launcher slurm")
+    given = SweepOptions(**given)
+    given.check()
     s = load_study(find_study(file))
-    opts = study_run.StudyOptions(
-        out=out.absolute(), flavor=flavor, hostfile=hostfile, hosts=hosts, cluster_name=cluster_name,
-        gpus_per_node=gpus_per_node, layouts=layouts, gpus=gpus, repeats=repeats, launcher=launcher,
-        timeout=timeout, only=only, skip_missing=skip_missing, retry_failed=retry_failed, link=link, env=env)
+    opts = study_run.StudyOptions(dataclasses.replace(given, out=given.out.absolute()), flavor=flavor, only=only,
+                                  skip_missing=skip_missing)
+    dry_run, submit = given.dry_run, given.submit
     console = output_console()
     with tempfile.TemporaryDirectory(prefix="hvdbench-study-") as tmp:
         # A dry run writes nothing in OUT: its configs go to a temporary folder.
@@ -142,13 +122,13 @@ def run(file, out, flavor, hostfile, hosts, cluster_name, gpus_per_node, layouts
             click.echo(f"study {s.name}: {note}")
         runs = sum(len(sw.spec.runs) for sw in sweeps)
         click.echo(f"study {s.name}: {len(sweeps)} sweeps, {runs} runs — {s.reproduces}")
-        if (launcher or s.launcher) == "slurm":
+        if dataclasses.replace(given, launcher=given.launcher or s.launcher).submits_jobs:
             if not dry_run:
                 study_run.check_study_record(s, opts)
             for sw in sweeps:
-                with batch.cluster_slurm(sw.spec if cluster_name is not None else None,
+                with batch.cluster_slurm(sw.spec if given.cluster_name is not None else None,
                                          echo=click.echo if dry_run or not submit else None):
-                    jobs = batch.slurm_jobs(sw.spec, None, time_limit, tuple(sbatch_args))
+                    jobs = batch.slurm_jobs(sw.spec, None, given.time_limit, tuple(given.sbatch_args))
                     click.echo(f"== {sw.label}: {len(jobs)} batch jobs")
                     if dry_run:
                         if sw.prepare:

@@ -8,43 +8,25 @@ from pathlib import Path
 
 import click
 
-from hvdbench.cli.lists import comma_list, env_pairs, int_list, layout_list, one_line
-from hvdbench.launchers import CONTROLLERS, LAUNCHERS
-from hvdbench.topology import MAX_SLOTS
+from hvdbench.cli.lists import comma_list
+from hvdbench.cli.main import Command
+from hvdbench.cli.sweep_options import sweep_options
+from hvdbench.launchers import CONTROLLERS
 
 
-@click.command(context_settings={"help_option_names": ["-h", "--help"]})
+@click.command(cls=Command, context_settings={"help_option_names": ["-h", "--help"]})
 @click.argument("model")
 @click.argument("train_args", nargs=-1, type=click.UNPROCESSED, metavar="[-- TRAIN-ARGS...]")
-@click.option("--hostfile", type=click.Path(dir_okay=False, path_type=Path),
-              help="horovodrun hostfile: 'HOST slots=N' per line.")
-@click.option("--hosts", help="Hosts and slots, e.g. node1:8,node2:8.")
-@click.option("--cluster", "cluster_name", metavar="NAME",
-              help="Run on the emulated cluster NAME (`hvdbench cluster up --name NAME`): its hostfile, "
-                   "ssh and network interface; with --launcher slurm, its own Slurm (SLURM_CONF), for a "
-                   "cluster brought up with --slurm.")
-@click.option("--gpus-per-node", type=click.IntRange(min=1, max=MAX_SLOTS),
-              help="Slots per host of the Slurm allocation [default: SLURM_NTASKS_PER_NODE].")
-@click.option("--gpus", callback=int_list, help="Total GPU counts, e.g. 1,2,4 [default: powers of two "
-              "up to the capacity].")
-@click.option("--layouts", default="all", show_default=True, callback=layout_list,
-              help="all | packed (fewest nodes) | spread (most nodes) | a list like 1x4,2x2.")
-@click.option("--repeats", type=click.IntRange(min=1), default=1, show_default=True)
+@sweep_options
 @click.option("--engines", callback=comma_list,
               metavar="E1,E2", help="Run each layout and repeat under each engine (horovod, ddp, fsdp: train's "
                                     "--engine); the report then compares them, e.g. --engines horovod,ddp.")
-@click.option("--launcher", type=click.Choice(LAUNCHERS),
-              help="[default: horovodrun where Horovod is installed, else torchrun (ddp and fsdp need no Horovod)]")
 @click.option("--controller", type=click.Choice(CONTROLLERS), default="gloo", show_default=True,
               help="Horovod controller under horovodrun (mpirun and srun use MPI).")
 @click.option("--config", "config_name", metavar="NAME|FILE",
               help="Per-layout settings: launch/configs/NAME.yaml (NODESxGPUSxBATCHxACCUM names).")
-@click.option("--timeout", type=click.FloatRange(min=1), help="Seconds per run before its processes "
-              "are ended and it is recorded as timeout [default: none].")
 @click.option("--kill-grace", type=click.FloatRange(min=0), default=10.0, show_default=True,
               help="Seconds between SIGTERM and SIGKILL when a run is ended.")
-@click.option("--env", "env", multiple=True, callback=env_pairs, metavar="KEY=VALUE",
-              help="Set in every run's environment (forwarded to remote ranks). Repeatable.")
 @click.option("--launcher-arg", "launcher_args", multiple=True, metavar="ARG",
               help="Extra launcher argument before the worker, e.g. --launcher-arg=--verbose. Repeatable.")
 @click.option("--allreduce-bench", metavar="MAX_BYTES",
@@ -57,9 +39,6 @@ from hvdbench.topology import MAX_SLOTS
               help="Also run `hvdbench bench links` once per sweep, over every host given with the most ranks per "
                    "host its layouts use: each pair's bandwidth and latency in OUT/bench_links.csv, a slow pair "
                    "and the host it shares named in the report.")
-@click.option("--link", metavar="TEXT", callback=one_line, help="The inter-node link, in words, for the report and its plots, e.g. "
-              "'HDR InfiniBand 200 Gb/s' [default: with --cluster, the emulated link and its shaping; "
-              "on a resume, the one recorded in OUT/sweep.json].")
 @click.option("--require-idle", type=click.FloatRange(min=0), metavar="WAIT_S",
               help="Before each run, wait up to WAIT_S seconds for this machine (the one the sweep runs "
                    "on: localhost layouts, an emulated cluster) to be idle: other processes using less than "
@@ -69,22 +48,10 @@ from hvdbench.topology import MAX_SLOTS
               help="Also run every layout and repeat on --synthetic data (in OUT/explain/): the report sets "
                    "each layout's real-data throughput against its twin's, which separates the data stall "
                    "from compute and communication in the waterfall. Needs --data and --steps after --.")
-@click.option("--retry-failed", is_flag=True, help="Rerun runs recorded as failed or timeout.")
 @click.option("--name", help="Sweep name in the records [default: the name of --out].")
-@click.option("--dry-run", is_flag=True, help="Print the plan and the exact commands; run nothing.")
-@click.option("--submit", is_flag=True, help="With --launcher slurm: sbatch the rendered scripts.")
-@click.option("--sbatch-arg", "sbatch_args", multiple=True, metavar="ARG",
-              help="With --launcher slurm: extra sbatch argument, e.g. --sbatch-arg=--partition=gpu.")
-@click.option("--time-limit", default="02:00:00", show_default=True, help="With --launcher slurm: per job.")
 @click.option("--template", type=click.Path(dir_okay=False, path_type=Path),
               help="With --launcher slurm: sbatch template [default: launch/slurm/run.sub].")
-@click.option("--out", required=True, type=click.Path(file_okay=False, path_type=Path),
-              help="Sweep directory: runs.csv and one directory per run.")
-def sweep(model, train_args, hostfile, hosts, cluster_name, gpus_per_node, gpus, layouts, repeats, engines, launcher,
-          controller, config_name, timeout, kill_grace, env, launcher_args, allreduce_bench, compute_bench, links_bench,
-          link,
-          require_idle, explain, retry_failed, name,
-          dry_run, submit, sbatch_args, time_limit, template, out):
+def sweep(**given):
     """Run MODEL over every nodes x GPUs layout and repeat; one row per run in OUT/runs.csv.
 
     Arguments after -- go to `hvdbench train` unchanged. Runs are interleaved across layouts;
@@ -115,36 +82,28 @@ def sweep(model, train_args, hostfile, hosts, cluster_name, gpus_per_node, gpus,
     from hvdbench.output import console as output_console
     from hvdbench.sweep import batch
     from hvdbench.sweep import run as sweep_run
-    from hvdbench.sweep.build import build_spec
+    from hvdbench.sweep.build import build_spec, explain_spec
+    from hvdbench.sweep.options import SweepOptions
 
-    if submit and launcher != "slurm":
-        raise click.UsageError("--submit goes with --launcher slurm")
-    spec = build_spec(
-        model, train_args, hostfile=hostfile, hosts=hosts, cluster_name=cluster_name,
-        gpus_per_node=gpus_per_node, gpus=gpus, layouts=layouts, repeats=repeats, launcher=launcher,
-        controller=controller, config_name=config_name, timeout=timeout, kill_grace=kill_grace, env=env,
-        launcher_args=launcher_args, allreduce_bench=allreduce_bench, compute_bench=compute_bench,
-        links_bench=links_bench, link=link,
-        retry_failed=retry_failed,
-        name=name, out=out, require_idle=require_idle, engines=engines)
+    options = SweepOptions(**given)
+    spec = build_spec(options)
     console = output_console()
-    from hvdbench.sweep.build import explain_spec
-
-    specs = [spec, explain_spec(spec)] if explain else [spec]
-    if launcher == "slurm":
-        if explain:
+    specs = [spec, explain_spec(spec)] if options.explain else [spec]
+    if options.submits_jobs:
+        if options.explain:
             raise click.UsageError("--explain runs on a sweep's own launches; with --launcher slurm, submit "
                                    "a second sweep with --synthetic after -- instead")
-        with batch.cluster_slurm(spec if cluster_name is not None else None,
-                                 echo=click.echo if dry_run or not submit else None):  # sbatch by hand needs it
-            jobs = batch.slurm_jobs(spec, template, time_limit, tuple(sbatch_args))
-            if dry_run:
+        by_hand = options.dry_run or not options.submit  # sbatch by hand needs the cluster's SLURM_CONF said
+        with batch.cluster_slurm(spec if options.cluster_name is not None else None,
+                                 echo=click.echo if by_hand else None):
+            jobs = batch.slurm_jobs(spec, options.template, options.time_limit, tuple(options.sbatch_args))
+            if options.dry_run:
                 for layout, script, body, argv in jobs:
                     click.echo(f"# {script}\n{body}\n# submit: {shlex.join(argv)}\n")
                 return
-            batch.write_slurm_jobs(spec, jobs, submit, echo=click.echo)
+            batch.write_slurm_jobs(spec, jobs, options.submit, echo=click.echo)
         return
-    if dry_run:
+    if options.dry_run:
         for one in specs:
             sweep_run.dry_run(one, console)
         return

@@ -26,9 +26,9 @@ class WorkerCommand(click.Command):
     otherwise ran on, waiting on their lost peers). Not for a lone process: nohup works."""
 
     def invoke(self, ctx):
-        from hvdbench.launchers.launch_info import detect_launcher
+        from hvdbench.launchers.launch_info import SINGLE, detect_launcher
 
-        if detect_launcher() != "single":
+        if detect_launcher() != SINGLE:
             from hvdbench.launchers.guard import die_with_parent
 
             die_with_parent()

@@ -32,6 +32,9 @@ STATE_ROOT = Path("/run/hvdbench-cluster")  # tmpfs: state vanishes on reboot, w
 
 _RATE_UNITS = {"bit": 1, "kbit": 10**3, "mbit": 10**6, "gbit": 10**9, "tbit": 10**12}
 _DELAY_UNITS = {"us": 1, "ms": 10**3, "s": 10**6}
+# The fastest link tc can shape: tbf's burst (cluster/shaping.py: 1 ms of traffic) is a 32-bit byte
+# count, and tc refuses a larger one ('illegal value for "burst"') after the namespaces were made.
+MAX_RATE_BIT = (2**32 - 1) * 8 * 1000
 _NUMBER = r"(\d+(?:\.\d+)?)"
 # The CFS period of a node's CPU quota: shorter than a training step, so every step meets the quota
 # (with the kernel's 100 ms a short step may run at full speed, then the next one stalls).
@@ -125,6 +128,9 @@ def parse_rate(text: str, label: str | None = None) -> int:
     if not m or value < 8000:
         raise ClusterError(f"{label or f'--bandwidth {text!r}'} is invalid: give a rate such as 100mbit or 10gbit "
                            "(at least 8kbit)")
+    if value > MAX_RATE_BIT:
+        raise ClusterError(f"{label or f'--bandwidth {text!r}'} is too fast for tc: at most "
+                           f"{format_rate(MAX_RATE_BIT // 10**12 * 10**12)} (its tbf holds a link's 1 ms burst in 32 bits)")
     return int(value)
 
 

@@ -27,6 +27,7 @@ from pathlib import Path
 from hvdbench.cluster import slurm
 from hvdbench.cluster.blueprint import STATE_ROOT, ClusterError, state_dir_for
 from hvdbench.cluster.state import Journal
+from hvdbench.errors import UsageError
 from hvdbench.frameworks import SHARED_MACHINE_ENV
 
 
@@ -40,6 +41,22 @@ class ClusterLaunch:
     env: dict[str, str] = field(default_factory=dict)  # variables to set on top of the caller's
     link: str = ""  # the inter-node link, as a sweep records it: "emulated veth bridge, 100 Mbit/s"
     slurm_conf: Path | None = None  # its Slurm's slurm.conf (SLURM_CONF); None: brought up without --slurm
+
+    def launcher_args(self, launcher: str) -> tuple[str, ...]:
+        """The cluster's own options for `launcher` (a sweep's --cluster): horovodrun's and mpirun's
+        interfaces; none for slurm, whose jobs reach its Slurm through SLURM_CONF (refused on a cluster
+        brought up without one); UsageError for a launcher the cluster does not run."""
+        if launcher == "slurm":
+            if self.slurm_conf is None:
+                raise UsageError(f"--launcher slurm: cluster {self.name!r} runs no Slurm; bring it up with one: "
+                                 f"`hvdbench cluster down --name {self.name}`, then `hvdbench cluster up --name "
+                                 f"{self.name} --slurm ...`")
+            return ()
+        own = {"horovodrun": self.horovodrun_args, "mpirun": self.mpirun_args}
+        if launcher not in own:
+            raise UsageError(f"--cluster runs with --launcher horovodrun, mpirun or (a cluster brought up "
+                             f"with --slurm) slurm, not {launcher}")
+        return own[launcher]
 
 
 def launch_settings(name: str = "hvd", state_root: Path = STATE_ROOT, path: str | None = None) -> ClusterLaunch:

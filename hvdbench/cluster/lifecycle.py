@@ -412,13 +412,21 @@ def _load(name: str, state_root: Path) -> Journal:
     return journal
 
 
-def _links(plan: ClusterPlan, spaces: set) -> list[LinkShaping]:
+def _links(plan: ClusterPlan, spaces: set, complete: bool = True) -> list[LinkShaping]:
+    """Each node's LinkShaping. Of a cluster whose `up` stopped half way (`complete` False), an end
+    that tc cannot read (a namespace made, its veth not yet) is None, as a missing one is."""
     ifnames = {link.get("ifname") for link in runner.run_json(netns.list_links())}
-    return [LinkShaping(
-        node.name,
-        shaping.root_qdisc(runner.run_json(shaping.show_node_qdisc(plan, node))) if node.name in spaces else None,
-        shaping.root_qdisc(runner.run_json(shaping.show_host_qdisc(node))) if node.host_veth in ifnames else None)
-        for node in plan.nodes]
+
+    def read(argv):
+        try:
+            return shaping.root_qdisc(runner.run_json(argv))
+        except ClusterError:
+            if complete:
+                raise
+            return None
+    return [LinkShaping(node.name, read(shaping.show_node_qdisc(plan, node)) if node.name in spaces else None,
+                        read(shaping.show_host_qdisc(node)) if node.host_veth in ifnames else None)
+            for node in plan.nodes]
 
 
 def inspect_links(name: str, state_root: Path = STATE_ROOT) -> list[LinkShaping]:
@@ -431,13 +439,14 @@ def status(name: str, state_root: Path = STATE_ROOT) -> tuple[Journal, list[Node
     journal = _load(name, state_root)
     plan = journal.plan
     spaces = {n.get("name") for n in runner.run_json(netns.list_netns())}
-    links = {link.node: link for link in _links(plan, spaces)}
+    links = {link.node: link for link in _links(plan, spaces, complete=journal.phase == "up")}
     pids = {e["node"]: e for e in journal.created if e["kind"] == "sshd"}
     groups = {e["node"]: e for e in journal.created if e["kind"] == "cgroup"}
     rows = []
     for node in plan.nodes:
         transmit = links[node.name].transmit
-        shaped = "absent" if node.name not in spaces else shaping.describe_qdiscs([transmit] if transmit else [])
+        shaped = ("absent" if node.name not in spaces else "not made" if transmit is None and journal.phase != "up"
+                  else shaping.describe_qdiscs([transmit] if transmit else []))
         proc = _ours(pids[node.name]) if node.name in pids else None
         group = groups.get(node.name)
         quota = cgroup.describe(cgroup.read_quota(group["version"], Path(group["path"]))) if group else "none"

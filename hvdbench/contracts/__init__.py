@@ -18,6 +18,7 @@ from hvdbench.contracts.registry import (
     specs,
 )
 from hvdbench.contracts.spec import (
+    BUILD_OPTIONS,
     FRAMEWORK_MODULES,
     MllogValue,
     ModelSpec,
@@ -26,11 +27,13 @@ from hvdbench.contracts.spec import (
     TensorFlowModel,
     TorchModel,
     only_with,
+    undeclared_option,
 )
 
 __all__ = [
     "DatasetKind", "GatheredMetric", "Metric", "RatioMetric", "accuracy", "eval_loss", "ENTRY_POINT_GROUP",
     "counts_samples", "eval_interval", "expected_parameters", "get_kind", "get_spec", "kind_names", "model_names",
     "specs",
-    "FRAMEWORK_MODULES", "MllogValue", "ModelSpec", "PublishedFlops", "RunFacts", "TensorFlowModel", "TorchModel", "only_with",
+    "BUILD_OPTIONS", "FRAMEWORK_MODULES", "MllogValue", "ModelSpec", "PublishedFlops", "RunFacts", "TensorFlowModel",
+    "TorchModel", "only_with", "undeclared_option",
 ]

@@ -22,6 +22,7 @@ from functools import lru_cache
 from hvdbench.contracts.kinds import DatasetKind
 from hvdbench.contracts.spec import ModelSpec
 from hvdbench.errors import ConfigError
+from hvdbench.installed import entry_points_of
 
 ENTRY_POINT_GROUP = "hvdbench.models"
 REGISTRY_MODULE = "hvdbench.models"  # its REGISTRY: name -> module defining SPEC
@@ -30,9 +31,7 @@ REGISTRY_MODULE = "hvdbench.models"  # its REGISTRY: name -> module defining SPE
 @lru_cache(maxsize=1)
 def _modules() -> dict[str, str]:
     """Built-in models and those of installed packages (a built-in name cannot be taken over)."""
-    from importlib.metadata import entry_points
-
-    found = {ep.name: ep.value for ep in entry_points(group=ENTRY_POINT_GROUP)}
+    found = {ep.name: ep.value for ep in entry_points_of(ENTRY_POINT_GROUP)}
     return {**found, **importlib.import_module(REGISTRY_MODULE).REGISTRY}
 
 

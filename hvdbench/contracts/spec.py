@@ -27,6 +27,24 @@ from hvdbench.errors import ConfigError
 # The framework names of `--framework` and the module each one's network lives in.
 FRAMEWORK_MODULES = {"torch": "torch", "tensorflow": "tf"}
 
+# The run options a network's `build` gets only where it declares them (TorchModel.build), each with
+# what a network that does not declare it lacks: a run that sets one for such a network is refused as
+# its configuration resolves (train/config.validate: a sweep, before any launch), and by the trainer.
+_LLMS = "llama31_8b's, gpt_oss_20b's and llama2_lora's base have"
+BUILD_OPTIONS = {"attention": "has no attention to choose (BERT's has)",
+                 "activation_checkpointing": f"has no decoder layers to recompute ({_LLMS})",
+                 "loss_chunks": f"has no vocabulary loss to chunk ({_LLMS})"}
+
+
+def undeclared_option(cfg, declared: set[str]) -> str | None:
+    """The refusal of a BUILD_OPTIONS field `cfg` sets away from its default for a build that declares
+    only `declared` (its named parameters); None where there is none."""
+    defaults = type(cfg).__dataclass_fields__
+    for name, lacks in BUILD_OPTIONS.items():
+        if name not in declared and getattr(cfg, name) != defaults[name].default:
+            return f"--{name.replace('_', '-')} {getattr(cfg, name)}: {cfg.model}'s network {lacks}"
+    return None
+
 
 @dataclass(frozen=True)
 class RunFacts:
@@ -218,7 +236,7 @@ class TorchModel(Protocol):
     def loss_and_stats(self, model, batch: dict) -> tuple["Any", dict]:
         """(scalar training loss, stats for the metric's update), e.g. {"correct", "total"}."""
 
-    # Optional:
+    # Optional (hvdbench/frameworks/torch/hooks.py's TorchHooks declares them with their defaults):
     #   on_device(batch: dict[str, Tensor], device) -> dict   preprocessing after the copy to the
     #       device (e.g. uint8 NHWC images -> normalised float); default: none
     #   param_groups(model, cfg) -> list[dict]    default: weight decay off biases and norms
@@ -240,5 +258,6 @@ class TensorFlowModel(Protocol):
     def loss_and_stats(self, model, batch: dict, training: bool) -> tuple["Any", dict]:
         """(scalar loss, stats for the metric's update); traced into a tf.function."""
 
-    # Optional: on_device(batch: dict[str, tf.Tensor]) -> dict   (traced preprocessing)
+    # Optional (hvdbench/frameworks/tf/train.py's TfHooks declares them with their defaults):
+    #           on_device(batch: dict[str, tf.Tensor]) -> dict   (traced preprocessing)
     #           make_optimizer(cfg) -> keras optimizer          default: by cfg.optimizer

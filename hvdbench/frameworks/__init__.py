@@ -10,8 +10,11 @@ Each framework package (`torch`, `tf`) has the same three modules:
                into the model's Metric, parameter digests
 
 The networks are single-device code in `hvdbench/models/<name>/torch.py` and `tf.py`.
-`hvdbench.train.worker` drives either framework through the same small interface, so the
-measurement logic (timing, epochs, evaluation, events) exists once.
+`hvdbench.train.worker` drives either framework through the same small interface, declared once in
+`trainer.py` (`Trainer`, which both trainers subclass: what a trainer that cannot do something gives),
+so the measurement logic (timing, epochs, evaluation, events) exists once. A model module's optional
+functions are looked up in one place too (`trainer.hooks_of`: torch/hooks.py's `TorchHooks`,
+tf/train.py's `TfHooks`).
 """
 
 import importlib
@@ -33,22 +36,6 @@ def load(framework: str):
 # torch.distributed alone, in a Python that never had Horovod built.
 HOROVOD_HOWTO = ("`make setup` builds it into hvdbench's own venv; into an existing Python with torch: "
                  "scripts/build_horovod.sh (README: which set-up to choose)")
-
-
-# The PyTorch releases hvdbench is tested on, oldest and newest (minor versions): CI's torch tiers
-# (scripts/test_torch_tier.sh) run these two, `make setup` one between; setup.cfg's torch extra admits
-# this range only (tests/unit/test_hardware.py holds the three together).
-TESTED_TORCH = ("2.11", "2.15")
-
-
-def torch_tested(version: str) -> bool:
-    """Whether a torch version ('2.15.0+cu130', '2.16.0.dev20261101') is inside TESTED_TORCH."""
-    return _minor(TESTED_TORCH[0]) <= _minor(version) <= _minor(TESTED_TORCH[1])
-
-
-def _minor(version: str) -> tuple[int, int]:
-    major, minor = (version.split("+")[0].split(".") + ["0"])[:2]
-    return int(major), int("".join(c for c in minor if c.isdigit()) or 0)
 
 
 def horovod_installed() -> bool:

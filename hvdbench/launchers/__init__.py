@@ -1,4 +1,6 @@
-"""Launch commands: each launcher module turns a `Job` into `(argv, env)` and runs nothing.
+"""Launch commands: each launcher is one module (its argv builder, how a process it started knows
+it, the variables that place a rank) defining a `Launcher`, plus one line of registry.py's list.
+A launcher turns a `Job` into `(argv, env)` and runs nothing.
 
     argv, env = build("mpirun", job, env=launch_env({"HVDBENCH_X": "1"}))
     outcome = guard.run(argv, env, log=run_dir / "launch.log", record=run_dir / "launch.json", timeout=600)
@@ -7,7 +9,7 @@
 element is a separate string (no shell), hostnames were validated by `hvdbench.topology`, so user
 values cannot become options or shell syntax. `launch_info` is the other end: what a launched
 process reads of its launcher's environment (its rank, its place), for the trainer (train/) and the
-engines (frameworks/) alike.
+engines (frameworks/) alike. docs/adding-a-launcher.md walks through adding one.
 
 The worker is `<venv>/bin/hvdbench train ...`, by absolute path: the console script beside
 `sys.executable`. mpirun/srun/ssh start it on other nodes with a non-interactive shell whose PATH
@@ -27,7 +29,6 @@ from typing import Mapping
 
 from hvdbench.topology import Layout
 
-LAUNCHERS = ("horovodrun", "mpirun", "srun", "slurm", "torchrun")
 CONTROLLERS = ("gloo", "mpi")
 
 # Forwarded explicitly by launchers that do not pass the whole environment to remote ranks
@@ -115,13 +116,13 @@ def hosts_arg(layout: Layout) -> str:
 
 
 def build(launcher: str, job: Job, env: Mapping[str, str]) -> tuple[list[str], dict[str, str]]:
-    """(argv, env) for one run with `launcher` (horovodrun | mpirun | srun | torchrun)."""
-    from hvdbench.launchers import horovodrun, mpirun, srun, torchrun
+    """(argv, env) for one run with `launcher` (horovodrun | mpirun | srun | torchrun | a package's)."""
+    from hvdbench.launchers.registry import get_launcher, launchers  # (the registry loads every launcher's module)
 
-    modules = {"horovodrun": horovodrun, "mpirun": mpirun, "srun": srun, "torchrun": torchrun}
-    if launcher not in modules:
-        raise ValueError(f"launcher {launcher!r} has no single-run command (one of {', '.join(modules)})")
-    mod = modules[launcher]
+    found = get_launcher(launcher)
+    if found.build is None:
+        single = [x.name for x in launchers() if x.build is not None]
+        raise ValueError(f"launcher {launcher!r} has no single-run command (one of {', '.join(single)})")
     # The worker records who launched it; `horovodrun --mpi` and mpirun look alike from inside.
     env = {**env, "HVDBENCH_LAUNCHER": launcher}
-    return mod.build(job, env, binary=resolve_binary(mod.BINARY))
+    return found.build(job, env, binary=resolve_binary(found.binary))

@@ -35,6 +35,7 @@ from typing import Mapping
 
 from hvdbench.errors import HvdbenchError
 from hvdbench.launchers import CONTROLLERS, Job, hosts_arg, unsafe_names
+from hvdbench.launchers.registry import Launcher
 
 BINARY = "horovodrun"
 SHELL_SYNTAX = re.compile(r"[;&|$`<>(){}'\"\\\n]")
@@ -62,3 +63,11 @@ def build(job: Job, env: Mapping[str, str], binary: str = BINARY) -> tuple[list[
     argv += [*job.launcher_args, *job.worker]
     unsafe = set(unsafe_names(env))
     return argv, {k: v for k, v in env.items() if k not in unsafe}
+
+
+# Its Gloo mode sets HOROVOD_RANK (and the rendezvous server's address); `horovodrun --mpi` runs mpirun
+# and looks like it from inside (a sweep's HVDBENCH_LAUNCHER tells them apart).
+LAUNCHER = Launcher(
+    "horovodrun", BINARY, build, detect=lambda env: "HOROVOD_RANK" in env or "HOROVOD_GLOO_RENDEZVOUS_ADDR" in env,
+    place=("HOROVOD_RANK", "HOROVOD_SIZE", "HOROVOD_LOCAL_RANK", "HOROVOD_LOCAL_SIZE"),
+    needs_horovod=True, takes_controller=True, shell_names=True)

@@ -17,6 +17,7 @@ from __future__ import annotations
 from typing import Mapping
 
 from hvdbench.launchers import Job, forwarded_names, hosts_arg
+from hvdbench.launchers.registry import Launcher
 
 BINARY = "mpirun"
 
@@ -29,3 +30,12 @@ def build(job: Job, env: Mapping[str, str], binary: str = BINARY) -> tuple[list[
         argv += ["-x", name]
     argv += ["--output-filename", str(job.log_dir), *job.launcher_args, *job.worker]
     return argv, dict(env)
+
+
+# Open MPI's own rank variable, or a PMIx / PMI one (the process management interface an MPI job's
+# ranks are started through).
+RANK_VARIABLES = ("OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK")
+LAUNCHER = Launcher(
+    "mpirun", BINARY, build, detect=lambda env: any(name in env for name in RANK_VARIABLES),
+    place=("OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_SIZE"),
+    rank_variables=RANK_VARIABLES[1:])

@@ -18,6 +18,7 @@ from string import Template
 
 import hvdbench
 from hvdbench.errors import ConfigError
+from hvdbench.launchers.registry import Launcher
 from hvdbench.topology import Layout
 
 BINARY = "sbatch"
@@ -81,3 +82,8 @@ def schedules_gpus(sinfo: str | None) -> bool:
     except (OSError, subprocess.SubprocessError):
         return True
     return proc.returncode != 0 or "gpu" in proc.stdout
+
+
+# A batch launcher: it submits one job per layout, each running this sweep again with srun inside its
+# allocation (hvdbench/sweep/batch.py); no process is started by it directly.
+LAUNCHER = Launcher("slurm", BINARY, runs_with="srun")

@@ -14,9 +14,11 @@ with the same forwarding of the environment as hvdbench's mpirun launches (hvdbe
 
 from __future__ import annotations
 
+import re
 from typing import Mapping
 
 from hvdbench.launchers import Job, forwarded_names, resolve_binary
+from hvdbench.launchers.registry import Launcher
 
 BINARY = "torchrun"
 RDZV_PORT = 29400  # torchrun's own default for the c10d rendezvous
@@ -38,3 +40,15 @@ def build(job: Job, env: Mapping[str, str], binary: str = BINARY) -> tuple[list[
                 "--rdzv-endpoint", f"{layout.hosts[0]}:{RDZV_PORT}", "--rdzv-id", job.run_dir.name]
     argv += [*job.launcher_args, "--no-python", *job.worker]
     return argv, dict(env)
+
+
+def rendezvous(env: Mapping[str, str]) -> tuple[str | None, int | None]:
+    """torchrun tells every rank where rank 0's store listens (MASTER_ADDR, MASTER_PORT)."""
+    port = env.get("MASTER_PORT", "")
+    return env.get("MASTER_ADDR") or None, int(port) if re.fullmatch(r"[0-9]+", port) and int(port) else None
+
+
+LAUNCHER = Launcher(
+    "torchrun", BINARY, build, detect=lambda env: "TORCHELASTIC_RUN_ID" in env,  # its elastic agent's run id
+    place=("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE"), rendezvous=rendezvous,
+    starts_horovod=False, ranks="torch.distributed ranks")

@@ -4,7 +4,9 @@ over the whole study between the sweeps' own views.
     hvdbench study run dgx1-mlperf-v05-suite --flavor debug --hosts localhost:2 \\
         --layouts 1x1,1x2 --skip-missing --out results/dgx1
     ->  study = load_study(FILE)
-        sweeps, notes = plan_study(study, StudyOptions(out=..., flavor="debug", ...), config_dir)
+        options = StudyOptions(SweepOptions(out=..., hosts="localhost:2", layouts="1x1,1x2"), flavor="debug",
+                               skip_missing=True)
+        sweeps, notes = plan_study(study, options, config_dir)
         counts = run_study(study, sweeps, options, console)
 
 The study folder (--out) holds:
@@ -22,13 +24,14 @@ otherwise the flavor's default batch for every layout the study selects.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import shlex
 import subprocess
 import sys
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import yaml
@@ -40,6 +43,7 @@ from hvdbench.files import atomic_write_text
 from hvdbench.results.records.store import STUDY_RECORD, read_study_record
 from hvdbench.study.schema import ModelPlan, Study
 from hvdbench.sweep.build import build_spec, hosts_of
+from hvdbench.sweep.options import SweepOptions
 from hvdbench.sweep.spec import SweepSpec
 from hvdbench.train.config import parse_run_name, run_name
 
@@ -49,24 +53,18 @@ MANIFEST = "manifest.json"
 
 @dataclass
 class StudyOptions:
-    """What the command line adds to or overrides in the study file."""
+    """What the command line adds to or overrides in the study file: the options every sweep of the
+    study takes (`sweep.out` is the study's folder; layouts, gpus, repeats, launcher and timeout given
+    there replace the study's), and the study's own."""
 
-    out: Path
+    sweep: SweepOptions
     flavor: str | None = None
-    hostfile: Path | None = None
-    hosts: str | None = None
-    cluster_name: str | None = None
-    gpus_per_node: int | None = None
-    layouts: str | None = None  # "1x1,1x2" (overrides the study's)
-    gpus: list[int] | None = None
-    repeats: int | None = None
-    launcher: str | None = None
-    timeout: float | None = None
     only: tuple[str, ...] = ()
     skip_missing: bool = False
-    retry_failed: bool = False
-    link: str | None = None
-    env: dict = field(default_factory=dict)
+
+    @property
+    def out(self) -> Path:
+        return self.sweep.out
 
 
 @dataclass
@@ -153,14 +151,12 @@ def _model_sweep(study: Study, model: ModelPlan, mode: str, opts: StudyOptions, 
         atomic_write_text(config, yaml.safe_dump({"model": model.name, "train": settings, "layouts": layouts},
                                                  sort_keys=False))
         chosen = ",".join(dict.fromkeys(name.rsplit("x", 2)[0] for name in layouts))
-        launcher = opts.launcher or study.launcher
-        sweep = build_spec(
-            model.name, (), out=sweep_dir(opts.out, model.name, mode), hostfile=_hostfile(study, opts),
-            hosts=opts.hosts, cluster_name=opts.cluster_name, gpus_per_node=opts.gpus_per_node, layouts=chosen,
-            repeats=opts.repeats or study.repeats, launcher=launcher, controller=study.controller,
-            config_name=config, timeout=opts.timeout or study.timeout, env=opts.env, link=opts.link,
-            retry_failed=opts.retry_failed, name=f"{study.name}-{model.name}-{mode}",
-            engines=model.engines or study.engines)
+        given = opts.sweep
+        sweep = build_spec(dataclasses.replace(
+            given, model=model.name, out=sweep_dir(opts.out, model.name, mode), hostfile=_hostfile(study, opts),
+            layouts=chosen, repeats=given.repeats or study.repeats, launcher=given.launcher or study.launcher,
+            controller=study.controller, config_name=config, timeout=given.timeout or study.timeout,
+            name=f"{study.name}-{model.name}-{mode}", engines=model.engines or study.engines))
     except ConfigError as e:  # named by the study file, not by the sweep config it generated (a temp file)
         said = str(e)
         if not said.startswith(str(study.path)):
@@ -179,13 +175,13 @@ def _layout_settings(study: Study, model: ModelPlan, own: bool, opts: StudyOptio
                      where: str) -> dict:
     """NODESxGPUSxBATCHxACCUM -> settings for this model: its own per-layout settings in the
     file's flavor (filtered by the selection), else the flavor's default batch on every selected layout."""
-    selected = opts.layouts.split(",") if opts.layouts else list(study.layouts)
-    gpus = opts.gpus or list(study.gpus)
+    selected = opts.sweep.layouts.split(",") if opts.sweep.layouts else list(study.layouts)
+    gpus = opts.sweep.gpus or list(study.gpus)
     if own and model.layouts:
         out = {}
         for name, values in model.layouts.items():
             n, g, _, _ = parse_run_name(name)
-            if (not selected or f"{n}x{g}" in selected) and (not gpus or n * g in gpus):
+            if (not selected or str(topology.Layout(n, g)) in selected) and (not gpus or n * g in gpus):
                 out[name] = values
         return out
     from hvdbench.study.schema import BATCH_KEYS
@@ -196,7 +192,7 @@ def _layout_settings(study: Study, model: ModelPlan, own: bool, opts: StudyOptio
         settings.pop(key, None)
     if not selected:  # `gpus:` (or the model's own layouts, in another flavor): the hosts decide
         if model.layouts and not gpus:
-            selected = list(dict.fromkeys("{}x{}".format(*parse_run_name(name)[:2]) for name in model.layouts))
+            selected = list(dict.fromkeys(str(topology.Layout(*parse_run_name(name)[:2])) for name in model.layouts))
         else:
             hosts = _host_list(study, opts)
             selected = [lay.name for lay in topology.select_layouts(hosts, gpus, "packed")]
@@ -205,16 +201,16 @@ def _layout_settings(study: Study, model: ModelPlan, own: bool, opts: StudyOptio
 
 
 def _hostfile(study: Study, opts: StudyOptions):
-    given = (opts.hostfile, opts.hosts, opts.cluster_name)
-    return opts.hostfile if any(v is not None for v in given) else study.hostfile
+    given = (opts.sweep.hostfile, opts.sweep.hosts, opts.sweep.cluster_name)
+    return opts.sweep.hostfile if any(v is not None for v in given) else study.hostfile
 
 
 def _host_list(study: Study, opts: StudyOptions):
     hostfile = _hostfile(study, opts)
-    if opts.cluster_name is not None:
+    if opts.sweep.cluster_name is not None:
         from hvdbench.cluster.launch import launch_settings
-        hostfile = launch_settings(opts.cluster_name).hostfile
-    return hosts_of(hostfile, opts.hosts, opts.gpus_per_node)
+        hostfile = launch_settings(opts.sweep.cluster_name).hostfile
+    return hosts_of(hostfile, opts.sweep.hosts, opts.sweep.gpus_per_node)
 
 
 # --- the record --------------------------------------------------------------------------------

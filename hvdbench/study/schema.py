@@ -22,9 +22,11 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from hvdbench.contracts.engines import engine_names
 from hvdbench.errors import ConfigError
-from hvdbench.launchers import CONTROLLERS, LAUNCHERS
-from hvdbench.topology import parse_layout
+from hvdbench.launchers import CONTROLLERS
+from hvdbench.launchers.registry import launcher_names
+from hvdbench.topology import Layout
 from hvdbench.sweep import layout_config
 from hvdbench.train import config as train_config
 from hvdbench.train.config import quote
@@ -121,8 +123,8 @@ def load_study(path: str | Path) -> Study:
         if twice is not None:
             raise ConfigError(f"{where}: {key}[{twice}] {quote(values[twice])} is given twice")
     launcher = data.get("launcher")  # None: the sweep's default (horovodrun, or torchrun without Horovod)
-    if launcher is not None and launcher not in LAUNCHERS:
-        raise ConfigError(f"{where}: launcher {quote(launcher)} is not one of {', '.join(LAUNCHERS)}")
+    if launcher is not None and launcher not in launcher_names():
+        raise ConfigError(f"{where}: launcher {quote(launcher)} is not one of {', '.join(launcher_names())}")
     controller = data.get("controller", "gloo")
     if controller not in CONTROLLERS:
         raise ConfigError(f"{where}: controller {quote(controller)} is not one of {', '.join(CONTROLLERS)}")
@@ -266,8 +268,8 @@ def _engines(value, where: str, key: str) -> tuple[str, ...]:
         return ()
     names = tuple(_str(v, where, f"{key}[{i}]") for i, v in enumerate(_list(value, where, key)))
     for i, name in enumerate(names):
-        if name not in train_config.ENGINES:
-            raise ConfigError(f"{where}: {key}[{i}] {quote(name)} is not one of {', '.join(train_config.ENGINES)}")
+        if name not in engine_names():
+            raise ConfigError(f"{where}: {key}[{i}] {quote(name)} is not one of {', '.join(engine_names())}")
     if len(set(names)) != len(names):
         raise ConfigError(f"{where}: {key} names an engine twice")
     return names
@@ -314,8 +316,8 @@ def _positive(value, where: str, key: str) -> int:
 
 
 def _layout(value, where: str, key: str) -> str:
-    try:  # NxG is parsed in one place (topology.parse_layout); a study's leading zeros are refused too
-        if not isinstance(value, str) or "x".join(map(str, parse_layout(value, ""))) != value:
+    try:  # NxG is parsed in one place (topology.Layout.parse); a study's leading zeros are refused too
+        if not isinstance(value, str) or str(Layout.parse(value, "")) != value:
             raise ConfigError(value)
     except ConfigError:
         raise ConfigError(f"{where}: {key} {quote(value)} is not NODESxGPUS (e.g. 2x4)") from None

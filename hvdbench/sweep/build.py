@@ -1,8 +1,9 @@
-"""A sweep's spec from what a user asked for: hosts, layouts, per-layout config and train arguments,
-each checked the way the run itself will check it, before anything is launched or written.
+"""A sweep's spec from what a user asked for (SweepOptions): hosts, layouts, per-layout config and
+train arguments, each checked the way the run itself will check it, before anything is launched or
+written.
 
-    spec = build_spec("resnet50", ("--flavor", "debug", "--synthetic"), hosts="localhost:2",
-                      repeats=2, out=Path("results/demo"))
+    spec = build_spec(SweepOptions(out=Path("results/demo"), model="resnet50", hosts="localhost:2",
+                                   repeats=2, train_args=("--flavor", "debug", "--synthetic")))
     # the same as: hvdbench sweep resnet50 --hosts localhost:2 --repeats 2 --out results/demo \\
     #                  -- --flavor debug --synthetic
 
@@ -15,80 +16,80 @@ import dataclasses
 import os
 from pathlib import Path
 
-import click
-
 from hvdbench import launchers, topology
 from hvdbench.contracts import get_spec
-from hvdbench.errors import ConfigError, HvdbenchError
+from hvdbench.contracts.engines import engine_names, get_engine
+from hvdbench.errors import ConfigError, HvdbenchError, UsageError
 from hvdbench.frameworks import horovod_installed, require_horovod
 from hvdbench.launchers.guard import capture
+from hvdbench.launchers.registry import get_launcher, refusal
 from hvdbench.results.records.schema import RunResult
 from hvdbench.results.records.store import EXPLAIN_DIR, RUNS_CSV, check_appendable
 from hvdbench.sweep import layout_config as sweep_config
 from hvdbench.sweep import plan
+from hvdbench.sweep.options import SweepOptions
 from hvdbench.sweep.spec import SweepSpec, resolve_entry
 from hvdbench.train.options import parse_train_args
 
 
-def build_spec(model: str, train_args=(), *, out: Path, hostfile=None, hosts=None, cluster_name=None,
-               gpus_per_node=None, gpus=None, layouts: str = "all", repeats: int = 1,
-               launcher: str | None = None, controller: str = "gloo", config_name=None, timeout=None,
-               kill_grace: float = 10.0, env=None, launcher_args=(), allreduce_bench=None, link=None,
-               compute_bench: bool = False, links_bench: bool = False,
-               retry_failed: bool = False, name: str | None = None, require_idle=None,
-               engines: tuple[str, ...] = ()) -> SweepSpec:
-    """The SweepSpec `hvdbench sweep` runs (its options, by the same names); HvdbenchError (or
-    click.UsageError for options that do not go together) naming what is wrong."""
-    env = dict(env or {})
-    launcher = launcher or default_launcher()
-    get_spec(model)  # an unknown model is an error before anything is written
-    check_train_args(model, train_args)
+def build_spec(options: SweepOptions) -> SweepSpec:
+    """The SweepSpec `hvdbench sweep` runs; HvdbenchError (UsageError for options that do not go
+    together) naming what is wrong."""
+    o = options
+    o.check()
+    env, launcher_args, hostfile, link = dict(o.env), tuple(o.launcher_args), o.hostfile, o.link
+    launcher = get_launcher(o.launcher or default_launcher())
+    get_spec(o.model)  # an unknown model is an error before anything is written
+    check_train_args(o.model, o.train_args)
     # Given, even empty (`--hosts ''`), is given: it is named in the error, not taken for "use Slurm".
-    if sum(x is not None for x in (hostfile, hosts, cluster_name)) > 1:
-        raise click.UsageError("give one of --hostfile, --hosts or --cluster")
-    if cluster_name is not None:
-        hostfile, launcher_args, env, cluster_link = cluster_settings(cluster_name, launcher, launcher_args, env)
+    if sum(x is not None for x in (o.hostfile, o.hosts, o.cluster_name)) > 1:
+        raise UsageError("give one of --hostfile, --hosts or --cluster")
+    if o.cluster_name is not None:
+        hostfile, launcher_args, env, cluster_link = cluster_settings(o.cluster_name, launcher.name, launcher_args,
+                                                                      env)
         if link and link != cluster_link:
-            raise click.UsageError(f"--link {link!r}: cluster {cluster_name!r} has its own ({cluster_link!r})")
+            raise UsageError(f"--link {link!r}: cluster {o.cluster_name!r} has its own ({cluster_link!r})")
         link = cluster_link
     from hvdbench.files import check_writable_dir
 
     # The sweep folder can be written and its runs.csv read back whole, before any run is launched.
-    check_writable_dir(out, "--out")
-    check_appendable(Path(out) / RUNS_CSV, RunResult)
-    host_list = hosts_of(hostfile, hosts, gpus_per_node)
+    check_writable_dir(o.out, "--out")
+    check_appendable(Path(o.out) / RUNS_CSV, RunResult)
+    host_list = hosts_of(hostfile, o.hosts, o.gpus_per_node)
 
-    cfg = None
-    if config_name:
-        cfg = sweep_config.load_sweep_config(sweep_config.find_config(str(config_name)), model)
+    cfg, layouts = None, o.layouts or "all"
+    if o.config_name:
+        cfg = sweep_config.load_sweep_config(sweep_config.find_config(str(o.config_name)), o.model)
         for entry in cfg.layouts:
-            sweep_config.check_no_conflict(entry.settings, train_args, str(cfg.path))
-            if engines and "engine" in entry.settings:  # --engines would win, unshown
+            sweep_config.check_no_conflict(entry.settings, o.train_args, str(cfg.path))
+            if o.engines and "engine" in entry.settings:  # --engines would win, unshown
                 raise ConfigError(f"{cfg.path}: layouts.{entry.name}: engine {entry.settings['engine']!r} and "
-                                       f"--engines {','.join(engines)} both choose the engine: give it in one place")
-    if cfg and layouts == "all" and gpus is None:
+                                  f"--engines {','.join(o.engines)} both choose the engine: give it in one place")
+    if cfg and layouts == "all" and o.gpus is None:
         layouts = ",".join(dict.fromkeys(entry.layout for entry in cfg.layouts))  # the config's own
-    chosen = topology.select_layouts(host_list, gpus, layouts)
+    chosen = topology.select_layouts(host_list, o.gpus, layouts)
     explicit = layouts not in ("all", "packed", "spread")
-    entries = plan.with_engines(plan.plan_entries(chosen, cfg, strict=explicit), check_engines(engines, train_args))
+    entries = plan.with_engines(plan.plan_entries(chosen, cfg, strict=explicit),
+                                check_engines(o.engines, o.train_args))
 
     spec = SweepSpec(
-        model=model, out=out, entries=entries, repeats=repeats, name=name or "",
-        launcher="srun" if launcher == "slurm" else launcher, controller=controller, timeout=timeout,
-        train_args=tuple(train_args), user_env=env, launcher_args=tuple(launcher_args),
-        retry_failed=retry_failed, config_path=cfg.path if cfg else None, grace_s=kill_grace,
-        allreduce_bench=allreduce_bench, compute_bench=compute_bench,
-        links_layout=links_layout(host_list, entries) if links_bench else None, link=(link or "").strip(),
-        require_idle=require_idle)
+        model=o.model, out=o.out, entries=entries, repeats=o.repeats or 1, name=o.name or "",
+        launcher=launcher.runs_with or launcher.name, controller=o.controller, timeout=o.timeout,
+        train_args=tuple(o.train_args), user_env=env, launcher_args=launcher_args,
+        retry_failed=o.retry_failed, config_path=cfg.path if cfg else None, grace_s=o.kill_grace,
+        allreduce_bench=o.allreduce_bench, compute_bench=o.compute_bench,
+        links_layout=links_layout(host_list, entries) if o.links_bench else None, link=(link or "").strip(),
+        require_idle=o.require_idle)
     check_runs(spec)  # every layout's run resolved as `train` will: refused here, not once per run
     if spec.links_layout and spec.links_layout.world_size < 2:
         raise ConfigError(f"--links-bench measures pairs of ranks, over every host of the sweep with the most ranks "
                           f"per host its layouts use: {spec.links_layout.name} is one rank (give more hosts, or "
                           "layouts of 2 ranks per host)")
-    if spec.launcher == "horovodrun":  # what horovodrun's shell line cannot take, refused before any run
-        for layout in dict.fromkeys(entry.layout for entry in spec.entries):
-            launchers.build(spec.launcher, launchers.Job(layout, ("hvdbench",), spec.out, spec.controller,
-                                                         spec.launcher_args), {})
+    # Each layout's launch command built once before any run: what the launcher refuses (what
+    # horovodrun's shell line cannot take) is refused here, not once per run.
+    for layout in dict.fromkeys(entry.layout for entry in spec.entries):
+        launchers.build(spec.launcher, launchers.Job(layout, ("hvdbench",), spec.out, spec.controller,
+                                                     spec.launcher_args), {})
     return spec
 
 
@@ -110,16 +111,14 @@ def default_launcher() -> str:
 
 def check_engines(engines, train_args) -> tuple[str, ...]:
     """`--engines a,b`: known names, each once, and not also an --engine after --."""
-    from hvdbench.train.config import ENGINES
-
     engines = tuple(engines or ())
     for name in engines:
-        if name not in ENGINES:
-            raise click.UsageError(f"--engines: {name!r} is not one of {', '.join(ENGINES)}")
+        if name not in engine_names():
+            raise UsageError(f"--engines: {name!r} is not one of {', '.join(engine_names())}")
     if len(set(engines)) != len(engines):
-        raise click.UsageError(f"--engines names an engine twice: {','.join(engines)}")
+        raise UsageError(f"--engines names an engine twice: {','.join(engines)}")
     if engines and any(a.split("=", 1)[0] == "--engine" for a in train_args):
-        raise click.UsageError("give the engines with --engines or --engine after --, not both")
+        raise UsageError("give the engines with --engines or --engine after --, not both")
     return engines
 
 
@@ -139,8 +138,8 @@ def check_train_args(model: str, train_args) -> None:
     given '--out' as its value."""
     try:
         parse_train_args(model, ["--out", "-", *train_args])
-    except click.UsageError as e:
-        raise click.UsageError(f"train argument after --: {e.format_message()}") from None
+    except UsageError as e:
+        raise UsageError(f"train argument after --: {e}") from None
 
 
 def check_runs(spec: SweepSpec) -> None:
@@ -162,13 +161,15 @@ def check_runs(spec: SweepSpec) -> None:
             else:
                 where = "train arguments after --" if spec.train_args else f"sweep of {spec.model}"
             raise ConfigError(f"{where}: {message}") from None
-        if cfg.engine == "horovod":  # refused here, not once per run by every worker
-            require_horovod(f"sweep of {spec.model}: --engine horovod")
-        elif spec.launcher == "horovodrun":
-            require_horovod(f"sweep of {spec.model}: --launcher horovodrun")
-        if spec.launcher == "torchrun" and cfg.engine == "horovod":
-            raise ConfigError(f"sweep of {spec.model}: --launcher torchrun starts torch.distributed ranks; give "
-                              f"--engines ddp,fsdp (or --engine ddp after --), or another launcher for Horovod")
+        # Refused here, not once per run by every worker.
+        engine, launcher = get_engine(cfg.engine), get_launcher(spec.launcher)
+        if engine.needs_horovod:
+            require_horovod(f"sweep of {spec.model}: --engine {engine.name}")
+        elif launcher.needs_horovod:
+            require_horovod(f"sweep of {spec.model}: --launcher {launcher.name}")
+        refused = refusal(engine, launcher)
+        if refused:
+            raise ConfigError(f"sweep of {spec.model}: --launcher {refused}")
         entries.append(dataclasses.replace(entry, train=cfg))
     spec.entries = entries
 
@@ -181,16 +182,7 @@ def cluster_settings(name, launcher, launcher_args, env, state_root=None):
     from hvdbench.cluster.launch import launch_settings
 
     settings = launch_settings(name) if state_root is None else launch_settings(name, state_root)
-    if launcher == "slurm":
-        if settings.slurm_conf is None:
-            raise click.UsageError(f"--launcher slurm: cluster {name!r} runs no Slurm; bring it up with one: "
-                                   f"`hvdbench cluster down --name {name}`, then `hvdbench cluster up --name "
-                                   f"{name} --slurm ...`")
-        return settings.hostfile, tuple(launcher_args), {**settings.env, **env}, settings.link
-    if launcher not in ("horovodrun", "mpirun"):
-        raise click.UsageError(f"--cluster runs with --launcher horovodrun, mpirun or (a cluster brought up "
-                               f"with --slurm) slurm, not {launcher}")
-    extra = settings.horovodrun_args if launcher == "horovodrun" else settings.mpirun_args
+    extra = settings.launcher_args(launcher)  # the cluster's own options for it; UsageError where it has none
     return settings.hostfile, (*extra, *launcher_args), {**settings.env, **env}, settings.link
 
 
@@ -212,10 +204,10 @@ def explain_spec(spec: SweepSpec) -> SweepSpec:
             continue
         args.append(arg)
     if data is None or "--synthetic" in args:
-        raise click.UsageError("--explain sets each run on real data against its twin on --synthetic data: "
-                               "give --data DIR after --")
+        raise UsageError("--explain sets each run on real data against its twin on --synthetic data: "
+                         "give --data DIR after --")
     if not any(a == "--steps" or a.startswith("--steps=") for a in args):
-        raise click.UsageError("--explain compares throughput runs: give --steps N after --")
+        raise UsageError("--explain compares throughput runs: give --steps N after --")
     twin = dataclasses.replace(spec, out=spec.out / EXPLAIN_DIR, name=f"{spec.name}-explain",
                                train_args=(*args, "--synthetic"), allreduce_bench=None,
                                compute_bench=False, links_layout=None)

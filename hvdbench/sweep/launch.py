@@ -25,8 +25,9 @@ from hvdbench.errors import HvdbenchError
 from hvdbench.files import atomic_write_text
 from hvdbench.frameworks import horovod_installed
 from hvdbench.launchers import guard
+from hvdbench.launchers.registry import get_launcher
 from hvdbench.sweep.plan import PlannedRun
-from hvdbench.sweep.spec import SweepSpec, engine_args, resolve_entry, run_dir, thread_share
+from hvdbench.sweep.spec import SweepSpec, resolve_entry, run_dir, train_args
 from hvdbench.topology import Layout, write_hostfile
 
 
@@ -44,12 +45,12 @@ def job_command(spec: SweepSpec, layout: Layout, worker: list[str] | tuple[str, 
 
 
 def rendezvous_env(spec: SweepSpec, layout: Layout) -> dict[str, str]:
-    """MASTER_ADDR/MASTER_PORT for mpirun where Horovod is not installed: torch.distributed's ranks
-    otherwise agree them through Horovod's collectives (frameworks/torch/process_group.py), which
-    torchrun and srun need not. Rank 0 runs on the layout's first host; the port is one free on this
-    machine (the first host itself on one machine or an emulated cluster). Nothing where the user's
-    --env names them, or for any other launcher."""
-    if spec.launcher != "mpirun" or horovod_installed() or "MASTER_ADDR" in spec.user_env:
+    """MASTER_ADDR/MASTER_PORT for a launcher that tells its ranks no rendezvous (mpirun; not torchrun
+    or srun: Launcher.rendezvous) where Horovod is not installed: torch.distributed's ranks otherwise
+    agree them through Horovod's collectives (frameworks/torch/process_group.py). Rank 0 runs on the
+    layout's first host; the port is one free on this machine (the first host itself on one machine
+    or an emulated cluster). Nothing where the user's --env names them."""
+    if get_launcher(spec.launcher).rendezvous or horovod_installed() or "MASTER_ADDR" in spec.user_env:
         return {}
     with socket.socket() as s:
         s.bind(("", 0))
@@ -58,14 +59,10 @@ def rendezvous_env(spec: SweepSpec, layout: Layout) -> dict[str, str]:
 
 
 def train_worker(spec: SweepSpec, run: PlannedRun) -> list[str]:
-    """`hvdbench train MODEL [--config RUN_DIR/layout.yaml] TRAIN_ARGS --out RUN_DIR --run-id ...`."""
-    rdir = run_dir(spec, run)
-    config_args = ["--config", str(rdir / "layout.yaml")] if run.entry.config else []
-    share = thread_share(spec)
-    share_args = ["--thread-share", str(share)] if share else []
-    return launchers.worker_argv(spec.model, [
-        *config_args, *spec.train_args, *engine_args(run.entry), "--out", str(rdir), "--run-id", run.run_id,
-        "--sweep-name", spec.name, "--repeat", str(run.repeat), *share_args])
+    """`hvdbench train MODEL [--config RUN_DIR/layout.yaml] TRAIN_ARGS --out RUN_DIR --run-id ...`: the
+    arguments resolve_entry resolved before the sweep began (spec.train_args)."""
+    config_args = ["--config", str(run_dir(spec, run) / "layout.yaml")] if run.entry.config else []
+    return launchers.worker_argv(spec.model, [*config_args, *train_args(spec, run)])
 
 
 def command(spec: SweepSpec, run: PlannedRun, base_env=None) -> tuple[list[str], dict[str, str]]:
@@ -79,11 +76,12 @@ def env_additions(spec: SweepSpec) -> dict[str, str]:
 
 
 def env_left_out(spec: SweepSpec) -> str:
-    """The warning for environment variables horovodrun cannot carry (hvdbench.launchers.horovodrun:
-    not shell variable names), or '' when there are none or the launcher is another."""
-    names = launchers.unsafe_names(os.environ) if spec.launcher == "horovodrun" else []
+    """The warning for environment variables a launcher that writes names into a shell line cannot
+    carry (Launcher.shell_names: horovodrun; not shell variable names), or '' when there are none or
+    the launcher is another."""
+    names = launchers.unsafe_names(os.environ) if get_launcher(spec.launcher).shell_names else []
     return (f"warning: environment variable(s) {', '.join(map(repr, names))} not passed to the ranks: "
-            f"not shell variable names, and horovodrun writes names into a shell command") if names else ""
+            f"not shell variable names, and {spec.launcher} writes names into a shell command") if names else ""
 
 
 def command_text(spec: SweepSpec, argv: list[str]) -> str:

@@ -70,7 +70,11 @@ class SweepSpec:
 
     @property
     def controller_name(self) -> str:
-        return self.controller if self.launcher == "horovodrun" else "mpi"
+        """The Horovod controller a run's row records when its worker wrote none: --controller where
+        the launcher takes it (horovodrun), else MPI."""
+        from hvdbench.launchers.registry import get_launcher  # (start-up time: the registry reads entry points)
+
+        return self.controller if get_launcher(self.launcher).takes_controller else "mpi"
 
 
 def run_dir(spec: SweepSpec, run: PlannedRun) -> Path:
@@ -91,22 +95,24 @@ def thread_share(spec: SweepSpec) -> int:
     return max(e.layout.world_size if shared else e.layout.gpus_per_node for e in spec.entries)
 
 
+def train_args(spec: SweepSpec, run: PlannedRun) -> list[str]:
+    """The arguments of the run's `hvdbench train MODEL ...` after its --config (the layout's
+    settings, RUN_DIR/layout.yaml): the sweep's train arguments, the entry's --engine (`sweep
+    --engines`), then what the sweep sets for every run. The one place they are put together: the
+    worker is launched with them (launch.train_worker) and resolve_entry resolves them."""
+    share = thread_share(spec)
+    return [*spec.train_args, *(["--engine", run.entry.engine] if run.entry.engine else []),
+            "--out", str(run_dir(spec, run)), "--run-id", run.run_id, "--sweep-name", spec.name,
+            "--repeat", str(run.repeat), *(["--thread-share", str(share)] if share else [])]
+
+
 def resolve_entry(spec: SweepSpec, entry: Entry, repeat: int = 1):
     """The TrainConfig the worker of `entry`'s run `repeat` will resolve (its layout.yaml, the
     train arguments, the options the sweep adds); the error `train` would give."""
     from hvdbench.train.options import resolve_train_args
 
-    run = PlannedRun(entry, repeat)
-    share = thread_share(spec)
-    return resolve_train_args(spec.model, [*spec.train_args, *engine_args(entry)],
-                              layout=dict(entry.config.settings) if entry.config else None,
-                              out=str(run_dir(spec, run)), run_id=run.run_id, sweep_name=spec.name,
-                              repeat=run.repeat, **({"thread_share": share} if share else {}))
-
-
-def engine_args(entry: Entry) -> list[str]:
-    """`--engine NAME` for an entry of `sweep --engines`; nothing otherwise."""
-    return ["--engine", entry.engine] if entry.engine else []
+    return resolve_train_args(spec.model, train_args(spec, PlannedRun(entry, repeat)),
+                              layout=dict(entry.config.settings) if entry.config else None)
 
 
 def check_sweep_record(spec: SweepSpec) -> None:

@@ -27,12 +27,12 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
+from hvdbench.contracts import BUILD_OPTIONS, undeclared_option
 from hvdbench.errors import ConfigError
+from hvdbench.topology import Layout
 
 FRAMEWORKS = ("torch", "tensorflow")
-# How the ranks share the training (hvdbench/frameworks/torch/engines.py): Horovod's data parallelism,
-# PyTorch's DistributedDataParallel, or FSDP2 (parameters, gradients and optimizer state sharded).
-ENGINES = ("horovod", "ddp", "fsdp")
+FRAMEWORK_NAMES = {"torch": "PyTorch", "tensorflow": "TensorFlow"}  # as an error names them
 # fp8: the linear layers' matmuls in float8 (torchao's Float8Linear, dynamic scales), the rest in
 # bf16; CUDA GPUs of compute capability 8.9 or more (Ada, Hopper, Blackwell) only.
 PRECISIONS = ("fp32", "bf16", "fp16", "fp8")
@@ -76,10 +76,13 @@ def option(default, help: str, cli: bool = False, choices: tuple[str, ...] | Non
 class TrainConfig:
     model: str = option("", "The model's registered name (the command's MODEL argument).")
     framework: str = option("torch", "Framework of the model's implementation.", cli=True, choices=FRAMEWORKS)
+    # The engines are hvdbench/contracts/engines.py's registry (a package may add one), checked by
+    # check_ranges rather than as click choices: the registry is read when a run resolves, not when
+    # the command line is declared.
     engine: str = option("horovod", "How the ranks train together: horovod (Horovod's DistributedOptimizer), ddp "
-                                    "(torch DistributedDataParallel) or fsdp (torch FSDP2: parameters, gradients and "
-                                    "optimizer state sharded over the ranks); ddp/fsdp need --framework torch.",
-                         cli=True, choices=ENGINES)
+                                    "(torch DistributedDataParallel), fsdp (torch FSDP2: parameters, gradients and "
+                                    "optimizer state sharded over the ranks), or an engine an installed package "
+                                    "registers; ddp/fsdp need --framework torch.", cli=True)
     fsdp_reshard_after_forward: bool = option(
         True, "--engine fsdp: free each gathered layer's parameters after its forward and gather them again for "
               "backward (FSDP2's reshard_after_forward; --no-fsdp-reshard-after-forward keeps them: less "
@@ -401,6 +404,9 @@ def resolve(overrides: dict, config_file: str | Path | None = None, layout: dict
     return cfg
 
 
+MAX_COUNT = 2**31 - 1  # the largest whole-number option (steps, chunks, batch, seeds): a signed 32-bit int
+
+
 def check_ranges(cfg: TrainConfig) -> None:
     """The limits of single keys, whatever the rest of the run (also checked on a sweep config's
     layout settings when it is loaded): ConfigError naming the key and the value."""
@@ -410,6 +416,9 @@ def check_ranges(cfg: TrainConfig) -> None:
         valid = f.metadata.get("choices")
         if valid and getattr(cfg, f.name) not in valid:
             raise ConfigError(f"{f.name} {getattr(cfg, f.name)!r} is not one of {', '.join(valid)}")
+    from hvdbench.contracts.engines import get_engine  # (as get_spec: hvdbench.contracts loads numpy)
+
+    get_engine(cfg.engine)  # "engine 'zero3' is not one of horovod, ddp, fsdp"
     for key in ("batch_per_gpu", "eval_batch_per_gpu", "accum_steps", "lr_base_batch"):
         if getattr(cfg, key) < 1 and not (key == "eval_batch_per_gpu" and cfg.eval_batch_per_gpu == 0):
             raise ConfigError(f"{key} must be at least 1, got {getattr(cfg, key)}")
@@ -417,6 +426,10 @@ def check_ranges(cfg: TrainConfig) -> None:
                 "prefetch"):
         if getattr(cfg, key) < 0:
             raise ConfigError(f"{key} must not be negative, got {getattr(cfg, key)}")
+    for f in fields(TrainConfig):  # a count past 32 bits is no run's, and overflows where torch takes it
+        value = getattr(cfg, f.name)
+        if isinstance(value, int) and not isinstance(value, bool) and value > MAX_COUNT:
+            raise ConfigError(f"{f.name} must be at most {MAX_COUNT}, got {value}")
     for f in fields(TrainConfig):  # nan and inf pass every comparison below but mean nothing
         value = getattr(cfg, f.name)
         if isinstance(value, float) and not math.isfinite(value):
@@ -466,12 +479,7 @@ def validate(cfg: TrainConfig, spec) -> None:
         raise ConfigError("no output directory given (--out DIR)")
     if cfg.run_id and not re.fullmatch(r"[A-Za-z0-9_.:-]{1,128}", cfg.run_id):
         raise ConfigError(f"run_id {cfg.run_id!r}: use letters, digits and _.:- only")
-    if cfg.engine != "horovod" and cfg.framework != "torch":
-        raise ConfigError(f"--engine {cfg.engine} is PyTorch's; {cfg.framework} models train under --engine horovod")
-    if cfg.fsdp_offload and cfg.engine != "fsdp":
-        raise ConfigError("fsdp_offload needs --engine fsdp")
-    if not cfg.fsdp_reshard_after_forward and cfg.engine != "fsdp":
-        raise ConfigError(f"--no-fsdp-reshard-after-forward: FSDP2's option; --engine {cfg.engine} does not shard")
+    check_engine(cfg)
     if cfg.precision == "fp8" and cfg.framework != "torch":
         raise ConfigError(f"--precision fp8: float8 linears are PyTorch's (torchao); --framework {cfg.framework} "
                           "has bf16 and fp16")
@@ -481,15 +489,40 @@ def validate(cfg: TrainConfig, spec) -> None:
               and not (name == "compile" and cfg.compile == "auto")]  # auto: nothing where nothing compiles
     if levers and cfg.framework != "torch":
         raise ConfigError(f"{', '.join(levers)}: levers of the PyTorch trainer; --framework {cfg.framework} has none")
-    # Here, not only when the network is built: a sweep refuses it before launching any run.
-    if cfg.attention != "mask" and "attention" not in spec.build_parameters(cfg.framework):
-        raise ConfigError(f"--attention {cfg.attention}: {cfg.model}'s network has no attention to choose "
-                          "(BERT's has)")
+    # Here, not only when the network is built: a sweep refuses them before launching any run.
+    if any(getattr(cfg, name) != TrainConfig.__dataclass_fields__[name].default for name in BUILD_OPTIONS):
+        refused = undeclared_option(cfg, spec.build_parameters(cfg.framework))
+        if refused:
+            raise ConfigError(refused)
     if cfg.compile == "reduce-overhead" and cfg.attention == "varlen":
         raise ConfigError("--compile reduce-overhead replays the step's kernels as CUDA graphs, which needs a static "
                           "step; --attention varlen's sizes change with every batch (--attention mask is static)")
-    if cfg.horovod_timeline and cfg.engine != "horovod":
-        raise ConfigError(f"--horovod-timeline records Horovod's own timeline; --engine {cfg.engine} has none")
+
+
+# TrainConfig fields some engines take and the others refuse (Engine.options says which engine takes
+# which): the refusal, with {engine} the run's engine and {owners} the engines that take the field.
+ENGINE_OPTIONS = {
+    "fsdp_offload": "fsdp_offload needs --engine {owners}",
+    "fsdp_reshard_after_forward": "--no-fsdp-reshard-after-forward: FSDP2's option; --engine {engine} does not shard",
+    "horovod_timeline": "--horovod-timeline records Horovod's own timeline; --engine {engine} has none",
+}
+
+
+def check_engine(cfg: TrainConfig) -> None:
+    """The engine implements the run's framework, and no option of another engine is set
+    (ENGINE_OPTIONS): ConfigError in one line."""
+    from hvdbench.contracts.engines import engines, get_engine
+
+    engine = get_engine(cfg.engine)
+    if cfg.framework not in engine.frameworks:
+        able = " or ".join(e.name for e in engines() if cfg.framework in e.frameworks)
+        raise ConfigError(f"--engine {engine.name} is {' and '.join(FRAMEWORK_NAMES[f] for f in engine.frameworks)}'s; "
+                          f"{cfg.framework} models train under --engine {able}")
+    defaults = TrainConfig.__dataclass_fields__
+    for name, refusal in ENGINE_OPTIONS.items():
+        if getattr(cfg, name) != defaults[name].default and name not in engine.options:
+            owners = " or ".join(e.name for e in engines() if name in e.options)
+            raise ConfigError(refusal.format(engine=engine.name, owners=owners))
 
 
 # --- NxGxBxA names ---------------------------------------------------------------------------
@@ -499,7 +532,7 @@ _RUN_NAME = re.compile(r"^([1-9][0-9]*)x([1-9][0-9]*)x([1-9][0-9]*)x([1-9][0-9]*
 
 def run_name(nodes: int, gpus_per_node: int, batch_per_gpu: int, accum_steps: int) -> str:
     """The per-layout config name used in launch/ (NODESxGPUSxBATCHxACCUM), e.g. '2x8x256x1'."""
-    return f"{nodes}x{gpus_per_node}x{batch_per_gpu}x{accum_steps}"
+    return f"{Layout(nodes, gpus_per_node)}x{batch_per_gpu}x{accum_steps}"
 
 
 def parse_run_name(name: str) -> tuple[int, int, int, int]:

@@ -1,8 +1,8 @@
 """How much host memory a CPU run needs, known before it starts, so a run that cannot fit is refused
 with an estimate and the batch that fits instead of being killed by the kernel mid-step.
 
-    est = estimate(get_spec("resnet50"), "full", "tensorflow", batch=256, precision="fp32")
-    est.total       # bytes: fixed + batch x per_sample
+    est = estimate(get_spec("resnet50"), cfg)   # cfg: a TrainConfig (flavor, framework, precision, optimizer,
+    est.total       # bytes: fixed + batch x per_sample       engine, batch_per_gpu), or anything with those
     check_fits(spec, cfg, local_ranks=1)   # ConfigError "~25.6 GB for batch 256 ...; try ..."
     HVDBENCH_HOST_MEMORY_GB=8 hvdbench train ...   # what runs may use (default: available now)
 
@@ -25,7 +25,9 @@ the built model's counts.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from types import SimpleNamespace
 
+from hvdbench.contracts.engines import FUSION_BUFFER, engines, get_engine
 from hvdbench.errors import ConfigError
 
 GB = 1e9
@@ -38,7 +40,6 @@ STATE_BYTES = {"sgd": 4, "adamw": 8, "adam": 8}  # optimizer state per parameter
 # SGD): torch 13 bytes per parameter (weights, gradients, momentum), TensorFlow 26 (its graph keeps
 # a second copy of variables and gradients).
 PARAM_COPIES = {"torch": 1.0, "tensorflow": 2.2}
-FUSION_BUFFER = 64 << 20  # HOROVOD_FUSION_THRESHOLD's default
 # Bytes of one frozen weight: stored in the run's precision (no fp32 master copy: no optimizer
 # updates it), as ModelSpec.frozen_parameters says a model keeps them.
 FROZEN_BYTES = {"fp32": 4, "bf16": 2, "fp16": 2}
@@ -70,32 +71,35 @@ def exact_counts(spec, flavor: str) -> tuple[int, int] | None:
     return spec.parameters[flavor], spec.frozen_parameters.get(flavor, 0)
 
 
-def state_bytes(spec, flavor: str, framework: str, precision: str, optimizer: str | None = None,
-                parameters: int | None = None, frozen: int | None = None, engine: str = "horovod",
-                ranks: int = 1) -> float:
-    """The bytes one rank holds for the model's weights, gradients and optimizer state: all of them
-    under horovod and ddp (a whole replica per rank), 1/ranks of them under fsdp (each rank keeps its
-    shard; the one block gathered at a time is left to the activations' share)."""
-    params = parameters if parameters is not None else spec.parameters.get(flavor, 0)
-    frozen = frozen if frozen is not None else spec.frozen_parameters.get(flavor, 0)
-    optimizer = optimizer or spec.defaults.get("optimizer", "sgd")
-    copies = PARAM_COPIES.get(framework, 1.0)
-    whole = (params * (8 + STATE_BYTES.get(optimizer, 8)) + frozen * FROZEN_BYTES.get(precision, 4)) * copies
-    return whole / max(1, ranks) if engine == "fsdp" else whole
+def run_of(cfg, **changes):
+    """The run the estimate reads (flavor, framework, precision, optimizer, engine, batch_per_gpu) of
+    `cfg` (a TrainConfig, or anything with those attributes), with `changes` made: another flavor or
+    engine a refusal weighs. An optimizer of None is the model's default."""
+    return SimpleNamespace(**{**vars(cfg), **changes})
 
 
-def estimate(spec, flavor: str, framework: str, batch: int, precision: str, optimizer: str | None = None,
-             parameters: int | None = None, frozen: int | None = None, engine: str = "horovod",
-             ranks: int = 1) -> Estimate:
-    """The estimate for one rank of `ranks` under `engine`; per_sample is 0 when the flavor's
-    activations were not measured. `parameters` (trained) and `frozen` default to the spec's counts
-    (0 where it has none). Horovod adds its fusion buffer; ddp's gradient buckets are views of the
-    gradients (gradient_as_bucket_view) and fsdp's reduce-scatter buffers are per block."""
-    fixed = (RUNTIME_BYTES.get(framework, RUNTIME_BYTES["torch"])
-             + state_bytes(spec, flavor, framework, precision, optimizer, parameters, frozen, engine, ranks)
-             + (FUSION_BUFFER if engine == "horovod" else 0))
-    per_sample = spec.memory_per_sample.get(flavor, {}).get(framework, 0)
-    return Estimate(int(fixed), int(per_sample), batch)
+def state_bytes(spec, run, counts: tuple[int, int] | None = None, ranks: int = 1) -> float:
+    """The bytes one rank of `ranks` holds for the model's weights, gradients and optimizer state: all
+    of them under horovod and ddp (a whole replica per rank), 1/ranks of them under an engine that
+    shards them (Engine.shards_state: fsdp; each rank keeps its shard, the one block gathered at a time
+    is left to the activations' share). `counts`: (trained, frozen) parameters, else the spec's (0
+    where it has none)."""
+    params, frozen = counts or (spec.parameters.get(run.flavor, 0), spec.frozen_parameters.get(run.flavor, 0))
+    optimizer = run.optimizer or spec.defaults.get("optimizer", "sgd")
+    copies = PARAM_COPIES.get(run.framework, 1.0)
+    whole = (params * (8 + STATE_BYTES.get(optimizer, 8)) + frozen * FROZEN_BYTES.get(run.precision, 4)) * copies
+    return whole / max(1, ranks) if get_engine(run.engine).shards_state else whole
+
+
+def estimate(spec, run, counts: tuple[int, int] | None = None, ranks: int = 1) -> Estimate:
+    """The estimate for one rank of `ranks` of `run` (its batch_per_gpu); per_sample is 0 when the
+    flavor's activations were not measured. The engine adds its buffer (Engine.buffer_bytes:
+    Horovod's fusion buffer; ddp's gradient buckets are views of the gradients,
+    gradient_as_bucket_view, and fsdp's reduce-scatter buffers are per block)."""
+    fixed = (RUNTIME_BYTES.get(run.framework, RUNTIME_BYTES["torch"]) + state_bytes(spec, run, counts, ranks)
+             + get_engine(run.engine).buffer_bytes)
+    per_sample = spec.memory_per_sample.get(run.flavor, {}).get(run.framework, 0)
+    return Estimate(int(fixed), int(per_sample), run.batch_per_gpu)
 
 
 def available_bytes(env=None) -> int:
@@ -119,8 +123,8 @@ def check_fits(spec, cfg, local_ranks: int, parameters: int | None = None, avail
     """On a machine without GPUs: refuse a run whose estimate exceeds this rank's share of the
     available memory, naming the estimate and a batch (or flavor) that fits. `parameters` (trained)
     and `frozen`: the built model's counts, else the spec's; `ranks`: the job's (fsdp shards over them)."""
-    est = estimate(spec, cfg.flavor, cfg.framework, cfg.batch_per_gpu, cfg.precision, cfg.optimizer, parameters,
-                   frozen, cfg.engine, ranks)
+    counts = _counts(spec, cfg.flavor, parameters, frozen)
+    est = estimate(spec, cfg, counts, ranks)
     weights_known = parameters is not None or cfg.flavor in spec.parameters
     if not est.per_sample and not weights_known:
         return  # neither activations nor weights known for this flavor: nothing to say
@@ -129,18 +133,34 @@ def check_fits(spec, cfg, local_ranks: int, parameters: int | None = None, avail
         return
     fits = est.batch_within(share) if est.per_sample else 0
     hint = (f"try --batch-per-gpu {fits}" if fits else "it does not fit at any batch")
-    smallest = min(spec.flavors, key=lambda f: estimate(spec, f, cfg.framework, 1, cfg.precision).total)
+    smallest = min(spec.flavors, key=lambda f: estimate(spec, run_of(cfg, flavor=f, batch_per_gpu=1,
+                                                                     optimizer=None)).total)
     if smallest != cfg.flavor:
         hint = f"try --flavor {smallest}" + (f" or --batch-per-gpu {fits}" if fits else "")
     need = (f"for batch {cfg.batch_per_gpu} per rank" if est.per_sample
             else f"for its weights alone in {cfg.precision} (activations not measured)")
-    if cfg.engine != "fsdp" and ranks > 1 and not fits and estimate(
-            spec, cfg.flavor, cfg.framework, cfg.batch_per_gpu, cfg.precision, cfg.optimizer, parameters, frozen,
-            "fsdp", ranks).total <= share:
-        hint += f"; or --engine fsdp, which shards the weights over the {ranks} ranks"
+    sharding = _sharding(cfg)
+    if sharding and not get_engine(cfg.engine).shards_state and ranks > 1 and not fits and estimate(
+            spec, run_of(cfg, engine=sharding), counts, ranks).total <= share:
+        hint += f"; or --engine {sharding}, which shards the weights over the {ranks} ranks"
     raise ConfigError(f"{spec.name}/{cfg.flavor} ({cfg.framework}, {cfg.engine}) needs ~{est.total / GB:.1f} GB "
                       f"{need}, and this machine has {share / GB:.1f} GB available per rank ({local_ranks} on "
                       f"this host); {hint}")
+
+
+def _counts(spec, flavor: str, parameters: int | None, frozen: int | None) -> tuple[int, int] | None:
+    """(trained, frozen) of the built model where the caller has its counts, else None (the spec's):
+    either one given, the other is the spec's."""
+    if parameters is None and frozen is None:
+        return None
+    return (parameters if parameters is not None else spec.parameters.get(flavor, 0),
+            frozen if frozen is not None else spec.frozen_parameters.get(flavor, 0))
+
+
+def _sharding(cfg) -> str | None:
+    """The first engine (in the registry's order) that shards the state and implements the run's
+    framework: the one a refusal suggests ("--engine fsdp, which shards ..."); None where none does."""
+    return next((e.name for e in engines() if e.shards_state and cfg.framework in e.frameworks), None)
 
 
 # The share of a GPU's memory the weights, gradients and optimizer state may take; the rest is the
@@ -156,18 +176,19 @@ def check_device_fits(spec, cfg, ranks: int, device_bytes: int, device_name: str
     size) under horovod/ddp, more GPUs under fsdp."""
     import math
 
-    mine = state_bytes(spec, cfg.flavor, cfg.framework, cfg.precision, cfg.optimizer, parameters, frozen,
-                       cfg.engine, ranks)
+    counts = _counts(spec, cfg.flavor, parameters, frozen)
+    mine = state_bytes(spec, cfg, counts, ranks)
     room = GPU_STATE_SHARE * device_bytes
     if not mine or mine <= room:
         return
-    whole = state_bytes(spec, cfg.flavor, cfg.framework, cfg.precision, cfg.optimizer, parameters, frozen)
+    whole = state_bytes(spec, cfg, counts)  # ranks=1: all of it
     gpus = math.ceil(whole / room)
     size = f"{device_bytes / GB:.0f} GB"
-    if cfg.engine == "fsdp":
+    sharding = _sharding(cfg)
+    if get_engine(cfg.engine).shards_state or not sharding:
         advice = f"it needs at least {gpus} GPUs of {size} (this job has {ranks})"
     else:
-        advice = f"--engine fsdp shards them: at least {gpus} GPUs of {size}"
+        advice = f"--engine {sharding} shards them: at least {gpus} GPUs of {size}"
     raise ConfigError(f"{spec.name}/{cfg.flavor} under --engine {cfg.engine} holds ~{mine / GB:.0f} GB of weights, "
                       f"gradients and optimizer state per GPU ({whole / GB:.0f} GB in all), more than "
                       f"{GPU_STATE_SHARE:.0%} of one {device_name} ({size}); {advice}")

@@ -17,7 +17,7 @@ import typing
 
 import click
 
-from hvdbench.errors import ConfigError
+from hvdbench.errors import ConfigError, UsageError
 from hvdbench.train.config import TrainConfig, parse_yaml, quote, resolve
 
 
@@ -87,9 +87,12 @@ _PARSER = click.command("train")(train_parameters(lambda **_: None))
 
 
 def parse_train_args(model: str, args) -> tuple[dict, str | None]:
-    """(overrides, --config file) of `hvdbench train MODEL ARGS...`; click.UsageError for a
-    misspelt option or a wrong type."""
-    ctx = _PARSER.make_context("hvdbench train", [model, *args])
+    """(overrides, --config file) of `hvdbench train MODEL ARGS...`; hvdbench's UsageError, with
+    click's words, for a misspelt option or a wrong type."""
+    try:
+        ctx = _PARSER.make_context("hvdbench train", [model, *args])
+    except click.UsageError as e:
+        raise UsageError(e.format_message()) from None
     params = dict(ctx.params)
     model, config_file, set_values = params.pop("model"), params.pop("config_file"), params.pop("set_values")
     return overrides_from_options(model, set_values, params), config_file
@@ -99,6 +102,6 @@ def resolve_train_args(model: str, args=(), *, layout: dict | None = None, **giv
     """The TrainConfig a worker started as `hvdbench train MODEL [--config layout.yaml] ARGS
     --out ... --run-id ...` resolves: `layout` is a sweep config's per-layout settings (the
     worker's layout.yaml), `given` the options the sweep adds (out, run_id, sweep_name, repeat).
-    ConfigError (or click.UsageError) as `train` itself would fail."""
+    ConfigError (or UsageError) as `train` itself would fail."""
     overrides, config_file = parse_train_args(model, args)
     return resolve({**overrides, **given}, config_file, layout=layout)

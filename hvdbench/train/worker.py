@@ -34,13 +34,16 @@ import numpy as np
 from mlperf_logging.mllog import constants as C
 
 from hvdbench import hardware
+from hvdbench.contracts.engines import get_engine
 from hvdbench.errors import ConfigError, DatasetError, HvdbenchError
 from hvdbench.events import EventLog
 from hvdbench.files import atomic_open, atomic_write_text
-from hvdbench.launchers.launch_info import detect_launcher, launcher_rank
+from hvdbench.launchers.launch_info import SINGLE, detect_launcher, launcher_rank
+from hvdbench.launchers.registry import find_launcher, refusal
 from hvdbench.output import line
 from hvdbench.results.records.schema import new_run_id
 from hvdbench.results.records.store import HARDWARE_JSON
+from hvdbench.topology import Layout
 from hvdbench.train import config as config_mod
 from hvdbench.train import result as result_mod
 from hvdbench.train.faults import Fault
@@ -117,7 +120,7 @@ def _watch_sigterm(cfg, state) -> None:
             pass
         with _REPORTING:
             if state["rank"] == 0:
-                alone = state.get("size", 1) == 1 and detect_launcher() == "single"
+                alone = state.get("size", 1) == 1 and detect_launcher() == SINGLE
                 _report_failure(cfg, state, f"rank 0 on {state['host']}: {STOPPED_ALONE if alone else STOPPED}")
             _exit(1)
 
@@ -177,12 +180,13 @@ def run(cfg: config_mod.TrainConfig, state: dict) -> None:
 
     spec = get_spec(cfg.model)
     flavor_cfg = spec.flavor(cfg.flavor)
+    engine = get_engine(cfg.engine)
     try:  # before the ranks meet: every rank fails the same way (one argv, one install), rank 0 says it
-        if cfg.engine == "horovod" and detect_launcher() == "torchrun":
-            raise ConfigError("torchrun starts torch.distributed ranks, which Horovod cannot join: use --engine ddp "
-                              "or fsdp, or launch --engine horovod with horovodrun, mpirun or srun")
-        if cfg.engine == "horovod":  # TensorFlow's models too: Horovod is their only engine
-            frameworks.require_horovod(f"--engine horovod ({cfg.framework})")
+        refused = refusal(engine, find_launcher(detect_launcher()))
+        if refused:
+            raise ConfigError(refused)
+        if engine.needs_horovod:  # TensorFlow's models too: Horovod is their only engine
+            frameworks.require_horovod(f"--engine {engine.name} ({cfg.framework})")
         fw = frameworks.load(cfg.framework)
         if cfg.horovod_timeline:  # read by Horovod's init: the timeline is then started and stopped by the loop
             os.environ["HOROVOD_TIMELINE"] = "DYNAMIC"
@@ -206,7 +210,7 @@ def run(cfg: config_mod.TrainConfig, state: dict) -> None:
     counts = exact_counts(spec, cfg.flavor)
     if counts:
         _check_host_memory(cfg, spec, dist, *counts)
-    meta = cfg.engine == "fsdp" and (cfg.flavor or spec.default_flavor) in spec.build_on_meta
+    meta = engine.shards_state and (cfg.flavor or spec.default_flavor) in spec.build_on_meta
     trainer = fw.Trainer(cfg, spec.framework_module(cfg.framework), flavor_cfg, info, dist,
                          **({"meta": True} if meta else {}))
     if not counts:
@@ -227,8 +231,8 @@ def run(cfg: config_mod.TrainConfig, state: dict) -> None:
         atomic_write_text(out / HARDWARE_JSON, json.dumps({m["hostname"]: m for m in machines if m}, indent=2) + "\n")
     global_batch = cfg.batch_per_gpu * cfg.accum_steps * dist.size
     peak_lr = scaled_lr(cfg, global_batch)
-    layout = f"{dist.cross_size}x{dist.local_size}"
-    local = trainer.num_local() if hasattr(trainer, "num_local") else trainer.num_parameters()
+    layout = str(Layout(dist.cross_size, dist.local_size))
+    local = trainer.num_local()
     say(dist, f"{cfg.model}/{cfg.flavor} {cfg.framework} {cfg.precision} {cfg.engine}: {dist.size} rank(s) "
               f"({layout}, {dist.controller}), {trainer.num_parameters():,} parameters"
               + (f" ({trainer.num_trainable():,} trained)" if trainer.num_trainable() != trainer.num_parameters()
@@ -250,7 +254,7 @@ def run(cfg: config_mod.TrainConfig, state: dict) -> None:
                 hyperparameters=lambda facts: spec.mllog_values(cfg, facts), mlperf_samples=kind.mlperf_samples,
                 synthetic_samples=None if host is None else kind.mlperf_samples(host))
     measures = loop.throughput() if cfg.mode == "throughput" else loop.time_to_accuracy()
-    measures.compile_s = getattr(trainer, "compile_s", None)  # the TensorFlow trainer has none
+    measures.compile_s = trainer.compile_s  # None: nothing compiled (the TensorFlow trainer's graphs are traced)
     if measures.compile_s is not None:
         say(dist, f"compile: {measures.compile_s:.1f} s (torch.compile, in the warm-up: not in the throughput)")
 
@@ -313,10 +317,9 @@ def _check_host_memory(cfg, spec, dist, trained: int, frozen: int) -> None:
 def _count_compute(record, cfg, spec, kind, trainer, dist) -> None:
     """The record's FLOPs per sample (counted on the meta device: no step of the run is spent) and
     train/memory.py's estimate of one rank's memory, beside which the run's peak is recorded."""
-    if hasattr(trainer, "flops_per_sample"):
-        record.flops_per_sample = trainer.flops_per_sample(spec, cfg.flavor, kind)
-    est = estimate(spec, cfg.flavor, cfg.framework, cfg.batch_per_gpu, cfg.precision, cfg.optimizer,
-                   trainer.num_trainable(), trainer.num_parameters() - trainer.num_trainable(), cfg.engine, dist.size)
+    record.flops_per_sample = trainer.flops_per_sample(spec, cfg.flavor, kind)  # None: not counted
+    trained = trainer.num_trainable()
+    est = estimate(spec, cfg, (trained, trainer.num_parameters() - trained), dist.size)
     record.mem_estimate_gb = est.total / 1e9
 
 

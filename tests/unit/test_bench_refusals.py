@@ -54,10 +54,11 @@ def test_compute_refuses_a_copy_past_memory_in_one_line(tmp_path):
 
 
 def test_links_refuses_one_rank_and_bad_sizes_before_writing(tmp_path, monkeypatch):
-    from hvdbench.launchers.launch_info import PLACE_VARIABLES
+    from hvdbench.launchers.registry import launchers
 
-    for names in PLACE_VARIABLES:
-        monkeypatch.delenv(names[0], raising=False)  # a lone process, whatever launched the tests
+    for launcher in launchers():
+        if launcher.place:
+            monkeypatch.delenv(launcher.place[0], raising=False)  # a lone process, whatever launched the tests
     out = tmp_path / "links"
     result = bench("links", "--out", out)
     assert result.exit_code == 1 and result.stderr.strip().startswith(
@@ -68,3 +69,13 @@ def test_links_refuses_one_rank_and_bad_sizes_before_writing(tmp_path, monkeypat
         assert result.exit_code == 2 and "Invalid value for '--sizes': " in result.stderr, result.output
         assert said in result.stderr, result.stderr
     assert not out.exists()
+
+
+def test_a_budget_that_is_no_number_is_refused_naming_the_option(tmp_path):
+    """Issue 57 case 10: `bench links --budget-s inf|nan` passed the option check and failed on every rank."""
+    for command in ("links", "compute"):
+        for value in ("inf", "nan"):
+            result = bench(command, "--budget-s", value, "--out", tmp_path / command)
+            assert result.exit_code == 2, result.output
+            assert f"Invalid value for '--budget-s': {value!r} is not a finite number." in result.stderr, result.stderr
+            assert not (tmp_path / command).exists()

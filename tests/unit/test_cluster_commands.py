@@ -200,18 +200,18 @@ def test_slurm_on_a_cluster_takes_its_hostfile_and_slurm_conf(tmp_path):
 
 
 def test_slurm_on_a_cluster_without_one_is_refused_in_one_line(tmp_path):
-    import click
     import pytest
 
+    from hvdbench.errors import UsageError
     from hvdbench.sweep.build import cluster_settings
 
     _cluster_up(tmp_path, slurm=False)
-    with pytest.raises(click.UsageError) as e:
+    with pytest.raises(UsageError) as e:
         cluster_settings("hvd", "slurm", (), {}, state_root=tmp_path)
-    assert e.value.format_message() == (
+    assert str(e.value) == (
         "--launcher slurm: cluster 'hvd' runs no Slurm; bring it up with one: `hvdbench cluster down --name hvd`, "
         "then `hvdbench cluster up --name hvd --slurm ...`")
-    with pytest.raises(click.UsageError, match="--launcher horovodrun, mpirun or .* slurm, not srun"):
+    with pytest.raises(UsageError, match="--launcher horovodrun, mpirun or .* slurm, not srun"):
         cluster_settings("hvd", "srun", (), {}, state_root=tmp_path)
     _, _, env, _ = cluster_settings("hvd", "horovodrun", (), {}, state_root=tmp_path)
     assert "SLURM_CONF" not in env

@@ -12,8 +12,9 @@ from click.testing import CliRunner
 
 from hvdbench.cli.main import cli
 from hvdbench.cluster import sshd
-from hvdbench.cluster.lifecycle import ROOT_MESSAGE, preflight
-from hvdbench.cluster.blueprint import ClusterError
+from hvdbench.cluster.blueprint import STATE_ROOT, ClusterError, make_plan
+from hvdbench.cluster.lifecycle import ROOT_MESSAGE, preflight, status
+from hvdbench.cluster.state import Journal, make_state_dir
 
 
 def test_not_root_is_refused_in_one_line():
@@ -56,6 +57,34 @@ def test_cli_rejects_bad_options_before_anything_else():
     assert "Error: cluster name 'Bad/Name' is invalid" in result.output
     result = CliRunner().invoke(cli, ["cluster", "up", "--bandwidth", "fast"])
     assert result.exit_code == 1 and "Error: --bandwidth 'fast' is invalid" in result.output
+
+
+def test_a_rate_tc_cannot_shape_is_refused_before_anything_is_made():
+    """Issue 57 case 12: 100tbit built the network, then tc failed on 'illegal value for "burst"'."""
+    for args, said in ((["--bandwidth", "100tbit"], "--bandwidth '100tbit'"),
+                       (["--nodes", "2", "--node-rate", "node2=99999999tbit"], "node2")):
+        result = CliRunner().invoke(cli, ["cluster", "up", "--name", "t57rate", *args])
+        assert result.exit_code == 1, result.output
+        line = result.output.strip().splitlines()[-1]
+        assert line.startswith("Error: ") and said in line and "too fast for tc: at most 34tbit" in line, line
+    assert not (STATE_ROOT / "t57rate").exists()
+
+
+@pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("ip"), reason="makes a real network namespace: root")
+def test_status_of_a_cluster_whose_up_stopped_half_way_says_so(tmp_path):
+    """Issue 57 case 12: `up` killed after a node's namespace was made and before its link: status failed
+    on tc's error ('Cannot find device') instead of listing what is there and saying to run down."""
+    name = f"t{os.getpid() % 100000}"  # unique per test process (namespaces are the machine's)
+    plan = make_plan(name, nodes=2, slots=1, subnet="10.219.0.0/24", state_root=tmp_path)
+    make_state_dir(plan.state_dir)
+    journal = Journal(plan)  # phase "creating"
+    subprocess.run(["ip", "netns", "add", plan.nodes[0].name], check=True)
+    try:
+        journal.record("netns", name=plan.nodes[0].name)
+        _, rows = status(name, state_root=tmp_path)
+        assert [(r.name, r.shaping) for r in rows] == [(plan.nodes[0].name, "not made"), (plan.nodes[1].name, "absent")]
+    finally:
+        subprocess.run(["ip", "netns", "del", plan.nodes[0].name], check=False)
 
 
 def test_down_of_an_unknown_cluster_is_a_no_op():

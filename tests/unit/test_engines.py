@@ -10,7 +10,8 @@ from hvdbench.contracts import get_spec
 from hvdbench.errors import ConfigError
 from hvdbench.frameworks.torch.engines import remap_groups
 from hvdbench.launchers import Job, torchrun
-from hvdbench.launchers.launch_info import Place, detect_launcher, first_slurm_host, place
+from hvdbench.launchers.launch_info import Place, detect_launcher, place
+from hvdbench.launchers.srun import first_host
 from hvdbench.results.analyses import engines
 from hvdbench.results.records.schema import LoadedRun
 from hvdbench.results.stats.aggregate import build_tables
@@ -68,8 +69,8 @@ def test_each_launcher_places_the_rank_exactly(env, want, launcher):
 def test_a_user_rendezvous_wins_and_slurm_node_lists_read_right():
     env = {"OMPI_COMM_WORLD_RANK": "0", "OMPI_COMM_WORLD_SIZE": "2", "MASTER_ADDR": "head", "MASTER_PORT": "1234"}
     assert place(env) == Place(0, 2, 0, 1, "head", 1234)
-    assert first_slurm_host("a100-[003-007,9],cpu1") == "a100-003"
-    assert first_slurm_host("n1,n2") == "n1" and first_slurm_host("") is None
+    assert first_host("a100-[003-007,9],cpu1") == "a100-003"
+    assert first_host("n1,n2") == "n1" and first_host("") is None
 
 
 def test_torchrun_argv_one_node_and_several():
@@ -99,24 +100,28 @@ def torchrun_dir():
 
 
 def test_sweep_engines_run_each_layout_under_each_engine(tmp_path):
-    import click
-
+    from hvdbench.errors import UsageError
     from hvdbench.sweep.build import build_spec
     from hvdbench.sweep.launch import train_worker
+    from hvdbench.sweep.options import SweepOptions
 
-    spec = build_spec("resnet50", ("--flavor", "debug", "--synthetic"), hosts="localhost:2", out=tmp_path / "s",
-                      engines=("horovod", "ddp"))
+    def sweep(out, *train, **given):
+        return build_spec(SweepOptions(tmp_path / out, "resnet50", train, hosts="localhost:2", **given))
+
+    spec = sweep("s", "--flavor", "debug", "--synthetic", engines=("horovod", "ddp"))
     assert [r.run_id for r in spec.runs] == ["1x1-horovod-r1", "1x1-ddp-r1", "1x2-horovod-r1", "1x2-ddp-r1"]
     assert [e.train.engine for e in spec.entries] == ["horovod", "ddp", "horovod", "ddp"]
     argv = train_worker(spec, spec.runs[1])
     assert argv[argv.index("--engine") + 1] == "ddp"
-    with pytest.raises(click.UsageError, match="not both"):
-        build_spec("resnet50", ("--synthetic", "--engine", "ddp"), hosts="localhost:2", out=tmp_path / "t",
-                   engines=("horovod", "ddp"))
-    with pytest.raises(click.UsageError, match="'zero3' is not one of"):
-        build_spec("resnet50", ("--synthetic",), hosts="localhost:2", out=tmp_path / "u", engines=("zero3",))
-    with pytest.raises(ConfigError, match="--launcher torchrun starts torch.distributed ranks"):
-        build_spec("resnet50", ("--synthetic",), hosts="localhost:2", out=tmp_path / "v", launcher="torchrun")
+    with pytest.raises(UsageError, match="not both"):
+        sweep("t", "--synthetic", "--engine", "ddp", engines=("horovod", "ddp"))
+    with pytest.raises(UsageError, match="'zero3' is not one of"):
+        sweep("u", "--synthetic", engines=("zero3",))
+    with pytest.raises(ConfigError) as e:
+        sweep("v", "--synthetic", launcher="torchrun")
+    assert str(e.value) == ("sweep of resnet50: --launcher torchrun starts torch.distributed ranks, which Horovod "
+                            "cannot join: use --engine ddp or fsdp, or launch --engine horovod with horovodrun, mpirun "
+                            "or srun")
 
 
 # --- memory per engine ----------------------------------------------------------------------------
@@ -124,13 +129,17 @@ def test_sweep_engines_run_each_layout_under_each_engine(tmp_path):
 
 def test_fsdp_divides_weights_gradients_and_optimizer_state_by_the_ranks():
     spec = get_spec("llama2_lora")
-    whole = memory.state_bytes(spec, "70b", "torch", "bf16", "adamw")
-    assert memory.state_bytes(spec, "70b", "torch", "bf16", "adamw", engine="ddp", ranks=8) == whole
-    assert memory.state_bytes(spec, "70b", "torch", "bf16", "adamw", engine="fsdp", ranks=8) == whole / 8
+    from types import SimpleNamespace
+
+    run = SimpleNamespace(flavor="70b", framework="torch", precision="bf16", optimizer="adamw", engine="horovod",
+                          batch_per_gpu=1)
+    whole = memory.state_bytes(spec, run)
+    assert memory.state_bytes(spec, memory.run_of(run, engine="ddp"), ranks=8) == whole
+    assert memory.state_bytes(spec, memory.run_of(run, engine="fsdp"), ranks=8) == whole / 8
     # 69.0B frozen bf16 weights (2 bytes) + 44.6M adapters x 16 bytes (weights, gradients, AdamW's two)
     assert whole == 68_976_648_192 * 2 + 44_564_480 * 16
-    horovod = memory.estimate(spec, "70b", "torch", 1, "bf16", "adamw")
-    fsdp = memory.estimate(spec, "70b", "torch", 1, "bf16", "adamw", engine="fsdp", ranks=2)
+    horovod = memory.estimate(spec, run)
+    fsdp = memory.estimate(spec, memory.run_of(run, engine="fsdp"), ranks=2)
     assert horovod.fixed - fsdp.fixed == pytest.approx(whole / 2 + memory.FUSION_BUFFER, abs=1)
 
 
@@ -186,11 +195,11 @@ def test_the_engine_table_compares_each_engine_with_horovod_and_says_why():
             _run("1x1", "horovod", 800.0, 0.0, "e")]  # one engine only at 1x1: no comparison there
     tables = build_tables(runs)
     rows = engines.engine_rows(runs, tables.scaling)
-    assert [(r["layout"], r["engine"]) for r in rows] == [("1x2", "horovod"), ("1x2", "ddp")]
+    assert [(r.layout, r.engine) for r in rows] == [("1x2", "horovod"), ("1x2", "ddp")]
     ddp = rows[1]
-    assert ddp["vs_reference"] == pytest.approx(1190.0 / 1010.0)
-    assert ddp["comm_ms"] == pytest.approx(1.0) and rows[0]["comm_ms"] == pytest.approx(4.0)
-    assert ddp["why"] == "comm -3.0 ms" and ddp["within_noise"] is False
+    assert ddp.vs_reference == pytest.approx(1190.0 / 1010.0)
+    assert ddp.comm_ms == pytest.approx(1.0) and rows[0].comm_ms == pytest.approx(4.0)
+    assert ddp.why == "comm -3.0 ms" and ddp.within_noise is False
     assert "| resnet50 | 1x2 | ddp | 2 |" in engines.markdown(rows)
 
 

@@ -69,8 +69,19 @@ def test_missing_framework_and_controller_are_named():
 
 def test_env_says_whether_torch_is_inside_the_tested_range():
     assert [envinfo.torch_tested(v) for v in ("2.10.1", "2.11.0", "2.13.0+cpu", "2.15.0+cu130", "2.16.0.dev20261101",
-                                              "3.0")] == [False, True, True, True, False, False]
+                                              "3.0", "garbage", "", "2.x")] == [False, True, True, True, False,
+                                                                                False, None, None, None]
     assert envinfo._torch_version({"installed": True, "version": "2.15.0", "tested": True}) == \
         "2.15.0 (inside the tested range, 2.11 to 2.15)"
     assert envinfo._torch_version({"installed": True, "version": "2.16.0", "tested": False}).startswith(
         "2.16.0 (OUTSIDE the tested range, 2.11 to 2.15: ")
+
+
+def test_env_reads_a_torch_version_that_is_no_version_without_a_traceback():
+    """Issue 57 case 15: a vendor build whose version is not PEP 440 ended `hvdbench env` in ValueError
+    (collect() asks torch_tested, format_text prints _torch_version)."""
+    torch = {"installed": True, "version": "nightly-abc"}
+    torch["tested"] = envinfo.torch_tested(torch["version"])
+    assert torch["tested"] is None
+    assert envinfo._torch_version(torch) == ("'nightly-abc' (not a version hvdbench can read, so not known to be "
+                                             "inside the tested range, 2.11 to 2.15)")

@@ -1,7 +1,7 @@
 """The layers of docs/design.md, held by test: every `import hvdbench...` in the package (at module
 level or inside a function) is read with `ast`, and each rule names the offending file and line.
 
-    ground floor   errors, output, files, contracts/        (import nothing of hvdbench above them)
+    ground floor   errors, output, files, installed, contracts/  (import nothing of hvdbench above them)
     library        data/, topology, launchers/, results/, events, interference, frameworks/, train/,
                    bench/, cluster/, sweep/, study/          (never the CLI, never a model folder)
     models         families/, models/<name>/                (plugins: never another folder, never train/)
@@ -17,7 +17,7 @@ import ast
 from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parents[2] / "hvdbench"
-GROUND = ("hvdbench.errors", "hvdbench.output", "hvdbench.files", "hvdbench.contracts")
+GROUND = ("hvdbench.errors", "hvdbench.output", "hvdbench.files", "hvdbench.installed", "hvdbench.contracts")
 
 
 def module_name(path: Path) -> str:
@@ -84,6 +84,26 @@ def test_only_the_command_line_modules_import_the_cli():
         return under(me, "hvdbench.cli", "hvdbench.__main__") or (model_folder(me) and me.endswith(".cli"))
 
     assert offenders(lambda me, t: under(t, "hvdbench.cli") and not allowed(me)) == []
+
+
+def test_only_the_command_line_imports_click():
+    """Library code raises hvdbench's errors (errors.UsageError for options that do not go together,
+    which cli/main.py shows as click shows its own), never click's: click is imported by cli/, a model
+    folder's cli.py (its prepare commands) and train/options.py (the train command line, parsed once,
+    for `train` and for the sweep's arguments after --)."""
+    def allowed(me):
+        return under(me, "hvdbench.cli") or (model_folder(me) and me.endswith(".cli")) or me == "hvdbench.train.options"
+
+    found = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        me = module_name(path)
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            names = ([a.name for a in node.names] if isinstance(node, ast.Import)
+                     else [node.module] if isinstance(node, ast.ImportFrom) and node.level == 0 else [])
+            if any(n == "click" or (n or "").startswith("click.") for n in names) and not allowed(me):
+                found.append(f"{me} (line {node.lineno}) imports click")
+    assert found == []
+    assert allowed("hvdbench.cli.sweep") and not allowed("hvdbench.sweep.build")
 
 
 def test_model_folders_are_plugins():

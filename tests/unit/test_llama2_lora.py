@@ -103,10 +103,11 @@ def test_70b_is_refused_by_train_sweep_and_study_before_anything_starts(tmp_path
     """The spec's `refuse` hook, called by config.validate: `train` resolves through it, and a sweep
     (and a study's sweeps) resolve every layout through it before launching or writing anything."""
     from hvdbench.sweep.build import build_spec
+    from hvdbench.sweep.options import SweepOptions
     from hvdbench.train.config import resolve
 
     with pytest.raises(ConfigError) as e:
-        build_spec("llama2_lora", ("--flavor", "70b", "--synthetic"), hosts="localhost:2", out=tmp_path / "sw")
+        build_spec(SweepOptions(tmp_path / "sw", "llama2_lora", ("--flavor", "70b", "--synthetic"), hosts="localhost:2"))
     message = str(e.value)
     assert "llama2_lora/70b cannot run under --engine horovod" in message
     assert "\n" not in message and not (tmp_path / "sw").exists()
@@ -129,17 +130,30 @@ def test_the_memory_check_counts_the_frozen_base_and_names_the_flavor_that_fits(
     from hvdbench.train import memory
 
     assert memory.exact_counts(SPEC, "7b") == (ADAPTER_PARAMETERS["7b"], BASE_PARAMETERS["7b"])
-    bf16 = memory.estimate(SPEC, "7b", "torch", 1, "bf16", "adamw")
-    fp32 = memory.estimate(SPEC, "7b", "torch", 1, "fp32", "adamw")
+    run = SimpleNamespace(flavor="7b", framework="torch", batch_per_gpu=1, precision="bf16", optimizer="adamw", engine="horovod")
+    bf16 = memory.estimate(SPEC, run)
+    fp32 = memory.estimate(SPEC, memory.run_of(run, precision="fp32"))
     assert fp32.fixed - bf16.fixed == 2 * BASE_PARAMETERS["7b"]  # the base in 4 bytes, not 2
     assert bf16.fixed > 2 * BASE_PARAMETERS["7b"] and bf16.per_sample > 0
-    run = SimpleNamespace(flavor="7b", framework="torch", batch_per_gpu=1, precision="bf16", optimizer="adamw", engine="horovod")
     with pytest.raises(ConfigError) as e:
         memory.check_fits(SPEC, run, local_ranks=1, available=16 * 10**9)
     assert "\n" not in str(e.value)
     assert str(e.value).startswith("llama2_lora/7b (torch, horovod) needs ~18.4 GB for batch 1 per rank")
     assert str(e.value).endswith("try --flavor debug")
     memory.check_fits(SPEC, SimpleNamespace(**{**vars(run), "flavor": "debug"}), local_ranks=1, available=16 * 10**9)
+
+
+def test_the_70b_layer_flavor_is_refused_on_a_cpu_for_its_activations():
+    """Issue 57 case 13: 70b-4l on a 24 GB CPU machine was not refused (its 7.9 GB base fits, its 8,192-token
+    rows' activations were not counted) and printed nothing for minutes."""
+    from hvdbench.train import memory
+
+    run = SimpleNamespace(flavor="70b-4l", framework="torch", batch_per_gpu=1, precision="bf16", optimizer="adamw",
+                          engine="horovod")
+    assert memory.estimate(SPEC, run).fixed < 24 * 10**9  # the base alone fits
+    with pytest.raises(ConfigError, match=r"^llama2_lora/70b-4l \(torch, horovod\) needs ~2\d\.\d GB for batch 1 per "
+                                          r"rank, and this machine has 24.0 GB available per rank"):
+        memory.check_fits(SPEC, run, local_ranks=1, available=24 * 10**9)
 
 
 # --- the network ----------------------------------------------------------------------------------

@@ -14,14 +14,14 @@ SPEC = get_spec("resnet50")
 
 
 def test_the_formula():
-    est = memory.estimate(SPEC, "full", "torch", 256, "fp32")
+    est = memory.estimate(SPEC, cfg(framework="torch", optimizer=None))
     params = 25_557_032
     fixed = memory.RUNTIME_BYTES["torch"] + params * (4 + 4 + 4) + memory.FUSION_BUFFER  # SGD: one state
     assert (est.fixed, est.per_sample, est.batch) == (int(fixed), 98_000_000, 256)
     assert est.total == int(fixed) + 256 * 98_000_000
-    tf = memory.estimate(SPEC, "full", "tensorflow", 256, "fp32")
+    tf = memory.estimate(SPEC, cfg(optimizer=None))
     assert tf.fixed > est.fixed  # TensorFlow holds a second copy of its variables
-    adam = memory.estimate(SPEC, "full", "torch", 256, "fp32", optimizer="adam")
+    adam = memory.estimate(SPEC, cfg(framework="torch", optimizer="adam"))
     assert adam.fixed - est.fixed == params * 4  # a second moment per parameter
 
 
@@ -74,5 +74,5 @@ def test_a_flavor_without_a_measurement_is_checked_on_its_weights_when_their_cou
     base = cfg(flavor="base", framework="torch", optimizer="adam", precision="bf16")
     with pytest.raises(ConfigError, match="bert/base .torch, horovod. needs ~2.3 GB for its weights alone in bf16"):
         memory.check_fits(bert, base, local_ranks=1, parameters=10**8, frozen=10**8, available=2 * 10**9)
-    est = memory.estimate(bert, "base", "torch", 1, "bf16", "adam", parameters=10**8, frozen=10**8)
+    est = memory.estimate(bert, memory.run_of(base, batch_per_gpu=1), (10**8, 10**8))
     assert est.fixed == int(memory.RUNTIME_BYTES["torch"] + 10**8 * 16 + 10**8 * 2 + memory.FUSION_BUFFER)

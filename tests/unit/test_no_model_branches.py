@@ -67,3 +67,44 @@ def test_the_check_finds_a_branch():
             "match m:\n    case 'resnet50': pass\n")
     assert [line for line, _ in branches(ast.parse(code), watched)] == [1, 2, 3, 5]
     assert branches(ast.parse("batch = {'images': x, 'labels': y}"), watched) == []
+
+
+# --- engines (issue 54): a descriptor per engine, asked, never its name compared -----------------
+
+ENGINE_REGISTRY = "contracts/engines.py"
+
+
+def engine_comparisons(tree) -> list[tuple[int, str]]:
+    """Comparisons of an engine-named value (a name or attribute with "engine" in it) with a built-in
+    engine's name, and tables keyed by two or more of them."""
+    from hvdbench.contracts.engines import BUILT_IN
+
+    watched = {e.name for e in BUILT_IN}
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Compare):
+            operands = [node.left, *node.comparators]
+            about_engines = any("engine" in ast.unparse(x).lower() for x in operands if not constants(x))
+            found += [(node.lineno, s) for x in operands for s in constants(x) if s in watched and about_engines]
+        elif isinstance(node, ast.Dict):
+            keys = [k.value for k in node.keys if isinstance(k, ast.Constant) and isinstance(k.value, str)]
+            if sum(k in watched for k in keys) >= 2:
+                found.append((node.lineno, ", ".join(k for k in keys if k in watched)))
+    return found
+
+
+def test_no_module_compares_an_engines_name():
+    """Outside the engine registry, code asks an engine's descriptor (shards_state, needs_horovod, ...)
+    and never compares its name; model folders and frameworks/ included."""
+    offenders = [f"hvdbench/{path.relative_to(PACKAGE).as_posix()}:{line}: {name!r}"
+                 for path in sorted(PACKAGE.rglob("*.py")) if path.relative_to(PACKAGE).as_posix() != ENGINE_REGISTRY
+                 for line, name in engine_comparisons(ast.parse(path.read_text()))]
+    assert offenders == []
+
+
+def test_the_engine_check_finds_a_comparison():
+    code = ("if cfg.engine == 'fsdp': pass\n"
+            "x = engine not in ('horovod',)\n"
+            "T = {'ddp': 1, 'fsdp': 2}\n"
+            "y = r.impl == 'horovod'\n")  # an allreduce implementation's name, not an engine's
+    assert [line for line, _ in engine_comparisons(ast.parse(code))] == [1, 2, 3]

@@ -112,6 +112,31 @@ def test_varlen_attention_on_a_network_without_attention_is_refused_before_the_s
     assert not (tmp_path / "s").exists()
 
 
+@pytest.mark.parametrize("lever, said", [
+    (["--activation-checkpointing", "full"], "--activation-checkpointing full: resnet50's network has no decoder "
+                                             "layers to recompute"),
+    (["--loss-chunks", "4"], "--loss-chunks 4: resnet50's network has no vocabulary loss to chunk")])
+def test_an_llm_lever_on_a_network_without_it_is_refused_before_the_sweep_launches(tmp_path, lever, said):
+    """Issue 57 case 11: these launched and failed every run, and --dry-run listed them as valid."""
+    for dry in ([], ["--dry-run"]):
+        result = CliRunner().invoke(cli, ["sweep", "resnet50", "--hosts", "localhost:2", "--out", str(tmp_path / "s"),
+                                          *dry, "--", "--flavor", "debug", "--synthetic", *lever])
+        assert result.exit_code == 1, result.output
+        [line] = result.stderr.strip().splitlines()
+        assert line.startswith(f"Error: train arguments after --: {said}"), line
+        assert not (tmp_path / "s").exists()
+
+
+def test_a_count_past_32_bits_is_refused_in_one_line(tmp_path):
+    """Issue 57 case 10: --loss-chunks 99999999999999999999 overflowed at the first step."""
+    result = CliRunner().invoke(cli, ["train", "llama31_8b", "--flavor", "debug", "--synthetic", "--out",
+                                      str(tmp_path / "t"), "--loss-chunks", "99999999999999999999"])
+    assert result.exit_code == 1, result.output
+    assert result.stderr.strip().splitlines()[-1] == \
+        "Error: loss_chunks must be at most 2147483647, got 99999999999999999999"
+    assert not (tmp_path / "t").exists()
+
+
 def test_record_module_keeps_a_worker_s_own_success(tmp_path):
     spec = sweep_run.SweepSpec(model="resnet50", out=tmp_path, entries=[Entry(Layout(1, 1, ("h",)))],
                                train_args=("--synthetic",))

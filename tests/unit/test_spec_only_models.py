@@ -37,11 +37,14 @@ def test_train_refuses_in_one_line_saying_what_it_needs(model, tmp_path):
 def test_a_sweep_or_study_naming_it_is_refused_before_anything_starts(model, tmp_path):
     """A study runs one ordinary sweep per model, and a sweep resolves every layout through train's
     validation (ModelSpec.refuse) before it writes or launches anything."""
+    from hvdbench.contracts.engines import engine_names
     from hvdbench.sweep.build import build_spec
+    from hvdbench.sweep.options import SweepOptions
 
-    for engine in ("horovod", "ddp", "fsdp"):
+    for engine in engine_names():
         with pytest.raises(ConfigError) as e:
-            build_spec(model, ("--synthetic", "--set", f"engine={engine}"), hosts="localhost:2", out=tmp_path / "sw")
+            build_spec(SweepOptions(tmp_path / "sw", model, ("--synthetic", "--set", f"engine={engine}"),
+                                    hosts="localhost:2"))
         assert f": {model} is a spec only, not trainable here: " in str(e.value) and "\n" not in str(e.value)
     assert not (tmp_path / "sw").exists()
 

@@ -16,10 +16,16 @@ from hvdbench.results.analyses import study_tables
 from hvdbench.results.stats.aggregate import build_tables
 from hvdbench.study import run as study_run
 from hvdbench.study.schema import load_study
+from hvdbench.sweep.options import SweepOptions
 
 ROOT = Path(__file__).resolve().parents[2]
 BASE = {"study": "t", "reproduces": "a test", "layouts": ["1x1", "1x2"],
         "models": {"resnet50": {"data": "data/digits", "train": {"batch_per_gpu": 16}}}}
+
+
+def options(out, flavor=None, **given) -> study_run.StudyOptions:
+    """`study run --out OUT [--flavor F] ...`: the options every sweep of the study takes, and its own."""
+    return study_run.StudyOptions(SweepOptions(out, **given), flavor=flavor)
 
 
 def write(tmp_path, data, name="s.yaml"):
@@ -106,7 +112,7 @@ def test_a_run_the_study_cannot_make_is_named_by_the_study_file(tmp_path, sectio
 def test_a_missing_model_is_refused_before_any_launch_unless_skipped(tmp_path):
     data = digits(tmp_path)
     study = load_study(write(tmp_path, {**BASE, "models": {"resnet50": {"data": data}, "dlrm": {"synthetic": True}}}))
-    opts = study_run.StudyOptions(out=tmp_path / "out", hosts="localhost:2")
+    opts = options(tmp_path / "out", hosts="localhost:2")
     with pytest.raises(ConfigError, match=r"models.dlrm: this hvdbench has no model 'dlrm' .*--skip-missing"):
         study_run.plan_study(study, opts, tmp_path / "configs")
     assert not (tmp_path / "out").exists() and not (tmp_path / "configs").exists()
@@ -126,7 +132,7 @@ def test_a_study_becomes_one_sweep_per_model_and_mode(tmp_path):
         **BASE, "mode": "both", "flavor": "debug", "throughput": {"steps": 7, "warmup_steps": 2},
         "models": {"resnet50": {"data": data, "train": {"batch_per_gpu": 16, "lr": 0.2}},
                    "bert": {"synthetic": True}}}))
-    sweeps, notes = study_run.plan_study(study, study_run.StudyOptions(out=tmp_path / "o", hosts="localhost:2"),
+    sweeps, notes = study_run.plan_study(study, options(tmp_path / "o", hosts="localhost:2"),
                                          tmp_path / "configs")
     assert [(s.model, s.mode) for s in sweeps] == [
         ("resnet50", "throughput"), ("resnet50", "time_to_accuracy"), ("bert", "throughput")]
@@ -148,7 +154,7 @@ def test_another_flavor_drops_the_per_layout_settings_and_uses_the_debug_section
         "models": {"resnet50": {"data": "data/imagenet", "train": {"precision": "bf16"},
                                 "layouts": {"1x8x256x1": {"warmup_epochs": 2}, "2x8x256x1": {"warmup_epochs": 3}},
                                 "debug": {"data": data}}}}))
-    opts = study_run.StudyOptions(out=tmp_path / "o", flavor="debug", hosts="localhost:2", layouts="1x1,1x2")
+    opts = options(tmp_path / "o", flavor="debug", hosts="localhost:2", layouts="1x1,1x2")
     [sweep], _ = study_run.plan_study(study, opts, tmp_path / "c")
     settings = sweep.spec.runs[0].entry.config.settings
     assert settings["data"] == data and "precision" not in settings and "warmup_epochs" not in settings
@@ -157,7 +163,7 @@ def test_another_flavor_drops_the_per_layout_settings_and_uses_the_debug_section
 
 def test_missing_data_without_a_recipe_is_an_error_and_a_recipe_is_planned(tmp_path):
     study = load_study(write(tmp_path, with_model({"data": str(tmp_path / "none")})))
-    opts = study_run.StudyOptions(out=tmp_path / "o", hosts="localhost:2")
+    opts = options(tmp_path / "o", hosts="localhost:2")
     with pytest.raises(Exception, match="none: no manifest.json there, and no 'prepare' recipe"):
         study_run.plan_study(study, opts, tmp_path / "c")
     study = load_study(write(tmp_path, with_model({"data": str(tmp_path / "none"), "prepare": ["digits"]})))
@@ -167,7 +173,7 @@ def test_missing_data_without_a_recipe_is_an_error_and_a_recipe_is_planned(tmp_p
 
 def test_a_resume_with_other_model_settings_is_refused(tmp_path):
     data = digits(tmp_path)
-    opts = study_run.StudyOptions(out=tmp_path / "o", hosts="localhost:2")
+    opts = options(tmp_path / "o", hosts="localhost:2")
     (tmp_path / "o").mkdir()
     study_run.check_study_record(load_study(write(tmp_path, with_model({"data": data}))), opts)
     record = json.loads((tmp_path / "o" / "study.json").read_text())
@@ -184,11 +190,11 @@ def test_cross_model_speedup_table_from_a_fixture_store():
     runs += [tta("1x2", m, global_batch=64) for m in (15, 16, 17)]
     runs += [run("1x1", 100), run("1x2", 190)]  # resnet50 throughput: its time to train wins
     rows = study_tables.speedup_rows(build_tables(runs), {"speedup": {"resnet50": {"2": 1.9}}})
-    got = [(r["model"], r["basis"], r["gpus"], r["layout"], r["speedup"], r["published_speedup"]) for r in rows]
+    got = [(r.model, r.basis, r.gpus, r.layout, r.speedup, r.published_speedup) for r in rows]
     assert got == [("ncf", "throughput", 1, "1x1", 1.0, None), ("ncf", "throughput", 2, "1x2", 1.5, None),
                    ("resnet50", "time to train", 1, "1x1", 1.0, None),
                    ("resnet50", "time to train", 2, "1x2", 2.0, 1.9)]
-    assert rows[-1]["vs_published"] == pytest.approx(2.0 / 1.9)
+    assert rows[-1].vs_published == pytest.approx(2.0 / 1.9)
     text = study_tables.markdown(rows, "t")
     assert "| resnet50 | debug · torch · fp32 | time to train | 1x1 | 1.00× (1x1) | 2.00× (1x2) · published 1.90× |" in text
     assert "| 2 CPU ranks |" in text.splitlines()[4] + " |"
@@ -342,3 +348,27 @@ def test_study_list_with_no_study_files_says_so(tmp_path, monkeypatch):
     assert result.exit_code == 1 and result.stdout == ""
     assert result.stderr == (f"Error: no study files in {tmp_path / 'studies'} (this hvdbench was installed without "
                              "its package data; reinstall it, or give `study run` a YAML file's path)\n")
+
+
+def test_sweep_and_study_run_take_the_sweep_options_declared_once():
+    """One option set (issue 54): the options both commands take are declared once (cli/sweep_options.py)
+    and fill one SweepOptions, whose every field is an option of `hvdbench sweep`."""
+    import dataclasses
+    import re
+
+    import click
+
+    from hvdbench.cli import sweep_options
+    from hvdbench.cli.study import run as study_command
+    from hvdbench.cli.sweep import sweep as sweep_command
+
+    shared = {p.name for p in click.command()(sweep_options.sweep_options(lambda **_: None)).params}
+    fields = {f.name for f in dataclasses.fields(SweepOptions)}
+    assert {p.name for p in sweep_command.params} == fields
+    assert {p.name for p in study_command.params} - shared == {"file", "flavor", "only", "skip_missing"}
+    assert len(shared) == 17 and shared < fields
+    sources = "".join((ROOT / "hvdbench" / "cli" / name).read_text() for name in ("sweep.py", "study.py",
+                                                                                  "sweep_options.py"))
+    for param in click.command()(sweep_options.sweep_options(lambda **_: None)).params:
+        flag = param.opts[0]
+        assert len(re.findall(rf'click\.option\(\s*"{flag}"', sources)) == 1, flag

@@ -165,16 +165,17 @@ def test_a_thread_share_gives_every_layout_the_largest_layouts_threads(monkeypat
 
 def test_a_sweep_shares_cores_as_its_largest_layout_does(tmp_path):
     from hvdbench.sweep.build import build_spec
+    from hvdbench.sweep.options import SweepOptions
     from hvdbench.sweep.spec import thread_share
 
     def share(*train, hosts="localhost:4", **kw):
-        return thread_share(build_spec("resnet50", ("--flavor", "debug", "--synthetic", *train), hosts=hosts,
-                                       out=tmp_path / "s", **kw))
+        return thread_share(build_spec(SweepOptions(tmp_path / "s", "resnet50", ("--flavor", "debug", "--synthetic",
+                                                                                  *train), hosts=hosts, **kw)))
 
     assert share() == 4  # 1x1, 1x2, 1x4 on one machine: every rank gets a quarter of it
     assert share(layouts="1x1,1x2") == 2
     assert share("--threads", "1") == 0  # the user's own choice is left alone
     assert share(env={"OMP_NUM_THREADS": "2"}) == 0
-    s = build_spec("resnet50", ("--flavor", "debug", "--synthetic"), hosts="localhost:4", out=tmp_path / "t",
-                   layouts="1x1,1x2")
+    s = build_spec(SweepOptions(tmp_path / "t", "resnet50", ("--flavor", "debug", "--synthetic"), hosts="localhost:4",
+                                layouts="1x1,1x2"))
     assert {e.train.thread_share for e in s.entries} == {2}  # what each run's config records

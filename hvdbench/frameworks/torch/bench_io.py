@@ -13,14 +13,14 @@ from typing import Callable
 from hvdbench.bench import io as bio
 from hvdbench.bench.rows import render
 from hvdbench.frameworks.torch.bench_allreduce import HorovodComm
-from hvdbench.launchers.launch_info import detect_launcher
+from hvdbench.launchers.launch_info import SINGLE, detect_launcher
 from hvdbench.results.records.schema import IoRow
 
 
 def main(opts: bio.IoOptions, say: Callable[[str], None] = print, guard=lambda measure: measure()) -> list[IoRow]:
     """Every rank reads its shards; rank 0 says what it measures, prints the table and writes.
     `guard(measure)` runs the measuring (the CLI's: a user error on another rank exits quietly)."""
-    comm = bio.LocalComm() if detect_launcher() == "single" else HorovodComm()
+    comm = bio.LocalComm() if detect_launcher() == SINGLE else HorovodComm()
     rows = guard(lambda: bio.run(opts, comm, say if comm.rank == 0 else (lambda line: None)))
     comm.barrier()
     if comm.rank != 0:

@@ -18,6 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from hvdbench.contracts import ModelSpec, eval_loss
+from hvdbench.contracts.engines import get_engine
 from hvdbench.models.llama2_lora.data import SUMMARIES
 
 
@@ -104,13 +105,13 @@ def refuse(cfg) -> str | None:
     """SPEC.refuse: why a run cannot run as configured, before anything starts (None: it can): fp8
     (the float8 lever converts trained linears; this base is frozen under adapters), and a flavor
     whose frozen base fits no GPU (70b) under an engine that gives each rank a whole replica
-    (horovod, ddp). Under fsdp, whether the layout's GPUs hold its shards is the worker's memory check
+    (horovod, ddp: an engine that does not shard the state). Under fsdp, whether the layout's GPUs hold its shards is the worker's memory check
     (hvdbench/train/memory.py), which knows the devices."""
     flavor = _flavor(cfg)
     if cfg.precision == "fp8":
         return ("llama2_lora --precision fp8: its linears are a frozen base inside peft's LoRA layers, which "
                 "hvdbench's float8 conversion (torchao's, of trained linears) does not take; use --precision bf16")
-    if not flavor.data_parallel and cfg.engine != "fsdp":
+    if not flavor.data_parallel and not get_engine(cfg.engine).shards_state:
         return refusal(cfg.flavor, flavor, BASE_PARAMETERS.get(cfg.flavor), cfg.engine)
     return None
 
@@ -185,7 +186,14 @@ SPEC = ModelSpec(
     # 2.71 GB) and extended to all layers by the per-layer step, one checkpointed layer input
     # (8,192 x hidden in bf16: 67 MB, 84 MB). A whole 7b step takes ~20 min on 2 cores, so
     # benchmarks/bench_memory.py's full runs were not made.
-    memory_per_sample={"7b": {"torch": 4_250_000_000}, "13b": {"torch": 5_900_000_000}},
+    # 70b's layer shape is not measured here (a CPU builds its 4-layer flavor for minutes): 7b's one
+    # layer of full activations (2.15 GB) doubled for twice the width and twice the heads (attention
+    # scores grow with the heads, the rest with the width), 4.3 GB a layer; 70b-4l keeps all 4 layers'
+    # (nothing recomputed), 70b one layer's plus 80 checkpointed inputs (8,192 x 8,192 in bf16: 134 MB).
+    # An estimate that errs towards "does not fit", as the measured ones do for bf16: a CPU refuses
+    # 70b-4l's 8,192-token rows in one line instead of paging for minutes (issue 57 case 13).
+    memory_per_sample={"7b": {"torch": 4_250_000_000}, "13b": {"torch": 5_900_000_000},
+                       "70b-4l": {"torch": 4 * 4_300_000_000}, "70b": {"torch": 4_300_000_000 + 80 * 134_000_000}},
     prepare_commands=("hvdbench.models.llama2_lora.cli:lm_base", "hvdbench.models.llama2_lora.cli:summaries"),
     refuse=refuse,  # 70b under horovod or ddp, for train, sweep and study alike
     build_on_meta=("70b",),
