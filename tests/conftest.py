@@ -7,7 +7,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from filelock import FileLock
+
+from hvdbench.files import LockFile
 
 ROOT = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent  # the venv's bin: horovodrun and hvdbench live beside python
@@ -92,7 +93,7 @@ def prepared(tmp_path_factory, name: str, *argv) -> Path:
     root = shared_tmp(tmp_path_factory) / "prepared"
     root.mkdir(exist_ok=True)
     out, done = root / name, root / f"{name}.done"
-    with FileLock(root / f"{name}.lock"):
+    with LockFile(root / f"{name}.lock"):
         if not done.exists():
             shutil.rmtree(out, ignore_errors=True)
             run([BIN / "hvdbench", "prepare", *argv, "--out", out], timeout=900)
