@@ -20,14 +20,25 @@ $(STAMP): setup.cfg scripts/setup.sh
 demo: $(STAMP)
 	bash scripts/demo.sh
 
+# The suite on every core, in two pytest calls (README, "Tests"; tests/conftest.py says how the tests
+# are shared out): all but the `serial` tests on $(WORKERS) pytest-xdist workers, then the `serial` ones
+# alone. Both calls run; the target fails if either did (pytest's 5 is "no test selected": none
+# failed). WORKERS=0: the first call in one process too.
+WORKERS ?= 2
+# $(call suite,FOLDERS,OPTIONS of the first call)
+suite = status=0; \
+	$(PY) -m pytest -n $(WORKERS) --dist loadgroup --no-loadscope-reorder -m "not serial" $(2) $(1) || status=1; \
+	$(PY) -m pytest -m serial $(1) || [ $$? = 5 ] || status=1; \
+	exit $$status
+
 test: $(STAMP)
-	$(PY) -m pytest --durations=40 tests/unit tests/integration
+	@$(call suite,tests/unit tests/integration,--durations=40)
 
 test-unit: $(STAMP)
-	$(PY) -m pytest tests/unit
+	@$(call suite,tests/unit)
 
 test-integration: $(STAMP)
-	$(PY) -m pytest tests/integration
+	@$(call suite,tests/integration)
 
 bench: $(STAMP)
 	@for b in benchmarks/bench_*.py; do echo "== $$b"; $(PY) $$b || exit 1; done

@@ -4,10 +4,11 @@ import os
 import shutil
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
 import pytest
+
+from hvdbench.files import LockFile
 
 ROOT = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent  # the venv's bin: horovodrun and hvdbench live beside python
@@ -78,54 +79,92 @@ def torch_one_thread():
     torch.set_num_threads(before)
 
 
-@pytest.fixture(scope="session")
-def digits(tmp_path_factory, hvdbench_bin):
-    """scikit-learn's digits prepared once for the run (`hvdbench prepare digits`); tests only read it."""
-    out = tmp_path_factory.mktemp("data") / "digits"
-    run([hvdbench_bin, "prepare", "digits", "--out", out])
+def shared_tmp(tmp_path_factory) -> Path:
+    """The run's temporary folder that every pytest-xdist worker sees: a worker's own basetemp is a
+    folder of it (BASETEMP/popen-gwN); without xdist, the basetemp itself."""
+    base = tmp_path_factory.getbasetemp()
+    return base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+
+
+def prepared(tmp_path_factory, name: str, *argv) -> Path:
+    """`hvdbench prepare ARGV --out DIR` once per test run, for every worker and test module that asks
+    for `name`: the first to ask prepares it under a file lock, the others wait and read the same DIR
+    (tests only read a prepared dataset). A failed attempt is removed; the next asker tries again."""
+    root = shared_tmp(tmp_path_factory) / "prepared"
+    root.mkdir(exist_ok=True)
+    out, done = root / name, root / f"{name}.done"
+    with LockFile(root / f"{name}.lock"):
+        if not done.exists():
+            shutil.rmtree(out, ignore_errors=True)
+            run([BIN / "hvdbench", "prepare", *argv, "--out", out], timeout=900)
+            done.touch()
     return out
 
 
-# `prepare lm-base` pre-trains llama2_lora's base on one thread for ~80 s; only
-# tests/integration/test_train_llama2_lora.py needs it. Started in the background as soon as the
-# run's tests are collected, it trains on the core the unit tests leave idle, and the fixture below
-# waits for it (when those tests are not selected, it is never started).
-LM_BASE = pytest.StashKey[tuple]()
-
-
-def _start_lm_base() -> tuple:
-    root = Path(tempfile.mkdtemp(prefix="hvdbench-test-lm-base-"))
-    log = open(root / "prepare.log", "w")
-    proc = subprocess.Popen([str(BIN / "hvdbench"), "prepare", "lm-base", "--out", str(root / "lm-base")],
-                            stdout=log, stderr=subprocess.STDOUT, env=launch_env())
-    log.close()
-    return proc, root
-
-
-def pytest_collection_finish(session):
-    if not session.config.option.collectonly and \
-            any("lm_base" in getattr(item, "fixturenames", ()) for item in session.items):
-        session.config.stash[LM_BASE] = _start_lm_base()
-
-
-def pytest_sessionfinish(session):
-    started = session.config.stash.get(LM_BASE, None)
-    if started is not None:
-        proc, root = started
-        if proc.poll() is None:  # the run ended before the fixture waited for it
-            proc.terminate()
-            proc.wait(timeout=30)
-        shutil.rmtree(root, ignore_errors=True)
+@pytest.fixture(scope="session")
+def digits(tmp_path_factory):
+    """scikit-learn's digits prepared once for the run (`hvdbench prepare digits`); tests only read it."""
+    return prepared(tmp_path_factory, "digits", "digits")
 
 
 @pytest.fixture(scope="session")
-def lm_base(request):
-    """`hvdbench prepare lm-base --out DIR` with its defaults, as llama2_lora's README runs it (see
-    LM_BASE above)."""
-    started = request.config.stash.get(LM_BASE, None) or _start_lm_base()
-    request.config.stash[LM_BASE] = started
-    proc, root = started
-    proc.wait(timeout=900)
-    log = (root / "prepare.log").read_text()
-    assert proc.returncode == 0, f"prepare lm-base exited {proc.returncode}:\n{log[-4000:]}"
-    return root / "lm-base"
+def digits16(tmp_path_factory):
+    """The digits at 16x16 (test_train_resnet.py and test_closed_division.py's ResNet-50 runs)."""
+    return prepared(tmp_path_factory, "digits16", "digits", "--size", "16")
+
+
+@pytest.fixture(scope="session")
+def digits8(tmp_path_factory):
+    """The digits at 8x8 (the image generators' debug runs: Stable Diffusion, Flux.1)."""
+    return prepared(tmp_path_factory, "digits8", "digits", "--size", "8")
+
+
+@pytest.fixture(scope="session")
+def pydoc(tmp_path_factory):
+    """BERT's debug data from CPython's documentation, 4,000-token vocabulary, 64 tokens, and its
+    packed form (the BERT tests of both frameworks and the closed division's). --short-seq-prob 1.0:
+    every sequence gets a random target length, so a good share of packs hold several sequences (with
+    BERT's 0.1, pydoc's sequences nearly fill 64 tokens and 3 % do)."""
+    bert = prepared(tmp_path_factory, "pydoc", "bert", "--src", "builtin:pydoc", "--vocab-size", "4000",
+                    "--max-seq-len", "64", "--max-predictions", "10", "--short-seq-prob", "1.0")
+    return {"bert": bert, "bert_packed": prepared(tmp_path_factory, "pydoc-packed", "pack", "--src", bert)}
+
+
+@pytest.fixture(scope="session")
+def lm_base(tmp_path_factory):
+    """`hvdbench prepare lm-base --out DIR` with its defaults, as llama2_lora's README runs it: ~80
+    CPU-seconds on one thread; only tests/integration/test_train_llama2_lora.py needs it."""
+    return prepared(tmp_path_factory, "lm-base", "lm-base")
+
+
+# How `make test` shares the machine (README, "Tests"): `pytest -n 2 --dist loadgroup -m "not serial"`,
+# then `pytest -m serial`. pytest-xdist sends a group to one worker, whole and in order: each integration
+# file is one group, so its module fixtures (a prepared dataset, an emulated cluster) are made once and
+# its launches never meet each other; the `root` tests are one group, so two emulated clusters (their
+# namespaces, bridges, cgroups, /etc/hosts lines and Slurm daemons) never run at once. A unit test goes
+# to whichever worker is free. The `serial` tests (a node under a CPU quota, a shaped link: each must be
+# the one slow node or link, which another launch beside it blurs) run alone, after the others.
+@pytest.hookimpl(tryfirst=True)  # before xdist reads the groups
+def pytest_collection_modifyitems(config, items):
+    if not hasattr(config, "workerinput"):  # not an xdist worker: no groups, the order as collected
+        return
+    for item in items:
+        if item.get_closest_marker("root"):
+            item.add_marker(pytest.mark.xdist_group("root"))
+        elif item.path.parent.name == "integration":
+            item.add_marker(pytest.mark.xdist_group(item.path.stem))
+    # Longest first (the scheduler hands out groups in this order, with --no-loadscope-reorder): the
+    # root tests' one long chain, then the other launches; the short unit tests fill both workers' ends.
+    items.sort(key=lambda item: 0 if item.get_closest_marker("root") else
+               1 if item.path.parent.name == "integration" else 2)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item):
+    """A root test under pytest-xdist outside the `root` group errors before its fixtures (an emulated
+    cluster) start: with --dist other than loadgroup, or under pytest 9.2 and later, whose node ids
+    xdist 3.8 cannot tag with the group (pytest-xdist#1386; setup.cfg keeps pytest below 9.2)."""
+    if item.get_closest_marker("root") and hasattr(item.config, "workerinput") and \
+            not item.nodeid.endswith("@root"):
+        pytest.fail("a root test under pytest-xdist runs only in the `root` group: `pytest -n 2 --dist loadgroup` "
+                    "(make test) with a pytest below 9.2 (pytest-xdist#1386), or without -n", pytrace=False)

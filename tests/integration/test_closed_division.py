@@ -65,12 +65,9 @@ def values(events) -> dict:
 
 
 @pytest.fixture(scope="module")
-def data(tmp_path_factory, hvdbench_bin):
-    base = tmp_path_factory.mktemp("closed")
-    run([hvdbench_bin, "prepare", "digits", "--out", base / "digits", "--size", "16"])
-    run([hvdbench_bin, "prepare", "bert", "--src", "builtin:pydoc", "--vocab-size", "4000", "--max-seq-len", "64",
-         "--max-predictions", "10", "--short-seq-prob", "1.0", "--out", base / "pydoc"])
-    return {"resnet50": base / "digits", "bert": base / "pydoc"}
+def data(digits16, pydoc):
+    """The run's shared datasets (tests/conftest.py): the digits at 16x16, BERT's pydoc."""
+    return {"resnet50": digits16, "bert": pydoc["bert"]}
 
 
 def closed_run(model, data, out, horovodrun, hvdbench_bin, *extra):

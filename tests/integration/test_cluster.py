@@ -169,6 +169,9 @@ def send_between_nodes(src_ns: str, dst_ns: str, dst_address: str, nbytes: int) 
             sink.wait()
 
 
+# Serial: `bench links` must find node3's pairs the slow ones; beside another launch (make test's other
+# worker) its 100mbit pair measured slower than node3's 10mbit ones (268 ms for 256 KiB against 167-218).
+@pytest.mark.serial
 @pytest.mark.timeout(300)
 def test_links_are_shaped_as_configured_and_carry_the_traffic_between_nodes(hvdbench_bin, tmp_path):
     """--bandwidth 100mbit: a tbf of 100 Mbit/s on both ends of every node's veth (the node's
@@ -315,6 +318,7 @@ def _csv(path):
         return list(csv.DictReader(f))
 
 
+@pytest.mark.serial  # node3 must be the one slow node: nothing else may run beside it
 @pytest.mark.timeout(900)
 def test_a_node_under_a_cpu_quota_is_named_the_straggler_where_it_ran_and_nowhere_else(hvdbench_bin, tmp_path):
     """Issue 47's rehearsal of a bad node: three nodes, node3's ranks under a fifth of the CPU the

@@ -19,17 +19,7 @@ from hvdbench.results.records.schema import read_result
 
 pytestmark = pytest.mark.integration
 
-VOCAB = 4000
-
-
-@pytest.fixture(scope="module")
-def pydoc(tmp_path_factory, hvdbench_bin):
-    base = tmp_path_factory.mktemp("bert_tf")
-    # As test_train_bert.py: 64 tokens, every sequence of a random length (so packs hold several).
-    run([hvdbench_bin, "prepare", "bert", "--src", "builtin:pydoc", "--vocab-size", VOCAB, "--max-seq-len", "64",
-         "--max-predictions", "10", "--short-seq-prob", "1.0", "--out", base / "pydoc"])
-    run([hvdbench_bin, "prepare", "pack", "--src", base / "pydoc", "--out", base / "packed"])
-    return {"bert": base / "pydoc", "bert_packed": base / "packed"}
+VOCAB = 4000  # the vocabulary of tests/conftest.py's pydoc
 
 
 def torch_parameters(**info) -> int:

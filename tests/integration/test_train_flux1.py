@@ -60,13 +60,6 @@ def edited(mllog, out, drop=(), shift_accuracy=0.0):
     return out
 
 
-@pytest.fixture(scope="module")
-def digits8(tmp_path_factory, hvdbench_bin):
-    out = tmp_path_factory.mktemp("data") / "digits8"
-    run([hvdbench_bin, "prepare", "digits", "--out", out, "--size", "8"])
-    return out
-
-
 @pytest.mark.timeout(360)
 def test_debug_reaches_its_target_sharded_logged_for_the_closed_division(digits8, tmp_path, mpirun, hvdbench_bin):
     """One launch proves what two did (a closed-division horovodrun run and an --engine fsdp run,

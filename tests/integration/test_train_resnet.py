@@ -17,13 +17,6 @@ from hvdbench.results.records.schema import read_result
 pytestmark = pytest.mark.integration
 
 
-@pytest.fixture(scope="module")
-def digits(tmp_path_factory, hvdbench_bin):
-    out = tmp_path_factory.mktemp("data") / "digits16"
-    run([hvdbench_bin, "prepare", "digits", "--out", out, "--size", "16"])
-    return out
-
-
 def hvdrun(horovodrun, controller, *argv):
     return [horovodrun, "-np", "2", "-H", "localhost:2", f"--{controller}", *argv]
 
@@ -51,7 +44,7 @@ def compliance(mllog, cwd):
 
 @pytest.mark.timeout(300)
 @pytest.mark.parametrize("framework, controller", [("torch", "mpi"), ("tensorflow", "gloo")])
-def test_debug_resnet_reaches_its_target_on_digits(framework, controller, digits, tmp_path, horovodrun,
+def test_debug_resnet_reaches_its_target_on_digits(framework, controller, digits16, tmp_path, horovodrun,
                                                    hvdbench_bin):
     """One launch per framework, the controllers crossed: each framework and each controller (with its
     launcher) trains to the target once. The other two pairs ran here until CI's budget asked for
@@ -59,7 +52,7 @@ def test_debug_resnet_reaches_its_target_on_digits(framework, controller, digits
     frameworks allreduce under both controllers in test_smoke.py."""
     out = tmp_path / "run"
     proc = run(hvdrun(horovodrun, controller, hvdbench_bin, "train", "resnet50", "--framework", framework,
-                      "--flavor", "debug", "--data", digits, "--out", out))
+                      "--flavor", "debug", "--data", digits16, "--out", out))
     record, config = read_result(out / "result.json")
     assert (record.status, record.mode, record.metric_name) == ("success", "time_to_accuracy", "top1_accuracy")
     assert record.target == 0.95 and record.final_metric >= 0.95

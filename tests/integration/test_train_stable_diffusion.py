@@ -21,13 +21,6 @@ EVAL_LINE = re.compile(r"\[hvdbench\] fid ([0-9.]+) and label_agreement ([0-9.]+
                        r"over (\d+) generated images")
 
 
-@pytest.fixture(scope="module")
-def digits8(tmp_path_factory, hvdbench_bin):
-    out = tmp_path_factory.mktemp("data") / "digits8"
-    run([hvdbench_bin, "prepare", "digits", "--out", out, "--size", "8"])
-    return out
-
-
 @pytest.mark.timeout(300)
 def test_debug_reaches_fid_and_label_agreement_under_horovodrun(digits8, tmp_path, horovodrun, hvdbench_bin):
     out = tmp_path / "run"
