@@ -25,8 +25,15 @@ def launch_env(**extra) -> dict:
     return env
 
 
+# Beside a second worker's launch on two cores a test takes up to twice its time alone: its hang limits
+# (pytest-timeout's, and run()'s on a launch) scale with it, so a slow neighbour is never read as a hang.
+# HVDBENCH_TEST_TIMEOUT_SCALE sets it (a slower machine); a limit is no measure of speed.
+TIMEOUT_SCALE = float(os.environ.get("HVDBENCH_TEST_TIMEOUT_SCALE") or (2 if os.environ.get("PYTEST_XDIST_WORKER") else 1))
+
+
 def run(argv, timeout=300, check=True, **kw):
     """Run argv (never a shell string) with the launch environment; show output when it fails."""
+    timeout = timeout and timeout * TIMEOUT_SCALE
     proc = subprocess.run([str(a) for a in argv], capture_output=True, text=True, timeout=timeout,
                           env=kw.pop("env", launch_env()), **kw)
     if check and proc.returncode != 0:
@@ -148,7 +155,14 @@ def lm_base(tmp_path_factory):
 def pytest_collection_modifyitems(config, items):
     if not hasattr(config, "workerinput"):  # not an xdist worker: no groups, the order as collected
         return
+    default = float(config.getini("timeout") or 0)
     for item in items:
+        limit = item.get_closest_marker("timeout")
+        if limit is not None and limit.args:
+            item.add_marker(pytest.mark.timeout(limit.args[0] * TIMEOUT_SCALE, *limit.args[1:], **limit.kwargs),
+                            append=False)
+        elif limit is None and default:
+            item.add_marker(pytest.mark.timeout(default * TIMEOUT_SCALE), append=False)
         if item.get_closest_marker("root"):
             item.add_marker(pytest.mark.xdist_group("root"))
         elif item.path.parent.name == "integration":
