@@ -36,7 +36,7 @@ from hvdbench.results.report import page
 REPORT_RECORD = ".hvdbench-report.json"  # OUT's record of the files reports and predictions wrote
 REPORT_LOCK = ".hvdbench-report.lock"  # two reports into one folder at once: the second is refused
 STAGING = ".hvdbench-report.staging-"  # the private folder a report writes into before moving in
-WRITERS = ("report", "predict")  # a report deletes only what a report wrote; a prediction deletes nothing
+WRITERS = ("report", "predict", "compare")  # a report deletes only what a report wrote; the others delete nothing
 
 
 def _plain(rel: object) -> bool:
