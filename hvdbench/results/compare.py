@@ -189,7 +189,8 @@ def markdown(env: list[EnvRow], rows: list[CompareRow], alone: list[str], names:
     lines += ([f"- {e.what}: {e.before or '(none)'} -> {e.after or '(none)'}" for e in env]
               or ["- nothing recorded differs"])
     lines += ["", "## Changes, judged against both sides' noise", "",
-              "| group | layout | figure | before | after | change | noise (2σ) | verdict |", "|---|---|---|---|---|---|---|---|"]
+              "| group | layout | figure | before | after | change | noise (2σ) | verdict |",
+              "|---|---|---|---|---|---|---|---|"]
     for r in rows:
         lines.append(f"| {r.model}/{r.flavor} {r.engine} {r.precision} {r.mode} b{r.batch_per_gpu} | {r.layout} | "
                      f"{r.figure} ({r.unit}) | {r.before:.4g} (n={r.before_runs}) | {r.after:.4g} (n={r.after_runs}) | "
@@ -213,7 +214,8 @@ def page(env: list[EnvRow], rows: list[CompareRow], alone: list[str], names: tup
               f"{r.after:.4g} <small>n={r.after_runs}</small>", escape(_pct(r.change)),
               escape(_noise(r.noise)), html.state(r.verdict)] for r in rows]
     body.append(html.table(["group", "layout", "figure", "before", "after", "change", "noise (2σ)", "verdict"],
-                           lines, cls="compare", raw=True) if rows else "<p class=\"meta\">No figure on both sides.</p>")
+                           lines, cls="compare", raw=True)
+                if rows else "<p class=\"meta\">No figure on both sides.</p>")
     body.append("</section>")
     if alone:
         body.append("<section id=\"alone\"><h2>Measured on one side only</h2><ul>"

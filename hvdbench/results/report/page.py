@@ -64,10 +64,44 @@ def _cost_line(rows) -> str:
     if not trained:
         return ""
     best = min(trained, key=lambda r: r.gpu_hours_to_train)
-    money = f" = {best.cost_to_train:,.2f} at {best.gpu_hour_price:g} a GPU-hour" if best.cost_to_train is not None else ""
+    money = (f" = {best.cost_to_train:,.2f} at {best.gpu_hour_price:g} a GPU-hour"
+             if best.cost_to_train is not None else "")
     return (f"<p class=\"meta\">Cheapest measured time to train: {escape(best.model)} on {escape(best.layout)}, "
             f"{best.ttt_min:.3g} min = {best.gpu_hours_to_train:.3g} GPU-hours{escape(money)} "
             f"(<a href=\"#cost\">every layout</a>).</p>")
+
+
+def _parts(layout: str) -> tuple[int, int] | None:
+    nodes, _, per = layout.partition("x")
+    return (int(nodes), int(per)) if nodes.isdigit() and per.isdigit() else None
+
+
+def _answers(rows, most: int = 3) -> str:
+    """Per model (the first `most`), in one line each: the layout giving the most per GPU, and what twice
+    the nodes buy (the largest measured doubling: the same GPUs per node on twice the nodes)."""
+    lines = []
+    by_model: dict[str, list] = {}
+    for r in rows:
+        if r.source == "measured" and r.speedup is not None:
+            by_model.setdefault(f"{r.model}/{r.flavor} {r.engine} {r.precision}", []).append(r)
+    for name, mine in list(by_model.items())[:most]:
+        said = []
+        rated = [r for r in mine if r.throughput_per_gpu is not None]
+        if rated:
+            best = max(rated, key=lambda r: r.throughput_per_gpu)
+            said.append(f"most per GPU on {best.layout} ({best.throughput_per_gpu:.4g} samples/s per GPU)")
+        at = {_parts(r.layout): r for r in mine if _parts(r.layout)}
+        doubled = [(one, at[(n * 2, g)]) for (n, g), one in at.items() if (n * 2, g) in at]
+        if doubled:
+            one, two = max(doubled, key=lambda pair: _parts(pair[1].layout))
+            said.append(f"twice the nodes, {one.layout} -> {two.layout}: x{two.speedup / one.speedup:.2f} "
+                        f"(efficiency {100 * (two.efficiency or 0):.0f} %)")
+        else:
+            said.append("twice the nodes: no measured pair of layouts (predictions below)")
+        lines.append(f"<b>{escape(name)}</b>: {escape('; '.join(said))}")
+    more = f" ({len(by_model) - most} more in the table below)" if len(by_model) > most else ""
+    return "".join(f"<p class=\"meta\">{line}{escape(more) if i == len(lines) - 1 else ''}</p>"
+                   for i, line in enumerate(lines))
 
 
 def _answer(rows) -> str:
@@ -85,7 +119,8 @@ def _answer(rows) -> str:
     price = next((r.gpu_hour_price for r in rows if r.gpu_hour_price is not None), None)
     note = (f"Cost at {price:g} a GPU-hour (--gpu-hour-price)." if price is not None
             else "GPU-hours only: give --gpu-hour-price for money.")
-    return html.table(header, body) + f"<p class=\"meta\">{escape(note)} Predicted rows carry the prediction's grade.</p>"
+    return (html.table(header, body)
+            + f"<p class=\"meta\">{escape(note)} Predicted rows carry the prediction's grade.</p>")
 
 
 def render(report, files: dict[str, list[Path]]) -> str:
@@ -102,7 +137,8 @@ def render(report, files: dict[str, list[Path]]) -> str:
     body = [f"<header><h1>hvdbench report: {escape(', '.join(loaded.sources) or 'no source')}</h1>",
             f"<p class=\"meta\">{len(loaded.runs)} run(s) on {escape(where)}</p></header>",
             f"<section id=\"verdict\"><h2>Verdict: {escape(summary or 'no check')}</h2>",
-            _verdict_table(checks) if checks else "<p class=\"meta\">No checks.</p>", _cost_line(costs), "</section>"]
+            _verdict_table(checks) if checks else "<p class=\"meta\">No checks.</p>", _answers(costs), _cost_line(costs),
+            "</section>"]
     sections = [n for n in SUMMARY if n in report.sections and n not in ("verdict", "cost")]
     body.append("<nav>" + "".join(f"<a href=\"#{n}\">{escape(TITLES.get(n, n))}</a>" for n in ["cost", *sections])
                 + "</nav>")
