@@ -40,7 +40,8 @@ def _ruleset(ctx, param, value):
               help="Where the report goes [default: FIRST_SWEEP/report, or ./report with only --mllog].")
 @click.option("--format", "formats", default="csv,md,png,html", show_default=True, callback=_formats,
               help="Comma-separated files to write: csv, md (summary.md), png, html (report.html: the verdict "
-              "first, then every section's tables and plots inline, one file that works offline).")
+              "first, then the sections' tables and plots inline, one file that works offline; the tables are those of csv "
+              "and the plots those of png, so --format html alone gives the verdict, the costs and the text).")
 @click.option("--criteria", type=click.Path(dir_okay=False, path_type=Path),
               help="YAML file of acceptance checks' thresholds: extends hvdbench's defaults "
               "(hvdbench/criteria/default.yaml), or replaces them with `replace: true` (verdict.csv).")
