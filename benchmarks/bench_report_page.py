@@ -9,9 +9,10 @@ files); times are the child's CPU time (the machine is shared: other processes' 
 more), wall time beside them. Prints each round's ratio with:without and their median and spread,
 and report.html's size in MB.
 
-Measured on the 2-core development machine, shared (load average 10 to 15), on the demo study
-(hvdbench/studies/demo.yaml over 1x1 and 1x2, 2 repeats: 7 models, 28 runs), 4 rounds ABBA, CPU time:
-see the commit that added this file for the figures.
+Measured on the 2-core development machine, shared (load average 5 to 9), on the demo's study
+(`hvdbench study run demo --hosts localhost:2 --layouts 1x1,1x2 --repeats 1`: 7 models, 14 runs), 4 rounds
+ABBA: with:without the page, CPU time median 0.946 (0.789-1.006), wall 1.121 (0.929-1.382): the page is
+inside the noise of the rest; report.html 1.69 MB (2.09 MB with --predict 1x4's plots).
 """
 
 from __future__ import annotations

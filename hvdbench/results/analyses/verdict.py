@@ -187,9 +187,9 @@ def _name(row) -> str:
 def published_share(compute) -> Evidence:
     rows = [r for r in compute if r.published_share is not None]
     if not rows:
-        why = next((r.note for r in compute if r.note), "")
+        ran = ", ".join(sorted({r.system for r in compute if r.system}))
         return Evidence(None, "", "no run on an accelerator and benchmark MLPerf published a per-GPU rate for"
-                        + (f" ({why})" if why else ""))
+                        + (f" (these ran on {ran})" if ran else ""))
     worst = min(rows, key=lambda r: r.published_share)
     return Evidence(worst.published_share, _name(worst),
                     f"per-GPU rate / MLPerf's published ({worst.published_ref}); worst of {len(rows)} layout(s)")

@@ -41,6 +41,14 @@ def hardware(runs) -> str:
     return "; ".join(parts)
 
 
+def _sources(loaded) -> str:
+    """What the report is of, short enough for the title: a study by its name, else the first sources."""
+    if loaded.studies:
+        return f"study {', '.join(loaded.studies)} ({len(loaded.sweeps)} sweeps)"
+    sources = loaded.sources
+    return ", ".join(sources[:2]) + (f" and {len(sources) - 2} more" if len(sources) > 2 else "") or "no source"
+
+
 def _verdict_table(rows) -> str:
     html_rows = []
     for r in rows:
@@ -134,7 +142,7 @@ def render(report, files: dict[str, list[Path]]) -> str:
     costs = report.sections["cost"].rows if "cost" in report.sections else []
     states = {s: sum(r.state == s for r in checks) for s in ("fail", "warn", "pass", "not measured")}
     summary = ", ".join(f"{n} {s}" for s, n in states.items() if n)
-    body = [f"<header><h1>hvdbench report: {escape(', '.join(loaded.sources) or 'no source')}</h1>",
+    body = [f"<header><h1>hvdbench report: {escape(_sources(loaded))}</h1>",
             f"<p class=\"meta\">{len(loaded.runs)} run(s) on {escape(where)}</p></header>",
             f"<section id=\"verdict\"><h2>Verdict: {escape(summary or 'no check')}</h2>",
             _verdict_table(checks) if checks else "<p class=\"meta\">No checks.</p>", _answers(costs), _cost_line(costs),
