@@ -47,6 +47,9 @@ SYSTEM_PACKAGES=(openmpi-bin libopenmpi-dev openssh-client openssh-server iprout
 # A real Slurm for the emulated cluster (`hvdbench cluster up --slurm`). Installing them starts no
 # daemon where there is no systemd; the cluster runs its own from its state folder.
 SYSTEM_PACKAGES+=(slurmctld slurmd slurm-client munge)
+# A headless browser for the tests that open report.html and compare.html (selenium drives Debian's
+# chromium through its chromium-driver: nothing is downloaded by the tests).
+SYSTEM_PACKAGES+=(chromium chromium-driver)
 # Packages whose German message catalogs (/usr/share/locale/de/LC_MESSAGES/*.mo) make the built-in
 # English->German corpus of `hvdbench prepare translation --src builtin:gettext-de` (a fixed list, so
 # the corpus is the same on every machine set up by this script; its manifest records the versions).

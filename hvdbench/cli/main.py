@@ -15,6 +15,8 @@ COMMANDS = {
     "study": ("hvdbench.cli.study", "study", "Run a study file: several models x layouts x repeats (`study list`)."),
     "report": ("hvdbench.cli.report", "report", "Scaling, layout and time-to-train tables and plots from sweeps."),
     "predict": ("hvdbench.cli.predict", "predict", "Predict the throughput of layouts not run (e.g. 8x8) from a sweep."),
+    "compare": ("hvdbench.cli.compare", "compare", "Two sweeps or studies side by side: what changed, against the noise."),
+    "bundle": ("hvdbench.cli.bundle", "bundle", "A sweep's evidence archive with a sha256 manifest, and its check."),
     "export": ("hvdbench.cli.export", "export", "Time-to-accuracy sweeps as an MLPerf results tree (result_summarizer)."),
     "cluster": ("hvdbench.cli.cluster", "cluster", "An emulated multi-node cluster on this machine (root)."),
     "bench": ("hvdbench.cli.bench", "bench", "Benchmarks: allreduce, links, storage, compute; a model's FLOPs."),

@@ -8,7 +8,7 @@ import click
 
 from hvdbench.cli.lists import layouts_option, one_layout
 
-FORMATS = ("csv", "md", "png")
+FORMATS = ("csv", "md", "png", "html")
 
 
 def _formats(ctx, param, value: str) -> tuple[str, ...]:
@@ -38,8 +38,16 @@ def _ruleset(ctx, param, value):
               "runs are checked against [default: from a training_results_vX.Y folder in the path, else 4.0.0].")
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path),
               help="Where the report goes [default: FIRST_SWEEP/report, or ./report with only --mllog].")
-@click.option("--format", "formats", default="csv,md,png", show_default=True, callback=_formats,
-              help="Comma-separated files to write: csv, md (summary.md), png.")
+@click.option("--format", "formats", default="csv,md,png,html", show_default=True, callback=_formats,
+              help="Comma-separated files to write: csv, md (summary.md), png, html (report.html: the verdict "
+              "first, then the sections' tables and plots inline, one file that works offline; the tables are those of csv "
+              "and the plots those of png, so --format html alone gives the verdict, the costs and the text).")
+@click.option("--criteria", type=click.Path(dir_okay=False, path_type=Path),
+              help="YAML file of acceptance checks' thresholds: extends hvdbench's defaults "
+              "(hvdbench/criteria/default.yaml), or replaces them with `replace: true` (verdict.csv).")
+@click.option("--gpu-hour-price", type=click.FloatRange(min=0, min_open=True), metavar="PRICE",
+              help="Price of one GPU-hour: cost.csv and the verdict give each layout's runs and time to train in "
+              "money too.")
 @click.option("--baseline", metavar="NxG", callback=one_layout,
               help="Layout (NODESxGPUS) that speed-up and efficiency are measured against [default: the smallest "
                    "GPU count present, single-node first].")
@@ -47,7 +55,8 @@ def _ruleset(ctx, param, value):
                 help="Also predict these layouts (NODESxGPUS, comma-separated) from the sweeps' runs and the "
                      "--mllog logs (time to train): prediction.csv/.png and a section of summary.md (see "
                      "`hvdbench predict`).")
-def report(sweeps, mllogs, out, formats, baseline, group_by, ruleset, predict_layouts):
+def report(sweeps, mllogs, out, formats, baseline, group_by, ruleset, predict_layouts, criteria,
+           gpu_hour_price):
     """Speed-up, scaling efficiency, scale-up vs scale-out and MLPerf time-to-train (olympic mean,
     mean ± 2σ) from SWEEP_DIR/runs.csv files, study folders (`hvdbench study run --out DIR`: its
     sweeps, plus the speed-up across models, study_speedup.csv/.png) and published MLPerf logs. Writes scaling.csv,
@@ -66,6 +75,11 @@ def report(sweeps, mllogs, out, formats, baseline, group_by, ruleset, predict_la
     layout's time to train from the ideal: convergence, throughput, evaluation, the rest) and
     convergence.csv/.png (samples to target against the global batch: S_min and B_crit, with the
     benchmark's RCP table's); --predict predicts their time to train too (prediction.csv).
+    verdict.csv: each acceptance check (per-GPU rate against MLPerf's, busbw against the link, link
+    pairs, stragglers, scaling efficiency, run-to-run spread, failed runs, time to train against the
+    RCPs) pass / warn / fail / not measured against --criteria's thresholds; cost.csv: per layout,
+    measured and predicted, GPU-hours (and money with --gpu-hour-price); report.html: all of it on one
+    page that opens with the verdict.
 
     \b
     Example:
@@ -75,6 +89,7 @@ def report(sweeps, mllogs, out, formats, baseline, group_by, ruleset, predict_la
       hvdbench report --mllog training_results_v4.0/Oracle --format csv,md
       hvdbench report --mllog vendor-logs --group-by submitter+platform --ruleset 4.0.0
       hvdbench report results/demo --predict 2x2,8x8
+      hvdbench report results/demo --criteria mine.yaml --gpu-hour-price 2.50
       hvdbench report --mllog training_results_v5.1/University-of-Florida --predict 64x8
     """
     from rich.progress import track
@@ -82,16 +97,19 @@ def report(sweeps, mllogs, out, formats, baseline, group_by, ruleset, predict_la
     from hvdbench.errors import ConfigError
     from hvdbench.files import check_writable_dir
     from hvdbench.results import mllog, report as library
+    from hvdbench.results.analyses.verdict import load_criteria
     from hvdbench.results.records.store import default_report_folder
 
     if not sweeps and not mllogs:
         raise click.UsageError("give at least one SWEEP_DIR or --mllog DIR")
     keys = mllog.parse_group_by(group_by)
     out = check_writable_dir(out or default_report_folder(sweeps), "--out")  # before reading anything
+    checks = load_criteria(criteria)  # a bad criteria file is refused before anything is read
     # Read and compute everything before writing anything: bad input leaves the old report intact.
     loaded = library.load(sweeps, mllogs, keys, ruleset, lambda root: lambda files: track(
         files, description=f"reading {root}", transient=True, disable=len(files) < 50))
-    built = library.build(loaded, library.Options(baseline, predict_layouts))
+    built = library.build(loaded, library.Options(baseline, predict_layouts, criteria=checks,
+                                                      gpu_hour_price=gpu_hour_price))
     written = library.write(built, out, formats)
     click.echo(built.text)
     for note in built.said:

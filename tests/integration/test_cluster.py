@@ -22,6 +22,7 @@ from pathlib import Path
 
 import psutil
 import pytest
+from browser import chromium, load
 
 from conftest import launch_env, run
 from hvdbench.cluster import inspect_links
@@ -361,3 +362,12 @@ def test_a_node_under_a_cpu_quota_is_named_the_straggler_where_it_ran_and_nowher
     [fall] = [r for r in _csv(report / "waterfall.csv") if r["layout"] == "3x1"]
     assert fall["baseline"] == "2x1"
     assert float(fall["imbalance_loss"]) > max(0.0, float(fall["comm_loss"])), fall
+    # Issue 55: the throttled node is a failed check of the verdict, naming it, on the first lines of
+    # verdict.csv and of report.html, which opens offline in a real browser.
+    verdict = {r["check"]: r for r in _csv(report / "verdict.csv")}
+    assert (verdict["stragglers"]["state"], verdict["stragglers"]["subject"]) == ("fail", node3), verdict
+    assert verdict["failed_runs"]["state"] == "pass"
+    with chromium(tmp_path) as browser:
+        page = load(browser, report / "report.html")
+    assert page.checks["stragglers"] == "fail" and page.console == [] and page.requests == []
+    assert node3 in (report / "report.html").read_text().split('id="cost"')[0]  # named inside the verdict

@@ -140,13 +140,17 @@ def out_commands(dataset, sweep_dir, out):
         "prepare synthetic": ["prepare", "synthetic", "--like", "images", "--samples", "10", "--out", out],
         "report": ["report", sweep_dir, "--out", out],
         "bench io": ["bench", "io", "--data", dataset, "--out", out],
+        # issue 55's commands: compare against a second sweep beside the first, the bundle into OUT
+        "compare": ["compare", sweep_dir, sweep_dir.parent / "sw2", "--out", out],
+        "bundle write": ["bundle", "write", sweep_dir, "--out", Path(out) / "evidence.tar.gz"],
     }
 
 
 @pytest.mark.parametrize("command", ["sweep", "sweep --dry-run", "prepare digits", "prepare synthetic",
-                                     "report", "bench io"])
+                                     "report", "bench io", "compare", "bundle write"])
 def test_an_unwritable_out_is_refused_before_the_work(tmp_path, dataset, command):
     sweep_dir = good_runs(tmp_path / "sw" / "runs.csv").parent
+    good_runs(tmp_path / "sw2" / "runs.csv")  # compare's AFTER
     before = snapshot(tmp_path, dataset)
     proc = hvd(*out_commands(dataset, sweep_dir, PROC_OUT)[command], path_prefix=fake_srun(tmp_path))
     one_line_error(proc, "--out", PROC_OUT)
@@ -174,10 +178,11 @@ def read_only_dir(tmp_path):
         subprocess.run(["umount", str(mnt)], capture_output=True)
 
 
-@pytest.mark.parametrize("command", ["sweep", "prepare digits", "report", "bench io"])
+@pytest.mark.parametrize("command", ["sweep", "prepare digits", "report", "bench io", "compare", "bundle write"])
 def test_an_out_on_a_read_only_file_system_is_refused(tmp_path, dataset, read_only_dir, command):
     sweep_dir = good_runs(tmp_path / "sw" / "runs.csv").parent
-    before = snapshot(tmp_path / "sw", read_only_dir)
+    good_runs(tmp_path / "sw2" / "runs.csv")  # compare's AFTER
+    before = snapshot(tmp_path / "sw", tmp_path / "sw2", read_only_dir)
     out = read_only_dir / "out"
     proc = hvd(*out_commands(dataset, sweep_dir, out)[command], path_prefix=fake_srun(tmp_path))
     assert "Read-only file system" in one_line_error(proc, "--out", out)

@@ -133,6 +133,8 @@ RESULTS_ROOMS = {
     "export": 4,    # our sweeps as an MLPerf results tree
     "predict": 5,   # layouts not run: throughput and time to train
     "report": 6,    # the report as a library: load (the one reader), build (the sections), write (its folder)
+    "compare": 7,   # two sweeps or studies side by side (hvdbench compare), read through report's load
+    "bundle": 7,    # a sweep's evidence archive with its sha256 manifest (hvdbench bundle)
 }
 
 

@@ -13,7 +13,7 @@ from hvdbench.results.records.store import append_run
 
 EXPECTED = ["scaling.csv", "layouts.csv", "time_to_train.csv", "epochs.csv", "summary.md",
             "throughput_vs_gpus.png", "efficiency_vs_gpus.png", "layouts_bars.png", "time_to_train.png",
-            "waterfall.csv", "waterfall.png"]
+            "waterfall.csv", "waterfall.png", "cost.csv", "verdict.csv", "report.html"]
 
 OWN = [".hvdbench-report.json", ".hvdbench-report.lock"]  # the folder's record of what the report wrote
 
@@ -70,8 +70,8 @@ def test_out_format_and_baseline_options(sweep, tmp_path):
     out = tmp_path / "elsewhere"
     result = invoke(sweep, "--out", out, "--format", "csv", "--baseline", "1x2")
     assert result.exit_code == 0, result.output
-    assert sorted(p.name for p in out.iterdir()) == [*OWN, "epochs.csv", "layouts.csv", "scaling.csv",
-                                                    "time_to_train.csv", "waterfall.csv"]
+    assert sorted(p.name for p in out.iterdir()) == [*OWN, "cost.csv", "epochs.csv", "layouts.csv", "scaling.csv",
+                                                    "time_to_train.csv", "verdict.csv", "waterfall.csv"]
     rows = {r["layout"]: r for r in read_csv(out / "scaling.csv")}
     assert rows["1x1"]["baseline"] == "1x2" and float(rows["1x1"]["speedup"]) == 0.5
     assert not (sweep / "report").exists()
@@ -90,7 +90,7 @@ def test_a_report_owns_its_folder(sweep, tmp_path):
     assert result.exit_code == 0, result.output
     assert sorted(p.name for p in out.iterdir()) == sorted([
         *OWN, "notes.txt", "scaling.csv", "layouts.csv", "time_to_train.csv", "epochs.csv", "summary.md",
-        "throughput_vs_gpus.png", "efficiency_vs_gpus.png"])
+        "throughput_vs_gpus.png", "efficiency_vs_gpus.png", "cost.csv", "verdict.csv", "report.html"])
     assert str(other) in (out / "summary.md").read_text() and str(sweep) not in (out / "summary.md").read_text()
     # A second report into the folder while one writes there is refused, naming it; nothing changes.
     before = {p.name: p.read_bytes() for p in out.iterdir()}

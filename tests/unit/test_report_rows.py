@@ -10,8 +10,8 @@ import dataclasses
 
 import pytest
 
-from hvdbench.results.analyses import (bench_tables, convergence, efficiency, engines, links, stragglers,
-                                       study_tables, ttt, waterfall)
+from hvdbench.results.analyses import (bench_tables, convergence, cost, efficiency, engines, links, stragglers,
+                                       study_tables, ttt, verdict, waterfall)
 from hvdbench.results.predict import throughput, time_to_train
 from hvdbench.results.records.rows import SCALING_GROUP, TTT_GROUP, ReportRow, ScalingGroup, TttGroup, beside, cell
 from hvdbench.results.render.tables import to_csv
@@ -96,6 +96,12 @@ HEADERS = [
      "training_rate_high,measured_training_rate,ttt_baseline,ideal_ttt_min,convergence_min,throughput_min,"
      "eval_min,other_min,predicted_ttt_min,predicted_ttt_low_min,predicted_ttt_high_min,grade,"
      "measured_ttt_min,ttt_predicted_vs_measured,rate_from,convergence_from,eval_from,grade_promise,weak_fit,least_model_parallel,fitted_efficiency"),
+    (verdict.CheckRow,  # verdict.csv (issue 55)
+     "check,state,figure,rule,threshold,severity,subject,detail,source,section"),
+    (cost.CostRow,  # cost.csv (issue 55)
+     "system,model,flavor,framework,engine,precision,levers,layout,gpus,source,grade,runs,throughput_per_gpu,"
+     "speedup,efficiency,ttt_min,run_gpu_hours,gpu_hours_to_train,energy_kwh_to_train,gpu_hour_price,run_cost,"
+     "cost_to_train"),
 ]
 
 

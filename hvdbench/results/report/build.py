@@ -13,8 +13,8 @@ from pathlib import Path
 from typing import Any, Callable
 
 from hvdbench.errors import ConfigError
-from hvdbench.results.analyses import (bench_tables, convergence, efficiency, engines, failures, links,
-                                       stragglers, study_tables, ttt, waterfall)
+from hvdbench.results.analyses import (bench_tables, convergence, cost, efficiency, engines, failures, links,
+                                       stragglers, study_tables, ttt, verdict, waterfall)
 from hvdbench.results.predict import throughput as predict_throughput
 from hvdbench.results.predict import time_to_train as predict_ttt
 from hvdbench.results.render import tables as tab
@@ -49,6 +49,8 @@ class Options:
     machines: str = "auto"  # predict's --machines
     layout_benches: bool = True  # predict's --layout-benches
     global_batch: int | None = None  # predict's --global-batch (time to train of the layouts not run)
+    criteria: dict | None = None  # the verdict's checks (verdict.load_criteria: --criteria); None: the defaults
+    gpu_hour_price: float | None = None  # --gpu-hour-price: cost.csv's money
 
 
 @dataclass
@@ -66,8 +68,16 @@ class Report:
 
     @property
     def text(self) -> str:
-        return "\n".join(part for part in (self.sections[name].markdown() for name in SUMMARY if name in self.sections)
-                         if part)
+        """summary.md: its title and header (the tables section's, up to its first table), the verdict,
+        then the sections in SUMMARY's order."""
+        parts = [part for part in (self.sections[name].markdown() for name in SUMMARY if name in self.sections) if part]
+        said = self.sections["verdict"].markdown() if "verdict" in self.sections else ""
+        if said and parts and "\n## " in parts[0]:
+            head, _, rest = parts[0].partition("\n## ")
+            parts[0] = f"{head}\n{said}\n## {rest}"
+        elif said:
+            parts.insert(0, said)
+        return "\n".join(parts)
 
 
 def _tables(r: Report) -> Section:
@@ -220,16 +230,32 @@ def _plots(r: Report) -> Section:
     return Section(files=files)
 
 
+def _cost(r: Report) -> Section:
+    """Per group and layout, measured and predicted: speed-up, time to train, GPU-hours, energy, money."""
+    tables = r.sections["tables"].rows
+    rows = cost.cost_rows(r.loaded.runs, tables.scaling, tables.time_to_train,
+                          r.sections["predictions"].rows.ttt_rows, r.options.gpu_hour_price)
+    return Section(rows, lambda: cost.markdown(rows), lambda out, formats: cost.write(rows, out, formats))
+
+
+def _verdict(r: Report) -> Section:
+    """Each acceptance check against its threshold (the criteria), from the rows of the sections above."""
+    criteria = r.options.criteria if r.options.criteria is not None else verdict.load_criteria()
+    rows = verdict.checks(criteria, r.loaded.runs, r.loaded.allreduce, links.pair_rows(r.loaded.links),
+                          r.sections["compute"].rows, r.sections["stragglers"].rows, r.sections["tables"].rows)
+    return Section(rows, lambda: verdict.markdown(rows), lambda out, formats: verdict.write(rows, out, formats))
+
+
 # Built in this order (each reads the rows of those above it: the waterfall the compute section's), and
 # their files written in it.
 SECTIONS: dict[str, Callable[[Report], Section]] = {
     "tables": _tables, "failures": _failures, "benches": _benches, "compute": _compute, "waterfall": _waterfall,
     "stragglers": _stragglers, "links": _links, "engines": _engines,
     "time_to_train": _time_to_train, "convergence": _convergence, "studies": _studies,
-    "predictions": _predictions, "plots": _plots}
-# summary.md's order.
+    "predictions": _predictions, "plots": _plots, "cost": _cost, "verdict": _verdict}
+# summary.md's order (the verdict opens it, after the title: Report.text).
 SUMMARY = ("tables", "failures", "waterfall", "stragglers", "links", "time_to_train", "convergence", "engines",
-           "compute", "studies", "predictions", "benches")
+           "compute", "studies", "predictions", "cost", "benches")
 
 
 def build(loaded: Loaded, options: Options | None = None) -> Report:

@@ -31,11 +31,12 @@ from hvdbench.errors import OutputError
 from hvdbench.files import LockFile, atomic_write_text, file_sha256
 from hvdbench.output import line
 from hvdbench.results.render.tables import write_markdown
+from hvdbench.results.report import page
 
 REPORT_RECORD = ".hvdbench-report.json"  # OUT's record of the files reports and predictions wrote
 REPORT_LOCK = ".hvdbench-report.lock"  # two reports into one folder at once: the second is refused
 STAGING = ".hvdbench-report.staging-"  # the private folder a report writes into before moving in
-WRITERS = ("report", "predict")  # a report deletes only what a report wrote; a prediction deletes nothing
+WRITERS = ("report", "predict", "compare")  # a report deletes only what a report wrote; the others delete nothing
 
 
 def _plain(rel: object) -> bool:
@@ -172,15 +173,20 @@ class owned_folder:  # noqa: N801 (a context manager, used as one: `with owned_f
         atomic_write_text(self.out / REPORT_RECORD, json.dumps({"wrote": dict(sorted(wrote.items()))}, indent=1) + "\n")
 
 
-def write(report, out: Path, formats: tuple[str, ...] = ("csv", "md", "png"), by: str = "report") -> list[Path]:
+def write(report, out: Path, formats: tuple[str, ...] = ("csv", "md", "png", "html"), by: str = "report") -> list[Path]:
     """Write `report` (hvdbench.results.report.build) into OUT, which it owns (owned_folder): summary.md,
-    then each section's files in the order they were built. Returns the paths written; a record that
-    could not be read is a warning on stderr."""
+    then each section's files in the order they were built, then report.html (page.py: the verdict first,
+    then every section's CSVs and PNGs inline). Returns the paths written; a record that could not be
+    read is a warning on stderr."""
     with owned_folder(out, by, formats) as folder:
         if "md" in formats:
             folder.staged.append(write_markdown(report.text, folder.stage))
-        for section in report.sections.values():
-            folder.staged += section.files(folder.stage, formats)
+        files = {}
+        for name, section in report.sections.items():
+            files[name] = section.files(folder.stage, formats)
+            folder.staged += files[name]
+        if "html" in formats:
+            folder.staged.append(page.write(report, files, folder.stage))
     for text in folder.warnings:
         line(text, sys.stderr)
     return folder.written
