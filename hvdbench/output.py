@@ -26,10 +26,13 @@ def line(text: str, stream=None) -> None:
 def console(stderr: bool = False):
     from rich.console import Console
 
-    c = Console(stderr=stderr)
+    # markup off: what is printed is written as it is, never read as rich's [style] tags. A worker's
+    # error quotes a path in brackets ("[/tmp/.../http_store.cc:54]"), which rich took for a closing
+    # tag and raised MarkupError, ending the sweep whose run it reported.
+    c = Console(stderr=stderr, markup=False)
     if c.is_terminal:
         return c
-    return Console(stderr=stderr, width=PIPE_WIDTH, soft_wrap=True)
+    return Console(stderr=stderr, width=PIPE_WIDTH, soft_wrap=True, markup=False)
 
 
 def human_bytes(n: int) -> str:

@@ -41,6 +41,18 @@ def test_piped_rich_output_is_never_wrapped_or_cut():
     assert console().width >= 1000  # under pytest stdout is not a terminal either
 
 
+def test_printed_text_is_never_read_as_markup():
+    """A worker's error quotes a path in brackets: rich read '[/tmp/.../http_store.cc:54]' as a closing
+    tag and raised MarkupError, which ended the sweep reporting the failed run (issue 55's cluster test)."""
+    error = "3x1-r1  failed  RuntimeError: [/tmp/gloo/rendezvous/http_store.cc:54] [bold]connect timed out"
+    for stderr in (False, True):
+        out = io.StringIO()
+        shown = console(stderr)
+        shown.file = out
+        shown.print(error)
+        assert out.getvalue().rstrip("\n") == error
+
+
 def test_progress_lines_come_at_the_interval_with_rate_and_time_left(monkeypatch, capsys):
     clock = [100.0]
     monkeypatch.setattr("hvdbench.train.loop.time.monotonic", lambda: clock[0])
