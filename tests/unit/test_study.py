@@ -372,3 +372,14 @@ def test_sweep_and_study_run_take_the_sweep_options_declared_once():
     for param in click.command()(sweep_options.sweep_options(lambda **_: None)).params:
         flag = param.opts[0]
         assert len(re.findall(rf'click\.option\(\s*"{flag}"', sources)) == 1, flag
+
+
+def test_a_studys_line_says_how_long_it_has_run_and_how_long_the_rest_will_take():
+    """Issue 58: 48 launches and no word of how long; a resumed study's runs found done took no time now."""
+    from hvdbench.study.run import Pace, clock
+
+    pace = Pace(done=4, now=100.0)  # 4 runs done by an earlier, stopped study
+    assert pace.words(4, 42, now=130.0) == ""  # none of its own finished yet: no pace to go by
+    assert pace.words(10, 42, now=100.0 + 6 * 30) == " in 3:00, about 16:00 left at this pace"
+    assert pace.words(42, 42, now=100.0 + 3725) == " in 1:02:05"
+    assert clock(59.6) == "1:00" and clock(0) == "0:00"
