@@ -65,11 +65,12 @@ def cross_bandwidth(sweeps: dict[str, Path]) -> list[float]:
     Two ranks: what this 2-core machine runs without oversubscribing its cores."""
     from hvdbench.results.predict.throughput import fit_group, fit_link, predict
     from hvdbench.results.report import load  # the report's one reader: runs and bench rows
+    from hvdbench.topology import parse_layouts
 
     ratios = []
     loaded = {bw: load([folder]) for bw, folder in sweeps.items()}
     for fitted_bw, fitted in loaded.items():
-        fit = fit_group(fitted.runs, fitted.allreduce, fit_layouts={"1x1", "1x2", "2x1"}, layout_benches=False)
+        fit = fit_group(fitted.runs, fitted.allreduce, fit_layouts=set(parse_layouts(FIT)), layout_benches=False)
         for other_bw, other in loaded.items():
             if other_bw == fitted_bw:
                 continue
@@ -77,8 +78,8 @@ def cross_bandwidth(sweeps: dict[str, Path]) -> list[float]:
             runs = [r for r in other.runs if r.layout == "2x1" and r.status == "success"]
             measured = sum(r.throughput for r in runs) / len(runs)
             row = predict(fit, 2, 1)
-            ratios.append(row["predicted_throughput"] / measured)
-            print(f"fit at {fitted_bw:>8}, link of {other_bw:>8}: 2x1 predicted {row['predicted_throughput']:7.1f}, "
+            ratios.append(row.predicted_throughput / measured)
+            print(f"fit at {fitted_bw:>8}, link of {other_bw:>8}: 2x1 predicted {row.predicted_throughput:7.1f}, "
                   f"measured {measured:7.1f} samples/s, predicted/measured {ratios[-1]:.3f}", flush=True)
     return ratios
 

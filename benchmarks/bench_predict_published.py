@@ -109,11 +109,11 @@ def groups_of(tree: Path) -> list[tuple]:
             if len({p.gpus for p in ps}) >= 3]
 
 
-def attribute(tf, row: dict, measured) -> dict:
+def attribute(tf, row, measured) -> dict:
     """Minutes each part puts between predicted and measured: samples (S_p - S_m) / T_p, rate
     S_m (1 / T_p - 1 / T_m), evaluation E_p - E_m, the rest O_p - O_m; they add up to the difference."""
-    s_p, t_p = row["predicted_trained"], row["training_rate"]
-    e_p, o_p = tf.eval_s(row["gpus"], s_p, row["global_batch"]), tf.other_s(row["gpus"])
+    s_p, t_p = row.predicted_trained, row.training_rate
+    e_p, o_p = tf.eval_s(row.gpus, s_p, row.global_batch), tf.other_s(row.gpus)
     return {"samples": (s_p - measured.trained) / t_p / 60,
             "rate": measured.trained * (1 / t_p - 1 / measured.throughput) / 60,
             "evaluation": (e_p - measured.eval_s) / 60, "rest": (o_p - measured.other_s) / 60}
@@ -127,14 +127,14 @@ def predictions_of(groups: list[tuple]) -> tuple[list[dict], list[tuple]]:
     out, refused, seen = [], [], set()
     for name, _, ps, ruleset, links in groups:
         counts = sorted({p.gpus for p in ps})
-        fit_on = {p.layout for p in ps if p.gpus in counts[:3 if len(counts) >= THREE_FROM else 2]}
+        fit_on = {p.place for p in ps if p.gpus in counts[:3 if len(counts) >= THREE_FROM else 2]}
         tf = fit_group(ps, fit_on, ruleset, published=True, links=links)
         fitted = ", ".join(f"{p.layout} (B {p.global_batch})" for p in tf.fitted)
-        print(f"\n{name} · {tf.group['model']} · {tf.group['system']} — fitted on {fitted}")
+        print(f"\n{name} · {tf.group.model} · {tf.group.system} — fitted on {fitted}")
         for p in sorted(ps, key=lambda p: (p.gpus, p.nodes, p.global_batch, p.result)):
-            if p.layout in fit_on:
+            if p.place in fit_on:
                 continue
-            twin = (tf.group["model"], p.layout, p.global_batch, round(p.ttt_s, 3))
+            twin = (tf.group.model, p.layout, p.global_batch, round(p.ttt_s, 3))
             if twin in seen:
                 print(f"  {p.layout:>7} B {p.global_batch:>6}  republished from an earlier round: counted once")
                 continue
@@ -142,29 +142,29 @@ def predictions_of(groups: list[tuple]) -> tuple[list[dict], list[tuple]]:
             for kind, row in (("published", predict_layout(tf, p.nodes, p.gpus_per_node, p.global_batch,
                                                            "published", measured=p)),
                               ("chosen", predict_layout(tf, p.nodes, p.gpus_per_node, None, measured=p))):
-                where = f"{name} {tf.group['model']} {p.layout}"
-                if row.get("predicted_ttt_min") is None:
-                    refused.append((where, kind, row["flags"]))
-                    print(f"  {p.layout:>7} B {row['global_batch'] or '–':>6} {kind:>9}  not predicted "
-                          f"({row['flags']}): {row['note']}")
+                where = f"{name} {tf.group.model} {p.layout}"
+                if row.predicted_ttt_min is None:
+                    refused.append((where, kind, row.flags))
+                    print(f"  {p.layout:>7} B {row.global_batch or '–':>6} {kind:>9}  not predicted "
+                          f"({row.flags}): {row.note}")
                     continue
-                error = row["ttt_predicted_vs_measured"] - 1
+                error = row.ttt_predicted_vs_measured - 1
                 parts = attribute(tf, row, p)
-                out.append({"where": where, "round": name, "submitter": tf.group["system"].split(" / ")[0],
+                out.append({"where": where, "round": name, "submitter": tf.group.system.split(" / ")[0],
                             "kind": kind, "error": error,
-                            "log_error": math.log(row["measured_ttt_min"] / row["predicted_ttt_min"]),
-                            "terms": spread_terms(tf, p.nodes, p.gpus_per_node, row["global_batch"],
-                                                  row["samples_from"].startswith("the RCP")),
-                            "sigma": math.log(row["predicted_ttt_high_min"] / row["predicted_ttt_low_min"])
-                            / (TTT_QUANTILES[1] - TTT_QUANTILES[0]), "predicted": row["predicted_ttt_min"],
-                            "measured": row["measured_ttt_min"], "flags": row["flags"], "parts": parts,
-                            "batch": row["global_batch"], "published_batch": p.global_batch})
+                            "log_error": math.log(row.measured_ttt_min / row.predicted_ttt_min),
+                            "terms": spread_terms(tf, p.nodes, p.gpus_per_node, row.global_batch,
+                                                  row.samples_from.startswith("the RCP")),
+                            "sigma": math.log(row.predicted_ttt_high_min / row.predicted_ttt_low_min)
+                            / (TTT_QUANTILES[1] - TTT_QUANTILES[0]), "predicted": row.predicted_ttt_min,
+                            "measured": row.measured_ttt_min, "flags": row.flags, "parts": parts,
+                            "batch": row.global_batch, "published_batch": p.global_batch})
                 worst = max(parts, key=lambda k: abs(parts[k]))
-                print(f"  {p.layout:>7} B {row['global_batch']:>6} {kind:>9}  predicted "
-                      f"{row['predicted_ttt_min']:8.2f} min, measured {row['measured_ttt_min']:8.2f}  "
+                print(f"  {p.layout:>7} B {row.global_batch:>6} {kind:>9}  predicted "
+                      f"{row.predicted_ttt_min:8.2f} min, measured {row.measured_ttt_min:8.2f}  "
                       f"|err| {100 * abs(error):5.1f} %  "
                       + ", ".join(f"{k} {v:+.2f}" for k, v in parts.items()) + f" min (mostly {worst})  "
-                      + (f"{row['flags']}  " if row["flags"] else "") + (f"[{p.result}]" if p.result else ""))
+                      + (f"{row.flags}  " if row.flags else "") + (f"[{p.result}]" if p.result else ""))
     return out, refused
 
 

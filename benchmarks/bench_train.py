@@ -278,19 +278,19 @@ def _bare_model_loop(a, lr, cfg, spec, flavor, info, dist):
 
     from hvdbench.frameworks.torch import train
     from hvdbench.frameworks.torch.data import DeviceBatches
+    from hvdbench.frameworks.torch.hooks import TorchHooks
 
-    module = spec.framework_module("torch")
+    hooks = TorchHooks.of(spec.framework_module("torch"))
     torch.manual_seed(0)
-    model = module.build(flavor, **info, **train.run_keywords(module.build, dist, cfg)).to(dist.device)
-    opt = getattr(module, "make_optimizer", train.make_optimizer)(
-        getattr(module, "param_groups", train.param_groups)(model, cfg), cfg)
+    model = hooks.build(flavor, **info, **train.run_keywords(hooks.build, dist, cfg)).to(dist.device)
+    opt = hooks.make_optimizer(hooks.param_groups(model, cfg), cfg)
     for group in opt.param_groups:
         group["lr"] = lr
-    batch = DeviceBatches(dist.device, getattr(module, "on_device", None))(
+    batch = DeviceBatches(dist.device, hooks.on_device)(
         spec.kinds[0].synthetic(a.batch, info, np.random.default_rng(0)))
-    forward = module.loss_and_stats
+    forward = hooks.loss_and_stats
     if a.compile != "off":
-        units = getattr(module, "compile_units", None)
+        units = hooks.compile_units
         if units is None:
             forward = torch.compile(forward, mode=a.compile)
         for unit in units(model) if units else ():

@@ -1,10 +1,12 @@
 """Files every layer writes or checks the same way (the ground floor: imports nothing of hvdbench
 but errors): atomic text, bytes and PNG writes through temporary files created exclusively,
-appends that never follow a link, a file's sha256, an output folder checked before the work.
+appends that never follow a link, lock files opened without following a link or truncating, a
+file's sha256, an output folder checked before the work.
 
     atomic_write_text(Path("results/demo/scaling.csv"), text)   # readers see the old file or the new
     atomic_write_png(fig, Path("results/demo/scaling.png"))     # a matplotlib figure, the same way
     with open_no_link(Path("results/demo/run.log"), "ab") as f:  # append, never through a link
+    with LockFile(Path("results/demo/.locks/runs.csv.lock")):    # flock(2), waits its turn
     file_sha256(Path("data/wmt/tokenizer.json"))                 # hex digest, read in 1 MiB blocks
     check_writable_dir(Path("results/demo"), "--out")            # OutputError naming it if not
 """
@@ -12,9 +14,11 @@ appends that never follow a link, a file's sha256, an output folder checked befo
 from __future__ import annotations
 
 import errno
+import fcntl
 import hashlib
 import os
 import secrets
+import stat
 import tempfile
 from contextlib import contextmanager
 from pathlib import Path
@@ -29,6 +33,12 @@ _NEW_FILE = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) 
 # Appending to, or starting, a file of a fixed name: never through a link (ELOOP instead).
 _APPEND = os.O_WRONLY | os.O_CREAT | os.O_APPEND | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
 _TRUNCATE = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+# A lock file: created when missing, never truncated and never opened through a symbolic link, so a
+# link (or a hard link) planted at its name is refused or left as it is, never emptied. filelock
+# before 3.20.1 opened it with O_TRUNC through links (CVE-2025-68146; 3.20.3 closed the race after
+# it, CVE-2026-22701, and still truncates): whatever release a cluster's Python has, a lock is this.
+# O_NONBLOCK: opening a FIFO planted there never waits.
+_LOCK = os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 
 
 def _new_tmp_beside(path: Path) -> tuple[int, Path]:
@@ -100,6 +110,55 @@ def open_no_link(path: Path, mode: str = "a", **kwargs) -> IO:
             raise OutputError(f"{path} is a symbolic link: not written through") from None
         raise
     return os.fdopen(fd, mode, **kwargs)
+
+
+class LockFile:
+    """An flock(2) on a lock file: `with LockFile(path):` waits its turn; `acquire(wait=False)` is
+    False at once (holding nothing) where another process holds it. The kernel releases it when the
+    holder exits in any way, SIGKILL included. The file stays in place after (removing it would let
+    two processes lock two different files of one name), and is opened without following a link or
+    truncating it (_LOCK): a link at `path` is an OutputError naming it, in one line."""
+
+    def __init__(self, path: Path):
+        self.path = Path(path)
+        self.fd: int | None = None
+
+    def acquire(self, wait: bool = True) -> bool:
+        try:
+            fd = os.open(self.path, _LOCK, 0o644)
+        except OSError as e:
+            if e.errno == errno.ELOOP:
+                raise OutputError(f"{self.path} is a symbolic link: a lock file is never opened through one "
+                                  "(it would be written where the link points); remove the link") from None
+            raise
+        try:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                raise OutputError(f"{self.path} is not a regular file: it cannot be a lock file; remove it")
+            fcntl.flock(fd, fcntl.LOCK_EX if wait else fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            return False
+        except OSError as e:  # ENOLCK, ENOSYS: a file system without flock(2) (some NFS and Lustre mounts)
+            os.close(fd)
+            raise OutputError(f"{self.path}: cannot be locked ({e.strerror}): put the folder on a file system "
+                              "with flock(2) locks") from None
+        except BaseException:
+            os.close(fd)
+            raise
+        self.fd = fd
+        return True
+
+    def release(self) -> None:
+        if self.fd is not None:
+            fd, self.fd = self.fd, None
+            os.close(fd)  # closing the only descriptor of the open file releases its flock
+
+    def __enter__(self) -> "LockFile":
+        self.acquire(wait=True)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.release()
 
 
 def file_sha256(path: Path) -> str:

@@ -10,6 +10,7 @@ Slurm allocation:
     hosts = parse_hosts_arg("node1:8,node2:8")
     hosts = hosts_from_slurm(os.environ, expand=capture)  # capture runs `scontrol show hostnames NODELIST`
     layouts = select_layouts(hosts, gpus=[4], which="all")  # 4 slots x 2 hosts -> 1x4, 2x2
+    Layout.parse("2x4"), str(Layout(2, 4))                  # NxG read and written: here only
 
 Every host name is validated (letters, digits, '-', '.', '_'; no leading '-'), so a name can be
 passed as an argv element to ssh/mpirun/srun without being mistaken for an option or reaching a shell.
@@ -17,6 +18,7 @@ passed as an argv element to ssh/mpirun/srun without being mistaken for an optio
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 from dataclasses import dataclass
@@ -47,13 +49,44 @@ class Host:
         return f"{self.name}:{self.slots}"
 
 
+@functools.total_ordering
 @dataclass(frozen=True)
 class Layout:
-    """`nodes` hosts running `gpus_per_node` processes each."""
+    """`nodes` hosts running `gpus_per_node` processes each: the one form a layout takes in memory.
+    `Layout.parse("2x4")` reads one (every NxG hvdbench is given), `str(layout)` writes it ("2x4", the
+    one place NxG is formatted: runs.csv's `layout` column, the report's, every message), and layouts
+    sort by GPUs, then nodes (scale-up first), as every table lists them."""
 
     nodes: int
     gpus_per_node: int
     hosts: tuple[str, ...] = ()  # the hosts used, in rank order (empty: chosen by a scheduler)
+
+    @classmethod
+    def parse(cls, text: str, option: str = "--baseline") -> "Layout":
+        """'2x4' -> Layout(2, 4): every NODESxGPUS hvdbench reads (sweep's and predict's --layouts,
+        report's --baseline and --predict, a study's layouts). ConfigError naming `option` (the one
+        given; '' names none) and the value. Held to the hostfiles' bounds: at most MAX_SLOTS GPUs per
+        node and MAX_NODES nodes."""
+        said = f"{option} {_shown(text)}" if option else _shown(text)
+        m = re.fullmatch(r"\s*([0-9]+)x([0-9]+)\s*", text or "")  # ASCII digits: int() also reads '٣'
+        if not m:
+            raise ConfigError(f"{said}: expected NODESxGPUS, e.g. 1x1 or 1x8")
+        for digits, most, what in ((m[1], MAX_NODES, "nodes"), (m[2], MAX_SLOTS, "GPUs per node")):
+            digits = digits.lstrip("0") or "0"
+            if len(digits) > len(str(most)) or int(digits) > most:  # int() of thousands of digits fails
+                count = digits if len(digits) <= 24 else f"a {len(digits)}-digit number of"
+                bound = " per host (a hostfile's slots)" if what == "GPUs per node" else ""
+                raise ConfigError(f"{said}: {count} {what} is above the limit of {most:,}{bound}")
+            if digits == "0":
+                raise ConfigError(f"{said}: {what} must be at least 1")
+        return cls(int(m[1]), int(m[2]))
+
+    def __str__(self) -> str:
+        """'2x4'; '' for a layout not known (no nodes: a published log that names none)."""
+        return f"{self.nodes}x{self.gpus_per_node}" if self.nodes else ""
+
+    def __lt__(self, other: "Layout") -> bool:
+        return (self.world_size, self.nodes, self.hosts) < (other.world_size, other.nodes, other.hosts)
 
     @property
     def world_size(self) -> int:
@@ -61,7 +94,7 @@ class Layout:
 
     @property
     def name(self) -> str:
-        return f"{self.nodes}x{self.gpus_per_node}"
+        return str(self)
 
     @property
     def scale(self) -> str:
@@ -237,22 +270,19 @@ def layouts_for(hosts: list[Host], total: int) -> list[Layout]:
 
 
 def parse_layout(text: str, option: str = "--baseline") -> tuple[int, int]:
-    """'2x4' -> (2, 4): every NODESxGPUS hvdbench reads (sweep's and predict's --layouts, report's
-    --baseline, a study's layouts). ConfigError naming `option` (the one given; '' names none) and
-    the value. Held to the hostfiles' bounds: at most MAX_SLOTS GPUs per node and MAX_NODES nodes."""
-    said = f"{option} {_shown(text)}" if option else _shown(text)
-    m = re.fullmatch(r"\s*([0-9]+)x([0-9]+)\s*", text or "")  # ASCII digits: int() also reads '٣'
-    if not m:
-        raise ConfigError(f"{said}: expected NODESxGPUS, e.g. 1x1 or 1x8")
-    for digits, most, what in ((m[1], MAX_NODES, "nodes"), (m[2], MAX_SLOTS, "GPUs per node")):
-        digits = digits.lstrip("0") or "0"
-        if len(digits) > len(str(most)) or int(digits) > most:  # int() of thousands of digits fails
-            count = digits if len(digits) <= 24 else f"a {len(digits)}-digit number of"
-            bound = " per host (a hostfile's slots)" if what == "GPUs per node" else ""
-            raise ConfigError(f"{said}: {count} {what} is above the limit of {most:,}{bound}")
-        if digits == "0":
-            raise ConfigError(f"{said}: {what} must be at least 1")
-    return int(m[1]), int(m[2])
+    """(nodes, GPUs per node) of Layout.parse(text, option): for a caller that wants the two numbers."""
+    layout = Layout.parse(text, option)
+    return layout.nodes, layout.gpus_per_node
+
+
+def parse_layouts(text: str, option: str = "--layouts") -> list[Layout]:
+    """'2x2,4x1, 8x8' -> [Layout(2, 2), Layout(4, 1), Layout(8, 8)] (predict's --layouts and --fit-on,
+    report's --predict); ConfigError naming `option` and a malformed or out-of-bounds one ('' names
+    none: click adds the option's name)."""
+    out = [Layout.parse(part, option=option) for part in (p.strip() for p in text.split(",")) if part]
+    if not out:
+        raise ConfigError(f"{text!r}: give layouts as NxG, comma-separated (e.g. 2x2,8x8)")
+    return out
 
 
 def parse_layout_name(name: str) -> tuple[int, int]:

@@ -34,6 +34,15 @@ def run(argv, timeout=300, check=True, **kw):
     return proc
 
 
+@pytest.fixture
+def victim(tmp_path):
+    """A file outside the folder under test, holding "mine": what a link planted there points at."""
+    path = tmp_path / "elsewhere" / "precious.txt"
+    path.parent.mkdir()
+    path.write_text("mine\n")
+    return path
+
+
 @pytest.fixture(scope="session")
 def horovodrun():
     path = BIN / "horovodrun"

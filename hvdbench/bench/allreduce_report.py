@@ -130,7 +130,7 @@ def figure(rows: list[AllreduceRow], link: str = "", devices: str = ""):
     inter-node link (`link`: the sweep's, see write_outputs)."""
     from matplotlib.figure import Figure  # no pyplot: no global state, no GUI backend
 
-    from hvdbench.results.stats.aggregate import where_ran
+    from hvdbench.results.stats.aggregate import Where, where_ran
 
     world = rows[0].world_size if rows else 0
     value = "busbw_gb_s" if world > 1 else "algbw_gb_s"
@@ -152,7 +152,7 @@ def figure(rows: list[AllreduceRow], link: str = "", devices: str = ""):
         r = rows[0]
         runs = len({row.run_id for row in rows})
         first = ([f"devices: {devices}"] if devices else []) + [f"{runs} run{'s' if runs != 1 else ''}"]
-        where = where_ran([{"hosts": row.hosts, "nodes": row.nodes, "link": link} for row in rows])
+        where = where_ran([Where(hosts=row.hosts, nodes=row.nodes, link=link) for row in rows])
         ax.set_title(f"allreduce, {r.world_size} ranks ({r.layout}, {r.controller or 'no'} controller)\n"
                      + " · ".join(first) + (f"\n{where.replace(' · ', chr(10))}" if where else ""), fontsize=9)
     ax.grid(True, which="both", alpha=0.3)

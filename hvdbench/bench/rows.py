@@ -5,8 +5,8 @@
 
 Their rows (`AllreduceRow`, `IoRow`, their `BenchRow` base with the layout columns) are declared
 in `hvdbench.results.records.schema` beside runs.csv's `RunResult`, and stored with the same machinery
-(`hvdbench.results.records.store`: append_rows / read_rows): rows are only ever added, a crash leaves the
-old file or the new one, a file written by another schema version is refused with its name.
+(`hvdbench.results.records.store`: append_rows / read_rows): rows are only ever added, in one write
+at the end of the file, and a file written by another schema version is refused with its name.
 """
 
 from __future__ import annotations

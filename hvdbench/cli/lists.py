@@ -13,7 +13,9 @@ import math
 
 import click
 
+from hvdbench.errors import ConfigError
 from hvdbench.launchers import SHELL_NAME
+from hvdbench.topology import Layout, parse_layouts
 
 MAX_ENTRIES = 256  # layouts, engines, models or GPU counts in one option: more is a runaway script
 
@@ -94,21 +96,29 @@ def one_line(ctx, param, value):
 
 
 def layout_pairs(ctx, param, value):
-    """click callback of predict's --layouts and --fit-on and report's --predict: NxG,... -> [(N, G), ...],
-    each held to the hostfiles' bounds (hvdbench.topology.parse_layout); click names the option given."""
-    from hvdbench.errors import ConfigError
-    from hvdbench.results.predict.throughput import parse_layouts
-
+    """click callback of predict's --layouts and --fit-on and report's --predict: NxG,... -> [Layout, ...],
+    each held to the hostfiles' bounds (hvdbench.topology.Layout.parse); click names the option given."""
     if value is None:
         return None
     try:
         layouts = parse_layouts(",".join(entries(value)), option="")
     except ConfigError as e:
         raise click.BadParameter(str(e)) from None
-    twice = next((f"{n}x{g}" for i, (n, g) in enumerate(layouts) if (n, g) in layouts[:i]), None)
+    twice = next((str(layout) for i, layout in enumerate(layouts) if layout in layouts[:i]), None)
     if twice:  # 1x8 and 01x8
         raise click.BadParameter(f"{shown(value)}: {twice} is given twice")
     return layouts
+
+
+def one_layout(ctx, param, value):
+    """click callback of report's --baseline: NxG -> Layout (hvdbench.topology.Layout.parse, its bounds);
+    click names the option given."""
+    if value is None:
+        return None
+    try:
+        return Layout.parse(value, option="")
+    except ConfigError as e:
+        raise click.BadParameter(str(e)) from None
 
 
 # Defined once: `hvdbench predict --layouts` and `hvdbench report --predict` take the same list.

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from hvdbench.cli.lists import layouts_option
+from hvdbench.cli.lists import layouts_option, one_layout
 
 FORMATS = ("csv", "md", "png")
 
@@ -40,8 +40,9 @@ def _ruleset(ctx, param, value):
               help="Where the report goes [default: FIRST_SWEEP/report, or ./report with only --mllog].")
 @click.option("--format", "formats", default="csv,md,png", show_default=True, callback=_formats,
               help="Comma-separated files to write: csv, md (summary.md), png.")
-@click.option("--baseline", metavar="NxG", help="Layout (NODESxGPUS) that speed-up and efficiency are "
-              "measured against [default: the smallest GPU count present, single-node first].")
+@click.option("--baseline", metavar="NxG", callback=one_layout,
+              help="Layout (NODESxGPUS) that speed-up and efficiency are measured against [default: the smallest "
+                   "GPU count present, single-node first].")
 @layouts_option("--predict", "predict_layouts",
                 help="Also predict these layouts (NODESxGPUS, comma-separated) from the sweeps' runs and the "
                      "--mllog logs (time to train): prediction.csv/.png and a section of summary.md (see "

@@ -236,7 +236,7 @@ class TorchModel(Protocol):
     def loss_and_stats(self, model, batch: dict) -> tuple["Any", dict]:
         """(scalar training loss, stats for the metric's update), e.g. {"correct", "total"}."""
 
-    # Optional:
+    # Optional (hvdbench/frameworks/torch/hooks.py's TorchHooks declares them with their defaults):
     #   on_device(batch: dict[str, Tensor], device) -> dict   preprocessing after the copy to the
     #       device (e.g. uint8 NHWC images -> normalised float); default: none
     #   param_groups(model, cfg) -> list[dict]    default: weight decay off biases and norms
@@ -258,5 +258,6 @@ class TensorFlowModel(Protocol):
     def loss_and_stats(self, model, batch: dict, training: bool) -> tuple["Any", dict]:
         """(scalar loss, stats for the metric's update); traced into a tf.function."""
 
-    # Optional: on_device(batch: dict[str, tf.Tensor]) -> dict   (traced preprocessing)
+    # Optional (hvdbench/frameworks/tf/train.py's TfHooks declares them with their defaults):
+    #           on_device(batch: dict[str, tf.Tensor]) -> dict   (traced preprocessing)
     #           make_optimizer(cfg) -> keras optimizer          default: by cfg.optimizer

@@ -10,8 +10,11 @@ Each framework package (`torch`, `tf`) has the same three modules:
                into the model's Metric, parameter digests
 
 The networks are single-device code in `hvdbench/models/<name>/torch.py` and `tf.py`.
-`hvdbench.train.worker` drives either framework through the same small interface, so the
-measurement logic (timing, epochs, evaluation, events) exists once.
+`hvdbench.train.worker` drives either framework through the same small interface, declared once in
+`trainer.py` (`Trainer`, which both trainers subclass: what a trainer that cannot do something gives),
+so the measurement logic (timing, epochs, evaluation, events) exists once. A model module's optional
+functions are looked up in one place too (`trainer.hooks_of`: torch/hooks.py's `TorchHooks`,
+tf/train.py's `TfHooks`).
 """
 
 import importlib

@@ -2,7 +2,7 @@
 Horovod's init, the attributes the worker reads, and the collectives on host values.
 
     dist = Dist(threads=0)                  # a subclass: hvd.init(), device, thread pools
-    dist.rank, dist.size, dist.local_size, dist.cross_size, dist.controller, dist.hostname
+    dist.rank, dist.size, dist.local_size, dist.cross_size, dist.controller, dist.hostname, dist.device
     dist.allgather_object(obj)              # every rank's obj, in rank order
     dist.allreduce_sum(np.array([3.0, 4.0]))
 """
@@ -22,6 +22,10 @@ class DistBase:
     # Whether the start measures the neighbours with a collective before sizing the thread pools:
     # TensorFlow must size its pools before its first op, and Horovod's collectives are ops there.
     MEASURE_NEIGHBOURS = True
+    # This rank's torch.device (the PyTorch Dists set it); None where the framework places its ops
+    # itself (TensorFlow). device_name: the accelerator's name, or "cpu" (every Dist sets it).
+    device = None
+    device_name = "cpu"
 
     def __init__(self, hvd, threads: int = 0, share: int = 0):
         """`hvd`: horovod.torch or horovod.tensorflow, already imported by the subclass."""

@@ -43,6 +43,7 @@ from hvdbench.results.mllog import LogSummary, read_run_log
 from hvdbench.results.records.schema import RunResult, SchemaError
 from hvdbench.results.records.store import current_runs, load_sweeps
 from hvdbench.results.stats.aggregate import OLYMPIC_DROP, olympic_score
+from hvdbench.topology import Layout
 
 USAGE = "training"
 DEFAULT_RULESET = "4.0.0"  # the last training round with ResNet-50; BERT too
@@ -106,7 +107,7 @@ def _slug(text: str) -> str:
 def system_name(run: RunResult) -> str:
     """The results/<system> folder of a run: '<devices>_<N>x<G>x<B>x<A>_<framework>_<flavor>'."""
     devices = _slug(run.devices.split(";")[0] if run.devices else "unknown")
-    name = f"{devices}_{run.nodes}x{run.gpus_per_node}x{run.batch_per_gpu}x{run.accum_steps}_{_slug(run.framework)}"
+    name = f"{devices}_{Layout(run.nodes, run.gpus_per_node)}x{run.batch_per_gpu}x{run.accum_steps}_{_slug(run.framework)}"
     name += f"_{_slug(run.flavor)}" if run.flavor else ""
     return name + (f"_{_slug(run.precision)}" if run.precision and run.precision != "fp32" else "")
 

@@ -182,7 +182,7 @@ def _layout_settings(study: Study, model: ModelPlan, own: bool, opts: StudyOptio
         out = {}
         for name, values in model.layouts.items():
             n, g, _, _ = parse_run_name(name)
-            if (not selected or f"{n}x{g}" in selected) and (not gpus or n * g in gpus):
+            if (not selected or str(topology.Layout(n, g)) in selected) and (not gpus or n * g in gpus):
                 out[name] = values
         return out
     from hvdbench.study.schema import BATCH_KEYS
@@ -193,7 +193,7 @@ def _layout_settings(study: Study, model: ModelPlan, own: bool, opts: StudyOptio
         settings.pop(key, None)
     if not selected:  # `gpus:` (or the model's own layouts, in another flavor): the hosts decide
         if model.layouts and not gpus:
-            selected = list(dict.fromkeys("{}x{}".format(*parse_run_name(name)[:2]) for name in model.layouts))
+            selected = list(dict.fromkeys(str(topology.Layout(*parse_run_name(name)[:2])) for name in model.layouts))
         else:
             hosts = _host_list(study, opts)
             selected = [lay.name for lay in topology.select_layouts(hosts, gpus, "packed")]

@@ -26,7 +26,7 @@ from hvdbench.contracts.engines import engine_names
 from hvdbench.errors import ConfigError
 from hvdbench.launchers import CONTROLLERS
 from hvdbench.launchers.registry import launcher_names
-from hvdbench.topology import parse_layout
+from hvdbench.topology import Layout
 from hvdbench.sweep import layout_config
 from hvdbench.train import config as train_config
 from hvdbench.train.config import quote
@@ -316,8 +316,8 @@ def _positive(value, where: str, key: str) -> int:
 
 
 def _layout(value, where: str, key: str) -> str:
-    try:  # NxG is parsed in one place (topology.parse_layout); a study's leading zeros are refused too
-        if not isinstance(value, str) or "x".join(map(str, parse_layout(value, ""))) != value:
+    try:  # NxG is parsed in one place (topology.Layout.parse); a study's leading zeros are refused too
+        if not isinstance(value, str) or str(Layout.parse(value, "")) != value:
             raise ConfigError(value)
     except ConfigError:
         raise ConfigError(f"{where}: {key} {quote(value)} is not NODESxGPUS (e.g. 2x4)") from None

@@ -22,6 +22,7 @@ from pathlib import Path
 
 from hvdbench.errors import ConfigError
 from hvdbench.launchers.slurm import DEFAULT_TEMPLATE
+from hvdbench.topology import Layout
 from hvdbench.train import config as train_config
 
 CONFIG_DIR = DEFAULT_TEMPLATE.parents[1] / "configs"  # launch/configs in the project
@@ -41,7 +42,7 @@ class LayoutConfig:
 
     @property
     def layout(self) -> str:
-        return f"{self.nodes}x{self.gpus_per_node}"
+        return str(Layout(self.nodes, self.gpus_per_node))
 
 
 @dataclass(frozen=True)

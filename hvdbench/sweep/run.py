@@ -6,7 +6,7 @@
         counts = run_sweep(spec, console)
 
 The sweep directory (--out) holds:
-    runs.csv                 one row per run, appended atomically (hvdbench.results.records.store)
+    runs.csv                 one row per run, appended in one write (hvdbench.results.records.store)
     sweep.json               model and train arguments of the sweep (a resume must match them), and
                              each host's hardware record (RUN/hardware.json's, once per host)
     <run_id>/                one per run: hostfile, command.txt, layout.yaml (with a config),
@@ -29,6 +29,12 @@ serialised by .locks/runs.csv.lock (hvdbench.sweep.locks). A run another sweep h
 ("held by another sweep") and awaited after the others: its row is that sweep's, or this sweep runs
 it if that one died first; either way it is counted, so two identical sweeps both exit 0.
 
+runs.csv is read whole once, to plan; then, before each run (under the store's lock, which so is
+known to be takeable before anything is launched), only the rows other sweeps appended since
+(records.store.Store): recording a run costs the same at 10 rows and at 10,000. A row that cannot be
+appended after its run is one line naming the run and its folder (the next sweep appends it from
+there without running it again).
+
 The parts: spec (SweepSpec, sweep.json), launch (the one launch path, for runs and benches),
 display (dry run, progress, per-run lines), locks, signals (stopping between rows); their public
 names used elsewhere are importable from here too.
@@ -41,10 +47,10 @@ from collections import Counter
 from datetime import datetime, timezone
 from pathlib import Path
 
+from hvdbench.errors import HvdbenchError, StoreError, os_error_line
 from hvdbench.launchers import guard
 from hvdbench.results.records.schema import AllreduceRow, ComputeRow, LinkRow, RunResult
-from hvdbench.results.records.store import (ALLREDUCE_CSV, COMPUTE_CSV, LINKS_CSV, append_run, check_appendable,
-                                            read_rows, read_runs)
+from hvdbench.results.records.store import ALLREDUCE_CSV, COMPUTE_CSV, LINKS_CSV, Store, read_rows
 from hvdbench.sweep import locks
 from hvdbench.sweep.display import SweepProgress, dry_run, plan_line
 from hvdbench.sweep.launch import (bench_dir, bench_launches, command, env_additions, env_left_out, launch_bench,
@@ -64,13 +70,12 @@ def run_sweep(spec: SweepSpec, console) -> Counter:
     A run another sweep in the same folder is running (its lock is held) is skipped, and waited
     for once everything else is done: its row then comes from that sweep, or, if that sweep died
     without recording it, this one runs it. So every planned run ends up recorded by one of them."""
-    check_appendable(spec.store, RunResult)  # read back whole before anything is written or run
+    store = Store(spec.store, RunResult)  # read back whole before anything is written or run
     spec.out.mkdir(parents=True, exist_ok=True)
     check_sweep_record(spec)
     runs = spec.runs
-    rows = _rows(spec)
-    todo = pending(runs, rows, spec.retry_failed)
-    seen = Counter(row.run_id for row in rows)  # rows per run when planned: more later = another sweep's
+    todo = pending(runs, store.rows, spec.retry_failed)
+    seen = Counter(row.run_id for row in store.rows)  # rows per run when planned: more later = another sweep's
     console.print(plan_line(spec, len(todo)))
     if env_left_out(spec):
         console.print(env_left_out(spec), markup=False)
@@ -80,7 +85,7 @@ def run_sweep(spec: SweepSpec, console) -> Counter:
         held = []
         for run in todo:
             shown.running(run)
-            result = _do_run(spec, run, signals, seen)
+            result = _do_run(spec, store, run, signals, seen)
             if result is HELD:
                 held.append(run)
                 shown.held(run)
@@ -88,8 +93,10 @@ def run_sweep(spec: SweepSpec, console) -> Counter:
                 shown.finished(run, *result)
         for run in held:  # their sweep may still be running them: wait, then take its row (or run it)
             shown.running(run, waiting=True)
-            shown.finished(run, *_do_run(spec, run, signals, seen, wait=True))
-    status = latest_status(_rows(spec))
+            shown.finished(run, *_do_run(spec, store, run, signals, seen, wait=True))
+    with locks.store_lock(spec.out):
+        store.refresh()
+    status = latest_status(store.rows)
     return Counter(status.get(run.run_id, "not run") for run in runs)
 
 
@@ -117,22 +124,20 @@ def _bench_layouts(spec: SweepSpec, shown: SweepProgress) -> None:
         shown.bench(layout, launch_bench(spec, layout, bench).outcome, rdir, bench)
 
 
-def _rows(spec: SweepSpec) -> list[RunResult]:
-    return read_runs(spec.store) if spec.store.exists() else []
-
-
 HELD = "held by another sweep"
 
 
-def _do_run(spec: SweepSpec, run: PlannedRun, signals: SignalGuard, seen: Counter,
+def _do_run(spec: SweepSpec, store: Store[RunResult], run: PlannedRun, signals: SignalGuard, seen: Counter,
             wait: bool = False) -> tuple[RunResult | None, bool] | str:
     """Claim, (re)run or recover, and record one run: (its row, False); (the row another sweep
     recorded meanwhile, True); or HELD when another sweep is running it (and not `wait`)."""
     with locks.claim(spec.out, run.run_id, wait=wait) as claimed:
         if not claimed:
             return HELD  # another sweep process is running it right now
-        rows = [row for row in _rows(spec) if row.run_id == run.run_id]  # re-read: a concurrent
-        if len(rows) > seen[run.run_id]:  # sweep recorded it since this one planned
+        with locks.store_lock(spec.out):  # taken before the launch: a lock that cannot be taken stops here
+            store.refresh()  # the rows a concurrent sweep appended since, read alone
+        rows = store.of(run.run_id)
+        if len(rows) > seen[run.run_id]:  # a concurrent sweep recorded it since this one planned
             return rows[-1], True
         status = rows[-1].status if rows else None
         if status is not None and not (spec.retry_failed and status not in DONE):
@@ -147,21 +152,37 @@ def _do_run(spec: SweepSpec, run: PlannedRun, signals: SignalGuard, seen: Counte
             refused = _busy_refusal(spec, run, started)
             if refused is not None:
                 with signals.deferred(), locks.store_lock(spec.out):
-                    append_run(spec.store, refused)
+                    store.append([refused])
                 return refused, False
             try:
                 started, outcome = launch_run(spec, run)
             except SweepInterrupted as e:
                 if e.time_limit:  # the job's end: this run cannot finish in it; record it as timed out
                     with signals.deferred(), locks.store_lock(spec.out):
-                        append_run(spec.store, time_limit_result(spec, run, rdir, started))
+                        store.append([time_limit_result(spec, run, rdir, started)])
                 raise
         result = build_result(spec, run, rdir, outcome, started)
         if result is not None:
-            with signals.deferred(), locks.store_lock(spec.out):
-                append_run(spec.store, result)
-                keep_hardware(spec, rdir)
+            with signals.deferred():
+                _record(spec, store, run, rdir, result)
         return result, False
+
+
+def _record(spec: SweepSpec, store: Store[RunResult], run: PlannedRun, rdir: Path, result: RunResult) -> None:
+    """Append a finished run's row, then keep its hosts' hardware, under the store's lock. A row that
+    cannot be appended is one line naming the run and the folder its result stays in: launch.json
+    there holds the outcome, so the next sweep into the same --out appends the row without running
+    the run again."""
+    try:
+        with locks.store_lock(spec.out):
+            store.append([result])
+    except (OSError, HvdbenchError) as e:
+        why = os_error_line(e) if isinstance(e, OSError) else str(e)
+        raise StoreError(f"run {run.run_id} ended ({result.status}) but its row was not appended to {spec.store} "
+                         f"({why}); its result is in {rdir}: `hvdbench sweep` again with the same --out appends "
+                         "it from there without running it again") from None
+    with locks.store_lock(spec.out):
+        keep_hardware(spec, rdir)
 
 
 def _busy_refusal(spec: SweepSpec, run: PlannedRun, started: str) -> RunResult | None:

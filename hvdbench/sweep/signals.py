@@ -5,7 +5,7 @@
             ...                               # a signal raises SweepInterrupted here: the run in
                                               # flight is ended by its guard and left unrecorded
             with signals.deferred():          # held until the block ends: a row is either
-                append_run(store, result)     # written whole or not attempted
+                store.append([result])        # written whole or not attempted
 
 The command line turns SweepInterrupted into exit status 128 + signal, and a rerun resumes.
 """

@@ -26,6 +26,7 @@ import sys
 import time
 
 from hvdbench.contracts import get_spec, model_names
+from hvdbench.frameworks.trainer import Trainer
 from hvdbench.peaks import mfu, model_tflops, peak_precision, peak_tflops
 from hvdbench.published import compare
 
@@ -84,13 +85,12 @@ def resident_peak_gb() -> float:
 class ComputeWindow:
     """The compute figures of one timed window on every rank (see the module's docstring)."""
 
-    def __init__(self, dist, trainer, env=os.environ):
+    def __init__(self, dist, trainer: Trainer, env=os.environ):
         self.dist, self.trainer = dist, trainer
-        device = getattr(dist, "device", None)
-        cuda = getattr(device, "type", "") == "cuda"
+        device = dist.device  # None: the framework places its ops (TensorFlow), no GPU of ours to read
+        cuda = device is not None and device.type == "cuda"
         self.handle = nvml_handle(device.index or 0, env) if cuda else None
-        if hasattr(trainer, "reset_peak_memory"):
-            trainer.reset_peak_memory()
+        trainer.reset_peak_memory()
         self.start_mj = energy_mj(self.handle)
         self.t0 = time.perf_counter()
 
@@ -99,8 +99,7 @@ class ComputeWindow:
         all ranks together."""
         end_mj = energy_mj(self.handle)
         seconds = time.perf_counter() - self.t0
-        mine = {"seconds": seconds, "mem_resident_gb": resident_peak_gb(),
-                **(self.trainer.peak_memory() if hasattr(self.trainer, "peak_memory") else {})}
+        mine = {"seconds": seconds, "mem_resident_gb": resident_peak_gb(), **self.trainer.peak_memory()}
         if self.start_mj is not None and end_mj is not None:
             mine["energy_j"] = (end_mj - self.start_mj) / 1e3
         return combine(self.dist.allgather_object(mine), samples)

@@ -30,6 +30,7 @@ from typing import Any
 from hvdbench.contracts import BUILD_OPTIONS, undeclared_option
 from hvdbench.errors import ConfigError
 from hvdbench.frameworks import default_engine
+from hvdbench.topology import Layout
 
 FRAMEWORKS = ("torch", "tensorflow")
 FRAMEWORK_NAMES = {"torch": "PyTorch", "tensorflow": "TensorFlow"}  # as an error names them
@@ -536,7 +537,7 @@ _RUN_NAME = re.compile(r"^([1-9][0-9]*)x([1-9][0-9]*)x([1-9][0-9]*)x([1-9][0-9]*
 
 def run_name(nodes: int, gpus_per_node: int, batch_per_gpu: int, accum_steps: int) -> str:
     """The per-layout config name used in launch/ (NODESxGPUSxBATCHxACCUM), e.g. '2x8x256x1'."""
-    return f"{nodes}x{gpus_per_node}x{batch_per_gpu}x{accum_steps}"
+    return f"{Layout(nodes, gpus_per_node)}x{batch_per_gpu}x{accum_steps}"
 
 
 def parse_run_name(name: str) -> tuple[int, int, int, int]:

@@ -23,7 +23,8 @@ from dataclasses import field, fields, make_dataclass, replace
 from mlperf_logging.mllog import constants as C
 
 from hvdbench.contracts import RunFacts
-from hvdbench.errors import ConfigError, DatasetError
+from hvdbench.errors import DatasetError
+from hvdbench.frameworks.trainer import Trainer
 from hvdbench.interference import Neighbours
 from hvdbench.output import line
 from hvdbench.results.records.ranks import summary as rank_summary
@@ -92,7 +93,7 @@ class Progress:
 
 
 class Loop:
-    def __init__(self, cfg, dist, trainer, events, fault, ds, global_batch, peak_lr, metric=None,
+    def __init__(self, cfg, dist, trainer: Trainer, events, fault, ds, global_batch, peak_lr, metric=None,
                  synthetic=None, hyperparameters=None, mlperf_samples=None, synthetic_samples=None):
         """`ds`: the opened dataset (None with --synthetic); `metric`: the model's Metric (for
         time-to-accuracy); `synthetic`: one fixed batch on the device (for --synthetic);
@@ -107,10 +108,7 @@ class Loop:
         self.synthetic_samples = synthetic_samples
         self.hyperparameters = hyperparameters or (lambda facts: {})
         if fault.compute_delay_s:
-            if not hasattr(trainer, "compute_delay_s"):
-                raise ConfigError("HVDBENCH_INJECT_COMPUTE_DELAY_S: this framework's trainer cannot delay its "
-                                  "compute (PyTorch's can)")
-            trainer.compute_delay_s = fault.compute_delay_s
+            trainer.delay_compute(fault.compute_delay_s)  # (a trainer that cannot refuses, in one line)
 
     def _log_hyperparameters(self, steps_per_epoch, max_steps: int, warmup_steps: int) -> None:
         facts = RunFacts(self.global_batch, self.peak_lr, steps_per_epoch, max_steps, warmup_steps)
@@ -163,7 +161,7 @@ class Loop:
             loader, steps_per_epoch = self._train_loader()
             batches = self._step_batches(loader, steps_per_epoch)
             events.event(C.TRAIN_SAMPLES, self.ds.num_samples("train"))
-        if warmup_least(cfg.warmup_steps, getattr(self.trainer, "compiles", False)) > cfg.warmup_steps:
+        if warmup_least(cfg.warmup_steps, self.trainer.compiles) > cfg.warmup_steps:
             say(dist, "warm-up: 1 step, not --warmup-steps 0: the step is compiled, and its first call "
                       "compiles (timing it would report compilation as throughput)")
             cfg = self.cfg = replace(cfg, warmup_steps=1)
@@ -175,7 +173,7 @@ class Loop:
         events.start(C.RUN_START)
         times, warm_times, data_s = [], [], 0.0
         counted = 0  # MLPerf's samples in this rank's timed steps (None: the kind counts rows)
-        timed = cfg.breakdown and hasattr(self.trainer, "start_timing")
+        timed = cfg.breakdown and self.trainer.times_phases
         i, warmup = 0, None  # warmup: the step the timed window opened at, once it has
         pending = None  # the next step's batches, when already read (the breakdown's probe used them)
         while warmup is None or i < warmup + steps:
@@ -192,7 +190,7 @@ class Loop:
                 window = ComputeWindow(dist, self.trainer)
                 t0 = last = time.perf_counter()
                 cpu0 = time.process_time()
-                watch = Neighbours(getattr(dist, "device", None))
+                watch = Neighbours(dist.device)
                 if cfg.horovod_timeline:
                     dist.start_timeline(self._timeline_path())
                 progress.restart(i)
@@ -261,7 +259,7 @@ class Loop:
             return
         gpu_index, gpu_uuid = gpu_identity(window.handle)
         mine = RankRow(rank=dist.rank, host=dist.hostname, local_rank=dist.local_rank,
-                       device=str(getattr(dist, "device_name", "")), gpu_index=gpu_index, gpu_uuid=gpu_uuid,
+                       device=str(dist.device_name), gpu_index=gpu_index, gpu_uuid=gpu_uuid,
                        step_s=sum(times) / len(times), compute_s=phases.get("compute", 0.0) / steps,
                        data_s=data_s / steps, comm_s=phases.get("comm", 0.0) / steps)
         rows = dist.allgather_object(mine.to_row())
@@ -360,7 +358,7 @@ class Loop:
         events.start(C.RUN_START)
         window = ComputeWindow(dist, self.trainer)  # the energy to train: run_start -> run_stop
         run_start, eval_s, step = time.time(), 0.0, 0
-        watch = Neighbours(getattr(dist, "device", None))
+        watch = Neighbours(dist.device)
         block = block_start(0)
         batches = self._step_batches(loader, steps_per_epoch)
         for epoch, micro, _ in batches:

@@ -19,6 +19,7 @@ from hvdbench.launchers.launch_info import detect_launcher
 from hvdbench.peaks import peak_precision
 from hvdbench.results.records.ranks import RANKS_CSV, write_ranks
 from hvdbench.results.records.schema import MEASURED, RunResult, write_result
+from hvdbench.topology import Layout
 from hvdbench.train.compute_window import fill as fill_compute
 from hvdbench.train.config import levers_text
 from hvdbench.train.loop import say
@@ -43,7 +44,7 @@ def describe_job(record: RunResult, dist, hosts: list[str], devices: list[str], 
     record.world_size = dist.size
     record.global_batch = record.batch_per_gpu * record.accum_steps * dist.size
     record.nodes, record.gpus_per_node = dist.cross_size, dist.local_size
-    record.layout = f"{dist.cross_size}x{dist.local_size}"
+    record.layout = str(Layout(dist.cross_size, dist.local_size))
     record.scale = "up" if dist.cross_size == 1 else "out"
     record.controller = dist.controller
     record.parameters = parameters

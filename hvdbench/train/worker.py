@@ -43,6 +43,7 @@ from hvdbench.launchers.registry import find_launcher, refusal
 from hvdbench.output import line
 from hvdbench.results.records.schema import new_run_id
 from hvdbench.results.records.store import HARDWARE_JSON
+from hvdbench.topology import Layout
 from hvdbench.train import config as config_mod
 from hvdbench.train import result as result_mod
 from hvdbench.train.faults import Fault
@@ -230,8 +231,8 @@ def run(cfg: config_mod.TrainConfig, state: dict) -> None:
         atomic_write_text(out / HARDWARE_JSON, json.dumps({m["hostname"]: m for m in machines if m}, indent=2) + "\n")
     global_batch = cfg.batch_per_gpu * cfg.accum_steps * dist.size
     peak_lr = scaled_lr(cfg, global_batch)
-    layout = f"{dist.cross_size}x{dist.local_size}"
-    local = trainer.num_local() if hasattr(trainer, "num_local") else trainer.num_parameters()
+    layout = str(Layout(dist.cross_size, dist.local_size))
+    local = trainer.num_local()
     say(dist, f"{cfg.model}/{cfg.flavor} {cfg.framework} {cfg.precision} {cfg.engine}: {dist.size} rank(s) "
               f"({layout}, {dist.controller}), {trainer.num_parameters():,} parameters"
               + (f" ({trainer.num_trainable():,} trained)" if trainer.num_trainable() != trainer.num_parameters()
@@ -253,7 +254,7 @@ def run(cfg: config_mod.TrainConfig, state: dict) -> None:
                 hyperparameters=lambda facts: spec.mllog_values(cfg, facts), mlperf_samples=kind.mlperf_samples,
                 synthetic_samples=None if host is None else kind.mlperf_samples(host))
     measures = loop.throughput() if cfg.mode == "throughput" else loop.time_to_accuracy()
-    measures.compile_s = getattr(trainer, "compile_s", None)  # the TensorFlow trainer has none
+    measures.compile_s = trainer.compile_s  # None: nothing compiled (the TensorFlow trainer's graphs are traced)
     if measures.compile_s is not None:
         say(dist, f"compile: {measures.compile_s:.1f} s (torch.compile, in the warm-up: not in the throughput)")
 
@@ -316,8 +317,7 @@ def _check_host_memory(cfg, spec, dist, trained: int, frozen: int) -> None:
 def _count_compute(record, cfg, spec, kind, trainer, dist) -> None:
     """The record's FLOPs per sample (counted on the meta device: no step of the run is spent) and
     train/memory.py's estimate of one rank's memory, beside which the run's peak is recorded."""
-    if hasattr(trainer, "flops_per_sample"):
-        record.flops_per_sample = trainer.flops_per_sample(spec, cfg.flavor, kind)
+    record.flops_per_sample = trainer.flops_per_sample(spec, cfg.flavor, kind)  # None: not counted
     trained = trainer.num_trainable()
     est = estimate(spec, cfg, (trained, trainer.num_parameters() - trained), dist.size)
     record.mem_estimate_gb = est.total / 1e9

@@ -100,9 +100,10 @@ def good_runs(store: Path) -> Path:
     return store
 
 
-def fake_srun(tmp_path, sleep=0.0) -> Path:
+def fake_srun(tmp_path, sleep=0.0, during: str = "") -> Path:
     """A `srun` for `sweep --launcher srun`: after `sleep` s it writes the worker's result.json into
-    its --out (a success) and appends its --run-id to launched.txt, so a test sees every launch."""
+    its --out (a success) and appends its --run-id to launched.txt, so a test sees every launch; then
+    runs `during` (Python, with `out` the run's folder: what happens to the sweep folder meanwhile)."""
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir(exist_ok=True)
     (bin_dir / "srun").write_text(f"""#!{sys.executable}
@@ -116,7 +117,7 @@ with open({str(tmp_path / "launched.txt")!r}, "a") as f:
 time.sleep({sleep})
 write_result(out / "result.json", RunResult(model="resnet50", world_size=1, nodes=1, gpus_per_node=1,
                                             throughput=10.0, wall_s=0.1))
-""")
+{during}""")
     (bin_dir / "srun").chmod(0o755)
     return bin_dir
 
@@ -300,7 +301,9 @@ def corrupt_stores(tmp_path):
         "short row": (b"\n".join([lines[0], lines[1], b",".join(lines[2].split(b",")[:7])]) + b"\n", ":3",
                       "7 cell(s), the header has"),
         "long row": (b"\n".join([lines[0], lines[1] + b",extra"]) + b"\n", ":2", "the header has"),
-        "bad quote": (b"\n".join([lines[0], b'"unterminated' + lines[1]]), ":", "not valid CSV"),
+        # (with its line end: a last line without one that is no row is an append cut short, left out
+        # with a warning: tests/unit/test_run_store.py)
+        "bad quote": (b"\n".join([lines[0], b'"unterminated' + lines[1]]) + b"\n", ":", "not valid CSV"),
         "bad number": (b"\n".join([lines[0], lines[1].replace(b",100.0,", b",fast,", 1)]) + b"\n", ":2",
                        "column throughput has 'fast'"),
     }
@@ -647,6 +650,69 @@ def test_a_study_recipe_a_shell_would_run_is_refused_when_the_file_loads(tmp_pat
         one_line_error(proc, f"{study}: models.resnet50.prepare[0]", "is not a command of `hvdbench prepare`")
     assert not (tmp_path / "o").exists() and not (tmp_path / "pwned").exists()
     unchanged(before)
+
+
+# --- 10. issue 54, item 8: the sweep reads runs.csv once ---------------------------------------------
+
+def test_a_sweep_records_a_run_without_reading_the_old_rows_again(tmp_path):
+    """Issue 54, item 8: the sweep reads runs.csv whole once, to plan, then only what is appended
+    after; a row damaged in place while a run trains (its bytes as long as before) does not stop the
+    run's row, and the next whole read (the report) names it."""
+    sweep_dir = good_runs(tmp_path / "sw" / "runs.csv").parent
+    damage = ("store = out.parent / 'runs.csv'\n"
+              "store.write_bytes(store.read_bytes().replace(b',100.0,', b',fast!,', 1))\n")
+    proc = hvd("sweep", "resnet50", "--launcher", "srun", "--hosts", "localhost:1", "--repeats", "2",
+               "--out", sweep_dir, "--", "--synthetic", path_prefix=fake_srun(tmp_path, during=damage))
+    assert proc.returncode == 0 and "2 runs: 2 success" in proc.stdout, proc.stderr
+    assert launched(tmp_path) == ["1x1-r1", "1x1-r2"]
+    lines = (sweep_dir / "runs.csv").read_text().splitlines()
+    assert len(lines) == 1 + 3 + 2 and ",fast!," in lines[1] and lines[-1].startswith("1x1-r2,")
+    one_line_error(hvd("report", sweep_dir), f"{sweep_dir / 'runs.csv'}:2", "column throughput has 'fast!'")
+
+
+# --- 11. issue 57: lock files, and a row that cannot be appended after its run ------------------------
+
+@pytest.mark.parametrize("lock", ["runs.csv", "1x1-r1"])
+def test_a_link_planted_at_a_sweep_lock_is_refused_before_anything_runs(tmp_path, victim, lock):
+    """The run's claim and the store's lock are both taken before the launch: a link at either is
+    one line naming it, nothing is launched, and the file it points at keeps its bytes."""
+    sweep_dir = tmp_path / "sw"
+    link = sweep_dir / ".locks" / f"{lock}.lock"
+    link.parent.mkdir(parents=True)
+    link.symlink_to(victim)
+    proc = hvd("sweep", "resnet50", "--launcher", "srun", "--hosts", "localhost:1", "--out", sweep_dir,
+               "--", "--synthetic", path_prefix=fake_srun(tmp_path))
+    one_line_error(proc, link, "is a symbolic link")
+    assert victim.read_text() == "mine\n" and link.is_symlink() and launched(tmp_path) == []
+    assert not (sweep_dir / "runs.csv").exists()
+
+
+def test_a_link_planted_at_the_report_lock_is_refused_and_what_it_points_at_kept(tmp_path, victim):
+    sweep_dir = good_runs(tmp_path / "sw" / "runs.csv").parent
+    out = tmp_path / "report"
+    out.mkdir()
+    (out / ".hvdbench-report.lock").symlink_to(victim)
+    one_line_error(hvd("report", sweep_dir, "--out", out), out / ".hvdbench-report.lock", "is a symbolic link")
+    assert victim.read_text() == "mine\n" and [p.name for p in out.iterdir()] == [".hvdbench-report.lock"]
+
+
+def test_a_row_not_appended_after_its_run_names_the_run_and_its_folder_and_the_next_sweep_appends_it(
+        tmp_path, victim):
+    sweep_dir, rdir = tmp_path / "sw", tmp_path / "sw" / "1x1-r1"
+    args = ("sweep", "resnet50", "--launcher", "srun", "--hosts", "localhost:1", "--out", sweep_dir, "--", "--synthetic")
+    # The lock could be taken before the launch; while the run trains, a link takes its place.
+    plant = (f"lock = out.parent / '.locks' / 'runs.csv.lock'\nlock.unlink(missing_ok=True)\nlock.symlink_to({str(victim)!r})\n")
+    proc = hvd(*args, path_prefix=fake_srun(tmp_path, during=plant))
+    one_line_error(proc, "run 1x1-r1 ended (success) but its row was not appended", sweep_dir / "runs.csv",
+                   "runs.csv.lock is a symbolic link", f"its result is in {rdir}:")
+    assert victim.read_text() == "mine\n" and launched(tmp_path) == ["1x1-r1"]
+    assert (rdir / "result.json").is_file() and not (sweep_dir / "runs.csv").exists()
+    (sweep_dir / ".locks" / "runs.csv.lock").unlink()
+    proc = hvd(*args, path_prefix=fake_srun(tmp_path))
+    assert proc.returncode == 0, proc.stderr
+    [row] = read_runs(sweep_dir / "runs.csv")
+    assert (row.run_id, row.status, row.throughput) == ("1x1-r1", "success", 10.0)
+    assert launched(tmp_path) == ["1x1-r1"]  # appended from its folder, not run again
 
 
 # --- the property: random bytes and random edits -------------------------------------------------

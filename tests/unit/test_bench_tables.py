@@ -62,34 +62,34 @@ def built(path):
 
 def test_busbw_at_the_gradient_size_beside_throughput(sweep):
     tables = built(sweep)
-    rows = {(r["model"], r["flavor"], r["layout"]): r for r in tables.comm}
+    rows = {(r.model, r.flavor, r.layout): r for r in tables.comm}
     assert set(rows) == {("resnet50", "full", "1x4"), ("resnet50", "debug", "1x4"), ("bert", "base", "1x4"),
                          ("bert", "large", "1x4")}
     r = rows[("resnet50", "full", "1x4")]
-    assert r["bench_run_id"] == "new"  # the later run of that layout supersedes the earlier one
-    assert r["throughput_mean"] == pytest.approx(1100.0)  # successful runs only
-    assert r["gradient_mib"] == pytest.approx(GRAD / MIB) and r["message_mib"] == pytest.approx(GRAD / MIB)
-    assert r["busbw_gb_s"] == pytest.approx(GRAD / (64 * MIB))  # on the log-log line
-    assert r["mpi_busbw_gb_s"] == pytest.approx(2 * GRAD / (64 * MIB))
-    assert r["allreduce_ms"] == pytest.approx(1e3 * GRAD / (r["busbw_gb_s"] / 1.5 * 1e9))
-    assert r["step_ms"] == pytest.approx(1e3 * 512 / 1100.0)
-    assert r["comm_share"] == pytest.approx(r["allreduce_ms"] / r["step_ms"])
+    assert r.bench_run_id == "new"  # the later run of that layout supersedes the earlier one
+    assert r.throughput_mean == pytest.approx(1100.0)  # successful runs only
+    assert r.gradient_mib == pytest.approx(GRAD / MIB) and r.message_mib == pytest.approx(GRAD / MIB)
+    assert r.busbw_gb_s == pytest.approx(GRAD / (64 * MIB))  # on the log-log line
+    assert r.mpi_busbw_gb_s == pytest.approx(2 * GRAD / (64 * MIB))
+    assert r.allreduce_ms == pytest.approx(1e3 * GRAD / (r.busbw_gb_s / 1.5 * 1e9))
+    assert r.step_ms == pytest.approx(1e3 * 512 / 1100.0)
+    assert r.comm_share == pytest.approx(r.allreduce_ms / r.step_ms)
     # 130,002 parameters: 0.5 MB, below the measured message sizes (no extrapolation)
-    assert rows[("resnet50", "debug", "1x4")]["busbw_gb_s"] is None
-    assert rows[("bert", "base", "1x4")]["busbw_gb_s"] is None  # parameter count not recorded
+    assert rows[("resnet50", "debug", "1x4")].busbw_gb_s is None
+    assert rows[("bert", "base", "1x4")].busbw_gb_s is None  # parameter count not recorded
     assert any("gradient size unknown" in n for n in tables.notes)
     assert ("resnet50", "full", "2x2") not in rows  # no bench run of that layout
 
 
 def test_io_beside_consumed_samples_for_datasets_the_model_reads(sweep):
     tables = built(sweep)
-    assert {(r["model"], r["flavor"]) for r in tables.io} == {("resnet50", "full"), ("resnet50", "debug")}
-    r = next(r for r in tables.io if r["flavor"] == "full")
-    assert r["io_samples_s"] == pytest.approx(1100.0) and r["io_samples_s_min"] == 900.0
-    assert r["reader_vs_h5py"] == pytest.approx(1100 / 3000) and r["decoded_samples_s"] == pytest.approx(300.0)
-    assert r["feed"] == pytest.approx(1.0)  # 1100 io vs 1100 training
-    debug = next(r for r in tables.io if r["flavor"] == "debug")
-    assert debug["feed"] == pytest.approx(1100 / 5000)
+    assert {(r.model, r.flavor) for r in tables.io} == {("resnet50", "full"), ("resnet50", "debug")}
+    r = next(r for r in tables.io if r.flavor == "full")
+    assert r.io_samples_s == pytest.approx(1100.0) and r.io_samples_s_min == 900.0
+    assert r.reader_vs_h5py == pytest.approx(1100 / 3000) and r.decoded_samples_s == pytest.approx(300.0)
+    assert r.feed == pytest.approx(1.0)  # 1100 io vs 1100 training
+    debug = next(r for r in tables.io if r.flavor == "debug")
+    assert debug.feed == pytest.approx(1100 / 5000)
 
 
 def test_markdown_and_csvs(sweep, tmp_path):
@@ -100,7 +100,7 @@ def test_markdown_and_csvs(sweep, tmp_path):
     assert [p.name for p in written] == ["comm_vs_training.csv", "io_vs_training.csv"]
     with open(written[0]) as f:
         rows = list(csv.DictReader(f))
-    assert tuple(rows[0]) == BT.COMM_COLUMNS and len(rows) == 4
+    assert tuple(rows[0]) == BT.CommRow.columns() and len(rows) == 4
 
 
 def test_a_sweep_without_bench_results_adds_nothing(tmp_path):

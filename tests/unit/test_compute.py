@@ -17,6 +17,7 @@ import torch  # noqa: E402
 from hvdbench.contracts import get_spec  # noqa: E402
 from hvdbench.frameworks.torch import bench_compute as bcm  # noqa: E402
 from hvdbench.frameworks.torch.flops import count, transformer_formula  # noqa: E402
+from hvdbench.frameworks.trainer import Trainer  # noqa: E402
 from hvdbench.peaks import device_entry, mfu, model_tflops, peak_tflops  # noqa: E402
 from hvdbench.results.analyses import efficiency as rc  # noqa: E402
 from hvdbench.results.records.schema import ComputeRow, LoadedRun, RunResult  # noqa: E402
@@ -121,7 +122,7 @@ class _CpuDist:
 
 
 def test_a_cpu_window_records_resident_memory_and_leaves_energy_empty():
-    figures = tc.ComputeWindow(_CpuDist(), object()).stop(samples=64)
+    figures = tc.ComputeWindow(_CpuDist(), Trainer()).stop(samples=64)  # the base's: no device memory figures
     assert figures["mem_resident_gb"] > 0
     assert not {"energy_j", "energy_j_per_sample", "power_w_per_gpu", "mem_allocated_gb"} & set(figures)
 
@@ -201,9 +202,9 @@ def test_report_compute_table_from_runs_and_the_measured_peak(tmp_path):
     loaded = load([tmp_path])  # runs.csv, and bench_compute.csv's median per layout, device and precision
     rows = rc.compute_rows(loaded.runs, loaded.peaks)
     [row] = rows
-    assert row["model_tflops_per_gpu"] == 1.0 and row["mfu"] is None  # no datasheet peak for a CPU
-    assert row["measured_peak_tflops"] == 3.0 and row["mfu_measured"] == pytest.approx(1 / 3)
-    assert row["mem_resident_gb"] == 0.8 and row["energy_j_per_sample"] is None
+    assert row.model_tflops_per_gpu == 1.0 and row.mfu is None  # no datasheet peak for a CPU
+    assert row.measured_peak_tflops == 3.0 and row.mfu_measured == pytest.approx(1 / 3)
+    assert row.mem_resident_gb == 0.8 and row.energy_j_per_sample is None
     text = rc.markdown(rows)
     assert "## Compute" in text and "33.3" in text
     written = rc.write(rows, tmp_path / "report", ("csv",))
@@ -220,7 +221,7 @@ def test_published_logs_get_mfu_from_hvdbenchs_count_and_the_accelerators_bf16_p
     assert rate == pytest.approx(40 * 1_281_167 / 900 / 8)  # ImageNet epochs: ~7,117 img/s per GPU
     assert peak == 989.4 and "bf16" in note
     [row] = rc.compute_rows([run])
-    assert row["mfu"] == pytest.approx(flops * rate / 1e12 / 989.4)
+    assert row.mfu == pytest.approx(flops * rate / 1e12 / 989.4)
 
 
 @pytest.mark.parametrize("model", ["flux1", "stable_diffusion"])
@@ -270,7 +271,7 @@ def test_the_gpu_path_maps_the_visible_device_and_reads_the_counter_twice(monkey
     monkeypatch.setattr(pynvml, "nvmlDeviceGetHandleByIndex", lambda i: asked.append(i) or f"gpu{i}")
     monkeypatch.setattr(pynvml, "nvmlDeviceGetTotalEnergyConsumption", lambda handle: next(readings))
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "2,3")
-    figures = tc.ComputeWindow(_GpuDist(), object()).stop(samples=700)
+    figures = tc.ComputeWindow(_GpuDist(), Trainer()).stop(samples=700)
     assert asked == [3]
     assert figures["energy_j"] == 350.0 and figures["energy_j_per_sample"] == 0.5
     assert figures["power_w_per_gpu"] > 0
@@ -284,13 +285,10 @@ def test_the_waterfall_names_its_compute_parts_mfu():
     runs = [_run("1x1", devices="NVIDIA H100 80GB HBM3", peak_tflops=989.4, mfu=0.2, **parts),
             _run("1x2", world_size=2, gpus_per_node=2, throughput=180.0, throughput_per_gpu=90.0,
                  devices="NVIDIA H100 80GB HBM3", peak_tflops=989.4, mfu=0.18, **parts)]
-    falls = waterfall_rows(runs, build_tables(runs).scaling)
-    rows = rc.compute_rows(runs)
-    for fall in falls:
-        fall["compute_mfu"] = rc.mfu_of(rows, fall, fall["layout"])
+    falls = waterfall_rows(runs, build_tables(runs).scaling, compute=rc.compute_rows(runs))
     [fall] = falls
-    assert fall["layout"] == "1x2" and fall["compute_mfu"] == pytest.approx(1.0 / 989.4)  # 1 TFLOP/s per GPU
-    assert f"(MFU {100 * fall['compute_mfu']:.1f} %)" in markdown(falls)
+    assert fall.layout == "1x2" and fall.compute_mfu == pytest.approx(1.0 / 989.4)  # 1 TFLOP/s per GPU
+    assert f"(MFU {100 * fall.compute_mfu:.1f} %)" in markdown(falls)
 
 
 def test_compute_png_is_readable_on_cpus():
@@ -324,14 +322,14 @@ def test_the_compute_table_puts_each_run_beside_mlperfs_published_rate():
     older = _run("1x2", **h200, world_size=2, throughput_per_gpu=400.0, mlperf_samples_per_row=1.95)
     cpu = _run("1x4", run_id="c", world_size=4)
     debug = _run("2x1", model="bert", flavor="debug", devices="NVIDIA H200", run_id="d")
-    rows = {r["layout"]: r for r in rc.compute_rows([recorded, older, cpu, debug])}
-    assert (rows["1x1"]["published_share"], rows["1x1"]["published_ref"]) == (0.5, recorded.published_ref)
-    assert rows["1x2"]["published_share"] == pytest.approx(400 * 1.95 / 1040)
-    assert rows["1x2"]["published_ref"].startswith("MLPerf Training v4.0/v5.0, NVIDIA 8x H200")
-    assert rows["1x2"]["mlperf_samples_per_row"] == 1.95 and "1.95 sequences a row: 780.0 sequences/s per GPU" in \
-        rows["1x2"]["note"]
-    assert (rows["1x4"]["published_share"], rows["1x4"]["published_ref"]) == (None, "no published rate for cpu/resnet (debug flavor)")
-    assert rows["2x1"]["published_ref"] == "no published rate for H200/bert (debug flavor)"
+    rows = {r.layout: r for r in rc.compute_rows([recorded, older, cpu, debug])}
+    assert (rows["1x1"].published_share, rows["1x1"].published_ref) == (0.5, recorded.published_ref)
+    assert rows["1x2"].published_share == pytest.approx(400 * 1.95 / 1040)
+    assert rows["1x2"].published_ref.startswith("MLPerf Training v4.0/v5.0, NVIDIA 8x H200")
+    assert rows["1x2"].mlperf_samples_per_row == 1.95 and "1.95 sequences a row: 780.0 sequences/s per GPU" in \
+        rows["1x2"].note
+    assert (rows["1x4"].published_share, rows["1x4"].published_ref) == (None, "no published rate for cpu/resnet (debug flavor)")
+    assert rows["2x1"].published_ref == "no published rate for H200/bert (debug flavor)"
     text = rc.markdown(list(rows.values()))
     assert "% of published" in text and "| 50.0 | MLPerf Training v4.0/v5.0, x, fp8" in text
     assert "no published rate for cpu/resnet" in text

@@ -9,6 +9,7 @@ import pytest
 
 from hvdbench.results.analyses import convergence as CV
 from hvdbench.results.analyses.ttt import LayoutParts
+from hvdbench.results.records.rows import TttGroup
 
 
 def line(s_min, b_crit, batches):
@@ -67,8 +68,8 @@ def test_what_the_data_cannot_support_is_said(points, status, said):
 
 
 def parts(system, model, points, unit="samples"):
-    return [LayoutParts(group={"system": system, "model": model, "flavor": "", "framework": "nemo", "engine": "",
-                               "precision": "", "levers": ""}, layout=f"{b // 8}x8", nodes=b // 8, gpus_per_node=8, gpus=b,
+    return [LayoutParts(group=TttGroup(system=system, model=model, framework="nemo"), layout=f"{b // 8}x8",
+                        nodes=b // 8, gpus_per_node=8, gpus=b,
                         global_batch=b, runs_used=8, unit=unit, trained=s, train_s=1000.0, eval_s=10.0, other_s=0.0,
                         ttt_s=1010.0) for b, s in points]
 
@@ -84,33 +85,33 @@ def test_rows_fit_each_group_and_each_benchmark_s_rcp_table(tmp_path):
     ps = parts("Acme B200", "llama31_8b", line(140_000, 90.0, (16, 32, 64))) + parts(
         "Acme B200", "retinanet", [(256, 4.0)], unit="epochs")
     rows = CV.rows(ps, [Published("llama31_8b", "5.1.0"), Published("retinanet", "5.1.0")])
-    by = {(r["model"], r["source"]): r for r in rows}
+    by = {(r.model, r.source): r for r in rows}
     runs = by[("llama31_8b", "runs")]
-    assert runs["status"] == CV.FIT and runs["b_crit"] == pytest.approx(90.0) and runs["batch_sizes"] == "16 32 64"
-    assert by[("retinanet", "runs")]["status"] == CV.ONE_BATCH
+    assert runs.status == CV.FIT and runs.b_crit == pytest.approx(90.0) and runs.batch_sizes == "16 32 64"
+    assert by[("retinanet", "runs")].status == CV.ONE_BATCH
     rcp = by[("llama31_8b", "RCP llama31_8b (training 5.1.0)")]
-    assert rcp["unit"] == "samples" and rcp["ruleset"] == "5.1.0" and rcp["b_crit"] > 0
-    assert by[("retinanet", "RCP retinanet (training 5.1.0)")]["unit"] == "epochs"
+    assert rcp.unit == "samples" and rcp.ruleset == "5.1.0" and rcp.b_crit > 0
+    assert by[("retinanet", "RCP retinanet (training 5.1.0)")].unit == "epochs"
     text = CV.markdown(rows)
     assert "critical batch size" in text and "| llama31_8b | Acme B200 | runs |" in text
     written = CV.write(rows, tmp_path)
     assert [p.name for p in written] == ["convergence.csv", "convergence.png"]
     header = (tmp_path / "convergence.csv").read_text().splitlines()[0].split(",")
-    assert header == list(CV.CONVERGENCE_COLUMNS)
+    assert header == list(CV.ConvergenceRow.columns())
 
 
 def test_hvdbench_s_own_models_are_fitted_from_the_registry_s_benchmark():
     """A sweep's model is hvdbench's name (resnet50); its RCP table is MLPerf's `resnet`."""
     rows = CV.rows(parts("cpu", "resnet50", line(30.0, 4000.0, (32, 64, 128)), unit="samples"))
-    assert [r["source"] for r in rows] == ["runs", "RCP resnet (training 4.0.0)"]
+    assert [r.source for r in rows] == ["runs", "RCP resnet (training 4.0.0)"]
 
 
 def test_a_published_benchmark_without_an_rcp_table_is_said(tmp_path):
     # Its RCP row was left out with no word: a reader could not tell "no table" from "not looked at".
     rows = CV.rows(parts("Acme B200", "nosuchbench", line(140_000, 90.0, (16, 32, 64))),
                    [Published("nosuchbench", "5.1.0")])
-    none = [r for r in rows if r["source"] == "RCP: none"]
-    assert [(r["model"], r["ruleset"], r["status"], r["note"]) for r in none] == [
+    none = [r for r in rows if r.source == "RCP: none"]
+    assert [(r.model, r.ruleset, r.status, r.note) for r in none] == [
         ("nosuchbench", "5.1.0", "no RCP", "mlperf-logging has no RCP table for 'nosuchbench' in training 5.1.0 "
                                            "or before: nothing to compare its runs with")]
     assert "| nosuchbench | – | RCP: none |" in CV.markdown(rows)
@@ -121,7 +122,7 @@ def test_runs_of_two_engines_are_told_apart_in_the_table_and_the_figure():
     """A ddp,fsdp time-to-accuracy sweep fits one line per engine: each says its engine ('runs (ddp)'),
     where both read 'runs' / 'runs: cpu' before; a model fitted once keeps plain 'runs'."""
     def engine_parts(engine):
-        return [dataclasses.replace(p, group={**p.group, "engine": engine})
+        return [dataclasses.replace(p, group=dataclasses.replace(p.group, engine=engine))
                 for p in parts("cpu", "resnet50", line(6000, 64.0, (32, 64, 128)))]
 
     rows = CV.rows(engine_parts("ddp") + engine_parts("fsdp") + parts("cpu", "bert", line(9000, 90.0, (16, 32))))

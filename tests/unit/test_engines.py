@@ -195,11 +195,11 @@ def test_the_engine_table_compares_each_engine_with_horovod_and_says_why():
             _run("1x1", "horovod", 800.0, 0.0, "e")]  # one engine only at 1x1: no comparison there
     tables = build_tables(runs)
     rows = engines.engine_rows(runs, tables.scaling)
-    assert [(r["layout"], r["engine"]) for r in rows] == [("1x2", "horovod"), ("1x2", "ddp")]
+    assert [(r.layout, r.engine) for r in rows] == [("1x2", "horovod"), ("1x2", "ddp")]
     ddp = rows[1]
-    assert ddp["vs_reference"] == pytest.approx(1190.0 / 1010.0)
-    assert ddp["comm_ms"] == pytest.approx(1.0) and rows[0]["comm_ms"] == pytest.approx(4.0)
-    assert ddp["why"] == "comm -3.0 ms" and ddp["within_noise"] is False
+    assert ddp.vs_reference == pytest.approx(1190.0 / 1010.0)
+    assert ddp.comm_ms == pytest.approx(1.0) and rows[0].comm_ms == pytest.approx(4.0)
+    assert ddp.why == "comm -3.0 ms" and ddp.within_noise is False
     assert "| resnet50 | 1x2 | ddp | 2 |" in engines.markdown(rows)
 
 

@@ -12,7 +12,7 @@ import pytest  # noqa: E402
 
 from hvdbench.errors import OutputError  # noqa: E402
 from hvdbench.events import EventLog  # noqa: E402
-from hvdbench.files import atomic_open, atomic_write_png, atomic_write_text, open_no_link  # noqa: E402
+from hvdbench.files import LockFile, atomic_open, atomic_write_png, atomic_write_text, open_no_link  # noqa: E402
 from hvdbench.results.records.store import append_rows  # noqa: E402
 from hvdbench.results.records.schema import AllreduceRow  # noqa: E402
 
@@ -21,14 +21,6 @@ def plant(folder, name, victim):
     """Links at the temporary names a writer of `name` used to take (its pid and the next ones)."""
     for pid in range(os.getpid(), os.getpid() + 4):
         (folder / f".{name}.tmp{pid}").symlink_to(victim)
-
-
-@pytest.fixture
-def victim(tmp_path):
-    path = tmp_path / "elsewhere" / "precious.txt"
-    path.parent.mkdir()
-    path.write_text("mine\n")
-    return path
 
 
 def test_an_atomic_text_write_never_writes_through_a_planted_link(tmp_path, victim):
@@ -89,6 +81,28 @@ def test_appends_refuse_a_link_at_the_name_in_one_line(tmp_path, victim):
     with open_no_link(tmp_path / "new.log", "ab") as f:
         f.write(b"two\n")
     assert (tmp_path / "new.log").read_bytes() == b"one\ntwo\n"
+
+
+def test_a_lock_file_is_never_opened_through_a_link_nor_emptied(tmp_path, victim):
+    """Issue 57, case 1: filelock before 3.20.1 opened its lock file with O_TRUNC through a link
+    planted at its name, emptying what it pointed at. A LockFile refuses a symbolic link (and a FIFO)
+    in one line naming it, and opens a hard link to someone's file without truncating it."""
+    lock = tmp_path / "runs.csv.lock"
+    lock.symlink_to(victim)
+    with pytest.raises(OutputError, match=f"^{lock} is a symbolic link: a lock file is never opened through one"):
+        LockFile(lock).acquire()
+    lock.unlink()
+    os.mkfifo(lock)
+    with pytest.raises(OutputError, match=f"^{lock} is not a regular file"):
+        LockFile(lock).acquire()
+    lock.unlink()
+    os.link(victim, lock)
+    with LockFile(lock):
+        assert not LockFile(lock).acquire(wait=False)  # held: another open of it is refused at once
+    assert victim.read_text() == "mine\n"
+    second = LockFile(lock)
+    assert second.acquire(wait=False)
+    second.release()
 
 
 def test_the_event_log_is_never_appended_through_a_link(tmp_path, victim):

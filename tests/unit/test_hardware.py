@@ -168,7 +168,7 @@ def test_horovods_torch_extension_builds_as_the_c_plus_plus_its_torch_asks_for(t
 def test_a_sweep_keeps_each_hosts_record_once_and_the_report_names_its_links(tmp_path):
     import json
 
-    from hvdbench.results.stats.aggregate import where_ran
+    from hvdbench.results.stats.aggregate import Where, where_ran
     from hvdbench.results.records.store import HARDWARE_JSON, SWEEP_RECORD, sweep_link
     from hvdbench.sweep.spec import SweepSpec, keep_hardware
 
@@ -185,7 +185,7 @@ def test_a_sweep_keeps_each_hosts_record_once_and_the_report_names_its_links(tmp
     assert kept == {"n1": nvlink, "n2": nvlink}  # each host's first record
     assert sweep_link(tmp_path / SWEEP_RECORD) == nvlink["inter_node_link"]  # read, where --link typed none
     assert sweep_link(tmp_path / SWEEP_RECORD, "intra") == nvlink["intra_node_link"]
-    rows = [{"hosts": "n1;n2", "nodes": 2, "link": nvlink["inter_node_link"], "intra_link": nvlink["intra_node_link"]}]
+    rows = [Where(hosts="n1;n2", nodes=2, link=nvlink["inter_node_link"], intra_link=nvlink["intra_node_link"])]
     assert where_ran(rows) == ("hosts: n1, n2 · intra-node link: NVLink (NV18) between 8 GPUs · "
                                "inter-node link: InfiniBand mlx5_0/port1, 200 Gb/sec (4X HDR)")
     record = json.loads((tmp_path / SWEEP_RECORD).read_text())

@@ -8,8 +8,8 @@ import time
 import pytest
 
 from hvdbench import interference as I
-from hvdbench.results.records.schema import BUSY_CPUS, REPORT_COLUMNS, LoadedRun
-from hvdbench.results.stats.aggregate import FLAGS, scaling_rows
+from hvdbench.results.records.schema import BUSY_CPUS, LoadedRun
+from hvdbench.results.stats.aggregate import FLAGS, ScalingRow, scaling_rows
 
 
 def reading(machine, machine_s, own_s, window_s=2.0):
@@ -62,17 +62,17 @@ def run(layout, throughput, **kw):
 def test_the_report_flags_busy_and_unsteady_layouts_and_says_why():
     runs = [run("1x1", 64.0, other_cpus=1.1, step_time_std_s=0.026), run("1x1", 66.0, other_cpus=0.0),
             run("1x2", 938.0, other_cpus=0.1), run("1x2", 940.0, other_cpus=0.05)]
-    rows = {r["layout"]: r for r in scaling_rows(runs)}
-    assert rows["1x1"]["other_cpus"] == 1.1 and rows["1x1"]["step_cv"] == pytest.approx(1.3)
-    assert set(rows["1x1"]["flags"].split(";")) == {"busy", "unsteady"}
-    assert set(rows["1x2"]["flags"].split(";")) == {"superlinear"}
-    assert "other_cpus" in REPORT_COLUMNS["scaling"] and "step_cv" in REPORT_COLUMNS["scaling"]
+    rows = {r.layout: r for r in scaling_rows(runs)}
+    assert rows["1x1"].other_cpus == 1.1 and rows["1x1"].step_cv == pytest.approx(1.3)
+    assert set(rows["1x1"].flags.split(";")) == {"busy", "unsteady"}
+    assert set(rows["1x2"].flags.split(";")) == {"superlinear"}
+    assert "other_cpus" in ScalingRow.columns() and "step_cv" in ScalingRow.columns()
     assert "require-idle" in FLAGS["busy"]
 
 
 def test_other_processes_on_the_gpus_flag_a_row_too():
     rows = scaling_rows([run("1x1", 100.0, other_cpus=0.0, other_gpu_procs=2)])
-    assert rows[0]["flags"] == "busy"
+    assert rows[0].flags == "busy"
 
 
 def test_busy_now_measures_this_machine():

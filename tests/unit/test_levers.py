@@ -230,7 +230,7 @@ def test_compiled_lamb_is_lambs_update_and_compiles_once():
 
 @pytest.mark.parametrize("name", ["sgd", "adamw"])
 def test_torchs_fused_update_is_its_foreach_update(tmp_path, name):
-    from hvdbench.frameworks.torch.train import make_optimizer
+    from hvdbench.frameworks.torch.hooks import make_optimizer
 
     def make(fused):
         cfg = resolve({"model": "resnet50", "flavor": "debug", "synthetic": True, "out": str(tmp_path),

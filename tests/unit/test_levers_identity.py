@@ -32,9 +32,9 @@ def test_a_plain_and_a_levers_sweep_are_never_averaged_as_repeats():
     runs = [run("1x1", 100.0), run("1x1", 102.0), run("1x1", 150.0, "channels_last"),
             run("1x1", 152.0, "channels_last")]
     scaling = build_tables(runs).scaling
-    assert sorted((r["levers"], r["runs"], r["throughput_mean"]) for r in scaling) == [
+    assert sorted((r.levers, r.runs, r.throughput_mean) for r in scaling) == [
         ("", 2, 101.0), ("channels_last", 2, 151.0)]
-    assert all("noisy" not in (r["flags"] or "") for r in scaling)
+    assert all("noisy" not in (r.flags or "") for r in scaling)
     # the Markdown names the levers in the section's title
     text = markdown(build_tables(runs))
     assert "fp32 · channels_last · throughput" in text

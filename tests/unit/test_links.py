@@ -31,19 +31,19 @@ def captured(name: str) -> list[LinkRow]:
 
 
 def slow_pairs(rows) -> list[tuple[str, str]]:
-    return [(p["host_a"], p["host_b"]) for p in L.pair_rows(rows) if p["slow"]]
+    return [(p.host_a, p.host_b) for p in L.pair_rows(rows) if p.slow]
 
 
 def test_the_shaped_nodes_pairs_are_slow_and_the_node_is_named():
     rows = captured("3x1-node3-shaped")
     pairs = L.pair_rows(rows)
-    assert [(p["rank_a"], p["rank_b"], p["kind"]) for p in pairs] == [(0, 1, "between"), (0, 2, "between"),
+    assert [(p.rank_a, p.rank_b, p.kind) for p in pairs] == [(0, 1, "between"), (0, 2, "between"),
                                                                        (1, 2, "between")]
     assert slow_pairs(rows) == [("hl-node1", "hl-node3"), ("hl-node2", "hl-node3")]
     # 100 of 1000 Mbit/s: a tenth of the fastest pair, as shaped; 16 MiB is the largest size, 8 B the smallest
-    assert [round(p["vs_best"], 2) for p in pairs] == [1.0, 0.1, 0.1]
-    assert {(p["bandwidth_bytes"], p["latency_bytes"]) for p in pairs} == {(16 << 20, 8)}
-    assert 0.11 < pairs[0]["bandwidth_gb_s"] < 0.125  # 1 Gbit/s is 0.125 GB/s
+    assert [round(p.vs_best, 2) for p in pairs] == [1.0, 0.1, 0.1]
+    assert {(p.bandwidth_bytes, p.latency_bytes) for p in pairs} == {(16 << 20, 8)}
+    assert 0.11 < pairs[0].bandwidth_gb_s < 0.125  # 1 Gbit/s is 0.125 GB/s
     assert L.verdicts(pairs) == ["every pair with hl-node3 is slow (2 of 2 pairs between hosts): hl-node3's link "
                                  "(hl-br (virtual), 10 Gb/s)"]
 
@@ -52,11 +52,11 @@ def test_an_even_cluster_and_one_host_flag_nothing():
     for name in ("3x1-even", "1x3-localhost"):
         rows = captured(name)
         pairs = L.pair_rows(rows)
-        assert pairs and not any(p["slow"] for p in pairs) and L.verdicts(pairs) == []
-        assert min(p["vs_best"] for p in pairs) > 0.85  # the measured spread the rule's half stands clear of
+        assert pairs and not any(p.slow for p in pairs) and L.verdicts(pairs) == []
+        assert min(p.vs_best for p in pairs) > 0.85  # the measured spread the rule's half stands clear of
     local = L.pair_rows(captured("1x3-localhost"))
-    assert len({p["run_id"] for p in local}) == 2 and len(local) == 6  # two runs, each flagged on its own
-    assert {(p["kind"], p["intra_link"], p["nic_a"]) for p in local} == {("within", "loopback (CPU ranks)", "")}
+    assert len({p.run_id for p in local}) == 2 and len(local) == 6  # two runs, each flagged on its own
+    assert {(p.kind, p.intra_link, p.nic_a) for p in local} == {("within", "loopback (CPU ranks)", "")}
 
 
 def _hosts(rows, names: dict[str, str]) -> list[LinkRow]:
@@ -96,7 +96,7 @@ def test_pairs_within_a_host_are_not_held_to_pairs_between_hosts_and_one_pair_is
     within = [replace(r, kind="within", host_b=r.host_a, rank_a=5, rank_b=6, bandwidth_gb_s=100.0)
               for r in between]
     pairs = L.pair_rows(between + within)
-    assert [p["slow"] for p in pairs] == [False, False] and [p["vs_best"] for p in pairs] == [1.0, 1.0]
+    assert [p.slow for p in pairs] == [False, False] and [p.vs_best for p in pairs] == [1.0, 1.0]
 
 
 def test_two_hosts_of_two_ranks_each_kind_apart_and_a_host_whose_own_pairs_are_slow_named():
@@ -104,10 +104,10 @@ def test_two_hosts_of_two_ranks_each_kind_apart_and_a_host_whose_own_pairs_are_s
     hosts is never slow (nothing to compare), the pairs within are compared with each other."""
     rows = captured("2x2-emulated")
     pairs = L.pair_rows(rows)
-    assert [(p["kind"], p["rank_a"], p["rank_b"]) for p in pairs] == [("between", 0, 2), ("within", 0, 1),
+    assert [(p.kind, p.rank_a, p.rank_b) for p in pairs] == [("between", 0, 2), ("within", 0, 1),
                                                                        ("within", 2, 3)]
-    assert pairs[0]["vs_best"] == 1.0 and 0.11 < pairs[0]["bandwidth_gb_s"] < 0.125 and L.verdicts(pairs) == []
-    assert pairs[0]["bandwidth_gb_s"] < 0.5 * min(p["bandwidth_gb_s"] for p in pairs[1:])  # yet not "slow"
+    assert pairs[0].vs_best == 1.0 and 0.11 < pairs[0].bandwidth_gb_s < 0.125 and L.verdicts(pairs) == []
+    assert pairs[0].bandwidth_gb_s < 0.5 * min(p.bandwidth_gb_s for p in pairs[1:])  # yet not "slow"
     # hm-node1's ranks at a tenth of hm-node2's: its own links named, not a NIC.
     slowed = [replace(r, bandwidth_gb_s=r.bandwidth_gb_s / 10) if r.rank_a == 0 and r.rank_b == 1 else r for r in rows]
     assert L.verdicts(L.pair_rows(slowed)) == [

@@ -150,7 +150,7 @@ def test_the_70b_layer_flavor_is_refused_on_a_cpu_for_its_activations():
 
     run = SimpleNamespace(flavor="70b-4l", framework="torch", batch_per_gpu=1, precision="bf16", optimizer="adamw",
                           engine="horovod")
-    assert memory.estimate(SPEC, "70b-4l", "torch", 1, "bf16", "adamw").fixed < 24 * 10**9  # the base alone fits
+    assert memory.estimate(SPEC, run).fixed < 24 * 10**9  # the base alone fits
     with pytest.raises(ConfigError, match=r"^llama2_lora/70b-4l \(torch, horovod\) needs ~2\d\.\d GB for batch 1 per "
                                           r"rank, and this machine has 24.0 GB available per rank"):
         memory.check_fits(SPEC, run, local_ranks=1, available=24 * 10**9)

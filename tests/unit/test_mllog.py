@@ -25,6 +25,7 @@ from hvdbench.results import mllog
 from hvdbench.results.records.schema import SchemaError
 from hvdbench.results.render.tables import markdown
 from hvdbench.results.stats.aggregate import build_tables
+from hvdbench.topology import Layout
 
 T0 = 1_700_000_000_000  # ms
 
@@ -211,7 +212,7 @@ def test_epoch_times_from_epoch_events(tmp_path):
 ])
 def test_nxgxbxa_names(name, layout):
     """Only the MLPerf config convention NODESxGPUS[xBATCHxACCUM] is a name's layout."""
-    assert mllog.layout_from_name(name) == layout
+    assert mllog.layout_from_name(name) == (Layout(*layout) if layout else None)
 
 
 @pytest.mark.parametrize("text, layout", [
@@ -226,7 +227,7 @@ def test_nxgxbxa_names(name, layout):
 ])
 def test_layout_from_platform_text(text, layout):
     """A size prefix on a server is nodes (8xNVIDIA DGX H100 is 8 nodes), on an accelerator GPUs."""
-    assert mllog.layout_from_text(text) == layout
+    assert mllog.layout_from_text(text) == (Layout(*layout) if layout else None)
 
 
 def published_tree(root, times=(30.0, 31.0, 33.0, 35.0, None), system="DGXA100_2x8x56x1"):
@@ -254,10 +255,10 @@ def test_published_logs_become_time_to_train(tmp_path):
     assert {r.layout_source for r in runs} == {"NxGxBxA name (DGXA100_2x8x56x1)"}
 
     [row] = build_tables(runs).time_to_train
-    assert (row["runs"], row["converged"], row["aborted"]) == (5, 4, 1)
-    assert row["ttt_min"] == pytest.approx((31 + 33 + 35) / 3)  # dropped: 30 and the aborted run
-    assert row["ttt_mean_min"] == pytest.approx((30 + 31 + 33 + 35) / 4)
-    assert row["epochs_mean"] == 3.0 and row["gpus"] == 16
+    assert (row.runs, row.converged, row.aborted) == (5, 4, 1)
+    assert row.ttt_min == pytest.approx((31 + 33 + 35) / 3)  # dropped: 30 and the aborted run
+    assert row.ttt_mean_min == pytest.approx((30 + 31 + 33 + 35) / 4)
+    assert row.epochs_mean == 3.0 and row.gpus == 16
 
 
 def test_layout_from_the_log_then_system_json_then_folder(tmp_path):
@@ -468,7 +469,7 @@ def shape_shared_placeholder(root):
 
 def rows_of(runs):
     tables = build_tables(runs)
-    return [(r["system"], r["layout"], r["scale"], r["runs"], r["layout_source"]) for r in tables.time_to_train]
+    return [(r.system, r.layout, r.scale, r.runs, r.layout_source) for r in tables.time_to_train]
 
 
 def test_a_submission_tree_takes_its_layouts_from_the_systems_json(tmp_path):
@@ -481,8 +482,8 @@ def test_a_submission_tree_takes_its_layouts_from_the_systems_json(tmp_path):
     assert notes == [f"{tmp_path / 'training_results_v4.0'}: 20 run(s) from 20 log file(s); 4 file(s) skipped: "
                      "4 code, configuration or documents (e.g. NVIDIA/systems/eos_n1_ngc24.04_pytorch.json)"]
     row = build_tables(runs).time_to_train[-1]
-    assert row["speedup"] == pytest.approx(40.2 / 5.2)  # one group: a speed-up per layout (olympic means)
-    assert (row["rcp_check"], row["ruleset"]) == ("not checked", "4.0.0")  # open division; v4.0 from the path
+    assert row.speedup == pytest.approx(40.2 / 5.2)  # one group: a speed-up per layout (olympic means)
+    assert (row.rcp_check, row.ruleset) == ("not checked", "4.0.0")  # open division; v4.0 from the path
 
 
 def test_nxgxbxa_folder_names_come_before_the_platform_text(tmp_path):
@@ -509,7 +510,7 @@ def test_raw_srun_logs_are_read_and_skipped_files_are_counted(tmp_path):
                         "1 without :::MLLOG lines (e.g. notes.txt), "
                         "1 without run events (power readings or the like) (e.g. power/result_0/node_0.txt)")
     scaling = build_tables(runs).scaling  # tracked_stats throughput, where the logs have it
-    assert [(r["layout"], r["throughput_mean"], r["n_throughput"]) for r in scaling] == [
+    assert [(r.layout, r.throughput_mean, r.n_throughput) for r in scaling] == [
         ("1x8", 1000.0, 3), ("2x8", 2000.0, 3)]
 
 
@@ -561,9 +562,9 @@ def test_bert_logs_show_samples_to_target_not_a_wrong_epoch_time(tmp_path):
     runs = mllog.read_mllog_dir(tmp_path)
     assert {(r.epochs, r.time_per_epoch_s) for r in runs} == {(None, None)}
     [row] = build_tables(runs).time_to_train
-    assert row["samples_to_target_mean"] == pytest.approx(2_600_000)
-    assert row["time_per_1m_samples_min"] == pytest.approx((20 / 2.5 + 21 / 2.6 + 22 / 2.7) / 3)
-    assert (row["epochs_mean"], row["time_per_epoch_min"]) == (None, None)
+    assert row.samples_to_target_mean == pytest.approx(2_600_000)
+    assert row.time_per_1m_samples_min == pytest.approx((20 / 2.5 + 21 / 2.6 + 22 / 2.7) / 3)
+    assert (row.epochs_mean, row.time_per_epoch_min) == (None, None)
     text = markdown(build_tables(runs))
     assert "| samples to target | min per 1M samples |" in text and "| epochs | min/epoch |" not in text
     assert "| 1x8 | 8 | 448 | 3 | 3 | eval_accuracy 0.721 (target –) | 2,600,000 | 8.08 | 21.00 |" in text
@@ -595,27 +596,27 @@ def test_rcp_rescale_is_the_official_summarizers(tmp_path):
                   compliant_lines(minutes / nodes, epochs, division="closed", batch=batch, org="Org",
                                   platform=f"{nodes}xBox", t0=T0 + i * 10**8))
     runs, _ = mllog.load(tmp_path)  # ruleset 4.0.0 from training_results_v4.0 in the path
-    rows = {r["layout"]: r for r in build_tables(runs).time_to_train}
+    rows = {r.layout: r for r in build_tables(runs).time_to_train}
     passed, failed = rows["1x8"], rows["2x8"]
-    assert (passed["rcp_check"], failed["rcp_check"]) == ("Pass", "Fail")
-    assert passed["rcp_factor"] == pytest.approx(35.0 / 34.0) and failed["rcp_factor"] == 1.0
-    assert (passed["rcp_mean"], passed["converge_mean"]) == (pytest.approx(35.0), pytest.approx(34.0))
-    assert failed["converge_mean"] == pytest.approx(33.0) and failed["rcp_min"] == pytest.approx(34.31, abs=0.01)
-    assert passed["ttt_min"] == pytest.approx(33.0)  # raw olympic mean of 31, 33, 35
-    assert passed["ttt_rcp_min"] == pytest.approx(33.0 * 35.0 / 34.0)
+    assert (passed.rcp_check, failed.rcp_check) == ("Pass", "Fail")
+    assert passed.rcp_factor == pytest.approx(35.0 / 34.0) and failed.rcp_factor == 1.0
+    assert (passed.rcp_mean, passed.converge_mean) == (pytest.approx(35.0), pytest.approx(34.0))
+    assert failed.converge_mean == pytest.approx(33.0) and failed.rcp_min == pytest.approx(34.31, abs=0.01)
+    assert passed.ttt_min == pytest.approx(33.0)  # raw olympic mean of 31, 33, 35
+    assert passed.ttt_rcp_min == pytest.approx(33.0 * 35.0 / 34.0)
 
     summarize_officially(org, tmp_path)  # writes results/box_n1/resnet/scaling.json
     official = summarize_officially(org, tmp_path)
     assert (org / "results" / "box_n1" / "resnet" / "scaling.json").is_file()
     assert official["box_n1"]["resnet:RCP"] == "Pass" and official["box_n2"]["resnet:RCP"] == "Fail"
     for system, row in (("box_n1", passed), ("box_n2", failed)):
-        assert float(official[system]["resnet:rcp_scaling_factor"]) == pytest.approx(row["rcp_factor"], rel=1e-12)
-        assert float(official[system]["resnet:time_to_train"]) == pytest.approx(row["ttt_rcp_min"], rel=1e-12)
-        assert float(official[system]["resnet:samples_to_converge"]) == pytest.approx(row["converge_mean"])
+        assert float(official[system]["resnet:rcp_scaling_factor"]) == pytest.approx(row.rcp_factor, rel=1e-12)
+        assert float(official[system]["resnet:time_to_train"]) == pytest.approx(row.ttt_rcp_min, rel=1e-12)
+        assert float(official[system]["resnet:samples_to_converge"]) == pytest.approx(row.converge_mean)
 
     # the published scaling.json is now beside the logs: read again, the report agrees with it
-    again = {r["layout"]: r for r in build_tables(mllog.load(tmp_path)[0]).time_to_train}
-    assert "published scaling.json" not in again["1x8"]["rcp_note"]
+    again = {r.layout: r for r in build_tables(mllog.load(tmp_path)[0]).time_to_train}
+    assert "published scaling.json" not in again["1x8"].rcp_note
     text = markdown(build_tables(runs))
     assert "| 33.00 | 33.97 | Pass ×1.0294 (34 vs RCP 35) |" in text
     assert "| 16.50 | 16.50 | Fail (33 vs lowest accepted 34.3096) |" in text
@@ -630,14 +631,14 @@ def test_rcp_not_checked_where_the_summarizer_does_not_check(tmp_path):
         write(root / "Org" / "results" / "box_2x8x204x1" / "resnet" / f"result_{i}.txt",
               compliant_lines(15.0, 34, division="open", batch=3264, org="Org"))
     runs, notes = mllog.load(root)
-    rows = {r["layout"]: r for r in build_tables(runs).time_to_train}
-    assert (rows["1x8"]["rcp_check"], rows["1x8"]["rcp_note"]) == (
+    rows = {r.layout: r for r in build_tables(runs).time_to_train}
+    assert (rows["1x8"].rcp_check, rows["1x8"].rcp_note) == (
         "not checked", "2 run(s): the checker's olympic mean needs 3")
-    assert rows["2x8"]["rcp_note"].startswith("open division: the summarizer checks RCPs in the closed division only")
-    assert rows["2x8"]["ttt_rcp_min"] == rows["2x8"]["ttt_min"] == pytest.approx(15.0)
+    assert rows["2x8"].rcp_note.startswith("open division: the summarizer checks RCPs in the closed division only")
+    assert rows["2x8"].ttt_rcp_min == rows["2x8"].ttt_min == pytest.approx(15.0)
     assert any("ruleset 4.0.0 (no training_results_vX.Y folder in the path" in n for n in notes)
-    rows = {r["layout"]: r for r in build_tables(mllog.load(root, ruleset="3.1.0")[0]).time_to_train}
-    assert rows["2x8"]["ruleset"] == "3.1.0"
+    rows = {r.layout: r for r in build_tables(mllog.load(root, ruleset="3.1.0")[0]).time_to_train}
+    assert rows["2x8"].ruleset == "3.1.0"
 
 
 @pytest.mark.parametrize("text, framework", [
@@ -658,7 +659,7 @@ def test_a_trailing_node_count_in_a_system_name_is_its_size(tmp_path):
         for i in range(3):
             write(org / "results" / system / "resnet" / f"result_{i}.txt", mlperf_lines(minutes=24.0 / nodes + i))
     rows = build_tables(mllog.read_mllog_dir(tmp_path)).time_to_train
-    assert [(r["system"], r["layout"], r["speedup"]) for r in rows] == [
+    assert [(r.system, r.layout, r.speedup) for r in rows] == [
         ("Supermicro / SYS-421GE-TNHR2-LCC", "1x8", 1.0), ("Supermicro / SYS-421GE-TNHR2-LCC", "8x8", 25.0 / 4.0)]
 
 
@@ -686,7 +687,7 @@ def test_a_non_finite_accuracy_is_missing_and_never_converged(tmp_path, key, old
     assert f"warning: {log}:{lineno}: eval_accuracy {said}: read as missing, and its run does not count as " \
            "converged" in notes
     [row] = build_tables([run]).time_to_train
-    assert (row["runs"], row["converged"], row["failed"]) == (1, 0, 1)
+    assert (row.runs, row.converged, row.failed) == (1, 0, 1)
 
 
 @pytest.mark.parametrize("key, old, new, said, field, expected", [
@@ -818,7 +819,7 @@ def test_two_results_of_one_system_are_two_rows_of_one_study(tmp_path):
         submission_runs(nv, system)
     runs, _ = mllog.load(tmp_path)
     rows = build_tables(runs).time_to_train
-    assert sorted((r["system"], r["layout"], r["result"], r["runs"], r["ttt_min"]) for r in rows) == [
+    assert sorted((r.system, r.layout, r.result, r.runs, r.ttt_min) for r in rows) == [
         ("AMD / MI300X", "1x8", "training_results_v4.1/AMD/systems/MI300X", 5, 32.0),
         ("AMD / MI300X", "1x8", "training_results_v5.0/AMD/systems/MI300X", 5, 22.0),
         ("NVIDIA / GB200", "8x4", "GB200_n8", 5, 32.0), ("NVIDIA / GB200", "8x4", "GB200_n8-POWER", 5, 32.0)]
@@ -826,7 +827,7 @@ def test_two_results_of_one_system_are_two_rows_of_one_study(tmp_path):
     assert "| 1x8 [training_results_v4.1/AMD/systems/MI300X] |" in md and "| 8x4 [GB200_n8-POWER] |" in md
     # --group-by platform pools the systems into one group, as asked; each result keeps its row
     pooled = build_tables(mllog.load(tmp_path, group_by="platform")[0]).time_to_train
-    assert len({r["system"] for r in pooled}) == 1 and [r["runs"] for r in pooled] == [5, 5, 5, 5]
+    assert len({r.system for r in pooled}) == 1 and [r.runs for r in pooled] == [5, 5, 5, 5]
 
 
 SYSTEMS_JSON = Path(__file__).parent / "systems_json"  # real systems JSON files (README.md there)
@@ -849,7 +850,7 @@ def test_a_study_is_one_hardware_a_result_one_systems_file(tmp_path):
     (tree / "NVIDIA" / "systems" / "theia_h100_ngpu8.json").write_text(json.dumps(other))
     submission_runs(tree / "NVIDIA", "theia_h100_ngpu8")
     rows = build_tables(mllog.load(tree)[0]).time_to_train
-    got = sorted((r["system"], r["layout"], r["result"], r["runs"], r["speedup"] and round(r["speedup"], 3))
+    got = sorted((r.system, r.layout, r.result, r.runs, r.speedup and round(r.speedup, 3))
                  for r in rows)
     theia = "NVIDIA / Theia (NVIDIA GB300 NVL72)"
     assert got == sorted([
@@ -877,7 +878,7 @@ def test_size_words_in_system_names_make_one_scaling_study(tmp_path):
         submission_runs(org, f"tyche_n{nodes}", [40.0 / nodes + i for i in range(5)])
         submission_runs(org, f"box_n{nodes}_v5.0", [40.0 / nodes + i for i in range(5)], layout=(nodes, 4))
     rows = build_tables(mllog.load(tmp_path)[0]).time_to_train
-    assert [(r["system"], r["layout"], round(r["speedup"], 3)) for r in rows] == [
+    assert [(r.system, r.layout, round(r.speedup, 3)) for r in rows] == [
         ("Acme / Tyche (B200-SXM-180GB)", "1x8", 1.0), ("Acme / Tyche (B200-SXM-180GB)", "2x8", round(42 / 22, 3)),
         ("Acme / box", "1x4", 1.0), ("Acme / box", "2x4", round(42 / 22, 3))]
 
@@ -902,9 +903,9 @@ def test_sample_counted_llm_rows_show_samples_not_a_sliver_of_an_epoch(tmp_path)
               [lines[0], size, *lines[1:]])
     tables = build_tables(mllog.read_mllog_dir(tmp_path))
     [row] = tables.epochs
-    assert (row["epochs_mean"], row["time_per_epoch_min"]) == (None, None)
-    assert row["samples_to_target_mean"] == 300_000 and row["time_per_1m_samples_min"] == pytest.approx(31 / 0.3)
-    assert tables.time_to_train[0]["epochs_mean"] is None
+    assert (row.epochs_mean, row.time_per_epoch_min) == (None, None)
+    assert row.samples_to_target_mean == 300_000 and row.time_per_1m_samples_min == pytest.approx(31 / 0.3)
+    assert tables.time_to_train[0].epochs_mean is None
     from hvdbench.results.render.tables import write_csvs
     write_csvs(tables, tmp_path / "report")
     [line] = list(csv.DictReader(open(tmp_path / "report" / "epochs.csv")))
@@ -928,7 +929,7 @@ def test_a_result_file_without_any_event_is_a_warning_and_a_run_only_beside_runs
     assert f"warning: {alone}: {said}: not counted as a run (no result file beside it holds one)" in notes
     assert f"warning: {beside}: {said}: counted as a run that did not converge, as the summarizer counts it" in notes
     [row] = build_tables(runs).time_to_train  # no 2x8 row
-    assert (row["runs"], row["converged"], row["ttt_min"]) == (4, 3, pytest.approx(31.5))  # dropped: 30, the empty
+    assert (row.runs, row.converged, row.ttt_min) == (4, 3, pytest.approx(31.5))  # dropped: 30, the empty
     assert notes[0] == (f"{tmp_path}: 4 run(s) from 4 log file(s); 1 file(s) skipped: 1 without :::MLLOG lines "
                         "(e.g. Org/results/DGXA100_2x8x56x1/resnet/result_0.txt)")
 
@@ -938,8 +939,8 @@ def test_published_throughput_that_falls_with_more_nodes_is_flagged(tmp_path):
         for i in range(3):
             write(tmp_path / "vendor" / f"retinanet-{nodes}node" / f"run{i}.log",
                   mlperf_lines(layout=(nodes, 8), throughput=throughput + i, org="Vendor"))
-    rows = {r["layout"]: r for r in build_tables(mllog.load(tmp_path / "vendor")[0]).scaling}
-    assert (rows["1x8"]["flags"], rows["2x8"]["flags"]) == ("", "inverse-scaling")
+    rows = {r.layout: r for r in build_tables(mllog.load(tmp_path / "vendor")[0]).scaling}
+    assert (rows["1x8"].flags, rows["2x8"].flags) == ("", "inverse-scaling")
 
 
 def test_a_placeholder_org_gives_way_to_the_submitter_folder(tmp_path):
@@ -947,3 +948,33 @@ def test_a_placeholder_org_gives_way_to_the_submitter_folder(tmp_path):
     submission_runs(tmp_path / "Lenovo", "SR675V3_1x8x32x1", (30.0, 31.0, 32.0), org="SUBMISSION_ORG_PLACEHOLDER")
     runs, _ = mllog.load(tmp_path)
     assert {(r.submitter, r.devices) for r in runs} == {("Lenovo", "Lenovo / SR675V3")}
+
+
+@pytest.mark.parametrize("value", [0, -1, 1000, 2.5, "four"])
+def test_an_accumulation_that_is_no_count_is_warned_with_its_line_and_left_out(tmp_path, value):
+    """Issue 57 case 9: gradient_accumulation_steps 0 or -1 was taken as 1 unsaid, and 1000 (past a global
+    batch of 8) passed; it tells accumulation from model parallelism, so a wrong one moves predictions."""
+    from hvdbench.results.mllog.load import load
+
+    lines = mlperf_lines(batch=8)
+    at = next(i for i, text in enumerate(lines) if C.GLOBAL_BATCH_SIZE in text) + 1
+    lines.insert(at, lines[at - 1].replace(f'"{C.GLOBAL_BATCH_SIZE}", "value": 8',
+                                           f'"{C.GRADIENT_ACCUMULATION_STEPS}", "value": {json.dumps(value)}'))
+    assert C.GRADIENT_ACCUMULATION_STEPS in lines[at]
+    path = write(tmp_path / "Org" / "results" / "sys" / "resnet" / "result_0.txt", lines)
+    runs, notes = load(tmp_path)
+    assert [r.accumulation for r in runs] == [1]
+    assert f"warning: {path}:{at + 1}: {C.GRADIENT_ACCUMULATION_STEPS} {value!r} is no count of micro-batches (a whole " \
+           f"number, at least 1, at most the global batch 8): left out" in notes
+
+
+def test_an_accumulation_that_is_a_count_is_read(tmp_path):
+    from hvdbench.results.mllog.load import load
+
+    lines = mlperf_lines(batch=8)
+    at = next(i for i, text in enumerate(lines) if C.GLOBAL_BATCH_SIZE in text) + 1
+    lines.insert(at, lines[at - 1].replace(f'"{C.GLOBAL_BATCH_SIZE}", "value": 8',
+                                           f'"{C.GRADIENT_ACCUMULATION_STEPS}", "value": 4'))
+    write(tmp_path / "Org" / "results" / "sys" / "resnet" / "result_0.txt", lines)
+    runs, notes = load(tmp_path)
+    assert [r.accumulation for r in runs] == [4] and not any("micro-batches" in n for n in notes)

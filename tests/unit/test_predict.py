@@ -8,7 +8,8 @@ import pytest
 
 from hvdbench.errors import ConfigError
 from hvdbench.results.predict import throughput as P
-from hvdbench.results.records.schema import PREDICTION_COLUMNS, AllreduceRow, LoadedRun
+from hvdbench.results.records.schema import AllreduceRow, LoadedRun
+from hvdbench.topology import Layout, parse_layouts
 
 # The "true" machine the synthetic runs come from.
 T1 = 0.050  # s of work per step, one rank alone
@@ -74,28 +75,28 @@ def test_the_fit_recovers_every_parameter_it_was_generated_with(fit):
         assert fit.links[kind].source.startswith("bench allreduce")
     assert fit.exposure == pytest.approx(EXPOSURE)
     assert fit.calibration == pytest.approx(1.0)
-    assert fit.baseline == "1x1" and fit.fitted_on == ("1x1", "1x2", "2x1")
+    assert fit.baseline == Layout(1, 1) and fit.fitted_on == (Layout(1, 1), Layout(1, 2), Layout(2, 1))
 
 
 @pytest.mark.parametrize("nodes,gpus", [(2, 2), (4, 1), (8, 8), (16, 8)])
 def test_layouts_not_run_are_predicted_from_the_fitted_parameters(fit, nodes, gpus):
     row = P.predict(fit, nodes, gpus)
     work, comm = true_step(nodes, gpus)
-    assert row["step_ms"] == pytest.approx(1e3 * (work + comm))
-    assert row["predicted_throughput"] == pytest.approx(nodes * gpus * BATCH / (work + comm))
+    assert row.step_ms == pytest.approx(1e3 * (work + comm))
+    assert row.predicted_throughput == pytest.approx(nodes * gpus * BATCH / (work + comm))
     base = BATCH / T1
-    assert row["speedup"] == pytest.approx(row["predicted_throughput"] / base)
-    assert row["efficiency"] == pytest.approx(row["speedup"] / (nodes * gpus))
-    assert row["measured_throughput"] is None and row["fitted"] is False
-    assert row["link_kind"] == ("inter" if nodes > 1 else "intra")
+    assert row.speedup == pytest.approx(row.predicted_throughput / base)
+    assert row.efficiency == pytest.approx(row.speedup / (nodes * gpus))
+    assert row.measured_throughput is None and row.fitted is False
+    assert row.link_kind == ("inter" if nodes > 1 else "intra")
 
 
 def test_a_measured_layout_is_compared_with_its_prediction(fit):
-    rows = P.prediction_rows([fit], [(2, 2)])
-    assert [r["layout"] for r in rows] == ["1x1", "1x2", "2x1", "2x2"]
+    rows = P.prediction_rows([fit], [Layout(2, 2)])
+    assert [r.layout for r in rows] == ["1x1", "1x2", "2x1", "2x2"]
     for r in rows[:3]:
-        assert r["fitted"] and r["predicted_vs_measured"] == pytest.approx(1.0)
-    assert set(rows[0]) == set(PREDICTION_COLUMNS)
+        assert r.fitted and r.predicted_vs_measured == pytest.approx(1.0)
+    assert isinstance(rows[0], P.PredictionRow)
 
 
 def test_separate_machines_do_not_slow_each_other():
@@ -105,8 +106,8 @@ def test_separate_machines_do_not_slow_each_other():
     fit = P.fit_group(runs, bench_rows(1, 2) + bench_rows(2, 1))
     assert fit.shared_machine is False
     assert fit.ranks_per_machine_limit == pytest.approx(LIMIT)
-    assert P.predict(fit, 8, 1)["work_ms"] == pytest.approx(1e3 * T1)
-    assert P.predict(fit, 1, 8)["work_ms"] == pytest.approx(1e3 * T1 * 8 / LIMIT)
+    assert P.predict(fit, 8, 1).work_ms == pytest.approx(1e3 * T1)
+    assert P.predict(fit, 1, 8).work_ms == pytest.approx(1e3 * T1 * 8 / LIMIT)
 
 
 def test_without_a_bench_the_links_come_from_the_runs_exposed_communication():
@@ -115,7 +116,7 @@ def test_without_a_bench_the_links_come_from_the_runs_exposed_communication():
     assert fit.exposure == pytest.approx({"intra": 1.0, "inter": 1.0})
     assert "exposed communication" in fit.links["inter"].source
     # The exposed time of 2x1 is reproduced exactly; it stands for latency + bandwidth together.
-    assert P.predict(fit, 2, 1)["exposed_comm_ms"] == pytest.approx(1e3 * true_step(2, 1)[1])
+    assert P.predict(fit, 2, 1).exposed_comm_ms == pytest.approx(1e3 * true_step(2, 1)[1])
 
 
 def test_a_machine_that_did_not_slow_has_no_limit():
@@ -126,7 +127,7 @@ def test_a_machine_that_did_not_slow_has_no_limit():
     finally:
         LIMIT = saved
     assert math.isinf(fit.ranks_per_machine_limit)
-    assert P.predict(fit, 4, 8)["work_ms"] == pytest.approx(1e3 * T1)
+    assert P.predict(fit, 4, 8).work_ms == pytest.approx(1e3 * T1)
 
 
 def test_fit_layouts_limit_what_is_fitted_and_the_rest_is_compared():
@@ -134,16 +135,16 @@ def test_fit_layouts_limit_what_is_fitted_and_the_rest_is_compared():
     # A 2x2 bench row that disagrees with the truth: left out of the fit with the 2x2 runs.
     slow = [dataclasses.replace(r, time_mean_s=r.time_mean_s * 5) for r in bench_rows(2, 2)]
     benches = bench_rows(1, 2) + bench_rows(2, 1) + slow
-    fit = P.fit_group(runs, benches, fit_layouts={"1x1", "1x2", "2x1"}, layout_benches=False)
+    fit = P.fit_group(runs, benches, fit_layouts={Layout(1, 1), Layout(1, 2), Layout(2, 1)}, layout_benches=False)
     row = P.predict(fit, 2, 2)
-    assert row["fitted"] is False and row["predicted_vs_measured"] == pytest.approx(1.0)
-    assert row["allreduce_from"] == "link model"
+    assert row.fitted is False and row.predicted_vs_measured == pytest.approx(1.0)
+    assert row.allreduce_from == "link model"
     # With its own bench, a layout's allreduce is what that bench measured (here 5x the model's).
-    fit = P.fit_group(runs, benches, fit_layouts={"1x1", "1x2", "2x1"})
+    fit = P.fit_group(runs, benches, fit_layouts={Layout(1, 1), Layout(1, 2), Layout(2, 1)})
     row = P.predict(fit, 2, 2)
-    assert row["allreduce_from"] == "bench of this layout"
-    assert row["allreduce_ms"] == pytest.approx(5e3 * LINKS["inter"].allreduce_s(PARAMS * 4, 4))
-    assert P.predict(fit, 4, 1)["allreduce_from"] == "link model"
+    assert row.allreduce_from == "bench of this layout"
+    assert row.allreduce_ms == pytest.approx(5e3 * LINKS["inter"].allreduce_s(PARAMS * 4, 4))
+    assert P.predict(fit, 4, 1).allreduce_from == "link model"
 
 
 def test_runs_without_a_breakdown_give_no_fit_and_a_missing_link_is_a_clear_error():
@@ -153,29 +154,29 @@ def test_runs_without_a_breakdown_give_no_fit_and_a_missing_link_is_a_clear_erro
     fit = P.fit_group([run(1, 1)])
     with pytest.raises(ConfigError, match="no inter-node link was measured.*2x1"):
         P.predict(fit, 2, 4)
-    assert P.predict(fit, 1, 1)["predicted_throughput"] == pytest.approx(BATCH / T1)
+    assert P.predict(fit, 1, 1).predicted_throughput == pytest.approx(BATCH / T1)
     # Asked for in a table, the layout is left out with the reason, and the others still come.
-    rows = P.prediction_rows([fit], [(2, 4), (1, 1)])
-    assert [r["layout"] for r in rows] == ["1x1"] and "2x4" in fit.notes[0]
+    rows = P.prediction_rows([fit], [Layout(2, 4), Layout(1, 1)])
+    assert [r.layout for r in rows] == ["1x1"] and "2x4" in fit.notes[0]
     assert "Not predicted" in P.markdown(rows, [fit])
 
 
 def test_layouts_parse_and_bad_ones_are_named():
-    assert P.parse_layouts("2x2, 8x8") == [(2, 2), (8, 8)]
+    assert parse_layouts("2x2, 8x8") == [Layout(2, 2), Layout(8, 8)]
     with pytest.raises(ConfigError, match="8by8"):
-        P.parse_layouts("2x2,8by8")
+        parse_layouts("2x2,8by8")
     with pytest.raises(ConfigError):
-        P.parse_layouts(" , ")
+        parse_layouts(" , ")
 
 
 def test_markdown_and_figure_name_every_layout(fit, tmp_path):
-    rows = P.prediction_rows([fit], [(8, 8)])
+    rows = P.prediction_rows([fit], [Layout(8, 8)])
     text = P.markdown(rows, [fit])
     assert "8x8" in text and "1x2 (fit)" in text and "exposed / allreduce: inter 0.70, intra 2.00" in text
     written = P.write(rows, [fit], tmp_path)
     assert [p.name for p in written] == ["prediction.csv", "prediction.png"]
     header = (tmp_path / "prediction.csv").read_text().splitlines()[0].split(",")
-    assert header == list(PREDICTION_COLUMNS)
+    assert header == list(P.PredictionRow.columns())
 
 
 def _sweep(tmp_path):
@@ -242,8 +243,8 @@ def test_layout_options_name_themselves_and_the_bounds(tmp_path, option, value, 
 
 
 def test_the_largest_layouts_within_the_bounds_are_predicted(fit):
-    rows = P.prediction_rows([fit], [(1_000_000, 1024)])
-    assert any(r["layout"] == "1000000x1024" and math.isfinite(r["predicted_throughput"]) for r in rows)
+    rows = P.prediction_rows([fit], [Layout(1_000_000, 1024)])
+    assert any(r.layout == "1000000x1024" and math.isfinite(r.predicted_throughput) for r in rows)
 
 
 def test_fit_on_a_layout_no_run_has_names_it_and_the_sweeps_layouts(tmp_path):
@@ -289,17 +290,17 @@ def test_a_layout_past_the_machines_cores_and_a_fit_faster_than_its_link_are_fla
     assert fit.cores == 2 and "os.cpu_count() of this machine" in fit.cores_from
     assert fit.links["inter"].busbw_b_s == pytest.approx(12.5e6 / 0.7, rel=1e-2)
     assert fit.link_rate_b_s == pytest.approx(12.5e6) and P.faster_than_link(fit)
-    rows = {r["layout"]: r for r in P.prediction_rows([fit], [(2, 2), (4, 1), (1, 1)])}
+    rows = {r.layout: r for r in P.prediction_rows([fit], [Layout(2, 2), Layout(4, 1), Layout(1, 1)])}
     # An emulated cluster: all 4 ranks of 2x2 share the one 2-core machine.
-    assert rows["2x2"]["flags"] == "oversubscribed;faster-than-link"
-    assert "4 ranks on one machine of 2 cores" in rows["2x2"]["note"] and "0.0125 GB/s" in rows["2x2"]["note"]
+    assert rows["2x2"].flags == "oversubscribed;faster-than-link"
+    assert "4 ranks on one machine of 2 cores" in rows["2x2"].note and "0.0125 GB/s" in rows["2x2"].note
     # Measured layouts saw what they ran on: only the baseline's remark on its own fit.
-    assert rows["2x1"]["flags"] == "" and rows["1x2"]["flags"] == ""
-    assert rows["1x1"]["flags"] == "baseline" and "not a speed-up" in rows["1x1"]["note"]
+    assert rows["2x1"].flags == "" and rows["1x2"].flags == ""
+    assert rows["1x1"].flags == "baseline" and "not a speed-up" in rows["1x1"].note
     text = P.markdown(list(rows.values()), [fit])
     assert "1.00× (predicted / measured)" in text and "**oversubscribed** (2x2: 4 ranks, 4x1: 4 ranks" in text
     assert "= 0.0125 GB/s each way" in text and "(**faster-than-link**)" in text
-    assert {"flags", "note"} <= set(PREDICTION_COLUMNS)
+    assert {"flags", "note"} <= set(P.PredictionRow.columns())
 
 
 def test_the_cores_of_other_machines_are_not_guessed(monkeypatch):
@@ -312,14 +313,14 @@ def test_the_cores_of_other_machines_are_not_guessed(monkeypatch):
     fit = P.fit_group(runs)
     assert fit.shared_machine is False and fit.cores is None and "gpu-node-17" in fit.cores_from
     row = P.predict(fit, 1, 8)
-    assert "oversubscribed" not in row["flags"] and not P.faster_than_link(fit)
+    assert "oversubscribed" not in row.flags and not P.faster_than_link(fit)
     assert "no layout is checked for oversubscription" in P.machine_line(fit)
 
 
 def test_gpu_layouts_with_more_gpus_per_node_than_any_run_are_flagged(fit):
     assert not fit.on_cpus and fit.most_gpus_per_node == 2
-    assert P.predict(fit, 2, 8)["flags"].split(";")[0] == "more-gpus-than-runs"
-    assert "more-gpus-than-runs" not in P.predict(fit, 4, 2)["flags"]
+    assert P.predict(fit, 2, 8).flags.split(";")[0] == "more-gpus-than-runs"
+    assert "more-gpus-than-runs" not in P.predict(fit, 4, 2).flags
 
 
 def test_every_prediction_has_an_interval_that_widens_past_the_fitted_gpus(fit):
@@ -327,17 +328,17 @@ def test_every_prediction_has_an_interval_that_widens_past_the_fitted_gpus(fit):
     the model) and PER_DOUBLING["gpus"] for each doubling past the fitted GPUs (1-2)."""
     from hvdbench.results.predict.fitting import COVERAGE, PER_DOUBLING, Z
 
-    rows = {r["layout"]: r for r in P.prediction_rows([fit], [(8, 8), (16, 8)])}
+    rows = {r.layout: r for r in P.prediction_rows([fit], [Layout(8, 8), Layout(16, 8)])}
     for layout in ("1x1", "1x2", "2x1"):  # inside the fitted range, reproduced exactly: no width
         r = rows[layout]
-        assert r["predicted_throughput_low"] == pytest.approx(r["predicted_throughput"])
-        assert r["predicted_throughput_high"] == pytest.approx(r["predicted_throughput"])
+        assert r.predicted_throughput_low == pytest.approx(r.predicted_throughput)
+        assert r.predicted_throughput_high == pytest.approx(r.predicted_throughput)
     for layout, doublings in (("8x8", 5), ("16x8", 6)):
         r = rows[layout]
         half = math.exp(Z * PER_DOUBLING["gpus"] * doublings)
-        assert r["predicted_throughput_high"] / r["predicted_throughput"] == pytest.approx(half)
-        assert r["predicted_throughput"] / r["predicted_throughput_low"] == pytest.approx(half)
-        assert r["interval"] == COVERAGE and f"{doublings:.1f} doublings past the fitted GPUs" in r["interval_from"]
+        assert r.predicted_throughput_high / r.predicted_throughput == pytest.approx(half)
+        assert r.predicted_throughput / r.predicted_throughput_low == pytest.approx(half)
+        assert r.interval == COVERAGE and f"{doublings:.1f} doublings past the fitted GPUs" in r.interval_from
     assert "80 % interval" in P.markdown(list(rows.values()), [fit])
 
 
@@ -350,13 +351,13 @@ def test_a_fitted_layout_the_model_misses_by_far_is_flagged_with_why():
         if r.layout == "1x1":
             r.throughput *= 1.7
     fit = P.fit_group(runs, bench_rows(1, 2) + bench_rows(2, 1))
-    rows = {r["layout"]: r for r in P.prediction_rows([fit], [(2, 2)])}
+    rows = {r.layout: r for r in P.prediction_rows([fit], [Layout(2, 2)])}
     one = rows["1x1"]
-    assert one["predicted_vs_measured"] == pytest.approx(1 / 1.7, rel=1e-6)
-    assert one["flags"].split(";") == ["poor-fit", "baseline"]
-    assert "0.59x its measured throughput" in one["note"] and "1.700 against the calibration 1.000" in one["note"]
+    assert one.predicted_vs_measured == pytest.approx(1 / 1.7, rel=1e-6)
+    assert one.flags.split(";") == ["poor-fit", "baseline"]
+    assert "0.59x its measured throughput" in one.note and "1.700 against the calibration 1.000" in one.note
     # The layouts it fits stay unflagged; a layout not run is never `poor-fit` (nothing to compare).
-    assert "poor-fit" not in rows["1x2"]["flags"] and "poor-fit" not in rows["2x2"]["flags"]
+    assert "poor-fit" not in rows["1x2"].flags and "poor-fit" not in rows["2x2"].flags
     assert "**poor-fit** (1x1: predicted / measured 0.588)" in P.markdown(list(rows.values()), [fit])
 
 
@@ -366,8 +367,8 @@ def test_groups_that_differ_by_engine_are_told_apart_in_the_headings_and_the_pan
     runs = [dataclasses.replace(run(n, g, k), engine=engine, precision="fp32")
             for engine in ("ddp", "fsdp") for n, g in FIT_LAYOUTS for k in (1, 2)]
     fits = P.fit_groups(runs)
-    assert [f.group["engine"] for f in fits] == ["ddp", "fsdp"]
-    rows = P.prediction_rows(fits, [(1, 4)])
+    assert [f.group.engine for f in fits] == ["ddp", "fsdp"]
+    rows = P.prediction_rows(fits, [Layout(1, 4)])
     headings = [line for line in P.markdown(rows, fits).splitlines() if line.startswith("### ")]
     assert len(headings) == 2 and len(set(headings)) == 2
     assert all(f" · {e} · fp32 · " in h for h, e in zip(headings, ("ddp", "fsdp")))

@@ -10,6 +10,7 @@ import io
 import logging
 import math
 import statistics
+from dataclasses import replace
 
 import pytest
 from click.testing import CliRunner
@@ -23,7 +24,9 @@ from hvdbench.results.analyses import convergence as CV
 from hvdbench.results.analyses.ttt import LayoutParts
 from hvdbench.results.predict import throughput as P
 from hvdbench.results.predict import time_to_train as PT
-from hvdbench.results.records.schema import PREDICTION_COLUMNS, LoadedRun
+from hvdbench.results.records.rows import TttGroup
+from hvdbench.results.records.schema import LoadedRun
+from hvdbench.topology import Layout
 
 # The truth the layouts are made from.
 S_MIN, B_CRIT = 100_000.0, 64.0
@@ -36,41 +39,40 @@ def truth(nodes, gpus, batch, model="toy"):
     trained = S_MIN * (1 + batch / B_CRIT)
     rate = n / (C_S + D_S * n / batch)
     e = EVAL_A * trained / n
-    return LayoutParts(group={"system": "Acme B200", "model": model, "flavor": "", "framework": "nemo", "engine": "",
-                              "precision": "", "levers": ""}, layout=f"{nodes}x{gpus}", nodes=nodes, gpus_per_node=gpus, gpus=n,
+    return LayoutParts(group=TttGroup(system="Acme B200", model=model, framework="nemo"), layout=f"{nodes}x{gpus}",
+                       nodes=nodes, gpus_per_node=gpus, gpus=n,
                        global_batch=batch, runs_used=8, unit="samples", trained=trained, train_s=trained / rate,
                        eval_s=e, other_s=OTHER_S, ttt_s=trained / rate + e + OTHER_S)
 
 
 def by_layout(rows):
-    return {r["layout"]: r for r in rows}
+    return {r.layout: r for r in rows}
 
 
 def test_layouts_not_fitted_are_predicted_exactly_from_the_model_they_follow():
     parts = [truth(1, 8, 16), truth(2, 8, 64), truth(4, 8, 64), truth(8, 8, 128)]
-    tf = PT.fit_group(parts, {"1x8", "2x8"})
+    tf = PT.fit_group(parts, {Layout(1, 8), Layout(2, 8)})
     assert tf.rate == pytest.approx((C_S, D_S)) and tf.convergence.status == CV.TWO_POINTS
     assert tf.eval_law == pytest.approx((EVAL_A, 1.0)) and tf.other_law == pytest.approx((OTHER_S, 0.0))
-    rows = by_layout(PT.group_rows(tf, [(16, 8)]))
+    rows = by_layout(PT.group_rows(tf, [Layout(16, 8)]))
     for layout in ("4x8", "8x8"):
         r = rows[layout]
-        assert r["predicted_ttt_min"] == pytest.approx(r["measured_ttt_min"], rel=1e-9)
-        assert r["ttt_predicted_vs_measured"] == pytest.approx(1.0) and r["flags"] == ""
-        parts_sum = sum(r[k] for k in ("ideal_ttt_min", "convergence_min", "throughput_min", "eval_min", "other_min"))
-        assert parts_sum == pytest.approx(r["predicted_ttt_min"], rel=1e-12)
-    assert rows["1x8"]["flags"] == "fitted;baseline" and rows["2x8"]["flags"] == "fitted"
+        assert r.predicted_ttt_min == pytest.approx(r.measured_ttt_min, rel=1e-9)
+        assert r.ttt_predicted_vs_measured == pytest.approx(1.0) and r.flags == ""
+        parts_sum = r.ideal_ttt_min + r.convergence_min + r.throughput_min + r.eval_min + r.other_min
+        assert parts_sum == pytest.approx(r.predicted_ttt_min, rel=1e-12)
+    assert rows["1x8"].flags == "fitted;baseline" and rows["2x8"].flags == "fitted"
     new = rows["16x8"]  # not measured: the fitted trend (x4 for x2 GPUs) held to at most x GPUs: 64 x 8
-    assert new["global_batch"] == 512 and "2x8's 64 x (128 / 16 GPUs)^1.00" in new["global_batch_from"]
-    assert new["predicted_ttt_min"] == pytest.approx(truth(16, 8, 512).ttt_s / 60)
-    assert new["flags"] == "extrapolated" and new["measured_ttt_min"] is None
-    assert set(PREDICTION_COLUMNS) >= {"flags", "note", "layout"} and set(new) <= set(PREDICTION_COLUMNS) | set(
-        PT.TTT_PREDICTION_COLUMNS)
+    assert new.global_batch == 512 and "2x8's 64 x (128 / 16 GPUs)^1.00" in new.global_batch_from
+    assert new.predicted_ttt_min == pytest.approx(truth(16, 8, 512).ttt_s / 60)
+    assert new.flags == "extrapolated" and new.measured_ttt_min is None
+    assert isinstance(new, PT.TttPredictionRow) and {"flags", "note", "layout"} <= set(PT.TttPredictionRow.columns())
 
 
 def test_one_per_gpu_batch_among_the_fitted_layouts_holds_the_per_gpu_rate():
     tf = PT.fit_group([truth(1, 8, 16), truth(2, 8, 32)])
     assert tf.rate == pytest.approx((C_S + D_S / 2, 0.0)) and "per-GPU rate held" in tf.rate_from
-    assert PT.predict_layout(tf, 4, 8)["training_rate"] == pytest.approx(32 / (C_S + D_S / 2))
+    assert PT.predict_layout(tf, 4, 8).training_rate == pytest.approx(32 / (C_S + D_S / 2))
 
 
 def test_published_logs_take_the_rcp_tables_mean_where_it_covers_the_batch_else_its_line():
@@ -97,8 +99,8 @@ def test_published_logs_take_the_rcp_tables_mean_where_it_covers_the_batch_else_
     batch, said = PT.choose_batch(tf, 16, 8)  # 2 per GPU x 128 GPUs = 256: above the table's largest
     assert batch == 128 and "capped at the RCP table's largest batch (128)" in said
     row = PT.predict_layout(tf, 8, 8, 256, "published")
-    assert "beyond-rcp" in row["flags"] and row["predicted_ttt_min"] is not None
-    assert row["samples_from"] == "the critical-batch line"
+    assert "beyond-rcp" in row.flags and row.predicted_ttt_min is not None
+    assert row.samples_from == "the critical-batch line"
 
 
 def test_the_batch_of_a_layout_not_run_follows_the_fitted_layouts_and_the_rcp_table():
@@ -127,22 +129,22 @@ def test_the_batch_of_a_layout_not_run_follows_the_fitted_layouts_and_the_rcp_ta
     assert small == 16 and "raised to the RCP table's smallest batch (16)" in said
     # Past the cap the refusal names the cap, not a change of model parallelism.
     row = PT.predict_layout(tf, 32, 8)
-    assert row["global_batch"] == 128 and row["flags"] == "batch-capped" and row["predicted_ttt_min"] is None
-    assert "RCP table's largest global batch, 128" in row["note"] and "model parallelism changed" not in row["note"]
-    assert "--global-batch" in row["note"]
+    assert row.global_batch == 128 and row.flags == "batch-capped" and row.predicted_ttt_min is None
+    assert "RCP table's largest global batch, 128" in row.note and "model parallelism changed" not in row.note
+    assert "--global-batch" in row.note
     # The user's batch is used as given; too small for the fitted model parallelism is said as such.
     given = PT.predict_layout(tf, 4, 8, 16, "--global-batch")
-    assert given["flags"] == "model-parallel" and "would need model parallelism (--global-batch)" in given["note"]
+    assert given.flags == "model-parallel" and "would need model parallelism (--global-batch)" in given.note
 
 
 def test_model_parallelism_that_changed_is_said_not_predicted():
     """University of Florida's Llama 3.1 8B: batch 16 on 8 GPUs and 32 on 16, then 16 on 32 GPUs."""
     parts = [truth(1, 8, 16), truth(2, 8, 32), truth(4, 8, 16)]
-    rows = by_layout(PT.group_rows(PT.fit_group(parts, {"1x8", "2x8"}), []))
+    rows = by_layout(PT.group_rows(PT.fit_group(parts, {Layout(1, 8), Layout(2, 8)}), []))
     r = rows["4x8"]
-    assert r["flags"] == "model-parallel" and r["predicted_ttt_min"] is None
-    assert r["measured_ttt_min"] == pytest.approx(parts[2].ttt_s / 60)
-    assert "at least 2 GPUs on each data-parallel replica" in r["note"] and "model parallelism changed" in r["note"]
+    assert r.flags == "model-parallel" and r.predicted_ttt_min is None
+    assert r.measured_ttt_min == pytest.approx(parts[2].ttt_s / 60)
+    assert "at least 2 GPUs on each data-parallel replica" in r.note and "model parallelism changed" in r.note
 
 
 def test_a_change_of_accumulation_is_not_a_change_of_model_parallelism():
@@ -153,13 +155,13 @@ def test_a_change_of_accumulation_is_not_a_change_of_model_parallelism():
     for p, accumulation in zip(parts, (4, 4, 2)):
         p.accumulation = accumulation
     assert [p.gpus_per_replica for p in parts] == [4, 8, 8]
-    rows = by_layout(PT.group_rows(PT.fit_group(parts, {"1x8", "2x8"}), []))
-    assert "model-parallel" not in rows["4x8"]["flags"] and rows["4x8"]["predicted_ttt_min"] is not None
+    rows = by_layout(PT.group_rows(PT.fit_group(parts, {Layout(1, 8), Layout(2, 8)}), []))
+    assert "model-parallel" not in rows["4x8"].flags and rows["4x8"].predicted_ttt_min is not None
     # Without the accumulation the same logs are refused: 32 GPUs / 8 = 4 GPUs per replica, more than 2.
     for p in parts:
         p.accumulation = 1
-    rows = by_layout(PT.group_rows(PT.fit_group(parts, {"1x8", "2x8"}), []))
-    assert rows["4x8"]["flags"] == "model-parallel"
+    rows = by_layout(PT.group_rows(PT.fit_group(parts, {Layout(1, 8), Layout(2, 8)}), []))
+    assert rows["4x8"].flags == "model-parallel"
 
 
 def test_a_published_logs_gradient_accumulation_is_read(tmp_path):
@@ -171,21 +173,21 @@ def test_a_published_logs_gradient_accumulation_is_read(tmp_path):
 
 
 def test_too_few_fitted_layouts_are_said():
-    tf = PT.fit_group([truth(1, 8, 16), truth(2, 8, 32)], {"1x8"})
-    rows = PT.group_rows(tf, [(4, 8)])
-    assert all(r["flags"] == "too-few-fitted" and r["predicted_ttt_min"] is None for r in rows)
-    assert "the rate model needs two" in rows[0]["note"]
-    none = PT.fit_group([truth(1, 8, 16)], {"9x8"})
-    assert "names none of this group's" in PT.predict_layout(none, 1, 8)["note"]
+    tf = PT.fit_group([truth(1, 8, 16), truth(2, 8, 32)], {Layout(1, 8)})
+    rows = PT.group_rows(tf, [Layout(4, 8)])
+    assert all(r.flags == "too-few-fitted" and r.predicted_ttt_min is None for r in rows)
+    assert "the rate model needs two" in rows[0].note
+    none = PT.fit_group([truth(1, 8, 16)], {Layout(9, 8)})
+    assert "names none of this group's" in PT.predict_layout(none, 1, 8).note
 
 
 def test_one_fitted_batch_and_no_rcp_predicts_that_batch_only():
     tf = PT.fit_group([truth(1, 8, 32), truth(2, 8, 32)])
     assert tf.convergence.status == CV.ONE_BATCH
     same = PT.predict_layout(tf, 4, 8, 32, "published")
-    assert same["predicted_trained"] == pytest.approx(truth(1, 8, 32).trained) and same["flags"] == ""
+    assert same.predicted_trained == pytest.approx(truth(1, 8, 32).trained) and same.flags == ""
     other = PT.predict_layout(tf, 2, 8, 64, "published")
-    assert other["flags"] == "convergence-unknown" and other["predicted_ttt_min"] is None
+    assert other.flags == "convergence-unknown" and other.predicted_ttt_min is None
 
 
 def throughput_runs():
@@ -209,15 +211,15 @@ def test_a_sweep_s_rate_is_the_throughput_predictor_s_times_its_own_ratio():
     parts = []
     for nodes, gpus in ((1, 1), (1, 2)):
         p = truth(nodes, gpus, 16 * nodes * gpus, model="resnet50")
-        p.group.update(system="cpu", flavor="debug", framework="torch", precision=fit.group["precision"],
-                       engine=fit.group.get("engine", ""))
-        rate = 0.8 * P.predict(fit, nodes, gpus)["predicted_throughput"]  # real data: 80 % of it
+        p.group = replace(p.group, system="cpu", flavor="debug", framework="torch", precision=fit.group.precision,
+                          engine=fit.group.engine)
+        rate = 0.8 * P.predict(fit, nodes, gpus).predicted_throughput  # real data: 80 % of it
         p.train_s = p.trained / rate
         parts.append(p)
     tf = PT.fit_group(parts, throughput_fits=[fit])
     assert tf.throughput_fit is fit and tf.calibration == pytest.approx(0.8)
     assert "the throughput predictor" in tf.rate_from
-    assert tf.training_rate(2, 2, 64) == pytest.approx(0.8 * P.predict(fit, 2, 2)["predicted_throughput"])
+    assert tf.training_rate(2, 2, 64) == pytest.approx(0.8 * P.predict(fit, 2, 2).predicted_throughput)
 
 
 def test_time_to_accuracy_runs_at_another_batch_take_the_throughput_predictors_shape_oversubscription_included(
@@ -237,22 +239,22 @@ def test_time_to_accuracy_runs_at_another_batch_take_the_throughput_predictors_s
     parts = []
     for nodes, gpus in ((1, 1), (1, 2)):
         p = truth(nodes, gpus, 32 * nodes * gpus, model="resnet50")
-        p.group.update(system="cpu", flavor="debug", framework="torch", precision=fit.group["precision"],
-                       engine=fit.group.get("engine", ""))
-        p.train_s = p.trained / (0.5 * P.predict(fit, nodes, gpus)["predicted_throughput"])
+        p.group = replace(p.group, system="cpu", flavor="debug", framework="torch", precision=fit.group.precision,
+                          engine=fit.group.engine)
+        p.train_s = p.trained / (0.5 * P.predict(fit, nodes, gpus).predicted_throughput)
         parts.append(p)
     tf = PT.fit_group(parts, throughput_fits=[fit])
     assert tf.throughput_fit is fit and tf.calibration == pytest.approx(0.5)
     assert "16 per GPU" in tf.rate_from
     four = P.predict(fit, 2, 2)
-    assert "oversubscribed" in four["flags"]
-    rows = by_layout(PT.group_rows(tf, [(2, 2)]))
-    assert rows["2x2"]["training_rate"] == pytest.approx(0.5 * four["predicted_throughput"])
+    assert "oversubscribed" in four.flags
+    rows = by_layout(PT.group_rows(tf, [Layout(2, 2)]))
+    assert rows["2x2"].training_rate == pytest.approx(0.5 * four.predicted_throughput)
     # ... and its caveat: both tables say the 4 ranks on 2 cores are optimistic.
-    assert "oversubscribed" in rows["2x2"]["flags"].split(";") and "4 ranks on one machine" in rows["2x2"]["note"]
+    assert "oversubscribed" in rows["2x2"].flags.split(";") and "4 ranks on one machine" in rows["2x2"].note
     assert "**oversubscribed** (2x2)" in PT.markdown(list(rows.values()), [tf])
-    speedup_tput = four["predicted_throughput"] / P.predict(fit, 1, 1)["predicted_throughput"]
-    speedup_ttt = rows["2x2"]["training_rate"] / rows["1x1"]["training_rate"]
+    speedup_tput = four.predicted_throughput / P.predict(fit, 1, 1).predicted_throughput
+    speedup_ttt = rows["2x2"].training_rate / rows["1x1"].training_rate
     assert speedup_ttt == pytest.approx(speedup_tput)
 
 
@@ -306,8 +308,7 @@ def test_predict_mllog_writes_time_to_train_predictions(tmp_path):
 
     with open(out / "prediction.csv", newline="") as f:
         reader = csv.DictReader(f)
-        assert reader.fieldnames == list(PREDICTION_COLUMNS) + [c for c in PT.TTT_PREDICTION_COLUMNS
-                                                                if c not in PREDICTION_COLUMNS]
+        assert reader.fieldnames == list(PT.TttPredictionRow.columns())
         rows = {r["layout"]: r for r in reader}
     four = rows["4x8"]
     assert four["global_batch_from"] == "published" and four["measured_ttt_min"]
@@ -381,7 +382,7 @@ def test_report_predicts_a_sweep_s_time_to_train_from_the_throughput_predictor(t
         append_run(sweep / "runs.csv", r)
     for nodes, gpus, epochs in ((1, 1, 3), (1, 2, 4), (2, 1, 4)):
         n = nodes * gpus
-        rate = 0.8 * P.predict(fit, nodes, gpus)["predicted_throughput"]
+        rate = 0.8 * P.predict(fit, nodes, gpus).predicted_throughput
         epoch_s, eval_s = 1000 / rate, 2.0 / n
         r = LoadedRun(model="resnet50", flavor="debug", framework="torch", mode="time_to_accuracy", batch_per_gpu=16,
                       global_batch=16 * n, world_size=n, nodes=nodes, gpus_per_node=gpus, layout=f"{nodes}x{gpus}",
@@ -399,7 +400,7 @@ def test_report_predicts_a_sweep_s_time_to_train_from_the_throughput_predictor(t
         rows = [r for r in csv.DictReader(f) if r["mode"] == "time_to_accuracy"]
     new = next(r for r in rows if r["layout"] == "2x2")
     assert new["global_batch"] == "64" and "throughput predictor" in new["rate_from"]
-    assert float(new["training_rate"]) == pytest.approx(0.8 * P.predict(fit, 2, 2)["predicted_throughput"], rel=1e-4)
+    assert float(new["training_rate"]) == pytest.approx(0.8 * P.predict(fit, 2, 2).predicted_throughput, rel=1e-4)
     assert float(new["predicted_trained"]) == pytest.approx(1000 * (3 + (4 - 3) / 16 * (64 - 16)), rel=1e-4)
     for r in rows:  # the fitted layouts come back
         if r["measured_ttt_min"]:
@@ -429,12 +430,12 @@ def test_every_time_to_train_has_an_interval_from_residuals_repeats_and_the_dist
 
     low_q, high_q = TTT_QUANTILES
     parts = [truth(1, 8, 16), truth(2, 8, 64), truth(4, 8, 64), truth(16, 8, 128)]
-    tf = PT.fit_group(parts, {"1x8", "2x8"})
+    tf = PT.fit_group(parts, {Layout(1, 8), Layout(2, 8)})
     rows = by_layout(PT.group_rows(tf, []))
     fitted = rows["2x8"]  # the model is exact and no repeats are known: the floor alone
-    assert fitted["predicted_ttt_high_min"] / fitted["predicted_ttt_min"] == pytest.approx(
+    assert fitted.predicted_ttt_high_min / fitted.predicted_ttt_min == pytest.approx(
         math.exp(high_q * TTT_SIGMA_FLOOR))
-    assert fitted["predicted_ttt_low_min"] / fitted["predicted_ttt_min"] == pytest.approx(
+    assert fitted.predicted_ttt_low_min / fitted.predicted_ttt_min == pytest.approx(
         math.exp(low_q * TTT_SIGMA_FLOOR))
     far = rows["16x8"]  # past 8-16 GPUs, 2-4 per GPU and 16-64 global: 3 doublings, 1 halving and 1 doubling
     terms = PT.spread_terms(tf, 16, 8, 128, False)
@@ -444,20 +445,20 @@ def test_every_time_to_train_has_an_interval_from_residuals_repeats_and_the_dist
     sigma = math.hypot(TTT_SIGMA_FLOOR, 3 * TTT_PER_DOUBLING["gpus"] + TTT_PER_DOUBLING["per_gpu_batch"]
                        + TTT_PER_DOUBLING["global_batch"] + TTT_PER_DOUBLING["rate_unidentified"] * unidentified)
     assert PT.ttt_sigma(terms) == pytest.approx(sigma)
-    assert far["predicted_ttt_high_min"] / far["predicted_ttt_min"] == pytest.approx(math.exp(high_q * sigma))
-    assert far["predicted_ttt_low_min"] / far["predicted_ttt_min"] == pytest.approx(math.exp(low_q * sigma))
-    assert far["grade"] == grade(far["predicted_ttt_high_min"] / far["predicted_ttt_low_min"] - 1) != ""
+    assert far.predicted_ttt_high_min / far.predicted_ttt_min == pytest.approx(math.exp(high_q * sigma))
+    assert far.predicted_ttt_low_min / far.predicted_ttt_min == pytest.approx(math.exp(low_q * sigma))
+    assert far.grade == grade(far.predicted_ttt_high_min / far.predicted_ttt_low_min - 1) != ""
     rate_sigma = PER_DOUBLING["gpus"] * 3 + PER_DOUBLING["per_gpu_batch"] * 1 + unidentified  # the normal's z
-    assert far["training_rate_high"] / far["training_rate"] == pytest.approx(math.exp(Z * rate_sigma))
-    assert far["predicted_throughput_low"] == pytest.approx(far["training_rate_low"]) and far["interval"] == COVERAGE
+    assert far.training_rate_high / far.training_rate == pytest.approx(math.exp(Z * rate_sigma))
+    assert far.predicted_throughput_low == pytest.approx(far.training_rate_low) and far.interval == COVERAGE
     # The repeats' spread widens every interval: cv 10 % over 8 runs each side
     for p in parts:
-        p.rows = [{"ttt_std_min": 0.1 * p.ttt_s / 60, "ttt_mean_min": p.ttt_s / 60}]
-    tf = PT.fit_group(parts, {"1x8", "2x8"})
+        p.repeat_cv = 0.1
+    tf = PT.fit_group(parts, {Layout(1, 8), Layout(2, 8)})
     fitted = by_layout(PT.group_rows(tf, []))["2x8"]
-    assert fitted["predicted_ttt_high_min"] / fitted["predicted_ttt_min"] == pytest.approx(
+    assert fitted.predicted_ttt_high_min / fitted.predicted_ttt_min == pytest.approx(
         math.exp(high_q * math.hypot(TTT_SIGMA_FLOOR, 0.1 * 0.5)))
-    assert "repeats 5.0 %" in fitted["interval_from"]
+    assert "repeats 5.0 %" in fitted.interval_from
 
 
 def test_grades_follow_the_intervals_width():
@@ -561,14 +562,14 @@ def test_a_step_cost_two_fitted_layouts_cannot_place_widens_the_interval_not_the
     terms = PT.spread_terms(tf, 8, 8, 128, False)
     assert terms["rate_unidentified"] == pytest.approx(0.2005, abs=1e-4)
     row = PT.predict_layout(tf, 8, 8, 128)
-    assert "cannot tell a fixed step cost from communication" in row["interval_from"]
+    assert "cannot tell a fixed step cost from communication" in row.interval_from
     fitted = PT.predict_layout(tf, 2, 8, 64)
-    assert "cannot tell" not in fitted["interval_from"]
+    assert "cannot tell" not in fitted.interval_from
     tf.rate_comm = None  # what the interval would be if the fit could tell them apart: narrower
     narrower = PT.predict_layout(tf, 8, 8, 128)
-    assert narrower["predicted_ttt_min"] == pytest.approx(row["predicted_ttt_min"])
-    assert (row["predicted_ttt_high_min"] - row["predicted_ttt_low_min"]
-            > narrower["predicted_ttt_high_min"] - narrower["predicted_ttt_low_min"])
+    assert narrower.predicted_ttt_min == pytest.approx(row.predicted_ttt_min)
+    assert (row.predicted_ttt_high_min - row.predicted_ttt_low_min
+            > narrower.predicted_ttt_high_min - narrower.predicted_ttt_low_min)
 
 
 # --- the systems JSON's interconnect: a ring across nodes at each GPU's share of its node's fabric ---------
@@ -687,7 +688,7 @@ def test_three_fitted_layouts_tell_a_fixed_step_cost_from_communication():
     e are each identified; the rate at 8x8 and 16x8 is the truth's, and nothing is left unidentified:
     the interval is narrower than the two smallest's, whose rate at 8x8 misses."""
     parts = [with_comm(1, 8, 16), with_comm(2, 8, 64), with_comm(4, 8, 64), with_comm(8, 8, 128)]
-    tf = PT.fit_group(parts, {"1x8", "2x8", "4x8"})
+    tf = PT.fit_group(parts, {Layout(1, 8), Layout(2, 8), Layout(4, 8)})
     assert tf.rate_full == pytest.approx((C_S, D_S, E_COMM))
     assert "tell a fixed step cost from communication" in tf.rate_from
     for nodes, batch in ((8, 128), (16, 128)):
@@ -696,14 +697,14 @@ def test_three_fitted_layouts_tell_a_fixed_step_cost_from_communication():
             n / (C_S + (D_S + E_COMM * PT.comm_shape(n)) * n / batch))
         assert tf.rate_unidentified(nodes, 8, batch) == 0.0
     row = PT.predict_layout(tf, 8, 8, 128, "published", measured=parts[3])
-    assert row["ttt_predicted_vs_measured"] == pytest.approx(1.0, rel=1e-3)
-    assert "cannot tell" not in row["interval_from"]
-    two = PT.fit_group(parts, {"1x8", "2x8"})
+    assert row.ttt_predicted_vs_measured == pytest.approx(1.0, rel=1e-3)
+    assert "cannot tell" not in row.interval_from
+    two = PT.fit_group(parts, {Layout(1, 8), Layout(2, 8)})
     assert two.rate_full is None and two.rate_unidentified(8, 8, 128) > 0
     assert abs(two.training_rate(8, 8, 128) / tf.training_rate(8, 8, 128) - 1) > 0.05
     wide = PT.predict_layout(two, 8, 8, 128, "published", measured=parts[3])
-    assert (row["predicted_ttt_high_min"] / row["predicted_ttt_low_min"]
-            < wide["predicted_ttt_high_min"] / wide["predicted_ttt_low_min"])
+    assert (row.predicted_ttt_high_min / row.predicted_ttt_low_min
+            < wide.predicted_ttt_high_min / wide.predicted_ttt_low_min)
 
 
 def test_a_third_layout_that_zeroes_a_part_leaves_the_fixed_reading_and_both_in_the_interval():

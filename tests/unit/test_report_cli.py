@@ -4,10 +4,10 @@ import csv
 
 import pytest
 from click.testing import CliRunner
-from filelock import FileLock
 from test_stats_aggregate import run, sweep_runs, tta
 
 from hvdbench.cli.main import cli
+from hvdbench.files import LockFile
 from hvdbench.results.records.schema import RunResult
 from hvdbench.results.records.store import append_run
 
@@ -94,7 +94,7 @@ def test_a_report_owns_its_folder(sweep, tmp_path):
     assert str(other) in (out / "summary.md").read_text() and str(sweep) not in (out / "summary.md").read_text()
     # A second report into the folder while one writes there is refused, naming it; nothing changes.
     before = {p.name: p.read_bytes() for p in out.iterdir()}
-    with FileLock(out / ".hvdbench-report.lock"):
+    with LockFile(out / ".hvdbench-report.lock"):
         result = invoke(sweep, "--out", out)
     assert result.exit_code == 1 and result.output == (
         f"Error: --out {out}: another report is writing into this folder now; give another --out\n")
@@ -255,8 +255,8 @@ def test_failure_groups_name_runs_without_an_error_by_their_status():
 
     groups = failure_groups([tta("1x1", None, status="aborted", run_id="a"), run("1x1", status="failed", run_id="f"),
                              run("1x2", 100.0)])
-    assert [(g["status"], g["error"], g["runs"]) for g in groups] == [
-        ("aborted", "stopped before reaching its target", ["a"]), ("failed", "no error recorded", ["f"])]
+    assert [(g.status, g.error, g.runs) for g in groups] == [
+        ("aborted", "stopped before reaching its target", ("a",)), ("failed", "no error recorded", ("f",))]
 
 
 def test_the_header_names_the_pytorch_of_the_runs_and_warns_where_one_table_mixes_them(tmp_path):

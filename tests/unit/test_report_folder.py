@@ -14,6 +14,7 @@ from test_stats_aggregate import sweep_runs
 from hvdbench.cli.main import cli
 from hvdbench.errors import ConfigError
 from hvdbench.results import report as library
+from hvdbench.topology import Layout
 from hvdbench.results.records.store import SWEEP_RECORD, append_run, read_study_record
 from hvdbench.results.report import folder as folder_module
 from hvdbench.results.report.folder import REPORT_RECORD, owned_folder, read_record
@@ -42,7 +43,7 @@ def listing(out):
 def test_the_report_is_a_library_a_notebook_can_call(sweep, tmp_path):
     loaded = library.load([sweep])
     assert {"1x1", "1x2", "2x1"} <= {r.layout for r in loaded.runs} and loaded.sources == [str(sweep)]
-    built = library.build(loaded, library.Options(baseline="1x1"))
+    built = library.build(loaded, library.Options(baseline=Layout(1, 1)))
     assert list(built.sections) == list(library.SECTIONS) and "## " in built.text
     written = library.write(built, tmp_path / "r", ("csv", "md"))
     assert {"scaling.csv", "layouts.csv", "time_to_train.csv", "epochs.csv", "summary.md"} <= {p.name for p in written}
@@ -69,7 +70,7 @@ def test_loading_and_building_set_no_attribute_a_record_does_not_declare(sweep, 
     loaded = library.load([sweep], [published(tmp_path / "pub")], ("submitter", "system"), None,
                           lambda root: lambda files: files)
     assert {type(r).__name__ for r in loaded.runs} == {"LoadedRun", "MllogRun"}
-    built = library.build(loaded, library.Options(baseline=None, predict_layouts=[(2, 8)]))
+    built = library.build(loaded, library.Options(baseline=None, predict_layouts=[Layout(2, 8)]))
     assert "## Predicted" in built.text
     with pytest.raises(AttributeError, match="LoadedRun.trained_by_hand is not a declared field"):
         loaded.runs[0].trained_by_hand = 1.0  # the guard is live: a stuck-on name would fail above
@@ -139,6 +140,25 @@ def test_a_prediction_written_by_predict_survives_the_next_report(tmp_path):
         folder.staged.append(folder.stage / "summary.md")
     assert (out / "prediction.csv").read_text() == "predict's\n" and (out / "summary.md").read_text() == "again\n"
     assert read_record(out)[0]["prediction.csv"]["by"] == "predict"
+
+
+def test_a_report_asked_for_fewer_formats_keeps_the_others_files_and_their_record(sweep, tmp_path):
+    """Issue 57, case 3: `report --format csv` after a full report deletes no summary.md and no PNG
+    (fewer formats asked is not a request to delete the others); the record still proves each file
+    in the folder, and a later report of every format replaces them as before."""
+    out = tmp_path / "r"
+    assert invoke(sweep, "--out", out).exit_code == 0
+    pngs = {rel for rel in listing(out) if rel.endswith(".png")}
+    kept = {rel: (out / rel).read_bytes() for rel in pngs | {"summary.md"}}
+    assert pngs
+    result = invoke(sweep, "--out", out, "--format", "csv")
+    assert result.exit_code == 0, result.output
+    assert {rel: (out / rel).read_bytes() for rel in kept} == kept
+    record = read_record(out)[0]
+    assert set(record) == listing(out) - OWN  # every file there, and only those, proven by the record
+    assert all(folder_module._proven(out, rel, entry) for rel, entry in record.items())
+    assert invoke(sweep, "--out", out).exit_code == 0  # every format again: each replaced, none refused
+    assert pngs <= listing(out) and set(read_record(out)[0]) == listing(out) - OWN
 
 
 def test_an_edited_record_names_nothing_the_report_did_not_write(sweep, tmp_path):

@@ -1,11 +1,14 @@
 """The report's plots: valid PNG files of the expected size, with the expected series."""
 
+from dataclasses import replace
+
 import matplotlib.image
 import pytest
 from test_stats_aggregate import run, sweep_runs, tta
 
 from hvdbench.results.render import plots
 from hvdbench.results.stats.aggregate import build_tables
+from hvdbench.topology import Layout
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 
@@ -87,7 +90,7 @@ def test_titles_name_the_hosts_and_the_inter_node_link():
     for r in runs:
         r.link = "emulated veth bridge, 100mbit"  # as load_sweeps sets it from sweep.json
     t = build_tables(runs)
-    assert {r["layout"]: r["link"] for r in t.scaling} == {"1x1": "", "1x2": "", "2x1": "emulated veth bridge, 100mbit"}
+    assert {r.layout: r.link for r in t.scaling} == {"1x1": "", "1x2": "", "2x1": "emulated veth bridge, 100mbit"}
     title = plots.throughput_figure(t.scaling).axes[0].get_title()
     assert title.endswith("hosts: node1, node2\ninter-node link: emulated veth bridge, 100mbit")
     assert "hosts: node1, node2\ninter-node link" in plots.layouts_figure(t.layouts, t.scaling).axes[0].get_title()
@@ -155,7 +158,7 @@ def test_every_plot_names_the_devices_hosts_link_and_runs(tmp_path):
     title_says_where(fall_title)
     assert "2 runs of 1x1, 2 runs of 2x1" in fall_title
     [fit] = predict.fit_groups(runs)
-    pred_title = predict.figure(predict.prediction_rows([fit], [(2, 2)]), [fit]).axes[0].get_title()
+    pred_title = predict.figure(predict.prediction_rows([fit], [Layout(2, 2)]), [fit]).axes[0].get_title()
     title_says_where(pred_title)
     assert "fitted on 2 runs of 1x1, 2 runs of 1x2, 2 runs of 2x1" in pred_title
     # The study's speed-up takes the fewest-node layout per count (1x1, 1x2): one host, no link.
@@ -182,9 +185,9 @@ def test_efficiency_has_two_sigma_error_bars():
     fig = plots.efficiency_figure(tables().scaling)
     torch = fig.axes[1]
     # 2x2: 390 ± 14.142 samples/s against 1x1's 100 ± 10: efficiency 97.5 %, 2σ from both spreads.
-    rows = {r["layout"]: r for r in tables().scaling if r["framework"] == "torch"}
+    rows = {r.layout: r for r in tables().scaling if r.framework == "torch"}
     expected = 2 * 97.5 * ((14.142135623730951 / 390) ** 2 + (10 / 100) ** 2) ** 0.5
-    assert rows["2x2"]["efficiency_2sigma"] * 100 == pytest.approx(expected)
+    assert rows["2x2"].efficiency_2sigma * 100 == pytest.approx(expected)
     bars = [seg for c in torch.collections if c.__class__.__name__ == "LineCollection" for seg in c.get_segments()]
     spans = sorted(round(abs(seg[1][1] - seg[0][1]), 6) for seg in bars)  # each bar spans 2 × 2σ
     assert round(2 * expected, 6) in spans
@@ -227,15 +230,15 @@ def test_waterfall_bars_carry_their_numbers_a_legend_and_a_visible_small_gain():
 
     runs = placed_runs()
     falls = waterfall.waterfall_rows(runs, build_tables(runs).scaling)
-    fall = next(f for f in falls if f["layout"] == "1x2")
-    fall["unattributed"] = -0.2  # a gain of 0.2 samples/s against an ideal of ~200
+    # a gain of 0.2 samples/s against an ideal of ~200
+    fall = replace(next(f for f in falls if f.layout == "1x2"), unattributed=-0.2)
     fig = waterfall.figure([fall])
     ax = fig.axes[0]
     texts = [t.get_text() for t in ax.texts]
-    assert texts[0] == f"{fall['ideal']:,.1f}" and texts[-1] == f"{fall['measured']:,.1f}" and "+0.2" in texts
+    assert texts[0] == f"{fall.ideal:,.1f}" and texts[-1] == f"{fall.measured:,.1f}" and "+0.2" in texts
     gain = ax.patches[5]  # ideal, comm, imbalance, data, compute, unattributed, measured
     assert gain.get_facecolor()[:3] == pytest.approx((0.172, 0.627, 0.172), abs=0.01)  # green
-    assert gain.get_height() >= 0.01 * fall["ideal"]  # drawn tall enough to see; the number is exact
+    assert gain.get_height() >= 0.01 * fall.ideal  # drawn tall enough to see; the number is exact
     labels = [t.get_text() for t in fig.legends[0].get_texts()]
     assert any(label.startswith("loss") for label in labels) and any(label.startswith("gain") for label in labels)
 
@@ -246,7 +249,7 @@ def test_the_prediction_plot_rings_and_names_flagged_layouts():
     runs = placed_runs()
     [fit] = predict.fit_groups(runs)
     fit.cores, fit.cores_from = 2, "given"
-    fig = predict.figure(predict.prediction_rows([fit], [(4, 1)]), [fit])
+    fig = predict.figure(predict.prediction_rows([fit], [Layout(4, 1)]), [fit])
     ax = fig.axes[0]
     assert ax.get_xlabel().startswith("CPU ranks")
     assert predict.FLAGGED in ax.get_legend_handles_labels()[1]
@@ -262,8 +265,8 @@ def test_no_waterfall_panel_is_left_out_past_twelve(tmp_path):
     from hvdbench.results.render.tables import pages
 
     runs = placed_runs()
-    fall = next(f for f in waterfall.waterfall_rows(runs, build_tables(runs).scaling) if f["layout"] == "1x2")
-    many = [{**fall, "layout": f"{n}x2"} for n in range(1, 15)]
+    fall = next(f for f in waterfall.waterfall_rows(runs, build_tables(runs).scaling) if f.layout == "1x2")
+    many = [replace(fall, layout=f"{n}x2") for n in range(1, 15)]
     figs = pages("waterfall", many, waterfall.figure)
     assert [len(f.axes) for f in figs] == [12, 2]
     assert figs[1]._suptitle.get_text().startswith("page 2 of 2: panels 13-14 of 14 (all in waterfall.png, waterfall-2.png)")
@@ -276,10 +279,11 @@ def test_no_waterfall_panel_is_left_out_past_twelve(tmp_path):
 
 def test_the_convergence_figure_draws_every_model():
     from hvdbench.results.analyses import convergence as CV
+    from hvdbench.results.records.rows import TttGroup
     from hvdbench.results.render.tables import pages
 
     fit = CV.fit([(32, 1000.0), (64, 1200.0), (128, 1700.0)])
-    rows = [{"model": f"m{i}", "unit": "samples", "source": "runs", "system": "cpu", "fit": fit} for i in range(13)]
+    rows = [CV._row(TttGroup(system="cpu", model=f"m{i}"), "runs", "", "samples", fit, "") for i in range(13)]
     figs = pages("convergence", CV.panels(rows), lambda chunk: CV.figure(rows, chunk))
     assert [len(f.axes) for f in figs] == [12, 1] and figs[1].axes[0].get_title().startswith("m12:")
 
@@ -290,7 +294,7 @@ def test_engines_of_one_run_each_have_no_two_sigma_and_cpu_words():
     runs = [run(layout, t, engine=engine, hosts="node1") for layout, t in (("1x1", 100), ("1x2", 180))
             for engine in ("ddp", "fsdp")]
     rows = engines.engine_rows(runs, build_tables(runs).scaling)
-    assert {r["vs_reference_2sigma"] for r in rows} == {None} and {r["within_noise"] for r in rows} == {None}
+    assert {r.vs_reference_2sigma for r in rows} == {None} and {r.within_noise for r in rows} == {None}
     text = engines.markdown(rows)
     assert "± 0.0" not in text and "| 100.0 |" in text
     fig = engines.figure(rows)
@@ -333,5 +337,5 @@ def test_the_prediction_heading_says_rank_on_cpus():
 
     runs = placed_runs()
     [fit] = predict.fit_groups(runs)
-    text = predict.markdown(predict.prediction_rows([fit], [(4, 1)]), [fit])
+    text = predict.markdown(predict.prediction_rows([fit], [Layout(4, 1)]), [fit])
     assert "· batch 32/rank —" in text and "/GPU" not in text

@@ -68,9 +68,9 @@ def test_summary_names_the_slowest_rank_against_the_others_median():
 
 def test_a_slow_host_is_named_once_across_the_layouts_it_slowed():
     found = st.stragglers(slow_node3_cluster())
-    named = {(r["layout"], r["rank"]) for r in found.ranks if r["straggler"]}
+    named = {(r.layout, r.rank) for r in found.ranks if r.straggler}
     assert named == {("3x1", 2), ("4x1", 2)}  # node3's rank, and nobody in the even 2x1
-    hosts = {(h["layout"], h["host"]): h["straggler"] for h in found.hosts}
+    hosts = {(h.layout, h.host): h.straggler for h in found.hosts}
     assert hosts[("3x1", "node3")] and not hosts[("3x1", "node1")] and not hosts[("2x1", "node2")]
     assert len(found.named) == 1 and found.named[0].startswith("every layout with node3 (3x1, 4x1) waited for it")
     assert "node3's ranks compute 20 % slower than the others" in found.named[0]
@@ -85,32 +85,32 @@ def test_an_even_cluster_names_no_straggler():
         runs.append(run("1x1", ["n1"], [0.050], k))
         runs.append(run("2x2", ["n1", "n1", "n2", "n2"], [0.050, 0.051 - 0.0005 * k, 0.0505, 0.050 + 0.001 * k], k))
     found = st.stragglers(runs)
-    assert found.ranks and not any(r["straggler"] for r in found.ranks + found.hosts) and not found.named
-    assert all(r["threshold"] >= st.FLOOR for r in found.ranks)
+    assert found.ranks and not any(r.straggler for r in found.ranks + found.hosts) and not found.named
+    assert all(r.threshold >= st.FLOOR for r in found.ranks)
 
 
 def test_one_run_uses_the_floor_and_repeats_their_spread():
     one = st.stragglers([run("2x1", ["a", "b"], [0.050, 0.0515])])  # 3 % slower, one run: under the 5 % floor
-    assert not any(r["straggler"] for r in one.ranks) and all(r["threshold"] == st.FLOOR for r in one.ranks)
+    assert not any(r.straggler for r in one.ranks) and all(r.threshold == st.FLOOR for r in one.ranks)
     # 10 % slower than the others in every run: named where the layout's compute held steady between runs,
     # not where the whole layout moved by 49 % (2σ) from run to run: within that spread
     def runs_of(scales):
         return [run("3x1", ["a", "b", "c"], [0.050 * f, 0.055 * f, 0.050 * f], k) for k, f in enumerate(scales)]
-    steady = next(r for r in st.stragglers(runs_of((1.0, 1.01, 0.99))).ranks if r["host"] == "b")
-    noisy = next(r for r in st.stragglers(runs_of((1.0, 1.3, 0.8))).ranks if r["host"] == "b")
-    assert steady["vs_others"] == pytest.approx(1.1) == noisy["vs_others"]
-    assert steady["threshold"] == st.FLOOR and steady["straggler"]
-    assert noisy["threshold"] == pytest.approx(0.487, abs=0.01) and not noisy["straggler"]
+    steady = next(r for r in st.stragglers(runs_of((1.0, 1.01, 0.99))).ranks if r.host == "b")
+    noisy = next(r for r in st.stragglers(runs_of((1.0, 1.3, 0.8))).ranks if r.host == "b")
+    assert steady.vs_others == pytest.approx(1.1) == noisy.vs_others
+    assert steady.threshold == st.FLOOR and steady.straggler
+    assert noisy.threshold == pytest.approx(0.487, abs=0.01) and not noisy.straggler
     # slower in both runs, its lead swinging from 1.9x to 3.0x with the layout steady (one of an even
     # layout's ranks on a busy machine's shared cores): within its own spread, 2.45 ± 1.56; a slowed node's
     # lead holds, or swings less than it leads (3.5x then 2.4x: 2.95 ± 1.56)
     def lead(*slow):
         return st.stragglers([run("3x1", ["a", "b", "c"], [0.050, 0.050, 0.050 * x], k) for k, x in enumerate(slow)])
-    swinging = next(r for r in lead(1.9, 3.0).ranks if r["host"] == "c")
-    assert swinging["threshold"] == st.FLOOR and swinging["vs_others_2sigma"] == pytest.approx(1.556, abs=0.01)
-    assert not swinging["straggler"] and not any(h["straggler"] for h in lead(1.9, 3.0).hosts)
-    assert [r["straggler"] for r in lead(2.8, 2.82).ranks] == [False, False, True]
-    assert [r["straggler"] for r in lead(3.5, 2.4).ranks] == [False, False, True]
+    swinging = next(r for r in lead(1.9, 3.0).ranks if r.host == "c")
+    assert swinging.threshold == st.FLOOR and swinging.vs_others_2sigma == pytest.approx(1.556, abs=0.01)
+    assert not swinging.straggler and not any(h.straggler for h in lead(1.9, 3.0).hosts)
+    assert [r.straggler for r in lead(2.8, 2.82).ranks] == [False, False, True]
+    assert [r.straggler for r in lead(3.5, 2.4).ranks] == [False, False, True]
 
 
 def test_a_host_slow_in_one_layout_but_not_beside_the_same_hosts_in_another_is_named_in_none():
@@ -119,29 +119,29 @@ def test_a_host_slow_in_one_layout_but_not_beside_the_same_hosts_in_another_is_n
     runs = [run("2x1", ["a", "b"], [0.036, 0.046 + 0.001 * k], k) for k in range(2)]
     runs += [run("3x1", ["a", "b", "c"], [0.050, 0.049, 0.196 + 0.005 * k], k) for k in range(2)]
     found = st.stragglers(runs)
-    assert {(r["layout"], r["host"]) for r in found.ranks + found.hosts if r["straggler"]} == {("3x1", "c")}
+    assert {(r.layout, r.host) for r in found.ranks + found.hosts if r.straggler} == {("3x1", "c")}
     assert any(n.startswith("b computed slower than the others in 2x1 but not in 3x1: not named") for n in found.notes)
     assert found.named and found.named[0].startswith("every layout with c (3x1)")
     # a host slow in every layout it ran in stays named in each
     both = [run("2x1", ["a", "b"], [0.036, 0.072 + 0.001 * k], k) for k in range(2)]
     both += [run("3x1", ["a", "b", "c"], [0.050, 0.100 + 0.001 * k, 0.050], k) for k in range(2)]
-    assert {(r["layout"], r["host"]) for r in st.stragglers(both).hosts if r["straggler"]} == {("2x1", "b"), ("3x1", "b")}
+    assert {(r.layout, r.host) for r in st.stragglers(both).hosts if r.straggler} == {("2x1", "b"), ("3x1", "b")}
 
 
 def test_the_waterfall_puts_the_wait_for_the_slowest_rank_in_imbalance():
     runs = slow_node3_cluster()
     falls = waterfall.waterfall_rows(runs, build_tables(runs).scaling)
-    fall = next(f for f in falls if f["layout"] == "3x1")
-    assert fall["imbalance_loss"] > 0
-    assert fall["imbalance_loss"] > 5 * abs(fall["comm_loss"])  # the comm itself did not change: ~0
-    losses = sum(fall[k] for k in waterfall.LOSSES)
-    assert fall["ideal"] - losses == pytest.approx(fall["measured"])  # still adds up exactly
+    fall = next(f for f in falls if f.layout == "3x1")
+    assert fall.imbalance_loss > 0
+    assert fall.imbalance_loss > 5 * abs(fall.comm_loss)  # the comm itself did not change: ~0
+    losses = sum(getattr(fall, k) for k in waterfall.LOSSES)
+    assert fall.ideal - losses == pytest.approx(fall.measured)  # still adds up exactly
     # Without per-rank times the communication keeps it, and imbalance is not measured
     for r in runs:
         r.ranks = []
-    bare = next(f for f in waterfall.waterfall_rows(runs, build_tables(runs).scaling) if f["layout"] == "3x1")
-    assert bare["imbalance_loss"] is None
-    assert bare["comm_loss"] == pytest.approx(fall["comm_loss"] + fall["imbalance_loss"], rel=0.05)
+    bare = next(f for f in waterfall.waterfall_rows(runs, build_tables(runs).scaling) if f.layout == "3x1")
+    assert bare.imbalance_loss is None
+    assert bare.comm_loss == pytest.approx(fall.comm_loss + fall.imbalance_loss, rel=0.05)
 
 
 def test_published_logs_and_runs_without_per_rank_times_are_said_not_guessed():
@@ -153,7 +153,7 @@ def test_published_logs_and_runs_without_per_rank_times_are_said_not_guessed():
     found = st.stragglers([*runs, old, published])
     assert any("no per-rank times" in n for n in found.notes)
     assert any("published MLPerf logs" in n for n in found.notes)
-    assert not any(r["layout"] in ("2x2", "4x8") for r in found.ranks)
+    assert not any(r.layout in ("2x2", "4x8") for r in found.ranks)
 
 
 def write_sweep(folder, runs):
@@ -176,7 +176,7 @@ def test_the_loader_reads_ranks_csv_and_the_report_names_the_straggler(tmp_path)
     report = build(loaded)
     assert "## Which rank or host held the others back" in report.text
     assert any("partial" in n for n in report.sections["stragglers"].rows.notes)
-    assert any(r["partial"] for r in report.sections["stragglers"].rows.ranks if r["layout"] == "3x1")
+    assert any(r.partial for r in report.sections["stragglers"].rows.ranks if r.layout == "3x1")
     files = report.sections["stragglers"].files(tmp_path / "out", ("csv",))
     assert [p.name for p in files] == ["stragglers.csv", "stragglers_hosts.csv"]
 
@@ -208,7 +208,7 @@ def test_fsdp_layouts_get_their_table_and_no_straggler_named():
     for r in runs:
         r.engine = "fsdp"
     found = st.stragglers(runs)
-    assert found.ranks and not any(r["straggler"] for r in found.ranks + found.hosts)
+    assert found.ranks and not any(r.straggler for r in found.ranks + found.hosts)
     assert any("all-gathers" in n for n in found.notes)
     assert waterfall.rank0_wait(runs[0]) is None
 
@@ -226,8 +226,8 @@ def test_a_schema_6_row_still_reads_with_the_summary_empty():
 def test_ranks_taking_turns_being_slow_are_no_straggler():
     # a busy machine: rank 1 3x slower in one run, rank 0 in the next; the mean ratio says +100 %
     found = st.stragglers([run("2x1", ["a", "a"], [0.02, 0.06], 0), run("2x1", ["a", "a"], [0.06, 0.02], 1)])
-    assert not any(r["straggler"] for r in found.ranks)
-    assert max(r["vs_others"] for r in found.ranks) == pytest.approx(1.667, abs=0.01)
+    assert not any(r.straggler for r in found.ranks)
+    assert max(r.vs_others for r in found.ranks) == pytest.approx(1.667, abs=0.01)
 
 
 def test_a_rank_names_its_gpu_by_nvml_index_and_uuid(monkeypatch):

@@ -190,11 +190,11 @@ def test_cross_model_speedup_table_from_a_fixture_store():
     runs += [tta("1x2", m, global_batch=64) for m in (15, 16, 17)]
     runs += [run("1x1", 100), run("1x2", 190)]  # resnet50 throughput: its time to train wins
     rows = study_tables.speedup_rows(build_tables(runs), {"speedup": {"resnet50": {"2": 1.9}}})
-    got = [(r["model"], r["basis"], r["gpus"], r["layout"], r["speedup"], r["published_speedup"]) for r in rows]
+    got = [(r.model, r.basis, r.gpus, r.layout, r.speedup, r.published_speedup) for r in rows]
     assert got == [("ncf", "throughput", 1, "1x1", 1.0, None), ("ncf", "throughput", 2, "1x2", 1.5, None),
                    ("resnet50", "time to train", 1, "1x1", 1.0, None),
                    ("resnet50", "time to train", 2, "1x2", 2.0, 1.9)]
-    assert rows[-1]["vs_published"] == pytest.approx(2.0 / 1.9)
+    assert rows[-1].vs_published == pytest.approx(2.0 / 1.9)
     text = study_tables.markdown(rows, "t")
     assert "| resnet50 | debug · torch · fp32 | time to train | 1x1 | 1.00× (1x1) | 2.00× (1x2) · published 1.90× |" in text
     assert "| 2 CPU ranks |" in text.splitlines()[4] + " |"

@@ -5,10 +5,10 @@ from pathlib import Path
 
 import pytest
 
-from hvdbench.errors import TopologyError
+from hvdbench.errors import ConfigError, TopologyError
 from hvdbench.topology import (Host, Layout, default_gpu_counts, format_hostfile, hosts_from_slurm,
-                               layouts_for, parse_hostfile, parse_hosts_arg, scontrol_argv,
-                               select_layouts, validate_hostname, write_hostfile)
+                               layouts_for, parse_hostfile, parse_hosts_arg, parse_layout, parse_layouts,
+                               scontrol_argv, select_layouts, validate_hostname, write_hostfile)
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -134,6 +134,24 @@ def test_layout_properties():
     assert (lay.name, lay.world_size, lay.scale) == ("2x4", 8, "out")
     assert Layout(1, 8, ("a",)).scale == "up"
     assert lay.host_slots == [Host("a", 4), Host("b", 4)]
+
+
+def test_a_layout_is_read_written_and_ordered_in_one_place():
+    """Layout.parse reads every NxG, str() writes it (the one formatter: runs.csv's layout column and
+    the report's), and layouts sort by GPUs, then nodes (scale-up first), as the tables list them."""
+    assert Layout.parse(" 02x4 ") == Layout(2, 4) and str(Layout.parse("2x4")) == "2x4" == Layout(2, 4).name
+    assert str(Layout(0, 0)) == ""  # a published log that names no layout
+    assert f"{Layout(16, 8)}x256x1" == "16x8x256x1"  # an MLPerf config name is written from it too
+    with pytest.raises(ConfigError, match=r"--predict '2by2': expected NODESxGPUS"):
+        Layout.parse("2by2", "--predict")
+    with pytest.raises(ConfigError, match="0 nodes|nodes must be at least 1"):
+        Layout.parse("0x8")
+    with pytest.raises(ConfigError, match="above the limit of 1,024 per host"):
+        Layout.parse("1x2000")
+    assert sorted([Layout(4, 1), Layout(1, 4), Layout(2, 1), Layout(1, 2), Layout(1, 1), Layout(2, 2)]) == [
+        Layout(1, 1), Layout(1, 2), Layout(2, 1), Layout(1, 4), Layout(2, 2), Layout(4, 1)]
+    assert min({Layout(2, 1), Layout(1, 2)}) == Layout(1, 2) and Layout(1, 8) < Layout(2, 8) <= Layout(2, 8)
+    assert parse_layouts("1x8, 2x8") == [Layout(1, 8), Layout(2, 8)] and parse_layout("2x4") == (2, 4)
 
 
 def test_two_hosts_of_four_slots_four_gpus():

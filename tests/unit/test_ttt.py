@@ -16,6 +16,7 @@ from mlperf_logging.mllog.mllog import MLLogger
 from hvdbench.cli.report import report
 from hvdbench.results import mllog
 from hvdbench.results.analyses import ttt
+from hvdbench.results.analyses.waterfall import WaterfallRow
 from hvdbench.results.mllog.summary import summarize
 from hvdbench.results.records.schema import LoadedRun
 from hvdbench.results.report.load import read_run_folder
@@ -178,7 +179,7 @@ def test_each_layout_s_parts_are_the_means_over_the_runs_its_score_keeps(runs):
     assert notes == [] and [p.layout for p in parts] == ["1x1", "1x2", "2x1"]
     for p, row in zip(parts, rows):
         assert p.runs_used == 1  # the olympic mean of 3: the middle one
-        assert p.ttt_s == pytest.approx(60 * row["ttt_min"])
+        assert p.ttt_s == pytest.approx(60 * row.ttt_min)
         assert p.train_s + p.eval_s + p.other_s == pytest.approx(p.ttt_s)
     assert parts[1].trained == 7000.0 and parts[1].throughput == pytest.approx(180.0)
 
@@ -187,35 +188,37 @@ def test_the_parts_add_up_to_the_measured_time_exactly(runs):
     rows = time_to_train_rows(runs)
     parts, _ = ttt.layout_parts(runs, rows)
     falls = ttt.waterfall_rows(parts, rows)
-    assert [f["layout"] for f in falls] == ["1x2", "2x1"]
+    assert [f.layout for f in falls] == ["1x2", "2x1"]
     for f in falls:
-        total = f["ideal_min"] + f["convergence_min"] + f["throughput_min"] + f["eval_min"] + f["other_min"]
-        assert total == pytest.approx(f["measured_min"], rel=1e-12)
-        assert f["unattributed_min"] == f["throughput_min"] and f["comm_min"] is None and f["split_from"] == ""
+        total = f.ideal_min + f.convergence_min + f.throughput_min + f.eval_min + f.other_min
+        assert total == pytest.approx(f.measured_min, rel=1e-12)
+        assert f.unattributed_min == f.throughput_min and f.comm_min is None and f.split_from == ""
     f = falls[0]  # 1x2 against 1x1: k = 2
     base_ttt = 6000 / 100 + 6 + 2
-    assert f["ideal_min"] == pytest.approx(base_ttt / 2 / 60)
-    assert f["convergence_min"] == pytest.approx((7000 - 6000) / 180 / 60)
-    assert f["throughput_min"] == pytest.approx(6000 * (1 / 180 - 1 / (2 * 100)) / 60)
-    assert f["eval_min"] == pytest.approx((4 - 6 / 2) / 60) and f["other_min"] == pytest.approx((1.5 - 2 / 2) / 60)
-    assert f["trained_from"] == "epochs at the last evaluation x train_samples"
-    assert f["train_from"] == "epoch_start/epoch_stop, less evaluation"  # each run's count dropped
+    assert f.ideal_min == pytest.approx(base_ttt / 2 / 60)
+    assert f.convergence_min == pytest.approx((7000 - 6000) / 180 / 60)
+    assert f.throughput_min == pytest.approx(6000 * (1 / 180 - 1 / (2 * 100)) / 60)
+    assert f.eval_min == pytest.approx((4 - 6 / 2) / 60) and f.other_min == pytest.approx((1.5 - 2 / 2) / 60)
+    assert f.trained_from == "epochs at the last evaluation x train_samples"
+    assert f.train_from == "epoch_start/epoch_stop, less evaluation"  # each run's count dropped
 
 
 def test_the_throughput_part_is_split_as_the_throughput_waterfall_splits_its_loss(runs):
     rows = time_to_train_rows(runs)
     parts, _ = ttt.layout_parts(runs, rows)
-    fall = {"system": "cpu", "model": "resnet50", "flavor": "debug", "framework": "torch", "engine": "",
-            "precision": "fp32", "mode": "throughput", "batch_per_gpu": 32, "accum_steps": 1, "layout": "1x2",
-            "baseline": "1x1", "ideal": 200.0, "measured": 180.0, "comm_loss": 12.0, "data_loss": 3.0,
-            "compute_loss": 4.0, "unattributed": 1.0}
-    fall.update({k: rows[0][k] for k in ("system", "engine", "precision", "levers") if k in rows[0]})
-    row = next(f for f in ttt.waterfall_rows(parts, rows, [fall]) if f["layout"] == "1x2")
-    assert row["comm_min"] == pytest.approx(0.6 * row["throughput_min"])
-    assert row["data_min"] == pytest.approx(0.15 * row["throughput_min"])
-    assert row["comm_min"] + row["data_min"] + row["compute_min"] + row["unattributed_min"] == pytest.approx(
-        row["throughput_min"])
-    assert "throughput waterfall" in row["split_from"]
+    group = rows[0]  # the throughput waterfall's row of the same group, at the same per-GPU batch
+    fall = WaterfallRow(system=group.system, model="resnet50", flavor="debug", framework="torch", engine=group.engine,
+                        precision=group.precision, levers=group.levers, mode="throughput", batch_per_gpu=32,
+                        accum_steps=1, layout="1x2", nodes=1, gpus_per_node=2, gpus=2, baseline="1x1", ideal=200.0,
+                        comm_loss=12.0, imbalance_loss=None, data_loss=3.0, compute_loss=4.0, unattributed=1.0,
+                        measured=180.0, data_from="breakdown", base_step_ms=None, step_ms=None, data_ms=None,
+                        compute_ms=None, comm_ms=None, update_ms=None, other_ms=None, compute_mfu=None)
+    row = next(f for f in ttt.waterfall_rows(parts, rows, [fall]) if f.layout == "1x2")
+    assert row.comm_min == pytest.approx(0.6 * row.throughput_min)
+    assert row.data_min == pytest.approx(0.15 * row.throughput_min)
+    assert row.comm_min + row.data_min + row.compute_min + row.unattributed_min == pytest.approx(
+        row.throughput_min)
+    assert "throughput waterfall" in row.split_from
 
 
 def test_a_layout_without_an_event_log_has_no_parts_and_says_why(runs):
@@ -254,7 +257,7 @@ def test_the_files_and_the_markdown(runs, tmp_path):
     written = ttt.write(falls, tmp_path)
     assert [p.name for p in written] == ["ttt_waterfall.csv", "ttt_waterfall.png"]
     lines = (tmp_path / "ttt_waterfall.csv").read_text().splitlines()
-    assert lines[0].split(",") == list(ttt.TTT_WATERFALL_COLUMNS) and len(lines) == 3
+    assert lines[0].split(",") == list(ttt.TttWaterfallRow.columns()) and len(lines) == 3
     text = ttt.markdown(falls)
     assert "time-to-train waterfall" in text and "| 1x2 (64) | 1x1 (32) |" in text
 
@@ -294,7 +297,7 @@ def test_short_times_to_train_are_in_seconds_in_both_figures_alike():
     assert ax.get_ylabel() == "seconds" and plots.time_to_train_figure(rows).axes[0].get_ylabel().startswith(
         "time to train (s)")
     assert ax.figure.legends[0].get_texts()[0].get_text() == "ideal: the baseline's time / rank ratio"  # CPU ranks
-    measured = falls[0]["measured_min"] * 60
+    measured = falls[0].measured_min * 60
     assert [t.get_text() for t in ax.texts][-1] == f"{measured:,.1f}"
     slow = three("1x1", 32, 6000.0, 100.0, 6.0, 2.0) + three("1x2", 64, 7000.0, 180.0, 4.0, 1.5)
     rows = time_to_train_rows(slow)

@@ -1,10 +1,14 @@
 """The language models' shared PyTorch pieces (single-device code; never imports horovod): the
-next-token loss over `lm_tokens` batches, parameter groups, and AdamW with the references' gradient
-clipping and cosine schedule. Used by hvdbench/models/llama31_8b/torch.py and gpt_oss_20b/torch.py.
+next-token loss over `lm_tokens` batches, the decoder layers as FSDP's and --compile's units,
+transformers' initialisation of a meta-built model, parameter groups, and AdamW with the references'
+gradient clipping and cosine schedule. Used by hvdbench/models/llama31_8b/torch.py and
+gpt_oss_20b/torch.py (their optional functions are these), and for its levers and layers by
+llama2_lora/torch.py.
 
     loss, stats = next_token_loss(model, batch)     # stats {"loss_sum", "count"}: every target token
     checkpoint_layers(model.model.layers, "selective")  # --activation-checkpointing
     model.loss_chunks = 8                           # --loss-chunks: the vocabulary's logits 1/8 at a time
+    decoder_layers(model)                           # what fsdp shards and --compile compiles one by one
     groups = param_groups(model, cfg)               # weight decay on matrices only
     opt = make_optimizer(groups, cfg)               # AdamW (0.9, 0.95, 1e-5), clip 1.0, cosine
 """
@@ -33,11 +37,19 @@ def build_device():
     return here
 
 
+def decoder_layers(model) -> list[torch.nn.Module]:
+    """A transformers causal LM's decoder layers: the repeated blocks `--engine fsdp` shards one by
+    one (then the rest as one unit), and `--compile` compiles one by one in place of the whole step
+    (regional compilation: the compile time of one layer, reused by the others of its shape)."""
+    return list(model.model.layers)
+
+
 def hf_init_weights(model) -> None:
-    """Fill a transformers model built on the meta device and moved to real memory with its own
-    initialisation (`_init_weights`, which also recomputes RoPE's frequency buffers, left
-    uninitialised by the move). Built on meta, no module was marked initialised; marks are cleared
-    anyway so every weight is drawn."""
+    """Fill a transformers model built on the meta device (ModelSpec.build_on_meta) and moved to real
+    memory with its own initialisation (`_init_weights`: Llama's normal 0.02 and unit RMSNorm weights,
+    gpt-oss's normal of the flavor's init_std and zero expert biases; it also recomputes RoPE's
+    frequency buffers, left uninitialised by the move). Built on meta, no module was marked
+    initialised; marks are cleared anyway so every weight is drawn."""
     for module in model.modules():
         module.__dict__.pop("_is_hf_initialized", None)
         for p in module.parameters(recurse=False):
@@ -102,10 +114,13 @@ def apply_levers(model, layers, activation_checkpointing: str, loss_chunks: int)
     model.loss_chunks = loss_chunks
 
 
-def param_groups(model, cfg, clip: float, schedule_steps: int, end_ratio: float) -> list[dict]:
+def param_groups(model, cfg) -> list[dict]:
     """Weight decay on weight matrices (2-D and more: embeddings, projections, stacked experts), not
     on biases, norms or attention sinks (Megatron's rule, the references'). Each group carries the
-    clipping norm and the schedule the optimizer applies (`AdamW`)."""
+    clipping norm and the schedule the optimizer applies (`AdamW`), those of the flavor the model was
+    built for (`lm_cfg`, which a build of this family sets)."""
+    flavor = model.lm_cfg
+    clip, schedule_steps, end_ratio = flavor.grad_clip, flavor.schedule_steps, flavor.end_ratio
     decay, rest = [], []
     for name, p in model.named_parameters():
         if not p.requires_grad:

@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import hashlib
 import inspect
+from collections.abc import Callable
+from dataclasses import dataclass
 
 import keras
 import numpy as np
@@ -24,6 +26,8 @@ import tensorflow as tf
 from hvdbench.errors import ConfigError
 from hvdbench.frameworks.tf.data import DeviceBatches
 from hvdbench.frameworks.tf.dist import Dist, backing
+from hvdbench.frameworks.trainer import Trainer as TrainerBase
+from hvdbench.frameworks.trainer import hooks_of
 
 POLICIES = {"fp32": "float32", "bf16": "mixed_bfloat16", "fp16": "mixed_float16"}
 
@@ -47,6 +51,20 @@ def make_optimizer(cfg):
     return opt
 
 
+@dataclass(frozen=True)
+class TfHooks:
+    """A model folder's tf.py as the trainer calls it (hvdbench/contracts/spec.py's TensorFlowModel)."""
+
+    build: Callable  # (flavor_cfg, **info) -> keras.Model
+    loss_and_stats: Callable  # (model, batch, training) -> (loss, stats), traced into a tf.function
+    on_device: Callable = lambda batch: batch  # traced preprocessing (image normalisation); default: none
+    make_optimizer: Callable = make_optimizer  # cfg -> a Keras optimizer
+
+    @classmethod
+    def of(cls, module) -> TfHooks:
+        return hooks_of(cls, module)
+
+
 def init_dist(threads: int = 0, share: int = 0, engine: str = "horovod") -> Dist:
     """Horovod's Dist (TensorFlow models train under --engine horovod only: TrainConfig's validate)."""
     return Dist(threads, share)
@@ -65,20 +83,20 @@ def run_keywords(build, dist) -> dict:
                                                             inspect.Parameter.KEYWORD_ONLY)}
 
 
-class Trainer:
+class Trainer(TrainerBase):
     def __init__(self, cfg, module, flavor_cfg, data_info: dict, dist: Dist):
-        """`module`: the model folder's tf.py (build, loss_and_stats, optional on_device and
-        make_optimizer)."""
+        """`module`: the model folder's tf.py, its functions as TfHooks (build, loss_and_stats, and
+        the optional ones' defaults)."""
         self.cfg, self.flavor_cfg, self.data_info, self.dist = cfg, flavor_cfg, data_info, dist
-        self.module = module
+        self.hooks = hooks = TfHooks.of(module)
         keras.utils.set_random_seed(cfg.seed)
         keras.mixed_precision.set_global_policy(POLICIES[cfg.precision])
-        self.model = module.build(flavor_cfg, **data_info, **run_keywords(module.build, dist))
+        self.model = hooks.build(flavor_cfg, **data_info, **run_keywords(hooks.build, dist))
         self.device_batch = DeviceBatches()
         # The model's preprocessing (e.g. image normalisation) runs inside the traced graphs.
-        self._on_device = getattr(module, "on_device", lambda batch: batch)
+        self._on_device = hooks.on_device
 
-        opt = getattr(module, "make_optimizer", make_optimizer)(cfg)
+        opt = hooks.make_optimizer(cfg)
         if cfg.precision == "fp16":
             opt = keras.optimizers.LossScaleOptimizer(opt)
         opt.build(self.model.trainable_variables)
@@ -125,7 +143,7 @@ class Trainer:
     def _train_fn(self, batch):
         variables = self.model.trainable_variables
         with tf.GradientTape() as tape:
-            loss, _ = self.module.loss_and_stats(self.model, self._on_device(batch), training=True)
+            loss, _ = self.hooks.loss_and_stats(self.model, self._on_device(batch), training=True)
             loss = self._scaled(loss)
         tape = self.dist.gradient_tape(tape, self.cfg.fp16_allreduce)
         grads = tape.gradient(loss, backing(variables))
@@ -134,7 +152,7 @@ class Trainer:
     def _accumulate_fn(self, batch):
         variables = self.model.trainable_variables
         with tf.GradientTape() as tape:
-            loss, _ = self.module.loss_and_stats(self.model, self._on_device(batch), training=True)
+            loss, _ = self.hooks.loss_and_stats(self.model, self._on_device(batch), training=True)
             loss = self._scaled(loss) / self.cfg.accum_steps
         for total, g in zip(self._sums, tape.gradient(loss, backing(variables))):
             total.assign_add(tf.cast(g, tf.float32))
@@ -158,7 +176,7 @@ class Trainer:
     # --- evaluation --------------------------------------------------------------------------
 
     def _eval_fn(self, batch):
-        _, stats = self.module.loss_and_stats(self.model, self._on_device(batch), training=False)
+        _, stats = self.hooks.loss_and_stats(self.model, self._on_device(batch), training=False)
         return stats
 
     def evaluate(self, batches, metric):

@@ -46,6 +46,7 @@ from hvdbench.errors import ConfigError
 from hvdbench.frameworks import horovod_installed, require_horovod
 from hvdbench.launchers.launch_info import detect_launcher, launcher_rank, place
 from hvdbench.output import human_bytes, line
+from hvdbench.topology import Layout
 
 # Set by Open MPI's mpirun (hence horovodrun --mpi), MPICH/Slurm PMI, and PMIx launchers.
 MPI_LAUNCH_VARIABLES = ("OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK")
@@ -74,7 +75,7 @@ def mpi_reference() -> tuple[object | None, str]:
 
 def layout_columns(size: int, nodes: int, per_node: int, hosts: list[str], controller: str) -> dict:
     """The layout columns of a bench row (same meaning as in runs.csv), under any launcher."""
-    return {"world_size": size, "nodes": nodes, "gpus_per_node": per_node, "layout": f"{nodes}x{per_node}",
+    return {"world_size": size, "nodes": nodes, "gpus_per_node": per_node, "layout": str(Layout(nodes, per_node)),
             "scale": "up" if nodes == 1 else "out", "hosts": ";".join(hosts), "controller": controller,
             "launcher": detect_launcher()}
 

@@ -30,6 +30,7 @@ from hvdbench.frameworks.torch.process_group import TorchDist
 from hvdbench.peaks import peak_tflops
 from hvdbench.results.records.schema import ComputeRow
 from hvdbench.launchers.launch_info import detect_launcher
+from hvdbench.topology import Layout
 
 TORCH_DTYPES = {"fp32": torch.float32, "tf32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
 
@@ -176,7 +177,7 @@ def main(opts: ComputeOptions, say=print) -> list[ComputeRow]:
         gathered = dist.allgather_object((dist.rank, dist.hostname, dist.device_name, mine))
         hosts = ";".join(dict.fromkeys(h for _, h, _, _ in gathered))
         layout = {"world_size": dist.size, "nodes": dist.cross_size, "gpus_per_node": dist.local_size,
-                  "layout": f"{dist.cross_size}x{dist.local_size}",
+                  "layout": str(Layout(dist.cross_size, dist.local_size)),
                   "scale": "up" if dist.cross_size == 1 else "out", "hosts": hosts,
                   "controller": dist.controller, "launcher": detect_launcher()}
         rows = [bc.row(run_id, started, rank, host, device, figures, layout)

@@ -4,7 +4,7 @@ drives, so the step, the measurement and the evaluation exist once. Each engine'
 subclass one of these.
 
     engine = make_engine("fsdp", dist, cfg)
-    net = engine.wrap(model, module, meta=False)      # what the step calls: net(batch) -> (loss, stats)
+    net = engine.wrap(model, hooks, meta=False)       # what the step calls: net(batch) -> (loss, stats)
     opt = engine.optimizer(make_optimizer(engine.groups(model, groups), cfg), net)
     with engine.accumulating(net, last=False): loss.backward()
     engine.finish_backward(opt); engine.step(opt, scaler)
@@ -17,7 +17,7 @@ subclass one of these.
   hvdbench/frameworks/torch/train.py `PhaseTimer`, docs/design.md). BatchNorm statistics stay per
   rank (broadcast_buffers=False) and are averaged for evaluation, as under Horovod.
 - fsdp: FSDP2 (`torch.distributed.fsdp.fully_shard`): each of the model's repeated blocks (its
-  torch.py's `shard_units`) and then the whole is sharded over the ranks; parameters are gathered
+  torch.py's `shard_units`, hooks.py's TorchHooks) and then the whole is sharded over the ranks; parameters are gathered
   for each block's forward and backward, and gradients reduce-scattered so each rank updates its
   own shard (optimizer state sharded too).
 
@@ -79,8 +79,8 @@ class HorovodEngine:
         """Whether backward returns with the gradients reduced (the descriptor says; the Trainer's probe asks)."""
         return self.descriptor.reduces_in_backward
 
-    def wrap(self, model, module, meta: bool = False):
-        return LossModule(model, module.loss_and_stats)
+    def wrap(self, model, hooks, meta: bool = False):
+        return LossModule(model, hooks.loss_and_stats)
 
     def groups(self, model, groups: list[dict]) -> list[dict]:
         return groups
@@ -116,11 +116,11 @@ class HorovodEngine:
 class DdpEngine(HorovodEngine):
     channels_last_weights = True
 
-    def wrap(self, model, module, meta: bool = False):
+    def wrap(self, model, hooks, meta: bool = False):
         from torch.nn.parallel import DistributedDataParallel
 
         device = self.dist.device
-        loss_module = LossModule(model.to(device), module.loss_and_stats)
+        loss_module = LossModule(model.to(device), hooks.loss_and_stats)
         if self.dist.size == 1:
             # Nothing to reduce, as Horovod's DistributedOptimizer registers no hooks at one rank: the
             # reducer's hooks and one-rank allreduces took 15 % more CPU per step than a bare loop
@@ -169,13 +169,13 @@ class FsdpEngine(DdpEngine):
     # fully_shard refuses them too ("FSDP does not support non-contiguous parameters yet", torch 2.13)
     channels_last_weights = False
 
-    def wrap(self, model, module, meta: bool = False):
+    def wrap(self, model, hooks, meta: bool = False):
         """Shard `model` (built whole from the seed, or on the meta device when `meta`): its units
         first, then the root; a whole-built model starts from rank 0's values on every rank."""
         from torch.distributed.fsdp import CPUOffloadPolicy, MixedPrecisionPolicy, fully_shard
 
         device, cfg = self.dist.device, self.cfg
-        net = LossModule(model if meta else model.to(device), module.loss_and_stats)
+        net = LossModule(model if meta else model.to(device), hooks.loss_and_stats)
         if not meta:
             broadcast_from_rank0(net)
         self._names = {id(p): name for name, p in model.named_parameters()}
@@ -188,19 +188,13 @@ class FsdpEngine(DdpEngine):
             reduce_dtype=torch.float16 if cfg.fp16_allreduce else torch.float32 if bf16 else None)
         options = {"mp_policy": policy, "reshard_after_forward": cfg.fsdp_reshard_after_forward,
                    **({"offload_policy": CPUOffloadPolicy()} if cfg.fsdp_offload else {})}
-        for unit in getattr(module, "shard_units", lambda m: [])(model):
+        for unit in hooks.shard_units(model):
             fully_shard(unit, **options)
         fully_shard(net, **options)
         if meta:
             net.to_empty(device="cpu" if cfg.fsdp_offload else device)
-            init = getattr(module, "init_weights", None)
             with torch.no_grad():
-                if init:
-                    init(model)
-                else:
-                    for m in model.modules():
-                        if hasattr(m, "reset_parameters"):
-                            m.reset_parameters()
+                hooks.init_weights(model)
         return net
 
     def groups(self, model, groups: list[dict]) -> list[dict]:

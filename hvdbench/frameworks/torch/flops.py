@@ -36,6 +36,7 @@ from hvdbench.bench.flops_report import FLOPS_COLUMNS
 from hvdbench.contracts import get_spec
 from hvdbench.contracts.registry import model_names
 from hvdbench.errors import ConfigError
+from hvdbench.frameworks.torch.hooks import TorchHooks
 
 # Samples per counted batch: enough that per-sample figures do not hinge on batch-1 shapes; on the
 # meta device the batch costs nothing.
@@ -102,60 +103,60 @@ def _build_kwargs(build, info: dict) -> dict:
     return {**info, **extra}
 
 
-def _step_flops(module, model, data: dict, amp) -> tuple[float, float]:
+def _step_flops(hooks, model, data: dict, amp) -> tuple[float, float]:
     """(forward, backward) FLOPs of one step of `loss_and_stats` on `data`."""
     model.train()
     with FlopCounterMode(display=False) as fwd:
         with amp:
-            loss, _ = module.loss_and_stats(model, data)
+            loss, _ = hooks.loss_and_stats(model, data)
     with FlopCounterMode(display=False) as bwd:
         loss.backward()
     return fwd.get_total_flops(), bwd.get_total_flops()
 
 
-def _on_meta(module, flavor_cfg, info, batch: dict, amp):
+def _on_meta(hooks, flavor_cfg, info, batch: dict, amp):
     """Built on the meta device (no weights allocated); the batch as fake tensors over meta ones, so
     libraries that skip value checks while tracing (transformers' packed-sequence check) skip them.
     The bf16 try casts the weights as well: the meta kernel of grouped matrix products (gpt-oss's
     experts) takes bf16 only, and autocast does not reach it."""
     with torch.device("meta"):
-        model = module.build(flavor_cfg, **_build_kwargs(module.build, info))
+        model = hooks.build(flavor_cfg, **_build_kwargs(hooks.build, info))
     if not isinstance(amp, contextlib.nullcontext):
         model = model.to(torch.bfloat16)
     with FakeTensorMode(allow_non_fake_inputs=True) as mode:
         data = {k: mode.from_tensor(v.to("meta")) for k, v in batch.items()}
-        if getattr(module, "on_device", None):
-            data = module.on_device(data, torch.device("meta"))
-        return model, _step_flops(module, model, data, amp)
+        if hooks.on_device:
+            data = hooks.on_device(data, torch.device("meta"))
+        return model, _step_flops(hooks, model, data, amp)
 
 
-def _faked(module, flavor_cfg, info, batch: dict, amp):
+def _faked(hooks, flavor_cfg, info, batch: dict, amp):
     """Built and run under FakeTensorMode on a fake CPU (no storage either): for networks that make a
     torch.Generator on their parameters' device, which the meta device refuses."""
     overwrite = torch.__future__.get_overwrite_module_params_on_conversion()
     torch.__future__.set_overwrite_module_params_on_conversion(True)  # .to(dtype) of fake parameters
     try:
         with FakeTensorMode(allow_non_fake_inputs=True) as mode:
-            model = module.build(flavor_cfg, **_build_kwargs(module.build, info))
+            model = hooks.build(flavor_cfg, **_build_kwargs(hooks.build, info))
             data = {k: mode.from_tensor(v) for k, v in batch.items()}
-            if getattr(module, "on_device", None):
-                data = module.on_device(data, torch.device("cpu"))
-            return model, _step_flops(module, model, data, amp)
+            if hooks.on_device:
+                data = hooks.on_device(data, torch.device("cpu"))
+            return model, _step_flops(hooks, model, data, amp)
     finally:
         torch.__future__.set_overwrite_module_params_on_conversion(overwrite)
 
 
-def _real(module, flavor_cfg, info, batch: dict, amp):
+def _real(hooks, flavor_cfg, info, batch: dict, amp):
     """Built and run for real on the CPU, one sample (the RNG restored after): for networks whose
     forward reads the data's values (translation trims to the longest sentence; detection matches
     boxes), only where the flavor is small enough (CPU_COUNT_PARAMETERS)."""
     state = torch.get_rng_state()
     try:
-        model = module.build(flavor_cfg, **_build_kwargs(module.build, info))
+        model = hooks.build(flavor_cfg, **_build_kwargs(hooks.build, info))
         data = {k: v[:1] for k, v in batch.items()}
-        if getattr(module, "on_device", None):
-            data = module.on_device(data, torch.device("cpu"))
-        return model, _step_flops(module, model, data, amp)
+        if hooks.on_device:
+            data = hooks.on_device(data, torch.device("cpu"))
+        return model, _step_flops(hooks, model, data, amp)
     finally:
         torch.set_rng_state(state)
 
@@ -178,7 +179,7 @@ def count(spec, flavor: str | None = None, info: dict | None = None, batch: int 
         # Model FLOPs, not hardware FLOPs: activation recompute (a second forward inside backward)
         # is the run's cost, not the model's (torchtitan and MLPerf count without it).
         flavor_cfg = dataclasses.replace(flavor_cfg, gradient_checkpointing=False)
-    module = spec.framework_module("torch")
+    hooks = TorchHooks.of(spec.framework_module("torch"))
     info = info if info is not None else spec.synthetic_info(flavor_cfg)
     # A run's data may be another of the model's kinds than its first (Flux.1's and Stable
     # Diffusion's debug flavors train on images, their full flavors on latents): the run names it.
@@ -191,7 +192,7 @@ def count(spec, flavor: str | None = None, info: dict | None = None, batch: int 
                                       f"({type(e).__name__}: {(str(e).splitlines() or [''])[0][:100]})")
     try:
         with torch.device("meta"):  # the skeleton: parameter counts and the formula's sizes, nothing allocated
-            skeleton = module.build(flavor_cfg, **_build_kwargs(module.build, info))
+            skeleton = hooks.build(flavor_cfg, **_build_kwargs(hooks.build, info))
     except Exception as e:  # noqa: BLE001 - a count never fails a run: its figures stay empty, saying why
         return Flops(None, None, note=f"not countable: the network does not build on the meta device "
                                       f"({type(e).__name__}: {(str(e).splitlines() or [''])[0][:100]})")
@@ -207,7 +208,7 @@ def count(spec, flavor: str | None = None, info: dict | None = None, batch: int 
         for where, way in ways:
             for amp in (contextlib.nullcontext(), torch.autocast("cpu", dtype=torch.bfloat16)):
                 try:
-                    _, found = way(module, flavor_cfg, info, samples, amp)
+                    _, found = way(hooks, flavor_cfg, info, samples, amp)
                     per = 1 if where == "cpu" else batch
                     break
                 except Exception as e:  # noqa: BLE001 - the next way; all failing is reported below

@@ -27,7 +27,8 @@ from hvdbench.frameworks.torch import fp8
 from hvdbench.frameworks.torch.data import DeviceBatches
 from hvdbench.frameworks.torch.engines import make_engine
 from hvdbench.frameworks.torch.flops import count as count_flops
-from hvdbench.frameworks.torch.recipe import fused
+from hvdbench.frameworks.torch.hooks import TorchHooks
+from hvdbench.frameworks.trainer import Trainer as TrainerBase
 
 # autocast's dtype per --precision: an fp8 run's linears are torchao's float8 ones, the rest bf16.
 DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp8": torch.bfloat16}
@@ -58,16 +59,6 @@ def compile_mode(requested: str, device: torch.device) -> str:
     return requested
 
 
-# cfg.optimizer -> the optimizer over parameter groups (a model may bring its own: make_optimizer).
-OPTIMIZERS = {
-    # torch's fused SGD has no rule for FSDP2's sharded (DTensor) parameters (aten._fused_sgd_, torch
-    # 2.13): under an engine that shards them SGD keeps its multi-tensor update. Fused Adam and AdamW have one.
-    "sgd": lambda groups, cfg: torch.optim.SGD(
-        groups, lr=cfg.lr, momentum=cfg.momentum,
-        **(fused(cfg) if not registry.get_engine(cfg.engine).shards_state else {})),
-    "adamw": lambda groups, cfg: torch.optim.AdamW(groups, lr=cfg.lr, betas=(0.9, 0.999), eps=1e-6, **fused(cfg)),
-    "adam": lambda groups, cfg: torch.optim.Adam(groups, lr=cfg.lr, betas=(0.9, 0.999), eps=1e-8, **fused(cfg)),
-}
 
 
 def init_dist(threads: int = 0, share: int = 0, engine: str = "horovod"):
@@ -98,21 +89,6 @@ def run_keywords(build, dist, cfg=None) -> dict:
         raise ConfigError(refused)
     return {**{name: getattr(dist, attr) for name, attr in RUN_KEYWORDS.items() if name in named},
             **{name: getattr(cfg, name) for name in BUILD_OPTIONS if cfg is not None and name in named}}
-
-
-def param_groups(model, cfg) -> list[dict]:
-    """No weight decay on biases and BatchNorm/LayerNorm parameters (MLPerf's references); frozen
-    parameters (a LoRA base) are left out."""
-    params = [p for p in model.parameters() if p.requires_grad]
-    return [{"params": [p for p in params if p.ndim > 1], "weight_decay": cfg.weight_decay},
-            {"params": [p for p in params if p.ndim <= 1], "weight_decay": 0.0}]
-
-
-def make_optimizer(groups: list[dict], cfg):
-    if cfg.optimizer not in OPTIMIZERS:
-        raise ConfigError(f"optimizer {cfg.optimizer!r} has no PyTorch implementation here; "
-                          f"valid: {', '.join(OPTIMIZERS)}")
-    return OPTIMIZERS[cfg.optimizer](groups, cfg)
 
 
 class PhaseTimer:
@@ -191,14 +167,16 @@ class CompileClock:
                 self.seconds += time.perf_counter() - self._since
 
 
-class Trainer:
+class Trainer(TrainerBase):
+    times_phases = True  # start_timing / stop_timing: compute, exposed communication, update
+
     def __init__(self, cfg, module, flavor_cfg, data_info: dict, dist, meta: bool = False):
-        """`module`: the model folder's torch.py (build, loss_and_stats, optional on_device,
-        param_groups, make_optimizer, shard_units, init_weights). `build` gets the data's info keys,
-        and `rank` and `world` when it declares them (run_keywords). `meta` (fsdp only): build on
-        the meta device and materialise each rank's shard (ModelSpec.build_on_meta)."""
+        """`module`: the model folder's torch.py, its functions as TorchHooks (build, loss_and_stats,
+        and the optional ones' defaults). `build` gets the data's info keys, and `rank` and `world`
+        when it declares them (run_keywords). `meta` (fsdp only): build on the meta device and
+        materialise each rank's shard (ModelSpec.build_on_meta)."""
         self.cfg, self.flavor_cfg, self.data_info, self.dist = cfg, flavor_cfg, data_info, dist
-        self.module = module
+        self.hooks = hooks = TorchHooks.of(module)
         self.engine = make_engine(cfg.engine, dist, cfg)
         torch.manual_seed(cfg.seed)
         device = dist.device
@@ -207,7 +185,7 @@ class Trainer:
             raise ConfigError(why)
         self.compile_mode = compile_mode(cfg.compile, device)  # (refuses CUDA graphs off a CUDA GPU)
         with torch.device("meta") if meta else contextlib.nullcontext():
-            model = module.build(flavor_cfg, **data_info, **run_keywords(module.build, dist, cfg))
+            model = hooks.build(flavor_cfg, **data_info, **run_keywords(hooks.build, dist, cfg))
         if not meta:
             model = model.to(device)
         if cfg.precision == "fp8":
@@ -215,14 +193,14 @@ class Trainer:
         if cfg.channels_last and self.engine.channels_last_weights:
             model = model.to(memory_format=torch.channels_last)  # 4-d weights only; the rest is unchanged
         self.model = model  # the model folder's network (the engine's wrapper is self.net)
-        self.device_batch = DeviceBatches(device, getattr(module, "on_device", None),
+        self.device_batch = DeviceBatches(device, hooks.on_device,
                                           channels_last=cfg.channels_last, overlap=cfg.overlap_copies)
 
-        groups = getattr(module, "param_groups", param_groups)(model, cfg)
-        self.net = self.engine.wrap(model, module, meta=meta)
+        groups = hooks.param_groups(model, cfg)
+        self.net = self.engine.wrap(model, hooks, meta=meta)
         if self.compile_mode != "off":
-            compile_regions(self.net, getattr(module, "compile_units", None), model, self.compile_mode)
-        opt = getattr(module, "make_optimizer", make_optimizer)(self.engine.groups(model, groups), cfg)
+            compile_regions(self.net, hooks.compile_units, model, self.compile_mode)
+        opt = hooks.make_optimizer(self.engine.groups(model, groups), cfg)
         self.optimizer = self.engine.optimizer(opt, self.net)
         self.engine.broadcast(self.net, self.optimizer)
 
@@ -237,10 +215,6 @@ class Trainer:
         # Compiled runs: the seconds spent compiling in this trainer's steps and evaluations.
         self._compiling = CompileClock() if self.compile_mode != "off" or self.optimizer_compiles() else None
 
-    def compile(self, example: dict) -> None:
-        """Nothing to prepare ahead here: torch.compile (--compile) compiles on the first step, inside
-        the warm-up (the TensorFlow trainer traces its graphs now)."""
-
     @property
     def compiles(self) -> bool:
         """Whether the step is compiled (its first call compiles: the loop warms up at least once)."""
@@ -253,6 +227,10 @@ class Trainer:
 
     def _clock(self):
         return self._compiling or contextlib.nullcontext()
+
+    def delay_compute(self, seconds: float) -> None:
+        """Sleep `seconds` before every micro-batch's forward and backward (a slow rank's compute)."""
+        self.compute_delay_s = seconds
 
     def optimizer_compiles(self) -> bool:
         """Whether the optimizer compiles its own update (LAMB with --fused-optimizer)."""

@@ -25,7 +25,6 @@ from hvdbench.errors import ConfigError
 from hvdbench.families.lm import torch as lm
 from hvdbench.frameworks.torch.recipe import flush_denormals, sized
 from hvdbench.frameworks.torch.vision import ensure_torchvision
-from hvdbench.models.gpt_oss_20b import FLAVORS
 
 ensure_torchvision()  # transformers imports torchvision when it is installed
 
@@ -65,7 +64,7 @@ def build(cfg, vocab_size: int | None = None, seq_len: int | None = None, activa
     if loss_chunks > 1 and cfg.aux_loss > 0:  # the chunked loss runs the decoder alone: no router loss
         raise ConfigError(f"--loss-chunks {loss_chunks}: gpt_oss_20b's auxiliary loss ({cfg.aux_loss}) needs the "
                           "whole model's output; leave --loss-chunks out")
-    lm.apply_levers(model, model.model.layers, activation_checkpointing, loss_chunks)
+    lm.apply_levers(model, lm.decoder_layers(model), activation_checkpointing, loss_chunks)
     model.lm_cfg = cfg
     return model
 
@@ -101,26 +100,11 @@ def loss_and_stats(model, batch):
     return loss, stats
 
 
-def shard_units(model) -> list[torch.nn.Module]:
-    """The decoder layers (attention and the layer's experts), which `--engine fsdp` shards one by one."""
-    return list(model.model.layers)
-
-
-def compile_units(model) -> list[torch.nn.Module]:
-    """The decoder layers, which `--compile` compiles one by one (regional compilation: the compile
-    time of one layer, reused by the others of its shape) in place of the whole step."""
-    return list(model.model.layers)
-
-
-def init_weights(model) -> None:
-    """Fill a model built on the meta device (ModelSpec.build_on_meta) with transformers' gpt-oss
-    initialisation (normal with the flavor's init_std, zero expert biases, RoPE's frequencies)."""
-    lm.hf_init_weights(model)
-
-
-def param_groups(model, cfg) -> list[dict]:
-    flavor = getattr(model, "lm_cfg", None) or FLAVORS[cfg.flavor]
-    return lm.param_groups(model, cfg, flavor.grad_clip, flavor.schedule_steps, flavor.end_ratio)
-
-
+# The rest of what the trainer asks of the folder is the language-model family's
+# (hvdbench/families/lm/torch.py): the decoder layers are the units --engine fsdp shards and --compile
+# compiles one by one; a meta-built model gets transformers' own initialisation; weight decay on
+# matrices, with the flavor's clipping and cosine schedule; the references' AdamW.
+shard_units = compile_units = lm.decoder_layers
+init_weights = lm.hf_init_weights
+param_groups = lm.param_groups
 make_optimizer = lm.make_optimizer

@@ -182,14 +182,12 @@ def init_weights(model) -> None:
 
 
 def shard_units(model) -> list:
-    """The decoder layers: what --engine fsdp shards one by one."""
-    return list(model.get_base_model().model.layers)
+    """The base's decoder layers with their adapters (lm.decoder_layers): what --engine fsdp shards
+    and --compile compiles one by one (regional compilation), as llama31_8b's."""
+    return lm.decoder_layers(model.get_base_model())
 
 
-def compile_units(model) -> list:
-    """The base's decoder layers with their adapters: what --compile compiles one by one (regional
-    compilation, as llama31_8b's)."""
-    return list(model.get_base_model().model.layers)
+compile_units = shard_units
 
 
 def flavor_name(cfg) -> str:
@@ -207,7 +205,7 @@ def build(cfg, vocab_size: int | None = None, max_len: int | None = None, activa
     flush_denormals()
     cfg = sized(cfg, vocab_size=vocab_size, max_len=max_len)
     model = add_adapters(build_base(cfg), cfg)
-    lm.apply_levers(model, model.get_base_model().model.layers, activation_checkpointing, loss_chunks)
+    lm.apply_levers(model, lm.decoder_layers(model.get_base_model()), activation_checkpointing, loss_chunks)
     model.lora_cfg = cfg
     return model
 

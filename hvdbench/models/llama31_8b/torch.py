@@ -23,7 +23,6 @@ from hvdbench.errors import ConfigError
 from hvdbench.families.lm import torch as lm
 from hvdbench.frameworks.torch.recipe import flush_denormals, sized
 from hvdbench.frameworks.torch.vision import ensure_torchvision
-from hvdbench.models.llama31_8b import FLAVORS
 
 ensure_torchvision()  # transformers imports torchvision when it is installed
 
@@ -58,7 +57,7 @@ def build(cfg, vocab_size: int | None = None, seq_len: int | None = None, activa
     cfg = sized(cfg, vocab_size=vocab_size, seq_len=seq_len)
     with torch.device(lm.build_device()):
         model = LlamaForCausalLM(llama_config(cfg))
-    lm.apply_levers(model, model.model.layers, activation_checkpointing, loss_chunks)
+    lm.apply_levers(model, lm.decoder_layers(model), activation_checkpointing, loss_chunks)
     model.lm_cfg = cfg
     return model
 
@@ -69,26 +68,11 @@ def loss_and_stats(model, batch):
     return loss, stats
 
 
-def shard_units(model) -> list[torch.nn.Module]:
-    """The decoder layers, which `--engine fsdp` shards one by one (then the rest as one unit)."""
-    return list(model.model.layers)
-
-
-def compile_units(model) -> list[torch.nn.Module]:
-    """The decoder layers, which `--compile` compiles one by one (regional compilation: the compile
-    time of one layer, reused by the others of its shape) in place of the whole step."""
-    return list(model.model.layers)
-
-
-def init_weights(model) -> None:
-    """Fill a model built on the meta device (ModelSpec.build_on_meta) with transformers' Llama
-    initialisation (normal 0.02, RMSNorm weights 1, RoPE's frequencies)."""
-    lm.hf_init_weights(model)
-
-
-def param_groups(model, cfg) -> list[dict]:
-    flavor = getattr(model, "lm_cfg", None) or FLAVORS[cfg.flavor]
-    return lm.param_groups(model, cfg, flavor.grad_clip, flavor.schedule_steps, flavor.end_ratio)
-
-
+# The rest of what the trainer asks of the folder is the language-model family's
+# (hvdbench/families/lm/torch.py): the decoder layers are the units --engine fsdp shards and --compile
+# compiles one by one; a meta-built model gets transformers' own initialisation; weight decay on
+# matrices, with the flavor's clipping and cosine schedule; the references' AdamW.
+shard_units = compile_units = lm.decoder_layers
+init_weights = lm.hf_init_weights
+param_groups = lm.param_groups
 make_optimizer = lm.make_optimizer

@@ -29,17 +29,65 @@ from pathlib import Path
 
 from hvdbench.errors import ConfigError
 from hvdbench.files import atomic_write_text
-from hvdbench.results.records.schema import COMM_COLUMNS, IO_COLUMNS, AllreduceRow, IoRow, RunResult
+from hvdbench.results.records.rows import ReportRow
+from hvdbench.results.records.schema import AllreduceRow, IoRow, RunResult
 from hvdbench.results.render.tables import DASH, markdown_table, to_csv
 
 FUSION_THRESHOLD_BYTES = 128 << 20  # Horovod >= 0.21's default HOROVOD_FUSION_THRESHOLD
 GRADIENT_BYTES_PER_PARAMETER = 4  # fp32 gradients (Horovod allreduces them in fp32 unless compressed)
 
 
+@dataclass(frozen=True, kw_only=True)
+class CommRow(ReportRow):
+    """comm_vs_training.csv: one row per model and layout with a training throughput and an allreduce
+    bench of that layout."""
+
+    model: str
+    flavor: str
+    framework: str
+    precision: str
+    layout: str
+    gpus: int
+    nodes: int
+    controller: str
+    throughput_mean: float
+    step_ms: float | None
+    gradient_mib: float | None
+    message_mib: float | None
+    busbw_gb_s: float | None
+    mpi_busbw_gb_s: float | None
+    allreduce_ms: float | None
+    comm_share: float | None
+    bench_run_id: str
+
+
+@dataclass(frozen=True, kw_only=True)
+class IoTableRow(ReportRow):
+    """io_vs_training.csv: one row per model, layout and dataset of a kind it trains on with a `bench io`
+    run of that layout."""
+
+    model: str
+    flavor: str
+    framework: str
+    layout: str
+    gpus: int
+    throughput_mean: float
+    dataset: str
+    kind: str
+    caches_dropped: bool
+    io_samples_s: float
+    io_samples_s_min: float
+    decoded_samples_s: float | None
+    h5py_samples_s: float | None
+    reader_vs_h5py: float | None
+    feed: float
+    bench_run_id: str
+
+
 @dataclass
 class BenchTables:
-    comm: list[dict] = field(default_factory=list)
-    io: list[dict] = field(default_factory=list)
+    comm: list[CommRow] = field(default_factory=list)
+    io: list[IoTableRow] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
 
 
@@ -76,46 +124,53 @@ def parameters_of(run: RunResult) -> int | None:
     return int(count) if count else None
 
 
-def _training(runs: list[RunResult]) -> dict[tuple, dict]:
+@dataclass(frozen=True)
+class _Training:
+    """A model's successful runs of one layout: their mean throughput, and the first of them."""
+
+    throughput_mean: float
+    run: RunResult
+
+
+def _training(runs: list[RunResult]) -> dict[tuple, _Training]:
     """Mean throughput of successful runs per (model, flavor, framework, precision, layout)."""
     groups: dict[tuple, list[RunResult]] = {}
     for r in runs:
         if r.status == "success" and r.throughput:
             groups.setdefault((r.model, r.flavor, r.framework, r.precision, r.layout), []).append(r)
-    return {k: {"throughput_mean": statistics.fmean(r.throughput for r in rs), "run": rs[0],
-                "global_batch": rs[0].global_batch} for k, rs in sorted(groups.items())}
+    return {k: _Training(statistics.fmean(r.throughput for r in rs), rs[0]) for k, rs in sorted(groups.items())}
 
 
 # --- tables ----------------------------------------------------------------------------------------
 
-def comm_rows(runs: list[RunResult], allreduce: list[AllreduceRow]) -> list[dict]:
+def comm_rows(runs: list[RunResult], allreduce: list[AllreduceRow]) -> list[CommRow]:
     benches = _latest([r for r in allreduce if r.dtype == "fp32"], key=lambda r: (r.layout,))
     out = []
     for (model, flavor, framework, precision, layout), t in _training(runs).items():
         rows = benches.get((layout,))
         if not rows:
             continue
-        run, params = t["run"], parameters_of(t["run"])
+        run, params = t.run, parameters_of(t.run)
         grad = params * GRADIENT_BYTES_PER_PARAMETER if params else None
         message = min(grad, FUSION_THRESHOLD_BYTES) if grad else None
         curve = lambda impl, col: [(r.bytes, getattr(r, col)) for r in rows if r.impl == impl]  # noqa: E731
         busbw = interpolate(curve("horovod", "busbw_gb_s"), message) if message else None
         mpi = interpolate(curve("mpi", "busbw_gb_s"), message) if message else None
         algbw = interpolate(curve("horovod", "algbw_gb_s"), message) if message else None
-        step_ms = 1e3 * t["global_batch"] / t["throughput_mean"] if t["global_batch"] else None
+        step_ms = 1e3 * run.global_batch / t.throughput_mean if run.global_batch else None
         allreduce_ms = 1e3 * grad / (algbw * 1e9) if grad and algbw else None
-        out.append({"model": model, "flavor": flavor, "framework": framework, "precision": precision,
-                    "layout": layout, "gpus": run.world_size, "nodes": run.nodes,
-                    "controller": rows[0].controller, "throughput_mean": t["throughput_mean"], "step_ms": step_ms,
-                    "gradient_mib": grad / 2**20 if grad else None,
-                    "message_mib": message / 2**20 if message else None, "busbw_gb_s": busbw,
-                    "mpi_busbw_gb_s": mpi, "allreduce_ms": allreduce_ms,
-                    "comm_share": allreduce_ms / step_ms if allreduce_ms and step_ms else None,
-                    "bench_run_id": rows[0].run_id})
+        out.append(CommRow(model=model, flavor=flavor, framework=framework, precision=precision, layout=layout,
+                           gpus=run.world_size, nodes=run.nodes, controller=rows[0].controller,
+                           throughput_mean=t.throughput_mean, step_ms=step_ms,
+                           gradient_mib=grad / 2**20 if grad else None,
+                           message_mib=message / 2**20 if message else None, busbw_gb_s=busbw, mpi_busbw_gb_s=mpi,
+                           allreduce_ms=allreduce_ms,
+                           comm_share=allreduce_ms / step_ms if allreduce_ms and step_ms else None,
+                           bench_run_id=rows[0].run_id))
     return out
 
 
-def io_rows(runs: list[RunResult], io: list[IoRow]) -> list[dict]:
+def io_rows(runs: list[RunResult], io: list[IoRow]) -> list[IoTableRow]:
     from hvdbench.contracts import get_spec
 
     benches = _latest(io, key=lambda r: (r.dataset, r.split, r.layout))
@@ -132,21 +187,21 @@ def io_rows(runs: list[RunResult], io: list[IoRow]) -> list[dict]:
             h5 = [r.samples_s for r in rows if r.impl == "h5py" and r.samples_s]
             decoded = [r.samples_s for r in rows if r.impl == "reader+decode" and r.samples_s]
             mean = statistics.fmean(reader)
-            out.append({"model": model, "flavor": flavor, "framework": framework, "layout": layout,
-                        "gpus": t["run"].world_size, "throughput_mean": t["throughput_mean"],
-                        "dataset": dataset, "kind": rows[0].kind, "caches_dropped": rows[0].caches_dropped,
-                        "io_samples_s": mean, "io_samples_s_min": min(reader),
-                        "decoded_samples_s": statistics.fmean(decoded) if decoded else None,
-                        "h5py_samples_s": statistics.fmean(h5) if h5 else None,
-                        "reader_vs_h5py": mean / statistics.fmean(h5) if h5 else None,
-                        "feed": min(1.0, mean / t["throughput_mean"]), "bench_run_id": rows[0].run_id})
+            out.append(IoTableRow(model=model, flavor=flavor, framework=framework, layout=layout,
+                                  gpus=t.run.world_size, throughput_mean=t.throughput_mean, dataset=dataset,
+                                  kind=rows[0].kind, caches_dropped=rows[0].caches_dropped, io_samples_s=mean,
+                                  io_samples_s_min=min(reader),
+                                  decoded_samples_s=statistics.fmean(decoded) if decoded else None,
+                                  h5py_samples_s=statistics.fmean(h5) if h5 else None,
+                                  reader_vs_h5py=mean / statistics.fmean(h5) if h5 else None,
+                                  feed=min(1.0, mean / t.throughput_mean), bench_run_id=rows[0].run_id))
     return out
 
 
 def build(runs: list[RunResult], allreduce: list[AllreduceRow], io: list[IoRow]) -> BenchTables:
     """The benches' rows beside the training runs of their layouts (hvdbench.results.report.load reads them)."""
     tables = BenchTables(comm_rows(runs, allreduce), io_rows(runs, io))
-    if any(r["gradient_mib"] is None for r in tables.comm):
+    if any(r.gradient_mib is None for r in tables.comm):
         tables.notes.append("gradient size unknown for some models (the run records no parameter count): "
                             "their busbw column is empty")
     return tables
@@ -168,20 +223,20 @@ def markdown(tables: BenchTables) -> str:
         parts.append("## Interconnect: allreduce at the gradient size vs training\n\n" + markdown_table(
             ["model", "layout", "controller", "samples/s", "step ms", "gradients MiB", "message MiB",
              "busbw GB/s", "MPI busbw GB/s", "allreduce ms", "allreduce / step"],
-            [[f"{r['model']}/{r['flavor']}", r["layout"], r["controller"], _cell(r["throughput_mean"], ",.1f"),
-              _cell(r["step_ms"], ".1f"), _cell(r["gradient_mib"], ".1f"), _cell(r["message_mib"], ".1f"),
-              _cell(r["busbw_gb_s"]), _cell(r["mpi_busbw_gb_s"]), _cell(r["allreduce_ms"], ".1f"),
-              DASH if r["comm_share"] is None else f"{100 * r['comm_share']:.0f} %"] for r in tables.comm])
+            [[f"{r.model}/{r.flavor}", r.layout, r.controller, _cell(r.throughput_mean, ",.1f"),
+              _cell(r.step_ms, ".1f"), _cell(r.gradient_mib, ".1f"), _cell(r.message_mib, ".1f"),
+              _cell(r.busbw_gb_s), _cell(r.mpi_busbw_gb_s), _cell(r.allreduce_ms, ".1f"),
+              DASH if r.comm_share is None else f"{100 * r.comm_share:.0f} %"] for r in tables.comm])
             + "\n\nbusbw = algbw × 2(n−1)/n (nccl-tests) at min(gradient bytes, 128 MiB fusion buffer), "
               "interpolated on the measured curve; allreduce ms = fp32 gradient bytes / algbw.\n")
     if tables.io:
         parts.append("## Storage: reader throughput vs training\n\n" + markdown_table(
             ["model", "layout", "training samples/s", "dataset", "caches dropped", "reader samples/s (min)",
              "+ CPU decode", "h5py samples/s", "reader / h5py", "feed"],
-            [[f"{r['model']}/{r['flavor']}", r["layout"], _cell(r["throughput_mean"], ",.1f"), r["dataset"],
-              _cell(r["caches_dropped"]), f"{_cell(r['io_samples_s'], ',.0f')} ({_cell(r['io_samples_s_min'], ',.0f')})",
-              _cell(r["decoded_samples_s"], ",.0f"), _cell(r["h5py_samples_s"], ",.0f"), _cell(r["reader_vs_h5py"], ".2f"),
-              f"{100 * r['feed']:.0f} %"] for r in tables.io])
+            [[f"{r.model}/{r.flavor}", r.layout, _cell(r.throughput_mean, ",.1f"), r.dataset,
+              _cell(r.caches_dropped), f"{_cell(r.io_samples_s, ',.0f')} ({_cell(r.io_samples_s_min, ',.0f')})",
+              _cell(r.decoded_samples_s, ",.0f"), _cell(r.h5py_samples_s, ",.0f"), _cell(r.reader_vs_h5py, ".2f"),
+              f"{100 * r.feed:.0f} %"] for r in tables.io])
             + "\n\nfeed = min(1, reader samples/s / training samples/s): the share of the demand the "
               "storage meets; without dropped caches the reader may have read from memory.\n")
     parts += [f"- {n}" for n in tables.notes]
@@ -190,10 +245,9 @@ def markdown(tables: BenchTables) -> str:
 
 def write_csvs(tables: BenchTables, out) -> list[Path]:
     written = []
-    for name, rows, columns in (("comm_vs_training", tables.comm, COMM_COLUMNS),
-                                ("io_vs_training", tables.io, IO_COLUMNS)):
+    for name, rows, row_type in (("comm_vs_training", tables.comm, CommRow), ("io_vs_training", tables.io, IoTableRow)):
         if rows:
             path = Path(out) / f"{name}.csv"
-            atomic_write_text(path, to_csv(rows, columns))
+            atomic_write_text(path, to_csv(rows, row_type.columns()))
             written.append(path)
     return written

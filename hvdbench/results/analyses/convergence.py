@@ -38,7 +38,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from hvdbench.results.mllog.mlperf import counts_samples
-from hvdbench.results.records.schema import CONVERGENCE_COLUMNS, TTT_GROUP
+from hvdbench.results.records.rows import ReportRow, TttGroup, beside
 from hvdbench.results.render.tables import markdown_table, pages, write_table
 
 FIT, TWO_POINTS, ONE_BATCH, UNBOUNDED, NOT_LINEAR = "fit", "two points", "one batch size", "unbounded", "not linear"
@@ -182,9 +182,30 @@ def benchmark_of(model: str) -> str:
 
 # --- the table ----------------------------------------------------------------------------------
 
-def rows(parts, runs=()) -> list[dict]:
-    """CONVERGENCE_COLUMNS rows: each model group's layouts (ttt.LayoutParts) fitted, then each MLPerf
-    benchmark among them from its RCP table (in the ruleset of its logs, `runs`: MllogRun.ruleset)."""
+@dataclass(frozen=True, kw_only=True)
+class ConvergenceRow(TttGroup, ReportRow):
+    """convergence.csv: one row per source (a model group's runs, or an RCP table); trained: the
+    samples (or epochs) to the target at each of batch_sizes."""
+
+    source: str
+    ruleset: str
+    unit: str
+    points: int
+    batch_sizes: str
+    trained: str
+    s_min: float | None
+    b_crit: float | None
+    r2: float | None
+    max_rel_residual: float | None
+    rms_rel_residual: float | None
+    status: str
+    note: str
+    fit: CriticalBatch = beside(None)  # the line and its points: the figure
+
+
+def rows(parts, runs=()) -> list[ConvergenceRow]:
+    """One row per model group's layouts (ttt.LayoutParts) fitted, then each MLPerf benchmark among
+    them from its RCP table (in the ruleset of its logs, `runs`: MllogRun.ruleset)."""
     groups: dict[tuple, list] = {}
     for p in parts:
         groups.setdefault(p.key, []).append(p)
@@ -192,12 +213,11 @@ def rows(parts, runs=()) -> list[dict]:
     for key, ps in groups.items():
         cb = fit((p.global_batch, p.trained) for p in ps)
         units = {p.unit for p in ps}
-        out.append(_row(dict(zip(TTT_GROUP, key)), "runs", "", " | ".join(sorted(units)), cb,
-                        sum(p.runs_used for p in ps)))
+        out.append(_row(TttGroup(*key), "runs", "", " | ".join(sorted(units)), cb,
+                        _note(cb, sum(p.runs_used for p in ps))))
     rulesets: dict[str, set[str]] = {}
     for key in groups:
-        model = dict(zip(TTT_GROUP, key))["model"]
-        rulesets.setdefault(model, set())
+        rulesets.setdefault(TttGroup(*key).model, set())
     for r in runs:
         if r.model in rulesets and r.ruleset:
             rulesets[r.model].add(r.ruleset)
@@ -206,68 +226,75 @@ def rows(parts, runs=()) -> list[dict]:
             table = rcp_for(model, ruleset)
             if table is None:
                 if ruleset:  # a published benchmark: say so, rather than leave its RCP row out unseen
-                    row = _row({**dict.fromkeys(TTT_GROUP, ""), "model": model}, "RCP: none", ruleset, "",
-                               fit([]), 0)
-                    out.append({**row, "status": "no RCP", "note": f"mlperf-logging has no RCP table for "
-                                f"{model!r} in training {ruleset} or before: nothing to compare its runs with"})
+                    out.append(_row(TttGroup(model=model), "RCP: none", ruleset, "", fit([]),
+                                    f"mlperf-logging has no RCP table for {model!r} in training {ruleset} or "
+                                    "before: nothing to compare its runs with", status="no RCP"))
                 continue
             benchmark, used, points, least = table
-            group = {**dict.fromkeys(TTT_GROUP, ""), "model": model}
-            out.append(_row(group, f"RCP {benchmark} (training {used})", used,
-                            "samples" if counts_samples(benchmark) else "epochs", fit(points), least,
-                            least_runs=True))
+            cb = fit(points)
+            out.append(_row(TttGroup(model=model), f"RCP {benchmark} (training {used})", used,
+                            "samples" if counts_samples(benchmark) else "epochs", cb, _note(cb, least, least_runs=True)))
     return _dedupe(out)
 
 
-def _dedupe(rows_: list[dict]) -> list[dict]:
+def _dedupe(rows_: list[ConvergenceRow]) -> list[ConvergenceRow]:
     """One RCP row per table (two rulesets falling back to the same table read it once)."""
     seen, out = set(), []
     for r in rows_:
-        key = (r["source"], r["model"]) if r["source"].startswith("RCP") else id(r)
+        key = (r.source, r.model) if r.source.startswith("RCP") else id(r)
         if key not in seen:
             seen.add(key)
             out.append(r)
     return out
 
 
-def _row(group: dict, source: str, ruleset: str, unit: str, cb: CriticalBatch, runs: int, least_runs=False) -> dict:
-    note = cb.note
+def _note(cb: CriticalBatch, runs: int, least_runs: bool = False) -> str:
+    """The fit's note and the runs behind it: `runs` in all, or (`least_runs`, an RCP table's) at least
+    that many per batch size."""
     if least_runs and runs:
-        note = (note + "; " if note else "") + f"{runs}+ runs per batch size (olympic means)"
-    elif runs:
-        note = (note + "; " if note else "") + f"{runs} runs in all (the ones each layout's score keeps)"
-    return {**group, "source": source, "ruleset": ruleset, "unit": unit, "points": len(cb.points),
-            "batch_sizes": " ".join(f"{b:g}" for b in sorted({b for b, _ in cb.points})),
-            "trained": " ".join(f"{s:.6g}" for _, s in cb.points), "s_min": cb.s_min, "b_crit": cb.b_crit,
-            "r2": cb.r2, "max_rel_residual": cb.max_rel, "rms_rel_residual": cb.rms_rel, "status": cb.status,
-            "note": note, "fit": cb}
+        return (cb.note + "; " if cb.note else "") + f"{runs}+ runs per batch size (olympic means)"
+    if runs:
+        return (cb.note + "; " if cb.note else "") + f"{runs} runs in all (the ones each layout's score keeps)"
+    return cb.note
+
+
+def _row(group: TttGroup, source: str, ruleset: str, unit: str, cb: CriticalBatch, note: str,
+         status: str = "") -> ConvergenceRow:
+    """A source's row; `status`: where the source has no table (default: the fit's)."""
+    return ConvergenceRow(
+        **vars(group), source=source, ruleset=ruleset, unit=unit, points=len(cb.points),
+        batch_sizes=" ".join(f"{b:g}" for b in sorted({b for b, _ in cb.points})),
+        trained=" ".join(f"{s:.6g}" for _, s in cb.points), s_min=cb.s_min, b_crit=cb.b_crit, r2=cb.r2,
+        max_rel_residual=cb.max_rel, rms_rel_residual=cb.rms_rel, status=status or cb.status, note=note, fit=cb)
 
 
 # --- Markdown, plot, files ----------------------------------------------------------------------
 
-def source_label(row: dict, rows_: list[dict]) -> str:
+def source_label(row: ConvergenceRow, rows_: list[ConvergenceRow]) -> str:
     """A row's source as the table and the figure name it: 'runs', and the group's words after it where
     another runs row of the same model and system differs in them (a ddp,fsdp sweep: 'runs (ddp)')."""
-    if row["source"] != "runs":
-        return row["source"]
-    words = ("flavor", "framework", "engine", "precision", "levers")
-    twins = [r for r in rows_ if r["source"] == "runs" and (r["model"], r["system"]) == (row["model"], row["system"])]
-    differ = [k for k in words if len({r.get(k) for r in twins}) > 1]
-    return "runs" + (f" ({' · '.join(str(row[k]) for k in differ if row.get(k))})" if differ else "")
+    if row.source != "runs":
+        return row.source
+
+    def words(r: ConvergenceRow) -> tuple:  # flavor, framework, engine, precision, levers
+        return r.ttt_key[2:]
+    twins = [r for r in rows_ if r.source == "runs" and (r.model, r.system) == (row.model, row.system)]
+    differ = [i for i in range(len(words(row))) if len({words(r)[i] for r in twins}) > 1]
+    return "runs" + (f" ({' · '.join(str(words(row)[i]) for i in differ if words(row)[i])})" if differ else "")
 
 
-def markdown(rows_: list[dict]) -> str:
+def markdown(rows_: list[ConvergenceRow]) -> str:
     if not rows_:
         return ""
 
     def num(v, fmt="{:,.4g}"):
         return "–" if v is None else fmt.format(v)
 
-    lines = [[r["model"], r["system"] or "–", source_label(r, rows_), r["unit"], r["batch_sizes"] or "–",
-              num(r["s_min"]), "∞ (not bounded)" if r["status"] == UNBOUNDED else num(r["b_crit"]),
-              num(r["r2"], "{:.3f}"), num(None if r["max_rel_residual"] is None else 100 * r["max_rel_residual"],
+    lines = [[r.model, r.system or "–", source_label(r, rows_), r.unit, r.batch_sizes or "–",
+              num(r.s_min), "∞ (not bounded)" if r.status == UNBOUNDED else num(r.b_crit),
+              num(r.r2, "{:.3f}"), num(None if r.max_rel_residual is None else 100 * r.max_rel_residual,
                                           "{:.1f} %"),
-              r["status"] + (f": {r['note']}" if r["note"] else "")] for r in rows_]
+              r.status + (f": {r.note}" if r.note else "")] for r in rows_]
     return "\n".join([
         "## Convergence against the global batch (critical batch size)\n",
         "S(B) = S_min × (1 + B / B_crit) (McCandlish et al. 2018), least squares over one point per layout and "
@@ -277,13 +304,13 @@ def markdown(rows_: list[dict]) -> str:
                         "largest residual", "status"], lines) + "\n"])
 
 
-def panels(rows_: list[dict]) -> list[tuple]:
+def panels(rows_: list[ConvergenceRow]) -> list[tuple]:
     """The figure's panels: (model, unit) of each row with points (a log's samples and an RCP's epochs
     do not share an axis)."""
-    return list(dict.fromkeys((r["model"], r["unit"]) for r in rows_ if r["fit"].points))
+    return list(dict.fromkeys((r.model, r.unit) for r in rows_ if r.fit.points))
 
 
-def figure(rows_: list[dict], shown: list[tuple] | None = None):
+def figure(rows_: list[ConvergenceRow], shown: list[tuple] | None = None):
     """One panel per model and unit of `shown` (default: all, `panels`): each source's points (S
     against the global batch) and its fitted line."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
@@ -296,13 +323,13 @@ def figure(rows_: list[dict], shown: list[tuple] | None = None):
     FigureCanvasAgg(fig)
     for i, (model, unit) in enumerate(shown):
         ax = fig.add_subplot(nrows, cols, i + 1)
-        for r in (r for r in rows_ if (r["model"], r["unit"]) == (model, unit)):
-            cb: CriticalBatch = r["fit"]
+        for r in (r for r in rows_ if (r.model, r.unit) == (model, unit)):
+            cb: CriticalBatch = r.fit
             if not cb.points:
                 continue
-            label = source_label(r, rows_) + (f": {r['system']}" if r["source"] == "runs" else "")
+            label = source_label(r, rows_) + (f": {r.system}" if r.source == "runs" else "")
             xs = [b for b, _ in cb.points]
-            line = ax.plot(xs, [s for _, s in cb.points], "o" if r["source"] == "runs" else "s", label=label)[0]
+            line = ax.plot(xs, [s for _, s in cb.points], "o" if r.source == "runs" else "s", label=label)[0]
             if cb.usable:
                 lo, hi = min(xs), max(xs)
                 grid = [lo + (hi - lo) * j / 40 for j in range(41)]
@@ -318,8 +345,8 @@ def figure(rows_: list[dict], shown: list[tuple] | None = None):
     return fig
 
 
-def write(rows_: list[dict], out, formats=("csv", "png")) -> list[Path]:
-    drawn = any(r["fit"].points for r in rows_)
-    return write_table(out, "convergence", rows_, CONVERGENCE_COLUMNS, formats,
+def write(rows_: list[ConvergenceRow], out, formats=("csv", "png")) -> list[Path]:
+    drawn = any(r.fit.points for r in rows_)
+    return write_table(out, "convergence", rows_, ConvergenceRow.columns(), formats,
                        (lambda: pages("convergence", panels(rows_), lambda chunk: figure(rows_, chunk)))
                        if drawn else None)

@@ -19,14 +19,15 @@ submission trained in fp8 or fp4 can exceed the bf16 peak: the table says which 
 from __future__ import annotations
 
 import statistics
+from dataclasses import dataclass
 from pathlib import Path
 
 from hvdbench.contracts import get_spec, model_names, specs
 from hvdbench.peaks import device_entry, mfu, model_tflops, peak_tflops
 from hvdbench.published import compare
-from hvdbench.results.stats.aggregate import device_word, on_cpus, scaling_key, where_cols
-from hvdbench.results.records.schema import COMPUTE_COLUMNS, SCALING_GROUP
+from hvdbench.results.records.rows import SCALING_GROUP, ReportRow, ScalingGroup, beside
 from hvdbench.results.render.tables import markdown_table, write_table
+from hvdbench.results.stats.aggregate import device_word, on_cpus, placement, scaling_key
 
 PUBLISHED_PRECISION = "bf16"  # the peak published MFU is taken against
 
@@ -78,7 +79,42 @@ def _beside_published(mine, device: str) -> tuple[float | None, str]:
     return share, ref
 
 
-def compute_rows(runs, measured: dict | None = None) -> list[dict]:
+@dataclass(frozen=True, kw_only=True)
+class EfficiencyRow(ScalingGroup, ReportRow):
+    """compute.csv: how far one group's layout was from the hardware. mfu against the datasheet peak,
+    mfu_measured against `bench compute`'s; energy_to_train_j: time-to-accuracy runs' GPUs, run_start ->
+    run_stop."""
+
+    layout: str
+    gpus: int
+    runs: int
+    throughput_per_gpu: float | None
+    flops_per_sample: float | None
+    model_tflops_per_gpu: float | None
+    peak_tflops: float | None
+    mfu: float | None
+    measured_peak_tflops: float | None
+    mfu_measured: float | None
+    mem_allocated_gb: float | None
+    mem_reserved_gb: float | None
+    mem_resident_gb: float | None
+    mem_estimate_gb: float | None
+    energy_j_per_sample: float | None
+    power_w_per_gpu: float | None
+    energy_to_train_j: float | None
+    mlperf_samples_per_row: float | None
+    published_share: float | None
+    published_ref: str
+    note: str
+    # where it ran: the plot's subtitle (plots.context), not compute.csv's columns
+    nodes: int = beside(0)
+    hosts: str = beside("")
+    link: str = beside("")
+    intra_link: str = beside("")
+    cpu_model: str = beside("")
+
+
+def compute_rows(runs, measured: dict | None = None) -> list[EfficiencyRow]:
     """One row per scaling group and layout with a compute figure (see the module's docstring);
     `measured`: (layout, device, dtype) -> `bench compute`'s TFLOP/s (hvdbench.results.report.load)."""
     measured = measured or {}
@@ -110,27 +146,26 @@ def compute_rows(runs, measured: dict | None = None) -> list[dict]:
         if flops is None and _max(r.mem_resident_gb for r in mine) is None:
             continue  # nothing of compute known (a log of a benchmark hvdbench does not count, rows before schema 6)
         bench_peak = measured.get((layout, device, first.precision))
-        out.append({
-            **dict(zip(SCALING_GROUP, key)), "layout": layout, "gpus": first.world_size, "runs": len(mine),
-            "throughput_per_gpu": rate, "flops_per_sample": flops, "model_tflops_per_gpu": tflops,
-            "peak_tflops": peak, "mfu": mfu(tflops, peak), "measured_peak_tflops": bench_peak,
-            "mfu_measured": mfu(tflops, bench_peak),
-            "mem_allocated_gb": _max(r.mem_allocated_gb for r in mine),
-            "mem_reserved_gb": _max(r.mem_reserved_gb for r in mine),
-            "mem_resident_gb": _max(r.mem_resident_gb for r in mine),
-            "mem_estimate_gb": _mean(r.mem_estimate_gb for r in mine),
-            "energy_j_per_sample": _mean(r.energy_j_per_sample for r in mine),
-            "power_w_per_gpu": _mean(r.power_w_per_gpu for r in mine),
-            "energy_to_train_j": _mean(r.energy_j for r in mine if r.mode == "time_to_accuracy"),
-            "mlperf_samples_per_row": per_row, "published_share": share, "published_ref": ref, "note": note, **where_cols(mine)})  # where it ran: the plot's subtitle, not compute.csv's columns
+        where = placement(mine)
+        out.append(EfficiencyRow(
+            **vars(ScalingGroup(*key)), layout=layout, gpus=first.world_size, runs=len(mine),
+            throughput_per_gpu=rate, flops_per_sample=flops, model_tflops_per_gpu=tflops, peak_tflops=peak,
+            mfu=mfu(tflops, peak), measured_peak_tflops=bench_peak, mfu_measured=mfu(tflops, bench_peak),
+            mem_allocated_gb=_max(r.mem_allocated_gb for r in mine), mem_reserved_gb=_max(r.mem_reserved_gb for r in mine),
+            mem_resident_gb=_max(r.mem_resident_gb for r in mine), mem_estimate_gb=_mean(r.mem_estimate_gb for r in mine),
+            energy_j_per_sample=_mean(r.energy_j_per_sample for r in mine),
+            power_w_per_gpu=_mean(r.power_w_per_gpu for r in mine),
+            energy_to_train_j=_mean(r.energy_j for r in mine if r.mode == "time_to_accuracy"),
+            mlperf_samples_per_row=per_row, published_share=share, published_ref=ref, note=note, nodes=where.nodes,
+            hosts=where.hosts, link=where.link, intra_link=where.intra_link, cpu_model=where.cpu_model))
     return out
 
 
-def mfu_of(rows: list[dict], group: dict, layout: str) -> float | None:
+def mfu_of(rows: list[EfficiencyRow], group: ScalingGroup, layout: str) -> float | None:
     """The MFU of a scaling group's layout (the waterfall names its compute part's), or None."""
     for r in rows:
-        if r["layout"] == layout and all(r[k] == group.get(k) for k in SCALING_GROUP):
-            return r["mfu"] if r["mfu"] is not None else r["mfu_measured"]
+        if r.layout == layout and r.scaling_key == group.scaling_key:
+            return r.mfu if r.mfu is not None else r.mfu_measured
     return None
 
 
@@ -138,16 +173,16 @@ def _fmt(value, spec: str, scale: float = 1.0) -> str:
     return "" if value is None else format(value * scale, spec)
 
 
-def markdown(rows: list[dict]) -> str:
+def markdown(rows: list[EfficiencyRow]) -> str:
     if not rows:
         return ""
     unit = "rank" if all(on_cpus(r) for r in rows) else "GPU"  # a CPU run's "GPU" is a process
-    lines = [[r["system"], r["model"], r["flavor"], r["engine"], r["precision"], r["layout"],
-              _fmt(r["flops_per_sample"], ".3g"), _fmt(r["model_tflops_per_gpu"], ".3g"),
-              _fmt(r["mfu"], ".1f", 100), _fmt(r["mfu_measured"], ".1f", 100),
-              _fmt(r["mem_allocated_gb"] or r["mem_resident_gb"], ".2f"), _fmt(r["mem_estimate_gb"], ".2f"),
-              _fmt(r["energy_j_per_sample"], ".3g"), _fmt(r["power_w_per_gpu"], ".0f"),
-              _fmt(r["published_share"], ".1f", 100), "; ".join(filter(None, (r["published_ref"], r["note"])))]
+    lines = [[r.system, r.model, r.flavor, r.engine, r.precision, r.layout,
+              _fmt(r.flops_per_sample, ".3g"), _fmt(r.model_tflops_per_gpu, ".3g"),
+              _fmt(r.mfu, ".1f", 100), _fmt(r.mfu_measured, ".1f", 100),
+              _fmt(r.mem_allocated_gb or r.mem_resident_gb, ".2f"), _fmt(r.mem_estimate_gb, ".2f"),
+              _fmt(r.energy_j_per_sample, ".3g"), _fmt(r.power_w_per_gpu, ".0f"),
+              _fmt(r.published_share, ".1f", 100), "; ".join(filter(None, (r.published_ref, r.note)))]
              for r in rows]
     return ("## Compute: how far from the hardware\n\nModel TFLOP/s per GPU (training FLOPs per sample, forward + "
             "backward as counted on hvdbench's network, x samples/s per GPU), MFU against the device's dense "
@@ -168,17 +203,17 @@ def _word(key: str, value) -> str:
     return {"batch_per_gpu": "batch ", "accum_steps": "accum "}.get(key, "") + str(value)
 
 
-def _share(r: dict) -> str:
+def _share(r: EfficiencyRow) -> str:
     """The words beside a bar: MFU on GPUs (the datasheet's, else bench compute's peak); on CPUs, which
     have no datasheet peak here, the share of bench compute's measured one."""
     if on_cpus(r):
-        return "" if r["mfu_measured"] is None else f"{100 * r['mfu_measured']:.1f} % of bench peak"
-    if r["mfu"] is not None:
-        return f"MFU {100 * r['mfu']:.1f} %"
-    return "" if r["mfu_measured"] is None else f"MFU {100 * r['mfu_measured']:.1f} % (bench peak)"
+        return "" if r.mfu_measured is None else f"{100 * r.mfu_measured:.1f} % of bench peak"
+    if r.mfu is not None:
+        return f"MFU {100 * r.mfu:.1f} %"
+    return "" if r.mfu_measured is None else f"MFU {100 * r.mfu_measured:.1f} % (bench peak)"
 
 
-def figure(rows: list[dict]):
+def figure(rows: list[EfficiencyRow]):
     """Model TFLOP/s per GPU (per rank on CPUs) of each group and layout as horizontal bars, one
     line of label each, MFU beside them; beside it, where any rank's memory was recorded, the memory
     per rank against the estimate. A label names only what differs between the bars (a throughput
@@ -189,21 +224,22 @@ def figure(rows: list[dict]):
 
     from hvdbench.results.render.plots import context
 
-    differ = [k for k in SCALING_GROUP if len({str(r.get(k)) for r in rows}) > 1]
-    labels = [" · ".join([*(_word(k, r[k]) for k in differ if r.get(k) not in (None, "")), r["layout"]])
-              for r in rows]
-    same = [_word(k, rows[0][k]) for k in SCALING_GROUP if k not in differ and k != "system"
-            and rows[0].get(k) not in (None, "")]
+    named = [list(zip(SCALING_GROUP, r.scaling_key)) for r in rows]  # (key, value) of each bar's group
+    differ = [i for i in range(len(SCALING_GROUP)) if len({str(n[i][1]) for n in named}) > 1]
+    labels = [" · ".join([*(_word(*n[i]) for i in differ if n[i][1] not in (None, "")), r.layout])
+              for n, r in zip(named, rows)]
+    same = [_word(k, v) for i, (k, v) in enumerate(named[0]) if i not in differ and k != "system"
+            and v not in (None, "")]
     cpus = {on_cpus(r) for r in rows}
     unit = device_word(rows[0]) if len(cpus) == 1 else "GPU or CPU rank"
-    held = [r["mem_allocated_gb"] or r["mem_resident_gb"] for r in rows]
+    held = [r.mem_allocated_gb or r.mem_resident_gb for r in rows]
     memory = any(h is not None for h in held)
     fig = Figure(figsize=(13 if memory else 8, 2.2 + 0.32 * len(rows)), layout="constrained")
     FigureCanvasAgg(fig)
     axes = fig.subplots(1, 2 if memory else 1, squeeze=False, sharey=True)[0]
     ys = list(range(len(rows)))[::-1]  # the first row on top, as in compute.csv
     left = axes[0]
-    tflops = [r["model_tflops_per_gpu"] or 0 for r in rows]
+    tflops = [r.model_tflops_per_gpu or 0 for r in rows]
     left.barh(ys, tflops, color="#4c72b0")
     for y, value, r in zip(ys, tflops, rows):
         if _share(r):
@@ -216,20 +252,20 @@ def figure(rows: list[dict]):
     if memory:
         right = axes[1]
         right.barh([y + 0.2 for y in ys], [h or 0 for h in held], 0.4, label="peak per rank", color="#55a868")
-        right.barh([y - 0.2 for y in ys], [r["mem_estimate_gb"] or 0 for r in rows], 0.4, label="estimate",
+        right.barh([y - 0.2 for y in ys], [r.mem_estimate_gb or 0 for r in rows], 0.4, label="estimate",
                    color="#c4c4c4")
         right.set_xlabel("GB per rank (GPU: allocated; CPU: resident)")
-        right.set_xlim(0, max([h or 0 for h in held] + [r["mem_estimate_gb"] or 0 for r in rows] + [1e-9]) * 1.45)
+        right.set_xlim(0, max([h or 0 for h in held] + [r.mem_estimate_gb or 0 for r in rows] + [1e-9]) * 1.45)
         right.legend(fontsize=8, loc="upper right")  # in the room right of the longest bar
     for ax in axes:
         ax.grid(True, axis="x", alpha=0.3)
-    few, many = min(r["runs"] for r in rows), max(r["runs"] for r in rows)
+    few, many = min(r.runs for r in rows), max(r.runs for r in rows)
     below = context(rows, runs=f"{few if few == many else f'{few}-{many}'} run(s) per bar")
     fig.suptitle(f"compute: {' · '.join(same)}" + (f"\n{below}" if below else ""), fontsize=9)
     return fig
 
 
-def write(rows: list[dict], out: Path, formats=("csv", "png")) -> list[Path]:
+def write(rows: list[EfficiencyRow], out: Path, formats=("csv", "png")) -> list[Path]:
     if not rows:
         return []
-    return write_table(out, "compute", rows, COMPUTE_COLUMNS, formats, lambda: figure(rows))
+    return write_table(out, "compute", rows, EfficiencyRow.columns(), formats, lambda: figure(rows))

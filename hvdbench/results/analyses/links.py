@@ -2,7 +2,7 @@
 (bench_links.csv): one line per pair with its latency and bandwidth, the pairs below the rest flagged,
 and the host (or rank) common to every flagged pair named.
 
-    pairs = pair_rows(rows)            # one dict per run and pair (LINK_COLUMNS), `slow` set
+    pairs = pair_rows(rows)            # a LinkPairRow per run and pair, `slow` set
     verdicts(pairs)                    # ["every pair with node3 is slow (2 of 2): node3's link (eth0 ...)"]
     markdown(rows); write(rows, Path("report"))      # links.csv, links.png (a host x host matrix per run)
 
@@ -37,10 +37,12 @@ from __future__ import annotations
 
 import statistics
 import textwrap
+from dataclasses import dataclass
 from pathlib import Path
 
 from hvdbench.output import human_bytes
-from hvdbench.results.records.schema import LINK_COLUMNS, LinkRow
+from hvdbench.results.records.rows import ReportRow
+from hvdbench.results.records.schema import LinkRow
 from hvdbench.results.render.tables import markdown_table, pages, write_table
 
 SLOW_FRACTION = 0.5
@@ -60,80 +62,102 @@ def _by_run(rows: list[LinkRow]) -> dict[str, list[LinkRow]]:
     return runs
 
 
-def pair_rows(rows: list[LinkRow]) -> list[dict]:
-    """One dict per run and pair (LINK_COLUMNS), in the order measured, `slow` set by the rule."""
+@dataclass(frozen=True, kw_only=True)
+class LinkPairRow(ReportRow):
+    """links.csv: one row per run and pair; latency_us: the smallest message's one-way time;
+    bandwidth_gb_s: the largest message's one-way bandwidth; vs_best: that over the fastest pair of its
+    kind in the run; slow: below SLOW_FRACTION of the fastest."""
+
+    run_id: str
+    started_at: str
+    layout: str
+    kind: str  # between (two hosts) | within (two ranks of one host)
+    host_a: str
+    host_b: str
+    rank_a: int
+    rank_b: int
+    device_a: str
+    device_b: str
+    backend: str
+    latency_bytes: int | None
+    latency_us: float | None
+    bandwidth_bytes: int | None
+    bandwidth_gb_s: float | None
+    vs_best: float | None
+    slow: bool
+    nic_a: str
+    nic_b: str
+    nic_gb_s: float | None
+    intra_link: str
+    wrong: int
+
+
+def pair_rows(rows: list[LinkRow]) -> list[LinkPairRow]:
+    """One row per run and pair, in the order measured, `slow` set by the rule (the module's): each
+    kind against its own fastest pair; pairs at different largest sizes are not compared (a hand-merged
+    file)."""
     out = []
     for run in _by_run(rows).values():
         pairs: dict[tuple, list[LinkRow]] = {}
         for r in run:
             pairs.setdefault((r.rank_a, r.rank_b), []).append(r)
-        found = []
+        ends = []  # (the pair's rows, its smallest and largest timed message)
         for sizes in pairs.values():
             timed = [r for r in sizes if r.time_s is not None]
-            small = min(timed, key=lambda r: r.bytes, default=None)
-            large = max(timed, key=lambda r: r.bytes, default=None)
+            ends.append((sizes, min(timed, key=lambda r: r.bytes, default=None),
+                         max(timed, key=lambda r: r.bytes, default=None)))
+        kinds: dict[tuple, list[float]] = {}  # (kind, largest size) -> its pairs' bandwidths
+        for sizes, _, large in ends:
+            if large and large.bandwidth_gb_s:
+                kinds.setdefault((sizes[0].kind, large.bytes), []).append(large.bandwidth_gb_s)
+        for sizes, small, large in ends:
             r = sizes[0]
-            found.append({
-                "run_id": r.run_id, "started_at": r.started_at, "layout": r.layout, "kind": r.kind,
-                "host_a": r.host_a, "host_b": r.host_b, "rank_a": r.rank_a, "rank_b": r.rank_b,
-                "device_a": r.device_a, "device_b": r.device_b, "backend": r.backend,
-                "latency_bytes": small.bytes if small else None,
-                "latency_us": small.time_s * 1e6 if small else None,
-                "bandwidth_bytes": large.bytes if large else None,
-                "bandwidth_gb_s": large.bandwidth_gb_s if large else None, "vs_best": None, "slow": False,
-                "nic_a": r.nic_a, "nic_b": r.nic_b, "nic_gb_s": r.nic_gb_s, "intra_link": r.intra_link,
-                "wrong": sum(x.wrong for x in sizes)})
-        flag(found)
-        out += found
+            compared = kinds.get((r.kind, large.bytes)) if large and large.bandwidth_gb_s else None
+            vs_best = large.bandwidth_gb_s / max(compared) if compared else None
+            out.append(LinkPairRow(
+                run_id=r.run_id, started_at=r.started_at, layout=r.layout, kind=r.kind, host_a=r.host_a,
+                host_b=r.host_b, rank_a=r.rank_a, rank_b=r.rank_b, device_a=r.device_a, device_b=r.device_b,
+                backend=r.backend, latency_bytes=small.bytes if small else None,
+                latency_us=small.time_s * 1e6 if small else None, bandwidth_bytes=large.bytes if large else None,
+                bandwidth_gb_s=large.bandwidth_gb_s if large else None, vs_best=vs_best,
+                slow=bool(compared) and len(compared) > 1 and vs_best < SLOW_FRACTION,
+                nic_a=r.nic_a, nic_b=r.nic_b, nic_gb_s=r.nic_gb_s, intra_link=r.intra_link,
+                wrong=sum(x.wrong for x in sizes)))
     return out
 
 
-def flag(pairs: list[dict]) -> None:
-    """Set `vs_best` and `slow` on one run's pairs, each kind against its own fastest pair (the
-    module's rule); pairs at different largest sizes are not compared (a hand-merged file)."""
-    groups: dict[tuple, list[dict]] = {}
-    for p in pairs:
-        if p["bandwidth_gb_s"]:
-            groups.setdefault((p["kind"], p["bandwidth_bytes"]), []).append(p)
-    for group in groups.values():
-        best = max(p["bandwidth_gb_s"] for p in group)
-        for p in group:
-            p["vs_best"] = p["bandwidth_gb_s"] / best
-            p["slow"] = len(group) > 1 and p["vs_best"] < SLOW_FRACTION
+def _ends(p: LinkPairRow) -> tuple[str, str]:
+    if p.kind == "between":
+        return p.host_a, p.host_b
+    return f"{p.host_a} rank {p.rank_a}", f"{p.host_b} rank {p.rank_b}"
 
 
-def _ends(p: dict) -> tuple[str, str]:
-    if p["kind"] == "between":
-        return p["host_a"], p["host_b"]
-    return f"{p['host_a']} rank {p['rank_a']}", f"{p['host_b']} rank {p['rank_b']}"
-
-
-def _nic_of(p: dict, end: str) -> str:
-    nic = p["nic_a"] if _ends(p)[0] == end else p["nic_b"]
+def _nic_of(p: LinkPairRow, end: str) -> str:
+    nic = p.nic_a if _ends(p)[0] == end else p.nic_b
     return f" ({nic})" if nic else ""
 
 
-def verdicts(pairs: list[dict]) -> list[str]:
+def verdicts(pairs: list[LinkPairRow]) -> list[str]:
     """What the slow pairs of each run and kind have in common, one line each (none: no slow pair)."""
     said = []
-    groups: dict[tuple, list[dict]] = {}
+    groups: dict[tuple, list[LinkPairRow]] = {}
     for p in pairs:
-        groups.setdefault((p["run_id"], p["kind"]), []).append(p)
+        groups.setdefault((p.run_id, p.kind), []).append(p)
     for (_, kind), group in groups.items():
-        slow = [p for p in group if p["slow"]]
+        slow = [p for p in group if p.slow]
         if not slow:
             continue
         where = "between hosts" if kind == "between" else "within a host"
-        on = {p["host_a"] for p in slow}
-        mine = [p for p in group if p["host_a"] in on]
+        on = {p.host_a for p in slow}
+        mine = [p for p in group if p.host_a in on]
         if kind == "within" and len(on) == 1 and len(mine) == len(slow) < len(group):
             host = on.pop()
             said.append(f"every pair within {host} is slow ({len(slow)} of {len(mine)}), the other hosts' are not: "
-                        f"{host}'s links between its ranks ({slow[0]['intra_link'] or 'not read'})")
+                        f"{host}'s links between its ranks ({slow[0].intra_link or 'not read'})")
             continue
         common = set(_ends(slow[0])).intersection(*(set(_ends(p)) for p in slow[1:]))
-        names = ", ".join(f"{p['host_a']}-{p['host_b']}" if kind == "between" else
-                          f"ranks {p['rank_a']}-{p['rank_b']}" for p in slow)
+        names = ", ".join(f"{p.host_a}-{p.host_b}" if kind == "between" else
+                          f"ranks {p.rank_a}-{p.rank_b}" for p in slow)
         if len(common) == 1:
             end = common.pop()
             holding = [p for p in group if end in _ends(p)]
@@ -170,22 +194,22 @@ def _hardware(run: list[LinkRow], link: str = "") -> list[str]:
     return [f"devices: {devices or 'not recorded'}", *said, *([f"inter-node link: {link}"] if link and between else [])]
 
 
-def table_lines(pairs: list[dict]) -> tuple[list[str], list[list]]:
+def table_lines(pairs: list[LinkPairRow]) -> tuple[list[str], list[list]]:
     """The header and lines of the pairs' table (the report's Markdown and the bench's terminal table)."""
     header = ["pair", "ranks", "backend", "latency us", "bandwidth GB/s", "of fastest", "slow", "NICs / link"]
     lines = []
     for p in pairs:
-        pair = f"{p['host_a']} - {p['host_b']}" if p["kind"] == "between" else f"{p['host_a']} (within)"
-        size = f" @ {human_bytes(p['bandwidth_bytes'])}" if p["bandwidth_bytes"] else ""
-        via = p["intra_link"] if p["kind"] != "between" else (
-            f"{p['nic_a']} at both ends" if p["nic_a"] == p["nic_b"] else f"{p['nic_a']} -> {p['nic_b']}")
-        if p["kind"] == "between" and p["nic_gb_s"] and p["bandwidth_gb_s"]:
-            via += f" ({100 * p['bandwidth_gb_s'] / p['nic_gb_s']:.0f} % of the slower NIC's rate)"
-        at = f" @ {human_bytes(p['latency_bytes'])}" if p["latency_bytes"] else ""
-        latency = _cell(p["latency_us"], ".1f") + at
-        lines.append([pair, f"{p['rank_a']}-{p['rank_b']}", p["backend"], latency,
-                      _cell(p["bandwidth_gb_s"], ".3g") + size, _cell(p["vs_best"], ".2f"),
-                      "SLOW" if p["slow"] else "", via + (f"; {p['wrong']} WRONG" if p["wrong"] else "")])
+        pair = f"{p.host_a} - {p.host_b}" if p.kind == "between" else f"{p.host_a} (within)"
+        size = f" @ {human_bytes(p.bandwidth_bytes)}" if p.bandwidth_bytes else ""
+        via = p.intra_link if p.kind != "between" else (
+            f"{p.nic_a} at both ends" if p.nic_a == p.nic_b else f"{p.nic_a} -> {p.nic_b}")
+        if p.kind == "between" and p.nic_gb_s and p.bandwidth_gb_s:
+            via += f" ({100 * p.bandwidth_gb_s / p.nic_gb_s:.0f} % of the slower NIC's rate)"
+        at = f" @ {human_bytes(p.latency_bytes)}" if p.latency_bytes else ""
+        latency = _cell(p.latency_us, ".1f") + at
+        lines.append([pair, f"{p.rank_a}-{p.rank_b}", p.backend, latency,
+                      _cell(p.bandwidth_gb_s, ".3g") + size, _cell(p.vs_best, ".2f"),
+                      "SLOW" if p.slow else "", via + (f"; {p.wrong} WRONG" if p.wrong else "")])
     return header, lines
 
 
@@ -207,30 +231,30 @@ def markdown(rows: list[LinkRow], link: str = "") -> str:
     return "\n\n".join(parts) + "\n"  # a blank line before the next section
 
 
-def _matrix(pairs: list[dict]) -> tuple[list[str], list[list], list[list]]:
+def _matrix(pairs: list[LinkPairRow]) -> tuple[list[str], list[list], list[list]]:
     """(labels, bandwidths, slow) of one run's matrix: hosts x hosts where it has several hosts (the
     diagonal: the median of the pairs within the host), ranks x ranks of its one host otherwise."""
-    hosts = list(dict.fromkeys(h for p in pairs for h in (p["host_a"], p["host_b"])))
+    hosts = list(dict.fromkeys(h for p in pairs for h in (p.host_a, p.host_b)))
     if len(hosts) > 1:
         labels = hosts
         index = {h: i for i, h in enumerate(hosts)}
-        key = {(p["rank_a"], p["rank_b"]): (index[p["host_a"]], index[p["host_b"]]) for p in pairs}
+        key = {(p.rank_a, p.rank_b): (index[p.host_a], index[p.host_b]) for p in pairs}
     else:
-        ranks = sorted({r for p in pairs for r in (p["rank_a"], p["rank_b"])})
+        ranks = sorted({r for p in pairs for r in (p.rank_a, p.rank_b)})
         labels = [f"rank {r}" for r in ranks]
         index = {r: i for i, r in enumerate(ranks)}
-        key = {(p["rank_a"], p["rank_b"]): (index[p["rank_a"]], index[p["rank_b"]]) for p in pairs}
-    cells: dict[tuple, list[dict]] = {}
+        key = {(p.rank_a, p.rank_b): (index[p.rank_a], index[p.rank_b]) for p in pairs}
+    cells: dict[tuple, list[LinkPairRow]] = {}
     for p in pairs:
-        if p["bandwidth_gb_s"] is not None:
-            cells.setdefault(key[(p["rank_a"], p["rank_b"])], []).append(p)
+        if p.bandwidth_gb_s is not None:
+            cells.setdefault(key[(p.rank_a, p.rank_b)], []).append(p)
     n = len(labels)
     values = [[None] * n for _ in range(n)]
     slow = [[False] * n for _ in range(n)]
     for (i, j), ps in cells.items():
         for a, b in ((i, j), (j, i)):
-            values[a][b] = statistics.median(p["bandwidth_gb_s"] for p in ps)
-            slow[a][b] = any(p["slow"] for p in ps)
+            values[a][b] = statistics.median(p.bandwidth_gb_s for p in ps)
+            slow[a][b] = any(p.slow for p in ps)
     return labels, values, slow
 
 
@@ -260,7 +284,7 @@ def figure(rows: list[LinkRow], link: str = ""):
                         ax.text(j, i, f"{v:.3g}" + ("\nSLOW" if slow[i][j] else ""), ha="center", va="center",
                                 fontsize=8, color="red" if slow[i][j] else "black" if v > 0.6 * top else "white",
                                 fontweight="bold" if slow[i][j] else "normal")
-            hosts = list(dict.fromkeys(h for p in pairs for h in (p["host_a"], p["host_b"])))
+            hosts = list(dict.fromkeys(h for p in pairs for h in (p.host_a, p.host_b)))
             below = "\n".join([*_hardware(run, link), f"hosts: {', '.join(hosts)}",
                                 f"run {run[0].run_id} ({run[0].backend or 'no backend'})"])
             said = verdicts(pairs) or ["no slow pair"]
@@ -276,4 +300,4 @@ def write(rows: list[LinkRow], out: Path, formats=("csv", "png"), link: str = ""
     """links.csv (one row per run and pair) and links.png (a matrix per run); nothing without rows."""
     if not rows:
         return []
-    return write_table(out, "links", pair_rows(rows), LINK_COLUMNS, formats, lambda: figure(rows, link))
+    return write_table(out, "links", pair_rows(rows), LinkPairRow.columns(), formats, lambda: figure(rows, link))

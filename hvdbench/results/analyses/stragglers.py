@@ -35,22 +35,64 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from hvdbench.contracts.engines import waits_for_peers
-from hvdbench.results.records.schema import SCALING_GROUP, STRAGGLER_COLUMNS, STRAGGLER_HOST_COLUMNS
+from hvdbench.results.records.rows import SCALING_GROUP, ReportRow, ScalingGroup
 from hvdbench.results.render.tables import markdown_table, write_table
-from hvdbench.results.stats.aggregate import scaling_key, stats
+from hvdbench.results.stats.aggregate import Where, scaling_key, stats
 
 # The least excess over the others' median that names a straggler: below it, two ranks of one machine
 # differ by scheduling and clocks alone (with one run there is no spread to measure it by).
 FLOOR = 0.05
 
 
+@dataclass(frozen=True, kw_only=True)
+class StragglerRow(ScalingGroup, ReportRow):
+    """stragglers.csv: one row per group, layout and rank: its compute etc. as means over the layout's
+    runs, ms per step; vs_others: its compute over the median of the other ranks', the mean over runs,
+    and that ratio's 2σ across them; threshold: the excess over 1 beyond which it is named, a fraction
+    (the layout's spread across repeats, at least FLOOR)."""
+
+    layout: str
+    rank: int
+    host: str
+    local_rank: int
+    device: str
+    gpu_index: int | None
+    gpu_uuid: str
+    runs: int
+    step_ms: float | None
+    compute_ms: float | None
+    data_ms: float | None
+    comm_ms: float | None
+    vs_others: float | None
+    vs_others_2sigma: float | None
+    threshold: float
+    straggler: bool
+    partial: bool  # a run of the layout has per-rank times of only some ranks
+
+
+@dataclass(frozen=True, kw_only=True)
+class StragglerHostRow(ScalingGroup, ReportRow):
+    """stragglers_hosts.csv: one row per group, layout and host: its ranks' median compute over the
+    other hosts' ranks'."""
+
+    layout: str
+    host: str
+    ranks: int
+    runs: int
+    compute_ms: float
+    vs_others: float | None
+    vs_others_2sigma: float | None
+    threshold: float
+    straggler: bool
+
+
 @dataclass
 class Stragglers:
-    ranks: list[dict] = field(default_factory=list)  # STRAGGLER_COLUMNS
-    hosts: list[dict] = field(default_factory=list)  # STRAGGLER_HOST_COLUMNS
+    ranks: list[StragglerRow] = field(default_factory=list)
+    hosts: list[StragglerHostRow] = field(default_factory=list)
     named: list[str] = field(default_factory=list)  # hosts slow in every layout they ran in, one line each
     notes: list[str] = field(default_factory=list)
-    context: dict[tuple, dict] = field(default_factory=dict)  # (group, layout) -> its plot's where-ran row
+    context: dict[tuple, Where] = field(default_factory=dict)  # (group, layout) -> where its plot's runs ran
 
 
 def _others_ratio(mine: float, others: list[float]) -> float | None:
@@ -65,29 +107,46 @@ def _spread(runs) -> float:
     return (s.two_sigma or 0.0) / s.mean if s.mean else 0.0
 
 
-def _judge(ratios: list[float], engine: str, spread: float) -> tuple[float | None, float | None, float, bool]:
-    """(mean ratio, its 2σ across runs, the threshold, named?) of one rank's or host's ratios; `spread`:
-    the layout's (_spread)."""
+@dataclass(frozen=True)
+class _Verdict:
+    """One rank's or host's ratios over a layout's runs, judged (_judge)."""
+
+    mean: float | None  # its ratio to the others, the mean over the runs
+    two_sigma: float | None  # that ratio's 2σ across the runs
+    threshold: float
+    named: bool
+
+
+def _judge(ratios: list[float], engine: str, spread: float) -> _Verdict:
+    """One rank's or host's ratios judged; `spread`: the layout's (_spread)."""
     s = stats(ratios)
     threshold = max(FLOOR, spread)
     if s.mean is None:
-        return None, None, threshold, False
+        return _Verdict(None, None, threshold, False)
     stands_out = s.mean - (s.two_sigma or 0.0) - 1.0 > FLOOR
-    return s.mean, s.two_sigma, threshold, min(ratios) - 1.0 > threshold and stands_out and not waits_for_peers(engine)
+    return _Verdict(s.mean, s.two_sigma, threshold,
+                    min(ratios) - 1.0 > threshold and stands_out and not waits_for_peers(engine))
 
 
-def _layout_rows(key: tuple, layout: str, runs: list) -> tuple[list[dict], list[dict]]:
-    base = {**dict(zip(SCALING_GROUP, key)), "layout": layout}
+@dataclass(frozen=True)
+class _Host:
+    """One host of a layout: its ranks' compute over the other hosts' ranks', judged."""
+
+    host: str
+    ranks: int
+    runs: int
+    compute_ms: float
+    verdict: _Verdict
+
+
+def _hosts(group: ScalingGroup, runs: list) -> list[_Host]:
+    """Each host of a layout's runs that ran beside another host, judged."""
     spread = _spread(runs)
-    by_rank: dict[int, list] = {}
     host_ratios: dict[str, list[float]] = {}
     host_compute: dict[str, list[float]] = {}
     host_ranks: dict[str, set] = {}
     for r in runs:
         timed = [x for x in r.ranks if x.compute_s is not None]
-        for x in timed:
-            by_rank.setdefault(x.rank, []).append((r, x, _others_ratio(x.compute_s, [y.compute_s for y in timed
-                                                                                       if y is not x])))
         hosts = {x.host for x in timed}
         if len(hosts) < 2:
             continue
@@ -98,28 +157,35 @@ def _layout_rows(key: tuple, layout: str, runs: list) -> tuple[list[dict], list[
                 host_ratios.setdefault(h, []).append(ratio)
             host_compute.setdefault(h, []).extend(mine)
             host_ranks.setdefault(h, set()).update(x.rank for x in timed if x.host == h)
-    rank_rows = []
+    return [_Host(h, len(host_ranks[h]), len(ratios), 1e3 * statistics.fmean(host_compute[h]),
+                  _judge(ratios, group.engine, spread)) for h, ratios in sorted(host_ratios.items())]
+
+
+def _rank_rows(group: ScalingGroup, layout: str, runs: list, unnamed: set[str]) -> list[StragglerRow]:
+    """Each rank of a layout's runs; a rank on a host in `unnamed` is named no straggler."""
+    spread = _spread(runs)
+    by_rank: dict[int, list] = {}
+    for r in runs:
+        timed = [x for x in r.ranks if x.compute_s is not None]
+        for x in timed:
+            by_rank.setdefault(x.rank, []).append((r, x, _others_ratio(x.compute_s, [y.compute_s for y in timed
+                                                                                       if y is not x])))
+    rows = []
     for rank, seen in sorted(by_rank.items()):
         last = seen[-1][1]
-        mean, two_sigma, threshold, named = _judge([ratio for _, _, ratio in seen if ratio is not None],
-                                                   base["engine"], spread)
+        verdict = _judge([ratio for _, _, ratio in seen if ratio is not None], group.engine, spread)
 
         def ms(name, seen=seen):
             values = [getattr(x, name) for _, x, _ in seen if getattr(x, name) is not None]
             return 1e3 * statistics.fmean(values) if values else None
-        rank_rows.append({**base, "rank": rank, "host": last.host, "local_rank": last.local_rank,
-                          "device": last.device, "gpu_index": last.gpu_index, "gpu_uuid": last.gpu_uuid,
-                          "runs": len(seen), "step_ms": ms("step_s"), "compute_ms": ms("compute_s"),
-                          "data_ms": ms("data_s"), "comm_ms": ms("comm_s"), "vs_others": mean,
-                          "vs_others_2sigma": two_sigma, "threshold": threshold, "straggler": named,
-                          "partial": any(len(r.ranks) < (r.world_size or 0) for r, _, _ in seen)})
-    host_rows = []
-    for h, ratios in sorted(host_ratios.items()):
-        mean, two_sigma, threshold, named = _judge(ratios, base["engine"], spread)
-        host_rows.append({**base, "host": h, "ranks": len(host_ranks[h]), "runs": len(ratios),
-                          "compute_ms": 1e3 * statistics.fmean(host_compute[h]), "vs_others": mean,
-                          "vs_others_2sigma": two_sigma, "threshold": threshold, "straggler": named})
-    return rank_rows, host_rows
+        rows.append(StragglerRow(
+            **vars(group), layout=layout, rank=rank, host=last.host, local_rank=last.local_rank, device=last.device,
+            gpu_index=last.gpu_index, gpu_uuid=last.gpu_uuid, runs=len(seen), step_ms=ms("step_s"),
+            compute_ms=ms("compute_s"), data_ms=ms("data_s"), comm_ms=ms("comm_s"), vs_others=verdict.mean,
+            vs_others_2sigma=verdict.two_sigma, threshold=verdict.threshold,
+            straggler=verdict.named and last.host not in unnamed,
+            partial=any(len(r.ranks) < (r.world_size or 0) for r, _, _ in seen)))
+    return rows
 
 
 def stragglers(runs) -> Stragglers:
@@ -139,15 +205,20 @@ def stragglers(runs) -> Stragglers:
         else:
             layouts.setdefault(where, []).append(r)
             partial += len(r.ranks) < r.world_size
+    hosts = {(key, layout): _hosts(ScalingGroup(*key), mine) for (key, layout), mine in layouts.items()}
+    unnamed, found.notes = _slow_in_some_layouts_only(hosts)
     for (key, layout), mine in layouts.items():
-        rank_rows, host_rows = _layout_rows(key, layout, mine)
-        found.ranks += rank_rows
-        found.hosts += host_rows
+        group, off = ScalingGroup(*key), unnamed.get((key, layout), set())
+        found.ranks += _rank_rows(group, layout, mine, off)
+        found.hosts += [StragglerHostRow(**vars(group), layout=layout, host=h.host, ranks=h.ranks, runs=h.runs,
+                                         compute_ms=h.compute_ms, vs_others=h.verdict.mean,
+                                         vs_others_2sigma=h.verdict.two_sigma, threshold=h.verdict.threshold,
+                                         straggler=h.verdict.named and h.host not in off)
+                        for h in hosts[(key, layout)]]
         first = mine[0]
-        found.context[(key, layout)] = {
-            "system": key[0], "runs": len(mine), "nodes": first.nodes, "link": first.link,
-            "intra_link": first.intra_link, "hosts": ";".join(dict.fromkeys(x.host for r in mine for x in r.ranks))}
-    found.notes += _slow_in_some_layouts_only(found)
+        found.context[(key, layout)] = Where(
+            system=key[0], runs=len(mine), nodes=first.nodes, link=first.link, intra_link=first.intra_link,
+            hosts=";".join(dict.fromkeys(x.host for r in mine for x in r.ranks)))
     found.named = _named_across(found.hosts, layouts)
     without -= set(layouts)
     if without:
@@ -169,46 +240,46 @@ def stragglers(runs) -> Stragglers:
     return found
 
 
-def _slow_in_some_layouts_only(found: Stragglers) -> list[str]:
-    """Un-name a host (and its ranks) named in some layouts of a group but not in others where it
-    ran beside other hosts, and say so: a slow host is slow wherever it runs. Ranks sharing a busy
-    machine's cores (an emulated cluster) settle into one being slower for whole runs: in issue 47's
-    rehearsal an even 2x1's node2 computed 1.3x node1's in both runs and, in 3x1 beside the same
-    node1, as fast as it."""
-    by_host: dict[tuple, list[dict]] = {}
-    for row in found.hosts:
-        by_host.setdefault(tuple(row[k] for k in SCALING_GROUP) + (row["host"],), []).append(row)
+def _slow_in_some_layouts_only(hosts: dict[tuple, list[_Host]]) -> tuple[dict[tuple, set[str]], list[str]]:
+    """(group and layout -> the hosts named there that are not to be, a line each): a host named in
+    some layouts of a group but not in others where it ran beside other hosts is named in none (nor
+    its ranks): a slow host is slow wherever it runs. Ranks sharing a busy machine's cores (an
+    emulated cluster) settle into one being slower for whole runs: in issue 47's rehearsal an even
+    2x1's node2 computed 1.3x node1's in both runs and, in 3x1 beside the same node1, as fast as it."""
+    by_host: dict[tuple, list[tuple[str, _Host]]] = {}
+    for (key, layout), mine in hosts.items():
+        for h in mine:
+            by_host.setdefault((key, h.host), []).append((layout, h))
+    unnamed: dict[tuple, set[str]] = {}
     lines = []
-    for rows in by_host.values():
-        slow = [row["layout"] for row in rows if row["straggler"]]
-        if not slow or len(slow) == len(rows):
+    for (key, host), seen in by_host.items():
+        slow = [layout for layout, h in seen if h.verdict.named]
+        if not slow or len(slow) == len(seen):
             continue
-        host = rows[0]["host"]
-        for row in found.hosts + found.ranks:
-            if row["host"] == host and row["layout"] in slow and all(row[k] == rows[0][k] for k in SCALING_GROUP):
-                row["straggler"] = False
+        for layout in slow:
+            unnamed.setdefault((key, layout), set()).add(host)
         lines.append(f"{host} computed slower than the others in {', '.join(slow)} but not in "
-                     f"{', '.join(r['layout'] for r in rows if r['layout'] not in slow)}: not named (a slow host is slow "
+                     f"{', '.join(layout for layout, _ in seen if layout not in slow)}: not named (a slow host is slow "
                      "wherever it runs; ranks sharing a busy machine's cores take turns at being slow)")
-    return lines
+    return unnamed, lines
 
 
-def _named_across(hosts: list[dict], layouts: dict[tuple, list]) -> list[str]:
+def _named_across(hosts: list[StragglerHostRow], layouts: dict[tuple, list]) -> list[str]:
     """One line per host named a straggler in every layout where it was compared with other hosts:
     how much of each step those layouts' ranks waited for their slowest rank, and how much slower
     its ranks computed than the others'."""
-    by_host: dict[str, list[dict]] = {}
+    by_host: dict[str, list[StragglerHostRow]] = {}
     for row in hosts:
-        by_host.setdefault(row["host"], []).append(row)
+        by_host.setdefault(row.host, []).append(row)
     lines = []
     for h, rows in by_host.items():
-        if not all(row["straggler"] for row in rows):
+        if not all(row.straggler for row in rows):
             continue
         waits = [r.imbalance_s / r.step_time_mean_s for row in rows
-                 for r in layouts[(tuple(row[k] for k in SCALING_GROUP), row["layout"])]
+                 for r in layouts[(row.scaling_key, row.layout)]
                  if r.imbalance_s is not None and r.step_time_mean_s]
-        names = ", ".join(dict.fromkeys(row["layout"] for row in rows))
-        slower = 100 * (statistics.fmean(row["vs_others"] for row in rows) - 1)
+        names = ", ".join(dict.fromkeys(row.layout for row in rows))
+        slower = 100 * (statistics.fmean(row.vs_others for row in rows) - 1)
         lines.append(f"every layout with {h} ({names}) waited for it"
                      + (f": {100 * statistics.fmean(waits):.0f} % of each step on average" if waits else "")
                      + f"; {h}'s ranks compute {slower:.0f} % slower than the others")
@@ -239,30 +310,30 @@ def markdown(found: Stragglers) -> str:
              "run there is no spread, so this floor alone), and its mean vs others less its 2σ still that floor above "
              "the others (a lead that swings from run to run is the busy machine's, not the rank's).\n"]
     parts += [f"**{line}.**\n" for line in found.named]
-    groups: dict[tuple, list[dict]] = {}
+    groups: dict[tuple, list[StragglerRow]] = {}
     for row in found.ranks:
-        groups.setdefault(tuple(row[k] for k in SCALING_GROUP) + (row["layout"],), []).append(row)
+        groups.setdefault(row.scaling_key + (row.layout,), []).append(row)
     for key, rows in groups.items():
         r0 = rows[0]
-        slow = [f"rank {r['rank']} on {r['host']}" for r in rows if r["straggler"]]
-        parts.append(f"### {r0['model']} · {r0['flavor']} · {r0['engine']} · {r0['layout']} — {r0['system']}\n")
+        slow = [f"rank {r.rank} on {r.host}" for r in rows if r.straggler]
+        parts.append(f"### {r0.model} · {r0.flavor} · {r0.engine} · {r0.layout} — {r0.system}\n")
         parts.append(("Straggler: " + ", ".join(slow) if slow else "No straggler: every rank within the threshold")
                      + ".\n")
         parts.append(markdown_table(
             ["rank", "host", "local rank", "device", "runs", "step ms", "compute ms", "data ms", "exchange wait ms",
              "vs others", "threshold", "straggler"],
-            [[r["rank"], r["host"], r["local_rank"], r["device"] + (f" (GPU {r['gpu_index']} {r['gpu_uuid']})"
-                                                                    if r["gpu_uuid"] else ""),
-              r["runs"], _ms(r["step_ms"]), _ms(r["compute_ms"]), _ms(r["data_ms"]), _ms(r["comm_ms"]),
-              _pct(r["vs_others"], r["vs_others_2sigma"]), f"{100 * r['threshold']:.1f} %",
-              ("**yes**" if r["straggler"] else "no") + (" (partial run)" if r["partial"] else "")]
+            [[r.rank, r.host, r.local_rank, r.device + (f" (GPU {r.gpu_index} {r.gpu_uuid})"
+                                                                    if r.gpu_uuid else ""),
+              r.runs, _ms(r.step_ms), _ms(r.compute_ms), _ms(r.data_ms), _ms(r.comm_ms),
+              _pct(r.vs_others, r.vs_others_2sigma), f"{100 * r.threshold:.1f} %",
+              ("**yes**" if r.straggler else "no") + (" (partial run)" if r.partial else "")]
              for r in rows]) + "\n")
-        hosts = [h for h in found.hosts if tuple(h[k] for k in SCALING_GROUP) + (h["layout"],) == key]
+        hosts = [h for h in found.hosts if h.scaling_key + (h.layout,) == key]
         if hosts:
             parts.append(markdown_table(
                 ["host", "ranks", "runs", "compute ms", "vs others", "threshold", "straggler"],
-                [[h["host"], h["ranks"], h["runs"], _ms(h["compute_ms"]), _pct(h["vs_others"], h["vs_others_2sigma"]),
-                  f"{100 * h['threshold']:.1f} %", "**yes**" if h["straggler"] else "no"] for h in hosts]) + "\n")
+                [[h.host, h.ranks, h.runs, _ms(h.compute_ms), _pct(h.vs_others, h.vs_others_2sigma),
+                  f"{100 * h.threshold:.1f} %", "**yes**" if h.straggler else "no"] for h in hosts]) + "\n")
     parts += [f"{note}.\n" for note in found.notes]
     return "\n".join(parts)
 
@@ -276,22 +347,22 @@ def figure(found: Stragglers, most: int = 12):
 
     from hvdbench.results.render.plots import context
 
-    groups: dict[tuple, list[dict]] = {}
+    groups: dict[tuple, list[StragglerRow]] = {}
     for row in found.ranks:
-        groups.setdefault((tuple(row[k] for k in SCALING_GROUP), row["layout"]), []).append(row)
+        groups.setdefault((row.scaling_key, row.layout), []).append(row)
     panels = list(groups.items())[:most]
     cols = min(3, len(panels))
     fig = Figure(figsize=(5.0 * cols, 4.2 * math.ceil(len(panels) / cols)), layout="constrained")
     FigureCanvasAgg(fig)
     for i, (key, rows) in enumerate(panels):
         ax = fig.add_subplot(math.ceil(len(panels) / cols), cols, i + 1)
-        values = [r["compute_ms"] or 0.0 for r in rows]
-        ax.bar(range(len(rows)), values, color=["tab:red" if r["straggler"] else "tab:blue" for r in rows])
+        values = [r.compute_ms or 0.0 for r in rows]
+        ax.bar(range(len(rows)), values, color=["tab:red" if r.straggler else "tab:blue" for r in rows])
         ax.axhline(statistics.median(values), color="0.3", linestyle="--", linewidth=1, label="median rank")
-        ax.set_xticks(range(len(rows)), [f"{r['rank']}\n{r['host']}" for r in rows], fontsize=7)
+        ax.set_xticks(range(len(rows)), [f"{r.rank}\n{r.host}" for r in rows], fontsize=7)
         ax.set_ylabel("own compute per step (ms)", fontsize=8)
         r0 = rows[0]
-        ax.set_title(f"{r0['model']} {r0['layout']} ({r0['flavor']}, {r0['engine']}): rank compute\n"
+        ax.set_title(f"{r0.model} {r0.layout} ({r0.flavor}, {r0.engine}): rank compute\n"
                      + context([found.context[key]]), fontsize=8)
         ax.legend(fontsize=7)
         ax.grid(True, axis="y", alpha=0.3)
@@ -301,6 +372,6 @@ def figure(found: Stragglers, most: int = 12):
 def write(found: Stragglers, out: Path, formats=("csv", "png")) -> list[Path]:
     if not found.ranks:
         return []
-    return [*write_table(out, "stragglers", found.ranks, STRAGGLER_COLUMNS, formats, lambda: figure(found)),
-            *write_table(out, "stragglers_hosts", found.hosts, STRAGGLER_HOST_COLUMNS,
+    return [*write_table(out, "stragglers", found.ranks, StragglerRow.columns(), formats, lambda: figure(found)),
+            *write_table(out, "stragglers_hosts", found.hosts, StragglerHostRow.columns(),
                          tuple(f for f in formats if f == "csv"))]

@@ -12,11 +12,12 @@ is against the model's baseline layout (the smallest GPU count run, see hvdbench
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 
-from hvdbench.results.records.schema import STUDY_SPEEDUP_COLUMNS, TTT_GROUP
+from hvdbench.results.records.rows import ReportRow, beside
 from hvdbench.results.render.tables import markdown_table, write_table
-from hvdbench.results.stats.aggregate import Tables
+from hvdbench.results.stats.aggregate import ScalingRow, Tables, TimeToTrainRow
 
 TTT_BASIS, THROUGHPUT_BASIS = "time to train", "throughput"
 
@@ -27,59 +28,88 @@ def _published(published: dict, kind: str, model: str, gpus: int):
     return None if value is None else float(value)
 
 
-def speedup_rows(tables: Tables, published: dict | None = None) -> list[dict]:
+@dataclass(frozen=True, kw_only=True)
+class StudySpeedupRow(ReportRow):
+    """study_speedup.csv: one row per model group and GPU count, the fewest-node layout of that count,
+    from time to train where the model has it, else throughput."""
+
+    system: str
+    model: str
+    flavor: str
+    framework: str
+    precision: str
+    basis: str  # TTT_BASIS | THROUGHPUT_BASIS
+    gpus: int
+    layout: str
+    baseline: str
+    speedup: float | None
+    efficiency: float | None
+    published_speedup: float | None
+    vs_published: float | None
+    ttt_min: float | None
+    published_ttt_min: float | None
+    throughput_mean: float | None
+    throughput_2sigma: float | None
+    hosts: str
+    link: str
+    # for the plot's subtitle (plots.context), not study_speedup.csv's columns
+    nodes: int = beside(0)
+    runs: int = beside(0)
+    intra_link: str = beside("")
+    cpu_model: str = beside("")
+
+
+def speedup_rows(tables: Tables, published: dict | None = None) -> list[StudySpeedupRow]:
     """One row per model group and GPU count (see the module docstring)."""
     out = []
-    groups: dict[tuple, tuple[str, list[dict]]] = {}
+    groups: dict[tuple, tuple[str, list]] = {}
     for basis, rows in ((TTT_BASIS, tables.time_to_train), (THROUGHPUT_BASIS, tables.scaling)):
         for row in rows:
-            key = tuple(row[k] for k in TTT_GROUP)
-            value = row["ttt_min"] if basis == TTT_BASIS else row["throughput_mean"]
+            value = row.ttt_min if basis == TTT_BASIS else row.throughput_mean
             # Time to train wins over throughput: a model with both is on the time-to-train basis.
-            if row["gpus"] and value is not None and groups.get(key, (basis,))[0] == basis:
-                groups.setdefault(key, (basis, []))[1].append(row)
+            if row.gpus and value is not None and groups.get(row.ttt_key, (basis,))[0] == basis:
+                groups.setdefault(row.ttt_key, (basis, []))[1].append(row)
     for key, (basis, rows) in sorted(groups.items(), key=lambda kv: tuple(map(str, kv[0]))):
-        best: dict[int, dict] = {}
-        for row in sorted((r for r in rows if r["gpus"]), key=lambda r: (r["gpus"], r["nodes"])):
-            best.setdefault(row["gpus"], row)
+        best: dict[int, ScalingRow | TimeToTrainRow] = {}
+        for row in sorted((r for r in rows if r.gpus), key=lambda r: (r.gpus, r.nodes)):
+            best.setdefault(row.gpus, row)
         for gpus, row in sorted(best.items()):
-            model = row["model"]
+            model = row.model
             pub = _published(published, "speedup", model, gpus)
-            out.append({**dict(zip(TTT_GROUP, key)), "basis": basis, "gpus": gpus, "layout": row["layout"],
-                        "baseline": row.get("baseline") or "", "speedup": row.get("speedup"),
-                        "efficiency": row.get("efficiency"), "published_speedup": pub,
-                        "vs_published": (row["speedup"] / pub if pub and row.get("speedup") is not None
-                                         else None),
-                        "ttt_min": row.get("ttt_min"), "published_ttt_min": _published(published,
-                                                                                        "time_to_train_min",
-                                                                                        model, gpus),
-                        "throughput_mean": row.get("throughput_mean"),
-                        "throughput_2sigma": row.get("throughput_2sigma"), "nodes": row["nodes"],
-                        "runs": row.get("runs"),
-                        "hosts": row.get("hosts") or "", "link": row.get("link") or ""})
+            throughput = row if isinstance(row, ScalingRow) else None  # a time-to-train row has no throughput
+            out.append(StudySpeedupRow(
+                system=row.system, model=model, flavor=row.flavor, framework=row.framework, precision=row.precision,
+                basis=basis, gpus=gpus, layout=row.layout, baseline=row.baseline or "", speedup=row.speedup,
+                efficiency=row.efficiency, published_speedup=pub,
+                vs_published=row.speedup / pub if pub and row.speedup is not None else None,
+                ttt_min=None if throughput else row.ttt_min,
+                published_ttt_min=_published(published, "time_to_train_min", model, gpus),
+                throughput_mean=throughput.throughput_mean if throughput else None,
+                throughput_2sigma=throughput.throughput_2sigma if throughput else None,
+                hosts=row.hosts or "", link=row.link or "", nodes=row.nodes, runs=row.runs))
     return out
 
 
-def markdown(rows: list[dict], study: str, reproduces: str = "") -> str:
+def markdown(rows: list[StudySpeedupRow], study: str, reproduces: str = "") -> str:
     """The cross-model table: a row per model, a column per GPU count ('3.9× (published 4.76×)')."""
     if not rows:
         return ""
-    counts = sorted({r["gpus"] for r in rows})
-    models: dict[tuple, dict[int, dict]] = {}
+    counts = sorted({r.gpus for r in rows})
+    models: dict[tuple, dict[int, StudySpeedupRow]] = {}
     for r in rows:
-        models.setdefault((r["model"], r["flavor"], r["framework"], r["precision"], r["basis"], r["baseline"]),
-                          {})[r["gpus"]] = r
+        models.setdefault((r.model, r.flavor, r.framework, r.precision, r.basis, r.baseline),
+                          {})[r.gpus] = r
 
     def cell(r):
         if r is None:
             return "–"
-        text = "–" if r["speedup"] is None else f"{r['speedup']:.2f}× ({r['layout']})"
-        return text + (f" · published {r['published_speedup']:.2f}×" if r["published_speedup"] else "")
+        text = "–" if r.speedup is None else f"{r.speedup:.2f}× ({r.layout})"
+        return text + (f" · published {r.published_speedup:.2f}×" if r.published_speedup else "")
 
     lines = [[m, " · ".join(str(x) for x in (flavor, framework, precision) if x), basis, baseline or "–",
               *(cell(by_gpus.get(g)) for g in counts)]
              for (m, flavor, framework, precision, basis, baseline), by_gpus in models.items()]
-    unit = "CPU rank" if any(str(r.get("system") or "").lower() == "cpu" for r in rows) else "GPU"
+    unit = "CPU rank" if any(str(r.system or "").lower() == "cpu" for r in rows) else "GPU"
     header = ["model", "run", "speed-up from", "vs", *(f"{g} {unit}{'s' if g > 1 else ''}" for g in counts)]
     intro = f"Study `{study}`" + (f" — {reproduces}" if reproduces else "") + "."
     return (f"## Speed-up across models\n\n{intro} Per GPU count the layout with the fewest nodes "
@@ -87,7 +117,7 @@ def markdown(rows: list[dict], study: str, reproduces: str = "") -> str:
             + markdown_table(header, lines) + "\n")
 
 
-def figure(rows: list[dict], study: str):
+def figure(rows: list[StudySpeedupRow], study: str):
     """Speed-up vs GPUs, a line per model, the ideal, and published figures as open markers."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
@@ -98,16 +128,16 @@ def figure(rows: list[dict], study: str):
     fig = Figure(figsize=(7.5, 5), layout="constrained")
     FigureCanvasAgg(fig)
     ax = fig.add_subplot()
-    models: dict[str, list[dict]] = {}
+    models: dict[str, list[StudySpeedupRow]] = {}
     for r in rows:
-        models.setdefault(f"{r['model']} ({r['basis']})", []).append(r)
-    xs = sorted({r["gpus"] for r in rows})
+        models.setdefault(f"{r.model} ({r.basis})", []).append(r)
+    xs = sorted({r.gpus for r in rows})
     for label, rs in models.items():
-        rs = [r for r in rs if r["speedup"] is not None]
-        line, = ax.plot([r["gpus"] for r in rs], [r["speedup"] for r in rs], marker="o", label=label)
-        pub = [r for r in rs if r["published_speedup"]]
+        rs = [r for r in rs if r.speedup is not None]
+        line, = ax.plot([r.gpus for r in rs], [r.speedup for r in rs], marker="o", label=label)
+        pub = [r for r in rs if r.published_speedup]
         if pub:
-            ax.plot([r["gpus"] for r in pub], [r["published_speedup"] for r in pub], linestyle=":", marker="o",
+            ax.plot([r.gpus for r in pub], [r.published_speedup for r in pub], linestyle=":", marker="o",
                     markerfacecolor="none", color=line.get_color(), label=f"{label.split(' (')[0]}, published")
     base = min(xs) if xs else 1
     ax.plot(xs, [x / base for x in xs], "k--", linewidth=1, label="ideal (linear)")
@@ -115,7 +145,7 @@ def figure(rows: list[dict], study: str):
     ax.xaxis.set_major_locator(FixedLocator(xs))
     ax.xaxis.set_major_formatter(ScalarFormatter())
     ax.xaxis.set_minor_locator(NullLocator())
-    cpus = any(str(r.get("system") or "").lower() == "cpu" for r in rows)
+    cpus = any(str(r.system or "").lower() == "cpu" for r in rows)
     ax.set_xlabel("CPU ranks (processes; no GPU)" if cpus else "GPUs")
     ax.set_ylabel("speed-up (against each model's smallest layout)")
     below = context(rows)  # devices, runs per point, hosts, link: as under every plot
@@ -125,7 +155,7 @@ def figure(rows: list[dict], study: str):
     return fig
 
 
-def write(rows: list[dict], out: Path, study: str, formats=("csv", "png")) -> list[Path]:
-    drawn = any(r["speedup"] is not None for r in rows)
-    return write_table(out, "study_speedup", rows, STUDY_SPEEDUP_COLUMNS, formats,
+def write(rows: list[StudySpeedupRow], out: Path, study: str, formats=("csv", "png")) -> list[Path]:
+    drawn = any(r.speedup is not None for r in rows)
+    return write_table(out, "study_speedup", rows, StudySpeedupRow.columns(), formats,
                        (lambda: figure(rows, study)) if drawn else None)

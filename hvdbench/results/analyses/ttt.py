@@ -37,13 +37,13 @@ import textwrap
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from hvdbench.results.records.schema import TTT_GROUP, TTT_WATERFALL_COLUMNS
+from hvdbench.results.analyses.waterfall import WaterfallRow
+from hvdbench.results.records.rows import TTT_GROUP, ReportRow, TttGroup, beside
 from hvdbench.results.render.tables import figure_time_unit, markdown_table, pages, write_table
-from hvdbench.results.stats.aggregate import (OLYMPIC_DROP, OLYMPIC_MIN_RUNS, device_word, group_title, system_of,
-                                               where_ran)
+from hvdbench.results.stats.aggregate import (OLYMPIC_DROP, OLYMPIC_MIN_RUNS, TimeToTrainRow, device_word, group_title,
+                                               system_of, where_ran)
+from hvdbench.topology import Layout
 
-# The throughput part's split, in the order the throughput waterfall takes them (waterfall.LOSSES).
-SPLIT = (("comm_min", "comm_loss"), ("data_min", "data_loss"), ("compute_min", "compute_loss"))
 
 
 def group_values(r) -> tuple:
@@ -56,7 +56,7 @@ def group_values(r) -> tuple:
 class LayoutParts:
     """One time-to-train row's parts: the means over the runs its score keeps (`kept_runs`)."""
 
-    group: dict  # TTT_GROUP -> value
+    group: TttGroup
     layout: str
     nodes: int
     gpus_per_node: int
@@ -72,10 +72,11 @@ class LayoutParts:
     trained_from: str = ""
     train_from: str = ""
     eval_from: str = ""
-    rows: list = field(default_factory=list, repr=False)  # the time-to-train row (hosts, link: the plots)
+    rows: list = field(default_factory=list, repr=False)  # its TimeToTrainRow (hosts, link: the plots)
     result: str = ""  # a published row's systems file (two at one layout: one per round or stack)
     accumulation: int = 1  # micro-batches per optimizer step (a published log's gradient_accumulation_steps)
     evals: float = 0.0  # evaluations per run (the kept runs' mean; 0: not counted)
+    repeat_cv: float | None = None  # its runs' spread of time to train (std / mean; None: one run, or unknown)
 
     @property
     def throughput(self) -> float:
@@ -84,7 +85,12 @@ class LayoutParts:
 
     @property
     def key(self) -> tuple:
-        return tuple(self.group[k] for k in TTT_GROUP)
+        return self.group.ttt_key
+
+    @property
+    def place(self) -> Layout:
+        """Its layout (`layout` is how the tables write it: str(place))."""
+        return Layout(self.nodes, self.gpus_per_node)
 
     @property
     def gpus_per_replica(self) -> float:
@@ -106,7 +112,7 @@ def kept_runs(done: list, missed: int, drop: int = 1) -> list:
     return (ordered + [None] * missed)[drop:n - drop]
 
 
-def layout_parts(runs, ttt_rows: list[dict]) -> tuple[list[LayoutParts], list[str]]:
+def layout_parts(runs, ttt_rows: list[TimeToTrainRow]) -> tuple[list[LayoutParts], list[str]]:
     """(each time-to-train row's parts, one line per row that has none and why)."""
     by_key: dict[tuple, list] = {}
     for r in runs:
@@ -114,12 +120,11 @@ def layout_parts(runs, ttt_rows: list[dict]) -> tuple[list[LayoutParts], list[st
             by_key.setdefault(group_values(r) + (r.layout, r.global_batch, r.result), []).append(r)
     out, notes = [], []
     for row in ttt_rows:
-        if row.get("ttt_min") is None:
+        if row.ttt_min is None:
             continue
-        key = tuple(row[k] for k in TTT_GROUP)
-        done = by_key.get(key + (row["layout"], row["global_batch"], row.get("result") or ""), [])
-        kept = kept_runs(done, row["runs"] - row["converged"], OLYMPIC_DROP.get(row["model"], 1))
-        where = f"{row['model']} {row['layout']} (batch {row['global_batch']}, {row['system']})"
+        done = by_key.get(row.ttt_key + (row.layout, row.global_batch, row.result or ""), [])
+        kept = kept_runs(done, row.runs - row.converged, OLYMPIC_DROP.get(row.model, 1))
+        where = f"{row.model} {row.layout} (batch {row.global_batch}, {row.system})"
         lacking = [r for r in kept if None in (r.trained, r.train_s, r.eval_s)]
         if not kept or lacking:
             notes.append(f"{where}: no time-to-train parts: "
@@ -137,14 +142,15 @@ def layout_parts(runs, ttt_rows: list[dict]) -> tuple[list[LayoutParts], list[st
         ttt_s = mean(r.time_to_train_s for r in kept)
         train_s, eval_s = mean(r.train_s for r in kept), mean(r.eval_s for r in kept)
         out.append(LayoutParts(
-            group=dict(zip(TTT_GROUP, key)), layout=row["layout"], nodes=row["nodes"],
-            gpus_per_node=row["gpus_per_node"], gpus=row["gpus"], global_batch=row["global_batch"],
+            group=row.ttt_group(), layout=row.layout, nodes=row.nodes,
+            gpus_per_node=row.gpus_per_node, gpus=row.gpus, global_batch=row.global_batch,
             runs_used=len(kept), unit=units.pop(), trained=mean(r.trained for r in kept), train_s=train_s,
             eval_s=eval_s, other_s=ttt_s - train_s - eval_s, ttt_s=ttt_s,
             trained_from=_sources(r.trained_from for r in kept), train_from=_sources(r.train_from for r in kept),
-            eval_from=_sources(r.eval_from for r in kept), rows=[row], result=row.get("result") or "",
+            eval_from=_sources(r.eval_from for r in kept), rows=[row], result=row.result or "",
             accumulation=max(max(r.accumulation or 1, r.accum_steps or 1) for r in kept),
-            evals=mean(r.evals or 0 for r in kept)))
+            evals=mean(r.evals or 0 for r in kept),
+            repeat_cv=row.ttt_std_min / row.ttt_mean_min if row.ttt_std_min and row.ttt_mean_min else None))
     return out, notes
 
 
@@ -156,61 +162,113 @@ def _sources(values) -> str:
 
 # --- the waterfall ----------------------------------------------------------------------------------
 
-def decompose(base: LayoutParts, row: LayoutParts) -> dict:
+@dataclass(frozen=True)
+class Decomposition:
+    """A layout's time to train against its baseline's, in minutes (module docstring): ideal +
+    convergence + throughput + evaluation + other = measured, exactly."""
+
+    gpu_ratio: float  # k: the layout's GPUs / the baseline's
+    ideal_min: float
+    convergence_min: float
+    throughput_min: float
+    eval_min: float
+    other_min: float
+    measured_min: float
+
+
+def decompose(base: LayoutParts, row: LayoutParts) -> Decomposition:
     """The exact split of `row`'s time to train against `base`'s (module docstring), in minutes."""
     k = row.gpus / base.gpus
     t_base, t_row = base.throughput, row.throughput
-    parts = {
-        "gpu_ratio": k,
-        "ideal_min": base.ttt_s / k / 60,
-        "convergence_min": (row.trained - base.trained) / t_row / 60,
-        "throughput_min": base.trained * (1 / t_row - 1 / (k * t_base)) / 60,
-        "eval_min": (row.eval_s - base.eval_s / k) / 60,
-        "other_min": (row.other_s - base.other_s / k) / 60,
-        "measured_min": row.ttt_s / 60,
-    }
-    return parts
+    return Decomposition(
+        gpu_ratio=k, ideal_min=base.ttt_s / k / 60, convergence_min=(row.trained - base.trained) / t_row / 60,
+        throughput_min=base.trained * (1 / t_row - 1 / (k * t_base)) / 60,
+        eval_min=(row.eval_s - base.eval_s / k) / 60, other_min=(row.other_s - base.other_s / k) / 60,
+        measured_min=row.ttt_s / 60)
 
 
-def _split(fall: dict | None) -> dict[str, float] | None:
+def _split(fall: WaterfallRow | None) -> tuple[float, float, float, float] | None:
     """Shares of the throughput loss (comm, data, compute, unattributed) in a throughput waterfall
-    row, or None when it has no breakdown or lost nothing to split."""
-    if not fall or fall.get("comm_loss") is None:
+    row, or None when it has no breakdown or lost nothing to split. Time to train keeps waiting for
+    the slowest rank in its communication (no part of its own there)."""
+    if not fall or fall.comm_loss is None:
         return None
-    total = fall["ideal"] - fall["measured"]
+    total = fall.ideal - fall.measured
     if not total or not math.isfinite(total):
         return None
-    shares = {name: fall[loss] / total for name, loss in SPLIT}
-    # Time to train keeps waiting for the slowest rank in its communication (no part of its own there).
-    shares["comm_min"] += (fall.get("imbalance_loss") or 0.0) / total
-    shares["unattributed_min"] = fall["unattributed"] / total
-    return shares
+    return ((fall.comm_loss / total) + (fall.imbalance_loss or 0.0) / total, fall.data_loss / total,
+            fall.compute_loss / total, fall.unattributed / total)
 
 
-def _matching_fall(falls, base: LayoutParts, row: LayoutParts) -> dict | None:
+def _matching_fall(falls, base: LayoutParts, row: LayoutParts) -> WaterfallRow | None:
     """The throughput waterfall row of the same model group, layout and baseline, at the per-GPU
     batch of this time-to-accuracy layout (runs of either mode; the sweep's throughput runs)."""
     for fall in falls or ():
-        same = all(fall.get(k) == row.group[k] for k in TTT_GROUP)
-        batch = (fall.get("batch_per_gpu") or 0) * (fall.get("accum_steps") or 1) * row.gpus
-        if same and fall["layout"] == row.layout and fall["baseline"] == base.layout and batch == row.global_batch:
+        batch = (fall.batch_per_gpu or 0) * (fall.accum_steps or 1) * row.gpus
+        if (fall.ttt_key == row.key and fall.layout == row.layout and fall.baseline == base.layout
+                and batch == row.global_batch):
             return fall
     return None
 
 
-def waterfall_rows(parts: list[LayoutParts], ttt_rows: list[dict], falls=()) -> list[dict]:
-    """One TTT_WATERFALL_COLUMNS row per layout (and global batch) of each group above its baseline:
-    the time-to-train table's baseline row, where it has parts."""
+@dataclass(frozen=True, kw_only=True)
+class TttWaterfallRow(TttGroup, ReportRow):
+    """ttt_waterfall.csv: one row per group, layout and global batch above the baseline. *_min:
+    minutes; `throughput` is what was trained per second while training (`unit` per second)."""
+
+    layout: str
+    nodes: int
+    gpus_per_node: int
+    gpus: int
+    global_batch: int
+    baseline: str
+    base_global_batch: int
+    gpu_ratio: float
+    ideal_min: float
+    convergence_min: float
+    throughput_min: float
+    # the throughput part split as the throughput waterfall splits it (None: no breakdown to split by)
+    comm_min: float | None
+    data_min: float | None
+    compute_min: float | None
+    unattributed_min: float
+    eval_min: float
+    other_min: float
+    measured_min: float
+    unit: str
+    trained: float
+    base_trained: float
+    throughput: float
+    base_throughput: float
+    train_s: float
+    base_train_s: float
+    eval_s: float
+    base_eval_s: float
+    other_s: float
+    base_other_s: float
+    runs_used: int
+    base_runs_used: int
+    # where each figure came from: the events read (summary._ttt_parts), and the throughput split's source
+    trained_from: str
+    train_from: str
+    eval_from: str
+    split_from: str
+    note: str
+    rows: tuple = beside(())  # the baseline's and the layout's time-to-train rows: where the runs ran (the plot)
+
+
+def waterfall_rows(parts: list[LayoutParts], ttt_rows: list[TimeToTrainRow], falls=()) -> list[TttWaterfallRow]:
+    """One row per layout (and global batch) of each group above its baseline: the time-to-train
+    table's baseline row, where it has parts."""
     by_group: dict[tuple, list[LayoutParts]] = {}
     for p in parts:
         by_group.setdefault(p.key, []).append(p)
-    base_rows = {tuple(r[k] for k in TTT_GROUP): r for r in ttt_rows
-                 if r.get("layout") == r.get("baseline") and r.get("speedup") == 1.0}
+    base_rows = {r.ttt_key: r for r in ttt_rows if r.layout == r.baseline and r.speedup == 1.0}
     out = []
     for key, group in by_group.items():
         b_row = base_rows.get(key)
-        base = next((p for p in group if b_row and p.layout == b_row["layout"]
-                     and p.global_batch == b_row["global_batch"]), None)
+        base = next((p for p in group if b_row and p.layout == b_row.layout
+                     and p.global_batch == b_row.global_batch), None)
         if base is None:
             continue
         for p in sorted(group, key=lambda p: (p.gpus, p.nodes, p.global_batch)):
@@ -220,45 +278,52 @@ def waterfall_rows(parts: list[LayoutParts], ttt_rows: list[dict], falls=()) -> 
     return out
 
 
-def _row(base: LayoutParts, p: LayoutParts, fall: dict | None) -> dict:
-    row = {**p.group, "layout": p.layout, "nodes": p.nodes, "gpus_per_node": p.gpus_per_node, "gpus": p.gpus,
-           "global_batch": p.global_batch, "baseline": base.layout, "base_global_batch": base.global_batch,
-           **decompose(base, p), "unit": p.unit, "trained": p.trained, "base_trained": base.trained,
-           "throughput": p.throughput, "base_throughput": base.throughput, "train_s": p.train_s,
-           "base_train_s": base.train_s, "eval_s": p.eval_s, "base_eval_s": base.eval_s, "other_s": p.other_s,
-           "base_other_s": base.other_s, "runs_used": p.runs_used, "base_runs_used": base.runs_used,
-           "trained_from": p.trained_from, "train_from": p.train_from, "eval_from": p.eval_from, "note": ""}
+def _row(base: LayoutParts, p: LayoutParts, fall: WaterfallRow | None) -> TttWaterfallRow:
+    parts = decompose(base, p)
     shares = _split(fall)
     if shares is None:
-        row.update(dict.fromkeys(name for name, _ in SPLIT), unattributed_min=row["throughput_min"])
-        row["split_from"] = ""
+        comm = data = compute = None
+        unattributed, split_from = parts.throughput_min, ""
     else:
-        row.update({name: share * row["throughput_min"] for name, share in shares.items()})
-        row["split_from"] = (f"throughput waterfall of the {fall['mode']} runs at batch {fall['batch_per_gpu']}"
-                             f"/GPU ({fall['layout']} vs {fall['baseline']}, waterfall.csv)")
-    if base.unit != p.unit:
-        row["note"] = f"the baseline counts {base.unit} and this layout {p.unit}: the convergence part mixes them"
-    row["rows"] = base.rows + p.rows  # where the runs ran (the plot's subtitle); not a column
-    return row
+        comm, data, compute, unattributed = (share * parts.throughput_min for share in shares)
+        split_from = (f"throughput waterfall of the {fall.mode} runs at batch {fall.batch_per_gpu}"
+                      f"/GPU ({fall.layout} vs {fall.baseline}, waterfall.csv)")
+    return TttWaterfallRow(
+        **vars(p.group), layout=p.layout, nodes=p.nodes, gpus_per_node=p.gpus_per_node, gpus=p.gpus,
+        global_batch=p.global_batch, baseline=base.layout, base_global_batch=base.global_batch,
+        gpu_ratio=parts.gpu_ratio, ideal_min=parts.ideal_min, convergence_min=parts.convergence_min,
+        throughput_min=parts.throughput_min, comm_min=comm, data_min=data, compute_min=compute,
+        unattributed_min=unattributed, eval_min=parts.eval_min, other_min=parts.other_min,
+        measured_min=parts.measured_min, unit=p.unit, trained=p.trained, base_trained=base.trained,
+        throughput=p.throughput, base_throughput=base.throughput, train_s=p.train_s, base_train_s=base.train_s,
+        eval_s=p.eval_s, base_eval_s=base.eval_s, other_s=p.other_s, base_other_s=base.other_s,
+        runs_used=p.runs_used, base_runs_used=base.runs_used, trained_from=p.trained_from, train_from=p.train_from,
+        eval_from=p.eval_from, split_from=split_from,
+        note=(f"the baseline counts {base.unit} and this layout {p.unit}: the convergence part mixes them"
+              if base.unit != p.unit else ""),
+        rows=(*base.rows, *p.rows))
 
 
 # --- Markdown, plot, files --------------------------------------------------------------------------
 
-PARTS_SHOWN = (("convergence", "convergence_min"), ("comm", "comm_min"), ("data", "data_min"),
-               ("compute", "compute_min"), ("throughput (unattributed)", "unattributed_min"),
-               ("evaluation", "eval_min"), ("other", "other_min"))
+PARTS_SHOWN = ("convergence", "comm", "data", "compute", "throughput (unattributed)", "evaluation", "other")
 
 
-def markdown(rows: list[dict]) -> str:
+def _shown(r: TttWaterfallRow) -> tuple[float | None, ...]:
+    """The row's parts in PARTS_SHOWN's order, minutes."""
+    return (r.convergence_min, r.comm_min, r.data_min, r.compute_min, r.unattributed_min, r.eval_min, r.other_min)
+
+
+def markdown(rows: list[TttWaterfallRow]) -> str:
     if not rows:
         return ""
 
     def num(v):
         return "–" if v is None else f"{v:+,.2f}" if v else "0.00"
 
-    def rate(r, which):
-        unit = r["unit"] or "samples"
-        return f"{r[which]:,.4g} {unit}/s"
+    def rate(r, value):
+        unit = r.unit or "samples"
+        return f"{value:,.4g} {unit}/s"
 
     parts = ["## Why each layout took the time to train it took (time-to-train waterfall)\n",
              "ideal (the baseline's time to train / GPU ratio) + convergence (extra samples at the layout's rate) "
@@ -266,33 +331,33 @@ def markdown(rows: list[dict]) -> str:
              "the throughput waterfall where the runs had a step breakdown) + evaluation + other = measured, in "
              "minutes; a negative part is a gain. From each run's own events (hvdbench/results/analyses/ttt.py), "
              "over the runs the MLPerf score keeps.\n"]
-    groups: dict[tuple, list[dict]] = {}
+    groups: dict[TttGroup, list[TttWaterfallRow]] = {}
     for r in rows:
-        groups.setdefault(tuple(r[k] for k in TTT_GROUP), []).append(r)
-    for rs in groups.values():
-        parts.append(f"### {group_title(rs[0], TTT_GROUP)}\n")
-        where = where_ran([x for r in rs for x in r.get("rows") or [r]])  # as the plots say under each panel
+        groups.setdefault(r.ttt_group(), []).append(r)
+    for group, rs in groups.items():
+        parts.append(f"### {group_title(group)}\n")
+        where = where_ran([x for r in rs for x in r.rows])  # as the plots say under each panel
         if where:
             parts.append(f"{where}\n")
         parts.append(markdown_table(
-            ["layout (batch)", "vs", "ideal", *[f"+ {name}" for name, _ in PARTS_SHOWN], "= measured",
+            ["layout (batch)", "vs", "ideal", *[f"+ {name}" for name in PARTS_SHOWN], "= measured",
              "trained (layout vs baseline)", "rate while training"],
-            [[f"{r['layout']} ({r['global_batch']})", f"{r['baseline']} ({r['base_global_batch']})",
-              f"{r['ideal_min']:,.2f}", *[num(r[key]) for _, key in PARTS_SHOWN], f"{r['measured_min']:,.2f}",
-              f"{r['trained']:,.4g} vs {r['base_trained']:,.4g} {r['unit']}",
-              f"{rate(r, 'throughput')} vs {rate(r, 'base_throughput')}"] for r in rs]) + "\n")
-        sources = dict.fromkeys(f"{what}: {r[key]}" for r in rs for what, key in
-                                (("trained", "trained_from"), ("training time", "train_from"),
-                                 ("evaluation", "eval_from"), ("throughput split", "split_from")) if r[key])
+            [[f"{r.layout} ({r.global_batch})", f"{r.baseline} ({r.base_global_batch})",
+              f"{r.ideal_min:,.2f}", *[num(v) for v in _shown(r)], f"{r.measured_min:,.2f}",
+              f"{r.trained:,.4g} vs {r.base_trained:,.4g} {r.unit}",
+              f"{rate(r, r.throughput)} vs {rate(r, r.base_throughput)}"] for r in rs]) + "\n")
+        sources = dict.fromkeys(f"{what}: {source}" for r in rs for what, source in
+                                (("trained", r.trained_from), ("training time", r.train_from),
+                                 ("evaluation", r.eval_from), ("throughput split", r.split_from)) if source)
         parts.append("From: " + "; ".join(sources) + ".\n")
-        parts += [f"- {r['layout']}: {r['note']}\n" for r in rs if r.get("note")]
+        parts += [f"- {r.layout}: {r.note}\n" for r in rs if r.note]
     return "\n".join(parts)
 
 
 ADDS, SAVES = "tab:red", "tab:green"
 
 
-def figure(rows: list[dict], every: list[dict] | None = None):
+def figure(rows: list[TttWaterfallRow], every: list[TttWaterfallRow] | None = None):
     """One panel per layout (write() puts 12 a page, tables.pages): the ideal, each part (red: time it
     adds, green: time it saves), the measured time, as a waterfall in minutes (seconds when every time
     of `every`, default `rows`, is under one), each bar with its number; under each title the devices,
@@ -309,16 +374,16 @@ def figure(rows: list[dict], every: list[dict] | None = None):
     FigureCanvasAgg(fig)
     labels = ["ideal", "converg.", "comm", "data", "compute", "thru.\n(unattr.)", "eval", "other", "measured"]
     # Seconds when every time is under a minute, the baselines' scores too: as time_to_train.png draws them.
-    unit, k = figure_time_unit([r["measured_min"] for r in every or rows]
-                               + [x.get("ttt_min") for r in every or rows for x in r.get("rows") or []])
+    unit, k = figure_time_unit([r.measured_min for r in every or rows]
+                               + [x.ttt_min for r in every or rows for x in r.rows])
     digits = 1 if unit == "s" else 2
     for i, r in enumerate(rows):
         ax = fig.add_subplot(nrows, cols, i + 1)
-        level = r["ideal_min"] * k
+        level = r.ideal_min * k
         tops = [level]
         bottoms, heights, colors, texts = [0], [level], ["tab:blue"], [f"{level:,.{digits}f}"]
-        for _, key in PARTS_SHOWN:
-            part = None if r[key] is None else r[key] * k
+        for value in _shown(r):
+            part = None if value is None else value * k
             if part is None or abs(part) < 0.5 * 10 ** -digits:  # not measured (a dash), or 0 at this precision
                 bottoms.append(level)
                 heights.append(0)
@@ -332,7 +397,7 @@ def figure(rows: list[dict], every: list[dict] | None = None):
             texts.append(f"{part:+,.{digits}f}")
             level += part
             tops.append(level)
-        measured = r["measured_min"] * k
+        measured = r.measured_min * k
         bottoms.append(0)
         heights.append(measured)
         colors.append("tab:gray")
@@ -345,8 +410,8 @@ def figure(rows: list[dict], every: list[dict] | None = None):
         ax.set_ylim(0, top * 1.15)
         below = waterfall_context(r)
         # The group as its section's heading names it: engines, precisions and levers told apart.
-        ax.set_title(textwrap.fill(f"{r['layout']} (batch {r['global_batch']}) vs {r['baseline']} (batch "
-                                   f"{r['base_global_batch']}): {group_title(r, TTT_GROUP)}", 64)
+        ax.set_title(textwrap.fill(f"{r.layout} (batch {r.global_batch}) vs {r.baseline} (batch "
+                                   f"{r.base_global_batch}): {group_title(r)}", 64)
                      + (f"\n{below}" if below else ""), fontsize=8)
         ax.grid(True, axis="y", alpha=0.3)
     fig.legend(handles=[Patch(color="tab:blue", label=f"ideal: the baseline's time / {device_word(rows[0])} ratio"),
@@ -356,7 +421,7 @@ def figure(rows: list[dict], every: list[dict] | None = None):
     return fig
 
 
-def write(rows: list[dict], out, formats=("csv", "png")) -> list[Path]:
+def write(rows: list[TttWaterfallRow], out, formats=("csv", "png")) -> list[Path]:
     """ttt_waterfall.csv (always, with its header) and ttt_waterfall.png (when there are rows)."""
-    return write_table(out, "ttt_waterfall", rows, TTT_WATERFALL_COLUMNS, formats,
+    return write_table(out, "ttt_waterfall", rows, TttWaterfallRow.columns(), formats,
                        (lambda: pages("ttt_waterfall", rows, lambda page: figure(page, rows))) if rows else None)

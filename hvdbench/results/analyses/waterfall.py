@@ -1,6 +1,6 @@
 """Why a layout lost what it lost: each layout's throughput as a waterfall from the ideal.
 
-    rows = waterfall_rows(runs, tables.scaling)     # one row per group and layout above the baseline
+    rows = waterfall_rows(runs, tables.scaling, twins, compute)   # WaterfallRow per layout above the baseline
     write(rows, Path("report"))                      # waterfall.csv and waterfall.png; markdown(rows)
 
 ideal = the baseline's throughput per GPU x the layout's GPUs. The runs' step-time breakdown
@@ -42,12 +42,14 @@ from __future__ import annotations
 import math
 import statistics
 import textwrap
+from dataclasses import dataclass
 from pathlib import Path
 
 from hvdbench.contracts.engines import waits_for_peers
-from hvdbench.results.records.schema import SCALING_GROUP, WATERFALL_COLUMNS
+from hvdbench.results.analyses.efficiency import mfu_of
+from hvdbench.results.records.rows import ReportRow, ScalingGroup, beside
 from hvdbench.results.render.tables import markdown_table, pages, write_table
-from hvdbench.results.stats.aggregate import group_title, scaling_key, where_ran
+from hvdbench.results.stats.aggregate import ScalingRow, group_title, scaling_key, where_ran
 
 PARTS = ("data_s", "compute_s", "comm_s", "update_s", "other_s")
 LOSSES = ("comm_loss", "imbalance_loss", "data_loss", "compute_loss", "unattributed")
@@ -93,7 +95,39 @@ def _twin_rates(twins) -> dict[tuple, float]:
     return {k: statistics.fmean(v) for k, v in rates.items()}
 
 
-def waterfall_rows(runs, scaling: list[dict], twins=()) -> list[dict]:
+@dataclass(frozen=True, kw_only=True)
+class WaterfallRow(ScalingGroup, ReportRow):
+    """waterfall.csv: why one layout lost what it lost against its group's baseline, samples/s."""
+
+    layout: str
+    nodes: int
+    gpus_per_node: int
+    gpus: int
+    baseline: str
+    ideal: float
+    comm_loss: float | None
+    # waiting for the slowest rank (runs with RUN/ranks.csv), taken out of what rank 0 waited at the exchange
+    imbalance_loss: float | None
+    data_loss: float | None
+    compute_loss: float | None
+    unattributed: float
+    measured: float
+    data_from: str  # breakdown | synthetic twin | '' (no breakdown)
+    base_step_ms: float | None
+    step_ms: float | None
+    data_ms: float | None
+    compute_ms: float | None
+    comm_ms: float | None
+    update_ms: float | None
+    other_ms: float | None
+    # the layout's MFU (the compute section's, efficiency.mfu_of): how far its compute part was from the hardware
+    compute_mfu: float | None
+    rows: tuple = beside(())  # the scaling rows it came from (baseline, layout): the plot's devices, hosts, runs
+
+
+def waterfall_rows(runs, scaling: list[ScalingRow], twins=(), compute=()) -> list[WaterfallRow]:
+    """One row per layout of each group above its baseline; `compute`: the compute section's rows
+    (efficiency.compute_rows), whose MFU each row names."""
     twin = _twin_rates(twins)
     parts: dict[tuple, dict[str, float] | None] = {}
     by_layout: dict[tuple, list] = {}
@@ -102,40 +136,34 @@ def waterfall_rows(runs, scaling: list[dict], twins=()) -> list[dict]:
     waits: dict[tuple, float | None] = {}
     for key, layout_runs in by_layout.items():
         parts[key], waits[key] = mean_parts(layout_runs), mean_wait(layout_runs)
-    rows_by_group: dict[tuple, list[dict]] = {}
+    rows_by_group: dict[tuple, list[ScalingRow]] = {}
     for row in scaling:
-        rows_by_group.setdefault(tuple(row[k] for k in SCALING_GROUP), []).append(row)
+        rows_by_group.setdefault(row.scaling_key, []).append(row)
     out = []
     for key, rows in rows_by_group.items():
-        base = next((r for r in rows if r["layout"] == r["baseline"] and r["throughput_mean"]), None)
+        base = next((r for r in rows if r.layout == r.baseline and r.throughput_mean), None)
         if base is None:
             continue
-        base_parts = parts.get(key + (base["layout"],))
+        base_parts = parts.get(key + (base.layout,))
         for row in rows:
-            if row is base or row["throughput_mean"] is None or not row["gpus"]:
+            if row is base or row.throughput_mean is None or not row.gpus:
                 continue
-            fall = _waterfall(key, base, row, base_parts, parts.get(key + (row["layout"],)),
-                              (waits.get(key + (base["layout"],)), waits.get(key + (row["layout"],))))
-            fall["rows"] = [base, row]  # the scaling rows it came from: the plot's devices, hosts, link, runs
-            twins_of = (twin.get(key + (base["layout"],)), twin.get(key + (row["layout"],)))
-            if all(twins_of):
-                _data_from_twins(fall, base["throughput_mean"] / twins_of[0], row["throughput_mean"] / twins_of[1])
-            out.append(fall)
+            twins_of = (twin.get(key + (base.layout,)), twin.get(key + (row.layout,)))
+            ratios = ((base.throughput_mean / twins_of[0], row.throughput_mean / twins_of[1]) if all(twins_of)
+                      else None)
+            out.append(_waterfall(base, row, base_parts, parts.get(key + (row.layout,)),
+                                  (waits.get(key + (base.layout,)), waits.get(key + (row.layout,))), ratios,
+                                  mfu_of(compute, row.scaling_group(), row.layout)))
     return out
 
 
-def _data_from_twins(fall: dict, r_base: float, r_row: float) -> None:
-    """Replace the data loss by the differential one and re-balance `unattributed` (exact sum)."""
-    fall["data_loss"] = fall["ideal"] * (1.0 - r_row / r_base)
-    explained = sum(fall[k] or 0.0 for k in LOSSES[:4])
-    fall["unattributed"] = fall["ideal"] - fall["measured"] - explained
-    fall["data_from"] = "synthetic twin"
-
-
-def _waterfall(key, base, row, base_parts, row_parts, waits=(None, None)) -> dict:
-    """`waits`: the baseline's and the layout's mean rank0_wait (None: no per-rank times)."""
-    ideal = base["throughput_mean"] / base["gpus"] * row["gpus"]
-    measured = row["throughput_mean"]
+def _waterfall(base: ScalingRow, row: ScalingRow, base_parts, row_parts, waits=(None, None), twin_ratios=None,
+               mfu: float | None = None) -> WaterfallRow:
+    """`waits`: the baseline's and the layout's mean rank0_wait (None: no per-rank times). `twin_ratios`:
+    (r_baseline, r_layout), real throughput over its synthetic twin's at each layout: the data loss is
+    measured differentially instead, and `unattributed` re-balanced (exact sum)."""
+    ideal = base.throughput_mean / base.gpus * row.gpus
+    measured = row.throughput_mean
     losses = dict.fromkeys(LOSSES[:4])
     step = base_step = None
     if base_parts and row_parts:
@@ -149,49 +177,52 @@ def _waterfall(key, base, row, base_parts, row_parts, waits=(None, None)) -> dic
         losses = {name: ideal * change / step if step > 0 else 0.0 for name, change in changes.items()}
         if not split:
             losses["imbalance_loss"] = None  # not measured: the communication keeps it
+    data_from = "breakdown" if losses["data_loss"] is not None else ""
+    if twin_ratios is not None:
+        losses["data_loss"] = ideal * (1.0 - twin_ratios[1] / twin_ratios[0])
+        data_from = "synthetic twin"
     explained = sum(v for v in losses.values() if v is not None)
-    losses["unattributed"] = ideal - measured - explained
-    return {**dict(zip(SCALING_GROUP, key)), "layout": row["layout"], "nodes": row["nodes"],
-            "gpus_per_node": row["gpus_per_node"], "gpus": row["gpus"], "baseline": base["layout"],
-            "ideal": ideal, **losses, "measured": measured,
-            "data_from": "breakdown" if losses["data_loss"] is not None else "",
-            "base_step_ms": None if base_step is None else 1e3 * base_step,
-            "step_ms": None if step is None else 1e3 * step,
-            **{f"{p[:-2]}_ms": None if not row_parts else 1e3 * row_parts[p] for p in PARTS}}
+    return WaterfallRow(
+        **vars(row.scaling_group()), layout=row.layout, nodes=row.nodes, gpus_per_node=row.gpus_per_node,
+        gpus=row.gpus, baseline=base.layout, ideal=ideal, **losses, unattributed=ideal - measured - explained,
+        measured=measured, data_from=data_from, base_step_ms=None if base_step is None else 1e3 * base_step,
+        step_ms=None if step is None else 1e3 * step,
+        **{f"{p[:-2]}_ms": None if not row_parts else 1e3 * row_parts[p] for p in PARTS},
+        compute_mfu=mfu, rows=(base, row))
 
 
-def markdown(rows: list[dict]) -> str:
+def markdown(rows: list[WaterfallRow]) -> str:
     if not rows:
         return ""
 
     def num(v):
         return "–" if v is None else f"{v:,.1f}"
 
-    groups: dict[tuple, list[dict]] = {}
+    groups: dict[ScalingGroup, list[WaterfallRow]] = {}
     for r in rows:
-        groups.setdefault(tuple(r[k] for k in SCALING_GROUP), []).append(r)
+        groups.setdefault(r.scaling_group(), []).append(r)
     parts = ["## Why each layout lost what it lost (throughput waterfall)\n",
              "ideal (the baseline's rate per GPU × GPUs) − exposed communication − imbalance (rank 0 waiting for "
              "the slowest rank's compute, where the runs have per-rank times; – where not, and the communication "
              "keeps it) − data stall − compute change − unattributed = measured, in samples/s; the step times "
              "(rank 0's mean, ms) say where each layout's step went; MFU: the layout's model FLOPs utilisation (the compute table). A negative loss is a gain. (twin): the data stall measured against the "
              "layout's run on synthetic data (`sweep --explain`).\n"]
-    for key, rs in groups.items():
-        parts.append(f"### {group_title(rs[0], SCALING_GROUP)}\n")  # the scaling tables' heading of the group
-        where = where_ran([x for r in rs for x in r.get("rows") or [r]])  # as the plots say under each panel
+    for group, rs in groups.items():
+        parts.append(f"### {group_title(group)}\n")  # the scaling tables' heading of the group
+        where = where_ran([x for r in rs for x in r.rows])  # as the plots say under each panel
         if where:
             parts.append(f"{where}\n")
         parts.append(markdown_table(
             ["layout", "vs", "ideal", "− comm", "− imbalance", "− data", "− compute", "− unattributed", "= measured",
              "step ms (baseline → layout)", "data / compute / comm / update / other ms"],
-            [[r["layout"], r["baseline"], num(r["ideal"]), num(r["comm_loss"]), num(r["imbalance_loss"]),
-              num(r["data_loss"]) + (" (twin)" if r.get("data_from") == "synthetic twin" else ""),
-              num(r["compute_loss"]) + (f" (MFU {100 * r['compute_mfu']:.1f} %)" if r.get("compute_mfu") is not None
-                                        else ""), num(r["unattributed"]), num(r["measured"]),
-              "–" if r["step_ms"] is None else f"{r['base_step_ms']:.1f} → {r['step_ms']:.1f}",
-              "–" if r["compute_ms"] is None else " / ".join(f"{r[p]:.1f}" for p in
-                                                             ("data_ms", "compute_ms", "comm_ms", "update_ms",
-                                                              "other_ms"))]
+            [[r.layout, r.baseline, num(r.ideal), num(r.comm_loss), num(r.imbalance_loss),
+              num(r.data_loss) + (" (twin)" if r.data_from == "synthetic twin" else ""),
+              num(r.compute_loss) + (f" (MFU {100 * r.compute_mfu:.1f} %)" if r.compute_mfu is not None
+                                        else ""), num(r.unattributed), num(r.measured),
+              "–" if r.step_ms is None else f"{r.base_step_ms:.1f} → {r.step_ms:.1f}",
+              "–" if r.compute_ms is None else " / ".join(f"{ms:.1f}" for ms in
+                                                             (r.data_ms, r.compute_ms, r.comm_ms, r.update_ms,
+                                                              r.other_ms))]
              for r in rs]) + "\n")
     return "\n".join(parts)
 
@@ -199,7 +230,7 @@ def markdown(rows: list[dict]) -> str:
 LOSS, GAIN = "tab:red", "tab:green"
 
 
-def figure(rows: list[dict]):
+def figure(rows: list[WaterfallRow]):
     """One panel per layout (write() puts 12 a page, tables.pages): ideal, the losses (red) and gains
     (green), measured, as a waterfall, each bar with its number; under each title the devices, runs,
     hosts and link. A loss too small to see at the panel's scale is drawn at a visible least height
@@ -217,11 +248,10 @@ def figure(rows: list[dict]):
     labels = ["ideal", "comm", "imbal.", "data", "compute", "unattrib.", "measured"]
     for i, r in enumerate(rows):
         ax = fig.add_subplot(nrows, cols, i + 1)
-        top = max(r["ideal"], r["measured"])
+        top = max(r.ideal, r.measured)
         least = 0.012 * top  # a bar thinner than this is a hairline: drawn this tall, labelled exactly
-        level, bottoms, heights, colors, texts = r["ideal"], [0], [r["ideal"]], ["tab:blue"], [f"{r['ideal']:,.1f}"]
-        for name in LOSSES:
-            loss = r[name]
+        level, bottoms, heights, colors, texts = r.ideal, [0], [r.ideal], ["tab:blue"], [f"{r.ideal:,.1f}"]
+        for loss in (r.comm_loss, r.imbalance_loss, r.data_loss, r.compute_loss, r.unattributed):
             if loss is None:  # not measured (no breakdown): no bar, a dash
                 bottoms.append(level)
                 heights.append(0)
@@ -242,15 +272,15 @@ def figure(rows: list[dict]):
             texts.append(f"−{loss:,.1f}" if loss >= 0 else f"+{-loss:,.1f}")
             level -= loss
         bottoms.append(0)
-        heights.append(r["measured"])
+        heights.append(r.measured)
         colors.append("tab:gray")
-        texts.append(f"{r['measured']:,.1f}")
+        texts.append(f"{r.measured:,.1f}")
         waterfall_bars(ax, labels, bottoms, heights, colors, texts, signed=(LOSS, GAIN), label_size=8)
         ax.set_ylabel("samples/s", fontsize=8)
         ax.set_ylim(0, top * 1.12)  # room for the numbers above the tallest bar
         below = waterfall_context(r)
         # The group as the scaling tables name it: engines, precisions and levers told apart.
-        ax.set_title(textwrap.fill(f"{r['layout']} vs {r['baseline']}: {group_title(r, SCALING_GROUP)}", 64)
+        ax.set_title(textwrap.fill(f"{r.layout} vs {r.baseline}: {group_title(r)}", 64)
                      + (f"\n{below}" if below else ""), fontsize=8)
         ax.grid(True, axis="y", alpha=0.3)
     fig.legend(handles=[Patch(color="tab:blue", label="ideal: the baseline's rate per device × devices"),
@@ -261,6 +291,6 @@ def figure(rows: list[dict]):
     return fig
 
 
-def write(rows: list[dict], out: Path, formats=("csv", "png")) -> list[Path]:
-    return write_table(out, "waterfall", rows, WATERFALL_COLUMNS, formats,
+def write(rows: list[WaterfallRow], out: Path, formats=("csv", "png")) -> list[Path]:
+    return write_table(out, "waterfall", rows, WaterfallRow.columns(), formats,
                        (lambda: pages("waterfall", rows, figure)) if rows else None)

@@ -3,7 +3,7 @@ log events, the systems JSON, NxGxBxA config names and platform or system names.
 
     hvdbench report --mllog training_results_v4.0/Dell      # the layout_source column says which
     from hvdbench.results.mllog import layout_from_text
-    layout_from_text("8xNVIDIA DGX H100")                    # (8, 8)
+    layout_from_text("8xNVIDIA DGX H100")                    # Layout(8, 8): topology's, as every layout
 
 Layout, first source that gives both (`resolve_layout`):
 1. the log's `number_of_nodes` / `accelerators_per_node` events (what hvdbench itself logs);
@@ -19,7 +19,8 @@ Counts are held to the hostfiles' bounds (`check_count`): accelerators per node 
 whose count is given but wrong (-1, a 300-digit number, NaN, "eight") leaves the run's layout unknown
 rather than guessed from a name, with one warning naming the file (and line) and the key; a systems
 JSON that cannot be read is a warning too: one bad file does not stop a report of a whole tree.
-A name whose numbers are past the bounds is not read as a layout.
+A name whose numbers are past the bounds is not read as a layout. These patterns read a submitter's
+free-text names; a layout a user gives is read by topology.Layout.parse alone.
 """
 
 from __future__ import annotations
@@ -32,7 +33,9 @@ from pathlib import Path
 
 from hvdbench.results.mllog.events import ACCELERATORS_PER_NODE, NUMBER_OF_NODES
 from hvdbench.results.mllog.summary import LogSummary
-from hvdbench.topology import MAX_NODES, MAX_SLOTS
+from hvdbench.topology import MAX_NODES, MAX_SLOTS, Layout
+
+UNKNOWN = Layout(0, 0)  # a run whose log and submission give no nodes x accelerators (str: '')
 
 MAX_PER_KEY = {NUMBER_OF_NODES: MAX_NODES, ACCELERATORS_PER_NODE: MAX_SLOTS}
 MAX_DESC_BYTES = 1 << 20  # a systems JSON is a few KB; a bigger file is not one
@@ -84,11 +87,11 @@ def within_bounds(nodes: int, gpus: int) -> bool:
     return 0 < nodes <= MAX_NODES and 0 < gpus <= MAX_SLOTS
 
 
-def layout_from_name(name: str) -> tuple[int, int] | None:
-    """(nodes, GPUs per node) from an MLPerf config name NODESxGPUS[xBATCHxACCUM], or None (also
-    for numbers past the bounds: `99999999x1` is not a layout)."""
+def layout_from_name(name: str) -> Layout | None:
+    """The layout an MLPerf config name NODESxGPUS[xBATCHxACCUM] names, or None (also for numbers
+    past the bounds: `99999999x1` is not a layout)."""
     m = _NXG.search(name)
-    return (int(m[1]), int(m[2])) if m and within_bounds(int(m[1]), int(m[2])) else None
+    return Layout(int(m[1]), int(m[2])) if m and within_bounds(int(m[1]), int(m[2])) else None
 
 
 def shown(value) -> str:
@@ -127,8 +130,8 @@ def check_count(value, most: int, zero_given: bool = False) -> tuple[int, str]:
     return number, ""
 
 
-def layout_from_text(text: str) -> tuple[int, int] | None:
-    """(nodes, GPUs per node) from a platform or system name, or None when it does not say both:
+def layout_from_text(text: str) -> Layout | None:
+    """The layout a platform or system name says, or None when it does not say both nodes and GPUs:
     NxG first, then `2xXE8545x4A100` (2 x 4), `8xA100` (1 x 8), `8xNVIDIA DGX H100` (8 x 8),
     `16xBM.GPU.H100.8` (16 x 8), `DSS8440x8A100` (1 x 8). `1xSUBMISSION_PLATFORM_PLACEHOLDER`
     names one node but not its accelerators: None."""
@@ -138,7 +141,7 @@ def layout_from_text(text: str) -> tuple[int, int] | None:
         m = pattern.search(text)
         if m:
             nodes, gpus = layout(m)
-            return (nodes, gpus) if within_bounds(nodes, gpus) else None
+            return Layout(nodes, gpus) if within_bounds(nodes, gpus) else None
     return None
 
 
@@ -243,39 +246,39 @@ def _counts(values: dict, where: str, warnings: list | None) -> tuple[int, int, 
     return counts[0], counts[1], ""
 
 
-def resolve_layout(s: LogSummary, where: Where, warnings: list | None = None) -> tuple[int, int, str]:
-    """(nodes, accelerators per node, source) by the precedence of the module docstring. A source
-    that gives a count out of bounds (or a systems JSON that cannot be read) ends the search: the
-    layout is unknown, and `warnings` gets a line naming the file, line and key."""
+def resolve_layout(s: LogSummary, where: Where, warnings: list | None = None) -> tuple[Layout, str]:
+    """(layout, source) by the precedence of the module docstring. A source that gives a count out of
+    bounds (or a systems JSON that cannot be read) ends the search: the layout is UNKNOWN, and
+    `warnings` gets a line naming the file, line and key."""
     desc_said = f"{where.desc_path}: {where.desc_problem}" if where.desc_problem else ""
     if desc_said and warnings is not None:  # said whether or not a run's log gives its layout
         warnings.append(f"{desc_said}; not read for layouts: its runs' come from their logs, else are unknown")
     nodes, gpus, problem = _counts(s.layout_events, s.path, warnings)
     if problem:
-        return 0, 0, f"{SOURCE_UNKNOWN} ({problem})"
+        return UNKNOWN, f"{SOURCE_UNKNOWN} ({problem})"
     if nodes and gpus:
-        return nodes, gpus, SOURCE_LOG
+        return Layout(nodes, gpus), SOURCE_LOG
     if desc_said:
-        return 0, 0, f"{SOURCE_UNKNOWN} ({desc_said})"
+        return UNKNOWN, f"{SOURCE_UNKNOWN} ({desc_said})"
     for desc, source, named in ((where.desc, SOURCE_SYSTEMS_JSON, str(where.desc_path)),
                                 (s.sysjson, SOURCE_SYSJSON_LINE, f"{s.path}:{s.sysjson_line or '?'} (:::SYSJSON)")):
         nodes, gpus, problem = _counts(desc, named, warnings)
         if problem:  # (a systems JSON's was found when it was read)
-            return 0, 0, f"{SOURCE_UNKNOWN} ({problem})"
+            return UNKNOWN, f"{SOURCE_UNKNOWN} ({problem})"
         if nodes and gpus:
             detail = where.desc_path.name if source == SOURCE_SYSTEMS_JSON and where.desc_path else ""
-            return nodes, gpus, source + (f" ({detail})" if detail else "")
+            return Layout(nodes, gpus), source + (f" ({detail})" if detail else "")
     names = [where.path.stem] + [folder.name for folder in where.folders]
     for name in names:
         found = layout_from_name(name)
         if found:
-            return *found, f"{SOURCE_NAME} ({name})"
+            return found, f"{SOURCE_NAME} ({name})"
     texts = [(s.platform, SOURCE_PLATFORM)]
     if where.system_dir is not None:
         texts.append((where.system_dir.name, SOURCE_FOLDER))
     for text, source in texts:
         found = layout_from_text(text) if text else None
         if found:
-            return *found, f"{source} ({text})"
+            return found, f"{source} ({text})"
     said = "; ".join(f"{source} {text!r}" for text, source in texts if text)
-    return 0, 0, SOURCE_UNKNOWN + (f" ({said} give no nodes x accelerators)" if said else "")
+    return UNKNOWN, SOURCE_UNKNOWN + (f" ({said} give no nodes x accelerators)" if said else "")

@@ -145,7 +145,9 @@ def load(root: str | os.PathLike, progress=lambda files: files, group_by: str | 
             bad_lines += log.bad_lines
         if log.non_finite:
             warnings.append(non_finite_warning(path, log.non_finite))
-        runs += [to_run_result(s, root, keys, ruleset, descs, warnings) for s in read_runs(log)
+        summaries = read_runs(log)
+        warnings += [f"{path}:{note.removeprefix('line ')}" for s in summaries for note in s.notes]
+        runs += [to_run_result(s, root, keys, ruleset, descs, warnings) for s in summaries
                  if not _impossible_span(s, path, warnings)]
     runs += _empty_results(empty_results, reading, root, keys, ruleset, descs, warnings)
     assign_studies(runs, keys)

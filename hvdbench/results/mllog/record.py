@@ -63,7 +63,8 @@ def to_run_result(s: LogSummary, root: str | os.PathLike, group_by: tuple[str, .
     path, root = Path(s.path), Path(root)
     keys = parse_group_by(group_by) if isinstance(group_by, str) else group_by
     where = locate(path, root, {} if descs is None else descs)
-    nodes, gpus, source = resolve_layout(s, where, warnings)
+    layout, source = resolve_layout(s, where, warnings)
+    nodes, gpus = layout.nodes, layout.gpus_per_node
     parts = group_parts(s, where, nodes)
     try:
         rel = str(path.relative_to(root))
@@ -84,7 +85,7 @@ def to_run_result(s: LogSummary, root: str | os.PathLike, group_by: tuple[str, .
         model=s.benchmark or path.parent.name, flavor="", framework=framework, engine="",
         precision="", mode="throughput" if throughput_run else "time_to_accuracy", dataset="",
         global_batch=s.global_batch, accumulation=s.accumulation, world_size=world, nodes=nodes, gpus_per_node=gpus,
-        layout=f"{nodes}x{gpus}" if nodes else "", scale=("up" if nodes == 1 else "out") if nodes else "",
+        layout=str(layout), scale=("up" if nodes == 1 else "out") if nodes else "",
         devices=group_name(parts, keys), status=s.status, error=s.error,
         started_at=(datetime.fromtimestamp(s.run_start_ms / 1000, timezone.utc).isoformat()
                     if s.run_start_ms is not None else ""),

@@ -71,6 +71,7 @@ class LogSummary:
     sysjson_line: int = 0
     rcp_lines: list[str] = field(default_factory=list)  # the events the RCP checker reads
     refused: list[Event] = field(default_factory=list)  # events read as missing: a number not finite
+    notes: list[str] = field(default_factory=list)  # 'line N: what was left out and why' (load.py warns them)
     # The time to train in parts (`_ttt_parts`; hvdbench.results.analyses.ttt): what was trained by run_stop
     # (samples, or epochs where the training set's size is not logged), the seconds spent training
     # and evaluating, and where each figure came from; the rest of run_start -> run_stop is "other".
@@ -135,7 +136,7 @@ def summarize(events: list[Event], path: str = "", duplicates: int = 0, bad_line
         if key in first and first[key].value is not None:
             setattr(s, attr, str(first[key].value))
     s.global_batch = _int(first.get(C.GLOBAL_BATCH_SIZE))
-    s.accumulation = max(1, _int(first.get(C.GRADIENT_ACCUMULATION_STEPS)))
+    s.accumulation = _accumulation(first.get(C.GRADIENT_ACCUMULATION_STEPS), s.global_batch, s.notes)
     s.layout_events = {key: (first[key].value, first[key].lineno) for key in (NUMBER_OF_NODES, ACCELERATORS_PER_NODE)
                        if key in first}
     evals = [e for e in events if e.key == C.EVAL_ACCURACY and accuracy_of(e.value) is not None]
@@ -256,6 +257,23 @@ def _covered(spans: list[tuple[float, float]]) -> float:
             total += current[1] - current[0]
         current = [a, b]
     return total + (current[1] - current[0] if current is not None else 0.0)
+
+
+def _accumulation(event: Event | None, global_batch: int, notes: list[str]) -> int:
+    """gradient_accumulation_steps: micro-batches per optimizer step, a whole number from 1 to the
+    global batch (each micro-batch holds a sample at least); 1 where it is not logged. Another value
+    is no count: noted with its line and left out (1), never read as 1 unsaid (it tells accumulation
+    from model parallelism: hvdbench.results.analyses.ttt.LayoutParts)."""
+    if event is None:
+        return 1
+    value = event.value
+    whole = isinstance(value, int) and not isinstance(value, bool) or isinstance(value, float) and value.is_integer()
+    if whole and 1 <= value <= (global_batch or value):
+        return int(value)
+    most = f", at most the global batch {global_batch}" if global_batch else ""
+    notes.append(f"line {event.lineno}: {C.GRADIENT_ACCUMULATION_STEPS} {value!r} is no count of micro-batches "
+                 f"(a whole number, at least 1{most}): left out")
+    return 1
 
 
 def _int(event: Event | None) -> int:

@@ -5,7 +5,7 @@ about to buy, from a 1x1, a 1x2 and a 2x1 measured here.
     hvdbench report results/demo --predict 8x8,16x8
 
     fits = fit_groups(runs, allreduce_rows)           # one Fit per scaling group (model, batch, ...)
-    rows = [predict(fit, 8, 8) for fit in fits]        # PREDICTION_COLUMNS
+    rows = [predict(fit, 8, 8) for fit in fits]        # PredictionRow each
 
 The model of one training step on N nodes x G GPUs (n = N·G ranks), each part fitted from what the
 runs recorded (the step-time breakdown of every PyTorch run: data, compute, comm, update, other):
@@ -71,10 +71,10 @@ from hvdbench.results.predict.fitting import (
     quadrature,
     rms,
 )
-from hvdbench.results.records.schema import PREDICTION_COLUMNS, SCALING_GROUP, TTT_PREDICTION_COLUMNS
+from hvdbench.results.records.rows import ReportRow, ScalingGroup
 from hvdbench.results.render.tables import markdown_table, to_csv
-from hvdbench.results.stats.aggregate import group_title, scaling_key
-from hvdbench.topology import parse_layout
+from hvdbench.results.stats.aggregate import Where, group_title, scaling_key
+from hvdbench.topology import Layout
 
 
 @dataclass(frozen=True)
@@ -95,10 +95,10 @@ class Link:
 
 @dataclass
 class Fit:
-    """Everything `predict` needs for one scaling group (SCALING_GROUP values in `group`)."""
+    """Everything `predict` needs for one scaling group (`group`)."""
 
-    group: dict
-    baseline: str  # the layout speed-ups are measured against
+    group: ScalingGroup
+    baseline: Layout  # the layout speed-ups are measured against
     base_gpus: int
     base_throughput: float
     samples_per_gpu_step: int  # batch_per_gpu x accum_steps
@@ -111,28 +111,32 @@ class Fit:
     calibration: float = 1.0
     # layout -> its own measured / (n x batch / step): the fitted layouts' spread around `calibration`
     # (a layout far from the median is one the model cannot pass through: POOR_FIT)
-    layout_calibration: dict[str, float] = field(default_factory=dict)
-    measured: dict[str, float] = field(default_factory=dict)  # layout -> mean throughput
-    fitted_on: tuple[str, ...] = ()
+    layout_calibration: dict[Layout, float] = field(default_factory=dict)
+    measured: dict[Layout, float] = field(default_factory=dict)  # layout -> mean throughput
+    fitted_on: tuple[Layout, ...] = ()  # in Layout's order (GPUs, then nodes)
     notes: list[str] = field(default_factory=list)  # layouts asked for that these runs cannot predict
     # layout -> seconds of one allreduce of the gradients, read off that layout's own bench curve
     # (`sweep --allreduce-bench` measures layouts cheaply, training runs or not); the link model
     # serves the layouts without one.
-    measured_allreduce: dict[str, float] = field(default_factory=dict)
-    # Where the fitted runs ran (the plot's subtitle, the caveats): report-row-like dicts per layout
+    measured_allreduce: dict[Layout, float] = field(default_factory=dict)
+    # Where the fitted runs ran (the plot's subtitle, the caveats): aggregate.Where per layout
     # (system, layout, nodes, hosts, link, runs), the machine's cores or GPUs as far as they are
     # known, and the inter-node link the sweep recorded, with its rate where its text gives one.
-    where: list[dict] = field(default_factory=list)
+    where: list[Where] = field(default_factory=list)
     on_cpus: bool = False
     cores: int | None = None  # cores of one machine the runs ran on (None: not known)
     cores_from: str = ""  # how `cores` was chosen, in words
     most_gpus_per_node: int = 0  # the most devices any run put on one node
     link_text: str = ""
     link_rate_b_s: float | None = None  # bytes/s the recorded link carries each way, from link_text
+    # What the fit cannot explain at its own layouts (every prediction's interval, `predict`): the rms of
+    # log(predicted / measured) over the fitted layouts, and their GPUs (doublings past them widen it).
+    residual: float = 0.0
+    fitted_gpus: tuple[int, ...] = ()
 
     def allreduce_s(self, nodes: int, gpus_per_node: int) -> tuple[float, str]:
         """(seconds, where from) of the step's allreduce on NxG: its own bench, else the link model."""
-        n, layout = nodes * gpus_per_node, f"{nodes}x{gpus_per_node}"
+        n, layout = nodes * gpus_per_node, Layout(nodes, gpus_per_node)
         if n <= 1:
             return 0.0, ""
         if layout in self.measured_allreduce:
@@ -231,7 +235,7 @@ def layout_allreduce(rows, nbytes: int) -> dict[str, float]:
     curves: dict[str, list[tuple[float, float]]] = {}
     for r in rows:
         if r.impl == "horovod" and r.dtype == "fp32" and r.time_mean_s and r.world_size > 1:
-            curves.setdefault(r.layout, []).append((r.bytes, r.time_mean_s))
+            curves.setdefault(Layout(r.nodes, r.gpus_per_node), []).append((r.bytes, r.time_mean_s))
     out = {}
     for layout, points in curves.items():
         t = interpolate(points, nbytes)
@@ -241,7 +245,7 @@ def layout_allreduce(rows, nbytes: int) -> dict[str, float]:
 
 
 def fit_group(runs, allreduce_rows=(), shared_machine: bool | None = None,
-              fit_layouts: set[str] | None = None, layout_benches: bool = True) -> Fit | None:
+              fit_layouts: set[Layout] | None = None, layout_benches: bool = True) -> Fit | None:
     """A Fit from one scaling group's successful throughput runs that recorded a breakdown (None when
     the group has none, e.g. TensorFlow runs or published logs). `fit_layouts` limits the layouts the
     parameters are fitted on (the others are only compared with). `shared_machine`: None = an
@@ -249,16 +253,16 @@ def fit_group(runs, allreduce_rows=(), shared_machine: bool | None = None,
     layout's own allreduce bench, where there is one, gives its allreduce time (False: the link
     model predicts every layout's, to test the model)."""
     ok = [r for r in runs if r.status == "success" and r.mode == "throughput" and r.throughput]
-    by_layout: dict[str, list] = {}
+    by_layout: dict[Layout, list] = {}
     for r in ok:
-        by_layout.setdefault(r.layout, []).append(r)
+        by_layout.setdefault(Layout(r.nodes, r.gpus_per_node), []).append(r)
     measured = {layout: statistics.fmean(r.throughput for r in rs) for layout, rs in by_layout.items()}
     fit_on = {layout: rs for layout, rs in by_layout.items()
               if (fit_layouts is None or layout in fit_layouts) and mean_parts(rs)}
     if not fit_on:
         return None
     first = next(iter(fit_on.values()))[0]
-    base_layout = min(fit_on, key=lambda la: (by_layout[la][0].world_size, by_layout[la][0].nodes))
+    base_layout = min(fit_on)  # the fewest GPUs, on the fewest nodes
     base_runs = fit_on[base_layout]
     base = base_runs[0]
     if shared_machine is None:
@@ -284,26 +288,26 @@ def fit_group(runs, allreduce_rows=(), shared_machine: bool | None = None,
     unslowed = [r for r, w in per_rank.items() if r > 1 and statistics.fmean(w) <= t1 * 1.05]
     # A machine that held r ranks without slowing holds at least r: the limit is never below it.
     limit = max([statistics.median(limits)] + unslowed) if limits else math.inf
-    fit = Fit(group=dict(zip(SCALING_GROUP, scaling_key(base))), baseline=base_layout,
+    fit = Fit(group=ScalingGroup(*scaling_key(base)), baseline=base_layout,
               base_gpus=base.world_size, base_throughput=measured[base_layout], samples_per_gpu_step=samples,
               t1=t1, ranks_per_machine_limit=limit, shared_machine=shared_machine, gradient_bytes=grad,
-              measured=measured, fitted_on=tuple(sorted(fit_on, key=parse_layout)))
+              measured=measured, fitted_on=tuple(sorted(fit_on)))
     fitted_runs = [r for rs in fit_on.values() for r in rs]
     fit.on_cpus = str(base.devices or "").lower() == "cpu"
     fit.cores, fit.cores_from = machine_cores(fitted_runs, fit.on_cpus, shared_machine)
     fit.most_gpus_per_node = max(r.gpus_per_node for r in ok)
     fit.link_text = next((str(r.link) for r in ok if r.nodes > 1 and r.link), "")
     fit.link_rate_b_s = link_rate(fit.link_text)
-    fit.where = [{"system": rs[0].devices, "layout": layout, "nodes": rs[0].nodes, "runs": len(rs),
-                  "hosts": ";".join(dict.fromkeys(h for r in rs for h in (r.hosts or "").split(";") if h)),
-                  "link": rs[0].link if rs[0].nodes > 1 else ""}
-                 for layout, rs in sorted(fit_on.items(), key=lambda kv: parse_layout(kv[0]))]
+    fit.where = [Where(system=rs[0].devices, layout=str(layout), nodes=rs[0].nodes, runs=len(rs),
+                       hosts=";".join(dict.fromkeys(h for r in rs for h in (r.hosts or "").split(";") if h)),
+                       link=rs[0].link if rs[0].nodes > 1 else "")
+                 for layout, rs in sorted(fit_on.items())]
 
     if layout_benches:
         fit.measured_allreduce = layout_allreduce(allreduce_rows, grad)
     # Links: from the allreduce bench where there is one (of the fitted layouts only), else from
     # the runs' exposed communication.
-    bench = [r for r in allreduce_rows if fit_layouts is None or r.layout in fit_layouts]
+    bench = [r for r in allreduce_rows if fit_layouts is None or Layout(r.nodes, r.gpus_per_node) in fit_layouts]
     multi = [(layout, rs) for layout, rs in fit_on.items() if rs[0].world_size > 1]
     for kind in ("intra", "inter"):
         link = fit_link(bench, kind)
@@ -326,11 +330,25 @@ def fit_group(runs, allreduce_rows=(), shared_machine: bool | None = None,
         step = sum(parts[layout].values())
         fit.layout_calibration[layout] = measured[layout] * step / (rs[0].world_size * samples)
     fit.calibration = statistics.median(fit.layout_calibration.values())
+    _residual(fit)
     return fit
 
 
+def _residual(fit: Fit) -> None:
+    """The fitted layouts' residual (predicted / measured, in logs) and GPUs: what every prediction's
+    interval is made of (`predict`)."""
+    points = []
+    for layout in fit.fitted_on:
+        try:
+            points.append(_point(fit, layout.nodes, layout.gpus_per_node))
+        except ConfigError:  # a fitted layout of a link kind no run measured: not predicted
+            continue
+    fit.residual = rms(math.log(p.vs_measured) for p in points if (p.vs_measured or 0) > 0)
+    fit.fitted_gpus = tuple(p.nodes * p.gpus_per_node for p in points)
+
+
 def fit_groups(runs, allreduce_rows=(), shared_machine: bool | None = None,
-               fit_layouts: set[str] | None = None, layout_benches: bool = True) -> list[Fit]:
+               fit_layouts: set[Layout] | None = None, layout_benches: bool = True) -> list[Fit]:
     groups: dict[tuple, list] = {}
     for r in runs:
         groups.setdefault(scaling_key(r), []).append(r)
@@ -344,37 +362,104 @@ def fit_groups(runs, allreduce_rows=(), shared_machine: bool | None = None,
 
 # --- predicting ------------------------------------------------------------------------------------
 
-def predict(fit: Fit, nodes: int, gpus_per_node: int) -> dict:
-    """One PREDICTION_COLUMNS row: the predicted step, throughput, speed-up and efficiency of NxG."""
+@dataclass(frozen=True, kw_only=True)
+class PredictionRow(ScalingGroup, ReportRow):
+    """prediction.csv's throughput rows: one per group and layout, measured or not.
+    predicted_throughput_low/_high: the interval meant to hold `interval` (the share, fitting.COVERAGE)
+    of measurements; interval_from: its parts in words (fit residuals, repeats, doublings past the
+    fitted range)."""
+
+    layout: str
+    nodes: int
+    gpus_per_node: int
+    gpus: int
+    baseline: str
+    step_ms: float | None = None
+    work_ms: float | None = None
+    allreduce_ms: float | None = None
+    exposed_comm_ms: float | None = None
+    predicted_throughput: float | None = None
+    predicted_throughput_low: float | None = None
+    predicted_throughput_high: float | None = None
+    interval: float | None = None
+    interval_from: str | None = None
+    speedup: float | None = None
+    efficiency: float | None = None
+    measured_throughput: float | None = None
+    predicted_vs_measured: float | None = None
+    fitted: bool
+    link_kind: str | None = None
+    busbw_gb_s: float | None = None
+    latency_us: float | None = None
+    allreduce_from: str | None = None
+    exposure: float | None = None
+    ranks_per_machine_limit: float | None = None
+    fitted_on: str
+    flags: str  # why a prediction may not mean what it seems (FLAGS), ';'-joined
+    note: str  # the same, in words
+
+
+@dataclass(frozen=True)
+class _Point:
+    """One layout's predicted step and throughput (what `predict` puts in its row, and the fit's
+    residual is made of)."""
+
+    nodes: int
+    gpus_per_node: int
+    work_s: float
+    allreduce_s: float
+    allreduce_from: str
+    exposed_s: float
+    throughput: float
+    measured: float | None
+
+    @property
+    def vs_measured(self) -> float | None:
+        return self.throughput / self.measured if self.measured else None
+
+
+def _point(fit: Fit, nodes: int, gpus_per_node: int) -> _Point:
     if nodes < 1 or gpus_per_node < 1:
-        raise ConfigError(f"layout {nodes}x{gpus_per_node}: nodes and GPUs per node must be >= 1")
+        raise ConfigError(f"a layout of {nodes} nodes x {gpus_per_node} GPUs: nodes and GPUs per node must be >= 1")
     n = nodes * gpus_per_node
-    layout = f"{nodes}x{gpus_per_node}"
+    layout = Layout(nodes, gpus_per_node)
     link = fit.link(nodes)
     if n > 1 and link is None and layout not in fit.measured_allreduce:
-        raise ConfigError(f"{fit.group['model']}: no {link_kind(nodes)}-node link was measured (run a "
+        raise ConfigError(f"{fit.group.model}: no {link_kind(nodes)}-node link was measured (run a "
                           f"{'2x1' if nodes > 1 else '1x2'} layout, or `sweep --allreduce-bench`) to predict {layout}")
     work = fit.work_s(nodes, gpus_per_node)
     allreduce, allreduce_from = fit.allreduce_s(nodes, gpus_per_node)
     exposed = fit.exposure.get(link_kind(nodes), 1.0) * allreduce
-    step = work + exposed
-    throughput = fit.calibration * n * fit.samples_per_gpu_step / step
-    speedup = throughput / fit.base_throughput
-    measured = fit.measured.get(layout)
-    flags, note = caveats(fit, nodes, gpus_per_node, allreduce_from, throughput / measured if measured else None)
-    return {**fit.group, "layout": layout, "nodes": nodes, "gpus_per_node": gpus_per_node, "gpus": n,
-            "baseline": fit.baseline, "step_ms": 1e3 * step, "work_ms": 1e3 * work,
-            "allreduce_ms": 1e3 * allreduce, "exposed_comm_ms": 1e3 * exposed,
-            "predicted_throughput": throughput, "speedup": speedup,
-            "efficiency": speedup / (n / fit.base_gpus),
-            "measured_throughput": measured,
-            "predicted_vs_measured": throughput / measured if measured else None,
-            "fitted": layout in fit.fitted_on,
-            "link_kind": link_kind(nodes) if n > 1 else "", "busbw_gb_s": link.busbw_b_s / 1e9 if link else None,
-            "latency_us": 1e6 * link.latency_s if link else None, "allreduce_from": allreduce_from,
-            "exposure": fit.exposure.get(link_kind(nodes)) if n > 1 else None,
-            "ranks_per_machine_limit": None if math.isinf(fit.ranks_per_machine_limit) else fit.ranks_per_machine_limit,
-            "fitted_on": " ".join(fit.fitted_on), "flags": ";".join(flags), "note": " ".join(note)}
+    throughput = fit.calibration * n * fit.samples_per_gpu_step / (work + exposed)
+    return _Point(nodes, gpus_per_node, work, allreduce, allreduce_from, exposed, throughput, fit.measured.get(layout))
+
+
+def predict(fit: Fit, nodes: int, gpus_per_node: int) -> PredictionRow:
+    """NxG's prediction: its step, throughput, speed-up and efficiency, and its interval (the fitted
+    layouts' residuals, fit.residual, in quadrature with PER_DOUBLING["gpus"] for each doubling past the
+    fitted GPUs: fitting.interval)."""
+    p = _point(fit, nodes, gpus_per_node)
+    n, layout, link = nodes * gpus_per_node, Layout(nodes, gpus_per_node), fit.link(nodes)
+    step = p.work_s + p.exposed_s
+    speedup = p.throughput / fit.base_throughput
+    flags, note = caveats(fit, nodes, gpus_per_node, p.allreduce_from, p.vs_measured)
+    past = doublings_past(n, list(fit.fitted_gpus))
+    sigma = quadrature(fit.residual, PER_DOUBLING["gpus"] * past)
+    low, high = interval(p.throughput, sigma)
+    return PredictionRow(
+        **vars(fit.group), layout=str(layout), nodes=nodes, gpus_per_node=gpus_per_node, gpus=n,
+        baseline=str(fit.baseline),
+        step_ms=1e3 * step, work_ms=1e3 * p.work_s, allreduce_ms=1e3 * p.allreduce_s, exposed_comm_ms=1e3 * p.exposed_s,
+        predicted_throughput=p.throughput, predicted_throughput_low=low, predicted_throughput_high=high,
+        interval=COVERAGE, interval_from=(f"±{100 * (math.exp(sigma) - 1):.0f} % (1 sigma): fitted layouts' residual "
+                                          f"{100 * fit.residual:.1f} %, {past:.1f} doublings past the fitted GPUs"),
+        speedup=speedup, efficiency=speedup / (n / fit.base_gpus), measured_throughput=p.measured,
+        predicted_vs_measured=p.vs_measured, fitted=layout in fit.fitted_on,
+        link_kind=link_kind(nodes) if n > 1 else "", busbw_gb_s=link.busbw_b_s / 1e9 if link else None,
+        latency_us=1e6 * link.latency_s if link else None, allreduce_from=p.allreduce_from,
+        exposure=fit.exposure.get(link_kind(nodes)) if n > 1 else None,
+        ranks_per_machine_limit=None if math.isinf(fit.ranks_per_machine_limit) else fit.ranks_per_machine_limit,
+        fitted_on=" ".join(map(str, fit.fitted_on)), flags=";".join(flags), note=" ".join(note))
 
 
 def faster_than_link(fit: Fit) -> bool:
@@ -389,7 +474,7 @@ def caveats(fit: Fit, nodes: int, gpus_per_node: int, allreduce_from: str,
     """(flags, sentences) of one layout (see FLAGS). A measured layout's own run saw what it ran on:
     only the baseline's remark applies to it."""
     flags, note = [], []
-    layout, ranks = f"{nodes}x{gpus_per_node}", fit.ranks_per_machine(nodes, gpus_per_node)
+    layout, ranks = Layout(nodes, gpus_per_node), fit.ranks_per_machine(nodes, gpus_per_node)
     predicted_only = layout not in fit.measured
     if predicted_only and fit.on_cpus and fit.cores and ranks > fit.cores:
         flags.append("oversubscribed")
@@ -421,47 +506,17 @@ def caveats(fit: Fit, nodes: int, gpus_per_node: int, allreduce_from: str,
     return flags, note
 
 
-def parse_layouts(text: str, option: str = "--layouts") -> list[tuple[int, int]]:
-    """'2x2,4x1, 8x8' -> [(2, 2), (4, 1), (8, 8)]; ConfigError naming `option` and a malformed or
-    out-of-bounds one ('' names none: click adds the option's name)."""
-    out = []
-    for part in (p.strip() for p in text.split(",")):
-        if part:
-            out.append(parse_layout(part, option=option))
-    if not out:
-        raise ConfigError(f"{text!r}: give layouts as NxG, comma-separated (e.g. 2x2,8x8)")
-    return out
-
-
-def prediction_rows(fits: list[Fit], layouts: list[tuple[int, int]]) -> list[dict]:
-    """Each fit's predictions for `layouts`, and for every layout it measured (to compare with). A
-    layout these runs cannot predict (its link kind was never measured) goes to the fit's notes."""
+def prediction_rows(fits: list[Fit], layouts: list[Layout]) -> list[PredictionRow]:
+    """Each fit's predictions for `layouts`, and for every layout it measured (to compare with), in
+    Layout's order. A layout these runs cannot predict (its link kind was never measured) goes to the
+    fit's notes."""
     rows = []
     for fit in fits:
-        wanted = list(dict.fromkeys([*map(parse_layout, fit.measured), *layouts]))
-        mine = []
-        for nodes, gpus in sorted(wanted, key=lambda ng: (ng[0] * ng[1], ng[0])):
+        for layout in sorted({*fit.measured, *layouts}):
             try:
-                mine.append(predict(fit, nodes, gpus))
+                rows.append(predict(fit, layout.nodes, layout.gpus_per_node))
             except ConfigError as e:
                 fit.notes.append(str(e))
-        rows += with_intervals(fit, mine)
-    return rows
-
-
-def with_intervals(fit: Fit, rows: list[dict]) -> list[dict]:
-    """Each row's interval (fitting.interval): the fitted layouts' residuals (predicted / measured, in
-    logs) in quadrature with PER_DOUBLING["gpus"] for each doubling past the fitted GPUs."""
-    fitted = [r for r in rows if r["fitted"]]
-    residual = rms(math.log(r["predicted_vs_measured"]) for r in fitted if (r["predicted_vs_measured"] or 0) > 0)
-    gpus = [r["gpus"] for r in fitted]
-    for r in rows:
-        past = doublings_past(r["gpus"], gpus)
-        sigma = quadrature(residual, PER_DOUBLING["gpus"] * past)
-        r["predicted_throughput_low"], r["predicted_throughput_high"] = interval(r["predicted_throughput"], sigma)
-        r["interval"] = COVERAGE
-        r["interval_from"] = (f"±{100 * (math.exp(sigma) - 1):.0f} % (1 sigma): fitted layouts' residual "
-                              f"{100 * residual:.1f} %, {past:.1f} doublings past the fitted GPUs")
     return rows
 
 
@@ -472,7 +527,7 @@ def describe(fit: Fit) -> str:
              else f"{machine} holds {fit.ranks_per_machine_limit:.2f} ranks before each one's work slows")
     links = "; ".join(f"{k}-node busbw {v.busbw_b_s / 1e9:.3g} GB/s, latency {1e6 * v.latency_s:.0f} µs "
                       f"({v.source})" for k, v in sorted(fit.links.items()))
-    return (f"fitted on {', '.join(fit.fitted_on)}: one rank's step without communication "
+    return (f"fitted on {', '.join(map(str, fit.fitted_on))}: one rank's step without communication "
             f"{1e3 * fit.t1:.1f} ms; {holds}; gradients {fit.gradient_bytes / 2**20:.1f} MiB; {links or 'no link'}; "
             f"exposed / allreduce: " + (", ".join(f"{k} {v:.2f}" for k, v in sorted(fit.exposure.items())) or "-")
             + f"; calibration {fit.calibration:.3f}")
@@ -496,7 +551,7 @@ def machine_line(fit: Fit) -> str:
     return "; ".join(parts) + "."
 
 
-def markdown(rows: list[dict], fits: list[Fit]) -> str:
+def markdown(rows: list[PredictionRow], fits: list[Fit]) -> str:
     if not rows:
         return ""
 
@@ -508,8 +563,8 @@ def markdown(rows: list[dict], fits: list[Fit]) -> str:
              "gradients; fitted on the runs named below (hvdbench/results/predict/throughput.py). A measured "
              "layout shows predicted / measured.\n"]
     for fit in fits:
-        rs = [r for r in rows if all(r[k] == fit.group[k] for k in SCALING_GROUP)]
-        parts.append(f"### {group_title(fit.group, SCALING_GROUP)}\n")  # as the scaling tables title the same group
+        rs = [r for r in rows if r.scaling_key == fit.group.scaling_key]
+        parts.append(f"### {group_title(fit.group)}\n")  # as the scaling tables title the same group
         parts.append(describe(fit) + ".\n")
         parts.append(machine_line(fit) + "\n")
         parts += [f"Not predicted: {note}.\n" for note in fit.notes]
@@ -518,39 +573,39 @@ def markdown(rows: list[dict], fits: list[Fit]) -> str:
             ["layout", unit, "step ms", "work ms", "exposed comm ms", "predicted samples/s",
              f"{100 * COVERAGE:.0f} % interval", "speed-up",
              "efficiency", "measured", "predicted / measured", "check"],
-            [[r["layout"] + (" (fit)" if r["fitted"] else ""), r["gpus"], num(r["step_ms"]), num(r["work_ms"]),
-              num(r["exposed_comm_ms"]), num(r["predicted_throughput"]),
-              f"{num(r.get('predicted_throughput_low'))}-{num(r.get('predicted_throughput_high'))}",
-              num(r["speedup"], "{:.2f}×") + (" (predicted / measured)" if "baseline" in r["flags"].split(";") else ""),
-              num(None if r["efficiency"] is None else 100 * r["efficiency"], "{:.0f} %"),
-              num(r["measured_throughput"]), num(r["predicted_vs_measured"], "{:.3f}"),
-              ", ".join(f for f in r["flags"].split(";") if f)] for r in rs]) + "\n")
+            [[r.layout + (" (fit)" if r.fitted else ""), r.gpus, num(r.step_ms), num(r.work_ms),
+              num(r.exposed_comm_ms), num(r.predicted_throughput),
+              f"{num(r.predicted_throughput_low)}-{num(r.predicted_throughput_high)}",
+              num(r.speedup, "{:.2f}×") + (" (predicted / measured)" if "baseline" in r.flags.split(";") else ""),
+              num(None if r.efficiency is None else 100 * r.efficiency, "{:.0f} %"),
+              num(r.measured_throughput), num(r.predicted_vs_measured, "{:.3f}"),
+              ", ".join(f for f in r.flags.split(";") if f)] for r in rs]) + "\n")
         said = flag_lines(fit, rs)
         if said:
             parts.append("\n".join(said) + "\n")
     return "\n".join(parts)
 
 
-def flag_lines(fit: Fit, rows: list[dict]) -> list[str]:
+def flag_lines(fit: Fit, rows: list[PredictionRow]) -> list[str]:
     """Under a group's prediction table: each flag once, with the layouts it marks (each row's own
     sentence is in prediction.csv `note`)."""
     lines = []
     for flag, meaning in FLAGS.items():
-        marked = [r for r in rows if flag in r["flags"].split(";")]
+        marked = [r for r in rows if flag in r.flags.split(";")]
         if not marked:
             continue
         if flag == "oversubscribed":
-            which = ", ".join(f"{r['layout']}: {fit.ranks_per_machine(r['nodes'], r['gpus_per_node'])} ranks"
+            which = ", ".join(f"{r.layout}: {fit.ranks_per_machine(r.nodes, r.gpus_per_node)} ranks"
                               for r in marked) + f" on one machine of {fit.cores} cores"
         elif flag == "faster-than-link":
-            which = (", ".join(r["layout"] for r in marked) + f": busbw {fit.links['inter'].busbw_b_s / 1e9:.3g} "
+            which = (", ".join(r.layout for r in marked) + f": busbw {fit.links['inter'].busbw_b_s / 1e9:.3g} "
                      f"GB/s against the link's {fit.link_rate_b_s / 1e9:.3g} GB/s")
         elif flag in ("baseline", "poor-fit"):
-            which = ", ".join(r["layout"] + ("" if r["predicted_vs_measured"] is None
-                                             else f": predicted / measured {r['predicted_vs_measured']:.3f}")
+            which = ", ".join(r.layout + ("" if r.predicted_vs_measured is None
+                                             else f": predicted / measured {r.predicted_vs_measured:.3f}")
                               for r in marked)
         else:
-            which = ", ".join(r["layout"] for r in marked)
+            which = ", ".join(r.layout for r in marked)
         lines.append(f"- **{flag}** ({which}): {meaning}.")
     return lines
 
@@ -558,7 +613,7 @@ def flag_lines(fit: Fit, rows: list[dict]) -> list[str]:
 FLAGGED = "check (flags in prediction.csv)"
 
 
-def figure(rows: list[dict], fits: list[Fit]):
+def figure(rows: list[PredictionRow], fits: list[Fit]):
     """Predicted (lines) and measured (stars) throughput against the device count, one panel per
     group, flagged predictions ringed; under each title the devices, runs, hosts and link."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
@@ -572,16 +627,16 @@ def figure(rows: list[dict], fits: list[Fit]):
     FigureCanvasAgg(fig)
     for i, fit in enumerate(fits):
         ax = fig.add_subplot(math.ceil(len(fits) / 3), cols, i + 1)
-        rs = [r for r in rows if all(r[k] == fit.group[k] for k in SCALING_GROUP)]
+        rs = [r for r in rows if r.scaling_key == fit.group.scaling_key]
         for nodes_one, style in ((True, "o-"), (False, "s--")):
-            sel = sorted((r for r in rs if (r["nodes"] == 1) == nodes_one), key=lambda r: r["gpus"])
+            sel = sorted((r for r in rs if (r.nodes == 1) == nodes_one), key=lambda r: r.gpus)
             if sel:
-                ax.plot([r["gpus"] for r in sel], [r["predicted_throughput"] for r in sel], style, alpha=0.7,
+                ax.plot([r.gpus for r in sel], [r.predicted_throughput for r in sel], style, alpha=0.7,
                         label="predicted, one node" if nodes_one else "predicted, several nodes")
-                band = [r for r in sel if r.get("predicted_throughput_low") is not None]
+                band = [r for r in sel if r.predicted_throughput_low is not None]
                 if band:
-                    ax.fill_between([r["gpus"] for r in band], [r["predicted_throughput_low"] for r in band],
-                                    [r["predicted_throughput_high"] for r in band], alpha=0.12, lw=0,
+                    ax.fill_between([r.gpus for r in band], [r.predicted_throughput_low for r in band],
+                                    [r.predicted_throughput_high for r in band], alpha=0.12, lw=0,
                                     color=ax.lines[-1].get_color(),
                                     label=f"{100 * COVERAGE:.0f} % interval" if nodes_one else None)
                 # Layouts with one prediction (2x2 and 4x1 on an emulated cluster) share one label, red
@@ -589,24 +644,24 @@ def figure(rows: list[dict], fits: list[Fit]):
                 # scale-out layout is usually the slower at its count: the names stay apart).
                 points: dict[tuple, list[dict]] = {}
                 for r in sel:
-                    points.setdefault((r["gpus"], round(r["predicted_throughput"], 6)), []).append(r)
-                last = max(r["gpus"] for r in rs)
+                    points.setdefault((r.gpus, round(r.predicted_throughput, 6)), []).append(r)
+                last = max(r.gpus for r in rs)
                 for (gpus, value), named in points.items():
-                    flagged = any(set(r["flags"].split(";")) - {"", "baseline"} for r in named)
+                    flagged = any(set(r.flags.split(";")) - {"", "baseline"} for r in named)
                     right = gpus == last and gpus > 1  # the last point's name goes to its left
-                    label = ax.annotate(", ".join(r["layout"] for r in named), (gpus, value), fontsize=7,
+                    label = ax.annotate(", ".join(r.layout for r in named), (gpus, value), fontsize=7,
                                         textcoords="offset points", xytext=(-9 if right else 6, 5 if nodes_one else -5),
                                         ha="right" if right else "left", va="bottom" if nodes_one else "top",
                                         color="red" if flagged else "0.15")
                     label.set_in_layout(False)  # a name must not squeeze the panel
-        meas = [r for r in rs if r["measured_throughput"] is not None]
-        ax.plot([r["gpus"] for r in meas], [r["measured_throughput"] for r in meas], "k*", markersize=9,
+        meas = [r for r in rs if r.measured_throughput is not None]
+        ax.plot([r.gpus for r in meas], [r.measured_throughput for r in meas], "k*", markersize=9,
                 label="measured")
-        flagged = [r for r in rs if set(r["flags"].split(";")) - {"", "baseline"}]
+        flagged = [r for r in rs if set(r.flags.split(";")) - {"", "baseline"}]
         if flagged:  # what the caveats warn about (prediction.csv flags), ringed where it is drawn
-            ax.scatter([r["gpus"] for r in flagged], [r["predicted_throughput"] for r in flagged], s=180,
+            ax.scatter([r.gpus for r in flagged], [r.predicted_throughput for r in flagged], s=180,
                        facecolors="none", edgecolors="red", linewidths=1.5, zorder=4, label=FLAGGED)
-        xs = sorted({r["gpus"] for r in rs})
+        xs = sorted({r.gpus for r in rs})
         ax.set_xscale("log", base=2)
         ax.set_xlim(xs[0] / 1.25, xs[-1] * 1.25)
         ax.xaxis.set_major_locator(FixedLocator(xs))
@@ -617,16 +672,16 @@ def figure(rows: list[dict], fits: list[Fit]):
         # Why each ringed point is ringed, under the axis (prediction.csv has the sentences).
         why: dict[str, list[str]] = {}
         for r in rs:
-            flags = [f for f in r["flags"].split(";") if f and f != "baseline"]
+            flags = [f for f in r.flags.split(";") if f and f != "baseline"]
             if flags:
-                why.setdefault(", ".join(flags), []).append(r["layout"])
-        ax.set_xlabel(device_axis({"system": fit.group.get("system")}) + (" (ranks)" if not fit.on_cpus else "")
+                why.setdefault(", ".join(flags), []).append(r.layout)
+        ax.set_xlabel(device_axis(fit.group) + (" (ranks)" if not fit.on_cpus else "")
                       + "".join("\n" + textwrap.fill(f"ringed {', '.join(layouts)}: {flags}", 70)
                                 for flags, layouts in why.items()))
         ax.set_ylabel("samples/s")
-        fitted = ", ".join(f"{w['runs']} run{'s' if w['runs'] != 1 else ''} of {w['layout']}" for w in fit.where)
+        fitted = ", ".join(f"{w.runs} run{'s' if w.runs != 1 else ''} of {w.layout}" for w in fit.where)
         below = context(fit.where, runs=f"fitted on {fitted}")
-        ax.set_title(textwrap.fill(f"predicted and measured: {group_title(fit.group, SCALING_GROUP)}", 70)
+        ax.set_title(textwrap.fill(f"predicted and measured: {group_title(fit.group)}", 70)
                      + f"\n{below}", fontsize=9)
         ax.grid(True, alpha=0.3)
     # One legend for every panel, under them all: inside a panel it would sit on the layouts' names.
@@ -635,16 +690,16 @@ def figure(rows: list[dict], fits: list[Fit]):
     return fig
 
 
-def write(rows: list[dict], fits: list[Fit], out, formats=("csv", "png"), ttt_rows=()) -> list:
-    """prediction.csv: the throughput rows, then the time-to-train ones (time_to_train.py), whose
-    columns follow these where there are any (a throughput-only prediction.csv keeps its columns), and
-    the throughput plot (prediction.png; time_to_train.write_figure draws prediction_ttt.png)."""
+def write(rows: list[PredictionRow], fits: list[Fit], out, formats=("csv", "png"), ttt_rows=()) -> list:
+    """prediction.csv: the throughput rows, then the time-to-train ones (time_to_train.py's
+    TttPredictionRow, a PredictionRow whose own columns follow these: a throughput-only prediction.csv
+    keeps its columns), and the throughput plot (prediction.png; time_to_train.write_figure draws
+    prediction_ttt.png)."""
     written = []
     out = Path(out)
     if "csv" in formats:
         path = out / "prediction.csv"
-        extra = tuple(c for c in TTT_PREDICTION_COLUMNS if c not in PREDICTION_COLUMNS) if ttt_rows else ()
-        columns = PREDICTION_COLUMNS + extra
+        columns = type(ttt_rows[0]).columns() if ttt_rows else PredictionRow.columns()
         atomic_write_text(path, to_csv([*rows, *ttt_rows], columns))
         written.append(path)
     if "png" in formats and rows:

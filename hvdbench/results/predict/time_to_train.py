@@ -4,7 +4,7 @@
     hvdbench predict --mllog training_results_v5.1/Nebius --fit-on 1x8,2x8 --layouts 4x8,8x8 --out OUT
     hvdbench report --mllog training_results_v5.1/Nebius --predict 8x8,16x8
 
-    fits, rows = predictions(runs, parts, [(4, 8), (8, 8)], fit_on={"1x8", "2x8"})   # parts: ttt.layout_parts
+    fits, rows = predictions(runs, parts, [Layout(4, 8)], fit_on={Layout(1, 8), Layout(2, 8)})  # ttt.layout_parts
 
 A layout's time to train is S(B) / T + E + O (hvdbench.results.analyses.ttt), each part predicted from the
 fitted layouts (--fit-on, default: every measured one) of its group (system, model, ...):
@@ -93,7 +93,7 @@ from hvdbench.errors import ConfigError
 from hvdbench.files import atomic_write_png
 from hvdbench.linkrate import link_rate, node_link_rate
 from hvdbench.results.analyses.convergence import CriticalBatch, fit, rcp_for
-from hvdbench.results.analyses.ttt import LayoutParts, decompose, group_values
+from hvdbench.results.analyses.ttt import Decomposition, LayoutParts, decompose, group_values
 from hvdbench.results.predict.fitting import (
     COVERAGE,
     GRADES,
@@ -110,9 +110,10 @@ from hvdbench.results.predict.fitting import (
     rms,
 )
 from hvdbench.results.predict.throughput import FLAGS as THROUGHPUT_FLAGS
-from hvdbench.results.predict.throughput import predict
-from hvdbench.results.records.schema import SCALING_GROUP, TTT_GROUP, TTT_PREDICTION_COLUMNS
+from hvdbench.results.predict.throughput import PredictionRow, predict
+from hvdbench.results.records.rows import TttGroup
 from hvdbench.results.render.tables import markdown_table
+from hvdbench.topology import Layout
 
 EXTRAPOLATION = 4.0  # times past the fitted range that a printed number carries the `extrapolated` flag
 FLAGS = {
@@ -151,9 +152,9 @@ _DOMAIN = re.compile(r"\bNVL(\d+)\b")  # NVIDIA's rack-scale systems name their 
 
 @dataclass
 class TttFit:
-    """What `predict_layout` needs for one time-to-train group (TTT_GROUP values in `group`)."""
+    """What `predict_layout` needs for one time-to-train group."""
 
-    group: dict
+    group: TttGroup
     parts: list[LayoutParts]  # every measured layout (and batch) of the group with parts
     fitted: list[LayoutParts]
     base: LayoutParts | None  # the smallest fitted layout: the waterfall's baseline
@@ -223,7 +224,7 @@ class TttFit:
         n = nodes * gpus_per_node
         if self.throughput_fit is not None:
             try:
-                return self.calibration * predict(self.throughput_fit, nodes, gpus_per_node)["predicted_throughput"]
+                return self.calibration * predict(self.throughput_fit, nodes, gpus_per_node).predicted_throughput
             except ConfigError:
                 pass  # a link kind the throughput runs never measured: the rate model below, if fitted
         rates = self.rate_readings(nodes, gpus_per_node, batch)
@@ -267,7 +268,7 @@ class TttFit:
 
     def evals(self, trained: float, batch: float) -> float:
         """How many evaluations a run makes that trains `trained` at global batch `batch` (module docstring)."""
-        return self.eval_per_interval * trained / eval_interval(self.group["model"], batch, self.published)
+        return self.eval_per_interval * trained / eval_interval(self.group.model, batch, self.published)
 
     def eval_s(self, n: int, trained: float, batch: float) -> float:
         if self.eval_cost is not None:
@@ -303,7 +304,7 @@ def _eval_model(fitted: list[LayoutParts], published: bool) -> tuple[float, tupl
     counted = [p for p in fitted if p.evals > 0 and p.eval_s > 0 and p.trained > 0]
     if not counted:
         return None
-    model = counted[0].group.get("model", "")
+    model = counted[0].group.model
     per = statistics.fmean(p.evals * eval_interval(model, p.global_batch, published) / p.trained for p in counted)
     return per, _power_law([(p.gpus, p.eval_s / p.evals) for p in counted])
 
@@ -382,7 +383,7 @@ def _matching_throughput_fit(fits, fitted: list[LayoutParts]):
     where there is one, else at the batch nearest theirs (its shape across layouts, ranks past a
     machine's cores included, is what the time-to-accuracy runs' own rate is calibrated against: issue 50
     item 7, where 4 ranks on 2 cores got a 0.39x speed-up from one and finished fastest in the other)."""
-    same = [f for f in fits or () if all(f.group.get(k) == fitted[0].group[k] for k in TTT_GROUP if k in f.group)]
+    same = [f for f in fits or () if f.group.ttt_key == fitted[0].group.ttt_key]
     for f in same:
         if all(abs(f.samples_per_gpu_step * p.gpus - p.global_batch) < 1e-9 for p in fitted):
             return f
@@ -413,15 +414,15 @@ def group_links(runs) -> dict[tuple, Links]:
             for key, (intra, inter, domain) in found.items()}
 
 
-def fit_group(parts: list[LayoutParts], fit_on: set[str] | None = None, ruleset: str | None = None,
+def fit_group(parts: list[LayoutParts], fit_on: set[Layout] | None = None, ruleset: str | None = None,
               published: bool = False, throughput_fits=(),
               links: Links = Links()) -> TttFit:
     """A TttFit from one group's layouts (ttt.LayoutParts), fitted on those named in `fit_on` (all
     when None). `published`: MLPerf logs, whose benchmark's RCP table gives B_crit (of `ruleset`);
     `links`: what its rings across nodes run on (group_links)."""
-    fitted = [p for p in parts if fit_on is None or p.layout in fit_on]
+    fitted = [p for p in parts if fit_on is None or p.place in fit_on]
     fitted.sort(key=lambda p: (p.gpus, p.nodes, p.global_batch))
-    tf = TttFit(group=dict(parts[0].group), parts=parts, fitted=fitted, base=fitted[0] if fitted else None,
+    tf = TttFit(group=parts[0].group, parts=parts, fitted=fitted, base=fitted[0] if fitted else None,
                 unit=parts[0].unit, published=published, links=links)
     if not fitted:
         tf.refused = "no fitted layout with a time to train and its parts (--fit-on names none of this group's)"
@@ -432,7 +433,7 @@ def fit_group(parts: list[LayoutParts], fit_on: set[str] | None = None, ruleset:
     tf.most_per_replica = max(p.gpus_per_replica for p in fitted)
 
     # Convergence: the RCP table's B_crit, S_min scaled to the fitted layouts (published), else their own fit.
-    table = rcp_for(tf.group["model"], ruleset) if published else None
+    table = rcp_for(tf.group.model, ruleset) if published else None
     rcp = fit(table[2]) if table else None
     if table:
         tf.rcp_smallest, tf.rcp_largest = min(b for b, _ in table[2]), max(b for b, _ in table[2])
@@ -459,12 +460,12 @@ def fit_group(parts: list[LayoutParts], fit_on: set[str] | None = None, ruleset:
     if tput is not None:
         for p in fitted:
             try:
-                ratios.append(p.throughput / predict(tput, p.nodes, p.gpus_per_node)["predicted_throughput"])
+                ratios.append(p.throughput / predict(tput, p.nodes, p.gpus_per_node).predicted_throughput)
             except ConfigError:
                 continue
     if ratios:
         tf.throughput_fit, tf.calibration = tput, statistics.fmean(ratios)
-        tf.rate_from = (f"the throughput predictor (fitted on {' '.join(tput.fitted_on)}, "
+        tf.rate_from = (f"the throughput predictor (fitted on {' '.join(map(str, tput.fitted_on))}, "
                         f"{tput.samples_per_gpu_step:g} per GPU) x {tf.calibration:.3f}, "
                         "the time-to-accuracy runs' own rate against it")
     tf.rate, said = _rate_model(fitted)
@@ -506,14 +507,14 @@ def _eval_words(tf: TttFit, evals: tuple[float, float] | None, published: bool) 
     if tf.eval_cost is None:
         return f"evaluation per {per_unit} trained {evals[0]:.3g} x GPUs^-{evals[1]:.2f}"
     each = f", each {tf.eval_cost[0]:.3g} s x GPUs^-{tf.eval_cost[1]:.2f}"
-    if eval_interval(tf.group["model"], 1, published) != 1:  # an interval that grows with the batch
+    if eval_interval(tf.group.model, 1, published) != 1:  # an interval that grows with the batch
         return f"evaluations = {tf.eval_per_interval:.3g} x {tf.unit} trained / MLPerf's BERT interval at the batch" + each
     return f"evaluations = {tf.eval_per_interval:.3g} per {per_unit} trained (a cadence the batch leaves alone)" + each
 
 
 def _residuals(tf: TttFit) -> None:
     """What the fit cannot explain at its own layouts (log-spreads): samples and rate against the fitted
-    curves, and the spread of each fitted layout's repeats (its time-to-train row's std / mean)."""
+    curves, and the spread of each fitted layout's repeats (LayoutParts.repeat_cv)."""
     logs = [math.log(tf.samples(p.global_batch) / p.trained) for p in tf.fitted
             if p.trained > 0 and (tf.samples(p.global_batch) or 0) > 0]
     tf.samples_residual = rms(logs)
@@ -522,9 +523,8 @@ def _residuals(tf: TttFit) -> None:
     tf.rate_residual = rms(rates)
     cvs, runs = [], []
     for p in tf.fitted:
-        row = p.rows[0] if p.rows else {}
-        if row.get("ttt_std_min") and row.get("ttt_mean_min"):
-            cvs.append(row["ttt_std_min"] / row["ttt_mean_min"])
+        if p.repeat_cv:
+            cvs.append(p.repeat_cv)
             runs.append(max(1, p.runs_used))
     tf.repeat_cv = statistics.fmean(cvs) if cvs else 0.0
     tf.repeat_runs = statistics.fmean(runs) if runs else 1.0
@@ -633,24 +633,117 @@ def choose_batch(tf: TttFit, nodes: int, gpus_per_node: int) -> tuple[int, str]:
     return batch, said
 
 
+@dataclass(frozen=True, kw_only=True)
+class TttPredictionRow(PredictionRow):
+    """prediction.csv's time-to-train rows: the throughput predictor's columns (its group and layout,
+    flags, note; the interval's where a figure has one), then these. *_min: minutes; the waterfall's
+    parts against the fitted baseline. result: the published row's systems file (mllog.groups);
+    *_low/*_high: the interval (`interval`); samples_from: whether the samples to target are the RCP
+    table's own mean at that batch or the line."""
+
+    global_batch: int | None = None
+    result: str | None = None
+    global_batch_from: str = ""
+    trained_unit: str = ""
+    predicted_trained: float | None = None
+    measured_trained: float | None = None
+    samples_from: str | None = None
+    training_rate: float | None = None
+    training_rate_low: float | None = None
+    training_rate_high: float | None = None
+    measured_training_rate: float | None = None
+    ttt_baseline: str = ""
+    ideal_ttt_min: float | None = None
+    convergence_min: float | None = None
+    throughput_min: float | None = None
+    eval_min: float | None = None
+    other_min: float | None = None
+    predicted_ttt_min: float | None = None
+    predicted_ttt_low_min: float | None = None
+    predicted_ttt_high_min: float | None = None
+    grade: str | None = None
+    measured_ttt_min: float | None = None
+    ttt_predicted_vs_measured: float | None = None
+    rate_from: str = ""
+    convergence_from: str = ""
+    eval_from: str = ""
+
+
+@dataclass(frozen=True)
+class _Predicted:
+    """What predict_layout predicts of a layout it does not refuse: the parts of its time to train and
+    the intervals around the rate and the time."""
+
+    trained: float
+    samples_from: str
+    rate: float
+    rate_interval: tuple[float, float]
+    parts: Decomposition
+    ttt_interval: tuple[float, float]
+    interval_from: str
+
+
 def predict_layout(tf: TttFit, nodes: int, gpus_per_node: int, batch: int | None = None,
-                   batch_from: str = "", measured: LayoutParts | None = None) -> dict:
-    """One prediction.csv row (PREDICTION_COLUMNS' group and layout columns, TTT_PREDICTION_COLUMNS,
-    flags and note) of NxG at `batch` (None: `choose_batch`)."""
-    n, layout = nodes * gpus_per_node, f"{nodes}x{gpus_per_node}"
+                   batch_from: str = "", measured: LayoutParts | None = None) -> TttPredictionRow:
+    """One prediction.csv row of NxG at `batch` (None: `choose_batch`): its prediction, or why it has none."""
+    n, layout = nodes * gpus_per_node, str(Layout(nodes, gpus_per_node))
     if batch is None and tf.fitted:
         batch, batch_from = choose_batch(tf, nodes, gpus_per_node)
-    row = {**dict.fromkeys(SCALING_GROUP, ""), **dict.fromkeys(TTT_PREDICTION_COLUMNS), **tf.group,
-           "mode": "time_to_accuracy", "layout": layout,
-           "nodes": nodes, "gpus_per_node": gpus_per_node, "gpus": n, "global_batch": batch,
-           "global_batch_from": batch_from, "trained_unit": tf.unit,
-           "batch_per_gpu": batch // n if batch and batch % n == 0 else None,
-           "baseline": tf.base.layout if tf.base else "", "ttt_baseline": tf.base.layout if tf.base else "",
-           "fitted": measured is not None and measured in tf.fitted, "fitted_on": tf.fitted_on,
-           "rate_from": tf.rate_from, "convergence_from": tf.convergence_from, "eval_from": tf.eval_from}
-    if measured is not None:
-        row.update(measured_trained=measured.trained, measured_training_rate=measured.throughput,
-                   measured_ttt_min=measured.ttt_s / 60, result=measured.result)
+    flags, note = _refusals(tf, n, batch, batch_from, measured)
+    trained, samples_from = tf.samples_and_source(batch) if batch else (None, "")
+    if trained is None and not flags:
+        same = [p for p in tf.fitted if p.global_batch == batch]
+        if same:
+            trained = statistics.fmean(p.trained for p in same)
+            samples_from = "the fitted layouts at this batch"
+        else:
+            flags.append("convergence-unknown")
+            note.append(f"Samples to the target at a global batch of {batch} are unknown: {tf.convergence_from}.")
+    rate = None if flags else tf.training_rate(nodes, gpus_per_node, batch)
+    if rate is None and not flags:
+        flags.append("too-few-fitted")
+        note.append(f"No training rate for {layout}: {tf.rate_from or 'no rate model'}.")
+    if flags:
+        return _row(tf, nodes, gpus_per_node, batch, batch_from, measured, (flags, note))
+    if tf.throughput_fit is not None and measured is None:
+        # The rate is the throughput predictor's: what it warns of at this layout holds here too.
+        try:
+            said = predict(tf.throughput_fit, nodes, gpus_per_node)
+            carried = [f for f in said.flags.split(";") if f in CARRIED]
+        except ConfigError:
+            carried = []
+        flags += carried
+        note += [said.note] if carried else []
+    e_s, o_s = tf.eval_s(n, trained, batch), tf.other_s(n)
+    predicted = LayoutParts(group=tf.group, layout=layout, nodes=nodes, gpus_per_node=gpus_per_node, gpus=n,
+                            global_batch=batch, runs_used=0, unit=tf.unit, trained=trained,
+                            train_s=trained / rate, eval_s=e_s, other_s=o_s, ttt_s=trained / rate + e_s + o_s)
+    parts = decompose(tf.base, predicted)
+    rate_sigma, ttt_sigma, interval_from = spread(tf, nodes, gpus_per_node, batch, samples_from.startswith("the RCP"))
+    fitted_n = [p.gpus for p in tf.fitted]
+    fitted_b = [p.global_batch for p in tf.fitted]
+    fitted_per_gpu = [p.global_batch / p.gpus for p in tf.fitted]
+    if (n > EXTRAPOLATION * max(fitted_n) or batch > EXTRAPOLATION * max(fitted_b)
+            or batch / n < min(fitted_per_gpu) / EXTRAPOLATION):
+        flags.append("extrapolated")
+        note.append(f"Beyond {EXTRAPOLATION:g}x the fitted range (GPUs {min(fitted_n)}-{max(fitted_n)}, global batch "
+                    f"{min(fitted_b)}-{max(fitted_b)}, per GPU {min(fitted_per_gpu):g}-{max(fitted_per_gpu):g}).")
+    if tf.published and tf.rcp_largest and batch > tf.rcp_largest:
+        flags.append("beyond-rcp")
+        note.append(f"A global batch of {batch} is above the RCP table's largest ({tf.rcp_largest:g}).")
+    if measured is not None and measured in tf.fitted:
+        flags.append("fitted")
+    if measured is not None and tf.base is not None and measured is tf.base:
+        flags.append("baseline")
+    return _row(tf, nodes, gpus_per_node, batch, batch_from, measured, (flags, note), _Predicted(
+        trained, samples_from, rate, interval(rate, rate_sigma), parts,
+        interval(parts.measured_min, ttt_sigma, TTT_QUANTILES), interval_from))
+
+
+def _refusals(tf: TttFit, n: int, batch: int | None, batch_from: str,
+              measured: LayoutParts | None) -> tuple[list[str], list[str]]:
+    """(flags, sentences) of a layout the fit cannot predict whatever it trains: too few fitted layouts,
+    a batch the RCP table caps, or model parallelism the fitted layouts did not have."""
     flags, note = [], []
     # A measured layout's own accumulation tells it from model parallelism; a layout not run has none.
     per_replica = (measured.gpus_per_replica if measured is not None and measured.global_batch == batch
@@ -671,89 +764,62 @@ def predict_layout(tf: TttFit, nodes: int, gpus_per_node: int, batch: int | None
                    else f"the layout would need model parallelism ({batch_from}), which these fits cannot see")
         note.append(f"A global batch of {batch} on {n} GPUs puts at least {per_replica:g} GPUs on each data-parallel "
                     f"replica, more than any fitted layout ({tf.most_per_replica:g}): {changed}.")
-    trained, samples_from = tf.samples_and_source(batch) if batch else (None, "")
-    if trained is None and not flags:
-        same = [p for p in tf.fitted if p.global_batch == batch]
-        if same:
-            trained = statistics.fmean(p.trained for p in same)
-            samples_from = "the fitted layouts at this batch"
-        else:
-            flags.append("convergence-unknown")
-            note.append(f"Samples to the target at a global batch of {batch} are unknown: {tf.convergence_from}.")
-    rate = None if flags else tf.training_rate(nodes, gpus_per_node, batch)
-    if rate is None and not flags:
-        flags.append("too-few-fitted")
-        note.append(f"No training rate for {layout}: {tf.rate_from or 'no rate model'}.")
-    if flags:
-        row.update(flags=";".join(flags), note=" ".join(note))
-        return row
-    if tf.throughput_fit is not None and measured is None:
-        # The rate is the throughput predictor's: what it warns of at this layout holds here too.
-        try:
-            said = predict(tf.throughput_fit, nodes, gpus_per_node)
-        except ConfigError:
-            said = {"flags": "", "note": ""}
-        carried = [f for f in said["flags"].split(";") if f in CARRIED]
-        flags += carried
-        note += [said["note"]] if carried else []
-    e_s, o_s = tf.eval_s(n, trained, batch), tf.other_s(n)
-    base = tf.base
-    predicted = LayoutParts(group=tf.group, layout=layout, nodes=nodes, gpus_per_node=gpus_per_node, gpus=n,
-                            global_batch=batch, runs_used=0, unit=tf.unit, trained=trained,
-                            train_s=trained / rate, eval_s=e_s, other_s=o_s, ttt_s=trained / rate + e_s + o_s)
-    parts = decompose(base, predicted)
-    row.update(predicted_trained=trained, training_rate=rate, ideal_ttt_min=parts["ideal_min"],
-               convergence_min=parts["convergence_min"], throughput_min=parts["throughput_min"],
-               eval_min=parts["eval_min"], other_min=parts["other_min"], predicted_ttt_min=parts["measured_min"],
-               samples_from=samples_from)
-    rate_sigma, ttt_sigma, row["interval_from"] = spread(tf, nodes, gpus_per_node, batch,
-                                                              samples_from.startswith("the RCP"))
-    row["training_rate_low"], row["training_rate_high"] = interval(rate, rate_sigma)
-    low, high = interval(row["predicted_ttt_min"], ttt_sigma, TTT_QUANTILES)
-    row.update(predicted_ttt_low_min=low, predicted_ttt_high_min=high, interval=COVERAGE,
-               grade=grade(high / low - 1 if low else None))
-    if tf.unit == "samples":
-        row["predicted_throughput"] = rate  # samples/s while training: the throughput columns' unit
-        row["predicted_throughput_low"], row["predicted_throughput_high"] = interval(rate, rate_sigma)
-    if row.get("measured_ttt_min"):
-        row["ttt_predicted_vs_measured"] = row["predicted_ttt_min"] / row["measured_ttt_min"]
-        row["measured_throughput"] = measured.throughput if tf.unit == "samples" else None
-    fitted_n = [p.gpus for p in tf.fitted]
-    fitted_b = [p.global_batch for p in tf.fitted]
-    fitted_per_gpu = [p.global_batch / p.gpus for p in tf.fitted]
-    if (n > EXTRAPOLATION * max(fitted_n) or batch > EXTRAPOLATION * max(fitted_b)
-            or batch / n < min(fitted_per_gpu) / EXTRAPOLATION):
-        flags.append("extrapolated")
-        note.append(f"Beyond {EXTRAPOLATION:g}x the fitted range (GPUs {min(fitted_n)}-{max(fitted_n)}, global batch "
-                    f"{min(fitted_b)}-{max(fitted_b)}, per GPU {min(fitted_per_gpu):g}-{max(fitted_per_gpu):g}).")
-    if tf.published and tf.rcp_largest and batch > tf.rcp_largest:
-        flags.append("beyond-rcp")
-        note.append(f"A global batch of {batch} is above the RCP table's largest ({tf.rcp_largest:g}).")
-    if row["fitted"]:
-        flags.append("fitted")
-    if measured is not None and base is not None and measured is base:
-        flags.append("baseline")
-    row.update(flags=";".join(flags), note=" ".join(note))
-    return row
+    return flags, note
 
 
-def group_rows(tf: TttFit, layouts: list[tuple[int, int]], global_batch: int | None = None) -> list[dict]:
+def _row(tf: TttFit, nodes: int, gpus_per_node: int, batch: int | None, batch_from: str,
+         measured: LayoutParts | None, said: tuple[list[str], list[str]],
+         p: _Predicted | None = None) -> TttPredictionRow:
+    """The row of NxG: what `predict_layout` predicted (`p`; None: refused) and `said` (flags, sentences)."""
+    n = nodes * gpus_per_node
+    measured_ttt = measured.ttt_s / 60 if measured is not None else None
+    samples = p is not None and tf.unit == "samples"  # samples/s while training: the throughput columns' unit
+    low, high = p.ttt_interval if p else (None, None)
+    return TttPredictionRow(
+        **vars(tf.group), mode="time_to_accuracy", batch_per_gpu=batch // n if batch and batch % n == 0 else None,
+        accum_steps=None, layout=str(Layout(nodes, gpus_per_node)), nodes=nodes, gpus_per_node=gpus_per_node, gpus=n,
+        baseline=tf.base.layout if tf.base else "",
+        predicted_throughput=p.rate if samples else None,
+        predicted_throughput_low=p.rate_interval[0] if samples else None,
+        predicted_throughput_high=p.rate_interval[1] if samples else None,
+        interval=COVERAGE if p else None, interval_from=p.interval_from if p else None,
+        measured_throughput=measured.throughput if samples and measured_ttt else None,
+        fitted=measured is not None and measured in tf.fitted, fitted_on=tf.fitted_on,
+        flags=";".join(said[0]), note=" ".join(said[1]),
+        global_batch=batch, result=measured.result if measured is not None else None, global_batch_from=batch_from,
+        trained_unit=tf.unit, predicted_trained=p.trained if p else None,
+        measured_trained=measured.trained if measured is not None else None,
+        samples_from=p.samples_from if p else None, training_rate=p.rate if p else None,
+        training_rate_low=p.rate_interval[0] if p else None, training_rate_high=p.rate_interval[1] if p else None,
+        measured_training_rate=measured.throughput if measured is not None else None,
+        ttt_baseline=tf.base.layout if tf.base else "",
+        ideal_ttt_min=p.parts.ideal_min if p else None, convergence_min=p.parts.convergence_min if p else None,
+        throughput_min=p.parts.throughput_min if p else None, eval_min=p.parts.eval_min if p else None,
+        other_min=p.parts.other_min if p else None, predicted_ttt_min=p.parts.measured_min if p else None,
+        predicted_ttt_low_min=low, predicted_ttt_high_min=high, grade=grade(high / low - 1 if low else None) if p else None,
+        measured_ttt_min=measured_ttt,
+        ttt_predicted_vs_measured=p.parts.measured_min / measured_ttt if p and measured_ttt else None,
+        rate_from=tf.rate_from, convergence_from=tf.convergence_from, eval_from=tf.eval_from)
+
+
+def group_rows(tf: TttFit, layouts: list[Layout], global_batch: int | None = None) -> list[TttPredictionRow]:
     """`tf`'s rows: every measured layout and batch (to compare with), then each of `layouts` not
     measured (at `global_batch` where given, else choose_batch's), in order of GPUs."""
     rows = []
-    measured = {(p.nodes, p.gpus_per_node) for p in tf.parts}
+    measured = {p.place for p in tf.parts}
     source = "published" if tf.published else "run"
     for p in tf.parts:
         rows.append(predict_layout(tf, p.nodes, p.gpus_per_node, p.global_batch, source, measured=p))
-    for nodes, gpus in dict.fromkeys(layouts):
-        if (nodes, gpus) not in measured:
-            rows.append(predict_layout(tf, nodes, gpus, global_batch, "--global-batch" if global_batch else ""))
-    rows.sort(key=lambda r: (r["gpus"], r["nodes"], r["global_batch"] or 0, r.get("result") or ""))
+    for layout in dict.fromkeys(layouts):
+        if layout not in measured:
+            rows.append(predict_layout(tf, layout.nodes, layout.gpus_per_node, global_batch,
+                                       "--global-batch" if global_batch else ""))
+    rows.sort(key=lambda r: (r.gpus, r.nodes, r.global_batch or 0, r.result or ""))
     return rows
 
 
-def predictions(runs, parts: list[LayoutParts], layouts: list[tuple[int, int]], fit_on: set[str] | None = None,
-                throughput_fits=(), global_batch: int | None = None) -> tuple[list[TttFit], list[dict]]:
+def predictions(runs, parts: list[LayoutParts], layouts: list[Layout], fit_on: set[Layout] | None = None,
+                throughput_fits=(), global_batch: int | None = None) -> tuple[list[TttFit], list[TttPredictionRow]]:
     """(one TttFit per time-to-train group with parts, their rows). `runs` say which groups are
     published MLPerf logs and of which ruleset (MllogRun.ruleset)."""
     rulesets: dict[tuple, str] = {}
@@ -774,7 +840,7 @@ def predictions(runs, parts: list[LayoutParts], layouts: list[tuple[int, int]], 
 
 # --- Markdown, plot -----------------------------------------------------------------------------------
 
-def markdown(rows: list[dict], fits: list[TttFit]) -> str:
+def markdown(rows: list[TttPredictionRow], fits: list[TttFit]) -> str:
     if not rows:
         return ""
 
@@ -787,9 +853,9 @@ def markdown(rows: list[dict], fits: list[TttFit]) -> str:
              "are the waterfall's against the fitted baseline (minutes). A measured layout shows predicted / "
              "measured; a row that cannot be predicted honestly says why instead of a number.\n"]
     for tf in fits:
-        rs = [r for r in rows if all(r.get(k) == tf.group[k] for k in TTT_GROUP)]
-        title = " · ".join(str(tf.group[k]) for k in TTT_GROUP if k != "system" and tf.group.get(k))
-        parts.append(f"### {title} — {tf.group['system']}\n")
+        rs = [r for r in rows if r.ttt_key == tf.group.ttt_key]
+        title = " · ".join(str(v) for v in tf.group.ttt_key[1:] if v)  # the group but its system
+        parts.append(f"### {title} — {tf.group.system}\n")
         said = [f"Fitted on {tf.fitted_on or 'no layout of this group'}"]
         said += [f"{what}: {text}" for what, text in (("Rate", tf.rate_from), ("Convergence", tf.convergence_from))
                  if text]
@@ -799,37 +865,37 @@ def markdown(rows: list[dict], fits: list[TttFit]) -> str:
             ["layout", "GPUs", "global batch", f"{tf.unit or 'trained'} predicted / measured", "ideal", "+ convergence",
              "+ throughput", "+ evaluation", "+ other", "= predicted (min)", f"{100 * COVERAGE:.0f} % interval (min)",
              "measured (min)", "predicted / measured", "check"],
-            [[r["layout"] + (" (fit)" if r.get("fitted") else "") + (f" [{r['result']}]" if r.get("result") else ""),
-              r["gpus"], r["global_batch"] or "–",
-              f"{num(r.get('predicted_trained'), '{:,.4g}')} / {num(r.get('measured_trained'), '{:,.4g}')}",
-              num(r.get("ideal_ttt_min")), num(r.get("convergence_min"), "{:+,.2f}"),
-              num(r.get("throughput_min"), "{:+,.2f}"), num(r.get("eval_min"), "{:+,.2f}"),
-              num(r.get("other_min"), "{:+,.2f}"),
-              num(r.get("predicted_ttt_min")) if r.get("predicted_ttt_min") is not None else "not predicted",
-              f"{num(r.get('predicted_ttt_low_min'))}-{num(r.get('predicted_ttt_high_min'))} ({r.get('grade')})"
-              if r.get("predicted_ttt_low_min") is not None else "–",
-              num(r.get("measured_ttt_min")), num(r.get("ttt_predicted_vs_measured"), "{:.3f}"),
-              ", ".join(f for f in (r.get("flags") or "").split(";") if f)] for r in rs]) + "\n")
-        samples = dict.fromkeys(f"{r['layout']}: {r['samples_from']}" for r in rs
-                                if r.get("samples_from") and not r.get("fitted"))
+            [[r.layout + (" (fit)" if r.fitted else "") + (f" [{r.result}]" if r.result else ""),
+              r.gpus, r.global_batch or "–",
+              f"{num(r.predicted_trained, '{:,.4g}')} / {num(r.measured_trained, '{:,.4g}')}",
+              num(r.ideal_ttt_min), num(r.convergence_min, "{:+,.2f}"),
+              num(r.throughput_min, "{:+,.2f}"), num(r.eval_min, "{:+,.2f}"),
+              num(r.other_min, "{:+,.2f}"),
+              num(r.predicted_ttt_min) if r.predicted_ttt_min is not None else "not predicted",
+              f"{num(r.predicted_ttt_low_min)}-{num(r.predicted_ttt_high_min)} ({r.grade})"
+              if r.predicted_ttt_low_min is not None else "–",
+              num(r.measured_ttt_min), num(r.ttt_predicted_vs_measured, "{:.3f}"),
+              ", ".join(f for f in (r.flags or "").split(";") if f)] for r in rs]) + "\n")
+        samples = dict.fromkeys(f"{r.layout}: {r.samples_from}" for r in rs
+                                if r.samples_from and not r.fitted)
         if samples:
             parts.append("Samples to target from: " + "; ".join(samples) + ".\n")
-        chosen = [f"{r['layout']}: {r['global_batch']} ({r['global_batch_from']})" for r in rs
-                  if r.get("global_batch_from") not in ("published", "run", "")]
+        chosen = [f"{r.layout}: {r.global_batch} ({r.global_batch_from})" for r in rs
+                  if r.global_batch_from not in ("published", "run", "")]
         if chosen:
             parts.append("Global batch of the layouts not measured: " + "; ".join(chosen) + ".\n")
         parts.append(f"Grades from the {100 * COVERAGE:.0f} % interval's width (high / low - 1): "
                      + ", ".join(f"{name} <= {100 * most:.0f} %" for most, name in GRADES)
                      + ", else indicative; on MLPerf Training v4.0-v5.1 the tight and usable predictions "
                        "were the accurate ones (benchmarks/bench_predict_published.py).\n")
-        used = list(dict.fromkeys(f for r in rs for f in (r.get("flags") or "").split(";") if f))
-        parts += [f"- **{flag}** ({', '.join(r['layout'] for r in rs if flag in (r.get('flags') or '').split(';'))})"
+        used = list(dict.fromkeys(f for r in rs for f in (r.flags or "").split(";") if f))
+        parts += [f"- **{flag}** ({', '.join(r.layout for r in rs if flag in (r.flags or '').split(';'))})"
                   f": {FLAGS[flag]}." for flag in used if flag in FLAGS]
         parts.append("")
     return "\n".join(parts)
 
 
-def figure(rows: list[dict], fits: list[TttFit]):
+def figure(rows: list[TttPredictionRow], fits: list[TttFit]):
     """Predicted (circles; filled: fitted) and measured (stars) time to train against the GPUs, one
     panel per group; a layout not predicted is named where its measurement is."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
@@ -838,41 +904,41 @@ def figure(rows: list[dict], fits: list[TttFit]):
 
     from hvdbench.results.render.plots import log_axis
 
-    fits = [tf for tf in fits if any(all(r.get(k) == tf.group[k] for k in TTT_GROUP) for r in rows)][:12]
+    fits = [tf for tf in fits if any(r.ttt_key == tf.group.ttt_key for r in rows)][:12]
     cols = min(len(fits), 2) or 1
     nrows = math.ceil(max(len(fits), 1) / cols)
     fig = Figure(figsize=(6.4 * cols, 4.8 * nrows), layout="constrained")
     FigureCanvasAgg(fig)
     for i, tf in enumerate(fits):
         ax = fig.add_subplot(nrows, cols, i + 1)
-        rs = [r for r in rows if all(r.get(k) == tf.group[k] for k in TTT_GROUP)]
-        pred = [r for r in rs if r.get("predicted_ttt_min") is not None]
-        line = sorted(pred, key=lambda r: r["gpus"])
+        rs = [r for r in rows if r.ttt_key == tf.group.ttt_key]
+        pred = [r for r in rs if r.predicted_ttt_min is not None]
+        line = sorted(pred, key=lambda r: r.gpus)
         if line:
-            ax.plot([r["gpus"] for r in line], [r["predicted_ttt_min"] for r in line], "o-", alpha=0.7,
+            ax.plot([r.gpus for r in line], [r.predicted_ttt_min for r in line], "o-", alpha=0.7,
                     markerfacecolor="none", label="predicted")
-            band = [r for r in line if r.get("predicted_ttt_low_min") is not None]
+            band = [r for r in line if r.predicted_ttt_low_min is not None]
             if band:
-                ax.fill_between([r["gpus"] for r in band], [r["predicted_ttt_low_min"] for r in band],
-                                [r["predicted_ttt_high_min"] for r in band], color="tab:blue", alpha=0.15, lw=0,
+                ax.fill_between([r.gpus for r in band], [r.predicted_ttt_low_min for r in band],
+                                [r.predicted_ttt_high_min for r in band], color="tab:blue", alpha=0.15, lw=0,
                                 label=f"{100 * COVERAGE:.0f} % interval")
-            fit_rows = [r for r in line if r.get("fitted")]
-            ax.plot([r["gpus"] for r in fit_rows], [r["predicted_ttt_min"] for r in fit_rows], "o", color="tab:blue",
+            fit_rows = [r for r in line if r.fitted]
+            ax.plot([r.gpus for r in fit_rows], [r.predicted_ttt_min for r in fit_rows], "o", color="tab:blue",
                     label="predicted, fitted layout")
-        meas = [r for r in rs if r.get("measured_ttt_min")]
-        ax.plot([r["gpus"] for r in meas], [r["measured_ttt_min"] for r in meas], "k*", markersize=9, label="measured")
+        meas = [r for r in rs if r.measured_ttt_min]
+        ax.plot([r.gpus for r in meas], [r.measured_ttt_min for r in meas], "k*", markersize=9, label="measured")
         for r in rs:
-            y = r.get("predicted_ttt_min") or r.get("measured_ttt_min")
+            y = r.predicted_ttt_min or r.measured_ttt_min
             if y is None:
                 continue
-            refused = set((r.get("flags") or "").split(";")) & set(REFUSED)
-            text = r["layout"] + (f" ({r['global_batch']})" if r.get("global_batch") else "")
+            refused = set((r.flags or "").split(";")) & set(REFUSED)
+            text = r.layout + (f" ({r.global_batch})" if r.global_batch else "")
             if refused:
                 text += ": not predicted (" + ", ".join(sorted(refused)) + ")"
-            label = ax.annotate(text, (r["gpus"], y), fontsize=6, textcoords="offset points", xytext=(5, 4),
+            label = ax.annotate(text, (r.gpus, y), fontsize=6, textcoords="offset points", xytext=(5, 4),
                                 color="red" if refused else "0.2")
             label.set_in_layout(False)
-        xs = sorted({r["gpus"] for r in rs})
+        xs = sorted({r.gpus for r in rs})
         ax.set_xscale("log", base=2)
         ax.set_xlim(xs[0] / 1.3, xs[-1] * 1.6)
         ax.xaxis.set_major_locator(FixedLocator(xs))
@@ -883,16 +949,16 @@ def figure(rows: list[dict], fits: list[TttFit]):
             log_axis(ax)
         ax.set_xlabel("GPUs (global batch)")
         ax.set_ylabel("time to train (min)")
-        ax.set_title(f"{tf.group['model']}: predicted and measured time to train\n"
-                     + textwrap.fill(f"{tf.group['system']} · fitted on {tf.fitted_on or 'nothing'}", 80), fontsize=9)
+        ax.set_title(f"{tf.group.model}: predicted and measured time to train\n"
+                     + textwrap.fill(f"{tf.group.system} · fitted on {tf.fitted_on or 'nothing'}", 80), fontsize=9)
         ax.grid(True, alpha=0.3)
         ax.legend(fontsize=7)
     return fig
 
 
-def write_figure(rows: list[dict], fits: list[TttFit], out, formats=("png",)) -> list:
+def write_figure(rows: list[TttPredictionRow], fits: list[TttFit], out, formats=("png",)) -> list:
     """prediction_ttt.png when a row has a number (prediction.csv holds the rows: throughput.write)."""
-    if "png" not in formats or not any(r.get("predicted_ttt_min") is not None or r.get("measured_ttt_min")
+    if "png" not in formats or not any(r.predicted_ttt_min is not None or r.measured_ttt_min
                                        for r in rows):
         return []
     return [atomic_write_png(figure(rows, fits), Path(out) / "prediction_ttt.png")]

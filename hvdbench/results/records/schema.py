@@ -1,4 +1,6 @@
-"""The one result schema: the columns of every CSV hvdbench writes are declared here, once.
+"""The one result schema of the runs: the columns of every CSV a run or a bench writes are declared
+here, once (the report's tables are typed rows, rows.py's ReportRow, declared beside the section that
+fills each).
 
     runs.csv                    RunResult: one row per training run (a retry appends another);
                                 a worker writes the same record as result.json
@@ -7,8 +9,6 @@
     bench_compute.csv           ComputeRow: one row per rank, operation and precision
     RUN/ranks.csv               RankRow: one row per rank of a multi-rank throughput run (its own
                                 step times, gathered to rank 0 once at the end of the timed window)
-    <report>/<table>.csv        REPORT_COLUMNS (scaling, layouts, time_to_train, epochs), and
-                                COMM_COLUMNS / IO_COLUMNS (comm_vs_training, io_vs_training)
 
 runs.csv and the bench CSVs share their layout columns (`LayoutFields`), so a bench row joins the
 training runs of its layout. A worker writes one `RunResult` as `result.json` (plus the resolved
@@ -21,6 +21,7 @@ misread.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import math
 import os
@@ -52,6 +53,7 @@ ADDED_COLUMNS = {2: ("data_s", "compute_s", "comm_s", "update_s", "other_s"),
 # What a column added later reads as in an older row, where empty would be wrong: every run before
 # schema 5 trained under Horovod.
 ADDED_DEFAULTS = {"engine": "horovod"}
+_OLDER_VERSIONS = frozenset(str(v) for v in range(1, SCHEMA_VERSION))  # as their cells read
 
 STATUSES = ("success", "aborted", "failed", "timeout")
 # The RunResult columns a training run measures (hvdbench.train.loop.Measures holds them, with the
@@ -97,20 +99,21 @@ class CsvRecord:
         such cells empty ("not measured") so no table prints them and no statistic overflows. NaN is
         emptied without a word: it has always meant "not measured" (a metric over no samples)."""
         said = []
-        for f in fields(self):
-            value = getattr(self, f.name)
-            if not isinstance(value, float) or isinstance(value, bool):
+        layout, values = _layout(type(self)), vars(self)
+        for name in layout.float_fields:
+            value = values[name]
+            if not isinstance(value, float) or 0.0 <= value <= ABSURD:  # None, an int, or a figure in range
                 continue
             if math.isnan(value):
-                setattr(self, f.name, None)
+                setattr(self, name, None)
                 continue
-            figure = self.FIGURES is None or f.name in self.FIGURES
+            figure = layout.figures is None or name in layout.figures
             why = ("not a finite number" if not math.isfinite(value) else
                    "negative" if figure and value < 0 else
                    f"past {ABSURD:g}, no measurement" if figure and abs(value) > ABSURD else "")
             if why:
-                said.append(f"column {f.name} has {value!r}: {why}, left empty")
-                setattr(self, f.name, None)
+                said.append(f"column {name} has {value!r}: {why}, left empty")
+                setattr(self, name, None)
         return said
 
     @classmethod
@@ -128,32 +131,94 @@ class CsvRecord:
 
     @classmethod
     def from_row(cls, row: dict[str, str], where: str = "row"):
-        missing = [c for c in cls.columns() if c not in row]
-        if missing:
+        """The record of one CSV row (column -> cell), each cell read as its field's type; SchemaError
+        naming `where` and the column for a missing column, another schema version or a bad cell."""
+        layout = _layout(cls)
+        if not row.keys() >= layout.column_set:
+            missing = [c for c in layout.columns if c not in row]
             raise SchemaError(f"{where}: missing column(s) {', '.join(missing)}")
-        if str(row["schema_version"]) != str(cls.SCHEMA_VERSION):
+        if str(row["schema_version"]) != layout.version:
             raise SchemaError(f"{where}: schema_version {row['schema_version']} "
                               f"(this hvdbench reads version {cls.SCHEMA_VERSION})")
+        return cls._from_cells([row[c] for c in layout.columns], where)
+
+    @classmethod
+    def from_cells(cls, cells: list[str], where: str = "row"):
+        """from_row for cells in columns() order (a store whose header is the class's columns: the
+        report's read of runs.csv), without a dict per row; another schema version's row is read
+        by from_row."""
+        layout = _layout(cls)
+        if cells[layout.version_at] != layout.version:
+            return cls.from_row(dict(zip(layout.columns, cells)), where)
+        return cls._from_cells(list(cells), where)
+
+    @classmethod
+    def _from_cells(cls, values: list, where: str):
+        """The record of `values`, the cells in columns() order, each read in place."""
+        layout = _layout(cls)
         try:
-            return cls(**{f.name: _parse(f, row[f.name], where) for f in fields(cls)})
+            for i in layout.floats:
+                cell = values[i]
+                values[i] = None if cell == "" else float(cell)
+            for i in layout.ints:
+                values[i] = int(values[i] or 0)
+            for i in layout.optional_ints:
+                cell = values[i]
+                values[i] = None if cell == "" else int(cell or 0)
+        except ValueError:
+            raise SchemaError(f"{where}: column {layout.columns[i]} has {values[i]!r}, "
+                              f"expected {layout.kinds[layout.columns[i]]}") from None
+        for i in layout.bools:
+            values[i] = values[i] in ("1", "True", "true", "yes")
+        try:
+            # By position where the columns are the leading fields in order (runs.csv's): matching
+            # ninety keywords to their parameters took as long as reading the row.
+            return cls(*values) if layout.positional else cls(**dict(zip(layout.columns, values)))
         except SchemaError as e:  # a check in __post_init__ does not know the file
             if str(e).startswith(where):
                 raise
             raise SchemaError(f"{where}: {e}") from None
 
 
-def _parse(f: dataclasses.Field, cell: str, where: str):
-    kind = str(f.type)
-    try:
-        if kind.startswith("float"):
-            return None if cell == "" else float(cell)
-        if kind.startswith("int"):
-            return None if cell == "" and "None" in kind else int(cell or 0)
-        if kind.startswith("bool"):
-            return cell in ("1", "True", "true", "yes")
-        return cell
-    except ValueError:
-        raise SchemaError(f"{where}: column {f.name} has {cell!r}, expected {kind}") from None
+@dataclass(frozen=True)
+class _Layout:
+    """What reading a CsvRecord class's rows and clearing their impossible cells needs, worked out
+    once per class: dataclasses.fields() recomputed cell by cell, about four times per row, was the
+    whole of the report's cost per run (issue 54, item 8). A column is read by its field's
+    annotation (a string: `from __future__ import annotations`): float ("" is None), int ("" is 0),
+    int | None ("" is None), bool (1/True/true/yes); any other is text, the cell as it is."""
+
+    columns: tuple[str, ...]  # the CSV's columns, in the class's order (its columns())
+    column_set: frozenset[str]
+    version: str  # SCHEMA_VERSION as its cell reads
+    version_at: int  # where schema_version is among the columns
+    # the columns' positions by how they read (the rest are text)
+    floats: tuple[int, ...]
+    ints: tuple[int, ...]
+    optional_ints: tuple[int, ...]
+    bools: tuple[int, ...]
+    positional: bool  # the columns are the leading fields, in order: a record is made from them by position
+    kinds: dict[str, str]  # field -> its annotation, for the line naming a bad cell
+    float_fields: tuple[str, ...]  # every float field (a LoadedRun's too: clear_impossible looks at each)
+    figures: frozenset[str] | None  # FIGURES; None: every float column
+
+
+@functools.cache
+def _layout(cls: type[CsvRecord]) -> _Layout:
+    kinds = {f.name: str(f.type) for f in fields(cls)}
+    columns = tuple(cls.columns())
+
+    def at(kind: str, optional: bool | None = None) -> tuple[int, ...]:
+        return tuple(i for i, c in enumerate(columns) if kinds[c].startswith(kind)
+                     and (optional is None or ("None" in kinds[c]) == optional))
+
+    return _Layout(columns=columns, column_set=frozenset(columns), version=str(cls.SCHEMA_VERSION),
+                   version_at=columns.index("schema_version"), floats=at("float"), ints=at("int", optional=False),
+                   optional_ints=at("int", optional=True), bools=at("bool"),
+                   positional=columns == tuple(kinds)[:len(columns)] and all(
+                       f.init and not f.kw_only for f in fields(cls)[:len(columns)]), kinds=kinds,
+                   float_fields=tuple(name for name, kind in kinds.items() if kind.startswith("float")),
+                   figures=None if cls.FIGURES is None else frozenset(cls.FIGURES))
 
 
 @dataclass
@@ -317,7 +382,7 @@ class RunResult(LayoutFields, _RunIdentity, CsvRecord):
         """A runs.csv row (an empty cell or nan is "not measured", which the report leaves out; the store
         empties an infinite or impossible figure with a warning: CsvRecord.clear_impossible). A row of
         an older schema version reads with the columns added since empty."""
-        if str(row.get("schema_version")) in {str(v) for v in range(1, SCHEMA_VERSION)}:
+        if str(row.get("schema_version")) in _OLDER_VERSIONS:
             added = cls.added_since(int(row["schema_version"]))
             row = {**{c: ADDED_DEFAULTS.get(c, "") for c in added}, **row, "schema_version": str(SCHEMA_VERSION)}
         return super().from_row(row, where)
@@ -390,15 +455,6 @@ class LoadedRun(RunResult):
     def to_row(self) -> dict[str, str]:
         row = super().to_row()
         return {c: row[c] for c in RunResult.columns()}
-
-    @classmethod
-    def from_row(cls, row: dict[str, str], where: str = "row") -> "LoadedRun":
-        return cls.of(RunResult.from_row(row, where))
-
-    @classmethod
-    def of(cls, run: RunResult, **found) -> "LoadedRun":
-        """`run` (a runs.csv row) with what was found beside it."""
-        return cls(**{f.name: getattr(run, f.name) for f in fields(RunResult)}, **found)
 
 
 # --- the bench CSVs ----------------------------------------------------------------------------
@@ -563,139 +619,12 @@ class RankRow(CsvRecord):
     schema_version: int = SCHEMA_VERSION
 
 
-# --- the report's tables (hvdbench report: REPORT/<name>.csv) ----------------------------------
+# --- what the report reads of the runs ---------------------------------------------------------
 
-# The keys a table's rows are grouped by (one Markdown section and one plot panel per group).
-SCALING_GROUP = ("system", "model", "flavor", "framework", "engine", "precision", "levers", "mode", "batch_per_gpu",
-                 "accum_steps")
-TTT_GROUP = ("system", "model", "flavor", "framework", "engine", "precision", "levers")
-_COUNTS = ("runs", "ok", "failed", "aborted", "timeout")
-_LAYOUT = ("layout", "nodes", "gpus_per_node", "gpus", "scale")
 # Cores' worth of other work that makes a run's numbers suspect (the report's `busy` flag, sweep
 # --require-idle): half a core on average is a neighbour busy half the time, enough to stretch a CPU
 # rank's steps (it spins on the same cores).
 BUSY_CPUS = 0.5
-
-# Where a layout ran: its hosts (';'-joined) and the inter-node link (sweep.json's, or a published
-# log's systems JSON host_networking); empty for one node.
-_WHERE = ("hosts", "link")
-
-# samples_*: sample-counted benchmarks (LLMs, BERT), whose epoch columns are empty.
-EPOCH_COLUMNS = ("system", "model", "flavor", "framework", "engine", "levers", "gpus", "layout", "global_batch",
-                 "time_per_epoch_min", "epochs_mean", "samples_to_target_mean", "time_per_1m_samples_min",
-                 "precision", "runs", "converged")
-# Columns in order. Throughput is samples/s over all GPUs; *_min columns are minutes.
-REPORT_COLUMNS = {
-    "scaling": SCALING_GROUP + _LAYOUT + _COUNTS + (
-        "n_throughput", "throughput_mean", "throughput_std", "throughput_2sigma",
-        "throughput_per_gpu", "baseline", "speedup", "efficiency", "efficiency_2sigma", "layout_source") + _WHERE + (
-        "cv", "step_cv", "other_cpus", "other_gpu_procs",
-        # threads: CPU math threads per rank (runs.csv threads; '2|4' when a layout's runs differ);
-        # steps, warmup_steps: the fewest timed and warm-up steps of the layout's runs
-        "threads", "steps", "warmup_steps", "flags"),
-    "layouts": SCALING_GROUP + ("gpus", "layout", "nodes", "gpus_per_node", "scale", "reference") + _COUNTS + (
-        "throughput_mean", "throughput_2sigma", "relative", "delta_pct", "noise_2sigma_pct", "within_noise") + _WHERE,
-    # ttt_min: MLPerf's score (olympic mean); ttt_rcp_min: the same after the official summarizer's
-    # RCP rescale (x rcp_factor; closed-division MLPerf logs, see hvdbench.results.mllog.rcp_check);
-    # samples_*: sample-based logs (BERT), whose epochs are often unknown.
-    # result: a published run's systems file (one row each, as the summarizer scores them; mllog.groups)
-    "time_to_train": TTT_GROUP + _LAYOUT + (
-        "global_batch", "result", "runs", "converged", "failed", "aborted", "timeout", "epochs_mean",
-        "time_per_epoch_min", "samples_to_target_mean", "time_per_1m_samples_min", "ttt_min",
-        "ttt_rcp_min", "rcp_factor", "rcp_check", "scoring", "ttt_mean_min", "ttt_std_min", "ttt_2sigma_min",
-        # the evaluation cadence and the time it spans: the target was crossed up to that much earlier
-        "eval_every_epochs", "ttt_resolution_s",
-        "metric", "target", "final_metric_mean", "baseline", "speedup", "efficiency", "speedup_rcp",
-        "layout_source", "ruleset", "rcp_note", "rcp_mean", "rcp_min", "converge_mean") + _WHERE,
-    "epochs": EPOCH_COLUMNS,
-}
-# Why each layout lost what it lost (hvdbench.results.analyses.waterfall): one row per group and layout.
-WATERFALL_COLUMNS = SCALING_GROUP + ("layout", "nodes", "gpus_per_node", "gpus", "baseline", "ideal", "comm_loss",
-                                     # imbalance_loss: waiting for the slowest rank (runs with RUN/ranks.csv),
-                                     # taken out of what rank 0 waited at the exchange
-                                     "imbalance_loss", "data_loss", "compute_loss", "unattributed", "measured",
-                                     "data_from", "base_step_ms",
-                                     "step_ms", "data_ms", "compute_ms", "comm_ms", "update_ms", "other_ms",
-                                     # the layout's MFU (hvdbench.results.analyses.efficiency): how far its compute
-                                     # part was from the hardware
-                                     "compute_mfu")
-# Which rank or host held the others back (hvdbench.results.analyses.stragglers), from the runs' RUN/ranks.csv:
-# one row per group, layout and rank (its compute etc. as means over the layout's runs, ms per step; vs_others: its
-# compute over the median of the other ranks', the mean over runs, and that ratio's 2σ across them; threshold: the
-# excess over 1 beyond which it is named, a fraction: the layout's spread across repeats, at least 5 %) and one per
-# group, layout and host (its ranks' median compute over the other hosts' ranks').
-STRAGGLER_COLUMNS = SCALING_GROUP + ("layout", "rank", "host", "local_rank", "device", "gpu_index", "gpu_uuid", "runs",
-                                     "step_ms", "compute_ms", "data_ms", "comm_ms", "vs_others", "vs_others_2sigma",
-                                     "threshold", "straggler", "partial")
-STRAGGLER_HOST_COLUMNS = SCALING_GROUP + ("layout", "host", "ranks", "runs", "compute_ms", "vs_others",
-                                          "vs_others_2sigma", "threshold", "straggler")
-# The links between hosts and ranks (hvdbench.results.analyses.links, from bench_links.csv): one row per run and
-# pair; latency_us: the smallest message's one-way time; bandwidth_gb_s: the largest message's one-way bandwidth;
-# vs_best: that over the fastest pair of its kind in the run; slow: below links.SLOW_FRACTION of the fastest.
-LINK_COLUMNS = ("run_id", "started_at", "layout", "kind", "host_a", "host_b", "rank_a", "rank_b", "device_a",
-                "device_b", "backend", "latency_bytes", "latency_us", "bandwidth_bytes", "bandwidth_gb_s", "vs_best",
-                "slow", "nic_a", "nic_b", "nic_gb_s", "intra_link", "wrong")
-# Engines side by side (hvdbench.results.analyses.engines): one row per group, layout and engine, where a layout
-# ran under two engines or more; vs_reference: throughput / the reference engine's (Horovod's).
-ENGINE_COLUMNS = tuple(k for k in SCALING_GROUP if k != "engine") + (
-    "layout", "gpus", "engine", "reference", "runs", "throughput_mean", "throughput_2sigma", "vs_reference",
-    "vs_reference_2sigma", "within_noise", "data_ms", "compute_ms", "comm_ms", "update_ms", "other_ms",
-    "shard_parameters", "why", "flags")
-# How far each layout's compute was from the hardware (hvdbench.results.analyses.efficiency): one row per group and
-# layout; mfu against the datasheet peak, mfu_measured against `bench compute`'s; energy_to_train_j:
-# time-to-accuracy runs' GPUs, run_start -> run_stop.
-COMPUTE_COLUMNS = SCALING_GROUP + (
-    "layout", "gpus", "runs", "throughput_per_gpu", "flops_per_sample", "model_tflops_per_gpu", "peak_tflops", "mfu",
-    "measured_peak_tflops", "mfu_measured", "mem_allocated_gb", "mem_reserved_gb", "mem_resident_gb",
-    "mem_estimate_gb", "energy_j_per_sample", "power_w_per_gpu", "energy_to_train_j", "mlperf_samples_per_row",
-    "published_share", "published_ref", "note")
-# Predicted layouts (hvdbench.results.predict.throughput): one row per group and layout, measured or not.
-# predicted_throughput_low/_high: the interval meant to hold `interval` (the share, predict.fitting.COVERAGE)
-# of measurements; interval_from: its parts in words (fit residuals, repeats, doublings past the fitted range).
-PREDICTION_COLUMNS = SCALING_GROUP + ("layout", "nodes", "gpus_per_node", "gpus", "baseline", "step_ms", "work_ms",
-                                      "allreduce_ms", "exposed_comm_ms", "predicted_throughput",
-                                      "predicted_throughput_low", "predicted_throughput_high", "interval",
-                                      "interval_from", "speedup",
-                                      "efficiency", "measured_throughput", "predicted_vs_measured", "fitted",
-                                      "link_kind", "busbw_gb_s", "latency_us", "allreduce_from", "exposure",
-                                      "ranks_per_machine_limit", "fitted_on",
-                                      # why a prediction may not mean what it seems (predict.FLAGS), in words
-                                      "flags", "note")
-# ttt_waterfall.csv: one row per group, layout and global batch above the baseline. *_min: minutes;
-# `throughput` is what was trained per second while training (`unit` per second).
-TTT_WATERFALL_COLUMNS = TTT_GROUP + (
-    "layout", "nodes", "gpus_per_node", "gpus", "global_batch", "baseline", "base_global_batch", "gpu_ratio",
-    "ideal_min", "convergence_min", "throughput_min", "comm_min", "data_min", "compute_min", "unattributed_min",
-    "eval_min", "other_min", "measured_min", "unit", "trained", "base_trained", "throughput", "base_throughput",
-    "train_s", "base_train_s", "eval_s", "base_eval_s", "other_s", "base_other_s", "runs_used", "base_runs_used",
-    # where each figure came from: the events read (summary._ttt_parts), and the throughput split's source
-    "trained_from", "train_from", "eval_from", "split_from", "note")
-# convergence.csv: one row per source (a model group's runs, or an RCP table).
-CONVERGENCE_COLUMNS = TTT_GROUP + (
-    "source", "ruleset", "unit", "points", "batch_sizes", "trained", "s_min", "b_crit", "r2", "max_rel_residual",
-    "rms_rel_residual", "status", "note")
-# prediction.csv's time-to-train columns, after the throughput predictor's (schema.PREDICTION_COLUMNS;
-# throughput.write writes both). *_min: minutes; the waterfall's parts against the fitted baseline.
-# result: the published row's systems file (mllog.groups); *_low/*_high: the interval (PREDICTION_COLUMNS'
-# `interval`); samples_from: whether the samples to target are the RCP table's own mean at that batch or the line.
-TTT_PREDICTION_COLUMNS = (
-    "global_batch", "result", "global_batch_from", "trained_unit", "predicted_trained", "measured_trained",
-    "samples_from", "training_rate", "training_rate_low", "training_rate_high", "measured_training_rate",
-    "ttt_baseline", "ideal_ttt_min", "convergence_min", "throughput_min", "eval_min", "other_min",
-    "predicted_ttt_min", "predicted_ttt_low_min", "predicted_ttt_high_min", "grade", "measured_ttt_min",
-    "ttt_predicted_vs_measured", "rate_from", "convergence_from", "eval_from")
-# A study's speed-up across models (hvdbench.results.analyses.study_tables): one row per model and GPU count,
-# the fewest-node layout of that count, from time to train where the model has it, else throughput.
-STUDY_SPEEDUP_COLUMNS = ("system", "model", "flavor", "framework", "precision", "basis", "gpus", "layout",
-                         "baseline", "speedup", "efficiency", "published_speedup", "vs_published", "ttt_min",
-                         "published_ttt_min", "throughput_mean", "throughput_2sigma", "hosts", "link")
-# The bench results beside training (hvdbench.results.analyses.bench_tables), written when there are any.
-COMM_COLUMNS = ("model", "flavor", "framework", "precision", "layout", "gpus", "nodes", "controller",
-                "throughput_mean", "step_ms", "gradient_mib", "message_mib", "busbw_gb_s",
-                "mpi_busbw_gb_s", "allreduce_ms", "comm_share", "bench_run_id")
-IO_COLUMNS = ("model", "flavor", "framework", "layout", "gpus", "throughput_mean", "dataset", "kind",
-              "caches_dropped", "io_samples_s", "io_samples_s_min", "decoded_samples_s", "h5py_samples_s",
-              "reader_vs_h5py", "feed", "bench_run_id")
 
 
 # --- result.json -----------------------------------------------------------------------------

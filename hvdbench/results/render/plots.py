@@ -20,7 +20,9 @@ from __future__ import annotations
 
 import math
 from collections import Counter
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable
 
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
@@ -28,47 +30,46 @@ from matplotlib.patches import Patch
 from matplotlib.ticker import FixedLocator, FuncFormatter, MaxNLocator, NullLocator, ScalarFormatter
 
 from hvdbench.files import atomic_write_png
-from hvdbench.results.records.schema import SCALING_GROUP, TTT_GROUP
+from hvdbench.results.records.rows import ScalingGroup, TttGroup
 from hvdbench.results.render.tables import figure_time_unit
-from hvdbench.results.stats.aggregate import Tables, on_cpus, where_ran
+from hvdbench.results.stats.aggregate import (LayoutsRow, ScalingRow, Tables, TimeToTrainRow, on_cpus,
+                                              where_ran)
 
 IDEAL = "ideal (linear)"
 FLAGGED = "check (flags in summary.md)"
 
 
-def _groups(rows: list[dict], keys: tuple) -> list[list[dict]]:
-    out: dict[tuple, list[dict]] = {}
+def _groups(rows: list, key) -> list[list]:
+    """The rows of each group (`key(row)`), in order of first appearance."""
+    out: dict[tuple, list] = {}
     for row in rows:
-        out.setdefault(tuple(row[k] for k in keys), []).append(row)
+        out.setdefault(key(row), []).append(row)
     return list(out.values())
 
 
-
-
-def _unit(row: dict) -> str:
+def _unit(row) -> str:
     return "CPU rank" if on_cpus(row) else "GPU"
 
 
-def per_node(row: dict) -> str:
+def per_node(row) -> str:
     """What one node holds, for legends: 'rank' on CPUs (a CPU run's "GPU" is a process), else 'GPU'."""
     return "rank" if on_cpus(row) else "GPU"
 
 
-def device_axis(row: dict) -> str:
-    """The x-axis label of a device count."""
+def device_axis(row) -> str:
+    """The x-axis label of a device count (`row`: anything with a group's `system`)."""
     return "CPU ranks (processes; no GPU)" if on_cpus(row) else "GPUs"
 
 
-def context(rows: list[dict], runs: str | None = None) -> str:
+def context(rows: list, runs: str | None = None) -> str:
     """The subtitle every plot carries under its title, so a figure never travels without where it
     was measured: the devices, the runs behind each point (or `runs`, in words), the hosts and the
     inter-node link (each on a line of its own: a panel is too narrow for them on one). `rows` are
-    report rows (system, runs, hosts, nodes, link)."""
-    row = rows[0] if rows else {}
+    report rows, or aggregate.Where (system, runs, hosts, nodes, link: aggregate.Placed and `runs`)."""
     first = []
-    if row.get("system"):
-        first.append("devices: CPUs (no GPU)" if on_cpus(row) else f"devices: {row['system']}")
-    repeats = sorted({r["runs"] for r in rows if r.get("runs")})
+    if rows and rows[0].system:
+        first.append("devices: CPUs (no GPU)" if on_cpus(rows[0]) else f"devices: {rows[0].system}")
+    repeats = sorted({r.runs for r in rows if r.runs})
     if runs:
         first.append(runs)
     elif repeats:
@@ -79,12 +80,12 @@ def context(rows: list[dict], runs: str | None = None) -> str:
     return "\n".join(part for part in (head, where.replace(" · ", "\n")) if part)
 
 
-def waterfall_context(row: dict) -> str:
-    """`context` under a waterfall panel (waterfall.py, ttt.py): the rows of its two layouts (or the
-    row itself), with each layout's runs in words."""
-    runs = {x["layout"]: x.get("runs") for x in row.get("rows") or []}
-    return context(row.get("rows") or [row], runs=", ".join(f"{n} run{'s' if n != 1 else ''} of {layout}"
-                                                           for layout, n in runs.items() if n))
+def waterfall_context(row) -> str:
+    """`context` under a waterfall panel (waterfall.py, ttt.py): the rows of its two layouts (its
+    `rows`: the baseline's and its own table rows), with each layout's runs in words."""
+    runs = {x.layout: x.runs for x in row.rows}
+    return context(list(row.rows) or [row], runs=", ".join(f"{n} run{'s' if n != 1 else ''} of {layout}"
+                                                          for layout, n in runs.items() if n))
 
 
 def waterfall_bars(ax, labels: list[str], bottoms, heights, colors, texts, signed: tuple[str, ...],
@@ -100,25 +101,24 @@ def waterfall_bars(ax, labels: list[str], bottoms, heights, colors, texts, signe
     ax.set_xticks(range(len(labels)), labels, fontsize=label_size)
 
 
-def _title(row: dict, group: list[dict] | None = None) -> str:
-    parts = [row["model"], row.get("flavor"), row.get("framework"), row.get("engine"), row.get("precision"),
-             row.get("levers")]
-    if row.get("batch_per_gpu"):
-        parts.append(f"{row['batch_per_gpu']}/{_unit(row)}")
+def _title(row, group: list | None = None) -> str:
+    parts = [row.model, row.flavor, row.framework, row.engine, row.precision, row.levers]
+    if isinstance(row, ScalingGroup) and row.batch_per_gpu:
+        parts.append(f"{row.batch_per_gpu}/{_unit(row)}")
     title = " · ".join(str(p) for p in parts if p)
     below = context(group or [row])
     return title + (f"\n{below}" if below else "")
 
 
-def families(rows: list[dict], value: str) -> dict[str, list[dict]]:
-    """Layout family -> rows with a value, sorted by GPUs (see the module docstring)."""
-    rows = [r for r in rows if r[value] is not None and r["gpus"]]
-    fams = {"scale-up (1 node)": [r for r in rows if r["nodes"] == 1]}
+def families(rows: list, value: Callable) -> dict[str, list]:
+    """Layout family -> rows with a value (`value(row)`), sorted by GPUs (see the module docstring)."""
+    rows = [r for r in rows if value(r) is not None and r.gpus]
+    fams = {"scale-up (1 node)": [r for r in rows if r.nodes == 1]}
     unit = per_node(rows[0]) if rows else "GPU"
-    for g in sorted({r["gpus_per_node"] for r in rows if r["nodes"] > 1}):
-        fams[f"scale-out ({g} {unit}{'s' if g > 1 else ''}/node)"] = [r for r in rows if r["gpus_per_node"] == g]
-    fams["layout unknown"] = [r for r in rows if not r["nodes"]]
-    return {name: sorted(rs, key=lambda r: (r["gpus"], r["nodes"])) for name, rs in fams.items() if rs}
+    for g in sorted({r.gpus_per_node for r in rows if r.nodes > 1}):
+        fams[f"scale-out ({g} {unit}{'s' if g > 1 else ''}/node)"] = [r for r in rows if r.gpus_per_node == g]
+    fams["layout unknown"] = [r for r in rows if not r.nodes]
+    return {name: sorted(rs, key=lambda r: (r.gpus, r.nodes)) for name, rs in fams.items() if rs}
 
 
 def _grid(n: int) -> tuple[Figure, list]:
@@ -130,7 +130,7 @@ def _grid(n: int) -> tuple[Figure, list]:
     return fig, axes
 
 
-def _gpu_axis(ax, gpus, row: dict) -> None:
+def _gpu_axis(ax, gpus, row) -> None:
     ax.set_xscale("log", base=2)
     ax.xaxis.set_major_locator(FixedLocator(sorted(set(gpus))))
     ax.xaxis.set_major_formatter(ScalarFormatter())
@@ -166,58 +166,76 @@ def _yerr(values, errors, log_y: bool):
     return [below, errors]
 
 
-def _baseline(rows: list[dict], value: str) -> dict | None:
-    return next((r for r in rows if r["layout"] == r.get("baseline") and r[value] is not None), None)
+def _baseline(rows: list, value: Callable):
+    return next((r for r in rows if r.layout == r.baseline and value(r) is not None), None)
 
 
-def _lines_figure(rows, keys, value, err, ylabel, ideal, log_y=True, label=None, subtitle=None) -> Figure:
-    """One panel per group of `rows`: `value` against the device count, a line per layout family, ±
-    `err`, flagged rows ringed, the ideal; `label(row)` writes a note beside each point, `subtitle(group)`
-    a line under the panel's title."""
-    groups = [g for g in _groups(rows, keys) if families(g, value)]
+@dataclass(frozen=True)
+class Lines:
+    """What a line figure draws of its rows, one panel per group: `value(row)` against the device
+    count, ± `err(row)`, a line per layout family; `ideal`: 'linear' (the baseline's value x the
+    device ratio), 'inverse' (the baseline's value / the device ratio) or '' (none); `flagged`:
+    ring the rows the scaling table flags; `label(row)` a note beside each point, `subtitle(group)` a
+    line under the panel's title."""
+
+    value: Callable
+    err: Callable
+    ylabel: str
+    ideal: str = ""
+    log_y: bool = True
+    flagged: bool = False
+    label: Callable | None = None
+    subtitle: Callable | None = None
+
+
+def _lines_figure(rows: list, group_of: Callable, lines: Lines) -> Figure:
+    """One panel per group of `rows` (`group_of(row)`), as `lines` says."""
+    value, err, log_y = lines.value, lines.err, lines.log_y
+    groups = [g for g in _groups(rows, group_of) if families(g, value)]
     fig, axes = _grid(len(groups))
     for ax, group in zip(axes, groups):
         fams = families(group, value)
         # Where several families have a point at one device count, their error bars are drawn side
         # by side (a few % apart on the log axis), not over each other; the points stay where they are.
         # A row shared by two families (a scale-out line starts at its 1xG point) gets one bar.
-        distinct = {id(r): r for rs in fams.values() for r in rs if err and r.get(err) is not None}
-        with_err = Counter(r["gpus"] for r in distinct.values())
+        distinct = {id(r): r for rs in fams.values() for r in rs if err(r) is not None}
+        with_err = Counter(r.gpus for r in distinct.values())
         drawn: set[int] = set()
         for i, (name, rs) in enumerate(fams.items()):
             up = name.startswith("scale-up")  # on top and thicker: scale-out lines share its points
-            ys = [r[value] for r in rs]
-            container = ax.errorbar([r["gpus"] for r in rs], ys, capsize=3, label=name,
+            ys = [value(r) for r in rs]
+            container = ax.errorbar([r.gpus for r in rs], ys, capsize=3, label=name,
                                     marker="o" if up else "s", markersize=7 if up else 5,
                                     linewidth=2.4 if up else 1.4, zorder=3 if up else 2)
             bars = [r for r in rs if id(r) in distinct and id(r) not in drawn]
             drawn |= {id(r) for r in bars}
             if bars:
                 shift = 2 ** (0.04 * (i - (len(fams) - 1) / 2))
-                bar_ys = [r[value] for r in bars]
-                ax.errorbar([r["gpus"] * (shift if with_err[r["gpus"]] > 1 else 1) for r in bars], bar_ys,
-                            yerr=_yerr(bar_ys, [r[err] for r in bars], log_y), fmt="none", capsize=3,
+                bar_ys = [value(r) for r in bars]
+                ax.errorbar([r.gpus * (shift if with_err[r.gpus] > 1 else 1) for r in bars], bar_ys,
+                            yerr=_yerr(bar_ys, [err(r) for r in bars], log_y), fmt="none", capsize=3,
                             ecolor=container.lines[0].get_color(), elinewidth=1.8 if up else 1.2,
                             zorder=3 if up else 2)
-        flagged = [r for rs in fams.values() for r in rs if r.get("flags")]
+        flagged = [r for rs in fams.values() for r in rs if r.flags] if lines.flagged else []
         if flagged:  # what the report's `check` column warns about, marked where it is plotted
-            ax.scatter([r["gpus"] for r in flagged], [r[value] for r in flagged], s=180, facecolors="none",
+            ax.scatter([r.gpus for r in flagged], [value(r) for r in flagged], s=180, facecolors="none",
                        edgecolors="red", linewidths=1.5, zorder=4, label=FLAGGED)
-        xs = sorted({r["gpus"] for rs in fams.values() for r in rs})
+        xs = sorted({r.gpus for rs in fams.values() for r in rs})
         base = _baseline(group, value)
-        if ideal and base:
-            ax.plot(xs, [ideal(base, x) for x in xs], "k--", linewidth=1, label=IDEAL)
+        if lines.ideal and base:
+            ratio = (lambda x: x / base.gpus) if lines.ideal == "linear" else (lambda x: base.gpus / x)
+            ax.plot(xs, [value(base) * ratio(x) for x in xs], "k--", linewidth=1, label=IDEAL)
         _gpu_axis(ax, xs, group[0])
-        if label:
+        if lines.label:
             for r in (r for rs in fams.values() for r in rs):
-                if label(r):
-                    ax.annotate(label(r), (r["gpus"], r[value]), textcoords="offset points", xytext=(8, -10),
+                if lines.label(r):
+                    ax.annotate(lines.label(r), (r.gpus, value(r)), textcoords="offset points", xytext=(8, -10),
                                 fontsize=7, color="0.2", bbox={"boxstyle": "round,pad=0.15", "fc": "white",
                                                               "ec": "none", "alpha": 0.8}, zorder=5)
         if log_y:  # log-log: ideal scaling is a straight line; plain numbers on the ticks
             log_axis(ax)
-        ax.set_ylabel(ylabel)
-        extra = subtitle(group) if subtitle else ""
+        ax.set_ylabel(lines.ylabel)
+        extra = lines.subtitle(group) if lines.subtitle else ""
         ax.set_title(_title(group[0], group) + (f"\n{extra}" if extra else ""), fontsize=10)
         ax.legend(fontsize=8)
     if not groups:
@@ -229,21 +247,21 @@ def _nan(x):
     return math.nan if x is None else x
 
 
-def throughput_figure(scaling: list[dict]) -> Figure:
-    return _lines_figure(scaling, SCALING_GROUP, "throughput_mean", "throughput_2sigma",
-                         "throughput (samples/s), mean ± 2σ",
-                         lambda b, x: b["throughput_mean"] * x / b["gpus"])
+def _pct(v):
+    return None if v is None else 100 * v
 
 
-def efficiency_figure(scaling: list[dict]) -> Figure:
+def throughput_figure(scaling: list[ScalingRow]) -> Figure:
+    return _lines_figure(scaling, ScalingGroup.scaling_group, Lines(
+        lambda r: r.throughput_mean, lambda r: r.throughput_2sigma, "throughput (samples/s), mean ± 2σ",
+        ideal="linear", flagged=True))
+
+
+def efficiency_figure(scaling: list[ScalingRow]) -> Figure:
     """Efficiency against the device count, ± 2σ (both means' spread, aggregate._efficiency_2sigma)."""
-    def pct(v):
-        return None if v is None else 100 * v
-
-    rows = [{**r, "efficiency_pct": pct(r["efficiency"]), "efficiency_2sigma_pct": pct(r.get("efficiency_2sigma"))}
-            for r in scaling]
-    fig = _lines_figure(rows, SCALING_GROUP, "efficiency_pct", "efficiency_2sigma_pct",
-                        "scaling efficiency (%), ± 2σ", None, log_y=False)
+    fig = _lines_figure(scaling, ScalingGroup.scaling_group, Lines(
+        lambda r: _pct(r.efficiency), lambda r: _pct(r.efficiency_2sigma), "scaling efficiency (%), ± 2σ",
+        log_y=False, flagged=True))
     for ax in fig.axes:
         if ax.get_legend() is not None:  # panels with data: the 100 % line is the ideal
             ax.axhline(100, color="k", linestyle="--", linewidth=1, label="ideal (100 %)")
@@ -252,53 +270,53 @@ def efficiency_figure(scaling: list[dict]) -> Figure:
     return fig
 
 
-def time_to_train_figure(ttt: list[dict]) -> Figure:
+def time_to_train_figure(ttt: list[TimeToTrainRow]) -> Figure:
     """MLPerf's time-to-train score against the device count, ± 2σ, each point with the epochs its
     runs took, the target under the title; in seconds when every score is under a minute."""
-    unit, scale = figure_time_unit(r["ttt_min"] for r in ttt)
-    rows = [{**r, "ttt": None if r["ttt_min"] is None else r["ttt_min"] * scale,
-             "ttt_2sigma": None if r["ttt_2sigma_min"] is None else r["ttt_2sigma_min"] * scale} for r in ttt]
+    unit, scale = figure_time_unit(r.ttt_min for r in ttt)
 
     def epochs(r):
-        return "" if r.get("epochs_mean") is None else f"{r['epochs_mean']:.3g} epochs"
+        return "" if r.epochs_mean is None else f"{r.epochs_mean:.3g} epochs"
 
     def target(group):
-        metric = next((r.get("metric") for r in group if r.get("metric")), None)
-        value = next((r.get("target") for r in group if r.get("target") is not None), None)
+        metric = next((r.metric for r in group if r.metric), None)
+        value = next((r.target for r in group if r.target is not None), None)
         return "" if value is None else f"target: {metric or 'metric'} {value:g}"
 
-    return _lines_figure(rows, TTT_GROUP, "ttt", "ttt_2sigma",
-                         f"time to train ({unit}), MLPerf score ± 2σ",
-                         lambda b, x: b["ttt"] * b["gpus"] / x, label=epochs, subtitle=target)
+    return _lines_figure(ttt, TttGroup.ttt_group, Lines(
+        lambda r: None if r.ttt_min is None else r.ttt_min * scale,
+        lambda r: None if r.ttt_2sigma_min is None else r.ttt_2sigma_min * scale,
+        f"time to train ({unit}), MLPerf score ± 2σ", ideal="inverse", label=epochs, subtitle=target))
 
 
-def layouts_figure(layouts: list[dict], scaling: list[dict] | None = None) -> Figure:
+def layouts_figure(layouts: list[LayoutsRow], scaling: list[ScalingRow] | None = None) -> Figure:
     """One panel per group; one bar container per GPU count, one bar per layout, 2σ error bars, and
     per GPU count the ideal: the single-device (baseline) throughput times the device count."""
-    groups = _groups([r for r in layouts if r["throughput_mean"] is not None], SCALING_GROUP)
+    groups = _groups([r for r in layouts if r.throughput_mean is not None], ScalingGroup.scaling_group)
     fig, axes = _grid(len(groups))
     for ax, group in zip(axes, groups):
-        key = tuple(group[0][k] for k in SCALING_GROUP)
-        base = _baseline([r for r in scaling or [] if tuple(r[k] for k in SCALING_GROUP) == key], "throughput_mean")
+        key = group[0].scaling_key
+        mine = [r for r in scaling or [] if r.scaling_key == key]
+        base = _baseline(mine, lambda r: r.throughput_mean)
         # The scaling table's flags, by layout: a flagged bar is ringed as the line plots ring a point.
-        flags = {r["layout"]: r.get("flags") for r in scaling or [] if tuple(r[k] for k in SCALING_GROUP) == key}
+        flags = {r.layout: r.flags for r in mine}
         ticks, labels, x, ideal_drawn, ringed = [], [], 0, False, False
-        for rows in _groups(group, ("gpus",)):
+        for rows in _groups(group, lambda r: r.gpus):
             xs = [x + i for i in range(len(rows))]
-            bars = ax.bar(xs, [r["throughput_mean"] for r in rows], yerr=[_nan(r["throughput_2sigma"]) for r in rows],
-                          capsize=4, label=f"{rows[0]['gpus']} {_unit(rows[0])}s")
+            bars = ax.bar(xs, [r.throughput_mean for r in rows], yerr=[_nan(r.throughput_2sigma) for r in rows],
+                          capsize=4, label=f"{rows[0].gpus} {_unit(rows[0])}s")
             for bar, r in zip(bars, rows):
-                if flags.get(r["layout"]):
+                if flags.get(r.layout):
                     bar.set_edgecolor("red")
                     bar.set_linewidth(2.5)
                     ringed = True
-            if base and base["gpus"]:
-                ideal = base["throughput_mean"] * rows[0]["gpus"] / base["gpus"]
+            if base and base.gpus:
+                ideal = base.throughput_mean * rows[0].gpus / base.gpus
                 ax.hlines(ideal, xs[0] - 0.45, xs[-1] + 0.45, colors="k", linestyles="--", linewidth=1,
-                          label=None if ideal_drawn else f"ideal: {base['layout']} x N")
+                          label=None if ideal_drawn else f"ideal: {base.layout} x N")
                 ideal_drawn = True
             ticks += xs
-            labels += [r["layout"] for r in rows]
+            labels += [r.layout for r in rows]
             x += len(rows) + 1
         ax.set_xticks(ticks, labels)
         ax.set_ylim(bottom=0)  # a 2σ bar longer than its bar stops at zero
@@ -322,19 +340,19 @@ def series_labels(fig: Figure) -> list[list[str]]:
             ax.get_legend_handles_labels()[1] for ax in fig.axes]
 
 
-def _any(rows, key) -> bool:
-    return any(r[key] is not None for r in rows)
+def _any(values) -> bool:
+    return any(v is not None for v in values)
 
 
 # file -> (does the report have data for it, figure maker, why it is not written otherwise)
 PLOTS = {
-    "throughput_vs_gpus.png": (lambda t: _any(t.scaling, "throughput_mean"),
+    "throughput_vs_gpus.png": (lambda t: _any(r.throughput_mean for r in t.scaling),
                                lambda t: throughput_figure(t.scaling), "no successful throughput runs"),
-    "efficiency_vs_gpus.png": (lambda t: _any(t.scaling, "efficiency"),
+    "efficiency_vs_gpus.png": (lambda t: _any(r.efficiency for r in t.scaling),
                                lambda t: efficiency_figure(t.scaling), "no speed-up could be computed"),
-    "layouts_bars.png": (lambda t: _any(t.layouts, "throughput_mean"), lambda t: layouts_figure(t.layouts, t.scaling),
-                         "no GPU count was run with more than one layout"),
-    "time_to_train.png": (lambda t: _any(t.time_to_train, "ttt_min"),
+    "layouts_bars.png": (lambda t: _any(r.throughput_mean for r in t.layouts),
+                         lambda t: layouts_figure(t.layouts, t.scaling), "no GPU count was run with more than one layout"),
+    "time_to_train.png": (lambda t: _any(r.ttt_min for r in t.time_to_train),
                           lambda t: time_to_train_figure(t.time_to_train), "no time-to-train score"),
 }
 

@@ -1,7 +1,7 @@
 """The report's tables as CSV (full precision, one flat row per line) and as Markdown (one small
 table per model group, rounded, the way published scaling studies print them).
 
-    write_csvs(tables, Path("report"))                 # scaling.csv, layouts.csv, ... (schema.REPORT_COLUMNS)
+    write_csvs(tables, Path("report"))                 # scaling.csv, layouts.csv, ... (aggregate.Tables.FILES)
     text = markdown(tables, sources=["results/demo"], notes=reading_notes)  # also printed by `hvdbench report`
     write_markdown(text, Path("report"))               # summary.md
 """
@@ -14,7 +14,7 @@ from pathlib import Path
 
 from hvdbench.files import atomic_write_png, atomic_write_text
 from hvdbench.results.mllog import NOT_CHECKED
-from hvdbench.results.records.schema import REPORT_COLUMNS, SCALING_GROUP, TTT_GROUP
+from hvdbench.results.records.rows import ScalingGroup, TttGroup
 from hvdbench.results.stats.aggregate import (
     FLAGS,
     NOISY_CV,
@@ -29,34 +29,27 @@ from hvdbench.results.stats.aggregate import (
 )
 
 
-def _cell(value) -> str:
-    if value is None:
-        return ""
-    if isinstance(value, bool):
-        return "yes" if value else "no"
-    return repr(value) if isinstance(value, float) else str(value)
-
-
-def to_csv(rows: list[dict], columns) -> str:
-    """Every report CSV: a header of `columns`, one line per row; None is an empty cell."""
+def to_csv(rows: list, columns: tuple[str, ...]) -> str:
+    """Every report CSV: a header of `columns` (a row class's, ReportRow.columns), one line per
+    row (ReportRow.cells); None is an empty cell."""
     buf = io.StringIO()
     writer = csv.writer(buf, lineterminator="\n")
     writer.writerow(columns)
     for row in rows:
-        writer.writerow([_cell(row.get(c)) for c in columns])
+        writer.writerow(row.cells(columns))
     return buf.getvalue()
 
 
 def write_csvs(tables: Tables, out: Path) -> list[Path]:
     written = []
-    for name, columns in REPORT_COLUMNS.items():
+    for name, row_type in Tables.FILES:
         path = Path(out) / f"{name}.csv"
-        atomic_write_text(path, to_csv(getattr(tables, name), columns))
+        atomic_write_text(path, to_csv(getattr(tables, name), row_type.columns()))
         written.append(path)
     return written
 
 
-def write_table(out: Path, name: str, rows: list[dict], columns, formats=("csv", "png"), figure=None) -> list[Path]:
+def write_table(out: Path, name: str, rows: list, columns, formats=("csv", "png"), figure=None) -> list[Path]:
     """NAME.csv (when "csv" is in `formats`; its header even without rows) and NAME.png drawn by
     `figure()` (when "png" is, and a figure is given: None where there is nothing to draw). A
     `figure()` that returns a list of pages (`pages`) writes NAME.png, NAME-2.png, ..."""
@@ -150,10 +143,10 @@ def _seconds(value: float) -> str:
     return f"{value:.2g} s" if value < 10 else f"{value:.0f} s" if value < 120 else f"{value / 60:.1f} min"
 
 
-def resolution(row: dict) -> str:
+def resolution(row) -> str:
     """'± 1.5 s: an evaluation every 1 epoch of ~1.5 s': how finely the evaluation cadence resolves
     a time to train (aggregate._cadence), or '' when it is not known."""
-    seconds, every = row.get("ttt_resolution_s"), row.get("eval_every_epochs")
+    seconds, every = row.ttt_resolution_s, row.eval_every_epochs
     if seconds is None or every in (None, ""):
         return ""
     try:
@@ -165,8 +158,8 @@ def resolution(row: dict) -> str:
     return f"± {_seconds(seconds)}: an evaluation every {epochs} of ~{_seconds(per_epoch)}"
 
 
-def _counts(row: dict) -> str:
-    return f"{row['runs']} ({row['ok']}/{row['failed']}/{row['aborted']}/{row['timeout']})"
+def _counts(row) -> str:
+    return f"{row.runs} ({row.ok}/{row.failed}/{row.aborted}/{row.timeout})"
 
 
 def markdown_table(header: list[str], lines: list[list]) -> str:
@@ -178,13 +171,14 @@ def markdown_table(header: list[str], lines: list[list]) -> str:
     return "\n".join([row(header), "|" + "|".join("---" for _ in header) + "|", *map(row, lines)])
 
 
-def _sections(rows: list[dict], group: tuple, render, footer=lambda rows: "") -> list[str]:
+def _sections(rows: list, group_of, render, footer=lambda rows: "") -> list[str]:
+    """One Markdown section per run of rows of one group (`group_of(row)`: the group, its heading)."""
     out, current, chunk = [], None, []
     for row in rows + [None]:
-        key = None if row is None else tuple(row[k] for k in group)
+        key = None if row is None else group_of(row)
         if chunk and key != current:
             below = footer(chunk)
-            out.append(f"### {group_title(chunk[0], group)}\n\n{render(chunk)}\n" + (f"\n{below}\n" if below else ""))
+            out.append(f"### {group_title(current)}\n\n{render(chunk)}\n" + (f"\n{below}\n" if below else ""))
             chunk = []
         current = key
         if row is not None:
@@ -192,10 +186,10 @@ def _sections(rows: list[dict], group: tuple, render, footer=lambda rows: "") ->
     return out
 
 
-def _layout_sources(rows: list[dict]) -> str:
+def _layout_sources(rows: list) -> str:
     """The line under a group's table saying where each layout came from (MLPerf logs only: a
     sweep's layouts are its own plan)."""
-    sources = [(r["layout"] or DASH, r.get("layout_source") or "") for r in rows]
+    sources = [(r.layout or DASH, r.layout_source or "") for r in rows]
     if all(src in ("", SWEEP_SOURCE) for _, src in sources):
         return ""
     distinct = list(dict.fromkeys(src for _, src in sources))
@@ -204,7 +198,7 @@ def _layout_sources(rows: list[dict]) -> str:
     return "Layout from: " + "; ".join(f"{layout} {src}" for layout, src in dict.fromkeys(sources)) + "."
 
 
-def _where(rows: list[dict]) -> str:
+def _where(rows: list) -> str:
     """The line under a group's table naming its hosts and inter-node link (as on its plot)."""
     text = where_ran(rows, most=8)
     return text[0].upper() + text[1:] + "." if text else ""
@@ -215,21 +209,21 @@ def _footer(*parts):
 
 
 def _scaling_md(rows):
-    flagged = any(r.get("flags") for r in rows)
+    flagged = any(r.flags for r in rows)
     return markdown_table(
         ["layout", device_word(rows[0], plural=True), "scale", "runs (ok/failed/aborted/timeout)",
          "samples/s mean ± 2σ", "std", f"per {device_word(rows[0])}", "speed-up", "efficiency ± 2σ"]
         + ["check"] * flagged,
-        [[r["layout"], r["gpus"], r["scale"], _counts(r), _pm(r["throughput_mean"], r["throughput_2sigma"]),
-          _num(r["throughput_std"]), _num(r["throughput_per_gpu"]), _num(r["speedup"], ".2f", "×"),
-          _pct(r["efficiency"], two_sigma=r.get("efficiency_2sigma"))]
-         + [", ".join((r.get("flags") or "").split(";")) or ""] * flagged for r in rows])
+        [[r.layout, r.gpus, r.scale, _counts(r), _pm(r.throughput_mean, r.throughput_2sigma),
+          _num(r.throughput_std), _num(r.throughput_per_gpu), _num(r.speedup, ".2f", "×"),
+          _pct(r.efficiency, two_sigma=r.efficiency_2sigma)]
+         + [", ".join((r.flags or "").split(";")) or ""] * flagged for r in rows])
 
 
-def _flag_notes(rows: list[dict]) -> str:
+def _flag_notes(rows: list) -> str:
     """Under a group's table: what each flag in its `check` column means; for `noisy`, why those
     layouts' runs spread, from what they recorded (aggregate.noise_cause), layouts of one cause together."""
-    used = list(dict.fromkeys(f for r in rows for f in (r.get("flags") or "").split(";") if f))
+    used = list(dict.fromkeys(f for r in rows for f in (r.flags or "").split(";") if f))
     lines = []
     for flag in used:
         if flag != "noisy":
@@ -237,8 +231,8 @@ def _flag_notes(rows: list[dict]) -> str:
             continue
         causes: dict[str, list[str]] = {}
         for r in rows:
-            if "noisy" in (r.get("flags") or "").split(";"):
-                causes.setdefault(noise_cause(r), []).append(r["layout"])
+            if "noisy" in (r.flags or "").split(";"):
+                causes.setdefault(noise_cause(r), []).append(r.layout)
         for cause, layouts in causes.items():
             lines.append(f"- **noisy** ({', '.join(layouts)}): runs spread more than {NOISY_CV:.0%} "
                          f"(coefficient of variation); {cause}.")
@@ -249,48 +243,48 @@ def _layouts_md(rows):
     return markdown_table(
         [device_word(rows[0], plural=True), "layout", "vs", "runs (ok/failed/aborted/timeout)", "samples/s mean ± 2σ",
          "relative", "Δ", "2σ noise", "within noise"],
-        [[r["gpus"], r["layout"], "reference" if r["layout"] == r["reference"] else r["reference"],
-          _counts(r), _pm(r["throughput_mean"], r["throughput_2sigma"]), _num(r["relative"], ".3f"),
-          _pct(r["delta_pct"], signed=True), DASH if r["noise_2sigma_pct"] is None else f"± {r['noise_2sigma_pct']:.1f} %",
-          {True: "yes", False: "no", None: DASH}[r["within_noise"]]] for r in rows])
+        [[r.gpus, r.layout, "reference" if r.layout == r.reference else r.reference,
+          _counts(r), _pm(r.throughput_mean, r.throughput_2sigma), _num(r.relative, ".3f"),
+          _pct(r.delta_pct, signed=True), DASH if r.noise_2sigma_pct is None else f"± {r.noise_2sigma_pct:.1f} %",
+          {True: "yes", False: "no", None: DASH}[r.within_noise]] for r in rows])
 
 
-def _target(row: dict) -> str:
+def _target(row) -> str:
     """'top1_accuracy 0.951 (target 0.95)': what was reached, against what."""
-    if row["metric"] is None and row["target"] is None:
+    if row.metric is None and row.target is None:
         return DASH
-    reached = DASH if row["final_metric_mean"] is None else f"{row['final_metric_mean']:.4g}"
-    return f"{row['metric'] or 'metric'} {reached} (target {row['target'] if row['target'] is not None else DASH})"
+    reached = DASH if row.final_metric_mean is None else f"{row.final_metric_mean:.4g}"
+    return f"{row.metric or 'metric'} {reached} (target {row.target if row.target is not None else DASH})"
 
 
-def _rcp(row: dict) -> str:
+def _rcp(row) -> str:
     """'Pass ×1.0294 (34 vs RCP 35)': the RCP check of a row and the rescale it brought."""
-    check, factor = row.get("rcp_check"), row.get("rcp_factor")
+    check, factor = row.rcp_check, row.rcp_factor
     if not check:
         return DASH
     if check == NOT_CHECKED:
-        return f"not checked ({(row.get('rcp_note') or '').split(':')[0]})"
+        return f"not checked ({(row.rcp_note or '').split(':')[0]})"
     versus = ""
-    if row.get("converge_mean") is not None and row.get("rcp_mean") is not None:
+    if row.converge_mean is not None and row.rcp_mean is not None:
         bound = "RCP" if check == "Pass" else "lowest accepted"
-        value = row["rcp_mean"] if check == "Pass" or row.get("rcp_min") is None else row["rcp_min"]
-        versus = f" ({row['converge_mean']:.6g} vs {bound} {value:.6g})"
+        value = row.rcp_mean if check == "Pass" or row.rcp_min is None else row.rcp_min
+        versus = f" ({row.converge_mean:.6g} vs {bound} {value:.6g})"
     if check == "Pass":
         return (f"Pass ×{factor:.4f}" if factor and factor != 1 else "Pass") + versus
-    return check + (versus or f": {row.get('rcp_note')}")
+    return check + (versus or f": {row.rcp_note}")
 
 
 def _ttt_md(rows):
     """One group's time-to-train table. Epoch columns for epoch-based logs, samples columns for
     sample-based ones (BERT), RCP columns for MLPerf logs; the CSV has them all."""
-    samples = any(r.get("samples_to_target_mean") is not None for r in rows)
-    epochs = any(r["epochs_mean"] is not None or r["time_per_epoch_min"] is not None for r in rows) or not samples
-    rcp = any(r.get("rcp_check") for r in rows)
-    rescaled = any(r.get("rcp_factor") not in (None, 1.0) for r in rows)
+    samples = any(r.samples_to_target_mean is not None for r in rows)
+    epochs = any(r.epochs_mean is not None or r.time_per_epoch_min is not None for r in rows) or not samples
+    rcp = any(r.rcp_check for r in rows)
+    rescaled = any(r.rcp_factor not in (None, 1.0) for r in rows)
     cadence = any(resolution(r) for r in rows)
     # Seconds where the runs took less than a minute (a debug run's 4.3 s is not "0.07 min").
-    unit = _time_unit([m for r in rows for m in (r["ttt_min"], r["ttt_mean_min"], r.get("ttt_rcp_min"))])
-    per_epoch = _time_unit([r["time_per_epoch_min"] for r in rows])
+    unit = _time_unit([m for r in rows for m in (r.ttt_min, r.ttt_mean_min, r.ttt_rcp_min)])
+    per_epoch = _time_unit([r.time_per_epoch_min for r in rows])
     in_unit = f" ({unit})" if unit else ""
     header = ["layout", device_word(rows[0], plural=True), "global batch", "runs", "converged",
               "reached (mean of converged)"]
@@ -301,26 +295,26 @@ def _ttt_md(rows):
     header += [f"mean ± 2σ{in_unit}", "speed-up"] + ["speed-up (RCP)"] * rescaled + ["efficiency", "scoring"]
     lines = []
     # Two results at one layout (one per round or software stack: mllog.groups): say which is which.
-    twice = {r["layout"] for r in rows if sum(o["layout"] == r["layout"] for o in rows) > 1}
+    twice = {r.layout for r in rows if sum(o.layout == r.layout for o in rows) > 1}
     for r in rows:
-        where = r["layout"] or DASH
-        if r["layout"] in twice and r.get("result"):
-            where += f" [{r['result']}]"
-        line = [where, r["gpus"] or DASH, r["global_batch"] or DASH, r["runs"], r["converged"], _target(r)]
+        where = r.layout or DASH
+        if r.layout in twice and r.result:
+            where += f" [{r.result}]"
+        line = [where, r.gpus or DASH, r.global_batch or DASH, r.runs, r.converged, _target(r)]
         if epochs:
-            line += [_num(r["epochs_mean"], ".2f"), _duration(r["time_per_epoch_min"], per_epoch)]
+            line += [_num(r.epochs_mean, ".2f"), _duration(r.time_per_epoch_min, per_epoch)]
         if samples:
-            line += [_num(r.get("samples_to_target_mean"), ",.0f"), _num(r.get("time_per_1m_samples_min"), ".2f")]
-        line.append("DNF" if r["ttt_min"] is None and r["runs"] else _duration(r["ttt_min"], unit))
+            line += [_num(r.samples_to_target_mean, ",.0f"), _num(r.time_per_1m_samples_min, ".2f")]
+        line.append("DNF" if r.ttt_min is None and r.runs else _duration(r.ttt_min, unit))
         if cadence:
             line.append(resolution(r) or DASH)
         if rcp:
-            line += ["DNF" if r.get("ttt_rcp_min") is None and r["runs"] and r.get("rcp_factor")
-                     else _duration(r.get("ttt_rcp_min"), unit), _rcp(r)]
-        line += [_duration(r["ttt_mean_min"], unit, r["ttt_2sigma_min"]), _num(r["speedup"], ".2f", "×")]
+            line += ["DNF" if r.ttt_rcp_min is None and r.runs and r.rcp_factor
+                     else _duration(r.ttt_rcp_min, unit), _rcp(r)]
+        line += [_duration(r.ttt_mean_min, unit, r.ttt_2sigma_min), _num(r.speedup, ".2f", "×")]
         if rescaled:
-            line.append(_num(r.get("speedup_rcp"), ".2f", "×"))
-        line += [_pct(r["efficiency"]), r["scoring"]]
+            line.append(_num(r.speedup_rcp, ".2f", "×"))
+        line += [_pct(r.efficiency), r.scoring]
         lines.append(line)
     return markdown_table(header, lines)
 
@@ -328,20 +322,20 @@ def _ttt_md(rows):
 def _epochs_md(rows):
     """Time per epoch and epochs; samples to target and minutes per 1M samples for sample-counted
     benchmarks (their epoch columns are empty), in place of the epoch columns when no row has those."""
-    samples = any(r.get("samples_to_target_mean") is not None for r in rows)
-    epochs = any(r["epochs_mean"] is not None or r["time_per_epoch_min"] is not None for r in rows) or not samples
-    unit = _time_unit([r["time_per_epoch_min"] for r in rows])
+    samples = any(r.samples_to_target_mean is not None for r in rows)
+    epochs = any(r.epochs_mean is not None or r.time_per_epoch_min is not None for r in rows) or not samples
+    unit = _time_unit([r.time_per_epoch_min for r in rows])
     header = [device_word(rows[0], plural=True), "layout", "global batch"]
     header += ["avg time per epoch" + (f" ({unit})" if unit else ""), "epochs"] * epochs
     header += ["samples to target", "min per 1M samples"] * samples
     lines = []
     for r in rows:
-        line = [r["gpus"] or DASH, r["layout"] or DASH, r["global_batch"] or DASH]
+        line = [r.gpus or DASH, r.layout or DASH, r.global_batch or DASH]
         if epochs:
-            line += [_duration(r["time_per_epoch_min"], unit), _num(r["epochs_mean"], ".2f")]
+            line += [_duration(r.time_per_epoch_min, unit), _num(r.epochs_mean, ".2f")]
         if samples:
-            line += [_num(r.get("samples_to_target_mean"), ",.0f"), _num(r.get("time_per_1m_samples_min"), ".2f")]
-        lines.append(line + [r["precision"] or DASH, f"{r['runs']} ({r['converged']})"])
+            line += [_num(r.samples_to_target_mean, ",.0f"), _num(r.time_per_1m_samples_min, ".2f")]
+        lines.append(line + [r.precision or DASH, f"{r.runs} ({r.converged})"])
     return markdown_table(header + ["precision", "runs (converged)"], lines)
 
 
@@ -354,13 +348,13 @@ def markdown(tables: Tables, sources=(), notes=(), header=()) -> str:
         parts += [f"{tables.runs} runs from: " + ", ".join(f"`{s}`" for s in sources), ""]
     parts += [line for text in header for line in (text, "")]
     sections = (
-        ("Scaling (throughput, samples/s)", tables.scaling, SCALING_GROUP, _scaling_md,
+        ("Scaling (throughput, samples/s)", tables.scaling, ScalingGroup.scaling_group, _scaling_md,
          _footer(_flag_notes, thread_note, _where, _layout_sources)),
-        ("Scale-up vs scale-out (same GPU count, different layouts)", tables.layouts, SCALING_GROUP, _layouts_md,
-         _where),
-        ("Time to train (MLPerf: run_start → run_stop)", tables.time_to_train, TTT_GROUP, _ttt_md,
+        ("Scale-up vs scale-out (same GPU count, different layouts)", tables.layouts, ScalingGroup.scaling_group,
+         _layouts_md, _where),
+        ("Time to train (MLPerf: run_start → run_stop)", tables.time_to_train, TttGroup.ttt_group, _ttt_md,
          _footer(_where, _layout_sources)),
-        ("Epochs and time per epoch", tables.epochs, TTT_GROUP[:5], _epochs_md, lambda rows: ""),
+        ("Epochs and time per epoch", tables.epochs, lambda row: row.title_group, _epochs_md, lambda rows: ""),
     )
     for heading, rows, group, render, footer in sections:
         parts.append(f"## {heading}\n")

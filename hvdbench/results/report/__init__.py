@@ -2,15 +2,16 @@
 or a test can call.
 
     from hvdbench.results.report import Options, build, load, write
+    from hvdbench.topology import Layout
     loaded = load(["results/demo"], mllogs=["training_results_v4.0/Oracle"])   # every file read once
-    report = build(loaded, Options(baseline="1x1", predict_layouts=[(2, 2)]))  # the sections, in order
+    report = build(loaded, Options(baseline=Layout(1, 1), predict_layouts=[Layout(2, 2)]))  # the sections
     print(report.text)
     write(report, Path("results/demo/report"), ("csv", "md", "png"))          # OUT owned: folder.py
 
     load.py     the one reader of sweep, study and bench folders and published MLPerf trees
-    build.py    the ordered sections (tables, benches, waterfall, engines, compute, time to train,
-                convergence, studies, predictions, plots): rows, Markdown, files; one more is one module
-                in analyses/ and one entry in build.SECTIONS
+    build.py    the ordered sections (tables, benches, compute, waterfall, engines, time to train,
+                convergence, studies, predictions, plots): typed rows, Markdown, files; one more is one
+                module in analyses/ and one entry in build.SECTIONS
     folder.py   the --out folder a report owns: its record of what it wrote, its lock
 """
 

@@ -1,7 +1,7 @@
 """The report's sections, in order, each fed by the ones before it: its rows, its Markdown and its
 files. A new section is one module in hvdbench/results/analyses/ plus one entry in SECTIONS.
 
-    report = build(load(["results/demo"]), baseline="1x1", predict_layouts=[(2, 2)])
+    report = build(load(["results/demo"]), Options(baseline=Layout(1, 1), predict_layouts=[Layout(2, 2)]))
     print(report.text)                            # summary.md's text (SUMMARY: the order it reads in)
     write(report, Path("results/demo/report"))    # hvdbench.results.report.folder
 """
@@ -21,6 +21,7 @@ from hvdbench.results.render import tables as tab
 from hvdbench.results.report.load import Loaded
 from hvdbench.results.stats import aggregate
 from hvdbench.results.stats.versions import torch_header
+from hvdbench.topology import Layout
 
 Files = Callable[[Path, tuple[str, ...]], list[Path]]
 
@@ -31,9 +32,9 @@ def _none(out: Path, formats: tuple[str, ...]) -> list[Path]:
 
 @dataclass
 class Section:
-    """One section: its rows (what the sections after it read), its Markdown (called once every
-    section is built: a later one may add to the rows, as compute adds the waterfall's MFU) and
-    its files (`files(out, formats)` -> the paths written)."""
+    """One section: its rows (what the sections after it read; frozen, typed: no section writes into
+    another's), its Markdown (called once every section is built) and its files (`files(out,
+    formats)` -> the paths written)."""
 
     rows: Any = None
     markdown: Callable[[], str] = lambda: ""
@@ -42,9 +43,9 @@ class Section:
 
 @dataclass
 class Options:
-    baseline: str | None = None  # NODESxGPUS speed-up is measured against
-    predict_layouts: list[tuple[int, int]] | None = None  # --predict
-    fit_on: list[tuple[int, int]] | None = None  # predict's --fit-on
+    baseline: Layout | None = None  # the layout speed-up is measured against (--baseline)
+    predict_layouts: list[Layout] | None = None  # --predict
+    fit_on: list[Layout] | None = None  # predict's --fit-on
     machines: str = "auto"  # predict's --machines
     layout_benches: bool = True  # predict's --layout-benches
     global_batch: int | None = None  # predict's --global-batch (time to train of the layouts not run)
@@ -90,7 +91,9 @@ def _benches(r: Report) -> Section:
 
 
 def _waterfall(r: Report) -> Section:
-    falls = waterfall.waterfall_rows(r.loaded.runs, r.sections["tables"].rows.scaling, r.loaded.twins)
+    """Why each layout lost what it lost; each row names its compute part's MFU (the compute section's)."""
+    falls = waterfall.waterfall_rows(r.loaded.runs, r.sections["tables"].rows.scaling, r.loaded.twins,
+                                     r.sections["compute"].rows)
     return Section(falls, lambda: waterfall.markdown(falls),
                    lambda out, formats: waterfall.write(falls, out, formats) if falls else [])
 
@@ -116,8 +119,6 @@ def _engines(r: Report) -> Section:
 
 def _compute(r: Report) -> Section:
     rows = efficiency.compute_rows(r.loaded.runs, r.loaded.peaks)
-    for fall in r.sections["waterfall"].rows:  # the waterfall names its compute part's MFU
-        fall["compute_mfu"] = efficiency.mfu_of(rows, fall, fall["layout"])
     return Section(rows, lambda: efficiency.markdown(rows), lambda out, formats: efficiency.write(rows, out, formats))
 
 
@@ -154,9 +155,9 @@ def _studies(r: Report) -> Section:
 @dataclass
 class Predictions:
     fits: list = field(default_factory=list)  # throughput fits (predict/throughput.py)
-    rows: list[dict] = field(default_factory=list)
+    rows: list[predict_throughput.PredictionRow] = field(default_factory=list)
     ttt_fits: list = field(default_factory=list)  # time-to-train fits (predict/time_to_train.py)
-    ttt_rows: list[dict] = field(default_factory=list)
+    ttt_rows: list[predict_ttt.TttPredictionRow] = field(default_factory=list)
 
     def markdown(self) -> str:
         return "\n".join(part for part in (predict_throughput.markdown(self.rows, self.fits) if self.fits else "",
@@ -181,15 +182,15 @@ def predictions(loaded: Loaded, options: Options, parts=None) -> Predictions:
     `parts`: the time-to-train section's (ttt.layout_parts), else found here."""
     runs, fit_on = loaded.runs, options.fit_on
     parts = layout_parts(loaded) if parts is None else parts
-    wanted = {f"{n}x{g}" for n, g in fit_on} if fit_on else None
+    wanted = set(fit_on) if fit_on else None
     if wanted:  # a layout no run has is a typo, not "nothing to fit on"
-        have = sorted({(r.nodes, r.gpus_per_node) for r in runs if r.nodes and r.gpus_per_node})
-        missing = [f"{n}x{g}" for n, g in fit_on if (n, g) not in have]
+        have = sorted({Layout(r.nodes, r.gpus_per_node) for r in runs if r.nodes and r.gpus_per_node})
+        missing = [str(layout) for layout in fit_on if layout not in have]
         if missing:
             where = ", ".join(map(str, loaded.sweeps)) or "the --mllog logs"
             raise ConfigError(f"--fit-on {','.join(missing)}: no run of {where} has "
                               f"{'that layout' if len(missing) == 1 else 'these layouts'} (its runs have "
-                              f"{', '.join(f'{n}x{g}' for n, g in have) or 'no layout'})")
+                              f"{', '.join(map(str, have)) or 'no layout'})")
     shared = None if options.machines == "auto" else options.machines == "shared"
     fits = predict_throughput.fit_groups(runs, loaded.allreduce, shared, wanted, options.layout_benches)
     layouts = options.predict_layouts or []
@@ -219,10 +220,11 @@ def _plots(r: Report) -> Section:
     return Section(files=files)
 
 
-# Built in this order (each reads the rows of those above it), and their files written in it.
+# Built in this order (each reads the rows of those above it: the waterfall the compute section's), and
+# their files written in it.
 SECTIONS: dict[str, Callable[[Report], Section]] = {
-    "tables": _tables, "failures": _failures, "benches": _benches, "waterfall": _waterfall,
-    "stragglers": _stragglers, "links": _links, "engines": _engines, "compute": _compute,
+    "tables": _tables, "failures": _failures, "benches": _benches, "compute": _compute, "waterfall": _waterfall,
+    "stragglers": _stragglers, "links": _links, "engines": _engines,
     "time_to_train": _time_to_train, "convergence": _convergence, "studies": _studies,
     "predictions": _predictions, "plots": _plots}
 # summary.md's order.

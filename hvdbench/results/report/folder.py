@@ -4,10 +4,11 @@ that wrote them. A file is replaced or deleted only when the record holds it and
 match; any other file in the way (the user's own summary.md, a file edited since) is kept and the
 report refuses in one line before writing anything.
 
-    with owned_folder(out) as stage:          # a private folder inside OUT, under OUT's lock
-        ...write the files into `stage`...
-    # then: refused, or each file moved into OUT, the last report's files this one did not write
-    # deleted, and the record rewritten
+    with owned_folder(out, "report", ("csv",)) as folder:  # under OUT's lock
+        ...write the files into `folder.stage` (a private folder inside OUT)...
+    # then: refused, or each file moved into OUT, the last report's files of the formats this one
+    # was asked for (a file's format is its extension: csv, md, png) that it did not write deleted,
+    # and the record rewritten
 
 What is written goes to a private staging folder first (mkdtemp: made by this process, mode 0700),
 so nothing is written into OUT through a name another user could plant. The record of the files
@@ -26,10 +27,8 @@ import sys
 import tempfile
 from pathlib import Path, PurePosixPath
 
-from filelock import FileLock, Timeout
-
 from hvdbench.errors import OutputError
-from hvdbench.files import atomic_write_text, file_sha256
+from hvdbench.files import LockFile, atomic_write_text, file_sha256
 from hvdbench.output import line
 from hvdbench.results.render.tables import write_markdown
 
@@ -92,24 +91,24 @@ def _proven(out: Path, rel: str, entry: dict | None) -> bool:
 
 
 class owned_folder:  # noqa: N801 (a context manager, used as one: `with owned_folder(out) as folder`)
-    """`with owned_folder(out, by) as folder:` write into `folder.stage` and list each file in
-    `folder.staged` (see the module's doc); `.written` then holds the paths in OUT in that order, and
-    `.warnings` what to print (a record that could not be read)."""
+    """`with owned_folder(out, by, formats) as folder:` write into `folder.stage` and list each file
+    in `folder.staged` (see the module's doc); `.written` then holds the paths in OUT in that order,
+    and `.warnings` what to print (a record that could not be read). A report's earlier file of a
+    format not in `formats` stays, and in the record: fewer formats asked is not a request to delete
+    the others (`report --format csv` keeps the last summary.md and plots)."""
 
-    def __init__(self, out: Path, by: str = "report"):
-        self.out, self.by = Path(out), by
+    def __init__(self, out: Path, by: str = "report", formats: tuple[str, ...] = ("csv", "md", "png")):
+        self.out, self.by, self.formats = Path(out), by, formats
         self.staged: list[Path] = []
         self.written: list[Path] = []
         self.warnings: list[str] = []
-        self.lock = FileLock(self.out / REPORT_LOCK)
+        self.lock = LockFile(self.out / REPORT_LOCK)
 
     def __enter__(self) -> "owned_folder":
         self.out.mkdir(parents=True, exist_ok=True)
-        try:
-            self.lock.acquire(blocking=False)
-        except Timeout:
+        if not self.lock.acquire(wait=False):
             raise OutputError(f"--out {self.out}: another report is writing into this folder now; "
-                              "give another --out") from None
+                              "give another --out")
         try:
             for old in self.out.glob(STAGING + "*"):  # a report killed midway left it
                 if old.is_dir() and not old.is_symlink():
@@ -152,18 +151,18 @@ class owned_folder:  # noqa: N801 (a context manager, used as one: `with owned_f
                                  else f"{REPORT_RECORD} does not hold it, or it changed since")
                               + "): it is kept; move it away or give another --out")
         new = {rel: {"sha256": file_sha256(stage / rel), "by": self.by} for rel in staged}
-        # Still ours after this one: another writer's files (a report keeps `hvdbench predict`'s).
-        kept = {rel: e for rel, e in before.items() if rel not in new
-                and (self.by == "predict" or e["by"] != "report") and _proven(out, rel, e)}
-        gone = [rel for rel, e in before.items() if rel not in new and rel not in kept and self.by == "report"
-                and e["by"] == "report"]
+        # What this one replaces: a report's earlier files of the formats it was asked for.
+        replaced = {rel for rel, e in before.items() if rel not in new and self.by == "report"
+                    and e["by"] == "report" and PurePosixPath(rel).suffix.lstrip(".") in self.formats}
+        # Still ours after this one: the rest, where unchanged (a report keeps `hvdbench predict`'s).
+        kept = {rel: e for rel, e in before.items() if rel not in new and rel not in replaced and _proven(out, rel, e)}
         # Recorded before the files move in: a kill from here on leaves only files the record lists.
         self._record({**before, **new})
         for rel in staged:
             (out / rel).parent.mkdir(parents=True, exist_ok=True)
             os.replace(stage / rel, out / rel)
             self.written.append(out / rel)
-        for rel in gone:  # the last report's files this one did not write, where they are still its own
+        for rel in sorted(replaced):  # the last report's files this one did not write, where still its own
             if _proven(out, rel, before[rel]):
                 (out / rel).unlink()
         self._record({**kept, **new})
@@ -177,7 +176,7 @@ def write(report, out: Path, formats: tuple[str, ...] = ("csv", "md", "png"), by
     """Write `report` (hvdbench.results.report.build) into OUT, which it owns (owned_folder): summary.md,
     then each section's files in the order they were built. Returns the paths written; a record that
     could not be read is a warning on stderr."""
-    with owned_folder(out, by) as folder:
+    with owned_folder(out, by, formats) as folder:
         if "md" in formats:
             folder.staged.append(write_markdown(report.text, folder.stage))
         for section in report.sections.values():

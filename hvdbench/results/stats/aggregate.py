@@ -5,8 +5,9 @@ speed-up and scaling efficiency, scale-up vs scale-out deltas, and MLPerf's olym
     runs = load_sweeps(["results/demo"]) + read_mllog_dir("training_results_v4.0/Oracle")   # store, mllog
     tables = build_tables(runs, baseline=None)      # Tables(scaling, layouts, time_to_train, epochs)
 
-Every table row is a dict (column -> value, None where undefined); tables.py writes them, in the
-columns `hvdbench.results.records.schema.REPORT_COLUMNS` declares.
+Each table's row is a frozen dataclass declared here (ScalingRow, LayoutsRow, TimeToTrainRow,
+EpochRow: records/rows.py's ReportRow), its fields the columns of its CSV in order, None where
+undefined; render/tables.py writes them.
 Rules (also printed in the report's notes, `NOTES`):
 - std is the sample standard deviation (ddof=1); two-sigma = 2 x std; with one run both are empty.
 - Only successful runs with a throughput feed throughput statistics; every row still counts its
@@ -24,13 +25,15 @@ from __future__ import annotations
 import math
 import statistics
 from dataclasses import dataclass, field
+from typing import Protocol, Sequence
 
 from hvdbench.errors import ConfigError
 from hvdbench.results.mllog import rcp_check
 from hvdbench.results.mllog.mlperf import counts_samples
 from hvdbench.results.mllog.summary import INCOMPLETE
-from hvdbench.results.records.schema import BUSY_CPUS, EPOCH_COLUMNS, SCALING_GROUP, TTT_GROUP, RunResult
-from hvdbench.topology import parse_layout
+from hvdbench.results.records.rows import ReportRow, ScalingGroup, TttGroup, beside
+from hvdbench.results.records.schema import BUSY_CPUS, RunResult
+from hvdbench.topology import Layout
 
 # MLPerf drops the fastest and slowest run; we do so from this many runs on (MLPerf itself asks
 # 5 runs for vision models and 10 for BERT; 3 is the least that leaves a run after dropping two).
@@ -119,8 +122,6 @@ def olympic_score(minutes: list[float], not_converged: int, drop: int = 1, incom
     return Score(statistics.fmean(kept), f"olympic mean of {len(kept)} of {n} (dropped {dropped})")
 
 
-# --- the --baseline option ---------------------------------------------------------------------
-
 # --- grouping ----------------------------------------------------------------------------------
 
 def system_of(run: RunResult) -> str:
@@ -128,32 +129,74 @@ def system_of(run: RunResult) -> str:
     return run.devices
 
 
-def _counts(runs: list[RunResult]) -> dict:
-    return {"runs": len(runs), "ok": sum(r.status == "success" for r in runs),
-            "failed": sum(r.status == "failed" for r in runs),
-            "aborted": sum(r.status == "aborted" for r in runs),
-            "timeout": sum(r.status == "timeout" for r in runs)}
+class Placed(Protocol):
+    """What `where_ran` and the plots' subtitles read of a row: where its runs ran. Every table row
+    built from runs has these (as columns, or `beside` them), and so has `Where`."""
+
+    system: str
+    nodes: int
+    hosts: str
+    link: str
+    intra_link: str
+    cpu_model: str
 
 
-def _layout_cols(runs: list[RunResult]) -> dict:
+@dataclass(frozen=True)
+class Where:
+    """Where a layout's runs ran, for a figure or footer of something that is not a table row (a
+    bench's plot, a fit's layouts, the stragglers' panels): as a row would say it (`Placed`)."""
+
+    system: str = ""
+    nodes: int = 0
+    hosts: str = ""
+    link: str = ""
+    intra_link: str = ""
+    cpu_model: str = ""
+    layout: str = ""
+    runs: int = 0
+
+
+@dataclass(frozen=True)
+class Counts:
+    """A layout's runs by status (every table counts all of them, none dropped)."""
+
+    runs: int
+    ok: int
+    failed: int
+    aborted: int
+    timeout: int
+
+
+def _counts(runs: list[RunResult]) -> Counts:
+    return Counts(len(runs), sum(r.status == "success" for r in runs), sum(r.status == "failed" for r in runs),
+                  sum(r.status == "aborted" for r in runs), sum(r.status == "timeout" for r in runs))
+
+
+@dataclass(frozen=True)
+class Placement:
     """A layout's columns, from its runs: the layout itself, the hosts it ran on, and the link
-    between them (one-node layouts have none)."""
+    between them (one-node layouts have none); the intra-node link and CPU model beside them."""
+
+    layout: str
+    nodes: int
+    gpus_per_node: int
+    gpus: int
+    scale: str
+    hosts: str
+    link: str
+    intra_link: str
+    cpu_model: str
+
+
+def placement(runs: list[RunResult]) -> Placement:
+    """Where a layout's runs ran (the tables' layout columns, and what a plot's subtitle needs:
+    render/plots.context, for rows built outside these tables too, the compute table's)."""
     run = runs[0]
     hosts = dict.fromkeys(h for r in runs for h in (r.hosts or "").split(";") if h)
-    return {"layout": run.layout, "nodes": run.nodes, "gpus_per_node": run.gpus_per_node,
-            "gpus": run.world_size,
-            "scale": run.scale or ("" if not run.nodes else "up" if run.nodes == 1 else "out"),
-            "hosts": ";".join(hosts),
-            "link": "" if run.nodes == 1 else _one(r.link for r in runs) or "",
-            "intra_link": _one(r.intra_link for r in runs) or "",
-            "cpu_model": _one(r.cpu_model for r in runs) or ""}
-
-
-def where_cols(runs: list[RunResult]) -> dict:
-    """Where a layout's runs ran (nodes, hosts, links, CPU model): what a plot's subtitle needs
-    (render/plots.context) for rows built outside these tables (the compute table's)."""
-    cols = _layout_cols(runs)
-    return {k: cols[k] for k in ("nodes", "hosts", "link", "intra_link", "cpu_model")}
+    return Placement(run.layout, run.nodes, run.gpus_per_node, run.world_size,
+                     run.scale or ("" if not run.nodes else "up" if run.nodes == 1 else "out"), ";".join(hosts),
+                     "" if run.nodes == 1 else _one(r.link for r in runs) or "",
+                     _one(r.intra_link for r in runs) or "", _one(r.cpu_model for r in runs) or "")
 
 
 def layout_source(runs: list[RunResult]) -> str:
@@ -162,46 +205,51 @@ def layout_source(runs: list[RunResult]) -> str:
     return _one(r.layout_source or SWEEP_SOURCE for r in runs) or ""
 
 
-def on_cpus(row: dict) -> bool:
-    """hvdbench's own CPU runs record their device as "cpu": their "GPUs" are CPU processes (ranks)."""
-    return str(row.get("system") or "").lower() == "cpu"
+def on_cpus(row) -> bool:
+    """hvdbench's own CPU runs record their device as "cpu": their "GPUs" are CPU processes (ranks).
+    `row`: anything with the `system` of a group (a row, a group, `Where`)."""
+    return str(row.system or "").lower() == "cpu"
 
 
-def device_word(row: dict, plural: bool = False) -> str:
+def device_word(row, plural: bool = False) -> str:
     """What a report calls one device of a row: 'rank' on CPUs, 'GPU' otherwise."""
     word = "rank" if on_cpus(row) else "GPU"
     return word + "s" if plural else word
 
 
-def group_title(row: dict, group: tuple) -> str:
-    """'resnet50 · debug · torch · ddp · fp32 · throughput · batch 32/GPU — <system>' from the group keys
-    (SCALING_GROUP's or TTT_GROUP's): how the report titles a table, its plots and every warning naming it."""
-    parts = [row[k] for k in ("model", "flavor", "framework", "engine", "precision", "levers", "mode") if k in group]
-    if row.get("batch_per_gpu") and "batch_per_gpu" in group:
-        accum = row.get("accum_steps") or 1
-        parts.append(f"batch {row['batch_per_gpu']}/{device_word(row)}" + (f" × {accum} accum" if accum > 1 else ""))
+def group_title(group: TttGroup) -> str:
+    """'resnet50 · debug · torch · ddp · fp32 · throughput · batch 32/GPU — <system>' from a group (a
+    ScalingGroup with its mode and batch; a TttGroup without): how the report titles a table, its plots
+    and every warning naming it."""
+    parts = [group.model, group.flavor, group.framework, group.engine, group.precision, group.levers]
+    if isinstance(group, ScalingGroup):
+        parts.append(group.mode)
+        if group.batch_per_gpu:
+            accum = group.accum_steps or 1
+            parts.append(f"batch {group.batch_per_gpu}/{device_word(group)}"
+                         + (f" × {accum} accum" if accum > 1 else ""))
     title = " · ".join(str(p) for p in parts if p)
-    return title + (f" — {row['system']}" if row.get("system") else "")
+    return title + (f" — {group.system}" if group.system else "")
 
 
-def where_ran(rows: list[dict], most: int = 4) -> str:
+def where_ran(rows: Sequence[Placed], most: int = 4) -> str:
     """'hosts: hvd-node1, hvd-node2 · intra-node link: NVLink (NV18) between 8 GPUs · inter-node link:
     emulated veth bridge, 100mbit' for a group of report rows (the plots' subtitle and the Markdown
     tables' footer); multi-node layouts whose sweep named and read no link say so."""
-    hosts = list(dict.fromkeys(h for r in rows for h in (r.get("hosts") or "").split(";") if h))
+    hosts = list(dict.fromkeys(h for r in rows for h in (r.hosts or "").split(";") if h))
     parts = []
-    cpus = list(dict.fromkeys(r.get("cpu_model") for r in rows if on_cpus(r) and r.get("cpu_model")))
+    cpus = list(dict.fromkeys(r.cpu_model for r in rows if on_cpus(r) and r.cpu_model))
     if cpus:  # a CPU run's device is its host's CPU (the hardware record's model)
         parts.append("CPU: " + " | ".join(cpus))
     if hosts:
         shown = ", ".join(hosts[:most]) + (f" +{len(hosts) - most} more" if len(hosts) > most else "")
         parts.append(f"host{'s' if len(hosts) > 1 else ''}: {shown}")
-    intra = list(dict.fromkeys(r.get("intra_link") for r in rows if r.get("intra_link")))
+    intra = list(dict.fromkeys(r.intra_link for r in rows if r.intra_link))
     if intra:  # read off the hosts (sweep.json's hardware records)
         parts.append("intra-node link: " + " | ".join(intra))
-    multi = [r for r in rows if (r.get("nodes") or 0) > 1]
+    multi = [r for r in rows if (r.nodes or 0) > 1]
     if multi:
-        links = list(dict.fromkeys(r.get("link") for r in multi if r.get("link")))
+        links = list(dict.fromkeys(r.link for r in multi if r.link))
         parts.append("inter-node link: " + (" | ".join(links) if links else "not recorded (sweep --link)"))
     return " · ".join(parts)
 
@@ -213,15 +261,15 @@ def _group_by(runs, key) -> dict[tuple, list[RunResult]]:
     return groups
 
 
-def _order(row: dict) -> tuple:
-    return (row["gpus"], row["nodes"])
+def _order(row) -> tuple:
+    return (row.gpus, row.nodes)
 
 
-def _pick_baseline(rows: list[dict], value: str, baseline: tuple[int, int] | None) -> dict | None:
-    """The row speed-ups are measured against (see the module docstring)."""
-    usable = [r for r in rows if r[value] is not None and r["gpus"]]  # a layout is known
+def _pick_baseline(rows: list, value, baseline: Layout | None):
+    """The row speed-ups are measured against (see the module docstring); `value(row)` its figure."""
+    usable = [r for r in rows if value(r) is not None and r.gpus]  # a layout is known
     if baseline is not None:
-        usable = [r for r in usable if (r["nodes"], r["gpus_per_node"]) == baseline]
+        usable = [r for r in usable if Layout(r.nodes, r.gpus_per_node) == baseline]
     return min(usable, key=_order, default=None)
 
 
@@ -233,74 +281,146 @@ def scaling_key(r: RunResult) -> tuple:
             r.accum_steps)
 
 
-def scaling_rows(runs: list[RunResult], baseline: tuple[int, int] | None = None) -> list[dict]:
+@dataclass(frozen=True, kw_only=True)
+class ScalingRow(ScalingGroup, ReportRow):
+    """scaling.csv: one row per group and layout. Throughput is samples/s over all GPUs."""
+
+    layout: str
+    nodes: int
+    gpus_per_node: int
+    gpus: int
+    scale: str
+    runs: int
+    ok: int
+    failed: int
+    aborted: int
+    timeout: int
+    n_throughput: int
+    throughput_mean: float | None
+    throughput_std: float | None
+    throughput_2sigma: float | None
+    throughput_per_gpu: float | None
+    baseline: str  # the layout speed-up and efficiency are measured against
+    speedup: float | None
+    efficiency: float | None
+    efficiency_2sigma: float | None
+    layout_source: str
+    hosts: str  # where the layout ran: its hosts (';'-joined) and the inter-node link (empty for one node)
+    link: str
+    cv: float | None  # std / mean of the runs' throughput
+    step_cv: float | None  # the most one run's own step times spread (std / mean)
+    other_cpus: float | None  # the most cores' worth of other processes beside a run
+    other_gpu_procs: int | None
+    # CPU math threads per rank (runs.csv threads; '2|4' when a layout's runs differ); steps,
+    # warmup_steps: the fewest timed and warm-up steps of the layout's runs
+    threads: int | str | None
+    steps: int | None
+    warmup_steps: int | None
+    flags: str  # FLAGS, ';'-joined
+    intra_link: str = beside("")
+    cpu_model: str = beside("")
+
+
+@dataclass(frozen=True)
+class _Measured:
+    """One layout's runs of a scaling group as measured, before the group's baseline is chosen: what
+    its speed-up, efficiency and flags are computed from."""
+
+    runs: list
+    where: Placement
+    throughput: Stats
+    step_cv: float | None
+    other_cpus: float | None
+    other_gpu_procs: int | None
+    threads: int | str | None
+    steps: int | None
+    warmup_steps: int | None
+
+    @property
+    def gpus(self) -> int:
+        return self.where.gpus
+
+    @property
+    def nodes(self) -> int:
+        return self.where.nodes
+
+    @property
+    def gpus_per_node(self) -> int:
+        return self.where.gpus_per_node
+
+    @property
+    def mean(self) -> float | None:
+        return self.throughput.mean
+
+    @property
+    def cv(self) -> float | None:
+        std, mean = self.throughput.std, self.throughput.mean
+        return None if std is None or not mean else std / mean
+
+
+def _measured(runs: list[RunResult]) -> _Measured:
+    """The layout's successful runs: their throughput, the worst spread of one run's step times (std /
+    mean) and the most cores' worth of other processes beside one (runs.csv `other_cpus`); the math
+    threads per rank (runs.csv `threads`; None in sweeps older than schema 4), and the timed and
+    warm-up steps of each run (the smallest count, the one a noisy figure is explained by)."""
+    ok = [r for r in runs if r.status == "success"]
+    cvs = [r.step_time_std_s / r.step_time_mean_s for r in ok if r.step_time_std_s is not None
+           and r.step_time_mean_s]
+    busy = [r.other_cpus for r in ok if r.other_cpus is not None]
+    gpu = [r.other_gpu_procs for r in ok if r.other_gpu_procs is not None]
+    timed = ok or runs
+    steps = [r.steps for r in timed if r.steps]
+    warm = [r.warmup_steps for r in timed if r.warmup_steps is not None and r.steps]
+    return _Measured(runs, placement(runs), stats(r.throughput for r in ok), max(cvs, default=None),
+                     max(busy, default=None), max(gpu, default=None), _one(r.threads for r in timed),
+                     min(steps, default=None), min(warm, default=None))
+
+
+def scaling_rows(runs: list[RunResult], baseline: Layout | None = None) -> list[ScalingRow]:
     """One row per group and layout. Throughput-mode runs, and time-to-accuracy groups where runs
     recorded a throughput (published MLPerf logs have none: they are in the time-to-train table)."""
     out = []
     for key, group in sorted(_group_by(runs, scaling_key).items()):
         if group[0].mode != "throughput" and not any(r.throughput is not None for r in group):
             continue
-        rows = []
-        for _, layout_runs in _group_by(group, lambda r: (r.nodes, r.gpus_per_node, r.layout)).items():
-            st = stats(r.throughput for r in layout_runs if r.status == "success")
-            gpus = layout_runs[0].world_size
-            rows.append({**dict(zip(SCALING_GROUP, key)), **_layout_cols(layout_runs),
-                         **_counts(layout_runs),
-                         "throughput_mean": st.mean, "throughput_std": st.std,
-                         "throughput_2sigma": st.two_sigma, "n_throughput": st.n,
-                         "throughput_per_gpu": st.mean / gpus if st.mean is not None and gpus else None,
-                         "layout_source": layout_source(layout_runs), **_interference(layout_runs),
-                         **_timing(layout_runs)})
-        base = _pick_baseline(rows, "throughput_mean", baseline)
-        for row in sorted(rows, key=_order):
-            row["_fewer"] = [r for r in rows if r["throughput_mean"] is not None and r["gpus"]
-                             and r["gpus"] < (row["gpus"] or 0) and r["nodes"] <= row["nodes"]]
-            row.update(baseline=base["layout"] if base else "", speedup=None, efficiency=None,
-                       efficiency_2sigma=None)
-            if base and row["throughput_mean"] is not None and row["gpus"]:
-                row["speedup"] = row["throughput_mean"] / base["throughput_mean"]
-                row["efficiency"] = (row["throughput_mean"] / row["gpus"]) / (base["throughput_mean"] / base["gpus"])
-                row["efficiency_2sigma"] = _efficiency_2sigma(row, base)
-            row["cv"] = _cv(row)
-            row["flags"] = ";".join(_flags(row, base, row.pop("_fewer")))
-            out.append(row)
+        measured = [_measured(layout_runs) for layout_runs in
+                    _group_by(group, lambda r: (r.nodes, r.gpus_per_node, r.layout)).values()]
+        base = _pick_baseline(measured, lambda m: m.mean, baseline)
+        for m in sorted(measured, key=_order):
+            fewer = [o for o in measured if o.mean is not None and o.gpus and o.gpus < (m.gpus or 0)
+                     and o.nodes <= m.nodes]
+            out.append(_scaling_row(ScalingGroup(*key), m, base, fewer))
     return out
 
 
-def _efficiency_2sigma(row: dict, base: dict) -> float | None:
+def _scaling_row(group: ScalingGroup, m: _Measured, base: _Measured | None, fewer: list[_Measured]) -> ScalingRow:
+    st, where, counts = m.throughput, m.where, _counts(m.runs)
+    speedup = efficiency = efficiency_2sigma = None
+    if base and st.mean is not None and m.gpus:
+        speedup = st.mean / base.mean
+        efficiency = (st.mean / m.gpus) / (base.mean / base.gpus)
+        efficiency_2sigma = _efficiency_2sigma(m, base, efficiency)
+    return ScalingRow(
+        **vars(group), layout=where.layout, nodes=where.nodes, gpus_per_node=where.gpus_per_node, gpus=where.gpus,
+        scale=where.scale, **vars(counts), n_throughput=st.n, throughput_mean=st.mean, throughput_std=st.std,
+        throughput_2sigma=st.two_sigma, throughput_per_gpu=st.mean / m.gpus if st.mean is not None and m.gpus else None,
+        baseline=base.where.layout if base else "", speedup=speedup, efficiency=efficiency,
+        efficiency_2sigma=efficiency_2sigma, layout_source=layout_source(m.runs), hosts=where.hosts, link=where.link,
+        cv=m.cv, step_cv=m.step_cv, other_cpus=m.other_cpus, other_gpu_procs=m.other_gpu_procs, threads=m.threads,
+        steps=m.steps, warmup_steps=m.warmup_steps, flags=";".join(_flags(m, efficiency, base, fewer)),
+        intra_link=where.intra_link, cpu_model=where.cpu_model)
+
+
+def _efficiency_2sigma(m: _Measured, base: _Measured, efficiency: float) -> float | None:
     """Two sigma of the efficiency, from both means' spread (relative errors add in quadrature: it
     is a ratio of two means). The baseline's own point carries its own spread: every other point
     is measured against it. None when a spread is unknown (a single run)."""
-    if row is base:
-        cv = _cv(base)
-        return None if cv is None else 2 * cv * row["efficiency"]
-    cv_row, cv_base = _cv(row), _cv(base)
-    if cv_row is None or cv_base is None:
+    if m is base:
+        return None if base.cv is None else 2 * base.cv * efficiency
+    if m.cv is None or base.cv is None:
         return None
-    return 2 * row["efficiency"] * math.hypot(cv_row, cv_base)
+    return 2 * efficiency * math.hypot(m.cv, base.cv)
 
-
-def _timing(runs: list[RunResult]) -> dict:
-    """What the layout's successful runs timed: the math threads per rank (runs.csv `threads`; None
-    in sweeps older than schema 4), and the timed and warm-up steps of each run (the smallest count,
-    the one a noisy figure is explained by)."""
-    ok = [r for r in runs if r.status == "success"] or runs
-    steps = [r.steps for r in ok if r.steps]
-    warm = [r.warmup_steps for r in ok if r.warmup_steps is not None and r.steps]
-    return {"threads": _one(r.threads for r in ok),
-            "steps": min(steps, default=None), "warmup_steps": min(warm, default=None)}
-
-
-def _interference(runs: list[RunResult]) -> dict:
-    """The worst of the layout's successful runs: the spread of one run's step times (std / mean)
-    and the cores' worth of other processes that ran beside it (runs.csv `other_cpus`)."""
-    ok = [r for r in runs if r.status == "success"]
-    cvs = [r.step_time_std_s / r.step_time_mean_s for r in ok if r.step_time_std_s is not None
-           and r.step_time_mean_s]
-    busy = [r.other_cpus for r in ok if r.other_cpus is not None]
-    gpu = [r.other_gpu_procs for r in ok if r.other_gpu_procs is not None]
-    return {"step_cv": max(cvs, default=None), "other_cpus": max(busy, default=None),
-            "other_gpu_procs": max(gpu, default=None)}
 
 
 # A row whose runs spread more than this (std / mean) is flagged: its mean, and every speed-up
@@ -329,13 +449,13 @@ FLAGS = {
 }
 
 
-def noise_cause(row: dict) -> str:
+def noise_cause(row: ScalingRow) -> str:
     """Why a `noisy` row's repeats spread, from what its runs recorded: a busy machine (other_cpus at
     or above BUSY_CPUS, other processes on its GPUs), or, on an idle machine, a cold start or too
     few timed steps (the steps and warm-up steps the runs recorded); unknown when nothing was
     recorded (sweeps older than the interference measure)."""
-    cpus, gpus = row.get("other_cpus"), row.get("other_gpu_procs")
-    steps, warm = row.get("steps"), row.get("warmup_steps")
+    cpus, gpus = row.other_cpus, row.other_gpu_procs
+    steps, warm = row.steps, row.warmup_steps
     timed = (f"each run timed {steps} step{'s' if steps != 1 else ''}"
              + (f" after {warm} warm-up step{'s' if warm != 1 else ''}" if warm is not None else "")
              if steps else "")
@@ -352,78 +472,100 @@ def noise_cause(row: dict) -> str:
             "timed steps" + (f" ({timed})" if timed else "") + f"; rerun on an idle machine, or {more}")
 
 
-def thread_note(rows: list[dict]) -> str:
+def thread_note(rows: list[ScalingRow]) -> str:
     """A group's math threads per rank, in words: 'CPU math threads per rank: 1 in every layout.', or
     the unfair baseline ('the 1x1 rank had 2 threads, the 1x2 ranks 1 each'); '' when the runs
     recorded none (sweeps older than runs.csv schema 4)."""
-    known = [r for r in rows if r.get("threads") not in (None, "")]
+    known = [r for r in rows if r.threads not in (None, "")]
     if not known:
         return ""
-    distinct = list(dict.fromkeys(str(r["threads"]) for r in known))
+    distinct = list(dict.fromkeys(str(r.threads) for r in known))
     if len(distinct) == 1 and "|" not in distinct[0]:
-        every = "every layout" if len(known) == len(rows) else ", ".join(r["layout"] for r in known)
+        every = "every layout" if len(known) == len(rows) else ", ".join(r.layout for r in known)
         return f"CPU math threads per rank: {distinct[0]} in {every} (runs.csv threads)."
 
     def had(rs):
-        threads = str(rs[0]["threads"]).replace("|", " or ")
-        names = [r["layout"] for r in rs]
+        threads = str(rs[0].threads).replace("|", " or ")
+        names = [r.layout for r in rs]
         names = names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
-        if len(rs) == 1 and rs[0].get("gpus") == 1:
+        if len(rs) == 1 and rs[0].gpus == 1:
             return f"the {names} rank had {threads} thread{'s' if threads != '1' else ''}"
         return f"the {names} ranks {threads} each"
-    base = next((r for r in known if r["layout"] == r.get("baseline")), known[0])
-    alike: dict[str, list[dict]] = {str(base["threads"]): [base]}
+    base = next((r for r in known if r.layout == r.baseline), known[0])
+    alike: dict[str, list[ScalingRow]] = {str(base.threads): [base]}
     for r in known:
         if r is not base:
-            alike.setdefault(str(r["threads"]), []).append(r)
+            alike.setdefault(str(r.threads), []).append(r)
     return ("**unfair baseline**: " + ", ".join(had(rs) for rs in alike.values())
             + " (CPU math threads per rank, runs.csv threads): speed-ups mix more ranks with another thread "
             "count. A sweep gives every layout the same threads per rank (--thread-share); these did not.")
 
 
-def _cv(row: dict) -> float | None:
-    std, mean = row.get("throughput_std"), row.get("throughput_mean")
-    return None if std is None or not mean else std / mean
+def _slower_beyond_noise(m: _Measured, other: _Measured) -> bool:
+    """`m`'s mean throughput is below `other`'s by more than their two-sigma noise."""
+    noise = 2 * math.hypot(m.throughput.std or 0.0, other.throughput.std or 0.0)
+    return other.mean - m.mean > noise
 
 
-def _slower_beyond_noise(row: dict, other: dict) -> bool:
-    """`row`'s mean throughput is below `other`'s by more than their two-sigma noise."""
-    noise = 2 * math.hypot(row.get("throughput_std") or 0.0, other.get("throughput_std") or 0.0)
-    return other["throughput_mean"] - row["throughput_mean"] > noise
-
-
-def _flags(row: dict, base: dict | None, fewer: list[dict] = ()) -> list[str]:
+def _flags(m: _Measured, efficiency: float | None, base: _Measured | None, fewer: list[_Measured] = ()) -> list[str]:
     """Why a row's numbers may not mean what they seem (FLAGS), so a report never prints an
-    efficiency of 700 % without a warning. `fewer`: the group's rows of a smaller layout (fewer
-    GPUs on no more nodes) that have a throughput: one faster than this row by more than the two
-    rows' noise (2 sqrt(sa^2 + sb^2), the layouts table's rule; means alone for single runs) is inverse
-    scaling (at one GPU count, layouts are compared in the layouts table instead)."""
+    efficiency of 700 % without a warning. `fewer`: the group's layouts of fewer GPUs on no more
+    nodes that have a throughput: one faster than this layout by more than the two layouts' noise
+    (2 sqrt(sa^2 + sb^2), the layouts table's rule; means alone for single runs) is inverse scaling
+    (at one GPU count, layouts are compared in the layouts table instead)."""
     flags = []
-    if row["efficiency"] is not None and row["efficiency"] > 1.0 + 1e-9:
+    if efficiency is not None and efficiency > 1.0 + 1e-9:
         flags.append("superlinear")
-    if row["throughput_mean"] is not None and any(_slower_beyond_noise(row, r) for r in fewer):
+    if m.mean is not None and any(_slower_beyond_noise(m, o) for o in fewer):
         flags.append("inverse-scaling")
-    if (row["cv"] or 0) > NOISY_CV:
+    if (m.cv or 0) > NOISY_CV:
         flags.append("noisy")
-    if base is not None and base is not row and (_cv(base) or 0) > NOISY_CV:
+    if base is not None and base is not m and (base.cv or 0) > NOISY_CV:
         flags.append("noisy-baseline")
-    if (row.get("other_cpus") or 0) >= BUSY_CPUS or (row.get("other_gpu_procs") or 0) > 0:
+    if (m.other_cpus or 0) >= BUSY_CPUS or (m.other_gpu_procs or 0) > 0:
         flags.append("busy")
-    if (row.get("step_cv") or 0) > UNSTEADY_CV:
+    if (m.step_cv or 0) > UNSTEADY_CV:
         flags.append("unsteady")
-    if (base is not None and base is not row and row.get("threads") not in (None, "")
-            and base.get("threads") not in (None, "") and str(row["threads"]) != str(base["threads"])):
+    if (base is not None and base is not m and m.threads not in (None, "")
+            and base.threads not in (None, "") and str(m.threads) != str(base.threads)):
         flags.append("unfair-baseline")
     return flags
 
 
-def layout_rows(scaling: list[dict]) -> list[dict]:
+@dataclass(frozen=True, kw_only=True)
+class LayoutsRow(ScalingGroup, ReportRow):
+    """layouts.csv: at one group and GPU count, each layout against the one with the fewest nodes."""
+
+    gpus: int
+    layout: str
+    nodes: int
+    gpus_per_node: int
+    scale: str
+    reference: str  # the layout with the fewest nodes at this GPU count
+    runs: int
+    ok: int
+    failed: int
+    aborted: int
+    timeout: int
+    throughput_mean: float | None
+    throughput_2sigma: float | None
+    relative: float | None  # throughput / the reference's
+    delta_pct: float | None
+    noise_2sigma_pct: float | None
+    within_noise: bool | None
+    hosts: str
+    link: str
+    intra_link: str = beside("")  # not said under the layouts table (its footer names hosts and link)
+    cpu_model: str = beside("")
+
+
+def layout_rows(scaling: list[ScalingRow]) -> list[LayoutsRow]:
     """For each group and GPU count run with more than one layout: every layout against the one
     with the fewest nodes (the single-node, scale-up layout where there is one).
     Within noise iff |Δ| ≤ 2·sqrt(σa² + σb²): the two-sigma band of the difference of two runs
     drawn from each layout's spread. Undefined (None) unless both layouts have ≥ 2 runs."""
     out = []
-    groups = _group_by(scaling, lambda row: tuple(row[k] for k in SCALING_GROUP) + (row["gpus"],))
+    groups = _group_by(scaling, lambda row: row.scaling_key + (row.gpus,))
     for _, rows in sorted(groups.items(), key=lambda kv: kv[0]):
         if len(rows) < 2:
             continue
@@ -431,22 +573,19 @@ def layout_rows(scaling: list[dict]) -> list[dict]:
         ref = rows[0]
         for row in rows:
             delta = noise = within = relative = None
-            if row["throughput_mean"] is not None and ref["throughput_mean"]:
-                relative = row["throughput_mean"] / ref["throughput_mean"]
-                delta = row["throughput_mean"] - ref["throughput_mean"]
-                if row is not ref and row["throughput_std"] is not None and ref["throughput_std"] is not None:
-                    noise = 2 * math.hypot(row["throughput_std"], ref["throughput_std"])
+            if row.throughput_mean is not None and ref.throughput_mean:
+                relative = row.throughput_mean / ref.throughput_mean
+                delta = row.throughput_mean - ref.throughput_mean
+                if row is not ref and row.throughput_std is not None and ref.throughput_std is not None:
+                    noise = 2 * math.hypot(row.throughput_std, ref.throughput_std)
                     within = abs(delta) <= noise
-            pct = (lambda x: None if x is None else 100 * x / ref["throughput_mean"])
-            out.append({**{k: row[k] for k in SCALING_GROUP}, "gpus": row["gpus"],
-                        "layout": row["layout"], "nodes": row["nodes"],
-                        "gpus_per_node": row["gpus_per_node"], "scale": row["scale"],
-                        "hosts": row["hosts"], "link": row["link"], "reference": ref["layout"],
-                        **{k: row[k] for k in ("runs", "ok", "failed", "aborted", "timeout")},
-                        "throughput_mean": row["throughput_mean"],
-                        "throughput_2sigma": row["throughput_2sigma"], "relative": relative,
-                        "delta_pct": pct(delta), "noise_2sigma_pct": pct(noise),
-                        "within_noise": within})
+            pct = (lambda x: None if x is None else 100 * x / ref.throughput_mean)
+            out.append(LayoutsRow(
+                **vars(row.scaling_group()), gpus=row.gpus, layout=row.layout, nodes=row.nodes,
+                gpus_per_node=row.gpus_per_node, scale=row.scale, reference=ref.layout, runs=row.runs, ok=row.ok,
+                failed=row.failed, aborted=row.aborted, timeout=row.timeout, throughput_mean=row.throughput_mean,
+                throughput_2sigma=row.throughput_2sigma, relative=relative, delta_pct=pct(delta),
+                noise_2sigma_pct=pct(noise), within_noise=within, hosts=row.hosts, link=row.link))
     return out
 
 
@@ -454,67 +593,153 @@ def _ttt_key(r: RunResult) -> tuple:
     return (system_of(r), r.model, r.flavor, r.framework, r.engine, r.precision, r.levers)
 
 
-def time_to_train_rows(runs: list[RunResult], baseline: tuple[int, int] | None = None) -> list[dict]:
+@dataclass(frozen=True)
+class Rcp:
+    """The RCP columns of a time-to-train row (closed-division MLPerf logs; empty for other runs)."""
+
+    ttt_rcp_min: float | None = None
+    rcp_factor: float | None = None
+    rcp_check: str | None = None
+    rcp_note: str | None = None
+    ruleset: str | None = None
+    rcp_mean: float | None = None
+    rcp_min: float | None = None
+    converge_mean: float | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class TimeToTrainRow(TttGroup, ReportRow):
+    """time_to_train.csv: one row per group, layout and global batch of time-to-accuracy runs. *_min:
+    minutes. ttt_min: MLPerf's score (olympic mean); ttt_rcp_min: the same after the official
+    summarizer's RCP rescale (x rcp_factor; closed-division MLPerf logs, see mllog.rcp_check);
+    samples_*: sample-based logs (BERT), whose epochs are often unknown; result: a published run's
+    systems file (one row each, as the summarizer scores them; mllog.groups)."""
+
+    layout: str
+    nodes: int
+    gpus_per_node: int
+    gpus: int
+    scale: str
+    global_batch: int
+    result: str
+    runs: int
+    converged: int
+    failed: int
+    aborted: int
+    timeout: int
+    epochs_mean: float | None
+    time_per_epoch_min: float | None
+    samples_to_target_mean: float | None
+    time_per_1m_samples_min: float | None
+    ttt_min: float | None
+    ttt_rcp_min: float | None
+    rcp_factor: float | None
+    rcp_check: str | None
+    scoring: str
+    ttt_mean_min: float | None
+    ttt_std_min: float | None
+    ttt_2sigma_min: float | None
+    # the evaluation cadence and the time it spans: the target was crossed up to that much earlier
+    eval_every_epochs: float | str | None
+    ttt_resolution_s: float | None
+    metric: str | None
+    target: float | str | None
+    final_metric_mean: float | None
+    baseline: str
+    speedup: float | None
+    efficiency: float | None
+    speedup_rcp: float | None
+    layout_source: str
+    ruleset: str | None
+    rcp_note: str | None
+    rcp_mean: float | None
+    rcp_min: float | None
+    converge_mean: float | None
+    hosts: str
+    link: str
+    intra_link: str = beside("")
+    cpu_model: str = beside("")
+
+
+@dataclass(frozen=True)
+class _TttMeasured:
+    """One layout's (and batch's) time-to-accuracy runs as measured, before the group's baseline is
+    chosen: the row's columns but the speed-ups (`columns`), and what the baseline is chosen by."""
+
+    gpus: int
+    nodes: int
+    gpus_per_node: int
+    global_batch: int
+    result: str
+    ttt_min: float | None
+    ttt_rcp_min: float | None
+    where: Placement
+    columns: dict = field(compare=False)
+
+
+def time_to_train_rows(runs: list[RunResult], baseline: Layout | None = None) -> list[TimeToTrainRow]:
     """One row per model group, layout and global batch of time-to-accuracy runs."""
     out = []
     tta = [r for r in runs if r.mode == "time_to_accuracy"]
     for key, group in sorted(_group_by(tta, _ttt_key).items()):
-        rows = []
-        by_layout = _group_by(group, _batch_key(group))
-        for (_, _, _, global_batch, result), layout_runs in by_layout.items():
-            done = [r for r in layout_runs if r.status == "success" and r.time_to_train_s is not None]
-            missed = len(layout_runs) - len(done)
-            minutes = [r.time_to_train_s / 60 for r in done]
-            cut = sum(r.error == INCOMPLETE for r in layout_runs)
-            score, st = olympic_score(minutes, missed, OLYMPIC_DROP.get(key[1], 1), cut), stats(minutes)
-            samples = [(r.time_to_train_s / 60, r.samples_to_target) for r in done]
-            samples = [(m, n) for m, n in samples if n]
-            epochs = stats(r.epochs_to_target if r.epochs_to_target is not None else r.epochs for r in done)
-            per_epoch = stats(r.time_per_epoch_s / 60 for r in layout_runs
-                              if r.time_per_epoch_s is not None and r.status in ("success", "aborted"))
-            samples_mean = stats(n for _, n in samples).mean
-            if samples_mean is not None and counts_samples(key[1]):
-                # A sample-counted benchmark (LLMs, BERT, UNet3D: counts_samples) trains a sliver of an
-                # epoch of its corpus: 0.0002 epochs at 900,000 min each say nothing; its samples do.
-                epochs = per_epoch = Stats(0, None, None)
-            counts = _counts(layout_runs)
-            rows.append({**dict(zip(TTT_GROUP, key)), **_layout_cols(layout_runs),
-                         "global_batch": global_batch, "result": result, "runs": counts["runs"],
-                         "converged": counts["ok"],
-                         **{k: counts[k] for k in ("failed", "aborted", "timeout")},
-                         "epochs_mean": epochs.mean, "time_per_epoch_min": per_epoch.mean,
-                         "ttt_min": score.minutes, "scoring": score.rule, "ttt_mean_min": st.mean,
-                         "ttt_std_min": st.std, "ttt_2sigma_min": st.two_sigma,
-                         "metric": _one(r.metric_name for r in layout_runs),
-                         "target": _one(r.target for r in layout_runs),
-                         "final_metric_mean": stats(r.final_metric for r in done).mean,
-                         "samples_to_target_mean": samples_mean,
-                         **_cadence(done),
-                         "time_per_1m_samples_min": stats(m / n * 1e6 for m, n in samples).mean,
-                         "layout_source": layout_source(layout_runs),
-                         **_rcp_cols(rcp_check(layout_runs), score.minutes)})
-        base = _pick_baseline(rows, "ttt_min", baseline)
-        for row in sorted(rows, key=lambda row: (row["gpus"], row["nodes"], row["global_batch"], row["result"])):
-            row.update(baseline=base["layout"] if base else "", speedup=None, efficiency=None, speedup_rcp=None)
-            if base and row["ttt_min"] and row["gpus"] and base["gpus"]:
-                row["speedup"] = base["ttt_min"] / row["ttt_min"]
-                row["efficiency"] = row["speedup"] / (row["gpus"] / base["gpus"])
-            if base and row["ttt_rcp_min"] and base["ttt_rcp_min"]:
-                row["speedup_rcp"] = base["ttt_rcp_min"] / row["ttt_rcp_min"]
-            out.append(row)
+        measured = [_ttt_measured(key, global_batch, result, layout_runs) for (_, _, _, global_batch, result), layout_runs
+                    in _group_by(group, _batch_key(group)).items()]
+        base = _pick_baseline(measured, lambda m: m.ttt_min, baseline)
+        for m in sorted(measured, key=lambda m: (m.gpus, m.nodes, m.global_batch, m.result)):
+            speedup = efficiency = speedup_rcp = None
+            if base and m.ttt_min and m.gpus and base.gpus:
+                speedup = base.ttt_min / m.ttt_min
+                efficiency = speedup / (m.gpus / base.gpus)
+            if base and m.ttt_rcp_min and base.ttt_rcp_min:
+                speedup_rcp = base.ttt_rcp_min / m.ttt_rcp_min
+            out.append(TimeToTrainRow(**m.columns, baseline=base.where.layout if base else "", speedup=speedup,
+                                      efficiency=efficiency, speedup_rcp=speedup_rcp))
     return out
 
 
-def _cadence(done: list[RunResult]) -> dict:
-    """How finely the converged runs' time to train is resolved: a run stops at the first evaluation
-    that reaches the target, so the target was crossed up to one evaluation interval earlier than
-    its time says. The interval is eval_every epochs x the run's time per epoch (the run's resolved
-    config: hvdbench.results.report.load); None where it is not known (no config beside the run, published
-    logs, evaluation counted in samples)."""
+def _ttt_measured(key: tuple, global_batch: int, result: str, layout_runs: list[RunResult]) -> _TttMeasured:
+    done = [r for r in layout_runs if r.status == "success" and r.time_to_train_s is not None]
+    missed = len(layout_runs) - len(done)
+    minutes = [r.time_to_train_s / 60 for r in done]
+    cut = sum(r.error == INCOMPLETE for r in layout_runs)
+    score, st = olympic_score(minutes, missed, OLYMPIC_DROP.get(key[1], 1), cut), stats(minutes)
+    samples = [(r.time_to_train_s / 60, r.samples_to_target) for r in done]
+    samples = [(m, n) for m, n in samples if n]
+    epochs = stats(r.epochs_to_target if r.epochs_to_target is not None else r.epochs for r in done)
+    per_epoch = stats(r.time_per_epoch_s / 60 for r in layout_runs
+                      if r.time_per_epoch_s is not None and r.status in ("success", "aborted"))
+    samples_mean = stats(n for _, n in samples).mean
+    if samples_mean is not None and counts_samples(key[1]):
+        # A sample-counted benchmark (LLMs, BERT, UNet3D: counts_samples) trains a sliver of an
+        # epoch of its corpus: 0.0002 epochs at 900,000 min each say nothing; its samples do.
+        epochs = per_epoch = Stats(0, None, None)
+    counts, where, rcp = _counts(layout_runs), placement(layout_runs), _rcp(rcp_check(layout_runs), score.minutes)
+    every, resolution = _cadence(done)
+    columns = dict(
+        **vars(TttGroup(*key)), layout=where.layout, nodes=where.nodes, gpus_per_node=where.gpus_per_node,
+        gpus=where.gpus, scale=where.scale, global_batch=global_batch, result=result, runs=counts.runs,
+        converged=counts.ok, failed=counts.failed, aborted=counts.aborted, timeout=counts.timeout,
+        epochs_mean=epochs.mean, time_per_epoch_min=per_epoch.mean, samples_to_target_mean=samples_mean,
+        time_per_1m_samples_min=stats(m / n * 1e6 for m, n in samples).mean, ttt_min=score.minutes,
+        scoring=score.rule, ttt_mean_min=st.mean, ttt_std_min=st.std, ttt_2sigma_min=st.two_sigma,
+        eval_every_epochs=every, ttt_resolution_s=resolution, metric=_one(r.metric_name for r in layout_runs),
+        target=_one(r.target for r in layout_runs), final_metric_mean=stats(r.final_metric for r in done).mean,
+        layout_source=layout_source(layout_runs), **vars(rcp), hosts=where.hosts, link=where.link,
+        intra_link=where.intra_link, cpu_model=where.cpu_model)
+    return _TttMeasured(where.gpus, where.nodes, where.gpus_per_node, global_batch, result, score.minutes,
+                        rcp.ttt_rcp_min, where, columns)
+
+
+def _cadence(done: list[RunResult]) -> tuple:
+    """(eval_every_epochs, ttt_resolution_s): how finely the converged runs' time to train is
+    resolved. A run stops at the first evaluation that reaches the target, so the target was crossed
+    up to one evaluation interval earlier than its time says. The interval is eval_every epochs x the
+    run's time per epoch (the run's resolved config: hvdbench.results.report.load); None where it is
+    not known (no config beside the run, published logs, evaluation counted in samples)."""
     timed = [(r.eval_every, r) for r in done
              if r.eval_unit == "epochs" and r.eval_every]
     seconds = [every * r.time_per_epoch_s for every, r in timed if r.time_per_epoch_s]
-    return {"eval_every_epochs": _one(every for every, _ in timed), "ttt_resolution_s": stats(seconds).mean}
+    return _one(every for every, _ in timed), stats(seconds).mean
 
 
 def _batch_key(group: list[RunResult]):
@@ -534,14 +759,12 @@ def _batch_key(group: list[RunResult]):
     return key
 
 
-def _rcp_cols(rcp, minutes: float | None) -> dict:
+def _rcp(rcp, minutes: float | None) -> Rcp:
     """The RCP columns of a time-to-train row; empty for runs that are not MLPerf logs."""
     if rcp is None:
-        return dict.fromkeys(("ttt_rcp_min", "rcp_factor", "rcp_check", "rcp_note", "ruleset", "rcp_mean",
-                              "rcp_min", "converge_mean"))
-    return {"ttt_rcp_min": None if minutes is None or rcp.factor is None else minutes * rcp.factor,
-            "rcp_factor": rcp.factor, "rcp_check": rcp.check, "rcp_note": rcp.note, "ruleset": rcp.ruleset,
-            "rcp_mean": rcp.rcp_mean, "rcp_min": rcp.rcp_min, "converge_mean": rcp.converge_mean}
+        return Rcp()
+    return Rcp(None if minutes is None or rcp.factor is None else minutes * rcp.factor, rcp.factor, rcp.check,
+               rcp.note, rcp.ruleset, rcp.rcp_mean, rcp.rcp_min, rcp.converge_mean)
 
 
 def _one(values):
@@ -550,26 +773,61 @@ def _one(values):
     return distinct[0] if len(distinct) == 1 else "|".join(map(str, distinct)) or None
 
 
-def epoch_rows(ttt: list[dict]) -> list[dict]:
+@dataclass(frozen=True, kw_only=True)
+class EpochRow(ReportRow):
+    """epochs.csv: the per-model synopsis the published studies print (GPUs, batch, time per epoch,
+    epochs); samples_*: sample-counted benchmarks (LLMs, BERT), whose epoch columns are empty."""
+
+    system: str
+    model: str
+    flavor: str
+    framework: str
+    engine: str
+    levers: str
+    gpus: int
+    layout: str
+    global_batch: int
+    time_per_epoch_min: float | None
+    epochs_mean: float | None
+    samples_to_target_mean: float | None
+    time_per_1m_samples_min: float | None
+    precision: str
+    runs: int
+    converged: int
+
+    @property
+    def title_group(self) -> TttGroup:
+        """The heading of its Markdown section: the time-to-train group but its precision (a column here)."""
+        return TttGroup(self.system, self.model, self.flavor, self.framework, self.engine)
+
+
+def epoch_rows(ttt: list[TimeToTrainRow]) -> list[EpochRow]:
     """The per-model synopsis the published studies print (GPUs, batch, time per epoch, epochs);
     sample-counted benchmarks' rows give samples to target and minutes per 1M samples instead."""
-    return [{k: row[k] for k in EPOCH_COLUMNS} for row in ttt]
+    return [EpochRow(system=r.system, model=r.model, flavor=r.flavor, framework=r.framework, engine=r.engine,
+                     levers=r.levers, gpus=r.gpus, layout=r.layout, global_batch=r.global_batch,
+                     time_per_epoch_min=r.time_per_epoch_min, epochs_mean=r.epochs_mean,
+                     samples_to_target_mean=r.samples_to_target_mean, time_per_1m_samples_min=r.time_per_1m_samples_min,
+                     precision=r.precision, runs=r.runs, converged=r.converged) for r in ttt]
 
 
 @dataclass
 class Tables:
-    scaling: list[dict] = field(default_factory=list)
-    layouts: list[dict] = field(default_factory=list)
-    time_to_train: list[dict] = field(default_factory=list)
-    epochs: list[dict] = field(default_factory=list)
+    scaling: list[ScalingRow] = field(default_factory=list)
+    layouts: list[LayoutsRow] = field(default_factory=list)
+    time_to_train: list[TimeToTrainRow] = field(default_factory=list)
+    epochs: list[EpochRow] = field(default_factory=list)
     runs: int = 0
 
+    # The four tables' CSVs, in the order they are written (render/tables.write_csvs).
+    FILES = (("scaling", ScalingRow), ("layouts", LayoutsRow), ("time_to_train", TimeToTrainRow),
+             ("epochs", EpochRow))
 
-def build_tables(runs: list[RunResult], baseline: str | None = None) -> Tables:
-    """All four tables. `baseline` ('NxG') must name a layout present in some group."""
-    base = parse_layout(baseline) if baseline else None
-    if base and not any((r.nodes, r.gpus_per_node) == base for r in runs):
+
+def build_tables(runs: list[RunResult], baseline: Layout | None = None) -> Tables:
+    """All four tables. `baseline` (report --baseline) must be the layout of some run."""
+    if baseline and not any(Layout(r.nodes, r.gpus_per_node) == baseline for r in runs):
         raise ConfigError(f"baseline {baseline}: no run has that layout")
-    scaling = scaling_rows(runs, base)
-    ttt = time_to_train_rows(runs, base)
+    scaling = scaling_rows(runs, baseline)
+    ttt = time_to_train_rows(runs, baseline)
     return Tables(scaling, layout_rows(scaling), ttt, epoch_rows(ttt), len(runs))

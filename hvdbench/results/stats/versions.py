@@ -8,7 +8,8 @@ and the collectives' code under the same model).
 
 from __future__ import annotations
 
-from hvdbench.results.records.schema import SCALING_GROUP, RunResult
+from hvdbench.results.records.rows import ScalingGroup
+from hvdbench.results.records.schema import RunResult
 from hvdbench.results.stats.aggregate import group_title, scaling_key
 
 
@@ -27,7 +28,7 @@ def torch_header(runs: list[RunResult]) -> list[str]:
     lines = [f"PyTorch of these runs: {', '.join(used)}."]
     for key, versions in tables.items():
         if len(versions) > 1:
-            table = group_title(dict(zip(SCALING_GROUP, key)), SCALING_GROUP)  # as its heading reads
+            table = group_title(ScalingGroup(*key))  # as its heading reads
             lines.append(f"**Warning:** the runs of one table ({table}) used PyTorch {', '.join(sorted(versions))}: "
                          f"their throughputs are not comparable; rerun its layouts on one release.")
     return lines
