@@ -340,6 +340,17 @@ def test_a_pip_installed_hvdbench_has_its_studies(tmp_path):
     assert dry.returncode == 0 and "resnet50" in dry.stdout, dry.stderr
 
 
+def test_the_demo_study_warms_up_for_its_three_steps_only(tmp_path):
+    """`make demo`'s throughput runs take 3 warm-up steps, not 10 to 15 until step times settle (the
+    default cap): those steps were 13 to 19 % of a launch's CPU-seconds (issue 58: the demo took 22 min;
+    benchmarks/bench_demo_launch.py)."""
+    result = CliRunner().invoke(cli, ["study", "run", "demo", "--dry-run", "--hosts", "localhost:2", "--layouts",
+                                      "1x1,1x2", "--out", str(tmp_path / "o")])
+    assert result.exit_code == 0, result.output
+    modes = [line for line in result.output.splitlines() if line.startswith("mode: ")]
+    assert len(modes) == 7 and set(modes) == {"mode: throughput, 10 timed steps after 3 warm-up steps"}, modes
+
+
 def test_study_list_with_no_study_files_says_so(tmp_path, monkeypatch):
     from hvdbench.cli import study as study_cli
 
