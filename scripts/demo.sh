@@ -8,8 +8,13 @@
 #   3. sweep ResNet-50 (debug flavor) for time-to-accuracy (0.95 top-1 on the digits), 2 repeats;
 #   4. report throughput, speed-up, efficiency, scale-up vs scale-out, MLPerf time-to-train, the
 #      waterfall of each layout's loss, the speed-up across models and a prediction of layouts not
-#      run (2x2 and 4x1 on the emulated cluster); print the file paths.
+#      run (2x2 and 4x1 on the emulated cluster), its text into report.log;
+#   5. the answer in a few lines (scripts/demo_answer.py) and the page to open.
+# It says at the start how long it expects to take, and between the stages how long is left.
 # Each demo writes a new directory under demo-out/ (the prepared data is shared and kept).
+#
+#   make demo                                  (or: bash scripts/demo.sh)
+#   DEMO_LOCAL=1 DEMO_ONLY=ncf DEMO_REPEATS=1 DEMO_STUDY_REPEATS=1 bash scripts/demo.sh   # a quick look
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BIN="$PWD/.venv/bin"
@@ -19,11 +24,32 @@ RUN="$OUT/$(date +%Y%m%d-%H%M%S)"
 BANDWIDTH="${DEMO_BANDWIDTH:-100mbit}"
 REPEATS="${DEMO_REPEATS:-2}"  # 3 took it past 10 minutes on 2 cores
 STUDY_REPEATS="${DEMO_STUDY_REPEATS:-2}"
+ONLY="${DEMO_ONLY:-}"  # a comma list of the study's models: only these (the time-to-accuracy sweep runs all the same)
 CLUSTER=hvddemo
+MODELS=7  # the demo study's models (hvdbench/studies/demo.yaml)
+# The start's estimate: a run (a launch) and the report on an idle 2-core machine, from the 7 min 22 s
+# measured at 45610f0 for its 48 runs and report (docs/history.md); between the stages the time left
+# is scaled by this demo's own pace.
+RUN_S=9
+REPORT_S=15
 t0=$SECONDS
 
+clock() { printf '%d:%02d' $(($1 / 60)) $(($1 % 60)); }
+elapsed() { clock $((SECONDS - t0)); }
+
+if [ "$(id -u)" = 0 ] && [ -z "${DEMO_LOCAL:-}" ]; then LAYOUTS=3; else LAYOUTS=2; fi
+models=$MODELS
+[ -n "$ONLY" ] && models=$(($(tr -cd , <<<"$ONLY" | wc -c) + 1))
+study_runs=$((models * LAYOUTS * STUDY_REPEATS))
+tta_runs=$((LAYOUTS * REPEATS))
+expect=$(((study_runs + tta_runs) * RUN_S + REPORT_S))
+echo "make demo: $study_runs throughput runs ($models models x $LAYOUTS layouts x $STUDY_REPEATS repeats), then" \
+     "ResNet-50 to 0.95 top-1 x $LAYOUTS layouts x $REPEATS repeats, each run a launch of its own, then the report;"
+echo "about $(clock $expect) on an idle 2-core machine (7 min 22 s measured at 45610f0, docs/history.md)," \
+     "longer where other work shares it."
+
 echo "== 1. hosts"
-if [ "$(id -u)" = 0 ] && "$HVD" cluster up --name "$CLUSTER" --nodes 2 --slots 2 \
+if [ "$LAYOUTS" = 3 ] && "$HVD" cluster up --name "$CLUSTER" --nodes 2 --slots 2 \
       --bandwidth "$BANDWIDTH" --subnet 10.231.7.0/24; then
   trap '"$HVD" cluster down --name "$CLUSTER" >/dev/null' EXIT
   HOSTS=(--cluster "$CLUSTER" --layouts 1x1,1x2,2x1)
@@ -35,14 +61,21 @@ else
   echo "NOTE: no emulated cluster (needs root and network namespaces): local layouts 1x1 and 1x2 only"
 fi
 
-echo "== 2. study: every debug model, throughput x ${STUDY_REPEATS} repeats (hvdbench/studies/demo.yaml)"
-"$HVD" study run demo "${HOSTS[@]}" --repeats "$STUDY_REPEATS" --out "$RUN/study"
+echo "== 2. study: every debug model, throughput x ${STUDY_REPEATS} repeats (hvdbench/studies/demo.yaml) [$(elapsed)]"
+"$HVD" study run demo "${HOSTS[@]}" --repeats "$STUDY_REPEATS" ${ONLY:+--only "$ONLY"} --out "$RUN/study"
 
-echo "== 3. sweep: ResNet-50 debug time-to-accuracy (top-1 0.95) x $REPEATS repeats"
+# The rest at the study's pace: its runs took so long against RUN_S each.
+took=$((SECONDS - t0))
+left=$(((tta_runs * RUN_S + REPORT_S) * took / (study_runs * RUN_S > 0 ? study_runs * RUN_S : 1)))
+echo "== 3. sweep: ResNet-50 debug time-to-accuracy (top-1 0.95) x $REPEATS repeats [$(elapsed); $study_runs of" \
+     "$((study_runs + tta_runs)) runs done, about $(clock $left) left]"
 [ -f "$OUT/digits/manifest.json" ] || "$HVD" prepare digits --out "$OUT/digits"
 "$HVD" sweep resnet50 "${HOSTS[@]}" --repeats "$REPEATS" --timeout 300 --name demo-tta --out "$RUN/sweep-tta" \
     -- --framework torch --flavor debug --data "$OUT/digits"
 
-echo "== 4. report"
-"$HVD" report "$RUN/sweep-tta" "$RUN/study" --out "$RUN/report" --predict "$PREDICT"
-echo "demo finished in $((SECONDS - t0))s; results: $RUN"
+echo "== 4. report [$(elapsed); every run done]: its whole text goes to $RUN/report.log"
+"$HVD" report "$RUN/sweep-tta" "$RUN/study" --out "$RUN/report" --predict "$PREDICT" >"$RUN/report.log" 2>&1 \
+  || { tail -n 20 "$RUN/report.log"; echo "the report failed: $RUN/report.log"; exit 1; }
+
+echo "== the answer (the demo took $(elapsed); the report's whole text: $RUN/report.log)"
+"$BIN/python" scripts/demo_answer.py "$RUN"

@@ -79,27 +79,49 @@ make_venv() {
   "$VENV/bin/pip" install -q --upgrade "pip>=24" "setuptools>=69,<81" wheel
 }
 
-python_packages() {
-  # A stamp over everything that decides the package set makes the second run a no-op.
-  local stamp="$VENV/.hvdbench-packages" want
-  want="$(cat "$ROOT/setup.cfg" "$0" | sha256sum | cut -d' ' -f1)-cuda$CUDA"
-  if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ]; then echo "up to date"; return 0; fi
+# The Python packages, one step per group so that none is silent for minutes (pip's output is in
+# each step's log). A stamp over everything that decides the package set makes a second run one line.
+PACKAGES_STAMP="$VENV/.hvdbench-packages"
+packages_wanted() { echo "$(cat "$ROOT/setup.cfg" "$0" | sha256sum | cut -d' ' -f1)-cuda$CUDA"; }
+packages_current() { [ -f "$PACKAGES_STAMP" ] && [ "$(cat "$PACKAGES_STAMP")" = "$(packages_wanted)" ]; }
+
+# torch==2.13.0 resolves to the CPU wheel on this machine's local wheel directory; on a GPU machine
+# the registry's default build carries CUDA and the nvidia-nccl wheel Horovod's NCCL build uses.
+python_torch() { "$VENV/bin/pip" install "torch==$TORCH_VERSION"; }
+
+# torch is named again so that nothing TensorFlow asks for moves it off the pinned build.
+python_tensorflow() {
   local tf="tensorflow-cpu==$TF_VERSION"
   [ "$CUDA" = 1 ] && tf="tensorflow[and-cuda]==$TF_VERSION"
-  # torch==2.13.0 resolves to the CPU wheel on this machine's local wheel directory; on a GPU machine
-  # the registry's default build carries CUDA and the nvidia-nccl wheel Horovod's NCCL build uses.
-  "$VENV/bin/pip" install "torch==$TORCH_VERSION" "$tf"
-  # mpi4py is built against the system Open MPI so Horovod and mpi4py share one MPI library.
-  "$VENV/bin/pip" install --no-binary mpi4py "mpi4py>=3.1"
-  # torch is named again so no extra's dependency can move it off the pinned build. The detection
-  # extra's torchvision==0.28.0 requires torch==2.13.0 and nothing else from PyPI's CUDA stack, so
-  # it pulls no nvidia-* wheel beside the CPU torch (its CUDA ops are stood in for at import, see
-  # hvdbench/frameworks/torch/vision.py); on a CUDA machine it pairs with the CUDA torch natively.
-  "$VENV/bin/pip" install -e "$ROOT[dev,genai,detection]" "torch==$TORCH_VERSION"
-  # recbole's wheel ships MovieLens-100K (the built-in data of `prepare movielens`); only that file
-  # is read, and recbole's own dependencies pin old packages, so it is installed without them.
+  "$VENV/bin/pip" install "$tf" "torch==$TORCH_VERSION"
+}
+
+# mpi4py is built against the system Open MPI so Horovod and mpi4py share one MPI library.
+python_mpi4py() { "$VENV/bin/pip" install --no-binary mpi4py "mpi4py>=3.1"; }
+
+# torch is named again so no extra's dependency can move it off the pinned build. The detection
+# extra's torchvision==0.28.0 requires torch==2.13.0 and nothing else from PyPI's CUDA stack, so
+# it pulls no nvidia-* wheel beside the CPU torch (its CUDA ops are stood in for at import, see
+# hvdbench/frameworks/torch/vision.py); on a CUDA machine it pairs with the CUDA torch natively.
+python_hvdbench() { "$VENV/bin/pip" install -e "$ROOT[dev,genai,detection]" "torch==$TORCH_VERSION"; }
+
+# recbole's wheel ships MovieLens-100K (the built-in data of `prepare movielens`); only that file
+# is read, and recbole's own dependencies pin old packages, so it is installed without them.
+python_recbole() {
   "$VENV/bin/pip" install --no-deps "recbole==1.2.1"
-  echo "$want" >"$stamp"
+  packages_wanted >"$PACKAGES_STAMP"
+}
+
+python_packages() {
+  if packages_current; then
+    step python-packages echo "up to date"
+    return 0
+  fi
+  step python-torch python_torch
+  step python-tensorflow python_tensorflow
+  step python-mpi4py python_mpi4py
+  step python-hvdbench python_hvdbench
+  step python-recbole python_recbole
 }
 
 # The versions a Horovod build is bound to, and the build recipe (the two scripts that patch and
@@ -168,7 +190,7 @@ build_horovod() {
 T0=$SECONDS
 step system-packages system_packages
 step venv make_venv
-step python-packages python_packages
+python_packages
 verify_horovod() {
   if horovod_ok; then echo "verified before for $(cat "$HOROVOD_STAMP")"; return 0; fi
   check_build

@@ -79,7 +79,7 @@ def cli():
     \b
     Example:
       hvdbench prepare digits --out data/digits
-      hvdbench sweep resnet50 --hostfile hostfiles/localhost --out results/demo -- --data data/digits
+      hvdbench sweep resnet50 --hostfile hostfiles/localhost --out results/demo -- --flavor debug --data data/digits
       hvdbench report results/demo
     """
 

@@ -49,7 +49,7 @@ def study():
     \b
     Example:
       hvdbench study list
-      hvdbench study run demo --hosts localhost:2 --out results/demo-study
+      hvdbench study run demo --hosts localhost:2 --layouts 1x1,1x2 --out results/demo-study
       hvdbench report results/demo-study
     """
 
@@ -91,7 +91,7 @@ def run(file, flavor, only, skip_missing, **given):
 
     \b
     Example:
-      hvdbench study run demo --hosts localhost:2 --out results/demo-study
+      hvdbench study run demo --hosts localhost:2 --layouts 1x1,1x2 --out results/demo-study
       hvdbench study run dgx1-mlperf-v05-suite --dry-run --skip-missing --out results/dgx1
       hvdbench study run dgx1-mlperf-v05-suite --flavor debug --hosts localhost:2 \\
           --layouts 1x1,1x2 --skip-missing --out results/dgx1-debug

@@ -68,16 +68,17 @@ def sweep(**given):
           -- --flavor debug --synthetic --steps 20 --warmup-steps 5
       hvdbench sweep resnet50 --hostfile hostfiles/example-2node --gpus 8 --dry-run \\
           --out results/r50 -- --synthetic --steps 100
-      hvdbench sweep bert --hostfile hosts --launcher mpirun --timeout 1800 \\
-          --config bert-example --out results/bert -- --data data/bert
       hvdbench sweep resnet50 --hosts localhost:2 --engines horovod,ddp,fsdp --out results/engines \\
           -- --flavor debug --synthetic --steps 30
       hvdbench sweep resnet50 --hosts localhost:2 --explain --out results/why \\
           -- --flavor debug --data data/digits --steps 30
-      hvdbench sweep resnet50 --hostfile hostfiles/example-2node --launcher slurm --submit \\
-          --sbatch-arg=--partition=gpu --out results/r50 -- --synthetic
       hvdbench sweep resnet50 --cluster slm --launcher slurm --submit --layouts 1x2,2x1 \\
           --out results/slurm -- --flavor debug --synthetic --steps 20
+      # on GPU nodes, the full flavors (MLPerf's sizes: BERT-large and its Wikipedia shards):
+      hvdbench sweep bert --hostfile hosts --launcher mpirun --timeout 1800 \\
+          --config bert-example --out results/bert -- --data data/bert
+      hvdbench sweep resnet50 --hostfile hostfiles/example-2node --launcher slurm --submit \\
+          --sbatch-arg=--partition=gpu --out results/r50 -- --synthetic
     """
     from hvdbench.output import console as output_console
     from hvdbench.sweep import batch

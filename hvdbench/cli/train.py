@@ -67,11 +67,12 @@ def train(model, config_file, set_values, **options):
       hvdbench prepare digits --out data/digits
       horovodrun -np 2 -H localhost:2 --gloo \\
           hvdbench train resnet50 --flavor debug --data data/digits --out runs/digits
+      mpirun -np 2 hvdbench train resnet50 --framework tensorflow --flavor debug --synthetic --out runs/tf
+      torchrun --standalone --nproc-per-node 2 --no-python \\
+          hvdbench train bert --flavor debug --synthetic --steps 20 --engine fsdp --out runs/fsdp
+      # on GPUs, the full flavors (MLPerf's sizes; on a CPU refused in one line naming what fits):
       horovodrun -np 16 -H node1:8,node2:8 \\
           hvdbench train resnet50 --synthetic --steps 100 --precision bf16 --out runs/r50
-      mpirun -np 2 hvdbench train resnet50 --framework tensorflow --flavor debug --synthetic --out runs/tf
-      torchrun --standalone --nproc-per-node 2 --no-python \
-          hvdbench train bert --flavor debug --synthetic --steps 20 --engine fsdp --out runs/fsdp
       mpirun -np 8 hvdbench train llama2_lora --flavor 70b --synthetic --precision bf16 --engine fsdp --out runs/70b
     """
     from hvdbench.train.config import resolve

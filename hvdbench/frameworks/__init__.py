@@ -22,6 +22,7 @@ import importlib.util
 import os
 import sys
 
+from hvdbench.contracts.engines import engines
 from hvdbench.errors import ConfigError
 
 PACKAGES = {"torch": "hvdbench.frameworks.torch", "tensorflow": "hvdbench.frameworks.tf"}
@@ -41,6 +42,17 @@ HOROVOD_HOWTO = ("`make setup` builds it into hvdbench's own venv; into an exist
 def horovod_installed() -> bool:
     """Whether `import horovod` can succeed here, found without importing it (the core stays light)."""
     return importlib.util.find_spec("horovod") is not None
+
+
+def default_engine(framework: str) -> str:
+    """The engine of a run that names none: the first of the registry (horovod, ddp, fsdp, then the
+    installed packages' own) that trains `framework` and can start in this Python, so a run follows
+    the environment as a sweep's default launcher does (horovodrun where Horovod is installed, else
+    torchrun: sweep/build.default_launcher). Where none can start (TensorFlow without Horovod), the
+    first that trains the framework, whose refusal says what it needs."""
+    able = [engine for engine in engines() if framework in engine.frameworks]
+    ready = [engine for engine in able if not engine.needs_horovod or horovod_installed()]
+    return (ready or able)[0].name
 
 
 def require_horovod(what: str = "--engine horovod") -> None:

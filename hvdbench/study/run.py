@@ -30,6 +30,7 @@ import json
 import shlex
 import subprocess
 import sys
+import time
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
@@ -243,6 +244,30 @@ def check_study_record(study: Study, opts: StudyOptions) -> None:
 
 # --- running -----------------------------------------------------------------------------------
 
+class Pace:
+    """How long a study has run and, at the pace of the runs it has run so far, how long the rest
+    will take (runs a resumed study found done took no time now, and count for neither)."""
+
+    def __init__(self, done: int, now: float | None = None):
+        self.t0, self.done_before = time.monotonic() if now is None else now, done
+
+    def words(self, done: int, total: int, now: float | None = None) -> str:
+        """' in 6:12, about 2:30 left at this pace' (' in 6:12' once all are done); '' before a run of
+        this study has finished."""
+        elapsed = (time.monotonic() if now is None else now) - self.t0
+        ran = done - self.done_before
+        if ran <= 0:
+            return ""
+        said = f" in {clock(elapsed)}"
+        return said + (f", about {clock(elapsed / ran * (total - done))} left at this pace" if done < total else "")
+
+
+def clock(seconds: float) -> str:
+    """'6:12', '1:02:03': a duration as a person reads a clock."""
+    s = int(round(seconds))
+    return f"{s // 3600}:{s % 3600 // 60:02d}:{s % 60:02d}" if s >= 3600 else f"{s // 60}:{s % 60:02d}"
+
+
 def prepare_data(sweep: StudySweep, console) -> None:
     """Run the model's prepare recipe when its dataset is missing (once for all its sweeps)."""
     if not sweep.prepare or (Path(sweep.data) / MANIFEST).is_file():
@@ -264,11 +289,14 @@ def run_study(study: Study, sweeps: list[StudySweep], opts: StudyOptions, consol
     total = sum(len(s.spec.runs) for s in sweeps)
     counts: Counter = Counter()
     finished = 0
+    pace = None
     for k, sweep in enumerate(sweeps, 1):
         rows = read_runs(sweep.spec.store) if sweep.spec.store.is_file() else []
         todo = len(pending(sweep.spec.runs, rows, sweep.spec.retry_failed))
+        done = finished + len(sweep.spec.runs) - todo
+        pace = pace or Pace(done)
         console.print(f"== study {study.name} [{k}/{len(sweeps)}] {sweep.label}: {len(sweep.spec.runs)} runs, "
-                      f"{todo} to do · study: {finished + len(sweep.spec.runs) - todo} of {total} runs done")
+                      f"{todo} to do · study: {done} of {total} runs done{pace.words(done, total)}")
         try:
             prepare_data(sweep, console)
         except HvdbenchError as e:

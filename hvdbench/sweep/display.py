@@ -16,6 +16,7 @@ there is later contradicted (see SweepProgress).
 
 from __future__ import annotations
 
+import re
 import shlex
 import threading
 import time
@@ -117,12 +118,32 @@ def figure(result: RunResult) -> str:
     return value
 
 
-def run_line(run: PlannedRun, result: RunResult) -> str:
-    """'1x2-r1  1x2  repeat 1  812.3 samples/s  41.0 s wall  success': a finished run, its figure first."""
+def run_line(run: PlannedRun, result: RunResult, log: Path | None = None) -> str:
+    """'1x2-r1  1x2  repeat 1  812.3 samples/s  41.0 s wall  success': a finished run, its figure first.
+    A run that failed says why, the worker's own one-line error whole (a refusal: what the run needs,
+    what to try), and where its launch's log is."""
     measured = figure(result)
     return (f"{run.run_id:<16} {run.layout.name:>6}  repeat {run.repeat}  "
             + (f"{measured}  " if measured else "") + f"{result.wall_s or 0:.1f} s wall  {result.status}"
-            + (f"  {result.error[:120]}" if result.error else ""))
+            + (f"  {error_words(result.error)}" if result.error else "")
+            + (f"  (log: {log})" if log is not None and result.status in ("failed", "timeout") else ""))
+
+
+# A worker's own error line in a launcher's log, behind the rank tag the launcher adds ("[0]<stderr>:",
+# "[1,0]<stderr>:", "[rank0]: ", "0: "): hvdbench's commands print their one-line errors as "Error: ...".
+_OWN_ERROR = re.compile(r"^(?:\S*?[:>]\s?)?Error: (.+)$")
+OTHER_ERROR_CHARS = 240  # of an error that is not the worker's own line (a traceback's, a launcher's)
+
+
+def error_words(error: str) -> str:
+    """What a run's line says of its error (runs.csv's: the status, then the last error lines, ' | '
+    between them): the worker's own error line whole, without the launcher's tag; else the error's
+    start."""
+    for part in error.split(" | "):
+        own = _OWN_ERROR.match(part.strip())
+        if own:
+            return own.group(1)
+    return error if len(error) <= OTHER_ERROR_CHARS else error[:OTHER_ERROR_CHARS - 3] + "..."
 
 
 def bench_line(layout: Layout, outcome: Outcome, rdir: Path, bench: str = "allreduce") -> str:
@@ -153,12 +174,33 @@ def latest_progress(log: Path | None) -> str:
     return ""
 
 
+STARTING = "starting (its ranks import the framework and build the model)"
+TRAINING = "training"
+
+
+def stage(log: Path | None) -> str:
+    """What a run in flight is doing, from its launch.log: the worker's last progress line; TRAINING
+    once the worker has said what it runs (a short run ends before its first step line); STARTING
+    before that, the first seconds of every launch; '' without a log (another sweep's run)."""
+    if log is None:
+        return ""
+    said = latest_progress(log)
+    if said:
+        return said
+    try:
+        with open(log, "rb") as f:
+            started = b"[hvdbench] " in f.read(65536)
+    except OSError:
+        started = False
+    return TRAINING if started else STARTING
+
+
 def current_line(fields: dict) -> str:
     """'1x2-r1 1:05 step 120/600 (epoch 2.0/10), 812 samples/s, ...' for the run in flight."""
     if not fields.get("run"):
         return ""
     elapsed = int(time.monotonic() - fields["run_start"])
-    said = latest_progress(fields.get("log"))
+    said = stage(fields.get("log"))
     return f"{fields['run']} {elapsed // 60}:{elapsed % 60:02d}" + (f"  {said}" if said else "")
 
 
@@ -168,7 +210,7 @@ def plain_status(fields: dict, now: float | None = None) -> str:
     elapsed = int((time.monotonic() if now is None else now) - fields["run_start"])
     doing, _, run_id = fields["run"].rpartition(" ")
     what = "still waiting for another sweep to finish it" if doing.startswith("waiting") else "still running"
-    said = latest_progress(fields.get("log"))
+    said = stage(fields.get("log"))
     return f"  {run_id} {what} after {elapsed // 60}:{elapsed % 60:02d}" + (f": {said}" if said else "")
 
 
@@ -248,5 +290,6 @@ class SweepProgress:
     def finished(self, run: PlannedRun, result: RunResult | None, by_other: bool = False) -> None:
         """A run ended: its line (saying so when another sweep recorded it), and a step."""
         if result is not None:
-            self.print(run_line(run, result) + ("  (recorded by another sweep)" if by_other else ""))
+            self.print(run_line(run, result, run_dir(self.spec, run) / "launch.log")
+                       + ("  (recorded by another sweep)" if by_other else ""))
         self.progress.update(self.task, advance=1, run="")

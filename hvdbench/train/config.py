@@ -29,6 +29,7 @@ from typing import Any
 
 from hvdbench.contracts import BUILD_OPTIONS, undeclared_option
 from hvdbench.errors import ConfigError
+from hvdbench.frameworks import default_engine
 from hvdbench.topology import Layout
 
 FRAMEWORKS = ("torch", "tensorflow")
@@ -82,7 +83,8 @@ class TrainConfig:
     engine: str = option("horovod", "How the ranks train together: horovod (Horovod's DistributedOptimizer), ddp "
                                     "(torch DistributedDataParallel), fsdp (torch FSDP2: parameters, gradients and "
                                     "optimizer state sharded over the ranks), or an engine an installed package "
-                                    "registers; ddp/fsdp need --framework torch.", cli=True)
+                                    "registers; ddp/fsdp need --framework torch [default: horovod where Horovod is "
+                                    "installed, else ddp].", cli=True)
     fsdp_reshard_after_forward: bool = option(
         True, "--engine fsdp: free each gathered layer's parameters after its forward and gather them again for "
               "backward (FSDP2's reshard_after_forward; --no-fsdp-reshard-after-forward keeps them: less "
@@ -382,10 +384,13 @@ def resolve(overrides: dict, config_file: str | Path | None = None, layout: dict
     flavor = overrides.get("flavor") or file_values.get("flavor") or spec.default_flavor
     spec.flavor(flavor)  # unknown flavor: ConfigError listing the valid ones
 
-    cfg = from_dict(spec_defaults(spec, flavor), where=f"model {model} defaults")
+    defaults = spec_defaults(spec, flavor)
+    cfg = from_dict(defaults, where=f"model {model} defaults")
     cfg = from_dict(file_values, base=cfg, where=file_where)
     cfg = from_dict(overrides, base=cfg, where="options")
     cfg = dataclasses.replace(cfg, model=model, flavor=flavor)
+    if not any("engine" in given for given in (defaults, file_values, overrides)):
+        cfg.engine = default_engine(cfg.framework)  # horovod where Horovod is installed, else ddp
     if cfg.synthetic and cfg.steps == 0:
         cfg.steps = 100  # synthetic data has no epochs, so it can only measure throughput
     # Options given on the command line for the other mode are a mistake (a YAML file, e.g. a saved

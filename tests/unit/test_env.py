@@ -1,4 +1,5 @@
-"""`hvdbench env --json` is the machine-readable stack report."""
+"""`hvdbench env --json` is the machine-readable stack report; without --probe it imports no framework
+(issue 58: 8.2 CPU-s and 974 MiB to print versions), with it Horovod's controllers are asked."""
 
 import json
 import os
@@ -8,8 +9,8 @@ import sys
 from hvdbench import envinfo
 
 
-def _env_json(env=None):
-    proc = subprocess.run([sys.executable, "-m", "hvdbench", "env", "--json"],
+def _env_json(env=None, *options):
+    proc = subprocess.run([sys.executable, "-m", "hvdbench", "env", "--json", *options],
                           capture_output=True, text=True, timeout=300, env=env)
     return proc, json.loads(proc.stdout)
 
@@ -19,7 +20,7 @@ def test_env_json_names_every_field_and_finds_horovod_frameworks(tmp_path):
     smi = tmp_path / "nvidia-smi"
     smi.write_text(f"#!{sys.executable}\nimport sys\nsys.stdout.buffer.write(b'0, \\xff\\xfe, 1, 2, 3\\n')\n")
     smi.chmod(0o755)
-    proc, info = _env_json({**os.environ, "PATH": f"{tmp_path}{os.pathsep}{os.environ['PATH']}"})
+    proc, info = _env_json({**os.environ, "PATH": f"{tmp_path}{os.pathsep}{os.environ['PATH']}"}, "--probe")
     assert info["gpus"] == [] and "output not UTF-8" in info["hardware"]["notes"][0], info["hardware"]["notes"]
     for key in ("hostname", "cpu_count", "python", "torch", "tensorflow", "horovod", "mpi", "nccl",
                 "gpus", "hardware", "engines", "problems"):
@@ -31,6 +32,58 @@ def test_env_json_names_every_field_and_finds_horovod_frameworks(tmp_path):
     assert "Open MPI" in info["mpi"]["implementation"]
     assert info["torch"]["version"].startswith("2.13.0") and info["torch"]["tested"] is True
     assert info["tensorflow"]["version"].startswith("2.21")
+    # Without --probe: the same versions from package metadata, Horovod's frameworks from its files.
+    fast_proc, fast = _env_json()
+    assert fast_proc.returncode == 0, fast["problems"]
+    assert not fast["probed"] and info["probed"]
+    for package in ("torch", "tensorflow", "horovod"):
+        assert fast[package]["version"] == info[package]["version"], package
+    assert fast["mpi"]["mpi4py"] == info["mpi"]["mpi4py"] and fast["engines"] == info["engines"]
+    for fw, package in (("pytorch", "torch"), ("tensorflow", "tensorflow")):
+        assert fast["horovod"]["frameworks"][fw] == {"built": True, "built_against": info[package]["version"]}
+
+
+def test_env_without_probe_imports_no_framework_and_starts_no_python():
+    """What an import would cost (seconds, ~1 GB) is left to --probe: an audit hook sees every import and
+    every process collect() starts."""
+    code = """if True:
+        import json, sys
+        seen = []
+        sys.addaudithook(lambda event, args: seen.append((event, args))
+                         if event in ("import", "subprocess.Popen") else None)
+        from hvdbench import envinfo
+        info = envinfo.collect()
+        print(json.dumps({"imports": sorted({a[0].split(".")[0] for e, a in seen if e == "import"}),
+                          "started": [[str(x) for x in a[1]] for e, a in seen if e == "subprocess.Popen"],
+                          "torch": info["torch"]["version"], "horovod": info["horovod"]["version"]}))
+    """
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
+    found = json.loads(proc.stdout)
+    assert not {"torch", "tensorflow", "keras", "horovod", "mpi4py"} & set(found["imports"]), found["imports"]
+    assert [argv for argv in found["started"] if "python" in argv[0] or "-m" in argv] == [], found["started"]
+    assert found["torch"].startswith("2.13.0") and found["horovod"] == "0.28.1"
+
+
+def test_a_horovod_built_for_another_torch_or_without_tensorflow_is_named(tmp_path):
+    """Horovod's files say what it was built for: a library per framework, and the versions its build
+    wrote in metadata.json. One built for torch alone, against torch 2.11.0, beside this Python's 2.13."""
+    package = tmp_path / "horovod"
+    (package / "torch").mkdir(parents=True)
+    (package / "__init__.py").write_text("raise ImportError('env must not import me')\n")
+    (package / "torch" / "mpi_lib_v2.cpython-311-x86_64-linux-gnu.so").write_bytes(b"")
+    (package / "metadata.json").write_text('{"pytorch": "2.11.0", "dummy": "none"}')
+    (tmp_path / "horovod-0.28.9.dist-info").mkdir()
+    (tmp_path / "horovod-0.28.9.dist-info" / "METADATA").write_text("Name: horovod\nVersion: 0.28.9\n")
+    proc, info = _env_json({**os.environ, "PYTHONPATH": str(tmp_path)})
+    hvd = info["horovod"]
+    assert hvd["version"] == "0.28.9" and hvd["frameworks"]["pytorch"] == {"built": True, "built_against": "2.11.0"}
+    assert not hvd["frameworks"]["tensorflow"]["built"]
+    assert proc.returncode == 1
+    stale = [p for p in info["problems"] if "built against torch 2.11.0" in p]
+    assert stale and "this Python has 2.13.0" in stale[0] and "make setup" in stale[0]
+    assert any("lacks tensorflow" in p for p in info["problems"])
+    assert not info["engines"]["horovod"]["available"] and info["engines"]["ddp"]["available"]
+    assert "built against torch 2.11.0" in info["engines"]["horovod"]["why"]
 
 
 def _fake_info(horovod):

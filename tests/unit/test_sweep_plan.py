@@ -542,6 +542,40 @@ def test_a_finished_runs_line_shows_its_figure_beside_wall_time_and_status(tmp_p
     assert run_line(first, failed).endswith("3.0 s wall  failed  exit status 1")
 
 
+def test_a_refused_runs_line_says_its_refusal_whole_and_where_its_log_is(tmp_path):
+    """Issue 58: the line cut the worker's refusal at 'this machin' and named no log. The error is
+    runs.csv's, as the sweep records a launch the worker refused (rank tag and all)."""
+    from hvdbench.sweep.display import error_words, run_line
+
+    [first] = spec(tmp_path).runs[:1]
+    refusal = ("resnet50/full (torch, horovod) needs ~25.9 GB for batch 256 per rank, and this machine has 21.4 GB "
+               "available per rank (1 on this host); try --flavor debug or --batch-per-gpu 128")
+    error = (f"exit status 1 | [0]<stderr>:Error: {refusal} | RuntimeError: Horovod detected that one or more "
+             "processes exited with non-zero status, thus causing the job to be terminated. The first process to "
+             "do so was:")
+    log = tmp_path / "1x1-r1" / "launch.log"
+    line = run_line(first, RunResult(mode="throughput", wall_s=49.0, status="failed", error=error), log)
+    assert line.endswith(f"49.0 s wall  failed  {refusal}  (log: {log})")
+    for tag in ("[1,0]<stderr>:", "[rank0]: ", "0: ", ""):  # mpirun's, torchrun's, srun's, a lone worker's
+        assert error_words(f"exit status 1 | {tag}Error: {refusal}") == refusal
+    # Not the worker's own line (a traceback's, a launcher's): the error's start, at most a few lines' worth.
+    assert error_words(error.replace("Error: ", "")) == error.replace("Error: ", "")[:237] + "..."
+    assert error_words("exit status 1 | ValueError: bad") == "exit status 1 | ValueError: bad"
+
+
+def test_a_run_in_flight_says_what_it_is_doing(tmp_path):
+    from hvdbench.sweep.display import STARTING, TRAINING, stage
+
+    log = tmp_path / "launch.log"
+    assert stage(log) == STARTING  # not even the log yet
+    log.write_text("[0]<stderr>:W1128 a framework's warning\n")
+    assert stage(log) == STARTING
+    log.write_text("[0]<stdout>:[hvdbench] resnet50/debug torch fp32 horovod: 2 rank(s)\n")
+    assert stage(log) == TRAINING
+    log.write_text(log.read_text() + "[0]<stdout>:[hvdbench] step 12/25, 80 samples/s, 0:05 left\n")
+    assert stage(log) == "step 12/25, 80 samples/s, 0:05 left"
+
+
 def test_in_a_pipe_no_bar_and_no_stale_running_line(tmp_path):
     """Piped (`| cat`, a batch log) the sweep prints whole lines only: no bar frame at the end (it
     would keep 'running 1x2-r2' long after), and a run in flight is named only once it has gone
@@ -562,7 +596,8 @@ def test_in_a_pipe_no_bar_and_no_stale_running_line(tmp_path):
         last = shown.status_tick((None, 0.0), start + 5)  # 5 s in: nothing to say yet
         assert out.getvalue() == ""
         last = shown.status_tick(last, start + display.PLAIN_STATUS_S + 5)
-        assert out.getvalue() == f"  {first.run_id} still running after 0:35\n"
+        # No line from the worker yet: said so (issue 58: 11 of 16 such lines said nothing of the run).
+        assert out.getvalue() == f"  {first.run_id} still running after 0:35: {display.STARTING}\n"
         assert shown.status_tick(last, start + display.PLAIN_STATUS_S + 10) == last  # not again at once
         shown.finished(first, RunResult(mode="throughput", throughput=100.0, wall_s=40.0))
         assert shown.status_tick(last, start + 200) == last  # nothing in flight: nothing said
