@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from hvdbench.cli.lists import layouts_option, one_layout
+from hvdbench.cli.lists import FiniteRange, layouts_option, one_layout
 
 FORMATS = ("csv", "md", "png", "html")
 
@@ -45,7 +45,7 @@ def _ruleset(ctx, param, value):
 @click.option("--criteria", type=click.Path(dir_okay=False, path_type=Path),
               help="YAML file of acceptance checks' thresholds: extends hvdbench's defaults "
               "(hvdbench/criteria/default.yaml), or replaces them with `replace: true` (verdict.csv).")
-@click.option("--gpu-hour-price", type=click.FloatRange(min=0, min_open=True), metavar="PRICE",
+@click.option("--gpu-hour-price", type=FiniteRange(min=0, min_open=True), metavar="PRICE",
               help="Price of one GPU-hour: cost.csv and the verdict give each layout's runs and time to train in "
               "money too.")
 @click.option("--baseline", metavar="NxG", callback=one_layout,

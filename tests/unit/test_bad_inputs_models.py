@@ -172,6 +172,7 @@ def test_movielens_without_a_rating_row_is_one_line_and_no_numpy_warning(tmp_pat
 class FakeDist:
     rank, size, local_size, cross_size = 0, 1, 1, 1
     hostname, device_name = "here", "cpu"
+    versions: dict = {}  # nothing to warn of: the torch-range warning has its own test
 
     def allgather_object(self, value):
         return [value]
