@@ -9,6 +9,7 @@ file's sha256, an output folder checked before the work.
     with LockFile(Path("results/demo/.locks/runs.csv.lock")):    # flock(2), waits its turn
     file_sha256(Path("data/wmt/tokenizer.json"))                 # hex digest, read in 1 MiB blocks
     check_writable_dir(Path("results/demo"), "--out")            # OutputError naming it if not
+    cached_json("flops", {"model": "bert", ...}, make)            # make() once per key, then read back
 """
 
 from __future__ import annotations
@@ -16,13 +17,14 @@ from __future__ import annotations
 import errno
 import fcntl
 import hashlib
+import json
 import os
 import secrets
 import stat
 import tempfile
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
-from typing import IO, Iterator
+from typing import IO, Callable, Iterator
 
 from hvdbench.errors import OutputError
 
@@ -194,3 +196,30 @@ def check_writable_dir(path: str | os.PathLike, what: str = "--out") -> Path:
     os.close(fd)
     os.unlink(tmp)
     return path
+
+
+def cache_dir() -> Path:
+    """Where hvdbench keeps what it can make again: $HVDBENCH_CACHE, else $XDG_CACHE_HOME/hvdbench,
+    else ~/.cache/hvdbench (where `make setup` keeps its Horovod wheel: scripts/setup.sh)."""
+    if os.environ.get("HVDBENCH_CACHE"):
+        return Path(os.environ["HVDBENCH_CACHE"])
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "hvdbench"
+
+
+def cached_json(name: str, key: dict, make: Callable[[], dict]) -> dict:
+    """make()'s answer for `key` (JSON values), stored once in cache_dir()/name/ under the key's
+    sha256 and read back by every later call with an equal key (the stored key is compared whole, so
+    a damaged or colliding file is a miss, made again). A cache that cannot be read or written costs
+    the making, never an error: the answer must not depend on it. Written atomically, never through
+    a link (atomic_write_text), so ranks and runs asking at once each see a whole file or none."""
+    text = json.dumps(key, sort_keys=True, default=str)
+    path = cache_dir() / name / f"{hashlib.sha256(text.encode()).hexdigest()}.json"
+    with suppress(OSError, ValueError, TypeError, KeyError):
+        if path.is_file() and not path.is_symlink():
+            stored = json.loads(path.read_text(encoding="utf-8"))
+            if json.dumps(stored["key"], sort_keys=True, default=str) == text:
+                return stored["value"]
+    value = make()
+    with suppress(OSError, OutputError):
+        atomic_write_text(path, json.dumps({"key": json.loads(text), "value": value}, sort_keys=True))
+    return value

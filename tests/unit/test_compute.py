@@ -333,3 +333,21 @@ def test_the_compute_table_puts_each_run_beside_mlperfs_published_rate():
     text = rc.markdown(list(rows.values()))
     assert "% of published" in text and "| 50.0 | MLPerf Training v4.0/v5.0, x, fp8" in text
     assert "no published rate for cpu/resnet" in text
+
+
+def test_a_runs_count_is_counted_once_and_read_back_while_the_code_and_network_are_the_same(tmp_path, monkeypatch):
+    from hvdbench.frameworks.torch import flops
+
+    monkeypatch.setenv("HVDBENCH_CACHE", str(tmp_path))
+    spec = get_spec("resnet50")
+    info = {"num_classes": 10, "image_size": 16}
+    first = flops.count_once(spec, "debug", info)
+    assert first == count(spec, "debug", info) and first.training > 0
+    (stored,) = (tmp_path / "flops").iterdir()
+    # Read back: what the file holds is the answer (here edited, to see that it is read).
+    stored.write_text(stored.read_text().replace(f'"training": {first.training}', '"training": 1.0'))
+    assert flops.count_once(spec, "debug", info).training == 1.0
+    # Another size of data, or another hvdbench source, is counted anew.
+    assert flops.count_once(spec, "debug", {**info, "image_size": 8}).training not in (1.0, first.training)
+    monkeypatch.setattr(flops, "_code_version", lambda: {"hvdbench_source": "changed"})
+    assert flops.count_once(spec, "debug", info) == first

@@ -125,3 +125,43 @@ def test_text_from_users_is_drawn_as_written_never_as_mathtext(tmp_path):
     fig.suptitle("cost $5 $")
     atomic_write_png(fig, tmp_path / "scaling.png")
     assert (tmp_path / "scaling.png").read_bytes().startswith(b"\x89PNG")
+
+
+def test_a_cached_answer_is_made_once_per_key_and_read_back(tmp_path, monkeypatch):
+    from hvdbench.files import cache_dir, cached_json
+
+    monkeypatch.setenv("HVDBENCH_CACHE", str(tmp_path / "cache"))
+    assert cache_dir() == tmp_path / "cache"
+    made = []
+
+    def make(answer):
+        def _make():
+            made.append(answer)
+            return {"answer": answer}
+        return _make
+
+    assert cached_json("t", {"a": 1, "b": [2]}, make(1)) == {"answer": 1}
+    assert cached_json("t", {"b": [2], "a": 1}, make(2)) == {"answer": 1}  # the same key, in any order
+    assert cached_json("t", {"a": 2, "b": [2]}, make(3)) == {"answer": 3}  # another key
+    assert made == [1, 3]
+    # A damaged file is a miss, made again and stored whole.
+    (stored,) = [p for p in (tmp_path / "cache/t").iterdir() if '"a": 1' in p.read_text()]
+    stored.write_text('{"key": ')
+    assert cached_json("t", {"a": 1, "b": [2]}, make(4)) == {"answer": 4} and made[-1] == 4
+    assert cached_json("t", {"a": 1, "b": [2]}, make(5)) == {"answer": 4}
+
+
+def test_a_cache_that_cannot_be_written_costs_the_making_never_an_error(tmp_path, monkeypatch, victim):
+    from hvdbench.files import cached_json
+
+    monkeypatch.setenv("HVDBENCH_CACHE", str(tmp_path / "file"))
+    (tmp_path / "file").write_text("not a folder")
+    assert cached_json("t", {"a": 1}, lambda: {"answer": 1}) == {"answer": 1}
+    # A link planted at the answer's name is neither read nor written through.
+    monkeypatch.setenv("HVDBENCH_CACHE", str(tmp_path / "cache"))
+    cached_json("t", {"a": 1}, lambda: {"answer": 1})
+    (path,) = (tmp_path / "cache/t").iterdir()
+    path.unlink()
+    path.symlink_to(victim)
+    assert cached_json("t", {"a": 1}, lambda: {"answer": 2}) == {"answer": 2}
+    assert victim.read_text() == "mine\n"

@@ -1,6 +1,7 @@
 """FLOPs per sample of a model's training step, counted from the network itself.
 
     fl = count(spec, "full")                    # ResNet-50 at 224: forward 8.18e9, training 24.5e9
+    fl = count_once(spec, "debug", info, kind)  # a run's count: made once per network, code and versions
     fl.forward, fl.training, fl.formula          # per sample; formula: 6N + attention (transformers)
     hvdbench bench flops                         # the table for every model and flavor
 
@@ -22,10 +23,14 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
+import hashlib
+import importlib.metadata
 import inspect
 import logging
 import math
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 import torch
@@ -36,6 +41,7 @@ from hvdbench.bench.flops_report import FLOPS_COLUMNS
 from hvdbench.contracts import get_spec
 from hvdbench.contracts.registry import model_names
 from hvdbench.errors import ConfigError
+from hvdbench.files import cached_json
 from hvdbench.frameworks.torch.hooks import TorchHooks
 
 # Samples per counted batch: enough that per-sample figures do not hinge on batch-1 shapes; on the
@@ -236,6 +242,37 @@ def count(spec, flavor: str | None = None, info: dict | None = None, batch: int 
                     active[p.requires_grad] -= p.numel() * (1 - top_k / experts)
         formula = transformer_formula(active[True], layers, attention_width, tokens, frozen=active[False])
     return Flops(forward or None, training or None, formula, tokens if formula else None, note)
+
+
+# The libraries a network is built from: a count is made again when any of them changes.
+_LIBRARIES = ("torch", "torchvision", "transformers", "diffusers", "peft")
+
+
+@functools.cache
+def _code_version() -> dict:
+    """What a count depends on besides its inputs: hvdbench's own source (every .py of the package,
+    hashed: a changed network is counted again) and the libraries' versions."""
+    root = Path(__file__).resolve().parents[2]
+    digest = hashlib.sha256()
+    for path in sorted(root.rglob("*.py")):
+        digest.update(path.relative_to(root).as_posix().encode())
+        digest.update(path.read_bytes())
+    versions = {}
+    for name in _LIBRARIES:
+        with contextlib.suppress(importlib.metadata.PackageNotFoundError):
+            versions[name] = importlib.metadata.version(name)
+    return {"hvdbench_source": digest.hexdigest(), **versions}
+
+
+def count_once(spec, flavor: str | None, info: dict | None = None, kind=None) -> Flops:
+    """count(spec, flavor, info, kind=kind), made once and kept in the user's cache
+    (hvdbench.files.cached_json, folder flops/) for every later run of the same network on the same
+    data sizes, code and library versions: a sweep's launches and repeats count once, not each (a
+    count is ~2 CPU-seconds for a debug flavor, 10 for Llama 2 LoRA's, before the run's first step)."""
+    kind = kind if kind is not None else spec.kinds[0]
+    key = {"model": spec.name, "flavor": flavor, "config": repr(spec.flavor(flavor)), "info": info,
+           "kind": kind.name, "batch": COUNT_BATCH, **_code_version()}
+    return Flops(**cached_json("flops", key, lambda: dataclasses.asdict(count(spec, flavor, info, kind=kind))))
 
 
 # --- the rows of `hvdbench bench flops` (its table and CSV: hvdbench.bench.flops_report) ---------

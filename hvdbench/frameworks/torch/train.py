@@ -26,7 +26,7 @@ from hvdbench.errors import ConfigError
 from hvdbench.frameworks.torch import fp8
 from hvdbench.frameworks.torch.data import DeviceBatches
 from hvdbench.frameworks.torch.engines import make_engine
-from hvdbench.frameworks.torch.flops import count as count_flops
+from hvdbench.frameworks.torch.flops import count_once as count_flops
 from hvdbench.frameworks.torch.hooks import TorchHooks
 from hvdbench.frameworks.trainer import Trainer as TrainerBase
 
@@ -374,8 +374,9 @@ class Trainer(TrainerBase):
 
     def flops_per_sample(self, spec, flavor: str, kind) -> float | None:
         """Training FLOPs per sample of this run's network, counted on the meta device for the
-        run's data sizes and dataset kind (hvdbench.frameworks.torch.flops); None where it cannot be counted. The
-        run's random streams are left as they were (a count on the CPU draws its weights)."""
+        run's data sizes and dataset kind (hvdbench.frameworks.torch.flops), once per network, code and
+        library versions (count_once: later runs read the user's cache); None where it cannot be
+        counted. The run's random streams are left as they were (a count on the CPU draws its weights)."""
         with torch.random.fork_rng(devices=[]):
             return count_flops(spec, flavor, info=self.data_info, kind=kind).training  # None: not countable
 
