@@ -7,6 +7,7 @@ on published-format logs writes it to prediction.csv."""
 
 import csv
 import io
+import json
 import logging
 import math
 import statistics
@@ -19,10 +20,12 @@ from mlperf_logging.mllog.mllog import MLLogger
 
 from hvdbench.cli.predict import predict as predict_cmd
 from hvdbench.linkrate import node_link_rate
-from hvdbench.results import mllog
+from hvdbench.results import mllog, report
 from hvdbench.results.analyses import convergence as CV
 from hvdbench.results.analyses.ttt import LayoutParts
+from hvdbench.results.export import SYSTEM_FIELDS
 from hvdbench.results.predict import fitting as FT
+from hvdbench.results.predict import prior as PR
 from hvdbench.results.predict import throughput as P
 from hvdbench.results.predict import time_to_train as PT
 from hvdbench.results.records.rows import TttGroup
@@ -362,10 +365,10 @@ def test_time_to_accuracy_runs_at_another_batch_take_the_throughput_predictors_s
 
 # --- hvdbench predict --mllog ------------------------------------------------------------------------
 
-def nemo_log(nodes, batch, blocks, start_s=0.0, accumulation=None, block_s=None, gpus=8):
-    """A published NeMo-format llama31_8b log (mlperf_logging's own line format): blocks of 12,288
-    samples, each 400 s on one node of 8 GPUs (the per-GPU batch times the nodes: the same per-GPU
-    rate) unless `block_s` says, an evaluation after each."""
+def nemo_log(nodes, batch, blocks, start_s=0.0, accumulation=None, block_s=None, gpus=8, org="Acme"):
+    """A published NeMo-format llama31_8b log of `org` (mlperf_logging's own line format): blocks of
+    12,288 samples, each 400 s on one node of 8 GPUs (the per-GPU batch times the nodes: the same
+    per-GPU rate) unless `block_s` says, an evaluation after each."""
     buf = io.StringIO()
     logger = logging.Logger(f"nemo{id(buf)}")
     logger.addHandler(logging.StreamHandler(buf))
@@ -374,8 +377,8 @@ def nemo_log(nodes, batch, blocks, start_s=0.0, accumulation=None, block_s=None,
 
     def at(s, key, value=None, kind="event", **meta):
         getattr(log, kind)(key, value, metadata=meta, time_ms=t0 + round(1000 * s))
-    for key, value in ((C.SUBMISSION_BENCHMARK, "llama31_8b"), (C.SUBMISSION_ORG, "Acme"),
-                       (C.SUBMISSION_PLATFORM, "Acme B200"), (C.SUBMISSION_DIVISION, "closed"),
+    for key, value in ((C.SUBMISSION_BENCHMARK, "llama31_8b"), (C.SUBMISSION_ORG, org),
+                       (C.SUBMISSION_PLATFORM, f"{org} B200"), (C.SUBMISSION_DIVISION, "closed"),
                        (mllog.NUMBER_OF_NODES, nodes), (mllog.ACCELERATORS_PER_NODE, gpus), (C.GLOBAL_BATCH_SIZE, batch),
                        (C.GRADIENT_ACCUMULATION_STEPS, accumulation)):
         if value is not None:
@@ -857,3 +860,74 @@ def test_predict_fit_on_three_published_layouts_uses_the_third(tmp_path):
     assert abs(float(two["training_rate"]) / float(two["measured_training_rate"]) - 1) > 0.05
     assert (float(three["training_rate_high"]) / float(three["training_rate_low"])
             < float(two["training_rate_high"]) / float(two["training_rate_low"]))
+
+
+# --- the published corpus as a prior (issue 59 item 3, predict.prior; its parts: test_predict_prior.py) ----
+
+B200, H200 = "NVIDIA B200-SXM-180GB", "NVIDIA H200-SXM5-141GB"
+# Each GPU's rate at 1, 2, 4, 8 nodes of 8 against one node's: linear to 16 GPUs, then falling (what two
+# fitted layouts cannot see).
+FALL = {1: 1.0, 2: 1.0, 4: 0.8, 8: 0.6}
+
+
+def prior_tree(tmp_path, systems):
+    """A training_results_v5.1 tree: per (submitter, accelerator), its box at 1, 2, 4 and 8 nodes of 8
+    GPUs, each with its systems JSON, each GPU's rate falling as FALL says."""
+    root = tmp_path / "training_results_v5.1"
+    for org, accelerator in systems:
+        for nodes, f in FALL.items():
+            name = f"{org}_box_n{nodes}"
+            desc = {**dict.fromkeys(SYSTEM_FIELDS, ""), "submitter": org, "division": "closed",
+                    "system_name": f"{org} box", "number_of_nodes": str(nodes), "host_processors_per_node": "2",
+                    "accelerators_per_node": "8", "accelerator_model_name": accelerator, "framework": "NeMo"}
+            (root / org / "systems").mkdir(parents=True, exist_ok=True)
+            (root / org / "systems" / f"{name}.json").write_text(json.dumps(desc))
+            folder = root / org / "results" / name / "llama31_8b"
+            folder.mkdir(parents=True)
+            log = nemo_log(nodes, 16 * nodes, 13, block_s=400.0 / nodes / f, org=org)
+            (folder / "result_0.txt").write_text(log)
+    return root
+
+
+def prior_rates(root, prior):
+    loaded = report.load(mllogs=[root])
+    _, rows = PT.predictions(loaded.runs, report.layout_parts(loaded), [], fit_on={Layout(1, 8), Layout(2, 8)},
+                             prior=prior)
+    return {(r.system.split(" / ")[0], r.layout): r for r in rows}
+
+
+def test_generated_logs_of_two_submitters_each_fit_shaped_by_the_other_never_itself(tmp_path):
+    root = prior_tree(tmp_path, [("Acme", B200), ("Other", B200)])
+    without, shaped = prior_rates(root, prior=False), prior_rates(root, prior=True)
+    for me, other in (("Acme", "Other"), ("Other", "Acme")):
+        row = shaped[(me, "8x8")]
+        # The fit on 1x8 and 2x8 sees no fall; the other submitter's 2x8 -> 8x8 does, and moves the rate
+        # towards the measured one.
+        assert abs(math.log(row.training_rate / row.measured_training_rate)) < 0.7 * abs(
+            math.log(without[(me, "8x8")].training_rate / row.measured_training_rate))
+        assert f"{other} / {other} box" in row.rate_prior and me not in row.rate_prior
+        assert without[(me, "8x8")].rate_prior == ""
+        assert shaped[(me, "2x8")].rate_prior == ""  # a fitted layout: nothing past the fit
+    # One submitter alone has no other to learn from: no prior, the fit's own rate.
+    alone = prior_rates(prior_tree(tmp_path / "alone", [("Acme", B200)]), prior=True)
+    assert alone[("Acme", "8x8")].rate_prior == "" and math.isclose(
+        alone[("Acme", "8x8")].training_rate, without[("Acme", "8x8")].training_rate)
+
+
+def test_another_accelerator_is_no_prior_and_the_prior_is_said_under_the_table(tmp_path):
+    root = prior_tree(tmp_path, [("Acme", B200), ("Other", H200)])
+    assert prior_rates(root, prior=True)[("Acme", "8x8")].rate_prior == ""
+    root = prior_tree(tmp_path / "same", [("Acme", B200), ("Other", B200)])
+    loaded = report.load(mllogs=[root])
+    fits, rows = PT.predictions(loaded.runs, report.layout_parts(loaded), [], fit_on={Layout(1, 8), Layout(2, 8)},
+                                prior=True)
+    said = PT.markdown(rows, fits)
+    assert "Rate past the fitted layouts shaped by other submitters' results (predict.prior): 4x8: per-GPU rate" in said
+    # `predict` writes the column, filled where the library's switch (predict.prior.USE_PRIOR) is on.
+    out = tmp_path / "out"
+    got = CliRunner().invoke(predict_cmd, ["--mllog", str(root), "--fit-on", "1x8,2x8", "--layouts", "16x8",
+                                           "--out", str(out)])
+    assert got.exit_code == 0, got.output
+    with open(out / "prediction.csv", newline="") as f:
+        rows = [r for r in csv.DictReader(f) if r["layout"] == "8x8"]
+    assert len(rows) == 2 and all((r["rate_prior"] != "") == PR.USE_PRIOR for r in rows)

@@ -95,7 +95,8 @@ HEADERS = [
      "trained_unit,predicted_trained,measured_trained,samples_from,training_rate,training_rate_low,"
      "training_rate_high,measured_training_rate,ttt_baseline,ideal_ttt_min,convergence_min,throughput_min,"
      "eval_min,other_min,predicted_ttt_min,predicted_ttt_low_min,predicted_ttt_high_min,grade,"
-     "measured_ttt_min,ttt_predicted_vs_measured,rate_from,convergence_from,eval_from,grade_promise,weak_fit,least_model_parallel,fitted_efficiency"),
+     "measured_ttt_min,ttt_predicted_vs_measured,rate_from,convergence_from,eval_from,grade_promise,weak_fit,"
+     "least_model_parallel,fitted_efficiency,rate_prior"),
     (verdict.CheckRow,  # verdict.csv (issue 55)
      "check,state,figure,rule,threshold,severity,subject,detail,source,section"),
     (cost.CostRow,  # cost.csv (issue 55)

@@ -77,6 +77,12 @@ class LayoutParts:
     accumulation: int = 1  # micro-batches per optimizer step (a published log's gradient_accumulation_steps)
     evals: float = 0.0  # evaluations per run (the kept runs' mean; 0: not counted)
     repeat_cv: float | None = None  # its runs' spread of time to train (std / mean; None: one run, or unknown)
+    # Where a published layout ran (issue 59 item 3: other submitters' results of the same accelerator and
+    # benchmark are the time-to-train fit's prior, predict.prior): its systems JSON's accelerator_model_name,
+    # its submitter and its round's ruleset ('' for a sweep's runs, which have none of them).
+    accelerator: str = ""
+    submitter: str = ""
+    ruleset: str = ""
 
     @property
     def throughput(self) -> float:
@@ -158,7 +164,8 @@ def layout_parts(runs, ttt_rows: list[TimeToTrainRow]) -> tuple[list[LayoutParts
             eval_from=_sources(r.eval_from for r in kept), rows=[row], result=row.result or "",
             accumulation=max(max(r.accumulation or 1, r.accum_steps or 1) for r in kept),
             evals=mean(r.evals or 0 for r in kept),
-            repeat_cv=row.ttt_std_min / row.ttt_mean_min if row.ttt_std_min and row.ttt_mean_min else None))
+            repeat_cv=row.ttt_std_min / row.ttt_mean_min if row.ttt_std_min and row.ttt_mean_min else None,
+            accelerator=kept[0].accelerator, submitter=getattr(kept[0], "submitter", ""), ruleset=kept[0].ruleset))
     return out, notes
 
 

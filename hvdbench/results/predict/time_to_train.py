@@ -37,6 +37,11 @@ fitted layouts (--fit-on, default: every measured one) of its group (system, mod
   fitted layouts can tell them apart: x = c + (d + e comm) / b by least squares, which where c, d
   and e all come out positive is the rate's one reading, nothing left unidentified
   (`_full_rate_model`); where the third layout zeroes d or e, the fixed reading stays the point.
+  Past the fitted layouts' most GPUs the published corpus can shape the rate (`predictions(prior=True)`,
+  off by default: predict.prior.USE_PRIOR says why): other submitters' systems of the same accelerator
+  and benchmark among the loaded logs say how their per-GPU rate fell over those GPUs, and the rate
+  moves halfway (in logs) towards that fall from the fitted layouts' largest; the row's `rate_prior`
+  says the slope and from which systems (TttFit.prior_rate).
 - E, evaluation: where the fitted layouts' logs count their evaluations (eval_start/eval_stop), the
   number of evaluations times the cost of one. The number is what is trained over the benchmark's
   cadence (`eval_interval`: MLPerf fixes it in samples or epochs, whatever the batch, except BERT's,
@@ -117,6 +122,8 @@ from hvdbench.results.predict.fitting import (
     quadrature,
     rms,
 )
+from hvdbench.results.predict.prior import (USE_PRIOR, ScalingPair, ScalingPrior, batch_of, corpus_for, per_gpu_rate,
+                                            prior_at, scaling_pairs, shaped)
 from hvdbench.results.predict.throughput import FLAGS as THROUGHPUT_FLAGS
 from hvdbench.results.predict.throughput import PredictionRow, predict
 from hvdbench.results.records.rows import TttGroup
@@ -211,6 +218,9 @@ class TttFit:
     # The fitted layouts' speed-up from their fewest GPUs to their most over the GPU ratio (1: linear), in words.
     efficiency: float | None = None
     efficiency_from: str = ""
+    # Other submitters' systems of the same accelerator and benchmark (predict.prior): how their per-GPU
+    # rate fell with the GPUs shapes the rate past the fitted layouts (`prior_rate`); () where none.
+    prior_pairs: tuple[ScalingPair, ...] = ()
     notes: list[str] = field(default_factory=list)
 
     @property
@@ -248,6 +258,19 @@ class TttFit:
                 pass  # a link kind the throughput runs never measured: the rate model below, if fitted
         rates = self.rate_readings(nodes, gpus_per_node, batch)
         return rates[0] if rates else None
+
+    def prior_rate(self, nodes: int, gpus_per_node: int, batch: float,
+                   rate: float) -> tuple[float, ScalingPrior | None]:
+        """(the rate at NxG shaped by the prior, the prior) past the fitted layouts' most GPUs, where
+        other systems' pairs cover the way there (predict.prior); (rate, None) elsewhere, and where the
+        rate is the throughput predictor's (fitted on the sweep's own layouts)."""
+        n = nodes * gpus_per_node
+        most = max((p.gpus for p in self.fitted), default=0)
+        if not self.prior_pairs or self.throughput_fit is not None or not most or n <= most:
+            return rate, None
+        anchor = [p for p in self.fitted if p.gpus == most and p.throughput > 0]
+        prior = prior_at(self.prior_pairs, most, n, batch_of(anchor), batch) if anchor else None
+        return (shaped(rate, per_gpu_rate(anchor), most, n, prior), prior) if prior else (rate, None)
 
     def link_slowdown(self, nodes: int, gpus_per_node: int) -> float:
         """How many times longer a ring's bandwidth term takes across `nodes` nodes than inside one: a
@@ -435,14 +458,15 @@ def group_links(runs) -> dict[tuple, Links]:
 
 def fit_group(parts: list[LayoutParts], fit_on: set[Layout] | None = None, ruleset: str | None = None,
               published: bool = False, throughput_fits=(),
-              links: Links = Links()) -> TttFit:
+              links: Links = Links(), prior_pairs: tuple[ScalingPair, ...] = ()) -> TttFit:
     """A TttFit from one group's layouts (ttt.LayoutParts), fitted on those named in `fit_on` (all
     when None). `published`: MLPerf logs, whose benchmark's RCP table gives B_crit (of `ruleset`);
-    `links`: what its rings across nodes run on (group_links)."""
+    `links`: what its rings across nodes run on (group_links); `prior_pairs`: other submitters' systems
+    of its accelerator and benchmark (prior.corpus_for), whose scaling shapes the rate past the fitted layouts."""
     fitted = [p for p in parts if fit_on is None or p.place in fit_on]
     fitted.sort(key=lambda p: (p.gpus, p.nodes, p.global_batch))
     tf = TttFit(group=parts[0].group, parts=parts, fitted=fitted, base=fitted[0] if fitted else None,
-                unit=parts[0].unit, published=published, links=links)
+                unit=parts[0].unit, published=published, links=links, prior_pairs=tuple(prior_pairs))
     if not fitted:
         tf.refused = "no fitted layout with a time to train and its parts (--fit-on names none of this group's)"
         return tf
@@ -729,6 +753,9 @@ class TttPredictionRow(PredictionRow):
     weak_fit: str = ""
     least_model_parallel: int | None = None
     fitted_efficiency: float | None = None
+    # Issue 59 item 3: the prior that shaped the rate past the fitted layouts (predict.prior), in words:
+    # its slope, weight and the other submitters' systems (and rounds) it came from, how many pairs; '' none.
+    rate_prior: str = ""
 
 
 class Evidence(NamedTuple):
@@ -787,6 +814,7 @@ class _Predicted:
     ttt_interval: tuple[float, float]
     interval_from: str
     evidence: Evidence  # what decides whether it is weak (weak_reasons: its grade capped at indicative)
+    prior: ScalingPrior | None = None  # other systems' scaling that shaped the rate (predict.prior)
 
 
 def predict_layout(tf: TttFit, nodes: int, gpus_per_node: int, batch: int | None = None,
@@ -806,6 +834,9 @@ def predict_layout(tf: TttFit, nodes: int, gpus_per_node: int, batch: int | None
             flags.append("convergence-unknown")
             note.append(f"Samples to the target at a global batch of {batch} are unknown: {tf.convergence_from}.")
     rate = None if flags else tf.training_rate(nodes, gpus_per_node, batch)
+    prior = None
+    if rate is not None:
+        rate, prior = tf.prior_rate(nodes, gpus_per_node, batch, rate)
     if rate is None and not flags:
         flags.append("too-few-fitted")
         note.append(f"No training rate for {layout}: {tf.rate_from or 'no rate model'}.")
@@ -844,7 +875,7 @@ def predict_layout(tf: TttFit, nodes: int, gpus_per_node: int, batch: int | None
     return _row(tf, nodes, gpus_per_node, batch, batch_from, measured, (flags, note), _Predicted(
         trained, samples_from, rate, interval(rate, rate_sigma), parts,
         interval(parts.measured_min, ttt_sigma, TTT_QUANTILES), interval_from,
-        evidence(tf, nodes, gpus_per_node, batch, measured)))
+        evidence(tf, nodes, gpus_per_node, batch, measured), prior))
 
 
 def _refusals(tf: TttFit, n: int, batch: int | None, batch_from: str,
@@ -922,7 +953,7 @@ def _row(tf: TttFit, nodes: int, gpus_per_node: int, batch: int | None, batch_fr
         grade_promise=promise(graded) if graded else "", weak_fit="; ".join(weak),
         least_model_parallel=(measured.least_model_parallel if measured is not None and measured.global_batch == batch
                               else max(tf.model_parallel, math.ceil(n / batch - 1e-9)) if batch else None),
-        fitted_efficiency=tf.efficiency,
+        fitted_efficiency=tf.efficiency, rate_prior=p.prior.said if p and p.prior else "",
         measured_ttt_min=measured_ttt,
         ttt_predicted_vs_measured=p.parts.measured_min / measured_ttt if p and measured_ttt else None,
         rate_from=tf.rate_from, convergence_from=tf.convergence_from, eval_from=tf.eval_from)
@@ -945,9 +976,11 @@ def group_rows(tf: TttFit, layouts: list[Layout], global_batch: int | None = Non
 
 
 def predictions(runs, parts: list[LayoutParts], layouts: list[Layout], fit_on: set[Layout] | None = None,
-                throughput_fits=(), global_batch: int | None = None) -> tuple[list[TttFit], list[TttPredictionRow]]:
+                throughput_fits=(), global_batch: int | None = None,
+                prior: bool = USE_PRIOR) -> tuple[list[TttFit], list[TttPredictionRow]]:
     """(one TttFit per time-to-train group with parts, their rows). `runs` say which groups are
-    published MLPerf logs and of which ruleset (MllogRun.ruleset)."""
+    published MLPerf logs and of which ruleset (MllogRun.ruleset); `prior`: each group's rate past its
+    fitted layouts shaped by the other submitters' groups of its accelerator and benchmark among `parts`."""
     rulesets: dict[tuple, str] = {}
     for r in runs:
         if r.ruleset:
@@ -957,8 +990,10 @@ def predictions(runs, parts: list[LayoutParts], layouts: list[Layout], fit_on: s
         if p.gpus and p.global_batch:  # a layout or batch the logs do not give cannot be placed on the curves
             groups.setdefault(p.key, []).append(p)
     fits, rows, links = [], [], group_links(runs)
+    pairs = scaling_pairs(parts) if prior else []
     for key, ps in groups.items():
-        tf = fit_group(ps, fit_on, rulesets.get(key), key in rulesets, throughput_fits, links.get(key, Links()))
+        tf = fit_group(ps, fit_on, rulesets.get(key), key in rulesets, throughput_fits, links.get(key, Links()),
+                       corpus_for(pairs, ps))
         fits.append(tf)
         rows += group_rows(tf, layouts, global_batch)
     return fits, rows
@@ -1013,6 +1048,10 @@ def markdown(rows: list[TttPredictionRow], fits: list[TttFit]) -> str:
         weak = [f"{r.layout}: {r.weak_fit}" for r in rs if r.weak_fit and not r.fitted]
         if weak:
             parts.append("Weak, so indicative whatever the interval: " + "; ".join(weak) + ".\n")
+        shaped_by = [f"{r.layout}: {r.rate_prior}" for r in rs if r.rate_prior and not r.fitted]
+        if shaped_by:
+            parts.append("Rate past the fitted layouts shaped by other submitters' results (predict.prior): "
+                         + "; ".join(shaped_by) + ".\n")
         tight = (f"tight <= {100 * GRADES.tight_width:.0f} % ({promise('tight')})" if GRADES.tight_width > 0
                  else f"tight ({promise('tight')}) not given: held out it kept its promise too seldom")
         parts.append(f"Grades from the {100 * COVERAGE:.0f} % interval's width (high / low - 1): {tight}, "
