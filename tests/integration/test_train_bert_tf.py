@@ -2,7 +2,8 @@
 under real two-rank Horovod launches on the built-in pydoc corpus, unpacked (Gloo) and packed
 (MPI): the debug flavor reaches its target, both ranks end with identical parameters, the network
 has the PyTorch model's parameter count for the same data, and the event log passes the compliance
-checker. The PyTorch twin is test_train_bert.py.
+checker. The PyTorch twin is test_train_bert.py; TensorFlow BERT's throughput mode on synthetic data
+(accumulation, fp16 allreduce, bf16, plain mpirun) is test_train_throughput.py's.
 
     .venv/bin/python -m pytest tests/integration/test_train_bert_tf.py
 """
@@ -56,16 +57,3 @@ def test_tf_debug_bert_reaches_its_target(kind, controller, pydoc, tmp_path, hor
                               "--ruleset", "4.0.0", "--werror", "--log_output", str(tmp_path / "cc.log"),
                               str(out / "mllog.txt")], capture_output=True, text=True, cwd=tmp_path)
     assert checked.returncode == 0, checked.stdout + checked.stderr
-
-
-@pytest.mark.timeout(180)
-def test_tf_bert_throughput_mode(tmp_path, horovodrun, hvdbench_bin):
-    """--synthetic: the timed steps of one fixed batch, as for every other model and framework."""
-    out = tmp_path / "run"
-    run([horovodrun, "-np", "2", "-H", "localhost:2", "--gloo", hvdbench_bin, "train", "bert", "--framework",
-         "tensorflow", "--flavor", "debug", "--synthetic", "--steps", "6", "--warmup-steps", "2", "--out", out])
-    record, _ = read_result(out / "result.json")
-    assert (record.mode, record.status, record.steps, record.framework) == ("throughput", "success", 6, "tensorflow")
-    assert record.throughput > 0 and record.parameters == torch_parameters()
-    checks = json.loads((out / "checks.json").read_text())
-    assert checks["param_digests"][0] == checks["param_digests"][1]
