@@ -1,11 +1,10 @@
 """`hvdbench predict`: the throughput of layouts not run, from the sweeps that were (see
 hvdbench/results/predict/throughput.py for the model and what each parameter is fitted from)."""
 
-from pathlib import Path
-
 import click
 
 from hvdbench.cli.lists import layout_pairs, layouts_option
+from hvdbench.cli.report_inputs import MLLOGS, SWEEPS, out_option, report_folder
 
 MACHINES = ("auto", "shared", "separate")
 
@@ -20,10 +19,8 @@ MACHINES_OPTION = click.option(
 
 
 @click.command()
-@click.argument("sweeps", nargs=-1, metavar="[SWEEP_DIR]...", type=click.Path(path_type=Path))
-@click.option("--mllog", "mllogs", multiple=True, type=click.Path(path_type=Path),
-              help="Folder of published MLPerf logs (as `report --mllog` reads them): predict each system's "
-                   "time to train at other layouts. Repeatable.")
+@SWEEPS
+@MLLOGS
 @layouts_option("--layouts", required=True, help="Layouts to predict, NODESxGPUS, comma-separated.")
 @FIT_ON
 @MACHINES_OPTION
@@ -35,9 +32,7 @@ MACHINES_OPTION = click.option(
               help="The global batch of the --layouts not run, for their time to train [default: each one's "
                    "from the fitted layouts' batches, within the benchmark's RCP table; the table says which "
                    "and why].")
-@click.option("--out", type=click.Path(file_okay=False, path_type=Path),
-              help="Folder for prediction.csv and its plots [default: FIRST_SWEEP/report, or ./report with only "
-                   "--mllog].")
+@out_option("Folder for prediction.csv and its plots")
 def predict(sweeps, mllogs, layouts, fit_on, machines, layout_benches, global_batch, out):
     """Predicted throughput, speed-up and efficiency of layouts not run, for each model and batch
     the sweeps measured with a step-time breakdown (PyTorch runs): one rank's step without
@@ -57,13 +52,9 @@ def predict(sweeps, mllogs, layouts, fit_on, machines, layout_benches, global_ba
       hvdbench predict --mllog training_results_v5.1/Nebius --layouts 16x8 --global-batch 256 --out pred
     """
     from hvdbench.errors import ConfigError
-    from hvdbench.files import check_writable_dir
     from hvdbench.results import report as library
-    from hvdbench.results.records.store import default_report_folder
 
-    if not sweeps and not mllogs:
-        raise click.UsageError("give at least one SWEEP_DIR or --mllog DIR")
-    out = check_writable_dir(out or default_report_folder(sweeps), "--out")
+    out = report_folder(sweeps, mllogs, out)
     loaded = library.load(sweeps, mllogs)
     found = library.predictions(loaded, library.Options(predict_layouts=layouts, fit_on=fit_on, machines=machines,
                                                         layout_benches=layout_benches, global_batch=global_batch))

@@ -7,6 +7,7 @@ from pathlib import Path
 import click
 
 from hvdbench.cli.lists import FiniteRange, layouts_option, one_layout
+from hvdbench.cli.report_inputs import MLLOGS, SWEEPS, out_option, report_folder
 
 FORMATS = ("csv", "md", "png", "html")
 
@@ -26,18 +27,15 @@ def _ruleset(ctx, param, value):
 
 
 @click.command()
-@click.argument("sweeps", nargs=-1, metavar="[SWEEP_DIR]...", type=click.Path(path_type=Path))
-@click.option("--mllog", "mllogs", multiple=True, type=click.Path(path_type=Path),
-              help="Folder of MLPerf logs, searched recursively: every text file with :::MLLOG lines "
-              "(result_N.txt, mllog.txt, *.log, slurm-*.out, with or without srun -l rank prefixes). Repeatable.")
+@SWEEPS
+@MLLOGS
 @click.option("--group-by", default="submitter+system", show_default=True, metavar="KEYS",
               help="How --mllog runs are grouped into systems (one table and one speed-up each): '+'-joined "
               "keys of submitter, system (systems JSON system_name, else the results/<system> folder), "
               "platform (the log's submission_platform), folder, accelerator; sizes are removed.")
 @click.option("--ruleset", metavar="X.Y.Z", callback=_ruleset, help="MLPerf training ruleset whose RCPs closed-division --mllog "
               "runs are checked against [default: from a training_results_vX.Y folder in the path, else 4.0.0].")
-@click.option("--out", type=click.Path(file_okay=False, path_type=Path),
-              help="Where the report goes [default: FIRST_SWEEP/report, or ./report with only --mllog].")
+@out_option("Where the report goes")
 @click.option("--format", "formats", default="csv,md,png,html", show_default=True, callback=_formats,
               help="Comma-separated files to write: csv, md (summary.md), png, html (report.html: the verdict "
               "first, then the sections' tables and plots inline, one file that works offline; the tables are those of csv "
@@ -95,15 +93,11 @@ def report(sweeps, mllogs, out, formats, baseline, group_by, ruleset, predict_la
     from rich.progress import track
 
     from hvdbench.errors import ConfigError
-    from hvdbench.files import check_writable_dir
     from hvdbench.results import mllog, report as library
     from hvdbench.results.analyses.verdict import load_criteria
-    from hvdbench.results.records.store import default_report_folder
 
-    if not sweeps and not mllogs:
-        raise click.UsageError("give at least one SWEEP_DIR or --mllog DIR")
+    out = report_folder(sweeps, mllogs, out)  # before reading anything
     keys = mllog.parse_group_by(group_by)
-    out = check_writable_dir(out or default_report_folder(sweeps), "--out")  # before reading anything
     checks = load_criteria(criteria)  # a bad criteria file is refused before anything is read
     # Read and compute everything before writing anything: bad input leaves the old report intact.
     loaded = library.load(sweeps, mllogs, keys, ruleset, lambda root: lambda files: track(
