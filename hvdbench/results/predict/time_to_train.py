@@ -120,7 +120,7 @@ from hvdbench.results.predict.fitting import (
 from hvdbench.results.predict.throughput import FLAGS as THROUGHPUT_FLAGS
 from hvdbench.results.predict.throughput import PredictionRow, predict
 from hvdbench.results.records.rows import TttGroup
-from hvdbench.results.render.tables import markdown_table
+from hvdbench.results.render.tables import markdown_table, pages
 from hvdbench.topology import Layout
 
 EXTRAPOLATION = 4.0  # times past the fitted range that a printed number carries the `extrapolated` flag
@@ -1029,14 +1029,15 @@ def markdown(rows: list[TttPredictionRow], fits: list[TttFit]) -> str:
 
 def figure(rows: list[TttPredictionRow], fits: list[TttFit]):
     """Predicted (circles; filled: fitted) and measured (stars) time to train against the GPUs, one
-    panel per group; a layout not predicted is named where its measurement is."""
+    panel per fit of `fits` (write_figure pages them); a layout not predicted is named where its
+    measurement is."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
     from matplotlib.ticker import FixedLocator, NullLocator, ScalarFormatter
 
     from hvdbench.results.render.plots import log_axis
 
-    fits = [tf for tf in fits if any(r.ttt_key == tf.group.ttt_key for r in rows)][:12]
+    fits = [tf for tf in fits if any(r.ttt_key == tf.group.ttt_key for r in rows)]
     cols = min(len(fits), 2) or 1
     nrows = math.ceil(max(len(fits), 1) / cols)
     fig = Figure(figsize=(6.4 * cols, 4.8 * nrows), layout="constrained")
@@ -1093,4 +1094,7 @@ def write_figure(rows: list[TttPredictionRow], fits: list[TttFit], out, formats=
     if "png" not in formats or not any(r.predicted_ttt_min is not None or r.measured_ttt_min
                                        for r in rows):
         return []
-    return [atomic_write_png(figure(rows, fits), Path(out) / "prediction_ttt.png")]
+    drawn = [tf for tf in fits if any(r.ttt_key == tf.group.ttt_key for r in rows)]
+    figs = pages("prediction_ttt", drawn, lambda chunk: figure(rows, chunk))
+    return [atomic_write_png(fig, Path(out) / ("prediction_ttt.png" if i == 0 else f"prediction_ttt-{i + 1}.png"))
+            for i, fig in enumerate(figs)]
