@@ -339,3 +339,24 @@ def test_the_prediction_heading_says_rank_on_cpus():
     [fit] = predict.fit_groups(runs)
     text = predict.markdown(predict.prediction_rows([fit], [Layout(4, 1)]), [fit])
     assert "· batch 32/rank —" in text and "/GPU" not in text
+
+
+def test_many_groups_are_paged_and_single_points_said_not_drawn(tmp_path):
+    # issue 58: the published v4.1 report drew ~110 panels a figure, up to 27,140 px tall, most of
+    # them one point (a group run at one GPU count)
+    runs = [run(layout, t, model=f"m{i}") for i in range(14) for layout, t in (("1x1", 100), ("1x2", 180))]
+    runs += [run("1x4", 300, model=f"alone{i}") for i in range(3)]
+    t = build_tables(runs)
+    written, said = plots.write_plots(t, tmp_path)
+    names = [p.name for p in written]
+    assert names[:2] == ["throughput_vs_gpus.png", "throughput_vs_gpus-2.png"]
+    assert "efficiency_vs_gpus-2.png" in names
+    for path in written:  # never taller than two screens
+        assert matplotlib.image.imread(path).shape[0] <= 2 * 1080
+    assert "throughput_vs_gpus.png: 3 group(s) with one CPU rank count not drawn (a point, not a line; " \
+           "their rows are in the CSV)" in said
+    drawn, alone = plots.line_groups(t.scaling, lambda r: r.scaling_group(), lambda r: r.throughput_mean)
+    assert len(drawn) == 14 and sorted(g[0].model for g in alone) == ["alone0", "alone1", "alone2"]
+    # where no group has a line, every point is drawn: a one-layout sweep still gets its plot
+    lone = build_tables([run("1x1", 100)])
+    assert "throughput_vs_gpus.png" in [p.name for p in plots.write_plots(lone, tmp_path / "lone")[0]]

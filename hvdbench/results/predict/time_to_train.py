@@ -1095,6 +1095,6 @@ def write_figure(rows: list[TttPredictionRow], fits: list[TttFit], out, formats=
                                        for r in rows):
         return []
     drawn = [tf for tf in fits if any(r.ttt_key == tf.group.ttt_key for r in rows)]
-    figs = pages("prediction_ttt", drawn, lambda chunk: figure(rows, chunk))
+    figs = pages("prediction_ttt", drawn, lambda chunk: figure(rows, chunk), per=8)  # 2 columns: 4 rows a page
     return [atomic_write_png(fig, Path(out) / ("prediction_ttt.png" if i == 0 else f"prediction_ttt-{i + 1}.png"))
             for i, fig in enumerate(figs)]

@@ -31,7 +31,7 @@ from matplotlib.ticker import FixedLocator, FuncFormatter, MaxNLocator, NullLoca
 
 from hvdbench.files import atomic_write_png
 from hvdbench.results.records.rows import ScalingGroup, TttGroup
-from hvdbench.results.render.tables import figure_time_unit
+from hvdbench.results.render.tables import figure_time_unit, pages
 from hvdbench.results.stats.aggregate import (LayoutsRow, ScalingRow, Tables, TimeToTrainRow, on_cpus,
                                               where_ran)
 
@@ -188,10 +188,20 @@ class Lines:
     subtitle: Callable | None = None
 
 
-def _lines_figure(rows: list, group_of: Callable, lines: Lines) -> Figure:
-    """One panel per group of `rows` (`group_of(row)`), as `lines` says."""
-    value, err, log_y = lines.value, lines.err, lines.log_y
+def line_groups(rows: list, group_of: Callable, value: Callable) -> tuple[list[list], list[list]]:
+    """(the groups a line figure draws, those it leaves out): a group with a value at one device count
+    is a point, not a line against the device count, and is left out where another group has a line
+    (its row is in the CSV, and write_plots says how many); where none has, every group is drawn."""
     groups = [g for g in _groups(rows, group_of) if families(g, value)]
+    drawn = [g for g in groups if len({r.gpus for r in g if value(r) is not None and r.gpus}) > 1]
+    return (drawn, [g for g in groups if not any(g is d for d in drawn)]) if drawn else (groups, [])
+
+
+def _lines_figure(rows: list, group_of: Callable, lines: Lines, groups: list[list] | None = None) -> Figure:
+    """One panel per group of `rows` (`group_of(row)`; `groups`: those only, a page's), as `lines` says."""
+    value, err, log_y = lines.value, lines.err, lines.log_y
+    if groups is None:
+        groups = [g for g in _groups(rows, group_of) if families(g, value)]
     fig, axes = _grid(len(groups))
     for ax, group in zip(axes, groups):
         fams = families(group, value)
@@ -251,17 +261,19 @@ def _pct(v):
     return None if v is None else 100 * v
 
 
-def throughput_figure(scaling: list[ScalingRow]) -> Figure:
-    return _lines_figure(scaling, ScalingGroup.scaling_group, Lines(
-        lambda r: r.throughput_mean, lambda r: r.throughput_2sigma, "throughput (samples/s), mean ± 2σ",
-        ideal="linear", flagged=True))
+THROUGHPUT = Lines(lambda r: r.throughput_mean, lambda r: r.throughput_2sigma, "throughput (samples/s), mean ± 2σ",
+                   ideal="linear", flagged=True)
+EFFICIENCY = Lines(lambda r: _pct(r.efficiency), lambda r: _pct(r.efficiency_2sigma), "scaling efficiency (%), ± 2σ",
+                   log_y=False, flagged=True)
 
 
-def efficiency_figure(scaling: list[ScalingRow]) -> Figure:
+def throughput_figure(scaling: list[ScalingRow], groups: list[list] | None = None) -> Figure:
+    return _lines_figure(scaling, ScalingGroup.scaling_group, THROUGHPUT, groups)
+
+
+def efficiency_figure(scaling: list[ScalingRow], groups: list[list] | None = None) -> Figure:
     """Efficiency against the device count, ± 2σ (both means' spread, aggregate._efficiency_2sigma)."""
-    fig = _lines_figure(scaling, ScalingGroup.scaling_group, Lines(
-        lambda r: _pct(r.efficiency), lambda r: _pct(r.efficiency_2sigma), "scaling efficiency (%), ± 2σ",
-        log_y=False, flagged=True))
+    fig = _lines_figure(scaling, ScalingGroup.scaling_group, EFFICIENCY, groups)
     for ax in fig.axes:
         if ax.get_legend() is not None:  # panels with data: the 100 % line is the ideal
             ax.axhline(100, color="k", linestyle="--", linewidth=1, label="ideal (100 %)")
@@ -270,9 +282,14 @@ def efficiency_figure(scaling: list[ScalingRow]) -> Figure:
     return fig
 
 
-def time_to_train_figure(ttt: list[TimeToTrainRow]) -> Figure:
+def time_to_train_figure(ttt: list[TimeToTrainRow], groups: list[list] | None = None) -> Figure:
     """MLPerf's time-to-train score against the device count, ± 2σ, each point with the epochs its
-    runs took, the target under the title; in seconds when every score is under a minute."""
+    runs took, the target under the title; in seconds when every score is under a minute (over all
+    of `ttt`, so every page of it says one unit)."""
+    return _lines_figure(ttt, TttGroup.ttt_group, _ttt_lines(ttt), groups)
+
+
+def _ttt_lines(ttt: list[TimeToTrainRow]) -> Lines:
     unit, scale = figure_time_unit(r.ttt_min for r in ttt)
 
     def epochs(r):
@@ -283,16 +300,19 @@ def time_to_train_figure(ttt: list[TimeToTrainRow]) -> Figure:
         value = next((r.target for r in group if r.target is not None), None)
         return "" if value is None else f"target: {metric or 'metric'} {value:g}"
 
-    return _lines_figure(ttt, TttGroup.ttt_group, Lines(
+    return Lines(
         lambda r: None if r.ttt_min is None else r.ttt_min * scale,
         lambda r: None if r.ttt_2sigma_min is None else r.ttt_2sigma_min * scale,
-        f"time to train ({unit}), MLPerf score ± 2σ", ideal="inverse", label=epochs, subtitle=target))
+        f"time to train ({unit}), MLPerf score ± 2σ", ideal="inverse", label=epochs, subtitle=target)
 
 
-def layouts_figure(layouts: list[LayoutsRow], scaling: list[ScalingRow] | None = None) -> Figure:
-    """One panel per group; one bar container per GPU count, one bar per layout, 2σ error bars, and
-    per GPU count the ideal: the single-device (baseline) throughput times the device count."""
-    groups = _groups([r for r in layouts if r.throughput_mean is not None], ScalingGroup.scaling_group)
+def layouts_figure(layouts: list[LayoutsRow], scaling: list[ScalingRow] | None = None,
+                   groups: list[list] | None = None) -> Figure:
+    """One panel per group (of `groups` only: a page's); one bar container per GPU count, one bar per
+    layout, 2σ error bars, and per GPU count the ideal: the single-device (baseline) throughput times
+    the device count."""
+    if groups is None:
+        groups = _groups([r for r in layouts if r.throughput_mean is not None], ScalingGroup.scaling_group)
     fig, axes = _grid(len(groups))
     for ax, group in zip(axes, groups):
         key = group[0].scaling_key
@@ -344,26 +364,52 @@ def _any(values) -> bool:
     return any(v is not None for v in values)
 
 
-# file -> (does the report have data for it, figure maker, why it is not written otherwise)
+# Panels a page of a two-column figure: 4 rows of 460 px, 1,840 px tall (under two screens)
+PER_PAGE = 8
+
+
+def _line_pages(name: str, rows: list, group_of: Callable, value: Callable, draw: Callable):
+    """(pages, what was left out) of a line figure: the groups line_groups draws, PER_PAGE a page."""
+    drawn, alone = line_groups(rows, group_of, value)
+    said = [f"{name}: {len(alone)} group(s) with one {_unit(alone[0][0])} count not drawn (a point, not a line; "
+            "their rows are in the CSV)"] if alone else []
+    return pages(name.removesuffix(".png"), drawn, lambda chunk: draw(rows, chunk), PER_PAGE), said
+
+
+def _layout_pages(t: Tables):
+    groups = _groups([r for r in t.layouts if r.throughput_mean is not None], ScalingGroup.scaling_group)
+    return pages("layouts_bars", groups, lambda chunk: layouts_figure(t.layouts, t.scaling, chunk), PER_PAGE), []
+
+
+# file -> (does the report have data for it, (pages, what was left out) maker, why it is not written otherwise)
 PLOTS = {
     "throughput_vs_gpus.png": (lambda t: _any(r.throughput_mean for r in t.scaling),
-                               lambda t: throughput_figure(t.scaling), "no successful throughput runs"),
+                               lambda t: _line_pages("throughput_vs_gpus.png", t.scaling, ScalingGroup.scaling_group,
+                                                     THROUGHPUT.value, throughput_figure),
+                               "no successful throughput runs"),
     "efficiency_vs_gpus.png": (lambda t: _any(r.efficiency for r in t.scaling),
-                               lambda t: efficiency_figure(t.scaling), "no speed-up could be computed"),
-    "layouts_bars.png": (lambda t: _any(r.throughput_mean for r in t.layouts),
-                         lambda t: layouts_figure(t.layouts, t.scaling), "no GPU count was run with more than one layout"),
+                               lambda t: _line_pages("efficiency_vs_gpus.png", t.scaling, ScalingGroup.scaling_group,
+                                                     EFFICIENCY.value, efficiency_figure),
+                               "no speed-up could be computed"),
+    "layouts_bars.png": (lambda t: _any(r.throughput_mean for r in t.layouts), _layout_pages,
+                         "no GPU count was run with more than one layout"),
     "time_to_train.png": (lambda t: _any(r.ttt_min for r in t.time_to_train),
-                          lambda t: time_to_train_figure(t.time_to_train), "no time-to-train score"),
+                          lambda t: _line_pages("time_to_train.png", t.time_to_train, TttGroup.ttt_group,
+                                                _ttt_lines(t.time_to_train).value, time_to_train_figure),
+                          "no time-to-train score"),
 }
 
 
 def write_plots(tables: Tables, out: Path) -> tuple[list[Path], list[str]]:
-    """Write each plot that has data; returns (written paths, one reason per plot not written)."""
+    """Write each plot that has data, PER_PAGE panels a page (NAME.png, NAME-2.png, ...);
+    returns (written paths, one line per plot not written or group not drawn, and why)."""
     written, skipped = [], []
     for name, (has_data, make, reason) in PLOTS.items():
         if not has_data(tables):
             skipped.append(f"{name} not written: {reason}")
             continue
-        fig = make(tables)
-        written.append(atomic_write_png(fig, Path(out) / name))
+        figs, said = make(tables)
+        skipped += said
+        for i, fig in enumerate(figs):
+            written.append(atomic_write_png(fig, Path(out) / (name if i == 0 else name.replace(".png", f"-{i + 1}.png"))))
     return written, skipped
