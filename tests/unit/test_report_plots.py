@@ -360,3 +360,41 @@ def test_many_groups_are_paged_and_single_points_said_not_drawn(tmp_path):
     # where no group has a line, every point is drawn: a one-layout sweep still gets its plot
     lone = build_tables([run("1x1", 100)])
     assert "throughput_vs_gpus.png" in [p.name for p in plots.write_plots(lone, tmp_path / "lone")[0]]
+
+
+def _data_points(ax):
+    """Every plotted point's display coordinates (lines, error-bar caps, scatter rings)."""
+    points = [ax.transData.transform(xy) for line in ax.get_lines() for xy in line.get_xydata()]
+    points += [ax.transData.transform(xy) for c in ax.collections for xy in c.get_offsets()]
+    return points
+
+
+def test_legends_never_cover_the_data():
+    # issue 58: the legend sat on data (throughput_vs_gpus, stragglers)
+    from test_stragglers import slow_node3_cluster
+
+    from hvdbench.results.analyses import stragglers
+
+    t = tables()
+    figs = [plots.throughput_figure(t.scaling), plots.efficiency_figure(t.scaling),
+            plots.time_to_train_figure(t.time_to_train), plots.layouts_figure(t.layouts, t.scaling),
+            stragglers.figure(stragglers.stragglers(slow_node3_cluster()))]
+    for fig in figs:
+        fig.canvas.draw()
+        renderer = fig.canvas.get_renderer()
+        for ax in fig.axes:
+            legend = ax.get_legend().get_window_extent(renderer)
+            assert not legend.overlaps(ax.get_window_extent(renderer)), ax.get_title()
+            assert not any(legend.contains(x, y) for x, y in _data_points(ax)), ax.get_title()
+            bars = [p.get_window_extent(renderer) for p in ax.patches]
+            assert not any(legend.overlaps(b) for b in bars), ax.get_title()
+
+
+def test_a_panel_whose_every_point_is_flagged_rings_none_and_says_it_once():
+    # issue 58: on a busy machine every point was ringed, so the ring said nothing
+    busy = build_tables([run("1x1", t, other_cpus=1.5) for t in (100, 101)]
+                        + [run("1x2", t, other_cpus=1.5) for t in (190, 191)]).scaling
+    assert all("busy" in r.flags for r in busy)
+    fig = plots.throughput_figure(busy)
+    assert plots.FLAGGED not in plots.series_labels(fig)[0]
+    assert "every point flagged: busy (summary.md)" in fig.axes[0].get_title()

@@ -398,8 +398,8 @@ def figure(found: Stragglers, keys: list[tuple] | None = None):
         r0 = rows[0]
         ax.set_title(f"{r0.model} {r0.layout} ({r0.flavor}, {r0.engine}): rank compute\n"
                      + context([found.context[key]]), fontsize=8)
-        if timed:
-            ax.legend(fontsize=7)
+        if timed:  # under the panel: inside, it sat on a bar
+            ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.2), frameon=False)
         ax.grid(True, axis="y", alpha=0.3)
     return fig
 

@@ -8,7 +8,8 @@
 
 Every panel's title carries, under it, the devices, the runs behind each point, the hosts and the
 inter-node link (`context`, which the waterfall, prediction, study and allreduce plots use too);
-flagged rows are ringed in red. On CPUs the counts are ranks ("CPU ranks", "1 rank/node"), not GPUs.
+flagged rows are ringed in red, unless every point of a panel is flagged alike (a busy machine: the
+title says it once). Legends sit under their panel, never over its data. On CPUs the counts are ranks ("CPU ranks", "1 rank/node"), not GPUs.
 
 Layout families: "scale-up (1 node)" holds every single-node layout; "scale-out (G GPU(s)/node)"
 adds nodes of G GPUs each (starting from the 1xG point), so scale-up and scale-out read as
@@ -227,6 +228,13 @@ def _lines_figure(rows: list, group_of: Callable, lines: Lines, groups: list[lis
                             ecolor=container.lines[0].get_color(), elinewidth=1.8 if up else 1.2,
                             zorder=3 if up else 2)
         flagged = [r for rs in fams.values() for r in rs if r.flags] if lines.flagged else []
+        shown = {id(r): r for rs in fams.values() for r in rs}
+        everywhere = ""
+        if flagged and len({id(r) for r in flagged}) == len(shown) and len({r.flags for r in flagged}) == 1:
+            # every point flagged alike (a busy machine): a ring on each says nothing; the title says it once
+            everywhere = "every point flagged: " + ", ".join(dict.fromkeys(
+                f for r in flagged for f in r.flags.split(";") if f)) + " (summary.md)"
+            flagged = []
         if flagged:  # what the report's `check` column warns about, marked where it is plotted
             ax.scatter([r.gpus for r in flagged], [value(r) for r in flagged], s=180, facecolors="none",
                        edgecolors="red", linewidths=1.5, zorder=4, label=FLAGGED)
@@ -245,12 +253,20 @@ def _lines_figure(rows: list, group_of: Callable, lines: Lines, groups: list[lis
         if log_y:  # log-log: ideal scaling is a straight line; plain numbers on the ticks
             log_axis(ax)
         ax.set_ylabel(lines.ylabel)
-        extra = lines.subtitle(group) if lines.subtitle else ""
+        extra = "\n".join(x for x in (lines.subtitle(group) if lines.subtitle else "", everywhere) if x)
         ax.set_title(_title(group[0], group) + (f"\n{extra}" if extra else ""), fontsize=10)
-        ax.legend(fontsize=8)
+        _legend_below(ax)
     if not groups:
         axes[0].text(0.5, 0.5, "no data", ha="center", va="center", transform=axes[0].transAxes)
     return fig
+
+
+def _legend_below(ax, handles=None, names=None) -> None:
+    """The panel's legend under its axis, never over its lines and points (constrained layout makes
+    the room)."""
+    if handles is None:
+        handles, names = ax.get_legend_handles_labels()
+    ax.legend(handles, names, fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.16), ncol=2, frameon=False)
 
 
 def _nan(x):
@@ -278,7 +294,7 @@ def efficiency_figure(scaling: list[ScalingRow], groups: list[list] | None = Non
         if ax.get_legend() is not None:  # panels with data: the 100 % line is the ideal
             ax.axhline(100, color="k", linestyle="--", linewidth=1, label="ideal (100 %)")
             ax.set_ylim(bottom=0)
-            ax.legend(fontsize=8)
+            _legend_below(ax)
     return fig
 
 
@@ -348,8 +364,7 @@ def layouts_figure(layouts: list[LayoutsRow], scaling: list[ScalingRow] | None =
             handles.append(Patch(facecolor="none", edgecolor="red", linewidth=2.5))
             names.append(FLAGGED)
         # Below the panel: inside, the legend would sit on the bars or on the ideal lines above them.
-        ax.legend(handles, names, fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.16), ncol=4,
-                  frameon=False)
+        ax.legend(handles, names, fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.16), ncol=4, frameon=False)
     return fig
 
 
