@@ -398,3 +398,22 @@ def test_a_panel_whose_every_point_is_flagged_rings_none_and_says_it_once():
     fig = plots.throughput_figure(busy)
     assert plots.FLAGGED not in plots.series_labels(fig)[0]
     assert "every point flagged: busy (summary.md)" in fig.axes[0].get_title()
+
+
+def test_panels_of_one_machine_name_it_once_in_the_figures_title():
+    # issue 58: 5-7-line titles repeated the machine in every panel
+    runs = placed_runs()
+    for r in placed_runs():
+        r.framework = "tensorflow"
+        runs.append(r)
+    t = build_tables(runs)
+    for fig in (plots.throughput_figure(t.scaling), plots.efficiency_figure(t.scaling),
+                plots.layouts_figure(t.layouts, t.scaling)):
+        assert len(fig.axes) == 2
+        title_says_where(fig.get_suptitle())
+        assert all("devices:" not in ax.get_title() and "host" not in ax.get_title() for ax in fig.axes)
+        assert {ax.get_title().split(" · ")[2] for ax in fig.axes} == {"torch", "tensorflow"}
+    # panels of different machines keep each their own
+    other = placed_runs(devices="A100")
+    fig = plots.throughput_figure(build_tables(placed_runs() + other).scaling)
+    assert not fig.get_suptitle() and all("devices:" in ax.get_title() for ax in fig.axes)

@@ -7,7 +7,8 @@
                              epochs beside each point, the target; seconds when all are under a minute
 
 Every panel's title carries, under it, the devices, the runs behind each point, the hosts and the
-inter-node link (`context`, which the waterfall, prediction, study and allreduce plots use too);
+inter-node link (`context`, which the waterfall, prediction, study and allreduce plots use too), or,
+where every panel's is the same, the figure's title says it once;
 flagged rows are ringed in red, unless every point of a panel is flagged alike (a busy machine: the
 title says it once). Legends sit under their panel, never over its data. On CPUs the counts are ranks ("CPU ranks", "1 rank/node"), not GPUs.
 
@@ -102,13 +103,25 @@ def waterfall_bars(ax, labels: list[str], bottoms, heights, colors, texts, signe
     ax.set_xticks(range(len(labels)), labels, fontsize=label_size)
 
 
-def _title(row, group: list | None = None) -> str:
+def _title(row, group: list | None = None, shared: bool = False) -> str:
+    """A panel's title: what ran, then where (`context`), unless `shared`: every panel of the figure
+    ran in one place, which the figure's own title says once (_shared_context)."""
     parts = [row.model, row.flavor, row.framework, row.engine, row.precision, row.levers]
     if isinstance(row, ScalingGroup) and row.batch_per_gpu:
         parts.append(f"{row.batch_per_gpu}/{_unit(row)}")
     title = " · ".join(str(p) for p in parts if p)
-    below = context(group or [row])
+    below = "" if shared else context(group or [row])
     return title + (f"\n{below}" if below else "")
+
+
+def _shared_context(fig: Figure, groups: list[list]) -> bool:
+    """Where every panel's `context` is the same (one machine, one sweep), the figure's title says it
+    once and the panels leave it out: True then."""
+    said = {context(g) for g in groups}
+    if len(groups) < 2 or len(said) != 1 or not next(iter(said)):
+        return False
+    fig.suptitle(next(iter(said)), fontsize=10)
+    return True
 
 
 def families(rows: list, value: Callable) -> dict[str, list]:
@@ -204,6 +217,7 @@ def _lines_figure(rows: list, group_of: Callable, lines: Lines, groups: list[lis
     if groups is None:
         groups = [g for g in _groups(rows, group_of) if families(g, value)]
     fig, axes = _grid(len(groups))
+    shared = _shared_context(fig, groups)
     for ax, group in zip(axes, groups):
         fams = families(group, value)
         # Where several families have a point at one device count, their error bars are drawn side
@@ -254,7 +268,7 @@ def _lines_figure(rows: list, group_of: Callable, lines: Lines, groups: list[lis
             log_axis(ax)
         ax.set_ylabel(lines.ylabel)
         extra = "\n".join(x for x in (lines.subtitle(group) if lines.subtitle else "", everywhere) if x)
-        ax.set_title(_title(group[0], group) + (f"\n{extra}" if extra else ""), fontsize=10)
+        ax.set_title(_title(group[0], group, shared) + (f"\n{extra}" if extra else ""), fontsize=10)
         _legend_below(ax)
     if not groups:
         axes[0].text(0.5, 0.5, "no data", ha="center", va="center", transform=axes[0].transAxes)
@@ -330,6 +344,7 @@ def layouts_figure(layouts: list[LayoutsRow], scaling: list[ScalingRow] | None =
     if groups is None:
         groups = _groups([r for r in layouts if r.throughput_mean is not None], ScalingGroup.scaling_group)
     fig, axes = _grid(len(groups))
+    shared = _shared_context(fig, groups)
     for ax, group in zip(axes, groups):
         key = group[0].scaling_key
         mine = [r for r in scaling or [] if r.scaling_key == key]
@@ -358,7 +373,7 @@ def layouts_figure(layouts: list[LayoutsRow], scaling: list[ScalingRow] | None =
         ax.set_ylim(bottom=0)  # a 2σ bar longer than its bar stops at zero
         ax.set_xlabel("layout (nodes x " + ("CPU ranks" if on_cpus(group[0]) else "GPUs") + " per node)")
         ax.set_ylabel("throughput (samples/s), mean ± 2σ")
-        ax.set_title(_title(group[0], group), fontsize=10)
+        ax.set_title(_title(group[0], group, shared), fontsize=10)
         handles, names = ax.get_legend_handles_labels()
         if ringed:  # the legend's entry for the red outline of the ringed bars
             handles.append(Patch(facecolor="none", edgecolor="red", linewidth=2.5))

@@ -76,9 +76,10 @@ def pages(name: str, panels: list, draw, per: int = PANELS_PER_PAGE) -> list:
         fig = draw(chunk)
         if len(chunks) > 1:
             first = i * per + 1
-            fig.suptitle(f"page {i + 1} of {len(chunks)}: panels {first}-{first + len(chunk) - 1} of {len(panels)} "
-                         f"(all in {name}.png, " + ", ".join(f"{name}-{n}.png" for n in range(2, len(chunks) + 1))
-                         + ")", fontsize=9)
+            page = (f"page {i + 1} of {len(chunks)}: panels {first}-{first + len(chunk) - 1} of {len(panels)} "
+                    f"(all in {name}.png, " + ", ".join(f"{name}-{n}.png" for n in range(2, len(chunks) + 1)) + ")")
+            own = fig.get_suptitle()  # the figure's own title (where its panels ran), kept under the page's line
+            fig.suptitle(page + (f"\n{own}" if own else ""), fontsize=9)
         figs.append(fig)
     return figs
 
