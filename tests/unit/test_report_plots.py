@@ -417,3 +417,21 @@ def test_panels_of_one_machine_name_it_once_in_the_figures_title():
     other = placed_runs(devices="A100")
     fig = plots.throughput_figure(build_tables(placed_runs() + other).scaling)
     assert not fig.get_suptitle() and all("devices:" in ax.get_title() for ax in fig.axes)
+
+
+def test_waterfall_layouts_without_a_breakdown_are_said_not_drawn(tmp_path):
+    # issue 58: over the published v4.1 tree every waterfall panel was ideal, "–" x 4, unattributed,
+    # measured: two pages of PNG saying what the table says
+    from hvdbench.results.analyses import waterfall
+
+    runs = placed_runs()
+    fall = next(f for f in waterfall.waterfall_rows(runs, build_tables(runs).scaling) if f.layout == "1x2")
+    bare = [replace(fall, layout=f"{n}x8", comm_loss=None, imbalance_loss=None, data_loss=None, compute_loss=None)
+            for n in range(1, 4)]
+    assert [p.name for p in waterfall.write(bare, tmp_path / "bare")] == ["waterfall.csv"]
+    assert len((tmp_path / "bare" / "waterfall.csv").read_text().splitlines()) == 4  # every row in the table
+    written = waterfall.write([fall, *bare], tmp_path / "mixed")
+    assert [p.name for p in written] == ["waterfall.csv", "waterfall.png"]
+    assert len(waterfall.broken_down([fall, *bare])) == 1
+    assert "3 layout(s) without a step breakdown (published logs, --no-breakdown): their whole loss is " \
+           "unattributed, said in their rows here and not drawn in waterfall.png." in waterfall.markdown([fall, *bare])
