@@ -19,6 +19,7 @@ import fcntl
 import hashlib
 import json
 import os
+import re
 import secrets
 import stat
 import tempfile
@@ -87,18 +88,71 @@ def atomic_write_text(path: Path, text: str) -> None:
 
 
 def atomic_write_png(fig, path: Path, dpi: int = 100) -> Path:
-    """Save a matplotlib figure as PNG the same way (a half-written plot is never seen). Every text
-    is drawn as written, never as mathtext or TeX: titles, labels and ticks carry what users and
-    files gave (a --link, host and model names), and a `$` in them must not end the report midway."""
+    """Save a matplotlib figure as PNG the same way (a half-written plot is never seen). The texts a
+    figure was given (titles, labels, legends, annotations, tick labels from a list or a function)
+    are drawn as written, never as mathtext or TeX: they carry what users and files gave (a --link,
+    host and model names), and a `$` in them must not end the report midway. Numbers that
+    matplotlib's own formatters write stay mathtext: a log axis's `2^4` reads as a power, not as
+    `$\\mathdefault{2^{4}}$`."""
     import matplotlib  # here: the ground floor's other writers need no matplotlib
+    from matplotlib.text import Text
 
-    with matplotlib.rc_context({"text.usetex": False, "text.parse_math": False}):  # texts made while drawing
-        for text in fig.findobj(lambda artist: hasattr(artist, "set_parse_math")):  # texts made before
+    with matplotlib.rc_context({"text.usetex": False}):
+        for text in fig.findobj(Text):  # texts made before drawing: every one was given
             text.set_usetex(False)
-            text.set_parse_math(False)
+            text.set_text(_as_written(text.get_text()))
+        for ax in fig.axes:  # tick labels, made while drawing: those a list or a function gives
+            for axis in (ax.xaxis, ax.yaxis):
+                for which in ("major", "minor"):
+                    _plain_ticks(axis, which)
         with atomic_open(path, "wb") as f:
             fig.savefig(f, format="png", dpi=dpi)
     return Path(path)
+
+
+_DOLLAR = re.compile(r"(?<!\\)\$")
+
+
+def _as_written(text: str) -> str:
+    """`text` with every `$` escaped, so matplotlib draws it as written; escaping twice is once."""
+    return _DOLLAR.sub(r"\\$", text) if "$" in text else text
+
+
+def _plain_ticks(axis, which: str) -> None:
+    """Wrap `axis`'s `which` tick formatter in one that escapes its labels unless it is one of matplotlib's numeric
+    ones (their mathtext is wanted: powers, offsets)."""
+    from matplotlib import ticker
+
+    get, put = ((axis.get_major_formatter, axis.set_major_formatter) if which == "major" else
+                (axis.get_minor_formatter, axis.set_minor_formatter))
+    formatter = get()
+    numeric = (ticker.ScalarFormatter, ticker.LogFormatter, ticker.LogitFormatter, ticker.EngFormatter,
+               ticker.PercentFormatter, ticker.NullFormatter)
+    if not isinstance(formatter, numeric) and not getattr(formatter, "as_written", False):
+        put(_as_written_formatter(formatter))
+
+
+def _as_written_formatter(inner):
+    """A formatter that gives `inner`'s labels with their `$` escaped (_as_written)."""
+    from matplotlib.ticker import Formatter
+
+    class AsWritten(Formatter):
+        as_written = True
+
+        def __call__(self, x, pos=None):
+            return _as_written(inner(x, pos))
+
+        def format_ticks(self, values):
+            return [_as_written(s) for s in inner.format_ticks(values)]
+
+        def get_offset(self):
+            return _as_written(inner.get_offset())
+
+        def set_axis(self, axis):
+            super().set_axis(axis)
+            inner.set_axis(axis)
+
+    return AsWritten()
 
 
 def open_no_link(path: Path, mode: str = "a", **kwargs) -> IO:

@@ -69,8 +69,7 @@ def _mode_of(spec: SweepSpec, cfg) -> str:
 
 
 def dry_run(spec: SweepSpec, console) -> None:
-    table = Table(title=f"sweep {spec.name}: {spec.model}, {len(spec.runs)} runs "
-                        f"({len(spec.entries)} layouts x {spec.repeats} repeats)")
+    table = Table(title=f"sweep {spec.name}: {spec.model}, {len(spec.runs)} runs ({counts(spec)})")
     columns = ["#", "run", "layout", "scale", "GPUs", "hosts"] + (["settings"] if spec.config_path else [])
     for col in columns:
         table.add_column(col)
@@ -94,9 +93,23 @@ def dry_run(spec: SweepSpec, console) -> None:
         print(f"{run.run_id}: {shlex.join(command(spec, run)[0])}")
 
 
+def _many(n: int, word: str) -> str:
+    return f"{n} {word}{'' if n == 1 else 's'}"
+
+
+def counts(spec: SweepSpec) -> str:
+    """What the runs are made of: '2 layouts x 2 engines x 1 repeat' (engines where `--engines` gave
+    several; a layout of a --config counts once however many settings it has)."""
+    layouts = len({e.config.name if e.config else e.layout.name for e in spec.entries})
+    engines = len({e.engine for e in spec.entries})
+    parts = [_many(layouts, "layout")] + ([_many(engines, "engine")] if engines > 1 else [])
+    if layouts * max(engines, 1) != len(spec.entries):  # not a full grid: say the entries as they are
+        parts = [_many(len(spec.entries), "layout and engine pair")]
+    return " x ".join(parts + [_many(spec.repeats, "repeat")])
+
+
 def plan_line(spec: SweepSpec, todo: int) -> str:
-    return (f"sweep {spec.name}: {len(spec.runs)} runs ({len(spec.entries)} layouts x {spec.repeats} "
-            f"repeats), {todo} to do; store {spec.store}")
+    return f"sweep {spec.name}: {len(spec.runs)} runs ({counts(spec)}), {todo} to do; store {spec.store}"
 
 
 def figure(result: RunResult) -> str:

@@ -351,3 +351,16 @@ def test_a_runs_count_is_counted_once_and_read_back_while_the_code_and_network_a
     assert flops.count_once(spec, "debug", {**info, "image_size": 8}).training not in (1.0, first.training)
     monkeypatch.setattr(flops, "_code_version", lambda: {"hvdbench_source": "changed"})
     assert flops.count_once(spec, "debug", info) == first
+
+
+def test_compute_rows_of_one_model_in_two_modes_and_batches_say_which_is_which():
+    # issue 58: a model's throughput and time-to-accuracy runs at two batches read as duplicate rows
+    runs = [_run(run_id="t", mode="throughput", batch_per_gpu=16),
+            _run(run_id="a", mode="time_to_accuracy", batch_per_gpu=32, accum_steps=2)]
+    rows = rc.compute_rows(runs)
+    assert len(rows) == 2
+    table = [line for line in rc.markdown(rows).splitlines() if line.startswith("| ")]
+    header = [c.strip() for c in table[0].strip("|").split("|")]
+    cells = [dict(zip(header, (c.strip() for c in line.strip("|").split("|")))) for line in table[1:]]
+    assert [(c["mode"], c["batch/rank"], c["layout"]) for c in cells] == [
+        ("throughput", "16", "1x1"), ("time to accuracy", "32 x 2 accum", "1x1")]

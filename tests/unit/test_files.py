@@ -165,3 +165,41 @@ def test_a_cache_that_cannot_be_written_costs_the_making_never_an_error(tmp_path
     path.symlink_to(victim)
     assert cached_json("t", {"a": 1}, lambda: {"answer": 2}) == {"answer": 2}
     assert victim.read_text() == "mine\n"
+
+
+def _drawn_width(fig, text) -> float:
+    return text.get_window_extent(fig.canvas.get_renderer()).width
+
+
+def _plain_width(fig, string: str, size: float) -> float:
+    """The width of `string` drawn as written (no mathtext) at `size` points on `fig`'s canvas."""
+    probe = fig.text(0, 0, string, fontsize=size, parse_math=False)
+    width = _drawn_width(fig, probe)
+    probe.remove()
+    return width
+
+
+def test_log_axis_ticks_are_drawn_as_powers_while_given_texts_stay_as_written(tmp_path):
+    # issue 58: turning mathtext off for every text printed a log axis's ticks as
+    # `$\mathdefault{2^{4}}$` (convergence.png, bench allreduce's plot)
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    fig = Figure()
+    FigureCanvasAgg(fig)
+    ax = fig.add_subplot()
+    ax.plot([2, 16, 256], [1, 2, 3])
+    ax.set_xscale("log", base=2)
+    ax.set_title(r"link: 100G $\frac{ Ethernet$")
+    ax.set_yticks([1, 2], ["node$1", "$x$"])
+    atomic_write_png(fig, tmp_path / "log.png")
+    powers = [t for t in ax.get_xticklabels() if t.get_text() and t.get_visible()]
+    assert powers and all(r"\mathdefault" in t.get_text() for t in powers)
+    for t in powers:  # drawn as 2 with a superscript, far narrower than the raw text would be
+        assert _drawn_width(fig, t) < 0.5 * _plain_width(fig, t.get_text(), t.get_fontsize())
+    title = ax.title
+    assert _drawn_width(fig, title) == pytest.approx(_plain_width(fig, r"link: 100G $\frac{ Ethernet$",
+                                                                  title.get_fontsize()), rel=0.01)
+    given = ax.get_yticklabels()
+    assert [_drawn_width(fig, t) for t in given] == pytest.approx(
+        [_plain_width(fig, s, given[0].get_fontsize()) for s in ("node$1", "$x$")], rel=0.01)

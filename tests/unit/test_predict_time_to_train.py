@@ -931,3 +931,28 @@ def test_another_accelerator_is_no_prior_and_the_prior_is_said_under_the_table(t
     with open(out / "prediction.csv", newline="") as f:
         rows = [r for r in csv.DictReader(f) if r["layout"] == "8x8"]
     assert len(rows) == 2 and all((r["rate_prior"] != "") == PR.USE_PRIOR for r in rows)
+
+
+def test_the_prediction_plot_says_ranks_on_cpus_one_label_a_point_and_time_to_trains_unit():
+    # issue 58: prediction_ttt.png said "GPUs" for CPU ranks, printed "2x2 (64)" over "4x1 (64)", and
+    # drew minutes where time_to_train.png drew seconds for the same runs
+    from hvdbench.results.records.rows import TttGroup
+
+    group = TttGroup(system="cpu", model="resnet50", flavor="debug", framework="torch", engine="ddp", precision="fp32")
+
+    def row(layout, minutes, measured=None):
+        nodes, per = map(int, layout.split("x"))
+        return PT.TttPredictionRow(**vars(group), layout=layout, nodes=nodes, gpus_per_node=per, gpus=nodes * per,
+                                   baseline="1x1", fitted=measured is not None, global_batch=16 * nodes * per,
+                                   predicted_ttt_min=minutes, measured_ttt_min=measured, fitted_on="1x1,1x2", flags="",
+                                   note="")
+
+    rows = [row("1x1", 0.5, 0.5), row("1x2", 0.3, 0.3), row("2x2", 0.2), row("4x1", 0.2)]
+    fig = PT.figure(rows, [PT.TttFit(group=group, parts=[], fitted=[], base=None)])
+    ax = fig.axes[0]
+    assert ax.get_xlabel() == "CPU ranks (processes; no GPU) (global batch)"
+    assert ax.get_ylabel() == "time to train (s)"
+    labels = [t.get_text() for t in ax.texts]
+    assert "2x2 (64), 4x1 (64)" in labels and len(labels) == 3
+    predicted = next(line for line in ax.get_lines() if line.get_label() == "predicted")
+    assert list(predicted.get_ydata()) == pytest.approx([30, 18, 12, 12])

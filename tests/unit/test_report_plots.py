@@ -339,3 +339,99 @@ def test_the_prediction_heading_says_rank_on_cpus():
     [fit] = predict.fit_groups(runs)
     text = predict.markdown(predict.prediction_rows([fit], [Layout(4, 1)]), [fit])
     assert "· batch 32/rank —" in text and "/GPU" not in text
+
+
+def test_many_groups_are_paged_and_single_points_said_not_drawn(tmp_path):
+    # issue 58: the published v4.1 report drew ~110 panels a figure, up to 27,140 px tall, most of
+    # them one point (a group run at one GPU count)
+    runs = [run(layout, t, model=f"m{i}") for i in range(14) for layout, t in (("1x1", 100), ("1x2", 180))]
+    runs += [run("1x4", 300, model=f"alone{i}") for i in range(3)]
+    t = build_tables(runs)
+    written, said = plots.write_plots(t, tmp_path)
+    names = [p.name for p in written]
+    assert names[:2] == ["throughput_vs_gpus.png", "throughput_vs_gpus-2.png"]
+    assert "efficiency_vs_gpus-2.png" in names
+    for path in written:  # never taller than two screens
+        assert matplotlib.image.imread(path).shape[0] <= 2 * 1080
+    assert "throughput_vs_gpus.png: 3 group(s) with one CPU rank count not drawn (a point, not a line; " \
+           "their rows are in the CSV)" in said
+    drawn, alone = plots.line_groups(t.scaling, lambda r: r.scaling_group(), lambda r: r.throughput_mean)
+    assert len(drawn) == 14 and sorted(g[0].model for g in alone) == ["alone0", "alone1", "alone2"]
+    # where no group has a line, every point is drawn: a one-layout sweep still gets its plot
+    lone = build_tables([run("1x1", 100)])
+    assert "throughput_vs_gpus.png" in [p.name for p in plots.write_plots(lone, tmp_path / "lone")[0]]
+
+
+def _data_points(ax):
+    """Every plotted point's display coordinates (lines, error-bar caps, scatter rings)."""
+    points = [ax.transData.transform(xy) for line in ax.get_lines() for xy in line.get_xydata()]
+    points += [ax.transData.transform(xy) for c in ax.collections for xy in c.get_offsets()]
+    return points
+
+
+def test_legends_never_cover_the_data():
+    # issue 58: the legend sat on data (throughput_vs_gpus, stragglers)
+    from test_stragglers import slow_node3_cluster
+
+    from hvdbench.results.analyses import stragglers
+
+    t = tables()
+    figs = [plots.throughput_figure(t.scaling), plots.efficiency_figure(t.scaling),
+            plots.time_to_train_figure(t.time_to_train), plots.layouts_figure(t.layouts, t.scaling),
+            stragglers.figure(stragglers.stragglers(slow_node3_cluster()))]
+    for fig in figs:
+        fig.canvas.draw()
+        renderer = fig.canvas.get_renderer()
+        for ax in fig.axes:
+            legend = ax.get_legend().get_window_extent(renderer)
+            assert not legend.overlaps(ax.get_window_extent(renderer)), ax.get_title()
+            assert not any(legend.contains(x, y) for x, y in _data_points(ax)), ax.get_title()
+            bars = [p.get_window_extent(renderer) for p in ax.patches]
+            assert not any(legend.overlaps(b) for b in bars), ax.get_title()
+
+
+def test_a_panel_whose_every_point_is_flagged_rings_none_and_says_it_once():
+    # issue 58: on a busy machine every point was ringed, so the ring said nothing
+    busy = build_tables([run("1x1", t, other_cpus=1.5) for t in (100, 101)]
+                        + [run("1x2", t, other_cpus=1.5) for t in (190, 191)]).scaling
+    assert all("busy" in r.flags for r in busy)
+    fig = plots.throughput_figure(busy)
+    assert plots.FLAGGED not in plots.series_labels(fig)[0]
+    assert "every point flagged: busy (summary.md)" in fig.axes[0].get_title()
+
+
+def test_panels_of_one_machine_name_it_once_in_the_figures_title():
+    # issue 58: 5-7-line titles repeated the machine in every panel
+    runs = placed_runs()
+    for r in placed_runs():
+        r.framework = "tensorflow"
+        runs.append(r)
+    t = build_tables(runs)
+    for fig in (plots.throughput_figure(t.scaling), plots.efficiency_figure(t.scaling),
+                plots.layouts_figure(t.layouts, t.scaling)):
+        assert len(fig.axes) == 2
+        title_says_where(fig.get_suptitle())
+        assert all("devices:" not in ax.get_title() and "host" not in ax.get_title() for ax in fig.axes)
+        assert {ax.get_title().split(" · ")[2] for ax in fig.axes} == {"torch", "tensorflow"}
+    # panels of different machines keep each their own
+    other = placed_runs(devices="A100")
+    fig = plots.throughput_figure(build_tables(placed_runs() + other).scaling)
+    assert not fig.get_suptitle() and all("devices:" in ax.get_title() for ax in fig.axes)
+
+
+def test_waterfall_layouts_without_a_breakdown_are_said_not_drawn(tmp_path):
+    # issue 58: over the published v4.1 tree every waterfall panel was ideal, "–" x 4, unattributed,
+    # measured: two pages of PNG saying what the table says
+    from hvdbench.results.analyses import waterfall
+
+    runs = placed_runs()
+    fall = next(f for f in waterfall.waterfall_rows(runs, build_tables(runs).scaling) if f.layout == "1x2")
+    bare = [replace(fall, layout=f"{n}x8", comm_loss=None, imbalance_loss=None, data_loss=None, compute_loss=None)
+            for n in range(1, 4)]
+    assert [p.name for p in waterfall.write(bare, tmp_path / "bare")] == ["waterfall.csv"]
+    assert len((tmp_path / "bare" / "waterfall.csv").read_text().splitlines()) == 4  # every row in the table
+    written = waterfall.write([fall, *bare], tmp_path / "mixed")
+    assert [p.name for p in written] == ["waterfall.csv", "waterfall.png"]
+    assert len(waterfall.broken_down([fall, *bare])) == 1
+    assert "3 layout(s) without a step breakdown (published logs, --no-breakdown): their whole loss is " \
+           "unattributed, said in their rows here and not drawn in waterfall.png." in waterfall.markdown([fall, *bare])

@@ -351,3 +351,21 @@ def test_a_rank_on_other_hosts_in_two_runs_is_a_row_per_host():
     assert set(rows) == {(0, "a"), (1, "b"), (1, "c"), (2, "b"), (2, "c")}
     assert rows[(1, "b")].compute_ms == pytest.approx(50) and rows[(1, "c")].compute_ms == pytest.approx(70)
     assert rows[(1, "b")].runs == rows[(1, "c")].runs == 1
+
+
+def test_layouts_past_a_page_continue_on_the_next_page_none_dropped(tmp_path):
+    # issue 58: past 12 panels stragglers.png dropped the rest without a word, and no stragglers-2.png
+    runs = []
+    for m in range(14):
+        for k in range(2):
+            r = run("2x1", ["node1", "node2"], [0.050, 0.060], k)
+            r.model = f"model{m}"
+            runs.append(r)
+    found = st.stragglers(runs)
+    figs = st.figures(found)
+    assert len(figs) == 2
+    titles = [ax.get_title() for fig in figs for ax in fig.axes]
+    assert sorted(t.split()[0] for t in titles) == sorted(f"model{m}" for m in range(14))
+    assert "page 2 of 2: panels 13-14 of 14" in figs[1].get_suptitle()
+    written = st.write(found, tmp_path)
+    assert {"stragglers.png", "stragglers-2.png"} <= {p.name for p in written}

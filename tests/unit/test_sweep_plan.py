@@ -631,3 +631,11 @@ def test_an_option_left_without_its_value_after_dashes_is_named_not_the_sweeps_o
     assert result.exit_code == 2, result.output
     assert said in result.output and "'--out'" not in result.output
     assert not (tmp_path / "sw").exists()
+
+
+def test_the_dry_run_counts_layouts_engines_and_repeats_apart(tmp_path):
+    # issue 58: "4 runs (4 layouts x 1 repeats)" was printed for 2 layouts x 2 engines
+    result = invoke("resnet50", "--hostfile", ROOT / "hostfiles/localhost", "--engines", "ddp,horovod",
+                    "--out", tmp_path / "demo", "--dry-run", "--", "--flavor", "debug", "--synthetic")
+    assert result.exit_code == 0, result.output
+    assert "4 runs (2 layouts x 2 engines x 1 repeat)" in " ".join(result.output.split())

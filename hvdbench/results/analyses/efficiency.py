@@ -208,7 +208,9 @@ def markdown(rows: list[EfficiencyRow]) -> str:
     if not rows:
         return ""
     unit = "rank" if all(on_cpus(r) for r in rows) else "GPU"  # a CPU run's "GPU" is a process
-    lines = [[r.system, r.model, r.flavor, r.engine, r.precision, r.layout,
+    # mode and batch: a model's throughput and time-to-accuracy runs, or two batches, read apart
+    lines = [[r.system, r.model, r.flavor, r.engine, r.precision, _word("mode", r.mode) if r.mode else "",
+              _batch(r), r.layout,
               _fmt(r.flops_per_sample, ".3g"), _fmt(r.model_tflops_per_gpu, ".3g"),
               _fmt(r.mfu, ".1f", 100), _fmt(r.mfu_measured, ".1f", 100),
               _fmt(r.mem_allocated_gb or r.mem_resident_gb, ".2f"), _fmt(r.mem_estimate_gb, ".2f"),
@@ -222,9 +224,17 @@ def markdown(rows: list[EfficiencyRow]) -> str:
             "energy per sample and mean power per GPU from NVML, and the rate per GPU as a share of MLPerf's published "
             "one for the accelerator and benchmark (its round, system and precision in the note). Empty: not "
             "measured.\n\n"
-            + markdown_table(["system", "model", "flavor", "engine", "precision", "layout", "FLOPs/sample",
+            + markdown_table(["system", "model", "flavor", "engine", "precision", "mode", f"batch/{unit}", "layout",
+                              "FLOPs/sample",
                               f"TFLOP/s/{unit}", "MFU %", "MFU % (bench)", "memory GB", "estimate GB", "J/sample",
                               f"W/{unit}", "% of published", "note"], lines) + "\n")
+
+
+def _batch(r: EfficiencyRow) -> str:
+    """The batch per GPU (rank) of a row, with its gradient accumulation where there is one: '32', '32 x 4 accum'."""
+    if not r.batch_per_gpu:
+        return ""
+    return f"{r.batch_per_gpu}" + (f" x {r.accum_steps} accum" if r.accum_steps and r.accum_steps > 1 else "")
 
 
 def _word(key: str, value) -> str:

@@ -41,7 +41,7 @@ from pathlib import Path
 
 from hvdbench.contracts.engines import waits_for_peers
 from hvdbench.results.records.rows import SCALING_GROUP, ReportRow, ScalingGroup
-from hvdbench.results.render.tables import markdown_table, write_table
+from hvdbench.results.render.tables import markdown_table, pages, write_table
 from hvdbench.results.stats.aggregate import Where, scaling_key, stats
 
 # The least excess over the others' median that names a straggler: below it, two ranks of one machine
@@ -364,21 +364,27 @@ def markdown(found: Stragglers) -> str:
     return "\n".join(parts)
 
 
-def figure(found: Stragglers, most: int = 12):
-    """One panel per layout (up to `most`): each rank's compute per step (red: a straggler), the other
-    ranks' median as a line, each bar labelled with its host; under each title the devices, runs,
-    hosts and link."""
+def _panels(found: Stragglers) -> dict[tuple, list[StragglerRow]]:
+    """(scaling key, layout) -> its ranks' rows: one panel each."""
+    groups: dict[tuple, list[StragglerRow]] = {}
+    for row in found.ranks:
+        groups.setdefault((row.scaling_key, row.layout), []).append(row)
+    return groups
+
+
+def figure(found: Stragglers, keys: list[tuple] | None = None):
+    """One panel per layout (those of `keys`, else all: write() pages them, PANELS_PER_PAGE a page):
+    each rank's compute per step (red: a straggler), the other ranks' median as a line, each bar
+    labelled with its host; under each title the devices, runs, hosts and link."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
     from hvdbench.results.render.plots import context
 
-    groups: dict[tuple, list[StragglerRow]] = {}
-    for row in found.ranks:
-        groups.setdefault((row.scaling_key, row.layout), []).append(row)
-    panels = list(groups.items())[:most]
-    cols = min(3, len(panels))
-    fig = Figure(figsize=(5.0 * cols, 4.2 * math.ceil(len(panels) / cols)), layout="constrained")
+    groups = _panels(found)
+    panels = [(key, groups[key]) for key in (list(groups) if keys is None else keys)]
+    cols = max(1, min(3, len(panels)))
+    fig = Figure(figsize=(5.0 * cols, 4.2 * max(1, math.ceil(len(panels) / cols))), layout="constrained")
     FigureCanvasAgg(fig)
     for i, (key, rows) in enumerate(panels):
         ax = fig.add_subplot(math.ceil(len(panels) / cols), cols, i + 1)
@@ -392,15 +398,21 @@ def figure(found: Stragglers, most: int = 12):
         r0 = rows[0]
         ax.set_title(f"{r0.model} {r0.layout} ({r0.flavor}, {r0.engine}): rank compute\n"
                      + context([found.context[key]]), fontsize=8)
-        if timed:
-            ax.legend(fontsize=7)
+        if timed:  # under the panel: inside, it sat on a bar
+            ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.2), frameon=False)
         ax.grid(True, axis="y", alpha=0.3)
     return fig
+
+
+def figures(found: Stragglers) -> list:
+    """Every layout's panel, PANELS_PER_PAGE to a page: stragglers.png, stragglers-2.png, ..."""
+    return pages("stragglers", list(_panels(found)), lambda keys: figure(found, keys))
 
 
 def write(found: Stragglers, out: Path, formats=("csv", "png")) -> list[Path]:
     if not found.ranks:
         return []
-    return [*write_table(out, "stragglers", found.ranks, StragglerRow.columns(), formats, lambda: figure(found)),
+    return [*write_table(out, "stragglers", found.ranks, StragglerRow.columns(), formats,
+                         lambda: figures(found)),
             *write_table(out, "stragglers_hosts", found.hosts, StragglerHostRow.columns(),
                          tuple(f for f in formats if f == "csv"))]

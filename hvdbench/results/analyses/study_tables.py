@@ -52,6 +52,8 @@ class StudySpeedupRow(ReportRow):
     throughput_2sigma: float | None
     hosts: str
     link: str
+    # the scaling table's flags of the same point (FLAGS; ';'-joined: the Markdown's, scaling.csv has them)
+    flags: str = beside("")
     # for the plot's subtitle (plots.context), not study_speedup.csv's columns
     nodes: int = beside(0)
     runs: int = beside(0)
@@ -86,7 +88,8 @@ def speedup_rows(tables: Tables, published: dict | None = None) -> list[StudySpe
                 published_ttt_min=_published(published, "time_to_train_min", model, gpus),
                 throughput_mean=throughput.throughput_mean if throughput else None,
                 throughput_2sigma=throughput.throughput_2sigma if throughput else None,
-                hosts=row.hosts or "", link=row.link or "", nodes=row.nodes, runs=row.runs))
+                hosts=row.hosts or "", link=row.link or "", flags=throughput.flags if throughput else "",
+                nodes=row.nodes, runs=row.runs))
     return out
 
 
@@ -104,6 +107,8 @@ def markdown(rows: list[StudySpeedupRow], study: str, reproduces: str = "") -> s
         if r is None:
             return "–"
         text = "–" if r.speedup is None else f"{r.speedup:.2f}× ({r.layout})"
+        # the scaling table's check of the same point: a noisy 2.40x is no 2.40x
+        text += f" · check: {', '.join(r.flags.split(';'))}" if r.flags else ""
         return text + (f" · published {r.published_speedup:.2f}×" if r.published_speedup else "")
 
     lines = [[m, " · ".join(str(x) for x in (flavor, framework, precision) if x), basis, baseline or "–",
@@ -113,7 +118,8 @@ def markdown(rows: list[StudySpeedupRow], study: str, reproduces: str = "") -> s
     header = ["model", "run", "speed-up from", "vs", *(f"{g} {unit}{'s' if g > 1 else ''}" for g in counts)]
     intro = f"Study `{study}`" + (f" — {reproduces}" if reproduces else "") + "."
     return (f"## Speed-up across models\n\n{intro} Per GPU count the layout with the fewest nodes "
-            "(in brackets); speed-up against the model's smallest layout (`vs`).\n\n"
+            "(in brackets); speed-up against the model's smallest layout (`vs`); `check`: the scaling table's "
+            "flags of the same point (their meaning under Flags).\n\n"
             + markdown_table(header, lines) + "\n")
 
 

@@ -207,6 +207,10 @@ def markdown(rows: list[WaterfallRow]) -> str:
              "keeps it) − data stall − compute change − unattributed = measured, in samples/s; the step times "
              "(rank 0's mean, ms) say where each layout's step went; MFU: the layout's model FLOPs utilisation (the compute table). A negative loss is a gain. (twin): the data stall measured against the "
              "layout's run on synthetic data (`sweep --explain`).\n"]
+    bare = len(rows) - len(broken_down(rows))
+    if bare:
+        parts.append(f"{bare} layout(s) without a step breakdown (published logs, --no-breakdown): their whole loss "
+                     "is unattributed, said in their rows here and not drawn in waterfall.png.\n")
     for group, rs in groups.items():
         parts.append(f"### {group_title(group)}\n")  # the scaling tables' heading of the group
         where = where_ran([x for r in rs for x in r.rows])  # as the plots say under each panel
@@ -291,6 +295,16 @@ def figure(rows: list[WaterfallRow]):
     return fig
 
 
+def broken_down(rows: list[WaterfallRow]) -> list[WaterfallRow]:
+    """The rows whose loss is split into parts: those waterfall.png draws. A layout without a step
+    breakdown (published logs, runs with --no-breakdown) has its whole loss unattributed: a panel of
+    ideal and measured alone, which its table row already says (the published v4.1 tree: every one
+    of its 24 panels, 2 of the report's 5 pages of waterfalls)."""
+    return [r for r in rows if any(v is not None for v in (r.comm_loss, r.imbalance_loss, r.data_loss,
+                                                           r.compute_loss))]
+
+
 def write(rows: list[WaterfallRow], out: Path, formats=("csv", "png")) -> list[Path]:
+    drawn = broken_down(rows)
     return write_table(out, "waterfall", rows, WaterfallRow.columns(), formats,
-                       (lambda: pages("waterfall", rows, figure)) if rows else None)
+                       (lambda: pages("waterfall", drawn, figure)) if drawn else None)

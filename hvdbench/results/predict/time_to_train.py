@@ -127,7 +127,7 @@ from hvdbench.results.predict.prior import (USE_PRIOR, ScalingPair, ScalingPrior
 from hvdbench.results.predict.throughput import FLAGS as THROUGHPUT_FLAGS
 from hvdbench.results.predict.throughput import PredictionRow, predict
 from hvdbench.results.records.rows import TttGroup
-from hvdbench.results.render.tables import markdown_table
+from hvdbench.results.render.tables import markdown_table, pages
 from hvdbench.topology import Layout
 
 EXTRAPOLATION = 4.0  # times past the fitted range that a printed number carries the `extrapolated` flag
@@ -1068,14 +1068,22 @@ def markdown(rows: list[TttPredictionRow], fits: list[TttFit]) -> str:
 
 def figure(rows: list[TttPredictionRow], fits: list[TttFit]):
     """Predicted (circles; filled: fitted) and measured (stars) time to train against the GPUs, one
-    panel per group; a layout not predicted is named where its measurement is."""
+    panel per fit of `fits` (write_figure pages them); a layout not predicted is named where its
+    measurement is."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
     from matplotlib.ticker import FixedLocator, NullLocator, ScalarFormatter
 
-    from hvdbench.results.render.plots import log_axis
+    from hvdbench.results.render.plots import device_axis, log_axis
+    from hvdbench.results.render.tables import figure_time_unit
 
-    fits = [tf for tf in fits if any(r.ttt_key == tf.group.ttt_key for r in rows)][:12]
+    fits = [tf for tf in fits if any(r.ttt_key == tf.group.ttt_key for r in rows)]
+    # time_to_train.png's unit for the same runs: seconds when every figure is under a minute
+    unit, scale = figure_time_unit(m for r in rows for m in (r.predicted_ttt_min, r.measured_ttt_min) if m)
+
+    def t(minutes):
+        return None if minutes is None else minutes * scale
+
     cols = min(len(fits), 2) or 1
     nrows = math.ceil(max(len(fits), 1) / cols)
     fig = Figure(figsize=(6.4 * cols, 4.8 * nrows), layout="constrained")
@@ -1086,28 +1094,32 @@ def figure(rows: list[TttPredictionRow], fits: list[TttFit]):
         pred = [r for r in rs if r.predicted_ttt_min is not None]
         line = sorted(pred, key=lambda r: r.gpus)
         if line:
-            ax.plot([r.gpus for r in line], [r.predicted_ttt_min for r in line], "o-", alpha=0.7,
+            ax.plot([r.gpus for r in line], [t(r.predicted_ttt_min) for r in line], "o-", alpha=0.7,
                     markerfacecolor="none", label="predicted")
             band = [r for r in line if r.predicted_ttt_low_min is not None]
             if band:
-                ax.fill_between([r.gpus for r in band], [r.predicted_ttt_low_min for r in band],
-                                [r.predicted_ttt_high_min for r in band], color="tab:blue", alpha=0.15, lw=0,
+                ax.fill_between([r.gpus for r in band], [t(r.predicted_ttt_low_min) for r in band],
+                                [t(r.predicted_ttt_high_min) for r in band], color="tab:blue", alpha=0.15, lw=0,
                                 label=f"{100 * COVERAGE:.0f} % interval")
             fit_rows = [r for r in line if r.fitted]
-            ax.plot([r.gpus for r in fit_rows], [r.predicted_ttt_min for r in fit_rows], "o", color="tab:blue",
+            ax.plot([r.gpus for r in fit_rows], [t(r.predicted_ttt_min) for r in fit_rows], "o", color="tab:blue",
                     label="predicted, fitted layout")
         meas = [r for r in rs if r.measured_ttt_min]
-        ax.plot([r.gpus for r in meas], [r.measured_ttt_min for r in meas], "k*", markersize=9, label="measured")
+        ax.plot([r.gpus for r in meas], [t(r.measured_ttt_min) for r in meas], "k*", markersize=9, label="measured")
+        # one label a point: layouts of one GPU count and one figure (2x2 and 4x1) share it, not overprint
+        at: dict[tuple, list[tuple[str, bool]]] = {}
         for r in rs:
-            y = r.predicted_ttt_min or r.measured_ttt_min
+            y = t(r.predicted_ttt_min or r.measured_ttt_min)
             if y is None:
                 continue
             refused = set((r.flags or "").split(";")) & set(REFUSED)
             text = r.layout + (f" ({r.global_batch})" if r.global_batch else "")
             if refused:
                 text += ": not predicted (" + ", ".join(sorted(refused)) + ")"
-            label = ax.annotate(text, (r.gpus, y), fontsize=6, textcoords="offset points", xytext=(5, 4),
-                                color="red" if refused else "0.2")
+            at.setdefault((r.gpus, round(y, 9)), []).append((text, bool(refused)))
+        for (gpus, y), said in at.items():
+            label = ax.annotate(", ".join(text for text, _ in said), (gpus, y), fontsize=6, textcoords="offset points",
+                                xytext=(5, 4), color="red" if any(bad for _, bad in said) else "0.2")
             label.set_in_layout(False)
         xs = sorted({r.gpus for r in rs})
         ax.set_xscale("log", base=2)
@@ -1118,8 +1130,8 @@ def figure(rows: list[TttPredictionRow], fits: list[TttFit]):
         if ax.lines and any(len(line.get_xdata()) for line in ax.lines):
             ax.margins(y=0.15)
             log_axis(ax)
-        ax.set_xlabel("GPUs (global batch)")
-        ax.set_ylabel("time to train (min)")
+        ax.set_xlabel(f"{device_axis(tf.group)} (global batch)")
+        ax.set_ylabel(f"time to train ({unit})")
         ax.set_title(f"{tf.group.model}: predicted and measured time to train\n"
                      + textwrap.fill(f"{tf.group.system} · fitted on {tf.fitted_on or 'nothing'}", 80), fontsize=9)
         ax.grid(True, alpha=0.3)
@@ -1132,4 +1144,7 @@ def write_figure(rows: list[TttPredictionRow], fits: list[TttFit], out, formats=
     if "png" not in formats or not any(r.predicted_ttt_min is not None or r.measured_ttt_min
                                        for r in rows):
         return []
-    return [atomic_write_png(figure(rows, fits), Path(out) / "prediction_ttt.png")]
+    drawn = [tf for tf in fits if any(r.ttt_key == tf.group.ttt_key for r in rows)]
+    figs = pages("prediction_ttt", drawn, lambda chunk: figure(rows, chunk), per=8)  # 2 columns: 4 rows a page
+    return [atomic_write_png(fig, Path(out) / ("prediction_ttt.png" if i == 0 else f"prediction_ttt-{i + 1}.png"))
+            for i, fig in enumerate(figs)]

@@ -7,8 +7,10 @@
                              epochs beside each point, the target; seconds when all are under a minute
 
 Every panel's title carries, under it, the devices, the runs behind each point, the hosts and the
-inter-node link (`context`, which the waterfall, prediction, study and allreduce plots use too);
-flagged rows are ringed in red. On CPUs the counts are ranks ("CPU ranks", "1 rank/node"), not GPUs.
+inter-node link (`context`, which the waterfall, prediction, study and allreduce plots use too), or,
+where every panel's is the same, the figure's title says it once;
+flagged rows are ringed in red, unless every point of a panel is flagged alike (a busy machine: the
+title says it once). Legends sit under their panel, never over its data. On CPUs the counts are ranks ("CPU ranks", "1 rank/node"), not GPUs.
 
 Layout families: "scale-up (1 node)" holds every single-node layout; "scale-out (G GPU(s)/node)"
 adds nodes of G GPUs each (starting from the 1xG point), so scale-up and scale-out read as
@@ -31,7 +33,7 @@ from matplotlib.ticker import FixedLocator, FuncFormatter, MaxNLocator, NullLoca
 
 from hvdbench.files import atomic_write_png
 from hvdbench.results.records.rows import ScalingGroup, TttGroup
-from hvdbench.results.render.tables import figure_time_unit
+from hvdbench.results.render.tables import figure_time_unit, pages
 from hvdbench.results.stats.aggregate import (LayoutsRow, ScalingRow, Tables, TimeToTrainRow, on_cpus,
                                               where_ran)
 
@@ -101,13 +103,25 @@ def waterfall_bars(ax, labels: list[str], bottoms, heights, colors, texts, signe
     ax.set_xticks(range(len(labels)), labels, fontsize=label_size)
 
 
-def _title(row, group: list | None = None) -> str:
+def _title(row, group: list | None = None, shared: bool = False) -> str:
+    """A panel's title: what ran, then where (`context`), unless `shared`: every panel of the figure
+    ran in one place, which the figure's own title says once (_shared_context)."""
     parts = [row.model, row.flavor, row.framework, row.engine, row.precision, row.levers]
     if isinstance(row, ScalingGroup) and row.batch_per_gpu:
         parts.append(f"{row.batch_per_gpu}/{_unit(row)}")
     title = " · ".join(str(p) for p in parts if p)
-    below = context(group or [row])
+    below = "" if shared else context(group or [row])
     return title + (f"\n{below}" if below else "")
+
+
+def _shared_context(fig: Figure, groups: list[list]) -> bool:
+    """Where every panel's `context` is the same (one machine, one sweep), the figure's title says it
+    once and the panels leave it out: True then."""
+    said = {context(g) for g in groups}
+    if len(groups) < 2 or len(said) != 1 or not next(iter(said)):
+        return False
+    fig.suptitle(next(iter(said)), fontsize=10)
+    return True
 
 
 def families(rows: list, value: Callable) -> dict[str, list]:
@@ -188,11 +202,22 @@ class Lines:
     subtitle: Callable | None = None
 
 
-def _lines_figure(rows: list, group_of: Callable, lines: Lines) -> Figure:
-    """One panel per group of `rows` (`group_of(row)`), as `lines` says."""
-    value, err, log_y = lines.value, lines.err, lines.log_y
+def line_groups(rows: list, group_of: Callable, value: Callable) -> tuple[list[list], list[list]]:
+    """(the groups a line figure draws, those it leaves out): a group with a value at one device count
+    is a point, not a line against the device count, and is left out where another group has a line
+    (its row is in the CSV, and write_plots says how many); where none has, every group is drawn."""
     groups = [g for g in _groups(rows, group_of) if families(g, value)]
+    drawn = [g for g in groups if len({r.gpus for r in g if value(r) is not None and r.gpus}) > 1]
+    return (drawn, [g for g in groups if not any(g is d for d in drawn)]) if drawn else (groups, [])
+
+
+def _lines_figure(rows: list, group_of: Callable, lines: Lines, groups: list[list] | None = None) -> Figure:
+    """One panel per group of `rows` (`group_of(row)`; `groups`: those only, a page's), as `lines` says."""
+    value, err, log_y = lines.value, lines.err, lines.log_y
+    if groups is None:
+        groups = [g for g in _groups(rows, group_of) if families(g, value)]
     fig, axes = _grid(len(groups))
+    shared = _shared_context(fig, groups)
     for ax, group in zip(axes, groups):
         fams = families(group, value)
         # Where several families have a point at one device count, their error bars are drawn side
@@ -217,6 +242,13 @@ def _lines_figure(rows: list, group_of: Callable, lines: Lines) -> Figure:
                             ecolor=container.lines[0].get_color(), elinewidth=1.8 if up else 1.2,
                             zorder=3 if up else 2)
         flagged = [r for rs in fams.values() for r in rs if r.flags] if lines.flagged else []
+        shown = {id(r): r for rs in fams.values() for r in rs}
+        everywhere = ""
+        if flagged and len({id(r) for r in flagged}) == len(shown) and len({r.flags for r in flagged}) == 1:
+            # every point flagged alike (a busy machine): a ring on each says nothing; the title says it once
+            everywhere = "every point flagged: " + ", ".join(dict.fromkeys(
+                f for r in flagged for f in r.flags.split(";") if f)) + " (summary.md)"
+            flagged = []
         if flagged:  # what the report's `check` column warns about, marked where it is plotted
             ax.scatter([r.gpus for r in flagged], [value(r) for r in flagged], s=180, facecolors="none",
                        edgecolors="red", linewidths=1.5, zorder=4, label=FLAGGED)
@@ -235,12 +267,20 @@ def _lines_figure(rows: list, group_of: Callable, lines: Lines) -> Figure:
         if log_y:  # log-log: ideal scaling is a straight line; plain numbers on the ticks
             log_axis(ax)
         ax.set_ylabel(lines.ylabel)
-        extra = lines.subtitle(group) if lines.subtitle else ""
-        ax.set_title(_title(group[0], group) + (f"\n{extra}" if extra else ""), fontsize=10)
-        ax.legend(fontsize=8)
+        extra = "\n".join(x for x in (lines.subtitle(group) if lines.subtitle else "", everywhere) if x)
+        ax.set_title(_title(group[0], group, shared) + (f"\n{extra}" if extra else ""), fontsize=10)
+        _legend_below(ax)
     if not groups:
         axes[0].text(0.5, 0.5, "no data", ha="center", va="center", transform=axes[0].transAxes)
     return fig
+
+
+def _legend_below(ax, handles=None, names=None) -> None:
+    """The panel's legend under its axis, never over its lines and points (constrained layout makes
+    the room)."""
+    if handles is None:
+        handles, names = ax.get_legend_handles_labels()
+    ax.legend(handles, names, fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.16), ncol=2, frameon=False)
 
 
 def _nan(x):
@@ -251,28 +291,35 @@ def _pct(v):
     return None if v is None else 100 * v
 
 
-def throughput_figure(scaling: list[ScalingRow]) -> Figure:
-    return _lines_figure(scaling, ScalingGroup.scaling_group, Lines(
-        lambda r: r.throughput_mean, lambda r: r.throughput_2sigma, "throughput (samples/s), mean ± 2σ",
-        ideal="linear", flagged=True))
+THROUGHPUT = Lines(lambda r: r.throughput_mean, lambda r: r.throughput_2sigma, "throughput (samples/s), mean ± 2σ",
+                   ideal="linear", flagged=True)
+EFFICIENCY = Lines(lambda r: _pct(r.efficiency), lambda r: _pct(r.efficiency_2sigma), "scaling efficiency (%), ± 2σ",
+                   log_y=False, flagged=True)
 
 
-def efficiency_figure(scaling: list[ScalingRow]) -> Figure:
+def throughput_figure(scaling: list[ScalingRow], groups: list[list] | None = None) -> Figure:
+    return _lines_figure(scaling, ScalingGroup.scaling_group, THROUGHPUT, groups)
+
+
+def efficiency_figure(scaling: list[ScalingRow], groups: list[list] | None = None) -> Figure:
     """Efficiency against the device count, ± 2σ (both means' spread, aggregate._efficiency_2sigma)."""
-    fig = _lines_figure(scaling, ScalingGroup.scaling_group, Lines(
-        lambda r: _pct(r.efficiency), lambda r: _pct(r.efficiency_2sigma), "scaling efficiency (%), ± 2σ",
-        log_y=False, flagged=True))
+    fig = _lines_figure(scaling, ScalingGroup.scaling_group, EFFICIENCY, groups)
     for ax in fig.axes:
         if ax.get_legend() is not None:  # panels with data: the 100 % line is the ideal
             ax.axhline(100, color="k", linestyle="--", linewidth=1, label="ideal (100 %)")
             ax.set_ylim(bottom=0)
-            ax.legend(fontsize=8)
+            _legend_below(ax)
     return fig
 
 
-def time_to_train_figure(ttt: list[TimeToTrainRow]) -> Figure:
+def time_to_train_figure(ttt: list[TimeToTrainRow], groups: list[list] | None = None) -> Figure:
     """MLPerf's time-to-train score against the device count, ± 2σ, each point with the epochs its
-    runs took, the target under the title; in seconds when every score is under a minute."""
+    runs took, the target under the title; in seconds when every score is under a minute (over all
+    of `ttt`, so every page of it says one unit)."""
+    return _lines_figure(ttt, TttGroup.ttt_group, _ttt_lines(ttt), groups)
+
+
+def _ttt_lines(ttt: list[TimeToTrainRow]) -> Lines:
     unit, scale = figure_time_unit(r.ttt_min for r in ttt)
 
     def epochs(r):
@@ -283,17 +330,21 @@ def time_to_train_figure(ttt: list[TimeToTrainRow]) -> Figure:
         value = next((r.target for r in group if r.target is not None), None)
         return "" if value is None else f"target: {metric or 'metric'} {value:g}"
 
-    return _lines_figure(ttt, TttGroup.ttt_group, Lines(
+    return Lines(
         lambda r: None if r.ttt_min is None else r.ttt_min * scale,
         lambda r: None if r.ttt_2sigma_min is None else r.ttt_2sigma_min * scale,
-        f"time to train ({unit}), MLPerf score ± 2σ", ideal="inverse", label=epochs, subtitle=target))
+        f"time to train ({unit}), MLPerf score ± 2σ", ideal="inverse", label=epochs, subtitle=target)
 
 
-def layouts_figure(layouts: list[LayoutsRow], scaling: list[ScalingRow] | None = None) -> Figure:
-    """One panel per group; one bar container per GPU count, one bar per layout, 2σ error bars, and
-    per GPU count the ideal: the single-device (baseline) throughput times the device count."""
-    groups = _groups([r for r in layouts if r.throughput_mean is not None], ScalingGroup.scaling_group)
+def layouts_figure(layouts: list[LayoutsRow], scaling: list[ScalingRow] | None = None,
+                   groups: list[list] | None = None) -> Figure:
+    """One panel per group (of `groups` only: a page's); one bar container per GPU count, one bar per
+    layout, 2σ error bars, and per GPU count the ideal: the single-device (baseline) throughput times
+    the device count."""
+    if groups is None:
+        groups = _groups([r for r in layouts if r.throughput_mean is not None], ScalingGroup.scaling_group)
     fig, axes = _grid(len(groups))
+    shared = _shared_context(fig, groups)
     for ax, group in zip(axes, groups):
         key = group[0].scaling_key
         mine = [r for r in scaling or [] if r.scaling_key == key]
@@ -322,14 +373,13 @@ def layouts_figure(layouts: list[LayoutsRow], scaling: list[ScalingRow] | None =
         ax.set_ylim(bottom=0)  # a 2σ bar longer than its bar stops at zero
         ax.set_xlabel("layout (nodes x " + ("CPU ranks" if on_cpus(group[0]) else "GPUs") + " per node)")
         ax.set_ylabel("throughput (samples/s), mean ± 2σ")
-        ax.set_title(_title(group[0], group), fontsize=10)
+        ax.set_title(_title(group[0], group, shared), fontsize=10)
         handles, names = ax.get_legend_handles_labels()
         if ringed:  # the legend's entry for the red outline of the ringed bars
             handles.append(Patch(facecolor="none", edgecolor="red", linewidth=2.5))
             names.append(FLAGGED)
         # Below the panel: inside, the legend would sit on the bars or on the ideal lines above them.
-        ax.legend(handles, names, fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.16), ncol=4,
-                  frameon=False)
+        ax.legend(handles, names, fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.16), ncol=4, frameon=False)
     return fig
 
 
@@ -344,26 +394,52 @@ def _any(values) -> bool:
     return any(v is not None for v in values)
 
 
-# file -> (does the report have data for it, figure maker, why it is not written otherwise)
+# Panels a page of a two-column figure: 4 rows of 460 px, 1,840 px tall (under two screens)
+PER_PAGE = 8
+
+
+def _line_pages(name: str, rows: list, group_of: Callable, value: Callable, draw: Callable):
+    """(pages, what was left out) of a line figure: the groups line_groups draws, PER_PAGE a page."""
+    drawn, alone = line_groups(rows, group_of, value)
+    said = [f"{name}: {len(alone)} group(s) with one {_unit(alone[0][0])} count not drawn (a point, not a line; "
+            "their rows are in the CSV)"] if alone else []
+    return pages(name.removesuffix(".png"), drawn, lambda chunk: draw(rows, chunk), PER_PAGE), said
+
+
+def _layout_pages(t: Tables):
+    groups = _groups([r for r in t.layouts if r.throughput_mean is not None], ScalingGroup.scaling_group)
+    return pages("layouts_bars", groups, lambda chunk: layouts_figure(t.layouts, t.scaling, chunk), PER_PAGE), []
+
+
+# file -> (does the report have data for it, (pages, what was left out) maker, why it is not written otherwise)
 PLOTS = {
     "throughput_vs_gpus.png": (lambda t: _any(r.throughput_mean for r in t.scaling),
-                               lambda t: throughput_figure(t.scaling), "no successful throughput runs"),
+                               lambda t: _line_pages("throughput_vs_gpus.png", t.scaling, ScalingGroup.scaling_group,
+                                                     THROUGHPUT.value, throughput_figure),
+                               "no successful throughput runs"),
     "efficiency_vs_gpus.png": (lambda t: _any(r.efficiency for r in t.scaling),
-                               lambda t: efficiency_figure(t.scaling), "no speed-up could be computed"),
-    "layouts_bars.png": (lambda t: _any(r.throughput_mean for r in t.layouts),
-                         lambda t: layouts_figure(t.layouts, t.scaling), "no GPU count was run with more than one layout"),
+                               lambda t: _line_pages("efficiency_vs_gpus.png", t.scaling, ScalingGroup.scaling_group,
+                                                     EFFICIENCY.value, efficiency_figure),
+                               "no speed-up could be computed"),
+    "layouts_bars.png": (lambda t: _any(r.throughput_mean for r in t.layouts), _layout_pages,
+                         "no GPU count was run with more than one layout"),
     "time_to_train.png": (lambda t: _any(r.ttt_min for r in t.time_to_train),
-                          lambda t: time_to_train_figure(t.time_to_train), "no time-to-train score"),
+                          lambda t: _line_pages("time_to_train.png", t.time_to_train, TttGroup.ttt_group,
+                                                _ttt_lines(t.time_to_train).value, time_to_train_figure),
+                          "no time-to-train score"),
 }
 
 
 def write_plots(tables: Tables, out: Path) -> tuple[list[Path], list[str]]:
-    """Write each plot that has data; returns (written paths, one reason per plot not written)."""
+    """Write each plot that has data, PER_PAGE panels a page (NAME.png, NAME-2.png, ...);
+    returns (written paths, one line per plot not written or group not drawn, and why)."""
     written, skipped = [], []
     for name, (has_data, make, reason) in PLOTS.items():
         if not has_data(tables):
             skipped.append(f"{name} not written: {reason}")
             continue
-        fig = make(tables)
-        written.append(atomic_write_png(fig, Path(out) / name))
+        figs, said = make(tables)
+        skipped += said
+        for i, fig in enumerate(figs):
+            written.append(atomic_write_png(fig, Path(out) / (name if i == 0 else name.replace(".png", f"-{i + 1}.png"))))
     return written, skipped

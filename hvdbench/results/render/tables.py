@@ -76,9 +76,10 @@ def pages(name: str, panels: list, draw, per: int = PANELS_PER_PAGE) -> list:
         fig = draw(chunk)
         if len(chunks) > 1:
             first = i * per + 1
-            fig.suptitle(f"page {i + 1} of {len(chunks)}: panels {first}-{first + len(chunk) - 1} of {len(panels)} "
-                         f"(all in {name}.png, " + ", ".join(f"{name}-{n}.png" for n in range(2, len(chunks) + 1))
-                         + ")", fontsize=9)
+            page = (f"page {i + 1} of {len(chunks)}: panels {first}-{first + len(chunk) - 1} of {len(panels)} "
+                    f"(all in {name}.png, " + ", ".join(f"{name}-{n}.png" for n in range(2, len(chunks) + 1)) + ")")
+            own = fig.get_suptitle()  # the figure's own title (where its panels ran), kept under the page's line
+            fig.suptitle(page + (f"\n{own}" if own else ""), fontsize=9)
         figs.append(fig)
     return figs
 
@@ -220,23 +221,26 @@ def _scaling_md(rows):
          + [", ".join((r.flags or "").split(";")) or ""] * flagged for r in rows])
 
 
-def _flag_notes(rows: list) -> str:
-    """Under a group's table: what each flag in its `check` column means; for `noisy`, why those
-    layouts' runs spread, from what they recorded (aggregate.noise_cause), layouts of one cause together."""
+def _noise_notes(rows: list) -> str:
+    """Under a group's table: why its `noisy` layouts' runs spread, from what they recorded
+    (aggregate.noise_cause), layouts of one cause together; what every flag means is said once, under
+    Flags at the end (flag_notes)."""
+    causes: dict[str, list[str]] = {}
+    for r in rows:
+        if "noisy" in (r.flags or "").split(";"):
+            causes.setdefault(noise_cause(r), []).append(r.layout)
+    return "\n".join(f"- **noisy** ({', '.join(layouts)}): runs spread more than {NOISY_CV:.0%} "
+                     f"(coefficient of variation); {cause}." for cause, layouts in causes.items())
+
+
+def flag_notes(rows: list) -> str:
+    """The Flags section: what each flag the scaling rows carry means, once for the whole report (the
+    scaling tables' and the speed-up across models' `check`); '' when none is flagged."""
     used = list(dict.fromkeys(f for r in rows for f in (r.flags or "").split(";") if f))
-    lines = []
-    for flag in used:
-        if flag != "noisy":
-            lines.append(f"- **{flag}**: {FLAGS[flag]}.")
-            continue
-        causes: dict[str, list[str]] = {}
-        for r in rows:
-            if "noisy" in (r.flags or "").split(";"):
-                causes.setdefault(noise_cause(r), []).append(r.layout)
-        for cause, layouts in causes.items():
-            lines.append(f"- **noisy** ({', '.join(layouts)}): runs spread more than {NOISY_CV:.0%} "
-                         f"(coefficient of variation); {cause}.")
-    return "\n".join(lines)
+    if not used:
+        return ""
+    return ("## Flags (the `check` columns)\n\n" + "\n".join(f"- **{flag}**: {FLAGS[flag]}." for flag in used)
+            + "\n")
 
 
 def _layouts_md(rows):
@@ -341,15 +345,20 @@ def _epochs_md(rows):
 
 def markdown(tables: Tables, sources=(), notes=(), header=()) -> str:
     """The report's Markdown: `header` lines under the title (the PyTorch versions the runs used,
-    stats/versions.py), every table, one section per group, then `notes` (what reading the inputs
-    found: files read and skipped, with the reasons) and the rules."""
+    stats/versions.py), every table, one section per group, then the footnotes (`footnotes`)."""
+    return body(tables, sources, header) + footnotes(tables, notes)
+
+
+def body(tables: Tables, sources=(), header=()) -> str:
+    """The title, `header` lines and every table, one section per group (summary.md puts the other
+    sections after them and `footnotes` at its end: Report.text)."""
     parts = ["# hvdbench report", ""]
     if sources:
         parts += [f"{tables.runs} runs from: " + ", ".join(f"`{s}`" for s in sources), ""]
     parts += [line for text in header for line in (text, "")]
     sections = (
         ("Scaling (throughput, samples/s)", tables.scaling, ScalingGroup.scaling_group, _scaling_md,
-         _footer(_flag_notes, thread_note, _where, _layout_sources)),
+         _footer(_noise_notes, thread_note, _where, _layout_sources)),
         ("Scale-up vs scale-out (same GPU count, different layouts)", tables.layouts, ScalingGroup.scaling_group,
          _layouts_md, _where),
         ("Time to train (MLPerf: run_start → run_stop)", tables.time_to_train, TttGroup.ttt_group, _ttt_md,
@@ -359,6 +368,13 @@ def markdown(tables: Tables, sources=(), notes=(), header=()) -> str:
     for heading, rows, group, render, footer in sections:
         parts.append(f"## {heading}\n")
         parts += _sections(rows, group, render, footer) or ["(no runs of this kind)\n"]
+    return "\n".join(parts) + "\n"
+
+
+def footnotes(tables: Tables, notes=()) -> str:
+    """Once, at the report's end: what each flag means (Flags), then `notes` (what reading the inputs
+    found: files read and skipped, with the reasons) and the rules (Notes)."""
+    parts = [flag_notes(tables.scaling)] if flag_notes(tables.scaling) else []
     if notes:
         parts.append("## Inputs\n")
         parts += [f"- {note}" for note in notes] + [""]

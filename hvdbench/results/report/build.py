@@ -13,8 +13,8 @@ from pathlib import Path
 from typing import Any, Callable
 
 from hvdbench.errors import ConfigError
-from hvdbench.results.analyses import (bench_tables, convergence, cost, efficiency, engines, failures, links,
-                                       stragglers, study_tables, ttt, verdict, waterfall)
+from hvdbench.results.analyses import (bench_tables, convergence, cost, efficiency, engines, failures, findings,
+                                       links, stragglers, study_tables, ttt, verdict, waterfall)
 from hvdbench.results.predict import throughput as predict_throughput
 from hvdbench.results.predict import time_to_train as predict_ttt
 from hvdbench.results.render import tables as tab
@@ -68,22 +68,26 @@ class Report:
 
     @property
     def text(self) -> str:
-        """summary.md: its title and header (the tables section's, up to its first table), the verdict,
-        then the sections in SUMMARY's order."""
+        """summary.md: its title and header (the tables section's, up to its first table), the findings
+        and the verdict, then the sections in SUMMARY's order, then the footnotes once (what each flag
+        means, the inputs read, the rules: render/tables.footnotes)."""
         parts = [part for part in (self.sections[name].markdown() for name in SUMMARY if name in self.sections) if part]
-        said = self.sections["verdict"].markdown() if "verdict" in self.sections else ""
+        said = "\n".join(part for part in (self.sections[name].markdown() for name in ("findings", "verdict")
+                                            if name in self.sections) if part)
         if said and parts and "\n## " in parts[0]:
             head, _, rest = parts[0].partition("\n## ")
             parts[0] = f"{head}\n{said}\n## {rest}"
         elif said:
             parts.insert(0, said)
+        if "tables" in self.sections:
+            parts.append(tab.footnotes(self.sections["tables"].rows, self.notes))
         return "\n".join(parts)
 
 
 def _tables(r: Report) -> Section:
     tables = aggregate.build_tables(r.loaded.runs, r.options.baseline)
     header = torch_header(r.loaded.runs)  # the PyTorch of the runs, and a warning per table that mixes releases
-    return Section(tables, lambda: tab.markdown(tables, r.loaded.sources, r.notes, header),
+    return Section(tables, lambda: tab.body(tables, r.loaded.sources, header),
                    lambda out, formats: tab.write_csvs(tables, out) if "csv" in formats else [])
 
 
@@ -246,14 +250,23 @@ def _verdict(r: Report) -> Section:
     return Section(rows, lambda: verdict.markdown(rows), lambda out, formats: verdict.write(rows, out, formats))
 
 
+def _findings(r: Report) -> Section:
+    """summary.md's first lines, read off the rows of every section above."""
+    lines = findings.findings(r.sections["tables"].rows.scaling, r.sections["waterfall"].rows,
+                              r.sections["stragglers"].rows, links.verdicts(links.pair_rows(r.loaded.links)),
+                              r.loaded.runs)
+    return Section(lines, lambda: findings.markdown(lines))
+
+
 # Built in this order (each reads the rows of those above it: the waterfall the compute section's), and
 # their files written in it.
 SECTIONS: dict[str, Callable[[Report], Section]] = {
     "tables": _tables, "failures": _failures, "benches": _benches, "compute": _compute, "waterfall": _waterfall,
     "stragglers": _stragglers, "links": _links, "engines": _engines,
     "time_to_train": _time_to_train, "convergence": _convergence, "studies": _studies,
-    "predictions": _predictions, "plots": _plots, "cost": _cost, "verdict": _verdict}
-# summary.md's order (the verdict opens it, after the title: Report.text).
+    "predictions": _predictions, "plots": _plots, "cost": _cost, "verdict": _verdict, "findings": _findings}
+# summary.md's order (the findings and the verdict open it, after the title, and the footnotes end it:
+# Report.text).
 SUMMARY = ("tables", "failures", "waterfall", "stragglers", "links", "time_to_train", "convergence", "engines",
            "compute", "studies", "predictions", "cost", "benches")
 

@@ -311,12 +311,11 @@ class ScalingRow(ScalingGroup, ReportRow):
     step_cv: float | None  # the most one run's own step times spread (std / mean)
     other_cpus: float | None  # the most cores' worth of other processes beside a run
     other_gpu_procs: int | None
-    # CPU math threads per rank (runs.csv threads; '2|4' when a layout's runs differ); steps,
-    # warmup_steps: the fewest timed and warm-up steps of the layout's runs
+    # CPU math threads per rank (runs.csv threads; '2|4' when a layout's runs differ)
     threads: int | str | None
     steps: int | None
     warmup_steps: int | None
-    flags: str  # FLAGS, ';'-joined
+    flags: str  # the checks the row failed (FLAGS), ';'-joined: summary.md's Flags says what each means
     intra_link: str = beside("")
     cpu_model: str = beside("")
 
