@@ -22,10 +22,9 @@ from __future__ import annotations
 
 import importlib
 from dataclasses import dataclass
-from functools import lru_cache
 
 from hvdbench.errors import ConfigError
-from hvdbench.installed import entry_points_of
+from hvdbench.installed import Registry, entry_points_of
 
 ENTRY_POINT_GROUP = "hvdbench.engines"
 FUSION_BUFFER = 64 << 20  # HOROVOD_FUSION_THRESHOLD's default: the bytes Horovod's fusion buffer holds
@@ -86,8 +85,7 @@ BUILT_IN = (
 )
 
 
-@lru_cache(maxsize=1)
-def _registry() -> dict[str, Engine]:
+def _load() -> dict[str, Engine]:
     """The built-in engines, then those of installed packages (a built-in name cannot be taken over)."""
     found = {}
     for ep in entry_points_of(ENTRY_POINT_GROUP):
@@ -103,24 +101,8 @@ def _registry() -> dict[str, Engine]:
     return {**{e.name: e for e in BUILT_IN}, **found}
 
 
-def engines() -> list[Engine]:
-    return list(_registry().values())
-
-
-def engine_names() -> list[str]:
-    return list(_registry())
-
-
-def find_engine(name: str) -> Engine | None:
-    """The engine of that name, or None: a report reads runs of engines this install may not have."""
-    return _registry().get(name)
-
-
-def get_engine(name: str) -> Engine:
-    engine = find_engine(name)
-    if engine is None:
-        raise ConfigError(f"engine {name!r} is not one of {', '.join(engine_names())}")
-    return engine
+ENGINES: Registry[Engine] = Registry("engine", _load)
+engines, engine_names, find_engine, get_engine = ENGINES.all, ENGINES.names, ENGINES.find, ENGINES.get
 
 
 def waits_for_peers(name: str) -> bool:

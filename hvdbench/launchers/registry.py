@@ -18,11 +18,10 @@ from __future__ import annotations
 
 import importlib
 from dataclasses import dataclass
-from functools import lru_cache
 from typing import TYPE_CHECKING, Callable, Mapping
 
 from hvdbench.errors import ConfigError
-from hvdbench.installed import entry_points_of
+from hvdbench.installed import Registry, entry_points_of
 
 if TYPE_CHECKING:
     from hvdbench.contracts.engines import Engine
@@ -76,8 +75,7 @@ class Launcher:
     runs_with: str = ""  # a batch launcher: the launcher its jobs' sweep runs (slurm: srun)
 
 
-@lru_cache(maxsize=1)
-def _registry() -> dict[str, Launcher]:
+def _load() -> dict[str, Launcher]:
     """The built-in launchers, then those of installed packages (a built-in name cannot be taken over)."""
     modules = {ep.name: ep.value for ep in entry_points_of(ENTRY_POINT_GROUP) if ep.name not in BUILT_IN}
     found = {}
@@ -92,24 +90,10 @@ def _registry() -> dict[str, Launcher]:
     return found
 
 
-def launchers() -> list[Launcher]:
-    return list(_registry().values())
-
-
-def launcher_names() -> list[str]:
-    return list(_registry())
-
-
-def find_launcher(name: str) -> Launcher | None:
-    """The launcher of that name, or None ("single": no launcher; a name HVDBENCH_LAUNCHER gave)."""
-    return _registry().get(name)
-
-
-def get_launcher(name: str) -> Launcher:
-    launcher = find_launcher(name)
-    if launcher is None:
-        raise ConfigError(f"launcher {name!r} is not one of {', '.join(launcher_names())}")
-    return launcher
+# find: None for "single" (no launcher) or a name HVDBENCH_LAUNCHER gave that this install lacks.
+LAUNCHERS: Registry[Launcher] = Registry("launcher", _load)
+launchers, launcher_names, find_launcher, get_launcher = (LAUNCHERS.all, LAUNCHERS.names, LAUNCHERS.find,
+                                                          LAUNCHERS.get)
 
 
 def refusal(engine: Engine, launcher: Launcher | None) -> str | None:
