@@ -453,3 +453,12 @@ def test_the_convergence_plot_names_the_machine_and_draws_no_curve_through_two_p
     assert [len(line.get_xdata()) for line in axes["resnet50"].get_lines()] == [2]  # the points, no curve
     assert "runs on NVIDIA H100" in axes["bert"].get_title()
     assert sorted(len(line.get_xdata()) for line in axes["bert"].get_lines()) == [3, 41]  # points and curve
+
+
+def test_a_point_two_layout_families_share_gets_one_epochs_label():
+    # issue 58: two "5 epochs" labels overlapped where the scale-out line starts at the 1xG point
+    runs = [tta(layout, m, global_batch=32 * g, epochs_to_target=e) for layout, g, e in
+            (("1x1", 1, 3.0), ("1x2", 2, 5.0), ("2x2", 4, 6.0)) for m in (30 / g, 31 / g)]
+    ax = plots.time_to_train_figure(build_tables(runs).time_to_train).axes[0]
+    labels = [t.get_text() for t in ax.texts]
+    assert sorted(labels) == ["3 epochs", "5 epochs", "6 epochs"]
