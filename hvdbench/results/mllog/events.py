@@ -56,6 +56,7 @@ _RANK_PREFIXES = (
     re.compile(r"(?:^|\s)(\d+):\s*$"),  # srun -l: "  3: " (rank, colon)
 )
 _DECODER = json.JSONDecoder()
+_CANONICAL = json.JSONEncoder(sort_keys=True).encode  # json.dumps(x, sort_keys=True), without its per-call set-up
 # The largest magnitude a number read from a log may have: the report sums, averages and squares
 # them (two-sigma), which overflows to infinity past about 1e154. No MLPerf quantity (times in ms
 # since 1970, samples, accuracies, throughputs) is within a hundred orders of magnitude of it.
@@ -141,6 +142,8 @@ def _non_finite(value, where: str, depth: int = 0) -> str:
 
 
 def _rank(prefix: str) -> int | None:
+    if ":" not in prefix:  # every prefix a rank is read from ends in a colon (most lines have none)
+        return None
     for pattern in _RANK_PREFIXES:
         m = pattern.search(prefix)
         if m:
@@ -163,7 +166,7 @@ def dedupe(events: Iterable[Event]) -> tuple[list[Event], int]:
     for e in events:
         ident = (e.time_ms, e.event_type, e.key)
         if shared[ident] > 1:
-            ident += (json.dumps(e.value, sort_keys=True), json.dumps(e.metadata, sort_keys=True))
+            ident += (_CANONICAL(e.value), _CANONICAL(e.metadata))
         if ident not in seen:
             seen.add(ident)
             unique.append(e)
