@@ -7,6 +7,7 @@ the reason in its row, and a store that already holds one is read, not refused."
 import csv
 import math
 
+import pytest
 from click.testing import CliRunner
 from test_mllog import compliant_lines, system_json
 
@@ -107,3 +108,17 @@ def test_a_bench_csv_with_impossible_figures_is_read_with_warnings(tmp_path, cap
     err = capsys.readouterr().err
     assert f"warning: {path}:2: column tflops has -0.5: negative, left empty" in err
     assert f"warning: {path}:3: column gb_s has inf: not a finite number, left empty" in err
+
+
+@pytest.mark.parametrize("number", ["1e150", "1.5e150", "9.9e150", "1e999", "-1E+151", "1e0151", str(10 ** 200),
+                                    "-Infinity", "NaN", "1e-999", "1" * 39 + ".5e99", "1" * 40, "0.5", "12"])
+def test_reading_skips_the_non_finite_walk_only_where_no_number_could_need_it(number):
+    # events._MAYBE_HUGE lets a line skip the walk: the walk over the same record says the same
+    from hvdbench.results.mllog import events
+
+    line = (f':::MLLOG {{"namespace": "", "time_ms": 1.0, "event_type": "POINT_IN_TIME", "key": "x", '
+            f'"value": {{"a": [{number}]}}, "metadata": {{"m": {number}}}}}')
+    event = events.parse_line(line)
+    walked = events._non_finite(event.value, "value") or events._non_finite(event.metadata, "metadata")
+    assert event.non_finite == walked
+    assert bool(walked) == (number not in ("1e150", "1e-999", "1" * 39 + ".5e99", "1" * 40, "0.5", "12"))

@@ -435,3 +435,30 @@ def test_waterfall_layouts_without_a_breakdown_are_said_not_drawn(tmp_path):
     assert len(waterfall.broken_down([fall, *bare])) == 1
     assert "3 layout(s) without a step breakdown (published logs, --no-breakdown): their whole loss is " \
            "unattributed, said in their rows here and not drawn in waterfall.png." in waterfall.markdown([fall, *bare])
+
+
+def test_the_convergence_plot_names_the_machine_and_draws_no_curve_through_two_points():
+    # issue 58: convergence.png named no machine and fitted a 2-parameter curve through 2 points
+    from hvdbench.results.analyses import convergence as CV
+    from hvdbench.results.records.rows import TttGroup
+
+    two = CV.fit([(16, 4311.0), (32, 7185.0)])
+    three = CV.fit([(32, 1000.0), (64, 1200.0), (128, 1700.0)])
+    assert two.status == CV.TWO_POINTS and three.status == CV.FIT
+    rows = [CV._row(TttGroup(system="cpu", model="resnet50"), "runs", "", "samples", two, ""),
+            CV._row(TttGroup(system="NVIDIA H100", model="bert"), "runs", "", "samples", three, "")]
+    axes = {ax.get_title().split(":")[0]: ax for ax in CV.figure(rows).axes}
+    assert "runs on CPUs (no GPU)" in axes["resnet50"].get_title()
+    assert "two batch sizes: points only, no curve" in axes["resnet50"].get_title()
+    assert [len(line.get_xdata()) for line in axes["resnet50"].get_lines()] == [2]  # the points, no curve
+    assert "runs on NVIDIA H100" in axes["bert"].get_title()
+    assert sorted(len(line.get_xdata()) for line in axes["bert"].get_lines()) == [3, 41]  # points and curve
+
+
+def test_a_point_two_layout_families_share_gets_one_epochs_label():
+    # issue 58: two "5 epochs" labels overlapped where the scale-out line starts at the 1xG point
+    runs = [tta(layout, m, global_batch=32 * g, epochs_to_target=e) for layout, g, e in
+            (("1x1", 1, 3.0), ("1x2", 2, 5.0), ("2x2", 4, 6.0)) for m in (30 / g, 31 / g)]
+    ax = plots.time_to_train_figure(build_tables(runs).time_to_train).axes[0]
+    labels = [t.get_text() for t in ax.texts]
+    assert sorted(labels) == ["3 epochs", "5 epochs", "6 epochs"]

@@ -312,7 +312,8 @@ def panels(rows_: list[ConvergenceRow]) -> list[tuple]:
 
 def figure(rows_: list[ConvergenceRow], shown: list[tuple] | None = None):
     """One panel per model and unit of `shown` (default: all, `panels`): each source's points (S
-    against the global batch) and its fitted line."""
+    against the global batch) and its fitted line (from three batch sizes: through two, the points
+    alone), the title naming the machine the runs ran on."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
@@ -330,7 +331,8 @@ def figure(rows_: list[ConvergenceRow], shown: list[tuple] | None = None):
             label = source_label(r, rows_) + (f": {r.system}" if r.source == "runs" else "")
             xs = [b for b, _ in cb.points]
             line = ax.plot(xs, [s for _, s in cb.points], "o" if r.source == "runs" else "s", label=label)[0]
-            if cb.usable:
+            # a curve of two parameters through two points says nothing the points do not: drawn from three
+            if cb.usable and cb.status != TWO_POINTS:
                 lo, hi = min(xs), max(xs)
                 grid = [lo + (hi - lo) * j / 40 for j in range(41)]
                 ax.plot(grid, [cb.samples(b) for b in grid], "-", color=line.get_color(), alpha=0.7,
@@ -339,7 +341,12 @@ def figure(rows_: list[ConvergenceRow], shown: list[tuple] | None = None):
         ax.set_xscale("log", base=2)
         ax.set_xlabel("global batch")
         ax.set_ylabel(f"{unit or 'samples'} to the target")
-        ax.set_title(f"{model}: S(B) = S_min (1 + B / B_crit)", fontsize=10)
+        ran = sorted({r.system for r in rows_ if (r.model, r.unit) == (model, unit) and r.source == "runs"
+                      and r.system and r.fit.points})
+        two = any(r.fit.status == TWO_POINTS for r in rows_ if (r.model, r.unit) == (model, unit))
+        ax.set_title(f"{model}: S(B) = S_min (1 + B / B_crit)"
+                     + (f"\nruns on {', '.join('CPUs (no GPU)' if s.lower() == 'cpu' else s for s in ran)}"
+                        if ran else "") + ("\ntwo batch sizes: points only, no curve" if two else ""), fontsize=10)
         ax.grid(True, alpha=0.3)
         ax.legend(fontsize=7)
     return fig

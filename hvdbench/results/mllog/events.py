@@ -25,6 +25,7 @@ import json
 import math
 import os
 import re
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Iterable
 
@@ -55,6 +56,7 @@ _RANK_PREFIXES = (
     re.compile(r"(?:^|\s)(\d+):\s*$"),  # srun -l: "  3: " (rank, colon)
 )
 _DECODER = json.JSONDecoder()
+_CANONICAL = json.JSONEncoder(sort_keys=True).encode  # json.dumps(x, sort_keys=True), without its per-call set-up
 # The largest magnitude a number read from a log may have: the report sums, averages and squares
 # them (two-sigma), which overflows to infinity past about 1e154. No MLPerf quantity (times in ms
 # since 1970, samples, accuracies, throughputs) is within a hundred orders of magnitude of it.
@@ -101,8 +103,9 @@ def parse_line(line: str, lineno: int = 0) -> Event | None:
     metadata = record.get("metadata") or {}
     metadata = metadata if isinstance(metadata, dict) else {}
     value = record.get("value")
-    non_finite = (_non_finite(time_ms, "time_ms") or _non_finite(value, "value")
-                  or _non_finite(metadata, "metadata"))
+    # Only a line whose text could hold one is walked (the walk was a third of reading a log): see _MAYBE_HUGE
+    non_finite = "" if not _MAYBE_HUGE.search(text) else (
+        _non_finite(time_ms, "time_ms") or _non_finite(value, "value") or _non_finite(metadata, "metadata"))
     if not non_finite and record["key"] == C.EVAL_ACCURACY and accuracy_of(value) is None:
         # Text ("0.759"), null, a list: no score, as a non-finite one is none (said, not dropped unseen).
         shown = json.dumps(value)
@@ -112,6 +115,12 @@ def parse_line(line: str, lineno: int = 0) -> Event | None:
     return Event(time_ms=time_ms, event_type=str(record.get("event_type", "")),
                  key=str(record["key"]), value=value, metadata=metadata,
                  rank=_rank(line[:at]), lineno=lineno, non_finite=non_finite)
+
+
+# What JSON text must hold for a number in it to be non-finite or past ±LARGEST (1e150): NaN or
+# Infinity, an exponent of three digits or more, or 40 digits in a row (an integer part under 40
+# digits is under 1e40, and with a two-digit exponent under 1e139). A line without any is sound.
+_MAYBE_HUGE = re.compile(r"NaN|Infinity|[eE]\+?0*[1-9]\d{2}|\d{40}")
 
 
 def _non_finite(value, where: str, depth: int = 0) -> str:
@@ -133,6 +142,8 @@ def _non_finite(value, where: str, depth: int = 0) -> str:
 
 
 def _rank(prefix: str) -> int | None:
+    if ":" not in prefix:  # every prefix a rank is read from ends in a colon (most lines have none)
+        return None
     for pattern in _RANK_PREFIXES:
         m = pattern.search(prefix)
         if m:
@@ -148,10 +159,14 @@ def dedupe(events: Iterable[Event]) -> tuple[list[Event], int]:
        run_start, a few ms off rank 0's, is not a second run_start.
     Returns (kept events in file order, number dropped)."""
     events = list(events)
+    # The value and metadata are compared (as sorted JSON) only where two events share a time, type
+    # and key: elsewhere those alone tell them apart (and the JSON was half of de-duplicating).
+    shared = Counter((e.time_ms, e.event_type, e.key) for e in events)
     seen, unique = set(), []
     for e in events:
-        ident = (e.time_ms, e.event_type, e.key, json.dumps(e.value, sort_keys=True),
-                 json.dumps(e.metadata, sort_keys=True))
+        ident = (e.time_ms, e.event_type, e.key)
+        if shared[ident] > 1:
+            ident += (_CANONICAL(e.value), _CANONICAL(e.metadata))
         if ident not in seen:
             seen.add(ident)
             unique.append(e)

@@ -259,7 +259,8 @@ def _lines_figure(rows: list, group_of: Callable, lines: Lines, groups: list[lis
             ax.plot(xs, [value(base) * ratio(x) for x in xs], "k--", linewidth=1, label=IDEAL)
         _gpu_axis(ax, xs, group[0])
         if lines.label:
-            for r in (r for rs in fams.values() for r in rs):
+            # a row two families share (a scale-out line starts at its 1xG point) gets one label, not two on top
+            for r in {id(r): r for rs in fams.values() for r in rs}.values():
                 if lines.label(r):
                     ax.annotate(lines.label(r), (r.gpus, value(r)), textcoords="offset points", xytext=(8, -10),
                                 fontsize=7, color="0.2", bbox={"boxstyle": "round,pad=0.15", "fc": "white",
