@@ -224,14 +224,24 @@ def test_published_logs_get_mfu_from_hvdbenchs_count_and_the_accelerators_bf16_p
     assert row.mfu == pytest.approx(flops * rate / 1e12 / 989.4)
 
 
+def _judges_trained() -> int:
+    from hvdbench.models.stable_diffusion import torch as sd
+
+    return sd.train_judge.cache_info().misses
+
+
 @pytest.mark.parametrize("model", ["flux1", "stable_diffusion"])
 def test_a_debug_flavor_on_images_is_counted_on_its_images(model):
     """Flux.1's and Stable Diffusion's debug flavors train on the digits (the images kind, their
     second): the run names its kind, and the count builds the images' samples, not the latents' (a
     KeyError that failed the runs)."""
     spec = get_spec(model)
+    trained = _judges_trained()
     fl = count(spec, "debug", info={"num_classes": 10, "image_size": 8}, kind=spec.kind("images"))
     assert fl.training and fl.training > 0
+    # Stable Diffusion's judge is no part of the step: the count (on fake tensors) trains none, which
+    # would take ~40 CPU-seconds and leave a fake judge in the process's cache for its real runs.
+    assert _judges_trained() == trained
     # The latents' samples for the images' sizes cannot be made: the count says so, and fails nothing.
     wrong = count(spec, "debug", info={"num_classes": 10, "image_size": 8})
     assert wrong.training is None and wrong.note.startswith(f"not countable: no {spec.kinds[0].name} samples")

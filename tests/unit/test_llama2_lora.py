@@ -45,6 +45,7 @@ from hvdbench.models.llama2_lora.prepare import (
 from hvdbench.train.config import resolve
 
 SPEC = get_spec("llama2_lora")
+pytestmark = pytest.mark.usefixtures("torch_one_thread")  # tests/conftest.py: small tensors, a shared machine
 TINY = replace(FLAVORS["debug"], layers=2, hidden=32, intermediate=64, heads=4, kv_heads=2, vocab_size=300,
                max_len=24)
 
@@ -315,6 +316,12 @@ def test_docstrings_split_into_body_and_summary():
     assert corpus.source_pairs(b"def broken(:") == []
 
 
+# Parsing the standard library is most of these two tests' time (corpus.py caches it per process): one
+# pytest-xdist worker runs both (`make test`'s --dist loadgroup), so it is parsed once.
+STDLIB_PARSE = pytest.mark.xdist_group("stdlib-docstrings")
+
+
+@STDLIB_PARSE
 def test_the_stdlib_corpus_is_real_and_without_test_suites():
     found = corpus.stdlib_pairs()
     assert 1500 <= len(found["pairs"]) <= 2500  # 1,900 on CPython 3.11
@@ -421,6 +428,7 @@ def test_a_changed_or_mismatched_base_is_refused(tiny_base, tmp_path):
         L.load_base(L.build(SPEC.flavor("debug"), vocab_size=4000, max_len=64), out)
 
 
+@STDLIB_PARSE
 def test_builtin_summaries_count_and_split(tiny_base, tmp_path):
     base, _ = tiny_base
     out = tmp_path / "stdlib"

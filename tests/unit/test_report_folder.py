@@ -34,6 +34,12 @@ def invoke(*args):
     return CliRunner().invoke(cli, ["report", *map(str, args)])
 
 
+# The formats of a test whose behaviour is the folder's, not the plots': a report's files are proven
+# and refused one by one, whatever made them, and without png and html a report costs a fraction
+# (the tests about PNGs and every format ask for them).
+TABLES = ("--format", "csv,md")
+
+
 def listing(out):
     return {p.relative_to(out).as_posix() for p in out.rglob("*")}
 
@@ -108,7 +114,7 @@ def test_the_users_own_file_in_out_is_kept_and_the_report_refuses_in_one_line(sw
     out = tmp_path / "here"
     out.mkdir()
     (out / name).write_text("my own notes\n")
-    result = invoke(sweep, "--out", out)
+    result = invoke(sweep, "--out", out, *TABLES)
     assert result.exit_code == 1 and result.output.count("\n") == 1, result.output
     assert f"--out {out}: {name}" in result.output and "is not a file a report wrote here" in result.output
     assert (out / name).read_text() == "my own notes\n"
@@ -117,13 +123,13 @@ def test_the_users_own_file_in_out_is_kept_and_the_report_refuses_in_one_line(sw
 
 def test_a_file_changed_since_the_report_wrote_it_is_kept(sweep, tmp_path):
     out = tmp_path / "r"
-    assert invoke(sweep, "--out", out).exit_code == 0
+    assert invoke(sweep, "--out", out, *TABLES).exit_code == 0
     (out / "summary.md").write_text("edited by hand\n")
-    result = invoke(sweep, "--out", out)
+    result = invoke(sweep, "--out", out, *TABLES)
     assert result.exit_code == 1 and "summary.md is not a file a report wrote here" in result.output
     assert (out / "summary.md").read_text() == "edited by hand\n"
     (out / "summary.md").unlink()  # moved away: the next report writes it again
-    assert invoke(sweep, "--out", out).exit_code == 0 and "edited" not in (out / "summary.md").read_text()
+    assert invoke(sweep, "--out", out, *TABLES).exit_code == 0 and "edited" not in (out / "summary.md").read_text()
 
 
 def test_a_prediction_written_by_predict_survives_the_next_report(tmp_path):
@@ -172,7 +178,7 @@ def test_an_edited_record_names_nothing_the_report_did_not_write(sweep, tmp_path
                    {"wrote": {"notes.txt": {"sha256": "0" * 64, "by": "report"},
                               "sub/data.csv": {"sha256": "1" * 64, "by": "report"}}}):
         (out / REPORT_RECORD).write_text(json.dumps(record))
-        result = invoke(sweep, "--out", out)
+        result = invoke(sweep, "--out", out, *TABLES)
         assert result.exit_code == 0, result.output
         assert (out / "notes.txt").read_text() == "mine\n" and (out / "sub" / "data.csv").read_text() == "mine\n"
         for p in [p for p in out.iterdir() if p.name not in (*OWN, "notes.txt", "sub")]:
@@ -197,12 +203,12 @@ def test_a_report_stopped_midway_leaves_only_files_its_record_lists(sweep, tmp_p
     files = {p for p in listing(out) if (out / p).is_file()} - OWN
     assert files and files <= set(recorded)  # every file there is listed: the next report replaces it
     assert not [p for p in listing(out) if ".staging-" in p]
-    assert invoke(sweep, "--out", out).exit_code == 0
+    assert invoke(sweep, "--out", out, *TABLES).exit_code == 0
 
 
 def test_a_section_that_fails_while_writing_leaves_the_old_report_as_it_was(sweep, tmp_path, monkeypatch):
     out = tmp_path / "r"
-    assert invoke(sweep, "--out", out).exit_code == 0
+    assert invoke(sweep, "--out", out, *TABLES).exit_code == 0
     before = {p: (out / p).read_bytes() for p in listing(out) if (out / p).is_file()}
     built = library.build(library.load([sweep]))
 
@@ -211,7 +217,7 @@ def test_a_section_that_fails_while_writing_leaves_the_old_report_as_it_was(swee
         raise OSError(28, "No space left on device")
     built.sections["engines"].files = broken
     with pytest.raises(OSError):
-        library.write(built, out)
+        library.write(built, out, ("csv", "md"))
     assert {p: (out / p).read_bytes() for p in listing(out) if (out / p).is_file()} == before
 
 
@@ -229,7 +235,7 @@ def test_a_damaged_record_is_one_warning_and_the_report_goes_on(sweep, tmp_path,
         record.symlink_to(record.name)
     else:
         record.write_text(json.dumps({"wrote": {"a\x00b": {"sha256": "0" * 64, "by": "report"}, "x/../../y": {}}}))
-    result = invoke(sweep, "--out", out)
+    result = invoke(sweep, "--out", out, *TABLES)
     assert result.exit_code == 0, result.output
     warnings = [line for line in result.output.splitlines() if line.startswith("warning:")]
     assert len(warnings) == (0 if damage == "folder-inside" else 1)
@@ -242,10 +248,10 @@ def test_a_damaged_record_over_a_report_s_files_is_named_in_the_refusal(sweep, t
     """The files a report wrote, under a record damaged since: nothing proves them, so they are kept,
     and the one-line refusal says why (the record cannot be read), not that they changed."""
     out = tmp_path / "r"
-    assert invoke(sweep, "--out", out).exit_code == 0
+    assert invoke(sweep, "--out", out, *TABLES).exit_code == 0
     before = (out / "summary.md").read_text()
     (out / REPORT_RECORD).write_bytes(b'{"wrote": \x00')
-    result = invoke(sweep, "--out", out)
+    result = invoke(sweep, "--out", out, *TABLES)
     assert result.exit_code == 1 and result.output.count("\n") == 1, result.output
     assert f"--out {out}: summary.md (and " in result.output
     assert f"{REPORT_RECORD} cannot be read (" in result.output and "changed since" not in result.output
@@ -257,7 +263,7 @@ def test_a_damaged_record_over_a_report_s_files_is_named_in_the_refusal(sweep, t
 @pytest.mark.parametrize("hardware", [[1, 2], "a100", {"node1": {"cpu": "x", "inter_node_link": 5}}])
 def test_hand_edited_hardware_is_a_warning_naming_sweep_json_not_a_traceback(sweep, tmp_path, hardware):
     (sweep / SWEEP_RECORD).write_text(json.dumps({"model": "resnet50", "train_args": [], "hardware": hardware}))
-    result = invoke(sweep, "--out", tmp_path / "r")
+    result = invoke(sweep, "--out", tmp_path / "r", *TABLES)  # read as the runs load (records/store.py)
     assert result.exit_code == 0, result.output
     said = [line for line in result.output.splitlines() if "sweep.json" in line and "warning" in line]
     assert len(said) == (0 if isinstance(hardware, dict) else 1)

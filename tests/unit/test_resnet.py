@@ -3,6 +3,7 @@ and the model interface (build, on_device, loss_and_stats) the worker relies on,
 the `images` kind."""
 
 import numpy as np  # noqa: E402
+import pytest
 import torch
 from torch import nn  # noqa: E402
 
@@ -11,6 +12,8 @@ from hvdbench.families.images.data import IMAGES  # noqa: E402
 from hvdbench.models.resnet50 import torch as resnet  # noqa: E402
 
 SPEC = get_spec("resnet50")
+# tests/conftest.py: small tensors on a shared machine (the batch's 15 steps: 11.8 CPU-s on two threads, 0.3 on one)
+pytestmark = pytest.mark.usefixtures("torch_one_thread")
 
 
 def n_params(model):

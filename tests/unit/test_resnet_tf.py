@@ -46,7 +46,7 @@ def test_debug_flavor_learns_one_batch():
     assert x["images"].dtype == tf.float32 and abs(float(tf.reduce_mean(x["images"]))) < 0.5
     opt = keras.optimizers.SGD(0.1, momentum=0.9)
     losses = []
-    for _ in range(15):
+    for _ in range(6):  # the loss halves by the 3rd step (2.2-2.6 to 0.37-0.46) and is ~0.05 of it by the 6th
         with tf.GradientTape() as tape:
             loss, stats = resnet.loss_and_stats(model, x, training=True)
         opt.apply(tape.gradient(loss, model.trainable_variables), model.trainable_variables)

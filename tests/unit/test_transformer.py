@@ -20,6 +20,7 @@ from hvdbench.families.translation.tokens import BOS, EOS, PAD
 from hvdbench.models.transformer import torch as T
 
 SPEC = get_spec("transformer")
+pytestmark = pytest.mark.usefixtures("torch_one_thread")  # tests/conftest.py: small tensors, a shared machine
 
 
 def expected_parameters(cfg) -> int:
@@ -59,7 +60,9 @@ def test_a_batch_is_learnt():
     opt = T.make_optimizer(T.param_groups(model, cfg), cfg)
     batch = batch_of()
     losses = []
-    for _ in range(40):
+    # The loss halves within 5 steps (0.43-0.48 of the first over seeds 0-5) and is at 0.22-0.32
+    # of it after 15: the margin holds without the 40 steps this took.
+    for _ in range(15):
         opt.zero_grad()
         loss, stats = T.loss_and_stats(model, batch)
         loss.backward()

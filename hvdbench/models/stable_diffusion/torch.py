@@ -48,6 +48,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import nn
+from torch._subclasses.fake_tensor import FakeTensor
 
 from hvdbench.frameworks.torch import vision
 
@@ -168,11 +169,19 @@ def build(cfg, num_classes: int | None = None, image_size: int | None = None,
             raise ConfigError(f"stable_diffusion on images is judged by a digit classifier: it needs the 10 "
                               f"digits (`hvdbench prepare digits --size 8`), not {num_classes} classes")
         model = StableDiffusion(cfg, 1, int(image_size), cfg.context_dim, int(num_classes), rank)
-        if torch.empty(0).device.type != "meta":  # a parameter count needs no judge
+        if not _valueless():  # a parameter or FLOP count needs no judge
             model.evaluators.judge = train_judge(int(image_size), int(num_classes))
         return model
     return StableDiffusion(cfg, int(latent_channels or cfg.latent_channels),
                            int(latent_size or cfg.latent_size), int(context_dim or cfg.context_dim), None, rank)
+
+
+def _valueless() -> bool:
+    """Whether tensors made here hold no values: a build on the meta device (a parameter count) or
+    under FakeTensorMode (flops.py's count), where a judge trained on fake digits would cost ~40
+    CPU-seconds and stay in train_judge's cache, fake, for the process's real runs."""
+    probe = torch.empty(0)
+    return probe.device.type == "meta" or isinstance(probe, FakeTensor)
 
 
 def on_device(batch: dict[str, torch.Tensor], device: torch.device) -> dict[str, torch.Tensor]:
