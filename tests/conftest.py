@@ -42,6 +42,19 @@ def run(argv, timeout=300, check=True, **kw):
     return proc
 
 
+def torch_parameters(model: str, **info) -> int:
+    """The PyTorch network of `model`'s debug flavor built on the meta device for the data sizes `info`
+    (none: the flavor's own, synthetic data's): its parameter count, which a TensorFlow twin must match."""
+    import torch  # here, not at the top: most test modules never load torch
+
+    from hvdbench.contracts import get_spec
+
+    spec = get_spec(model)
+    with torch.device("meta"):
+        network = spec.framework_module("torch").build(spec.flavor("debug"), **info)
+    return sum(p.numel() for p in network.parameters())
+
+
 @pytest.fixture
 def victim(tmp_path):
     """A file outside the folder under test, holding "mine": what a link planted there points at."""

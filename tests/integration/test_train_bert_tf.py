@@ -13,7 +13,7 @@ import subprocess
 import sys
 
 import pytest
-from conftest import run
+from conftest import run, torch_parameters
 
 from hvdbench.contracts import get_spec
 from hvdbench.results.records.schema import read_result
@@ -21,15 +21,6 @@ from hvdbench.results.records.schema import read_result
 pytestmark = pytest.mark.integration
 
 VOCAB = 4000  # the vocabulary of tests/conftest.py's pydoc
-
-
-def torch_parameters(**info) -> int:
-    import torch
-
-    from hvdbench.models.bert import torch as bert_torch
-
-    with torch.device("meta"):
-        return sum(p.numel() for p in bert_torch.build(get_spec("bert").flavor("debug"), **info).parameters())
 
 
 @pytest.mark.timeout(300)
@@ -44,7 +35,7 @@ def test_tf_debug_bert_reaches_its_target(kind, controller, pydoc, tmp_path, hor
     assert (record.framework, record.controller, record.world_size) == ("tensorflow", controller, 2)
     assert (config["optimizer"], record.status, record.target) == ("lamb", "success", target)
     assert record.final_metric >= target
-    assert record.parameters == torch_parameters(vocab_size=VOCAB, max_seq_len=64)
+    assert record.parameters == torch_parameters("bert", vocab_size=VOCAB, max_seq_len=64)
     print(f"{kind}: masked-LM accuracy {record.final_metric:.4f} after {record.epochs:.2f} epochs, "
           f"time-to-train {record.time_to_train_s:.1f} s, {record.parameters:,} parameters")
 

@@ -9,23 +9,12 @@ import json
 import socket
 
 import pytest
-from conftest import launch_env, run
+from conftest import launch_env, run, torch_parameters
 
-from hvdbench.contracts import get_spec
 from hvdbench.results.records.schema import read_result
 
 pytestmark = pytest.mark.integration
 
-
-def torch_parameters(model: str) -> int:
-    """The PyTorch network's parameters at the flavor's own sizes (synthetic data's), built on the meta
-    device."""
-    import torch
-
-    spec = get_spec(model)
-    with torch.device("meta"):
-        network = spec.framework_module("torch").build(spec.flavor("debug"))
-    return sum(p.numel() for p in network.parameters())
 
 # --warmup-max-steps 2: exactly two warm-up steps, whether or not the step times have settled by then.
 COMMON = ["--flavor", "debug", "--synthetic", "--steps", "6", "--warmup-steps", "2", "--warmup-max-steps", "2",
