@@ -156,7 +156,7 @@ def test_cells_are_written_as_the_report_writes_them():
 @pytest.mark.parametrize("value, text", [
     (0.87345678, "0.8735"), (2 / 3, "0.6667"), (0.95, "0.95"), (1.0, "1"), (12.3456, "12.35"),
     (123456.7, "123457"), (999.96, "1000"), (-3.14159, "-3.142"), (1.23456e-05, "1.235e-05"),
-    (0.00049999, "0.0005"), (2.5e17, "2.500e+17"), (0.0, "0.0"), (float("nan"), "nan"), (float("inf"), "inf")])
+    (0.00049999, "0.0005"), (2.5e17, "2.500e+17"), (0.0, "0"), (-0.0, "0"), (float("nan"), "nan"), (float("inf"), "inf")])
 def test_a_float_cell_carries_four_significant_digits_and_reads_back_as_its_rounded_value(value, text):
     # Issue 58: 0.30000000000000004 and 17-digit shares read as a precision nobody measured.
     assert cell(value) == text

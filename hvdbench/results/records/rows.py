@@ -44,8 +44,10 @@ SIGNIFICANT = 4
 
 def rounded(value: float) -> str:
     """`value` at SIGNIFICANT significant digits, in plain notation from 1e-4 to 1e15 (trailing zeros
-    dropped: 0.95, 1, 123457) and in exponent notation outside it; nan and inf as Python writes them."""
-    if value == 0 or not math.isfinite(value):
+    dropped: 0.95, 1, 0, 123457) and in exponent notation outside it; nan and inf as Python writes them."""
+    if value == 0:
+        return "0"
+    if not math.isfinite(value):
         return repr(value)
     magnitude = math.floor(math.log10(abs(value)))
     if magnitude < -4 or magnitude >= 15:
@@ -53,8 +55,7 @@ def rounded(value: float) -> str:
     decimals = SIGNIFICANT - 1 - magnitude
     if decimals <= 0:  # every integer digit kept: 1234567.8 is 1234568, not 1.235e+06
         return str(round(value))
-    text = f"{value:.{decimals}f}".rstrip("0").rstrip(".")
-    return "0" if text in ("-0", "") else text
+    return f"{value:.{decimals}f}".rstrip("0").rstrip(".")
 
 
 def cell(value) -> str:
