@@ -21,6 +21,13 @@ from hvdbench.results.stats.aggregate import build_tables
 PAGES = ("report.html", "summary.md")
 
 
+def aligned(rows: list[list[str]]) -> list[str]:
+    """`rows` (the first the header) as text columns, each as wide as its widest cell and two spaces:
+    a flagged speed-up ("1.28x (noisy, noisy-baseline, busy)") runs into no neighbour."""
+    widths = [max(len(row[i]) for row in rows) + 2 for i in range(len(rows[0]))]
+    return ["  " + "".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip() for row in rows]
+
+
 def answer(run: Path) -> list[str]:
     """The lines of the answer for demo folder `run` (its study/, sweep-tta/ and report/)."""
     sweeps = [path for path in (run / "study", run / "sweep-tta") if path.exists()]
@@ -34,11 +41,10 @@ def answer(run: Path) -> list[str]:
     layouts = sorted({lay for by_layout in speedups.values() for lay in by_layout})
     if speedups:
         names = {"1x2": "1x2 (scale-up)", "2x1": "2x1 (scale-out)"}
-        width = max(len(model) for model in speedups) + 2
         lines.append("throughput speed-up over one rank (1x1), mean of the repeats:")
-        lines.append("  " + "model".ljust(width) + "".join(names.get(lay, lay).ljust(26) for lay in layouts))
-        for model, by_layout in sorted(speedups.items()):
-            lines.append("  " + model.ljust(width) + "".join(by_layout.get(lay, "-").ljust(26) for lay in layouts))
+        lines += aligned([["model", *(names.get(lay, lay) for lay in layouts)],
+                          *([model, *(by_layout.get(lay, "-") for lay in layouts)]
+                            for model, by_layout in sorted(speedups.items()))])
     trained: dict[str, list[str]] = {}
     for row in tables.time_to_train:  # TimeToTrainRow
         if row.ttt_min is not None:

@@ -192,8 +192,8 @@ TRAINING = "training"
 
 
 def stage(log: Path | None) -> str:
-    """What a run in flight is doing, from its launch.log: the worker's last progress line; TRAINING
-    once the worker has said what it runs (a short run ends before its first step line); STARTING
+    """What a run in flight is doing, from its launch.log: the worker's last progress line (the first
+    comes once its first step is done); TRAINING once the worker has said what it runs; STARTING
     before that, the first seconds of every launch; '' without a log (another sweep's run)."""
     if log is None:
         return ""

@@ -66,6 +66,7 @@ class Progress:
         self.start = self.last = time.monotonic()
         self.start_step = 0
         self.metric = ""
+        self.stepping = False  # the first step's line said
 
     def restart(self, step: int) -> None:
         """The rate and ETA count from here (after warm-up, or after an evaluation's pause)."""
@@ -75,17 +76,24 @@ class Progress:
         if self.dist.rank != 0 or self.interval <= 0:
             return
         now = time.monotonic()
-        if now - self.last < self.interval:
+        # The first step says so at once: a sweep's status line on a run in flight shows where the
+        # run is from its launch.log, and a short run (a throughput window of 13 steps) would
+        # otherwise end before its first line. Its rate is no rate yet (the first step builds).
+        first = not self.stepping
+        if not first and now - self.last < self.interval:
             return
-        self.last = now
+        self.last, self.stepping = now, True
         rate = (step - self.start_step) / max(now - self.start, 1e-9)  # steps per second
         parts = [f"step {step}/{self.total}"]
         if self.steps_per_epoch:
             parts[0] += f" (epoch {step / self.steps_per_epoch:.1f}/{self.total / self.steps_per_epoch:g})"
-        parts.append(f"{rate * self.samples_per_step:,.0f} samples/s")
+        if first:
+            parts.append("first step done")
+        else:
+            parts.append(f"{rate * self.samples_per_step:,.0f} samples/s")
         if self.metric:
             parts.append(self.metric)
-        if rate > 0:
+        if rate > 0 and not first:
             left = int((self.total - step) / rate)
             parts.append(f"at most {left // 60}:{left % 60:02d} left" if self.steps_per_epoch
                          else f"{left // 60}:{left % 60:02d} left")

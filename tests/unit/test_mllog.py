@@ -909,7 +909,7 @@ def test_sample_counted_llm_rows_show_samples_not_a_sliver_of_an_epoch(tmp_path)
     from hvdbench.results.render.tables import write_csvs
     write_csvs(tables, tmp_path / "report")
     [line] = list(csv.DictReader(open(tmp_path / "report" / "epochs.csv")))
-    assert (line["epochs_mean"], line["samples_to_target_mean"]) == ("", "300000.0")
+    assert (line["epochs_mean"], line["samples_to_target_mean"]) == ("", "300000")
     text = markdown(tables)
     epochs_section = text.split("## Epochs and time per epoch")[1].split("\n## ")[0]
     assert "| GPUs | layout | global batch | samples to target | min per 1M samples |" in epochs_section

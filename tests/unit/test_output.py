@@ -58,15 +58,18 @@ def test_progress_lines_come_at_the_interval_with_rate_and_time_left(monkeypatch
     monkeypatch.setattr("hvdbench.train.loop.time.monotonic", lambda: clock[0])
     progress = Progress(SimpleNamespace(rank=0), total_steps=100, samples_per_step=32, steps_per_epoch=20,
                         interval_s=10)
+    clock[0] = 101.0
+    progress.tick(1)  # the first step: said at once, without a rate
     clock[0] = 105.0
-    progress.tick(10)  # 5 s: too soon
-    clock[0] = 110.0
+    progress.tick(10)  # 4 s after the last line: too soon
+    clock[0] = 111.0
     progress.tick(20)
     progress.metric = "top1_accuracy 0.5000"
     clock[0] = 125.0
     progress.tick(50)
     lines = capsys.readouterr().out.splitlines()
-    assert lines == ["[hvdbench] step 20/100 (epoch 1.0/5), 64 samples/s, at most 0:40 left",
+    assert lines == ["[hvdbench] step 1/100 (epoch 0.1/5), first step done",
+                     "[hvdbench] step 20/100 (epoch 1.0/5), 58 samples/s, at most 0:44 left",
                      "[hvdbench] step 50/100 (epoch 2.5/5), 64 samples/s, top1_accuracy 0.5000, at most 0:25 left"]
 
 

@@ -47,16 +47,16 @@ def test_report_writes_every_file_and_prints_the_tables(sweep):
     rows = {r["layout"]: r for r in read_csv(out / "scaling.csv")}
     assert float(rows["2x2"]["throughput_mean"]) == 390 and float(rows["2x2"]["efficiency"]) == pytest.approx(0.975)
     assert (rows["2x1"]["runs"], rows["2x1"]["ok"], rows["2x1"]["failed"]) == ("3", "2", "1")
-    assert rows["1x1"]["throughput_2sigma"] == "20.0"
-    assert rows["1x1"]["throughput_std"] == "10.0"
+    assert rows["1x1"]["throughput_2sigma"] == "20"  # 4 significant digits, trailing zeros dropped
+    assert rows["1x1"]["throughput_std"] == "10"
     layouts = read_csv(out / "layouts.csv")
     assert [(r["gpus"], r["layout"], r["within_noise"]) for r in layouts] == [
         ("2", "1x2", ""), ("2", "2x1", "no"), ("4", "1x4", ""), ("4", "2x2", "yes")]
     ttt = read_csv(out / "time_to_train.csv")
-    assert [(r["layout"], r["ttt_min"], r["converged"]) for r in ttt] == [("1x1", "32.0", "3"), ("1x4", "11.0", "3")]
+    assert [(r["layout"], r["ttt_min"], r["converged"]) for r in ttt] == [("1x1", "32", "3"), ("1x4", "11", "3")]
     epochs = read_csv(out / "epochs.csv")
     assert [(r["gpus"], r["global_batch"], r["epochs_mean"], r["precision"]) for r in epochs] == [
-        ("1", "32", "5.0", "fp32"), ("4", "128", "6.0", "fp32")]
+        ("1", "32", "5", "fp32"), ("4", "128", "6", "fp32")]
     summary = (out / "summary.md").read_text()
     assert summary in result.output  # the same Markdown on the terminal
     assert "| 2x1 | 2 | out | 3 (2/1/0/0) | 175.0 ± 14.1 |" in summary
@@ -218,7 +218,7 @@ def test_report_reads_each_runs_evaluation_cadence_and_names_the_threads(tmp_pat
     result = invoke(store.parent)
     assert result.exit_code == 0, result.output
     [ttt] = read_csv(store.parent / "report" / "time_to_train.csv")
-    assert float(ttt["ttt_resolution_s"]) == pytest.approx(1.5) and ttt["eval_every_epochs"] == "1.0"
+    assert float(ttt["ttt_resolution_s"]) == pytest.approx(1.5) and ttt["eval_every_epochs"] == "1"
     assert "| 4.8 | ± 1.5 s: an evaluation every 1 epoch of ~1.5 s |" in result.output
     scaling = {r["layout"]: r for r in read_csv(store.parent / "report" / "scaling.csv")}
     assert (scaling["1x1"]["threads"], scaling["1x2"]["threads"]) == ("2", "1")

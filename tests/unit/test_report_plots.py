@@ -462,3 +462,24 @@ def test_a_point_two_layout_families_share_gets_one_epochs_label():
     ax = plots.time_to_train_figure(build_tables(runs).time_to_train).axes[0]
     labels = [t.get_text() for t in ax.texts]
     assert sorted(labels) == ["3 epochs", "5 epochs", "6 epochs"]
+
+
+def test_a_long_link_name_is_wrapped_inside_its_panel():
+    # issue 58: a published system's interconnect ran past its panel's edge into the next panel
+    link = ("8x NVIDIA ConnectX-7 400Gb/s NDR InfiniBand per node, rail-optimised fat tree, "
+            "SHARPv3 in-network reduction | 2x 200Gb/s HDR for storage and management")
+    runs = [run("1x1", 100, hosts="node1"), run("2x1", 170, hosts="node1;node2"),
+            run("1x1", 60, hosts="node3", framework="tensorflow"),
+            run("2x1", 110, hosts="node3;node4", framework="tensorflow")]
+    for r in runs:
+        r.link = link
+    fig = plots.throughput_figure(build_tables(runs).scaling)
+    assert len(fig.axes) == 2
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()
+    width = fig.bbox.width / 2  # two panels side by side
+    for i, ax in enumerate(fig.axes):
+        title = ax.title
+        box = title.get_window_extent(renderer)
+        assert "SHARPv3" in title.get_text().replace("\n", " ")  # wrapped, not cut
+        assert i * width - 1 <= box.x0 and box.x1 <= (i + 1) * width + 1, (box, title.get_text())

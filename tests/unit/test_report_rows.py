@@ -144,13 +144,24 @@ class WiderPair(Pair):
 
 def test_cells_are_written_as_the_report_writes_them():
     assert (cell(None), cell(True), cell(False), cell(0.1 + 0.2), cell(3), cell("1x2")) == (
-        "", "yes", "no", "0.30000000000000004", "3", "1x2")
+        "", "yes", "no", "0.3", "3", "1x2")
     row = Pair(layout="1x2", bandwidth_gb_s=None, slow=True, hosts=("a", "b"))
     assert Pair.columns() == ("layout", "bandwidth_gb_s", "slow", "wrong")  # `beside` is not a column
     assert row.cells() == ["1x2", "", "yes", "0"]
     # Under a wider table's columns (prediction.csv's throughput rows under time to train's): empty there.
     assert WiderPair.columns() == Pair.columns() + ("note",) and row.cells(WiderPair.columns())[-1] == ""
     assert to_csv([row], WiderPair.columns()) == "layout,bandwidth_gb_s,slow,wrong,note\n1x2,,yes,0,\n"
+
+
+@pytest.mark.parametrize("value, text", [
+    (0.87345678, "0.8735"), (2 / 3, "0.6667"), (0.95, "0.95"), (1.0, "1"), (12.3456, "12.35"),
+    (123456.7, "123457"), (999.96, "1000"), (-3.14159, "-3.142"), (1.23456e-05, "1.235e-05"),
+    (0.00049999, "0.0005"), (2.5e17, "2.500e+17"), (0.0, "0"), (-0.0, "0"), (float("nan"), "nan"), (float("inf"), "inf")])
+def test_a_float_cell_carries_four_significant_digits_and_reads_back_as_its_rounded_value(value, text):
+    # Issue 58: 0.30000000000000004 and 17-digit shares read as a precision nobody measured.
+    assert cell(value) == text
+    if value == value:  # not nan: the cell is the value to its 4th digit, whatever notation
+        assert float(text) == pytest.approx(value, rel=5e-4, abs=0)
 
 
 def test_a_subclass_has_its_own_columns_whichever_class_is_asked_first():

@@ -24,6 +24,7 @@ and `row.scaling_key` / `row.ttt_key` are the group's values, in the order its c
 from __future__ import annotations
 
 import dataclasses
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -34,13 +35,36 @@ def beside(default: Any = None) -> Any:
     return dataclasses.field(default=default, metadata={"column": False}, compare=False, repr=False)
 
 
+# A report CSV's float carries this many significant digits: a throughput, a time or a share measured
+# on a cluster moves by a percent or more between repeats, so a fifth digit is noise, and 17 digits of
+# repr() read as a precision nobody measured. The typed rows keep the full value for whoever computes
+# on (the plots, summary.md, report.html, predict).
+SIGNIFICANT = 4
+
+
+def rounded(value: float) -> str:
+    """`value` at SIGNIFICANT significant digits, in plain notation from 1e-4 to 1e15 (trailing zeros
+    dropped: 0.95, 1, 0, 123457) and in exponent notation outside it; nan and inf as Python writes them."""
+    if value == 0:
+        return "0"
+    if not math.isfinite(value):
+        return repr(value)
+    magnitude = math.floor(math.log10(abs(value)))
+    if magnitude < -4 or magnitude >= 15:
+        return f"{value:.{SIGNIFICANT - 1}e}"
+    decimals = SIGNIFICANT - 1 - magnitude
+    if decimals <= 0:  # every integer digit kept: 1234567.8 is 1234568, not 1.235e+06
+        return str(round(value))
+    return f"{value:.{decimals}f}".rstrip("0").rstrip(".")
+
+
 def cell(value) -> str:
-    """A report CSV's cell: empty for None, yes/no for booleans, floats at full precision (repr)."""
+    """A report CSV's cell: empty for None, yes/no for booleans, floats at SIGNIFICANT digits."""
     if value is None:
         return ""
     if isinstance(value, bool):
         return "yes" if value else "no"
-    return repr(value) if isinstance(value, float) else str(value)
+    return rounded(value) if isinstance(value, float) else str(value)
 
 
 class ReportRow:

@@ -68,7 +68,7 @@ def _is_number(text: str) -> bool:
 
 
 def number(text: str) -> str:
-    """A CSV's full-precision float as a reader wants it: 4 significant digits."""
+    """A CSV cell's float as a reader of the page wants it: 4 significant digits, an exponent past 1e4."""
     try:
         value = float(text)
     except ValueError:

@@ -21,6 +21,7 @@ each panel's legend entries (what the tests count).
 from __future__ import annotations
 
 import math
+import textwrap
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
@@ -79,7 +80,19 @@ def context(rows: list, runs: str | None = None) -> str:
     where = where_ran(rows)
     # One line while it fits a panel's width, else the runs on a line of their own.
     head = " · ".join(first) if len(" · ".join(first)) <= 60 else "\n".join(first)
-    return "\n".join(part for part in (head, where.replace(" · ", "\n")) if part)
+    return wrapped("\n".join(part for part in (head, where.replace(" · ", "\n")) if part))
+
+
+# A panel's title line holds about this many characters at its font size (a 6.4-inch panel, 10 pt);
+# a published system's interconnect text can be three times that.
+TITLE_CHARS = 64
+
+
+def wrapped(text: str) -> str:
+    """`text` with each line longer than TITLE_CHARS broken at spaces, the continuation indented."""
+    return "\n".join(part for line in text.split("\n")
+                     for part in (textwrap.wrap(line, TITLE_CHARS, subsequent_indent="  ", break_on_hyphens=False)
+                                  or [line]))
 
 
 def waterfall_context(row) -> str:
@@ -109,7 +122,7 @@ def _title(row, group: list | None = None, shared: bool = False) -> str:
     parts = [row.model, row.flavor, row.framework, row.engine, row.precision, row.levers]
     if isinstance(row, ScalingGroup) and row.batch_per_gpu:
         parts.append(f"{row.batch_per_gpu}/{_unit(row)}")
-    title = " · ".join(str(p) for p in parts if p)
+    title = wrapped(" · ".join(str(p) for p in parts if p))
     below = "" if shared else context(group or [row])
     return title + (f"\n{below}" if below else "")
 

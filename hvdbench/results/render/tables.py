@@ -1,4 +1,4 @@
-"""The report's tables as CSV (full precision, one flat row per line) and as Markdown (one small
+"""The report's tables as CSV (4 significant digits, one flat row per line) and as Markdown (one small
 table per model group, rounded, the way published scaling studies print them).
 
     write_csvs(tables, Path("report"))                 # scaling.csv, layouts.csv, ... (aggregate.Tables.FILES)

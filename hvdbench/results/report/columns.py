@@ -168,7 +168,7 @@ def document() -> str:
     parts = ["# The report's columns", "",
              "Generated from the report's typed rows by `python -m hvdbench.results.report.columns` "
              "(tests/unit/test_columns_doc.py fails when it is stale); do not edit by hand. "
-             "Floats are written as computed (records/rows.py `cell`); an empty cell is not measured or not applicable. A fraction is 0-1 (summary.md prints it in %).", ""]
+             "Floats carry 4 significant digits (records/rows.py `rounded`: 0.8735, 1.235e-05; an integer part is kept whole, 123457); summary.md and report.html print them from the same rows; an empty cell is not measured or not applicable. A fraction is 0-1 (summary.md prints it in %).", ""]
     for cls in ROWS:
         doc = " ".join((cls.__doc__ or "").split())
         parts += [f"## {_file(cls)} ({cls.__name__})", "", doc, "", "| column | type | unit | meaning |",
