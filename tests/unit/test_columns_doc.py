@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from hvdbench.results.records.rows import ReportRow
 from hvdbench.results.report import columns
 
@@ -23,6 +25,25 @@ def test_every_report_table_is_in_the_dictionary():
     report = {c for c in _row_classes() if c.__module__.startswith("hvdbench.results.")
               and c.__module__ != "hvdbench.results.compare"}  # compare.csv is `hvdbench compare`'s
     assert report <= set(columns.ROWS)
+
+
+def test_every_column_of_every_table_has_a_meaning():
+    # a column added without a comment beside its field (or a MEANINGS entry) fails here, naming it
+    missing = [f"{cls.__name__}.{name}" for cls in columns.ROWS for name in cls.columns()
+               if not columns.meaning(cls, name).strip()]
+    assert not missing, f"columns without a meaning: {', '.join(missing)}"
+
+
+def test_a_field_without_a_comment_has_no_meaning():
+    # the test above can fail: a row class whose field says nothing is found out
+    @dataclass(frozen=True)
+    class Bare(ReportRow):
+        """bare.csv"""
+        unexplained_thing: int = 0
+        said: int = 0  # what it is
+
+    assert columns.meaning(Bare, "unexplained_thing") == ""
+    assert columns.meaning(Bare, "said") == "what it is"
 
 
 def test_the_columns_issue_58_named_have_their_unit_and_meaning():

@@ -375,26 +375,33 @@ class PredictionRow(ScalingGroup, ReportRow):
     gpus: int
     baseline: str
     step_ms: float | None = None
+    # the predicted step without communication: one rank's alone x max(1, ranks per machine / C)
     work_ms: float | None = None
+    # the step's gradient allreduce: the bench's at this layout, else the fitted link's ring (allreduce_from)
     allreduce_ms: float | None = None
-    exposed_comm_ms: float | None = None
+    exposed_comm_ms: float | None = None  # exposure x allreduce_ms: the communication backward does not hide
+    # calibration x GPUs x batch x accumulation / step (time-to-train rows: the training rate, where it counts samples)
     predicted_throughput: float | None = None
-    predicted_throughput_low: float | None = None
-    predicted_throughput_high: float | None = None
-    interval: float | None = None
+    predicted_throughput_low: float | None = None  # the interval's low end
+    predicted_throughput_high: float | None = None  # the interval's high end
+    interval: float | None = None  # the share of measurements the interval is meant to hold (fitting.COVERAGE)
+    # the interval's parts in words: the fitted layouts' residual, the doublings past the fitted GPUs, ...
     interval_from: str | None = None
     speedup: float | None = None
     efficiency: float | None = None
+    # the layout's measured throughput where it ran (time-to-train rows: its training rate, samples)
     measured_throughput: float | None = None
-    predicted_vs_measured: float | None = None
-    fitted: bool
-    link_kind: str | None = None
-    busbw_gb_s: float | None = None
-    latency_us: float | None = None
-    allreduce_from: str | None = None
+    predicted_vs_measured: float | None = None  # predicted_throughput / measured_throughput
+    fitted: bool  # yes where the fit was made on this layout
+    link_kind: str | None = None  # the link the ring crosses: inter (several nodes) | intra (one); empty for one rank
+    busbw_gb_s: float | None = None  # the fitted bus bandwidth of that link
+    latency_us: float | None = None  # the fitted latency of that link, per step of the ring
+    allreduce_from: str | None = None  # where allreduce_ms comes from: bench of this layout | link model
+    # the fitted exposed communication / allreduce of that link kind: below 1 backward hid the rest
     exposure: float | None = None
+    # C, the ranks a machine holds before each one's work slows; empty where none slowed
     ranks_per_machine_limit: float | None = None
-    fitted_on: str
+    fitted_on: str  # the layouts the fit was made on, space-separated
     flags: str  # why a prediction may not mean what it seems (FLAGS), ';'-joined
     note: str  # the same, in words
 

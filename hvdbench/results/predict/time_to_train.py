@@ -722,36 +722,46 @@ class TttPredictionRow(PredictionRow):
 
     global_batch: int | None = None
     result: str | None = None
+    # where global_batch comes from: published | run (measured), --global-batch, or how it was chosen
     global_batch_from: str = ""
-    trained_unit: str = ""
-    predicted_trained: float | None = None
+    trained_unit: str = ""  # what the trained figures and the training rate count: samples | epochs
+    predicted_trained: float | None = None  # what the layout would train to the target at its global batch (S(B))
+    # what it trained to the target where measured (the mean over the runs its score keeps)
     measured_trained: float | None = None
+    # where predicted_trained comes from: the RCP table's mean (at or between its batches), the critical-batch
+    # line, or the fitted layouts at this batch
     samples_from: str | None = None
-    training_rate: float | None = None
-    training_rate_low: float | None = None
-    training_rate_high: float | None = None
-    measured_training_rate: float | None = None
-    ttt_baseline: str = ""
-    ideal_ttt_min: float | None = None
+    training_rate: float | None = None  # the predicted rate while training (T), trained_unit per second
+    training_rate_low: float | None = None  # the interval's low end
+    training_rate_high: float | None = None  # the interval's high end
+    measured_training_rate: float | None = None  # the measured rate while training, where the layout ran
+    ttt_baseline: str = ""  # the fitted baseline layout the waterfall's parts are against
+    ideal_ttt_min: float | None = None  # the baseline's time to train / the GPU ratio
     convergence_min: float | None = None
     throughput_min: float | None = None
     eval_min: float | None = None
     other_min: float | None = None
+    # the predicted time to train: ideal + convergence + throughput + evaluation + other
     predicted_ttt_min: float | None = None
-    predicted_ttt_low_min: float | None = None
-    predicted_ttt_high_min: float | None = None
+    predicted_ttt_low_min: float | None = None  # the interval's low end
+    predicted_ttt_high_min: float | None = None  # the interval's high end
+    # tight, usable or indicative: from the interval's width (high / low - 1), indicative where weak_fit says why
     grade: str | None = None
+    # the measured time to train, where the layout ran (the mean over the runs its score keeps)
     measured_ttt_min: float | None = None
-    ttt_predicted_vs_measured: float | None = None
-    rate_from: str = ""
-    convergence_from: str = ""
-    eval_from: str = ""
+    ttt_predicted_vs_measured: float | None = None  # predicted_ttt_min / measured_ttt_min
+    rate_from: str = ""  # how the training rate was fitted, in words
+    convergence_from: str = ""  # how the samples (epochs) to the target were fitted, in words
+    eval_from: str = ""  # how the evaluation time was fitted, in words
     # Issue 59: what the grade promises (fitting.PROMISES), why the prediction is weak (its grade capped
     # at indicative: weak_reasons), the least model-parallel degree the layout needs at its batch, and
     # the fitted layouts' speed-up from their fewest GPUs to their most over the GPU ratio (1: linear).
     grade_promise: str = ""
+    # why the prediction is weak, its grade capped at indicative (or indicative for its width alone); '' none
     weak_fit: str = ""
+    # the least model-parallel degree the layout needs at its batch: GPUs x accumulation / batch, up
     least_model_parallel: int | None = None
+    # the fitted layouts' speed-up from their fewest GPUs to their most, over the GPU ratio (1: linear)
     fitted_efficiency: float | None = None
     # Issue 59 item 3: the prior that shaped the rate past the fitted layouts (predict.prior), in words:
     # its slope, weight and the other submitters' systems (and rounds) it came from, how many pairs; '' none.

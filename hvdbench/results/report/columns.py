@@ -39,13 +39,16 @@ ROWS: tuple[type[ReportRow], ...] = (
 
 # Units by whole name, for the columns whose name carries none.
 UNITS = {
-    "throughput": "samples/s", "throughput_mean": "samples/s", "throughput_std": "samples/s",
-    "throughput_2sigma": "samples/s", "throughput_min": "samples/s", "throughput_per_gpu": "samples/s per GPU",
+    "throughput_mean": "samples/s", "throughput_std": "samples/s", "throughput_2sigma": "samples/s",
+    "throughput_per_gpu": "samples/s per GPU",
+    # ttt_waterfall.csv's rate while training and what it trained: samples, or epochs where a log has no set size
+    "throughput": "`unit` per s", "base_throughput": "`unit` per s", "trained": "as `unit`", "base_trained": "as `unit`",
     "ideal": "samples/s", "comm_loss": "samples/s", "imbalance_loss": "samples/s", "data_loss": "samples/s",
-    "compute_loss": "samples/s", "unattributed": "samples/s", "measured": "samples/s",
-    "base_throughput": "samples/s", "predicted_throughput": "samples/s", "predicted_throughput_low": "samples/s",
-    "predicted_throughput_high": "samples/s", "measured_throughput": "samples/s", "training_rate": "samples/s",
-    "training_rate_low": "samples/s", "training_rate_high": "samples/s", "measured_training_rate": "samples/s",
+    "compute_loss": "samples/s", "unattributed": "samples/s", "measured": "samples/s", "predicted_throughput": "samples/s", "predicted_throughput_low": "samples/s",
+    "predicted_throughput_high": "samples/s", "measured_throughput": "samples/s", "training_rate": "`trained_unit` per s",
+    "training_rate_low": "`trained_unit` per s", "training_rate_high": "`trained_unit` per s",
+    "measured_training_rate": "`trained_unit` per s", "predicted_trained": "as `trained_unit`",
+    "measured_trained": "as `trained_unit`", "interval": "fraction",
     "efficiency": "fraction (1 = 100 %)", "efficiency_2sigma": "fraction", "fitted_efficiency": "fraction",
     "speedup": "x", "speedup_rcp": "x", "published_speedup": "x", "relative": "x", "vs_published": "x",
     "cv": "fraction", "step_cv": "fraction", "other_cpus": "cores", "mfu": "fraction", "mfu_measured": "fraction",
@@ -54,7 +57,8 @@ UNITS = {
     "measured_peak_tflops": "TFLOP/s", "model_tflops_per_gpu": "TFLOP/s per GPU",
     "flops_per_sample": "FLOPs", "gpu_hours_to_train": "GPU-hours", "run_gpu_hours": "GPU-hours",
     "gpus": "GPUs (CPU ranks on CPUs)", "gpus_per_node": "GPUs (CPU ranks) per node", "batch_per_gpu": "samples",
-    "global_batch": "samples", "base_global_batch": "samples", "s_min": "as `unit`", "b_crit": "samples",
+    "global_batch": "samples", "gpu_hour_price": "money per GPU-hour", "run_cost": "as the price",
+    "cost_to_train": "as the price", "ranks_per_machine_limit": "ranks", "base_global_batch": "samples", "s_min": "as `unit`", "b_crit": "samples",
 }
 # Units by the end of a name, longest first.
 SUFFIXES = (("_gb_s", "GB/s"), ("_kwh_to_train", "kWh"), ("_j_per_sample", "J per sample"), ("_w_per_gpu", "W per GPU"),
@@ -102,6 +106,16 @@ MEANINGS = {
     "result": "the published result a row comes from (its round or software stack)",
     "gpu_index": "the GPU's index on its host", "local_rank": "the rank's number on its host",
     "device": "the rank's device", "partial": "yes where a run's per-rank file missed ranks",
+    "time_per_epoch_min": "mean time per epoch of the successful and aborted runs; empty for sample-counted "
+                          "benchmarks (LLMs, BERT, UNet3D)",
+    "samples_to_target_mean": "mean samples the converged runs trained to the target (logs that count samples)",
+    "time_per_1m_samples_min": "time to train / samples to target x 1e6, the mean over the converged runs",
+    # the time-to-train waterfall's parts (ttt_waterfall.csv's, and prediction.csv's against the fitted baseline)
+    "convergence_min": "(trained - the baseline's trained) / the layout's rate while training: the extra it trained",
+    "throughput_min": "the baseline's trained x (1 / the layout's rate - 1 / (GPU ratio x the baseline's rate)): "
+                      "its work at a rate short of the GPU ratio",
+    "eval_min": "the layout's time evaluating - the baseline's / the GPU ratio",
+    "other_min": "the layout's other time (neither training nor evaluating) - the baseline's / the GPU ratio",
 }
 
 _FIELD = re.compile(r"^\s+(\w+)\s*:\s*[^=#]+(?:=[^#]*)?(?:#\s*(.*))?$")
