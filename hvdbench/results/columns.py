@@ -1,8 +1,10 @@
-"""The report's column dictionary (docs/columns.md): each CSV the report writes, its columns, their
-units and meaning, generated from the typed rows (records/rows.py), so it cannot drift from them.
+"""The column dictionary (docs/columns.md): each CSV `hvdbench report`, `predict` and `compare` write, its
+columns, their units and meaning, generated from the typed rows (records/rows.py), so it cannot drift from
+them. It sits above the report and compare (results/ floors: tests/unit/test_import_rules.py), so it can
+read both's row classes.
 
-    .venv/bin/python -m hvdbench.results.report.columns              # rewrites docs/columns.md
-    .venv/bin/python -m hvdbench.results.report.columns --check      # exit 1 if docs/columns.md is stale
+    .venv/bin/python -m hvdbench.results.columns              # rewrites docs/columns.md
+    .venv/bin/python -m hvdbench.results.columns --check      # exit 1 if docs/columns.md is stale
 
 A column's meaning is said once, beside its field: the comment on the field's line, or the comment
 lines right above it, in its row class; a column shared by many tables (the group's, the layout's,
@@ -20,6 +22,7 @@ import sys
 import typing
 from pathlib import Path
 
+from hvdbench.results import compare
 from hvdbench.results.analyses import (bench_tables, convergence, cost, efficiency, engines, links, stragglers,
                                        study_tables, ttt, verdict, waterfall)
 from hvdbench.results.predict.throughput import PredictionRow
@@ -27,15 +30,15 @@ from hvdbench.results.predict.time_to_train import TttPredictionRow
 from hvdbench.results.records.rows import ReportRow
 from hvdbench.results.stats.aggregate import EpochRow, LayoutsRow, ScalingRow, TimeToTrainRow
 
-DOC = Path(__file__).resolve().parents[3] / "docs" / "columns.md"
+DOC = Path(__file__).resolve().parents[2] / "docs" / "columns.md"
 
-# Every table the report writes, in the order a report's folder lists them (compare.csv is `compare`'s:
-# results/compare.py sits above the report and says its columns in its own docstring).
+# Every table the report writes, in the order a report's folder lists them, then `hvdbench compare`'s.
 ROWS: tuple[type[ReportRow], ...] = (
     ScalingRow, LayoutsRow, TimeToTrainRow, EpochRow, waterfall.WaterfallRow, stragglers.StragglerRow,
     stragglers.StragglerHostRow, links.LinkPairRow, engines.EngineRow, efficiency.EfficiencyRow,
     ttt.TttWaterfallRow, convergence.ConvergenceRow, study_tables.StudySpeedupRow, PredictionRow, TttPredictionRow,
-    cost.CostRow, verdict.CheckRow, bench_tables.CommRow, bench_tables.IoTableRow)
+    cost.CostRow, verdict.CheckRow, bench_tables.CommRow, bench_tables.IoTableRow, compare.CompareRow,
+    compare.EnvRow)
 
 # Units by whole name, for the columns whose name carries none.
 UNITS = {
@@ -58,7 +61,8 @@ UNITS = {
     "flops_per_sample": "FLOPs", "gpu_hours_to_train": "GPU-hours", "run_gpu_hours": "GPU-hours",
     "gpus": "GPUs (CPU ranks on CPUs)", "gpus_per_node": "GPUs (CPU ranks) per node", "batch_per_gpu": "samples",
     "global_batch": "samples", "gpu_hour_price": "money per GPU-hour", "run_cost": "as the price",
-    "cost_to_train": "as the price", "ranks_per_machine_limit": "ranks", "base_global_batch": "samples", "s_min": "as `unit`", "b_crit": "samples",
+    "cost_to_train": "as the price", "change": "fraction", "noise": "fraction",
+    "ranks_per_machine_limit": "ranks", "base_global_batch": "samples", "s_min": "as `unit`", "b_crit": "samples",
 }
 # Units by the end of a name, longest first.
 SUFFIXES = (("_gb_s", "GB/s"), ("_kwh_to_train", "kWh"), ("_j_per_sample", "J per sample"), ("_w_per_gpu", "W per GPU"),
@@ -179,8 +183,8 @@ def _file(cls) -> str:
 
 def document() -> str:
     """docs/columns.md's text."""
-    parts = ["# The report's columns", "",
-             "Generated from the report's typed rows by `python -m hvdbench.results.report.columns` "
+    parts = ["# The columns of hvdbench's tables", "",
+             "Generated from the typed rows of `report`, `predict` and `compare` by `python -m hvdbench.results.columns` "
              "(tests/unit/test_columns_doc.py fails when it is stale); do not edit by hand. "
              "Floats are written as computed (records/rows.py `cell`); an empty cell is not measured or not applicable. A fraction is 0-1 (summary.md prints it in %).", ""]
     for cls in ROWS:
@@ -198,7 +202,7 @@ def main(argv: list[str]) -> int:
     text = document()
     if "--check" in argv:
         if not DOC.exists() or DOC.read_text(encoding="utf-8") != text:
-            print(f"{DOC} is stale: run python -m hvdbench.results.report.columns", file=sys.stderr)
+            print(f"{DOC} is stale: run python -m hvdbench.results.columns", file=sys.stderr)
             return 1
         return 0
     DOC.write_text(text, encoding="utf-8")
