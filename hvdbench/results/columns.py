@@ -25,8 +25,8 @@ from pathlib import Path
 from hvdbench.results import compare
 from hvdbench.results.analyses import (bench_tables, convergence, cost, efficiency, engines, links, stragglers,
                                        study_tables, ttt, verdict, waterfall)
-from hvdbench.results.predict.throughput import PredictionRow
-from hvdbench.results.predict.time_to_train import TttPredictionRow
+from hvdbench.results.predict.throughput import PredictionFitRow, PredictionRow
+from hvdbench.results.predict.time_to_train import TttPredictionFitRow, TttPredictionRow
 from hvdbench.results.records.rows import ReportRow
 from hvdbench.results.stats.aggregate import EpochRow, LayoutsRow, ScalingRow, TimeToTrainRow
 
@@ -37,6 +37,7 @@ ROWS: tuple[type[ReportRow], ...] = (
     ScalingRow, LayoutsRow, TimeToTrainRow, EpochRow, waterfall.WaterfallRow, stragglers.StragglerRow,
     stragglers.StragglerHostRow, links.LinkPairRow, engines.EngineRow, efficiency.EfficiencyRow,
     ttt.TttWaterfallRow, convergence.ConvergenceRow, study_tables.StudySpeedupRow, PredictionRow, TttPredictionRow,
+    PredictionFitRow, TttPredictionFitRow,
     cost.CostRow, verdict.CheckRow, bench_tables.CommRow, bench_tables.IoTableRow, compare.CompareRow,
     compare.EnvRow)
 
