@@ -71,7 +71,8 @@ class StragglerRow(ScalingGroup, ReportRow):
     vs_others: float | None  # its compute over the median of the other ranks' in the same run, the mean over the runs
     vs_others_2sigma: float | None  # 2σ of that ratio across the runs (empty with one run)
     threshold: float
-    # yes where named: slower than the others by more than threshold in every run, and out of its own 2σ
+    # yes where named: slower than the others by more than threshold in every run and out of its own 2σ (never
+    # under an engine whose compute waits for its peers: fsdp)
     straggler: bool
     partial: bool  # a run of the layout has per-rank times of only some ranks
 

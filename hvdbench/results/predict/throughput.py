@@ -368,7 +368,9 @@ class PredictionFitRow(ScalingGroup, ReportRow):
     group, layout, global batch and result (the step the model gives, the link it read, what it fitted)."""
 
     layout: str
-    global_batch: int | None = None  # samples per optimizer step over all GPUs (the layout's, at the group's batch)
+    # samples per optimizer step over all GPUs: a throughput row's at its group's batch per GPU, a time-to-train
+    # row's the one it is predicted at (prediction_fit.csv's global_batch_from says why)
+    global_batch: int | None = None
     result: str | None = None  # the published row's systems file (time-to-train rows of MLPerf logs; mllog.groups)
     step_ms: float | None = None  # the predicted step: work_ms + exposed_comm_ms
     # the predicted step without communication: one rank's alone x max(1, ranks per machine / C)
@@ -400,7 +402,9 @@ class PredictionRow(ScalingGroup, ReportRow):
     nodes: int
     gpus_per_node: int
     gpus: int
-    global_batch: int | None = None  # samples per optimizer step over all GPUs (the layout's, at the group's batch)
+    # samples per optimizer step over all GPUs: a throughput row's at its group's batch per GPU, a time-to-train
+    # row's the one it is predicted at (prediction_fit.csv's global_batch_from says why)
+    global_batch: int | None = None
     result: str | None = None  # the published row's systems file (time-to-train rows of MLPerf logs; mllog.groups)
     baseline: str
     # calibration x GPUs x batch x accumulation / step (time-to-train rows: the training rate, where it counts samples)

@@ -634,7 +634,8 @@ class TimeToTrainRow(TttGroup, ReportRow):
     time_per_1m_samples_min: float | None
     ttt_min: float | None
     ttt_rcp_min: float | None  # ttt_min x rcp_factor: the score after the official summarizer's RCP rescale
-    # the summarizer's RCP rescale (its scaling.json; 1 where it rescales nothing or checked nothing)
+    # the summarizer's RCP rescale (its scaling.json; 1 where it rescales nothing or checked nothing); empty
+    # for runs that are not MLPerf logs
     rcp_factor: float | None
     # mlperf-logging's RCP check of the runs: Pass, Fail, Interp. Fail, Missing, No RCP or not checked
     rcp_check: str | None
