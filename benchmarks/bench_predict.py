@@ -54,8 +54,10 @@ def one_bandwidth(bandwidth: str, args, work: Path) -> list[dict]:
     for how in ("--layout-benches", "--link-model-only"):
         report = work / f"report-{bandwidth}{how}"
         sh(HVD, "predict", str(sweep), "--layouts", PREDICT, "--fit-on", FIT, how, "--out", str(report))
-        with open(report / "prediction.csv", newline="") as f:
-            rows += [{**row, "how": how.lstrip("-")} for row in csv.DictReader(f)]
+        # prediction.csv's figures with the fit's link and exposure (prediction_fit.csv: a row each, in order)
+        with open(report / "prediction.csv", newline="") as f, open(report / "prediction_fit.csv", newline="") as g:
+            rows += [{**fit, **row, "how": how.lstrip("-")}
+                     for row, fit in zip(csv.DictReader(f), csv.DictReader(g), strict=True)]
     return rows
 
 

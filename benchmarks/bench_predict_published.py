@@ -180,7 +180,7 @@ def groups_of(loaded: tuple[str, list, dict, dict]) -> list[tuple]:
 def attribute(tf, row, measured) -> dict:
     """Minutes each part puts between predicted and measured: samples (S_p - S_m) / T_p, rate
     S_m (1 / T_p - 1 / T_m), evaluation E_p - E_m, the rest O_p - O_m; they add up to the difference."""
-    s_p, t_p = row.predicted_trained, row.training_rate
+    s_p, t_p = row.fit.predicted_trained, row.fit.training_rate
     e_p, o_p = tf.eval_s(row.gpus, s_p, row.global_batch), tf.other_s(row.gpus)
     return {"samples": (s_p - measured.trained) / t_p / 60,
             "rate": measured.trained * (1 / t_p - 1 / measured.throughput) / 60,
@@ -229,13 +229,13 @@ def predictions_of(groups: list[tuple], pairs=(), exclude_rulesets=(), exclude_s
                             "kind": kind, "error": error,
                             "log_error": math.log(row.measured_ttt_min / row.predicted_ttt_min),
                             "terms": spread_terms(tf, p.nodes, p.gpus_per_node, row.global_batch,
-                                                  row.samples_from.startswith("the RCP")),
+                                                  row.fit.samples_from.startswith("the RCP")),
                             "sigma": math.log(row.predicted_ttt_high_min / row.predicted_ttt_low_min)
                             / (TTT_QUANTILES[1] - TTT_QUANTILES[0]), "predicted": row.predicted_ttt_min,
                             "measured": row.measured_ttt_min, "flags": row.flags, "parts": parts,
                             "batch": row.global_batch, "published_batch": p.global_batch,
                             "evidence": evidence(tf, p.nodes, p.gpus_per_node, row.global_batch, p),
-                            "shipped_grade": row.grade, "prior": row.rate_prior})
+                            "shipped_grade": row.grade, "prior": row.fit.rate_prior})
                 worst = max(parts, key=lambda k: abs(parts[k]))
                 say(f"  {p.layout:>7} B {row.global_batch:>6} {kind:>9}  predicted "
                     f"{row.predicted_ttt_min:8.2f} min, measured {row.measured_ttt_min:8.2f}  "
@@ -243,7 +243,7 @@ def predictions_of(groups: list[tuple], pairs=(), exclude_rulesets=(), exclude_s
                     + ", ".join(f"{k} {v:+.2f}" for k, v in parts.items()) + f" min (mostly {worst})  "
                     + (f"{row.flags}  " if row.flags else "") + (f"[{p.result}]  " if p.result else "")
                     + f"{row.grade}" + (f" ({row.weak_fit})" if row.weak_fit else "")
-                    + (f"  [prior: {row.rate_prior}]" if row.rate_prior else ""))
+                    + (f"  [prior: {row.fit.rate_prior}]" if row.fit.rate_prior else ""))
     return out, refused
 
 

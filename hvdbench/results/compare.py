@@ -39,28 +39,28 @@ class CompareRow(ReportRow):
     higher_is_better: throughput, MFU, busbw yes, time to train no; verdict: faster | slower | within
     noise | not judged (one run on a side)."""
 
-    model: str
-    flavor: str
-    framework: str
-    engine: str
-    precision: str
+    model: str  # the model; allreduce for the bench's busbw rows
+    flavor: str  # the model's size; busbw rows: the allreduce implementation (horovod | mpi)
+    framework: str  # torch or tensorflow; empty for busbw rows
+    engine: str  # the distributed engine (horovod, ddp, fsdp); empty for busbw rows
+    precision: str  # the training precision; busbw rows: the bench's dtype
     levers: str
-    mode: str
-    batch_per_gpu: int
-    accum_steps: int
+    mode: str  # throughput | time_to_accuracy; bench for busbw rows
+    batch_per_gpu: int  # samples per GPU (per CPU rank) per step; 0 for busbw rows
+    accum_steps: int  # gradient accumulation steps per update; 1 for busbw rows
     layout: str
-    figure: str
-    unit: str
-    before: float
-    before_runs: int
-    before_2sigma: float | None
-    after: float
-    after_runs: int
-    after_2sigma: float | None
-    change: float
-    noise: float | None
-    higher_is_better: bool
-    verdict: str
+    figure: str  # throughput | mfu | time_to_train | busbw (the allreduce bench's, at its largest message)
+    unit: str  # the figure's unit: samples/s, fraction of peak, min, GB/s
+    before: float  # BEFORE's mean of the figure over its successful runs (bench rows), in `unit`
+    before_runs: int  # the runs (bench rows) behind BEFORE's mean
+    before_2sigma: float | None  # 2σ of BEFORE's mean (2 x std / sqrt(runs)), in `unit`; empty with one run
+    after: float  # AFTER's mean of the figure, in `unit`
+    after_runs: int  # the runs (bench rows) behind AFTER's mean
+    after_2sigma: float | None  # 2σ of AFTER's mean, in `unit`; empty with one run
+    change: float  # after / before - 1
+    noise: float | None  # 2σ of the change: both sides' 2σ in quadrature, over before; empty with one run on a side
+    higher_is_better: bool  # yes for throughput, MFU and busbw; no for time to train
+    verdict: str  # faster or slower (past the noise), within noise, or not judged (one run on a side)
 
 
 @dataclass(frozen=True)
@@ -68,9 +68,9 @@ class EnvRow(ReportRow):
     """compare_environment.csv (and the first block of compare.md and compare.html): what differs
     between the two sides' environments (versions, devices, hosts, links, drivers, CPUs)."""
 
-    what: str
-    before: str
-    after: str
+    what: str  # what differs: devices, hosts, a link, the CPU, the GPU driver, or a package's version
+    before: str  # BEFORE's values of it, ' | '-joined (empty: none recorded)
+    after: str  # AFTER's values of it
 
 
 @dataclass(frozen=True)

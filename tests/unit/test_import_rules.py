@@ -135,6 +135,7 @@ RESULTS_ROOMS = {
     "report": 6,    # the report as a library: load (the one reader), build (the sections), write (its folder)
     "compare": 7,   # two sweeps or studies side by side (hvdbench compare), read through report's load
     "bundle": 7,    # a sweep's evidence archive with its sha256 manifest (hvdbench bundle)
+    "columns": 8,   # docs/columns.md, the dictionary of the report's and compare's tables, from their row classes
 }
 
 

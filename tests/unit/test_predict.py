@@ -1,6 +1,7 @@
 """The layout predictor (hvdbench/results/predict/throughput.py) recovers the parameters its inputs were
 generated with, and predicts layouts it was not fitted on from them."""
 
+import csv
 import dataclasses
 import math
 
@@ -8,6 +9,7 @@ import pytest
 
 from hvdbench.errors import ConfigError
 from hvdbench.results.predict import throughput as P
+from hvdbench.results.records.rows import SCALING_GROUP
 from hvdbench.results.records.schema import AllreduceRow, LoadedRun
 from hvdbench.topology import Layout, parse_layouts
 
@@ -82,13 +84,13 @@ def test_the_fit_recovers_every_parameter_it_was_generated_with(fit):
 def test_layouts_not_run_are_predicted_from_the_fitted_parameters(fit, nodes, gpus):
     row = P.predict(fit, nodes, gpus)
     work, comm = true_step(nodes, gpus)
-    assert row.step_ms == pytest.approx(1e3 * (work + comm))
+    assert row.fit.step_ms == pytest.approx(1e3 * (work + comm))
     assert row.predicted_throughput == pytest.approx(nodes * gpus * BATCH / (work + comm))
     base = BATCH / T1
     assert row.speedup == pytest.approx(row.predicted_throughput / base)
     assert row.efficiency == pytest.approx(row.speedup / (nodes * gpus))
     assert row.measured_throughput is None and row.fitted is False
-    assert row.link_kind == ("inter" if nodes > 1 else "intra")
+    assert row.fit.link_kind == ("inter" if nodes > 1 else "intra")
 
 
 def test_a_measured_layout_is_compared_with_its_prediction(fit):
@@ -106,8 +108,8 @@ def test_separate_machines_do_not_slow_each_other():
     fit = P.fit_group(runs, bench_rows(1, 2) + bench_rows(2, 1))
     assert fit.shared_machine is False
     assert fit.ranks_per_machine_limit == pytest.approx(LIMIT)
-    assert P.predict(fit, 8, 1).work_ms == pytest.approx(1e3 * T1)
-    assert P.predict(fit, 1, 8).work_ms == pytest.approx(1e3 * T1 * 8 / LIMIT)
+    assert P.predict(fit, 8, 1).fit.work_ms == pytest.approx(1e3 * T1)
+    assert P.predict(fit, 1, 8).fit.work_ms == pytest.approx(1e3 * T1 * 8 / LIMIT)
 
 
 def test_without_a_bench_the_links_come_from_the_runs_exposed_communication():
@@ -116,7 +118,7 @@ def test_without_a_bench_the_links_come_from_the_runs_exposed_communication():
     assert fit.exposure == pytest.approx({"intra": 1.0, "inter": 1.0})
     assert "exposed communication" in fit.links["inter"].source
     # The exposed time of 2x1 is reproduced exactly; it stands for latency + bandwidth together.
-    assert P.predict(fit, 2, 1).exposed_comm_ms == pytest.approx(1e3 * true_step(2, 1)[1])
+    assert P.predict(fit, 2, 1).fit.exposed_comm_ms == pytest.approx(1e3 * true_step(2, 1)[1])
 
 
 def test_a_machine_that_did_not_slow_has_no_limit():
@@ -127,7 +129,7 @@ def test_a_machine_that_did_not_slow_has_no_limit():
     finally:
         LIMIT = saved
     assert math.isinf(fit.ranks_per_machine_limit)
-    assert P.predict(fit, 4, 8).work_ms == pytest.approx(1e3 * T1)
+    assert P.predict(fit, 4, 8).fit.work_ms == pytest.approx(1e3 * T1)
 
 
 def test_fit_layouts_limit_what_is_fitted_and_the_rest_is_compared():
@@ -138,13 +140,13 @@ def test_fit_layouts_limit_what_is_fitted_and_the_rest_is_compared():
     fit = P.fit_group(runs, benches, fit_layouts={Layout(1, 1), Layout(1, 2), Layout(2, 1)}, layout_benches=False)
     row = P.predict(fit, 2, 2)
     assert row.fitted is False and row.predicted_vs_measured == pytest.approx(1.0)
-    assert row.allreduce_from == "link model"
+    assert row.fit.allreduce_from == "link model"
     # With its own bench, a layout's allreduce is what that bench measured (here 5x the model's).
     fit = P.fit_group(runs, benches, fit_layouts={Layout(1, 1), Layout(1, 2), Layout(2, 1)})
     row = P.predict(fit, 2, 2)
-    assert row.allreduce_from == "bench of this layout"
-    assert row.allreduce_ms == pytest.approx(5e3 * LINKS["inter"].allreduce_s(PARAMS * 4, 4))
-    assert P.predict(fit, 4, 1).allreduce_from == "link model"
+    assert row.fit.allreduce_from == "bench of this layout"
+    assert row.fit.allreduce_ms == pytest.approx(5e3 * LINKS["inter"].allreduce_s(PARAMS * 4, 4))
+    assert P.predict(fit, 4, 1).fit.allreduce_from == "link model"
 
 
 def test_runs_without_a_breakdown_give_no_fit_and_a_missing_link_is_a_clear_error():
@@ -174,9 +176,16 @@ def test_markdown_and_figure_name_every_layout(fit, tmp_path):
     text = P.markdown(rows, [fit])
     assert "8x8" in text and "1x2 (fit)" in text and "exposed / allreduce: inter 0.70, intra 2.00" in text
     written = P.write(rows, [fit], tmp_path)
-    assert [p.name for p in written] == ["prediction.csv", "prediction.png"]
-    header = (tmp_path / "prediction.csv").read_text().splitlines()[0].split(",")
-    assert header == list(P.PredictionRow.columns())
+    assert [p.name for p in written] == ["prediction.csv", "prediction_fit.csv", "prediction.png"]
+    table, fitted = (list(csv.reader((tmp_path / name).read_text().splitlines()))
+                     for name in ("prediction.csv", "prediction_fit.csv"))
+    assert table[0] == list(P.PredictionRow.columns()) and fitted[0] == list(P.PredictionFitRow.columns())
+    # a row each, in the same order, under the same key (the fit table's leading columns)
+    key = [*SCALING_GROUP, "layout", "global_batch", "result"]
+    assert fitted[0][:len(key)] == key and len(table) == len(fitted) == len(rows) + 1
+    at = [table[0].index(c) for c in key]
+    assert all([line[i] for i in at] == fit_line[:len(key)] for line, fit_line in zip(table, fitted))
+    assert fitted[1][len(key) - 3:len(key)] == [rows[0].layout, str(rows[0].global_batch), ""]
 
 
 def _sweep(tmp_path):
@@ -338,7 +347,7 @@ def test_every_prediction_has_an_interval_that_widens_past_the_fitted_gpus(fit):
         half = math.exp(Z * PER_DOUBLING["gpus"] * doublings)
         assert r.predicted_throughput_high / r.predicted_throughput == pytest.approx(half)
         assert r.predicted_throughput / r.predicted_throughput_low == pytest.approx(half)
-        assert r.interval == COVERAGE and f"{doublings:.1f} doublings past the fitted GPUs" in r.interval_from
+        assert r.interval == COVERAGE and f"{doublings:.1f} doublings past the fitted GPUs" in r.fit.interval_from
     assert "80 % interval" in P.markdown(list(rows.values()), [fit])
 
 

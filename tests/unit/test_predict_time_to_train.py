@@ -28,7 +28,7 @@ from hvdbench.results.predict import fitting as FT
 from hvdbench.results.predict import prior as PR
 from hvdbench.results.predict import throughput as P
 from hvdbench.results.predict import time_to_train as PT
-from hvdbench.results.records.rows import TttGroup
+from hvdbench.results.records.rows import SCALING_GROUP, TttGroup
 from hvdbench.results.records.schema import LoadedRun
 from hvdbench.topology import Layout
 
@@ -36,6 +36,20 @@ from hvdbench.topology import Layout
 S_MIN, B_CRIT = 100_000.0, 64.0
 C_S, D_S = 0.2, 0.5  # a GPU's seconds per sample: C_S + D_S / per-GPU batch
 EVAL_A, OTHER_S = 0.08, 5.0  # evaluation: EVAL_A x samples / GPUs seconds; the rest: 5 s
+
+
+def read_predictions(out) -> list[dict]:
+    """OUT/prediction.csv's rows as a reader joins them with OUT/prediction_fit.csv's: row by row, each
+    pair under the same key (group, layout, global batch, result); the headers are the row classes'."""
+    with open(out / "prediction.csv", newline="") as f, open(out / "prediction_fit.csv", newline="") as g:
+        reader, fitted = csv.DictReader(f), csv.DictReader(g)
+        rows, fits = list(reader), list(fitted)
+    assert reader.fieldnames == list(PT.TttPredictionRow.columns())
+    assert fitted.fieldnames == list(PT.TttPredictionFitRow.columns())
+    key = [*SCALING_GROUP, "layout", "global_batch", "result"]
+    assert [c for c in fitted.fieldnames if c in reader.fieldnames] == key == fitted.fieldnames[:len(key)]
+    assert len(rows) == len(fits) and all([r[k] for k in key] == [x[k] for k in key] for r, x in zip(rows, fits))
+    return [{**x, **r} for r, x in zip(rows, fits)]
 
 
 def truth(nodes, gpus, batch, model="toy"):
@@ -63,11 +77,12 @@ def test_layouts_not_fitted_are_predicted_exactly_from_the_model_they_follow():
         r = rows[layout]
         assert r.predicted_ttt_min == pytest.approx(r.measured_ttt_min, rel=1e-9)
         assert r.ttt_predicted_vs_measured == pytest.approx(1.0) and r.flags == ""
-        parts_sum = r.ideal_ttt_min + r.convergence_min + r.throughput_min + r.eval_min + r.other_min
+        fit = r.fit
+        parts_sum = fit.ideal_ttt_min + fit.convergence_min + fit.throughput_min + fit.eval_min + fit.other_min
         assert parts_sum == pytest.approx(r.predicted_ttt_min, rel=1e-12)
     assert rows["1x8"].flags == "fitted;baseline" and rows["2x8"].flags == "fitted"
     new = rows["16x8"]  # not measured: the fitted trend (x4 for x2 GPUs) held to at most x GPUs: 64 x 8
-    assert new.global_batch == 512 and "2x8's 64 x (128 / 16 GPUs)^1.00" in new.global_batch_from
+    assert new.global_batch == 512 and "2x8's 64 x (128 / 16 GPUs)^1.00" in new.fit.global_batch_from
     assert new.predicted_ttt_min == pytest.approx(truth(16, 8, 512).ttt_s / 60)
     assert new.flags == "extrapolated" and new.measured_ttt_min is None
     assert isinstance(new, PT.TttPredictionRow) and {"flags", "note", "layout"} <= set(PT.TttPredictionRow.columns())
@@ -76,7 +91,7 @@ def test_layouts_not_fitted_are_predicted_exactly_from_the_model_they_follow():
 def test_one_per_gpu_batch_among_the_fitted_layouts_holds_the_per_gpu_rate():
     tf = PT.fit_group([truth(1, 8, 16), truth(2, 8, 32)])
     assert tf.rate == pytest.approx((C_S + D_S / 2, 0.0)) and "per-GPU rate held" in tf.rate_from
-    assert PT.predict_layout(tf, 4, 8).training_rate == pytest.approx(32 / (C_S + D_S / 2))
+    assert PT.predict_layout(tf, 4, 8).fit.training_rate == pytest.approx(32 / (C_S + D_S / 2))
 
 
 def test_published_logs_take_the_rcp_tables_mean_where_it_covers_the_batch_else_its_line():
@@ -104,7 +119,7 @@ def test_published_logs_take_the_rcp_tables_mean_where_it_covers_the_batch_else_
     assert batch == 128 and "capped at the RCP table's largest batch (128)" in said
     row = PT.predict_layout(tf, 8, 8, 256, "published")
     assert "beyond-rcp" in row.flags and row.predicted_ttt_min is not None
-    assert row.samples_from == "the critical-batch line"
+    assert row.fit.samples_from == "the critical-batch line"
 
 
 def test_the_batch_of_a_layout_not_run_follows_the_fitted_layouts_and_the_rcp_table():
@@ -170,7 +185,7 @@ def test_a_fit_across_two_model_parallel_degrees_is_refused_with_them():
         assert "1x8 at least 4, 2x8 at least 8" in rows[layout].note
     # Fitted where the degree holds (8 on 16 and 32 GPUs), the 64-GPU layout at 8 is predicted.
     rows = by_layout(PT.group_rows(PT.fit_group(parts, {Layout(2, 8), Layout(4, 8)}), []))
-    assert rows["8x8"].flags == "" and rows["8x8"].least_model_parallel == 8
+    assert rows["8x8"].flags == "" and rows["8x8"].fit.least_model_parallel == 8
     assert rows["8x8"].predicted_ttt_min == pytest.approx(parts[3].ttt_s / 60, rel=0.02)
 
 
@@ -193,7 +208,7 @@ def test_a_degree_that_is_only_a_lower_bound_caps_the_grade_at_indicative_and_sa
     parts = [truth(1, 8, 8), truth(8, 8, 16), truth(16, 8, 32)]
     rows = by_layout(PT.group_rows(PT.fit_group(parts, {Layout(1, 8), Layout(8, 8)}), []))
     r = rows["16x8"]
-    assert r.predicted_ttt_min is not None and r.least_model_parallel == 4
+    assert r.predicted_ttt_min is not None and r.fit.least_model_parallel == 4
     assert r.grade == "indicative" and r.grade_promise == "within ±50 %"
     assert "model parallelism only bounded (1x8 at least 1, 8x8 at least 4)" in r.weak_fit
     # What `predict` and the report print: the reason in one line under the table.
@@ -264,8 +279,7 @@ def test_generated_logs_of_the_lora_case_are_refused_across_the_change(tmp_path)
     assert "1x8 at least 4, 2x8 at least 8" in rows["8x8"]["note"]
     got = CliRunner().invoke(predict_cmd, ["--mllog", str(root), "--fit-on", "2x8,4x8", "--layouts", "16x8",
                                            "--out", str(out)])
-    with open(out / "prediction.csv", newline="") as f:
-        rows = {r["layout"]: r for r in csv.DictReader(f)}
+    rows = {r["layout"]: r for r in read_predictions(out)}
     assert rows["8x8"]["predicted_ttt_min"] != "" and rows["8x8"]["least_model_parallel"] == "8"
 
 
@@ -290,7 +304,7 @@ def test_one_fitted_batch_and_no_rcp_predicts_that_batch_only():
     tf = PT.fit_group([truth(1, 8, 32), truth(2, 8, 32)])
     assert tf.convergence.status == CV.ONE_BATCH
     same = PT.predict_layout(tf, 4, 8, 32, "published")
-    assert same.predicted_trained == pytest.approx(truth(1, 8, 32).trained) and same.flags == ""
+    assert same.fit.predicted_trained == pytest.approx(truth(1, 8, 32).trained) and same.flags == ""
     other = PT.predict_layout(tf, 2, 8, 64, "published")
     assert other.flags == "convergence-unknown" and other.predicted_ttt_min is None
 
@@ -354,12 +368,12 @@ def test_time_to_accuracy_runs_at_another_batch_take_the_throughput_predictors_s
     four = P.predict(fit, 2, 2)
     assert "oversubscribed" in four.flags
     rows = by_layout(PT.group_rows(tf, [Layout(2, 2)]))
-    assert rows["2x2"].training_rate == pytest.approx(0.5 * four.predicted_throughput)
+    assert rows["2x2"].fit.training_rate == pytest.approx(0.5 * four.predicted_throughput)
     # ... and its caveat: both tables say the 4 ranks on 2 cores are optimistic.
     assert "oversubscribed" in rows["2x2"].flags.split(";") and "4 ranks on one machine" in rows["2x2"].note
     assert "**oversubscribed** (2x2)" in PT.markdown(list(rows.values()), [tf])
     speedup_tput = four.predicted_throughput / P.predict(fit, 1, 1).predicted_throughput
-    speedup_ttt = rows["2x2"].training_rate / rows["1x1"].training_rate
+    speedup_ttt = rows["2x2"].fit.training_rate / rows["1x1"].fit.training_rate
     assert speedup_ttt == pytest.approx(speedup_tput)
 
 
@@ -411,10 +425,7 @@ def test_predict_mllog_writes_time_to_train_predictions(tmp_path):
     assert "## Predicted time to train" in got.output and (out / "prediction_ttt.png").is_file()
     import csv
 
-    with open(out / "prediction.csv", newline="") as f:
-        reader = csv.DictReader(f)
-        assert reader.fieldnames == list(PT.TttPredictionRow.columns())
-        rows = {r["layout"]: r for r in reader}
+    rows = {r["layout"]: r for r in read_predictions(out)}
     four = rows["4x8"]
     assert four["global_batch_from"] == "published" and four["measured_ttt_min"]
     ratio = float(four["ttt_predicted_vs_measured"])
@@ -501,8 +512,7 @@ def test_report_predicts_a_sweep_s_time_to_train_from_the_throughput_predictor(t
     assert got.exit_code == 0, got.output
     import csv
 
-    with open(tmp_path / "r" / "prediction.csv", newline="") as f:
-        rows = [r for r in csv.DictReader(f) if r["mode"] == "time_to_accuracy"]
+    rows = [r for r in read_predictions(tmp_path / "r") if r["mode"] == "time_to_accuracy"]
     new = next(r for r in rows if r["layout"] == "2x2")
     assert new["global_batch"] == "64" and "throughput predictor" in new["rate_from"]
     assert float(new["training_rate"]) == pytest.approx(0.8 * P.predict(fit, 2, 2).predicted_throughput, rel=1e-4)
@@ -554,8 +564,8 @@ def test_every_time_to_train_has_an_interval_from_residuals_repeats_and_the_dist
     assert far.predicted_ttt_low_min / far.predicted_ttt_min == pytest.approx(math.exp(low_q * sigma))
     assert far.grade == grade(far.predicted_ttt_high_min / far.predicted_ttt_low_min - 1) != ""
     rate_sigma = PER_DOUBLING["gpus"] * 3 + PER_DOUBLING["per_gpu_batch"] * 1 + unidentified  # the normal's z
-    assert far.training_rate_high / far.training_rate == pytest.approx(math.exp(Z * rate_sigma))
-    assert far.predicted_throughput_low == pytest.approx(far.training_rate_low) and far.interval == COVERAGE
+    assert far.fit.training_rate_high / far.fit.training_rate == pytest.approx(math.exp(Z * rate_sigma))
+    assert far.predicted_throughput_low == pytest.approx(far.fit.training_rate_low) and far.interval == COVERAGE
     # The repeats' spread widens every interval: cv 10 % over 8 runs each side
     for p in parts:
         p.repeat_cv = 0.1
@@ -563,7 +573,7 @@ def test_every_time_to_train_has_an_interval_from_residuals_repeats_and_the_dist
     fitted = by_layout(PT.group_rows(tf, []))["2x8"]
     assert fitted.predicted_ttt_high_min / fitted.predicted_ttt_min == pytest.approx(
         math.exp(high_q * math.hypot(TTT_SIGMA_FLOOR, 0.1 * 0.5)))
-    assert "repeats 5.0 %" in fitted.interval_from
+    assert "repeats 5.0 %" in fitted.fit.interval_from
 
 
 def test_grades_follow_the_intervals_width():
@@ -671,9 +681,9 @@ def test_a_step_cost_two_fitted_layouts_cannot_place_widens_the_interval_not_the
     terms = PT.spread_terms(tf, 8, 8, 128, False)
     assert terms["rate_unidentified"] == pytest.approx(0.2005, abs=1e-4)
     row = PT.predict_layout(tf, 8, 8, 128)
-    assert "cannot tell a fixed step cost from communication" in row.interval_from
+    assert "cannot tell a fixed step cost from communication" in row.fit.interval_from
     fitted = PT.predict_layout(tf, 2, 8, 64)
-    assert "cannot tell" not in fitted.interval_from
+    assert "cannot tell" not in fitted.fit.interval_from
     tf.rate_comm = None  # what the interval would be if the fit could tell them apart: narrower
     narrower = PT.predict_layout(tf, 8, 8, 128)
     assert narrower.predicted_ttt_min == pytest.approx(row.predicted_ttt_min)
@@ -807,7 +817,7 @@ def test_three_fitted_layouts_tell_a_fixed_step_cost_from_communication():
         assert tf.rate_unidentified(nodes, 8, batch) == 0.0
     row = PT.predict_layout(tf, 8, 8, 128, "published", measured=parts[3])
     assert row.ttt_predicted_vs_measured == pytest.approx(1.0, rel=1e-3)
-    assert "cannot tell" not in row.interval_from
+    assert "cannot tell" not in row.fit.interval_from
     two = PT.fit_group(parts, {Layout(1, 8), Layout(2, 8)})
     assert two.rate_full is None and two.rate_unidentified(8, 8, 128) > 0
     assert abs(two.training_rate(8, 8, 128) / tf.training_rate(8, 8, 128) - 1) > 0.05
@@ -851,8 +861,7 @@ def test_predict_fit_on_three_published_layouts_uses_the_third(tmp_path):
         got = CliRunner().invoke(predict_cmd, ["--mllog", str(root), "--fit-on", fit_on, "--layouts", "16x8",
                                                "--out", str(out)])
         assert got.exit_code == 0, got.output
-        with open(out / "prediction.csv", newline="") as f:
-            rows[fit_on] = {r["layout"]: r for r in csv.DictReader(f)}
+        rows[fit_on] = {r["layout"]: r for r in read_predictions(out)}
     three, two = rows["1x8,2x8,4x8"]["8x8"], rows["1x8,2x8"]["8x8"]
     assert rows["1x8,2x8,4x8"]["4x8"]["flags"] == "fitted" and rows["1x8,2x8"]["4x8"]["flags"] != "fitted"
     assert float(three["training_rate"]) == pytest.approx(float(three["measured_training_rate"]), rel=1e-3)
@@ -893,7 +902,7 @@ def prior_rates(root, prior):
     loaded = report.load(mllogs=[root])
     _, rows = PT.predictions(loaded.runs, report.layout_parts(loaded), [], fit_on={Layout(1, 8), Layout(2, 8)},
                              prior=prior)
-    return {(r.system.split(" / ")[0], r.layout): r for r in rows}
+    return {(r.system.split(" / ")[0], r.layout): r.fit for r in rows}  # the rate and its prior: the fit's
 
 
 def test_generated_logs_of_two_submitters_each_fit_shaped_by_the_other_never_itself(tmp_path):
@@ -928,15 +937,14 @@ def test_another_accelerator_is_no_prior_and_the_prior_is_said_under_the_table(t
     got = CliRunner().invoke(predict_cmd, ["--mllog", str(root), "--fit-on", "1x8,2x8", "--layouts", "16x8",
                                            "--out", str(out)])
     assert got.exit_code == 0, got.output
-    with open(out / "prediction.csv", newline="") as f:
-        rows = [r for r in csv.DictReader(f) if r["layout"] == "8x8"]
+    rows = [r for r in read_predictions(out) if r["layout"] == "8x8"]
     assert len(rows) == 2 and all((r["rate_prior"] != "") == PR.USE_PRIOR for r in rows)
 
 
 def test_the_prediction_plot_says_ranks_on_cpus_one_label_a_point_and_time_to_trains_unit():
     # issue 58: prediction_ttt.png said "GPUs" for CPU ranks, printed "2x2 (64)" over "4x1 (64)", and
     # drew minutes where time_to_train.png drew seconds for the same runs
-    from hvdbench.results.records.rows import TttGroup
+    from hvdbench.results.records.rows import SCALING_GROUP, TttGroup
 
     group = TttGroup(system="cpu", model="resnet50", flavor="debug", framework="torch", engine="ddp", precision="fp32")
 

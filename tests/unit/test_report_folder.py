@@ -315,12 +315,13 @@ def test_predict_then_report_into_one_folder_as_the_readme_runs_them(tmp_path):
     got = runner.invoke(cli, ["predict", str(sweep), "--layouts", "4x1", "--machines", "shared"])
     assert got.exit_code == 0, got.output
     out = sweep / "report"  # both commands' default
-    assert {"prediction.csv", "prediction.png"} <= listing(out)
+    assert {"prediction.csv", "prediction_fit.csv", "prediction.png"} <= listing(out)
     got = runner.invoke(cli, ["report", str(sweep), "--predict", "4x1"])  # replaces predict's own files
     assert got.exit_code == 0, got.output
-    assert read_record(out)[0]["prediction.csv"]["by"] == "report"
+    assert read_record(out)[0]["prediction.csv"]["by"] == read_record(out)[0]["prediction_fit.csv"]["by"] == "report"
     got = runner.invoke(cli, ["predict", str(sweep), "--layouts", "4x1,8x1", "--machines", "shared"])
     assert got.exit_code == 0, got.output
     got = runner.invoke(cli, ["report", str(sweep)])  # no --predict: predict's prediction.csv stays
     assert got.exit_code == 0, got.output
     assert "8x1" in (out / "prediction.csv").read_text() and (out / "summary.md").is_file()
+    assert "8x1" in (out / "prediction_fit.csv").read_text()  # the fit's table stays beside it

@@ -80,23 +80,28 @@ HEADERS = [
     (bench_tables.IoTableRow,  # io_vs_training.csv
      "model,flavor,framework,layout,gpus,throughput_mean,dataset,kind,caches_dropped,io_samples_s,"
      "io_samples_s_min,decoded_samples_s,h5py_samples_s,reader_vs_h5py,feed,bench_run_id"),
-    (throughput.PredictionRow,  # prediction.csv
+    (throughput.PredictionRow,  # prediction.csv (issue 58 item 7: the fit's figures moved to prediction_fit.csv)
      "system,model,flavor,framework,engine,precision,levers,mode,batch_per_gpu,accum_steps,layout,nodes,"
-     "gpus_per_node,gpus,baseline,step_ms,work_ms,allreduce_ms,exposed_comm_ms,predicted_throughput,"
-     "predicted_throughput_low,predicted_throughput_high,interval,interval_from,speedup,efficiency,"
-     "measured_throughput,predicted_vs_measured,fitted,link_kind,busbw_gb_s,latency_us,allreduce_from,"
-     "exposure,ranks_per_machine_limit,fitted_on,flags,note"),
+     "gpus_per_node,gpus,global_batch,result,baseline,predicted_throughput,predicted_throughput_low,"
+     "predicted_throughput_high,interval,speedup,efficiency,measured_throughput,predicted_vs_measured,fitted,"
+     "fitted_on,flags,note"),
     (time_to_train.TttPredictionRow,  # prediction.csv
      "system,model,flavor,framework,engine,precision,levers,mode,batch_per_gpu,accum_steps,layout,nodes,"
-     "gpus_per_node,gpus,baseline,step_ms,work_ms,allreduce_ms,exposed_comm_ms,predicted_throughput,"
-     "predicted_throughput_low,predicted_throughput_high,interval,interval_from,speedup,efficiency,"
-     "measured_throughput,predicted_vs_measured,fitted,link_kind,busbw_gb_s,latency_us,allreduce_from,"
-     "exposure,ranks_per_machine_limit,fitted_on,flags,note,global_batch,result,global_batch_from,"
-     "trained_unit,predicted_trained,measured_trained,samples_from,training_rate,training_rate_low,"
-     "training_rate_high,measured_training_rate,ttt_baseline,ideal_ttt_min,convergence_min,throughput_min,"
-     "eval_min,other_min,predicted_ttt_min,predicted_ttt_low_min,predicted_ttt_high_min,grade,"
-     "measured_ttt_min,ttt_predicted_vs_measured,rate_from,convergence_from,eval_from,grade_promise,weak_fit,"
-     "least_model_parallel,fitted_efficiency,rate_prior"),
+     "gpus_per_node,gpus,global_batch,result,baseline,predicted_throughput,predicted_throughput_low,"
+     "predicted_throughput_high,interval,speedup,efficiency,measured_throughput,predicted_vs_measured,fitted,"
+     "fitted_on,flags,note,predicted_ttt_min,predicted_ttt_low_min,predicted_ttt_high_min,grade,grade_promise,"
+     "weak_fit,measured_ttt_min,ttt_predicted_vs_measured"),
+    (throughput.PredictionFitRow,  # prediction_fit.csv
+     "system,model,flavor,framework,engine,precision,levers,mode,batch_per_gpu,accum_steps,layout,global_batch,"
+     "result,step_ms,work_ms,allreduce_ms,exposed_comm_ms,interval_from,link_kind,busbw_gb_s,latency_us,"
+     "allreduce_from,exposure,ranks_per_machine_limit"),
+    (time_to_train.TttPredictionFitRow,  # prediction_fit.csv
+     "system,model,flavor,framework,engine,precision,levers,mode,batch_per_gpu,accum_steps,layout,global_batch,"
+     "result,step_ms,work_ms,allreduce_ms,exposed_comm_ms,interval_from,link_kind,busbw_gb_s,latency_us,"
+     "allreduce_from,exposure,ranks_per_machine_limit,global_batch_from,trained_unit,predicted_trained,"
+     "measured_trained,samples_from,training_rate,training_rate_low,training_rate_high,measured_training_rate,"
+     "ttt_baseline,ideal_ttt_min,convergence_min,throughput_min,eval_min,other_min,rate_from,convergence_from,"
+     "eval_from,least_model_parallel,fitted_efficiency,rate_prior"),
     (verdict.CheckRow,  # verdict.csv (issue 55)
      "check,state,figure,rule,threshold,severity,subject,detail,source,section"),
     (cost.CostRow,  # cost.csv (issue 55)
@@ -122,7 +127,7 @@ def test_the_four_tables_are_written_under_their_row_classes():
 def test_the_groups_are_the_leading_columns_of_the_tables_grouped_by_them():
     assert SCALING_GROUP == TTT_GROUP + ("mode", "batch_per_gpu", "accum_steps")
     for row_type in (aggregate.ScalingRow, aggregate.LayoutsRow, waterfall.WaterfallRow, stragglers.StragglerRow,
-                     efficiency.EfficiencyRow, throughput.PredictionRow):
+                     efficiency.EfficiencyRow, throughput.PredictionRow, throughput.PredictionFitRow):
         assert issubclass(row_type, ScalingGroup) and row_type.columns()[:len(SCALING_GROUP)] == SCALING_GROUP
     for row_type in (aggregate.TimeToTrainRow, ttt.TttWaterfallRow, convergence.ConvergenceRow):
         assert issubclass(row_type, TttGroup) and row_type.columns()[:len(TTT_GROUP)] == TTT_GROUP

@@ -49,16 +49,18 @@ class CommRow(ReportRow):
     layout: str
     gpus: int
     nodes: int
-    controller: str
+    controller: str  # the allreduce bench run's Horovod controller (gloo | mpi)
     throughput_mean: float
-    step_ms: float | None
-    gradient_mib: float | None
-    message_mib: float | None
+    step_ms: float | None  # a step's time: the global batch / throughput_mean
+    gradient_mib: float | None  # the model's fp32 gradients per step: its parameters x 4 bytes
+    message_mib: float | None  # the message size the busbw is read at: min(gradients, Horovod's 128 MiB fusion buffer)
+    # Horovod's allreduce bus bandwidth at message_mib, log-log interpolated on the bench's fp32 curve
     busbw_gb_s: float | None
-    mpi_busbw_gb_s: float | None
-    allreduce_ms: float | None
+    mpi_busbw_gb_s: float | None  # MPI's, read the same way
+    allreduce_ms: float | None  # the gradients' allreduce per step: gradient bytes / Horovod's algbw at message_mib
+    # allreduce_ms / step_ms: the most of a step communication can take when nothing overlaps it
     comm_share: float | None
-    bench_run_id: str
+    bench_run_id: str  # the bench allreduce run read (the layout's latest)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -72,16 +74,17 @@ class IoTableRow(ReportRow):
     layout: str
     gpus: int
     throughput_mean: float
-    dataset: str
-    kind: str
+    dataset: str  # the dataset bench io read
+    kind: str  # the dataset's kind (one the model trains on)
+    # yes where the page cache was dropped before each pass (without, the reader may have read memory)
     caches_dropped: bool
-    io_samples_s: float
-    io_samples_s_min: float
-    decoded_samples_s: float | None
-    h5py_samples_s: float | None
-    reader_vs_h5py: float | None
-    feed: float
-    bench_run_id: str
+    io_samples_s: float  # the reader's samples/s, all ranks, the mean over its passes
+    io_samples_s_min: float  # the reader's slowest pass
+    decoded_samples_s: float | None  # the reader with the CPU decode (reader+decode), the mean over its passes
+    h5py_samples_s: float | None  # plain h5py reading the same shards, the mean over its passes
+    reader_vs_h5py: float | None  # io_samples_s / h5py_samples_s
+    feed: float  # min(1, io_samples_s / throughput_mean): the share of training's demand the storage met
+    bench_run_id: str  # the bench io run read (the dataset and layout's latest)
 
 
 @dataclass

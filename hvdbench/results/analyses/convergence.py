@@ -188,17 +188,18 @@ class ConvergenceRow(TttGroup, ReportRow):
     samples (or epochs) to the target at each of batch_sizes."""
 
     source: str
-    ruleset: str
-    unit: str
-    points: int
-    batch_sizes: str
-    trained: str
-    s_min: float | None
+    ruleset: str  # the RCP table's training ruleset (RCP rows); empty for the runs' rows
+    unit: str  # what trained and s_min count: samples | epochs
+    points: int  # the (global batch, trained) points fitted
+    batch_sizes: str  # the global batches fitted, space-separated
+    trained: str  # the points' samples (epochs) to the target, space-separated, in batch order
+    s_min: float | None  # S_min of S(B) = S_min (1 + B / B_crit): what an infinitely small batch would need
+    # the critical global batch B_crit: past it doubling the batch no longer halves the steps; empty: not bounded
     b_crit: float | None
-    r2: float | None
-    max_rel_residual: float | None
-    rms_rel_residual: float | None
-    status: str
+    r2: float | None  # the fit's R²; empty where there is no fit
+    max_rel_residual: float | None  # the largest |residual| / S over the points
+    rms_rel_residual: float | None  # the root mean square of |residual| / S over the points
+    status: str  # fit, two points, one batch size, unbounded, not linear, or no RCP (note says why)
     note: str
     fit: CriticalBatch = beside(None)  # the line and its points: the figure
 

@@ -29,18 +29,21 @@ class CostRow(TttGroup, ReportRow):
     layout: str
     gpus: int
     source: str
+    # predicted rows: the time-to-train prediction's grade (tight, usable, indicative); empty for measured ones
     grade: str
     runs: int
     throughput_per_gpu: float | None
     speedup: float | None
     efficiency: float | None
     ttt_min: float | None
+    # wall_s x GPUs summed over the sweep's runs of the layout, every status (empty: predicted, published)
     run_gpu_hours: float | None
-    gpu_hours_to_train: float | None
+    gpu_hours_to_train: float | None  # ttt_min x GPUs / 60: the GPU-hours one time to train takes
+    # NVML's energy of the successful time-to-accuracy runs, run_start -> run_stop, all GPUs, their mean
     energy_kwh_to_train: float | None
-    gpu_hour_price: float | None
-    run_cost: float | None
-    cost_to_train: float | None
+    gpu_hour_price: float | None  # --gpu-hour-price as given; empty without it
+    run_cost: float | None  # run_gpu_hours x gpu_hour_price
+    cost_to_train: float | None  # gpu_hours_to_train x gpu_hour_price
 
 
 def _price(hours: float | None, price: float | None) -> float | None:

@@ -120,22 +120,29 @@ class EfficiencyRow(ScalingGroup, ReportRow):
     gpus: int
     runs: int
     throughput_per_gpu: float | None
+    # training FLOPs per sample (forward + backward, counted on hvdbench's network), the runs' mean
     flops_per_sample: float | None
-    model_tflops_per_gpu: float | None
-    peak_tflops: float | None
-    mfu: float | None
+    model_tflops_per_gpu: float | None  # flops_per_sample x samples/s per GPU / 1e12
+    peak_tflops: float | None  # the device's dense datasheet peak in the run's precision (published logs: bf16)
+    mfu: float | None  # model_tflops_per_gpu / peak_tflops
+    # bench compute's measured matrix-product peak at this layout, device and precision
     measured_peak_tflops: float | None
-    mfu_measured: float | None
+    mfu_measured: float | None  # model_tflops_per_gpu / measured_peak_tflops
+    # GPUs: the most memory torch allocated on one rank over the timed window, the runs' largest
     mem_allocated_gb: float | None
-    mem_reserved_gb: float | None
+    mem_reserved_gb: float | None  # GPUs: the most memory torch's allocator reserved on one rank, the runs' largest
+    # CPUs: the largest resident set of one rank (ru_maxrss, the process's life), the runs' largest
     mem_resident_gb: float | None
-    mem_estimate_gb: float | None
-    energy_j_per_sample: float | None
-    power_w_per_gpu: float | None
+    mem_estimate_gb: float | None  # hvdbench's estimate of one rank's memory (train/memory.py), the runs' mean
+    energy_j_per_sample: float | None  # NVIDIA GPUs: NVML's energy of all the GPUs per sample trained, the runs' mean
+    power_w_per_gpu: float | None  # NVIDIA GPUs: NVML's mean power per GPU, the runs' mean
+    # time-to-accuracy runs: NVML's energy of all GPUs run_start -> run_stop, the runs' mean
     energy_to_train_j: float | None
+    # MLPerf's samples a row held on average (packed BERT: its sequences); empty where one
     mlperf_samples_per_row: float | None
+    # throughput_per_gpu / MLPerf's published per-GPU rate of the accelerator and benchmark
     published_share: float | None
-    published_ref: str
+    published_ref: str  # the published rate's round, system and precision, or why there is none
     note: str
     # where it ran: the plot's subtitle (plots.context), not compute.csv's columns
     nodes: int = beside(0)

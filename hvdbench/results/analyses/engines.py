@@ -60,14 +60,17 @@ class EngineRow(ReportRow):
     runs: int
     throughput_mean: float | None
     throughput_2sigma: float | None
-    vs_reference: float | None
+    vs_reference: float | None  # throughput_mean / the reference engine's at the same layout
+    # 2σ of vs_reference: both engines' relative 2σ in quadrature; empty where either has one run
     vs_reference_2sigma: float | None
+    # yes where |vs_reference - 1| <= vs_reference_2sigma: these runs do not tell the engines apart
     within_noise: bool | None
     data_ms: float | None
     compute_ms: float | None
     comm_ms: float | None
     update_ms: float | None
     other_ms: float | None
+    # the most parameters one rank held (fsdp: its shard; else every parameter), the runs' largest
     shard_parameters: int | None
     why: str  # the step parts that differ most from the reference engine's, in words
     flags: str

@@ -76,27 +76,28 @@ class LinkPairRow(ReportRow):
     kind in the run; slow: below SLOW_FRACTION of the fastest."""
 
     run_id: str
-    started_at: str
+    started_at: str  # when the bench run started (ISO 8601, UTC)
     layout: str
     kind: str  # between (two hosts) | within (two ranks of one host)
-    host_a: str
-    host_b: str
-    rank_a: int
-    rank_b: int
-    device_a: str
-    device_b: str
-    backend: str
-    latency_bytes: int | None
-    latency_us: float | None
-    bandwidth_bytes: int | None
-    bandwidth_gb_s: float | None
+    host_a: str  # the pair's first end's host
+    host_b: str  # the other end's host
+    rank_a: int  # the first end's rank
+    rank_b: int  # the other end's rank
+    device_a: str  # the first end's device: cpu, or GPU <index> <name>
+    device_b: str  # the other end's device
+    backend: str  # gloo (CPU tensors) | nccl (GPU tensors)
+    latency_bytes: int | None  # the smallest message timed, whose time is latency_us
+    latency_us: float | None  # that message's one-way time: half a ping-pong round trip, the median over the repeats
+    bandwidth_bytes: int | None  # the largest message timed, whose rate is bandwidth_gb_s
+    bandwidth_gb_s: float | None  # that message's bytes / its one-way time / 1e9
+    # bandwidth_gb_s / the fastest sound pair's of its kind in the run; empty for a pair left out (fault)
     vs_best: float | None
-    slow: bool
-    nic_a: str
-    nic_b: str
-    nic_gb_s: float | None
-    intra_link: str
-    wrong: int
+    slow: bool  # yes where vs_best < 0.5 (SLOW_FRACTION) and its kind has another pair to compare with
+    nic_a: str  # between hosts: the interface the first end sent through, with its rate (the hardware record's)
+    nic_b: str  # the other end's interface
+    nic_gb_s: float | None  # the slower end's rated NIC rate; empty where a NIC reports none
+    intra_link: str  # within a host: nvidia-smi topo -m's word for its two GPUs (NV18, PIX), or loopback
+    wrong: int  # bytes that came back different from what was sent, over the pair's message sizes
     fault: str  # why its bandwidth is no evidence, left out of the comparison ('' when it is: pair_rows)
 
 

@@ -62,15 +62,17 @@ class StragglerRow(ScalingGroup, ReportRow):
     local_rank: int
     device: str
     gpu_index: int | None
-    gpu_uuid: str
+    gpu_uuid: str  # NVML's UUID of the rank's GPU (empty on CPUs)
     runs: int
     step_ms: float | None
     compute_ms: float | None
     data_ms: float | None
     comm_ms: float | None
-    vs_others: float | None
-    vs_others_2sigma: float | None
+    vs_others: float | None  # its compute over the median of the other ranks' in the same run, the mean over the runs
+    vs_others_2sigma: float | None  # 2σ of that ratio across the runs (empty with one run)
     threshold: float
+    # yes where named: slower than the others by more than threshold in every run and out of its own 2σ (never
+    # under an engine whose compute waits for its peers: fsdp)
     straggler: bool
     partial: bool  # a run of the layout has per-rank times of only some ranks
 
@@ -82,13 +84,13 @@ class StragglerHostRow(ScalingGroup, ReportRow):
 
     layout: str
     host: str
-    ranks: int
+    ranks: int  # the host's ranks in the layout's runs
     runs: int
-    compute_ms: float
-    vs_others: float | None
-    vs_others_2sigma: float | None
+    compute_ms: float  # its ranks' mean compute (forward and backward) per step over the runs
+    vs_others: float | None  # its ranks' median compute over the other hosts' ranks' median, the mean over the runs
+    vs_others_2sigma: float | None  # 2σ of that ratio across the runs (empty with one run)
     threshold: float
-    straggler: bool
+    straggler: bool  # yes where named by the ranks' rule; a host slow in only some of its layouts is named in none
 
 
 @dataclass

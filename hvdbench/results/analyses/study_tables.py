@@ -44,10 +44,10 @@ class StudySpeedupRow(ReportRow):
     baseline: str
     speedup: float | None
     efficiency: float | None
-    published_speedup: float | None
-    vs_published: float | None
+    published_speedup: float | None  # the study file's published speed-up at this GPU count
+    vs_published: float | None  # speedup / published_speedup
     ttt_min: float | None
-    published_ttt_min: float | None
+    published_ttt_min: float | None  # the study file's published time to train at this GPU count
     throughput_mean: float | None
     throughput_2sigma: float | None
     hosts: str

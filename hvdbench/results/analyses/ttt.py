@@ -237,37 +237,38 @@ class TttWaterfallRow(TttGroup, ReportRow):
     gpus: int
     global_batch: int
     baseline: str
-    base_global_batch: int
-    gpu_ratio: float
-    ideal_min: float
+    base_global_batch: int  # the baseline's global batch
+    gpu_ratio: float  # the layout's GPUs / the baseline's (k)
+    ideal_min: float  # the baseline's time to train / gpu_ratio
     convergence_min: float
     throughput_min: float
     # the throughput part split as the throughput waterfall splits it (None: no breakdown to split by)
     comm_min: float | None
-    data_min: float | None
-    compute_min: float | None
+    data_min: float | None  # the throughput part's data-stall share (the throughput waterfall's)
+    compute_min: float | None  # the throughput part's compute share (the throughput waterfall's)
+    # the throughput part's unexplained share; all of it where there is no breakdown to split by
     unattributed_min: float
     eval_min: float
     other_min: float
-    measured_min: float
-    unit: str
-    trained: float
-    base_trained: float
-    throughput: float
-    base_throughput: float
-    train_s: float
-    base_train_s: float
-    eval_s: float
-    base_eval_s: float
-    other_s: float
-    base_other_s: float
-    runs_used: int
-    base_runs_used: int
+    measured_min: float  # the layout's time to train: the mean over the runs its MLPerf score keeps
+    unit: str  # what trained counts: samples, or epochs where the log does not give the training set's size
+    trained: float  # what the layout trained to the target (S), the mean over the runs its score keeps
+    base_trained: float  # what the baseline trained to the target
+    throughput: float  # trained / train_s: what was trained per second while training
+    base_throughput: float  # the baseline's
+    train_s: float  # the time spent training (evaluation excluded), the runs' mean
+    base_train_s: float  # the baseline's
+    eval_s: float  # the time spent evaluating (eval_start -> eval_stop), the runs' mean
+    base_eval_s: float  # the baseline's
+    other_s: float  # the rest of the time to train: ttt - train_s - eval_s
+    base_other_s: float  # the baseline's
+    runs_used: int  # the layout's runs its MLPerf score keeps, which the figures are the means of
+    base_runs_used: int  # the baseline's
     # where each figure came from: the events read (summary._ttt_parts), and the throughput split's source
     trained_from: str
-    train_from: str
-    eval_from: str
-    split_from: str
+    train_from: str  # the events train_s was read from
+    eval_from: str  # the events eval_s was read from
+    split_from: str  # the throughput waterfall row the throughput part was split by; empty where none
     note: str
     rows: tuple = beside(())  # the baseline's and the layout's time-to-train rows: where the runs ran (the plot)
 

@@ -46,16 +46,16 @@ class CheckRow(ReportRow):
     detail: what the figure means here, or why it was not measured; section: report.html's section
     (and summary.md's) holding the evidence."""
 
-    check: str
-    state: str
-    figure: float | None
-    rule: str
+    check: str  # the check's id (its key under the criteria's checks:)
+    state: str  # pass, warn, fail, or not measured (detail says why)
+    figure: float | None  # what was measured (a share, a count, a ratio); empty where not measured
+    rule: str  # at least | at most: on which side of the threshold the figure passes
     threshold: float
-    severity: str
-    subject: str
-    detail: str
-    source: str
-    section: str
+    severity: str  # the state a figure past its threshold gets: fail or warn
+    subject: str  # the layout, host or pair the figure is of
+    detail: str  # what the figure means here, or why it was not measured
+    source: str  # where the threshold comes from (the criteria's source)
+    section: str  # report.html's (and summary.md's) section holding the evidence
 
 
 # --- the criteria --------------------------------------------------------------------------------

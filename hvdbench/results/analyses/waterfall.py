@@ -104,16 +104,18 @@ class WaterfallRow(ScalingGroup, ReportRow):
     gpus_per_node: int
     gpus: int
     baseline: str
-    ideal: float
+    ideal: float  # the baseline's throughput per GPU x this layout's GPUs
+    # exposed communication's loss: ideal x its step-time growth over the baseline's / step, less the imbalance
     comm_loss: float | None
     # waiting for the slowest rank (runs with RUN/ranks.csv), taken out of what rank 0 waited at the exchange
     imbalance_loss: float | None
-    data_loss: float | None
+    data_loss: float | None  # the data stall's loss: ideal x its growth / step, or from the synthetic twins (data_from)
+    # the compute change's loss (forward, backward, update and the rest of the step): ideal x its growth / step
     compute_loss: float | None
-    unattributed: float
-    measured: float
+    unattributed: float  # ideal - the losses - measured: what rank 0's step times do not explain
+    measured: float  # the layout's throughput_mean (scaling.csv's)
     data_from: str  # breakdown | synthetic twin | '' (no breakdown)
-    base_step_ms: float | None
+    base_step_ms: float | None  # the baseline's mean step: its runs' breakdown summed
     step_ms: float | None
     data_ms: float | None
     compute_ms: float | None

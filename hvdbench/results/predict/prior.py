@@ -79,7 +79,7 @@ class ScalingPrior:
 
     @property
     def said(self) -> str:
-        """In words, for the row (TttPredictionRow.rate_prior): the slope, its weight and its results."""
+        """In words, for the row (TttPredictionFitRow.rate_prior): the slope, its weight and its results."""
         systems = dict.fromkeys(f"{p.system} ({p.ruleset})" if p.ruleset else p.system for p in self.pairs)
         return (f"per-GPU rate x GPUs^{self.slope:+.2f} from {len(self.pairs)} pair{'s' * (len(self.pairs) != 1)} of "
                 f"GPU counts of {len(systems)} other system{'s' * (len(systems) != 1)} of "

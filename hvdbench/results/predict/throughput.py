@@ -71,7 +71,7 @@ from hvdbench.results.predict.fitting import (
     quadrature,
     rms,
 )
-from hvdbench.results.records.rows import ReportRow, ScalingGroup
+from hvdbench.results.records.rows import ReportRow, ScalingGroup, beside
 from hvdbench.results.render.tables import markdown_table, to_csv
 from hvdbench.results.stats.aggregate import Where, group_title, scaling_key
 from hvdbench.topology import Layout
@@ -363,40 +363,65 @@ def fit_groups(runs, allreduce_rows=(), shared_machine: bool | None = None,
 # --- predicting ------------------------------------------------------------------------------------
 
 @dataclass(frozen=True, kw_only=True)
+class PredictionFitRow(ScalingGroup, ReportRow):
+    """prediction_fit.csv's throughput rows: how the fit reached each prediction.csv row, under the same
+    group, layout, global batch and result (the step the model gives, the link it read, what it fitted)."""
+
+    layout: str
+    # samples per optimizer step over all GPUs: a throughput row's at its group's batch per GPU, a time-to-train
+    # row's the one it is predicted at (prediction_fit.csv's global_batch_from says why)
+    global_batch: int | None = None
+    result: str | None = None  # the published row's systems file (time-to-train rows of MLPerf logs; mllog.groups)
+    step_ms: float | None = None  # the predicted step: work_ms + exposed_comm_ms
+    # the predicted step without communication: one rank's alone x max(1, ranks per machine / C)
+    work_ms: float | None = None
+    # the step's gradient allreduce: the bench's at this layout, else the fitted link's ring (allreduce_from)
+    allreduce_ms: float | None = None
+    exposed_comm_ms: float | None = None  # exposure x allreduce_ms: the communication backward does not hide
+    # the interval's parts in words: the fitted layouts' residual, the doublings past the fitted GPUs, ...
+    interval_from: str | None = None
+    link_kind: str | None = None  # the link the ring crosses: inter (several nodes) | intra (one); empty for one rank
+    busbw_gb_s: float | None = None  # the fitted bus bandwidth of that link
+    latency_us: float | None = None  # the fitted latency of that link, per step of the ring
+    allreduce_from: str | None = None  # where allreduce_ms comes from: bench of this layout | link model
+    # the fitted exposed communication / allreduce of that link kind: below 1 backward hid the rest
+    exposure: float | None = None
+    # C, the ranks a machine holds before each one's work slows; empty where none slowed
+    ranks_per_machine_limit: float | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
 class PredictionRow(ScalingGroup, ReportRow):
-    """prediction.csv's throughput rows: one per group and layout, measured or not.
+    """prediction.csv's throughput rows: one per group and layout, measured or not: what a reader needs
+    (the prediction, its interval, the measurement beside it, why it may not mean what it seems, what it
+    was fitted on); how the fit reached it is its prediction_fit.csv row (`fit`).
     predicted_throughput_low/_high: the interval meant to hold `interval` (the share, fitting.COVERAGE)
-    of measurements; interval_from: its parts in words (fit residuals, repeats, doublings past the
-    fitted range)."""
+    of measurements."""
 
     layout: str
     nodes: int
     gpus_per_node: int
     gpus: int
+    # samples per optimizer step over all GPUs: a throughput row's at its group's batch per GPU, a time-to-train
+    # row's the one it is predicted at (prediction_fit.csv's global_batch_from says why)
+    global_batch: int | None = None
+    result: str | None = None  # the published row's systems file (time-to-train rows of MLPerf logs; mllog.groups)
     baseline: str
-    step_ms: float | None = None
-    work_ms: float | None = None
-    allreduce_ms: float | None = None
-    exposed_comm_ms: float | None = None
+    # calibration x GPUs x batch x accumulation / step (time-to-train rows: the training rate, where it counts samples)
     predicted_throughput: float | None = None
-    predicted_throughput_low: float | None = None
-    predicted_throughput_high: float | None = None
-    interval: float | None = None
-    interval_from: str | None = None
+    predicted_throughput_low: float | None = None  # the interval's low end
+    predicted_throughput_high: float | None = None  # the interval's high end
+    interval: float | None = None  # the share of measurements the interval is meant to hold (fitting.COVERAGE)
     speedup: float | None = None
     efficiency: float | None = None
+    # the layout's measured throughput where it ran (time-to-train rows: its training rate, samples)
     measured_throughput: float | None = None
-    predicted_vs_measured: float | None = None
-    fitted: bool
-    link_kind: str | None = None
-    busbw_gb_s: float | None = None
-    latency_us: float | None = None
-    allreduce_from: str | None = None
-    exposure: float | None = None
-    ranks_per_machine_limit: float | None = None
-    fitted_on: str
+    predicted_vs_measured: float | None = None  # predicted_throughput / measured_throughput
+    fitted: bool  # yes where the fit was made on this layout
+    fitted_on: str  # the layouts the fit was made on, space-separated
     flags: str  # why a prediction may not mean what it seems (FLAGS), ';'-joined
     note: str  # the same, in words
+    fit: PredictionFitRow = beside(None)  # its prediction_fit.csv row: the fit's figures behind it
 
 
 @dataclass(frozen=True)
@@ -446,20 +471,23 @@ def predict(fit: Fit, nodes: int, gpus_per_node: int) -> PredictionRow:
     past = doublings_past(n, list(fit.fitted_gpus))
     sigma = quadrature(fit.residual, PER_DOUBLING["gpus"] * past)
     low, high = interval(p.throughput, sigma)
-    return PredictionRow(
-        **vars(fit.group), layout=str(layout), nodes=nodes, gpus_per_node=gpus_per_node, gpus=n,
-        baseline=str(fit.baseline),
+    global_batch = n * fit.samples_per_gpu_step
+    diagnostics = PredictionFitRow(
+        **vars(fit.group), layout=str(layout), global_batch=global_batch,
         step_ms=1e3 * step, work_ms=1e3 * p.work_s, allreduce_ms=1e3 * p.allreduce_s, exposed_comm_ms=1e3 * p.exposed_s,
-        predicted_throughput=p.throughput, predicted_throughput_low=low, predicted_throughput_high=high,
-        interval=COVERAGE, interval_from=(f"±{100 * (math.exp(sigma) - 1):.0f} % (1 sigma): fitted layouts' residual "
-                                          f"{100 * fit.residual:.1f} %, {past:.1f} doublings past the fitted GPUs"),
-        speedup=speedup, efficiency=speedup / (n / fit.base_gpus), measured_throughput=p.measured,
-        predicted_vs_measured=p.vs_measured, fitted=layout in fit.fitted_on,
+        interval_from=(f"±{100 * (math.exp(sigma) - 1):.0f} % (1 sigma): fitted layouts' residual "
+                       f"{100 * fit.residual:.1f} %, {past:.1f} doublings past the fitted GPUs"),
         link_kind=link_kind(nodes) if n > 1 else "", busbw_gb_s=link.busbw_b_s / 1e9 if link else None,
         latency_us=1e6 * link.latency_s if link else None, allreduce_from=p.allreduce_from,
         exposure=fit.exposure.get(link_kind(nodes)) if n > 1 else None,
-        ranks_per_machine_limit=None if math.isinf(fit.ranks_per_machine_limit) else fit.ranks_per_machine_limit,
-        fitted_on=" ".join(map(str, fit.fitted_on)), flags=";".join(flags), note=" ".join(note))
+        ranks_per_machine_limit=None if math.isinf(fit.ranks_per_machine_limit) else fit.ranks_per_machine_limit)
+    return PredictionRow(
+        **vars(fit.group), layout=str(layout), nodes=nodes, gpus_per_node=gpus_per_node, gpus=n,
+        global_batch=global_batch, baseline=str(fit.baseline),
+        predicted_throughput=p.throughput, predicted_throughput_low=low, predicted_throughput_high=high,
+        interval=COVERAGE, speedup=speedup, efficiency=speedup / (n / fit.base_gpus), measured_throughput=p.measured,
+        predicted_vs_measured=p.vs_measured, fitted=layout in fit.fitted_on,
+        fitted_on=" ".join(map(str, fit.fitted_on)), flags=";".join(flags), note=" ".join(note), fit=diagnostics)
 
 
 def faster_than_link(fit: Fit) -> bool:
@@ -573,8 +601,8 @@ def markdown(rows: list[PredictionRow], fits: list[Fit]) -> str:
             ["layout", unit, "step ms", "work ms", "exposed comm ms", "predicted samples/s",
              f"{100 * COVERAGE:.0f} % interval", "speed-up",
              "efficiency", "measured", "predicted / measured", "check"],
-            [[r.layout + (" (fit)" if r.fitted else ""), r.gpus, num(r.step_ms), num(r.work_ms),
-              num(r.exposed_comm_ms), num(r.predicted_throughput),
+            [[r.layout + (" (fit)" if r.fitted else ""), r.gpus, num(r.fit.step_ms), num(r.fit.work_ms),
+              num(r.fit.exposed_comm_ms), num(r.predicted_throughput),
               f"{num(r.predicted_throughput_low)}-{num(r.predicted_throughput_high)}",
               num(r.speedup, "{:.2f}×") + (" (predicted / measured)" if "baseline" in r.flags.split(";") else ""),
               num(None if r.efficiency is None else 100 * r.efficiency, "{:.0f} %"),
@@ -693,15 +721,19 @@ def figure(rows: list[PredictionRow], fits: list[Fit]):
 def write(rows: list[PredictionRow], fits: list[Fit], out, formats=("csv", "png"), ttt_rows=()) -> list:
     """prediction.csv: the throughput rows, then the time-to-train ones (time_to_train.py's
     TttPredictionRow, a PredictionRow whose own columns follow these: a throughput-only prediction.csv
-    keeps its columns), and the throughput plot (prediction.png; time_to_train.write_figure draws
-    prediction_ttt.png)."""
+    keeps its columns); prediction_fit.csv: each row's fit (PredictionFitRow, TttPredictionFitRow) in the
+    same order, under the same group and layout; and the throughput plot (prediction.png;
+    time_to_train.write_figure draws prediction_ttt.png)."""
     written = []
     out = Path(out)
     if "csv" in formats:
-        path = out / "prediction.csv"
-        columns = type(ttt_rows[0]).columns() if ttt_rows else PredictionRow.columns()
-        atomic_write_text(path, to_csv([*rows, *ttt_rows], columns))
-        written.append(path)
+        every = [*rows, *ttt_rows]
+        wide = ttt_rows[0] if ttt_rows else None  # the time-to-train rows' wider columns, where there are any
+        for path, table, columns in (
+                (out / "prediction.csv", every, (type(wide) if wide else PredictionRow).columns()),
+                (out / "prediction_fit.csv", [r.fit for r in every], (type(wide.fit) if wide else PredictionFitRow).columns())):
+            atomic_write_text(path, to_csv(table, columns))
+            written.append(path)
     if "png" in formats and rows:
         written.append(atomic_write_png(figure(rows, fits), out / "prediction.png"))
     return written

@@ -125,8 +125,8 @@ from hvdbench.results.predict.fitting import (
 from hvdbench.results.predict.prior import (USE_PRIOR, ScalingPair, ScalingPrior, batch_of, corpus_for, per_gpu_rate,
                                             prior_at, scaling_pairs, shaped)
 from hvdbench.results.predict.throughput import FLAGS as THROUGHPUT_FLAGS
-from hvdbench.results.predict.throughput import PredictionRow, predict
-from hvdbench.results.records.rows import TttGroup
+from hvdbench.results.predict.throughput import PredictionFitRow, PredictionRow, predict
+from hvdbench.results.records.rows import TttGroup, beside
 from hvdbench.results.render.tables import markdown_table, pages
 from hvdbench.topology import Layout
 
@@ -713,49 +713,63 @@ def choose_batch(tf: TttFit, nodes: int, gpus_per_node: int) -> tuple[int, str]:
 
 
 @dataclass(frozen=True, kw_only=True)
-class TttPredictionRow(PredictionRow):
-    """prediction.csv's time-to-train rows: the throughput predictor's columns (its group and layout,
-    flags, note; the interval's where a figure has one), then these. *_min: minutes; the waterfall's
-    parts against the fitted baseline. result: the published row's systems file (mllog.groups);
-    *_low/*_high: the interval (`interval`); samples_from: whether the samples to target are the RCP
-    table's own mean at that batch or the line."""
+class TttPredictionFitRow(PredictionFitRow):
+    """prediction_fit.csv's time-to-train rows: the throughput fit's columns (the key: group, layout, global
+    batch and result; interval_from; the step and link columns are the throughput rows', empty here), then
+    how the time to train was reached: what the layout trains to the target and the rate it trains at, the waterfall's parts against
+    the fitted baseline (*_min: minutes), and each part's fit in words."""
 
-    global_batch: int | None = None
-    result: str | None = None
+    # where global_batch comes from: published | run (measured), --global-batch, or how it was chosen
     global_batch_from: str = ""
-    trained_unit: str = ""
-    predicted_trained: float | None = None
+    trained_unit: str = ""  # what the trained figures and the training rate count: samples | epochs
+    predicted_trained: float | None = None  # what the layout would train to the target at its global batch (S(B))
+    # what it trained to the target where measured (the mean over the runs its score keeps)
     measured_trained: float | None = None
+    # where predicted_trained comes from: the RCP table's mean (at or between its batches), the critical-batch
+    # line, or the fitted layouts at this batch
     samples_from: str | None = None
-    training_rate: float | None = None
-    training_rate_low: float | None = None
-    training_rate_high: float | None = None
-    measured_training_rate: float | None = None
-    ttt_baseline: str = ""
-    ideal_ttt_min: float | None = None
+    training_rate: float | None = None  # the predicted rate while training (T), trained_unit per second
+    training_rate_low: float | None = None  # the interval's low end
+    training_rate_high: float | None = None  # the interval's high end
+    measured_training_rate: float | None = None  # the measured rate while training, where the layout ran
+    ttt_baseline: str = ""  # the fitted baseline layout the waterfall's parts are against
+    ideal_ttt_min: float | None = None  # the baseline's time to train / the GPU ratio
     convergence_min: float | None = None
     throughput_min: float | None = None
     eval_min: float | None = None
     other_min: float | None = None
-    predicted_ttt_min: float | None = None
-    predicted_ttt_low_min: float | None = None
-    predicted_ttt_high_min: float | None = None
-    grade: str | None = None
-    measured_ttt_min: float | None = None
-    ttt_predicted_vs_measured: float | None = None
-    rate_from: str = ""
-    convergence_from: str = ""
-    eval_from: str = ""
-    # Issue 59: what the grade promises (fitting.PROMISES), why the prediction is weak (its grade capped
-    # at indicative: weak_reasons), the least model-parallel degree the layout needs at its batch, and
-    # the fitted layouts' speed-up from their fewest GPUs to their most over the GPU ratio (1: linear).
-    grade_promise: str = ""
-    weak_fit: str = ""
+    rate_from: str = ""  # how the training rate was fitted, in words
+    convergence_from: str = ""  # how the samples (epochs) to the target were fitted, in words
+    eval_from: str = ""  # how the evaluation time was fitted, in words
+    # the least model-parallel degree the layout needs at its batch: GPUs x accumulation / batch, up
     least_model_parallel: int | None = None
+    # the fitted layouts' speed-up from their fewest GPUs to their most, over the GPU ratio (1: linear)
     fitted_efficiency: float | None = None
     # Issue 59 item 3: the prior that shaped the rate past the fitted layouts (predict.prior), in words:
     # its slope, weight and the other submitters' systems (and rounds) it came from, how many pairs; '' none.
     rate_prior: str = ""
+
+
+@dataclass(frozen=True, kw_only=True)
+class TttPredictionRow(PredictionRow):
+    """prediction.csv's time-to-train rows: the throughput predictor's columns (its group, layout, global
+    batch and result, flags, note; the interval's where a figure has one: the rate while training, in
+    samples/s), then the time to train predicted, its interval, grade and why, and the measured one
+    (*_min: minutes). How the fit reached it is its prediction_fit.csv row (`fit`)."""
+
+    # the predicted time to train: ideal + convergence + throughput + evaluation + other (prediction_fit.csv)
+    predicted_ttt_min: float | None = None
+    predicted_ttt_low_min: float | None = None  # the interval's low end
+    predicted_ttt_high_min: float | None = None  # the interval's high end
+    # tight, usable or indicative: from the interval's width (high / low - 1), indicative where weak_fit says why
+    grade: str | None = None
+    grade_promise: str = ""  # what the grade promises, in words (fitting.PROMISES)
+    # why the prediction is weak, its grade capped at indicative (or indicative for its width alone); '' none
+    weak_fit: str = ""
+    # the measured time to train, where the layout ran (the mean over the runs its score keeps)
+    measured_ttt_min: float | None = None
+    ttt_predicted_vs_measured: float | None = None  # predicted_ttt_min / measured_ttt_min
+    fit: TttPredictionFitRow = beside(None)  # its prediction_fit.csv row: the fit's figures behind it
 
 
 class Evidence(NamedTuple):
@@ -928,18 +942,13 @@ def _row(tf: TttFit, nodes: int, gpus_per_node: int, batch: int | None, batch_fr
         # Indicative for its width alone: what the buyer should know of the fit all the same.
         weak = [f"its interval {100 * (high / low - 1):.0f} % wide"] + [
             said for said in (p.evidence.efficiency_from, p.evidence.past) if said]
-    return TttPredictionRow(
-        **vars(tf.group), mode="time_to_accuracy", batch_per_gpu=batch // n if batch and batch % n == 0 else None,
-        accum_steps=None, layout=str(Layout(nodes, gpus_per_node)), nodes=nodes, gpus_per_node=gpus_per_node, gpus=n,
-        baseline=tf.base.layout if tf.base else "",
-        predicted_throughput=p.rate if samples else None,
-        predicted_throughput_low=p.rate_interval[0] if samples else None,
-        predicted_throughput_high=p.rate_interval[1] if samples else None,
-        interval=COVERAGE if p else None, interval_from=p.interval_from if p else None,
-        measured_throughput=measured.throughput if samples and measured_ttt else None,
-        fitted=measured is not None and measured in tf.fitted, fitted_on=tf.fitted_on,
-        flags=";".join(said[0]), note=" ".join(said[1]),
-        global_batch=batch, result=measured.result if measured is not None else None, global_batch_from=batch_from,
+    group = dict(**vars(tf.group), mode="time_to_accuracy", accum_steps=None,
+                 batch_per_gpu=batch // n if batch and batch % n == 0 else None)
+    layout = str(Layout(nodes, gpus_per_node))
+    result = measured.result if measured is not None else None
+    diagnostics = TttPredictionFitRow(
+        **group, layout=layout, global_batch=batch, result=result,
+        interval_from=p.interval_from if p else None, global_batch_from=batch_from,
         trained_unit=tf.unit, predicted_trained=p.trained if p else None,
         measured_trained=measured.trained if measured is not None else None,
         samples_from=p.samples_from if p else None, training_rate=p.rate if p else None,
@@ -948,15 +957,27 @@ def _row(tf: TttFit, nodes: int, gpus_per_node: int, batch: int | None, batch_fr
         ttt_baseline=tf.base.layout if tf.base else "",
         ideal_ttt_min=p.parts.ideal_min if p else None, convergence_min=p.parts.convergence_min if p else None,
         throughput_min=p.parts.throughput_min if p else None, eval_min=p.parts.eval_min if p else None,
-        other_min=p.parts.other_min if p else None, predicted_ttt_min=p.parts.measured_min if p else None,
-        predicted_ttt_low_min=low, predicted_ttt_high_min=high, grade=graded,
-        grade_promise=promise(graded) if graded else "", weak_fit="; ".join(weak),
+        other_min=p.parts.other_min if p else None,
+        rate_from=tf.rate_from, convergence_from=tf.convergence_from, eval_from=tf.eval_from,
         least_model_parallel=(measured.least_model_parallel if measured is not None and measured.global_batch == batch
                               else max(tf.model_parallel, math.ceil(n / batch - 1e-9)) if batch else None),
-        fitted_efficiency=tf.efficiency, rate_prior=p.prior.said if p and p.prior else "",
+        fitted_efficiency=tf.efficiency, rate_prior=p.prior.said if p and p.prior else "")
+    return TttPredictionRow(
+        **group, layout=layout, nodes=nodes, gpus_per_node=gpus_per_node, gpus=n, global_batch=batch, result=result,
+        baseline=tf.base.layout if tf.base else "",
+        predicted_throughput=p.rate if samples else None,
+        predicted_throughput_low=p.rate_interval[0] if samples else None,
+        predicted_throughput_high=p.rate_interval[1] if samples else None,
+        interval=COVERAGE if p else None,
+        measured_throughput=measured.throughput if samples and measured_ttt else None,
+        fitted=measured is not None and measured in tf.fitted, fitted_on=tf.fitted_on,
+        flags=";".join(said[0]), note=" ".join(said[1]),
+        predicted_ttt_min=p.parts.measured_min if p else None,
+        predicted_ttt_low_min=low, predicted_ttt_high_min=high, grade=graded,
+        grade_promise=promise(graded) if graded else "", weak_fit="; ".join(weak),
         measured_ttt_min=measured_ttt,
         ttt_predicted_vs_measured=p.parts.measured_min / measured_ttt if p and measured_ttt else None,
-        rate_from=tf.rate_from, convergence_from=tf.convergence_from, eval_from=tf.eval_from)
+        fit=diagnostics)
 
 
 def group_rows(tf: TttFit, layouts: list[Layout], global_batch: int | None = None) -> list[TttPredictionRow]:
@@ -1028,27 +1049,27 @@ def markdown(rows: list[TttPredictionRow], fits: list[TttFit]) -> str:
              "measured (min)", "predicted / measured", "check"],
             [[r.layout + (" (fit)" if r.fitted else "") + (f" [{r.result}]" if r.result else ""),
               r.gpus, r.global_batch or "–",
-              f"{num(r.predicted_trained, '{:,.4g}')} / {num(r.measured_trained, '{:,.4g}')}",
-              num(r.ideal_ttt_min), num(r.convergence_min, "{:+,.2f}"),
-              num(r.throughput_min, "{:+,.2f}"), num(r.eval_min, "{:+,.2f}"),
-              num(r.other_min, "{:+,.2f}"),
+              f"{num(r.fit.predicted_trained, '{:,.4g}')} / {num(r.fit.measured_trained, '{:,.4g}')}",
+              num(r.fit.ideal_ttt_min), num(r.fit.convergence_min, "{:+,.2f}"),
+              num(r.fit.throughput_min, "{:+,.2f}"), num(r.fit.eval_min, "{:+,.2f}"),
+              num(r.fit.other_min, "{:+,.2f}"),
               num(r.predicted_ttt_min) if r.predicted_ttt_min is not None else "not predicted",
               f"{num(r.predicted_ttt_low_min)}-{num(r.predicted_ttt_high_min)} ({r.grade})"
               if r.predicted_ttt_low_min is not None else "–",
               num(r.measured_ttt_min), num(r.ttt_predicted_vs_measured, "{:.3f}"),
               ", ".join(f for f in (r.flags or "").split(";") if f)] for r in rs]) + "\n")
-        samples = dict.fromkeys(f"{r.layout}: {r.samples_from}" for r in rs
-                                if r.samples_from and not r.fitted)
+        samples = dict.fromkeys(f"{r.layout}: {r.fit.samples_from}" for r in rs
+                                if r.fit.samples_from and not r.fitted)
         if samples:
             parts.append("Samples to target from: " + "; ".join(samples) + ".\n")
-        chosen = [f"{r.layout}: {r.global_batch} ({r.global_batch_from})" for r in rs
-                  if r.global_batch_from not in ("published", "run", "")]
+        chosen = [f"{r.layout}: {r.global_batch} ({r.fit.global_batch_from})" for r in rs
+                  if r.fit.global_batch_from not in ("published", "run", "")]
         if chosen:
             parts.append("Global batch of the layouts not measured: " + "; ".join(chosen) + ".\n")
         weak = [f"{r.layout}: {r.weak_fit}" for r in rs if r.weak_fit and not r.fitted]
         if weak:
             parts.append("Weak, so indicative whatever the interval: " + "; ".join(weak) + ".\n")
-        shaped_by = [f"{r.layout}: {r.rate_prior}" for r in rs if r.rate_prior and not r.fitted]
+        shaped_by = [f"{r.layout}: {r.fit.rate_prior}" for r in rs if r.fit.rate_prior and not r.fitted]
         if shaped_by:
             parts.append("Rate past the fitted layouts shaped by other submitters' results (predict.prior): "
                          + "; ".join(shaped_by) + ".\n")

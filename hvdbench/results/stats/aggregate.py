@@ -549,9 +549,11 @@ class LayoutsRow(ScalingGroup, ReportRow):
     throughput_mean: float | None
     throughput_2sigma: float | None
     relative: float | None  # throughput / the reference's
-    delta_pct: float | None
+    delta_pct: float | None  # throughput_mean - the reference's, in % of the reference's
+    # 2·sqrt(std² + the reference's std²) of the runs' throughput, in % of the reference's: the two-sigma band of the
+    # difference (empty for the reference itself, and unless both layouts have 2 runs or more)
     noise_2sigma_pct: float | None
-    within_noise: bool | None
+    within_noise: bool | None  # yes where |delta| <= that band: these runs do not tell the two layouts apart
     hosts: str
     link: str
     intra_link: str = beside("")  # not said under the layouts table (its footer names hosts and link)
@@ -631,29 +633,36 @@ class TimeToTrainRow(TttGroup, ReportRow):
     samples_to_target_mean: float | None
     time_per_1m_samples_min: float | None
     ttt_min: float | None
-    ttt_rcp_min: float | None
+    ttt_rcp_min: float | None  # ttt_min x rcp_factor: the score after the official summarizer's RCP rescale
+    # the summarizer's RCP rescale (its scaling.json; 1 where it rescales nothing or checked nothing); empty
+    # for runs that are not MLPerf logs
     rcp_factor: float | None
+    # mlperf-logging's RCP check of the runs: Pass, Fail, Interp. Fail, Missing, No RCP or not checked
     rcp_check: str | None
-    scoring: str
-    ttt_mean_min: float | None
+    scoring: str  # how ttt_min was scored: 'olympic mean of K of N (dropped ...)', 'mean of N', or 'DNF: ...' and why
+    ttt_mean_min: float | None  # plain mean of the converged runs' time to train (run_start -> run_stop)
+    # sample standard deviation (ddof=1) of the converged runs' time to train; empty with one run
     ttt_std_min: float | None
-    ttt_2sigma_min: float | None
+    ttt_2sigma_min: float | None  # 2 x ttt_std_min
     # the evaluation cadence and the time it spans: the target was crossed up to that much earlier
     eval_every_epochs: float | str | None
+    # eval_every_epochs x a converged run's time per epoch, their mean; empty where not known
     ttt_resolution_s: float | None
     metric: str | None
     target: float | str | None
-    final_metric_mean: float | None
+    final_metric_mean: float | None  # mean of the converged runs' last evaluated metric
     baseline: str
     speedup: float | None
     efficiency: float | None
-    speedup_rcp: float | None
+    speedup_rcp: float | None  # the baseline's ttt_rcp_min / this row's
     layout_source: str
-    ruleset: str | None
-    rcp_note: str | None
+    ruleset: str | None  # the MLPerf training ruleset of the logs (their round's, e.g. 4.0.0); empty for a sweep's runs
+    rcp_note: str | None  # the RCP checker's message, or why it did not check
+    # the RCP's mean epochs to converge at the runs' global batch (samples for sample-counted benchmarks)
     rcp_mean: float | None
+    # rcp_mean / the RCP's largest allowed speed-up: the fewest epochs (samples) to converge that pass
     rcp_min: float | None
-    converge_mean: float | None
+    converge_mean: float | None  # the runs' olympic mean epochs (samples) to converge, as the RCP checker counts them
     hosts: str
     link: str
     intra_link: str = beside("")

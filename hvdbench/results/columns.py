@@ -1,8 +1,10 @@
-"""The report's column dictionary (docs/columns.md): each CSV the report writes, its columns, their
-units and meaning, generated from the typed rows (records/rows.py), so it cannot drift from them.
+"""The column dictionary (docs/columns.md): each CSV `hvdbench report`, `predict` and `compare` write, its
+columns, their units and meaning, generated from the typed rows (records/rows.py), so it cannot drift from
+them. It sits above the report and compare (results/ floors: tests/unit/test_import_rules.py), so it can
+read both's row classes.
 
-    .venv/bin/python -m hvdbench.results.report.columns              # rewrites docs/columns.md
-    .venv/bin/python -m hvdbench.results.report.columns --check      # exit 1 if docs/columns.md is stale
+    .venv/bin/python -m hvdbench.results.columns              # rewrites docs/columns.md
+    .venv/bin/python -m hvdbench.results.columns --check      # exit 1 if docs/columns.md is stale
 
 A column's meaning is said once, beside its field: the comment on the field's line, or the comment
 lines right above it, in its row class; a column shared by many tables (the group's, the layout's,
@@ -20,32 +22,37 @@ import sys
 import typing
 from pathlib import Path
 
+from hvdbench.results import compare
 from hvdbench.results.analyses import (bench_tables, convergence, cost, efficiency, engines, links, stragglers,
                                        study_tables, ttt, verdict, waterfall)
-from hvdbench.results.predict.throughput import PredictionRow
-from hvdbench.results.predict.time_to_train import TttPredictionRow
+from hvdbench.results.predict.throughput import PredictionFitRow, PredictionRow
+from hvdbench.results.predict.time_to_train import TttPredictionFitRow, TttPredictionRow
 from hvdbench.results.records.rows import ReportRow
 from hvdbench.results.stats.aggregate import EpochRow, LayoutsRow, ScalingRow, TimeToTrainRow
 
-DOC = Path(__file__).resolve().parents[3] / "docs" / "columns.md"
+DOC = Path(__file__).resolve().parents[2] / "docs" / "columns.md"
 
-# Every table the report writes, in the order a report's folder lists them (compare.csv is `compare`'s:
-# results/compare.py sits above the report and says its columns in its own docstring).
+# Every table the report writes, in the order a report's folder lists them, then `hvdbench compare`'s.
 ROWS: tuple[type[ReportRow], ...] = (
     ScalingRow, LayoutsRow, TimeToTrainRow, EpochRow, waterfall.WaterfallRow, stragglers.StragglerRow,
     stragglers.StragglerHostRow, links.LinkPairRow, engines.EngineRow, efficiency.EfficiencyRow,
     ttt.TttWaterfallRow, convergence.ConvergenceRow, study_tables.StudySpeedupRow, PredictionRow, TttPredictionRow,
-    cost.CostRow, verdict.CheckRow, bench_tables.CommRow, bench_tables.IoTableRow)
+    PredictionFitRow, TttPredictionFitRow,
+    cost.CostRow, verdict.CheckRow, bench_tables.CommRow, bench_tables.IoTableRow, compare.CompareRow,
+    compare.EnvRow)
 
 # Units by whole name, for the columns whose name carries none.
 UNITS = {
-    "throughput": "samples/s", "throughput_mean": "samples/s", "throughput_std": "samples/s",
-    "throughput_2sigma": "samples/s", "throughput_min": "samples/s", "throughput_per_gpu": "samples/s per GPU",
+    "throughput_mean": "samples/s", "throughput_std": "samples/s", "throughput_2sigma": "samples/s",
+    "throughput_per_gpu": "samples/s per GPU",
+    # ttt_waterfall.csv's rate while training and what it trained: samples, or epochs where a log has no set size
+    "throughput": "`unit` per s", "base_throughput": "`unit` per s", "trained": "as `unit`", "base_trained": "as `unit`",
     "ideal": "samples/s", "comm_loss": "samples/s", "imbalance_loss": "samples/s", "data_loss": "samples/s",
-    "compute_loss": "samples/s", "unattributed": "samples/s", "measured": "samples/s",
-    "base_throughput": "samples/s", "predicted_throughput": "samples/s", "predicted_throughput_low": "samples/s",
-    "predicted_throughput_high": "samples/s", "measured_throughput": "samples/s", "training_rate": "samples/s",
-    "training_rate_low": "samples/s", "training_rate_high": "samples/s", "measured_training_rate": "samples/s",
+    "compute_loss": "samples/s", "unattributed": "samples/s", "measured": "samples/s", "predicted_throughput": "samples/s", "predicted_throughput_low": "samples/s",
+    "predicted_throughput_high": "samples/s", "measured_throughput": "samples/s", "training_rate": "`trained_unit` per s",
+    "training_rate_low": "`trained_unit` per s", "training_rate_high": "`trained_unit` per s",
+    "measured_training_rate": "`trained_unit` per s", "predicted_trained": "as `trained_unit`",
+    "measured_trained": "as `trained_unit`", "interval": "fraction",
     "efficiency": "fraction (1 = 100 %)", "efficiency_2sigma": "fraction", "fitted_efficiency": "fraction",
     "speedup": "x", "speedup_rcp": "x", "published_speedup": "x", "relative": "x", "vs_published": "x",
     "cv": "fraction", "step_cv": "fraction", "other_cpus": "cores", "mfu": "fraction", "mfu_measured": "fraction",
@@ -54,7 +61,9 @@ UNITS = {
     "measured_peak_tflops": "TFLOP/s", "model_tflops_per_gpu": "TFLOP/s per GPU",
     "flops_per_sample": "FLOPs", "gpu_hours_to_train": "GPU-hours", "run_gpu_hours": "GPU-hours",
     "gpus": "GPUs (CPU ranks on CPUs)", "gpus_per_node": "GPUs (CPU ranks) per node", "batch_per_gpu": "samples",
-    "global_batch": "samples", "base_global_batch": "samples", "s_min": "as `unit`", "b_crit": "samples",
+    "global_batch": "samples", "gpu_hour_price": "money per GPU-hour", "run_cost": "as the price",
+    "cost_to_train": "as the price", "change": "fraction", "noise": "fraction",
+    "ranks_per_machine_limit": "ranks", "base_global_batch": "samples", "s_min": "as `unit`", "b_crit": "samples",
 }
 # Units by the end of a name, longest first.
 SUFFIXES = (("_gb_s", "GB/s"), ("_kwh_to_train", "kWh"), ("_j_per_sample", "J per sample"), ("_w_per_gpu", "W per GPU"),
@@ -102,6 +111,16 @@ MEANINGS = {
     "result": "the published result a row comes from (its round or software stack)",
     "gpu_index": "the GPU's index on its host", "local_rank": "the rank's number on its host",
     "device": "the rank's device", "partial": "yes where a run's per-rank file missed ranks",
+    "time_per_epoch_min": "mean time per epoch of the successful and aborted runs; empty for sample-counted "
+                          "benchmarks (LLMs, BERT, UNet3D)",
+    "samples_to_target_mean": "mean samples the converged runs trained to the target (logs that count samples)",
+    "time_per_1m_samples_min": "time to train / samples to target x 1e6, the mean over the converged runs",
+    # the time-to-train waterfall's parts (ttt_waterfall.csv's, and prediction.csv's against the fitted baseline)
+    "convergence_min": "(trained - the baseline's trained) / the layout's rate while training: the extra it trained",
+    "throughput_min": "the baseline's trained x (1 / the layout's rate - 1 / (GPU ratio x the baseline's rate)): "
+                      "its work at a rate short of the GPU ratio",
+    "eval_min": "the layout's time evaluating - the baseline's / the GPU ratio",
+    "other_min": "the layout's other time (neither training nor evaluating) - the baseline's / the GPU ratio",
 }
 
 _FIELD = re.compile(r"^\s+(\w+)\s*:\s*[^=#]+(?:=[^#]*)?(?:#\s*(.*))?$")
@@ -165,8 +184,8 @@ def _file(cls) -> str:
 
 def document() -> str:
     """docs/columns.md's text."""
-    parts = ["# The report's columns", "",
-             "Generated from the report's typed rows by `python -m hvdbench.results.report.columns` "
+    parts = ["# The columns of hvdbench's tables", "",
+             "Generated from the typed rows of `report`, `predict` and `compare` by `python -m hvdbench.results.columns` "
              "(tests/unit/test_columns_doc.py fails when it is stale); do not edit by hand. "
              "Floats carry 4 significant digits (records/rows.py `rounded`: 0.8735, 1.235e-05; an integer part is kept whole, 123457); summary.md and report.html print them from the same rows; an empty cell is not measured or not applicable. A fraction is 0-1 (summary.md prints it in %).", ""]
     for cls in ROWS:
@@ -184,7 +203,7 @@ def main(argv: list[str]) -> int:
     text = document()
     if "--check" in argv:
         if not DOC.exists() or DOC.read_text(encoding="utf-8") != text:
-            print(f"{DOC} is stale: run python -m hvdbench.results.report.columns", file=sys.stderr)
+            print(f"{DOC} is stale: run python -m hvdbench.results.columns", file=sys.stderr)
             return 1
         return 0
     DOC.write_text(text, encoding="utf-8")
