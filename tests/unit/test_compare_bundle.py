@@ -123,3 +123,22 @@ def test_verify_names_a_file_changed_inside_the_archive(tmp_path):
     result = invoke("bundle", "verify", bad)
     assert result.exit_code == 1 and result.output.startswith(f"Error: {bad}: not an archive")
     assert result.output.count("\n") == 1
+
+
+def study(folder, bert_scale=1.0):
+    """A study folder as `hvdbench study run --out` writes it: study.json and <model>/<mode>/runs.csv."""
+    folder.mkdir(parents=True)
+    (folder / "study.json").write_text('{"study": "pair", "identity": "0123456789abcdef", "flavor": "debug"}')
+    sweep(folder / "resnet50" / "throughput")
+    sweep(folder / "bert" / "throughput", scale=bert_scale, model="bert")
+    return folder
+
+
+def test_compare_of_two_studies_judges_each_model_on_its_own(tmp_path):
+    before, after = study(tmp_path / "before"), study(tmp_path / "after", bert_scale=0.8)
+    result = invoke("compare", before, after, "--out", tmp_path / "cmp")
+    assert result.exit_code == 0, result.output
+    found = {(r["model"], r["layout"]): r["verdict"] for r in rows(tmp_path / "cmp" / "compare.csv")
+             if r["figure"] == "throughput"}
+    assert found == {("resnet50", "1x1"): "within noise", ("resnet50", "1x2"): "within noise",
+                     ("bert", "1x1"): "slower", ("bert", "1x2"): "slower"}
