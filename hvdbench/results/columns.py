@@ -187,7 +187,7 @@ def document() -> str:
     parts = ["# The columns of hvdbench's tables", "",
              "Generated from the typed rows of `report`, `predict` and `compare` by `python -m hvdbench.results.columns` "
              "(tests/unit/test_columns_doc.py fails when it is stale); do not edit by hand. "
-             "Floats carry 4 significant digits (records/rows.py `rounded`: 0.8735, 1.235e-05; an integer part is kept whole, 123457); summary.md and report.html print them from the same rows; an empty cell is not measured or not applicable. A fraction is 0-1 (summary.md prints it in %).", ""]
+             "Floats carry 4 significant digits (records/rows.py `rounded`: 0.8735, 1.235e-05; an integer part is kept whole, 123457; parts rounded one by one add up to their total within that rounding); summary.md and report.html print them from the same rows; an empty cell is not measured or not applicable. A fraction is 0-1 (summary.md prints it in %).", ""]
     for cls in ROWS:
         doc = " ".join((cls.__doc__ or "").split())
         parts += [f"## {_file(cls)} ({cls.__name__})", "", doc, "", "| column | type | unit | meaning |",
