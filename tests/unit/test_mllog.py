@@ -695,6 +695,9 @@ def test_a_non_finite_accuracy_is_missing_and_never_converged(tmp_path, key, old
      "status", "failed"),
     (C.RUN_STOP, '"time_ms": 1700000601000', '"time_ms": 1e308', "time_ms 1e+308 (past ±1e+150",
      "time_to_train_s", None),
+    # time_ms as text: the JSON decoder reads no number, float() makes one of it (it was read as infinite)
+    (C.RUN_STOP, '"time_ms": 1700000601000', '"time_ms": "inf"', "time_ms Infinity (not a finite number)",
+     "status", "failed"),
     (mllog.TRACKED_STATS, '{"throughput": 100.0}', '{"throughput": NaN}',
      "value.throughput NaN (not a finite number)", "throughput", None),
     (C.GLOBAL_BATCH_SIZE, '"value": 3264', '"value": -Infinity', "value -Infinity (not a finite number)",
