@@ -6,6 +6,7 @@ platform two submitters share) come out with the right layouts, groups and count
 rescale is the official summarizer's, run here on the same files."""
 
 import csv
+import dataclasses
 import io
 import json
 import logging
@@ -18,6 +19,7 @@ import pytest
 from click.testing import CliRunner
 from mlperf_logging.mllog import constants as C
 from mlperf_logging.mllog.mllog import MLLogger
+from mlperf_logging.rcp_checker import rcp_checker
 
 from hvdbench.cli.main import cli
 from hvdbench.errors import ConfigError
@@ -620,6 +622,29 @@ def test_rcp_rescale_is_the_official_summarizers(tmp_path):
     text = markdown(build_tables(runs))
     assert "| 33.00 | 33.97 | Pass ×1.0294 (34 vs RCP 35) |" in text
     assert "| 16.50 | 16.50 | Fail (33 vs lowest accepted 34.3096) |" in text
+
+
+def test_rcp_checks_share_a_table_and_each_says_what_it_says_alone(tmp_path):
+    """A benchmark's RCP table is built once a process and each check gets its own copy (rcp.py): a
+    check after others of the same benchmark says what it says alone; mlperf-logging's RCP_Checker is
+    its own class again after every check, one that raised included (a ruleset without RCPs)."""
+    checker = rcp_checker.RCP_Checker
+    groups = {}
+    for system, nodes, batch, epochs in (("box_n1", 1, 1632, 34), ("box_n2", 2, 3264, 33)):
+        for i, minutes in enumerate((30.0, 31.0, 33.0, 35.0, 36.0)):
+            write(tmp_path / "training_results_v4.0" / "Org" / "results" / system / "resnet" / f"result_{i}.txt",
+                  compliant_lines(minutes / nodes, epochs, division="closed", batch=batch, org="Org",
+                                  platform=f"{nodes}xBox", t0=T0 + i * 10**8))
+    for run in mllog.load(tmp_path)[0]:
+        groups.setdefault(run.global_batch, []).append(run)
+    checks = [mllog.rcp_check(groups[batch]) for batch in (1632, 3264, 1632, 3264)]
+    assert [c.check for c in checks] == ["Pass", "Fail", "Pass", "Fail"]
+    assert checks[0] == checks[2] and checks[1] == checks[3]
+    assert checks[0].factor == pytest.approx(35.0 / 34.0) and checks[1].rcp_min == pytest.approx(34.31, abs=0.01)
+    assert rcp_checker.RCP_Checker is checker
+    unknown = mllog.rcp_check([dataclasses.replace(run, ruleset="0.7.0") for run in groups[1632]])
+    assert unknown.check == "No RCP" and "RCP Checker only supported in" in unknown.note
+    assert rcp_checker.RCP_Checker is checker
 
 
 def test_rcp_not_checked_where_the_summarizer_does_not_check(tmp_path):
