@@ -572,6 +572,26 @@ def test_bert_logs_show_samples_to_target_not_a_wrong_epoch_time(tmp_path):
     assert "| 1x8 | 8 | 448 | 3 | 3 | eval_accuracy 0.721 (target –) | 2,600,000 | 8.08 | 21.00 |" in text
 
 
+@pytest.mark.parametrize("block", [64, 1000, 1 << 22])
+def test_a_log_reads_the_same_in_blocks_of_any_size(tmp_path, monkeypatch, block):
+    """read_log reads a file in blocks of whole lines (events.BLOCK): a line longer than a block, line
+    ends CR LF and CR, an unreadable :::SYSJSON line before a readable one and an unreadable marker
+    line are read with the same events and line numbers whatever the block."""
+    lines = mlperf_lines(minutes=10.0)
+    lines[1] = "x" * 300 + " " + lines[1]  # longer than the smallest block
+    lines.insert(2, ":::SYSJSON {not json")
+    lines.insert(3, ":::SYSJSON " + json.dumps({"system_name": "box"}))
+    lines.insert(4, ':::MLLOG {"namespace": "", "time_ms": 12')
+    path = tmp_path / "run.log"
+    path.write_bytes("\r\n".join(lines[:6]).encode() + b"\r" + "\n".join(lines[6:]).encode() + b"\n")
+    monkeypatch.setattr(mllog.events, "BLOCK", block)
+    log = mllog.read_log(path)
+    assert (log.sysjson, log.sysjson_line, log.bad_lines, log.first_bad_line) == ({"system_name": "box"}, 4, 1, 5)
+    assert [e.lineno for e in log.events] == [1, 2, *range(6, len(lines) + 1)]
+    assert [e.key for e in log.events] == [json.loads(line.split(":::MLLOG", 1)[1])["key"]
+                                           for i, line in enumerate(lines) if ":::MLLOG" in line and i != 4]
+
+
 # --- reference convergence points: ours against the official summarizer ---------------------------
 
 def summarize_officially(org, cwd):

@@ -237,35 +237,37 @@ def read_log(path: str | os.PathLike) -> LogFile:
     raw, texts, bad, markers, sysjson, sysjson_line, first_bad = [], [], 0, 0, {}, 0, 0
     parser = _Parser()
     for block, first_line in _blocks(path):
-        # Only lines holding a marker are cut out of the block (most lines of a raw job log hold none:
-        # a Python loop over every line was a fifth of reading), each numbered by the newlines before it.
-        at, lineno, counted = block.find(MARKER), first_line, 0
-        while at >= 0:
-            start = block.rfind("\n", 0, at) + 1
-            stop = block.find("\n", at)
-            stop = len(block) if stop < 0 else stop
-            lineno += block.count("\n", counted, start)
-            counted = start
+        for lineno, line, at in _lines_holding(block, MARKER, first_line):
             markers += 1
             try:
-                event, text = parser.event(block[start:stop], at - start, lineno)
-                raw.append(event)
-                texts.append(text)
+                event, text = parser.event(line, at, lineno)
             except ValueError:  # json.JSONDecodeError is a ValueError
                 bad += 1
                 first_bad = first_bad or lineno
-            at = block.find(MARKER, stop)
-        at, lineno, counted = -1 if sysjson else block.find(SYSJSON_MARKER), first_line, 0
-        while at >= 0:  # an unreadable :::SYSJSON line is passed over for the next one
-            start = block.rfind("\n", 0, at) + 1
-            stop = block.find("\n", at)
-            stop = len(block) if stop < 0 else stop
-            lineno += block.count("\n", counted, start)
-            counted = start
-            sysjson, sysjson_line = _sysjson(block[start:stop]), lineno
-            at = -1 if sysjson else block.find(SYSJSON_MARKER, stop)
+                continue
+            raw.append(event)
+            texts.append(text)
+        for lineno, line, _ in ([] if sysjson else _lines_holding(block, SYSJSON_MARKER, first_line)):
+            sysjson, sysjson_line = _sysjson(line), lineno
+            if sysjson:  # an unreadable :::SYSJSON line is passed over for the next one
+                break
     events, dropped = dedupe(raw, texts)
     return LogFile(str(path), events, dropped, bad, markers, sysjson, sysjson_line, first_bad)
+
+
+def _lines_holding(block: str, marker: str, first_line: int) -> Iterator[tuple[int, str, int]]:
+    """(number, text, where the marker is in it) of each line of `block` that holds `marker`, in order.
+    Only those lines are cut out (most lines of a raw job log hold none: a Python loop over every line
+    was a fifth of reading), each numbered by the newlines before it."""
+    at, lineno, counted = block.find(marker), first_line, 0
+    while at >= 0:
+        start = block.rfind("\n", 0, at) + 1
+        stop = block.find("\n", at)
+        stop = len(block) if stop < 0 else stop
+        lineno += block.count("\n", counted, start)
+        counted = start
+        yield lineno, block[start:stop], at - start
+        at = block.find(marker, stop)
 
 
 BLOCK = 1 << 22  # characters read at once: whole lines, however long the file
