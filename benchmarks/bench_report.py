@@ -26,6 +26,13 @@ set, per round the ratio this / baseline, and their median and spread:
     git -C /work/main archive 61f665d | tar -x -C /tmp/base      # issue 58 item 6's baseline
     .venv/bin/python benchmarks/bench_report.py --whole --baseline-tree /tmp/base --rounds 3 \
         --mllog /work/data/training_results_v4.1
+
+Measured 2026-11-29 (--whole, 3 rounds, load 4-8, the v4.1 tree: 1,310 runs), h58v41 (96ebcdd) against
+61f665d: this 65.1, 57.5, 60.2 CPU-s (median 60.2), max RSS 294 MB; baseline 144.3, 146.6, 135.4 CPU-s
+(median 144.3), max RSS 526-658 MB; baseline / this 2.22, 2.55, 2.25, median 2.25. An earlier round at
+load 5: 53.5 against 130.4 CPU-s (2.44). What is left: the 12 PNG pages (~28 CPU-s, matplotlib's text
+layout and drawing, ~2.5 s a page), reading the logs (~13: JSON, events, de-duplication), the RCP
+checks (~4).
 """
 
 from __future__ import annotations
