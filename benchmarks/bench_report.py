@@ -17,6 +17,22 @@ this / baseline.
 Measured 2026-11-28 (load 7-11, 4 rounds, 5,000 generated runs), typed rows against dict rows (efccad0):
 one engine 0.566 against 0.594 CPU-s, ratio median 1.05 (0.82-1.10); two engines 0.715 against 2.240
 CPU-s, ratio 0.32 (0.31-0.39): the engines section found each layout's runs by one pass per row.
+
+--whole times the whole command instead, reading and PNGs included: `hvdbench report --mllog TREE
+--out DIR` run with each tree's code (PYTHONPATH), one process per run, ABBA; printed: each run's CPU
+seconds (user + system, the child's rusage, as /usr/bin/time -v counts them) and maximum resident
+set, per round the ratio this / baseline, and their median and spread:
+
+    git -C /work/main archive 61f665d | tar -x -C /tmp/base      # issue 58 item 6's baseline
+    .venv/bin/python benchmarks/bench_report.py --whole --baseline-tree /tmp/base --rounds 3 \
+        --mllog /work/data/training_results_v4.1
+
+Measured 2026-11-29 (--whole, 3 rounds, load 4-8, the v4.1 tree: 1,310 runs), h58v41 (96ebcdd) against
+61f665d: this 65.1, 57.5, 60.2 CPU-s (median 60.2), max RSS 294 MB; baseline 144.3, 146.6, 135.4 CPU-s
+(median 144.3), max RSS 526-658 MB; baseline / this 2.22, 2.55, 2.25, median 2.25. An earlier round at
+load 5: 53.5 against 130.4 CPU-s (2.44). What is left: the 12 PNG pages (~28 CPU-s, matplotlib's text
+layout and drawing, ~2.5 s a page), reading the logs (~13: JSON, events, de-duplication), the RCP
+checks (~4).
 """
 
 from __future__ import annotations
@@ -26,6 +42,7 @@ import csv
 import os
 import pickle
 import random
+import shutil
 import statistics
 import subprocess
 import sys
@@ -109,6 +126,41 @@ def read(tree: str, inputs: dict, folder: Path) -> dict[str, Path]:
     return paths
 
 
+def whole(tree: str, mllogs: list[str], folder: Path) -> tuple[float, float]:
+    """(CPU seconds, user + system, and maximum resident set in MB) of one `hvdbench report --mllog
+    ...` run with `tree`'s code, its report written to a new folder under `folder` and removed."""
+    out = Path(tempfile.mkdtemp(prefix="report-", dir=folder))
+    argv = [sys.executable, "-m", "hvdbench", "report", *(a for m in mllogs for a in ("--mllog", m)),
+            "--out", str(out / "report")]
+    with open(out / "stderr.txt", "wb") as err:  # a file, not a pipe: a full pipe would stall the child
+        # cwd `folder`: `-m` puts the working directory first on sys.path, before PYTHONPATH's tree
+        child = subprocess.Popen(argv, cwd=folder, env={**os.environ, "PYTHONPATH": tree},
+                                 stdout=subprocess.DEVNULL, stderr=err)
+        _, status, usage = os.wait4(child.pid, 0)
+    if os.waitstatus_to_exitcode(status) != 0:
+        raise SystemExit(f"{tree}: hvdbench report failed:\n{(out / 'stderr.txt').read_text()[-2000:]}")
+    shutil.rmtree(out)
+    return usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024  # ru_maxrss: KiB on Linux
+
+
+def compare_whole(trees: dict[str, str], mllogs: list[str], rounds: int) -> None:
+    """--whole: each round runs every tree once, in ABBA order; prints each run and the ratios."""
+    runs: dict[str, list[tuple[float, float]]] = {tag: [] for tag in trees}
+    with tempfile.TemporaryDirectory(prefix="hvdbench-bench-report-") as tmp:
+        for r in range(rounds):
+            for tag in (list(trees) if r % 2 == 0 else list(trees)[::-1]):
+                runs[tag].append(whole(trees[tag], mllogs, Path(tmp)))
+                print(f"round {r + 1}: {tag} {runs[tag][-1][0]:.1f} CPU-s, max RSS {runs[tag][-1][1]:.0f} MB", flush=True)
+    for tag, got in runs.items():
+        print(f"{tag}: median {statistics.median(c for c, _ in got):.1f} CPU-s "
+              f"({min(c for c, _ in got):.1f}-{max(c for c, _ in got):.1f}), max RSS median "
+              f"{statistics.median(m for _, m in got):.0f} MB")
+    if "baseline" in trees:
+        ratios = [b[0] / t[0] for t, b in zip(runs["this"], runs["baseline"])]
+        print(f"baseline / this CPU-s, per round: {', '.join(f'{x:.2f}' for x in ratios)}; median "
+              f"{statistics.median(ratios):.2f} (min {min(ratios):.2f}, max {max(ratios):.2f}, {len(ratios)} rounds)")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=30_000, help="rows of the generated sweep")
@@ -116,12 +168,19 @@ def main() -> None:
     parser.add_argument("--baseline-tree", help="another checkout of hvdbench to compare with (e.g. git archive)")
     parser.add_argument("--rounds", type=int, default=4)
     parser.add_argument("--predict", default="32x8,64x8")
+    parser.add_argument("--whole", action="store_true",
+                        help="time the whole `hvdbench report --mllog ...` command (reading and PNGs included)")
     parser.add_argument("--child", nargs=2, metavar=("TREE", "PICKLE"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
         child(*args.child, args.predict)
         return
     trees = {"this": str(HERE)} | ({"baseline": str(Path(args.baseline_tree).resolve())} if args.baseline_tree else {})
+    if args.whole:
+        if not args.mllog:
+            parser.error("--whole times the report of --mllog trees: give one")
+        compare_whole(trees, args.mllog, args.rounds)
+        return
     with tempfile.TemporaryDirectory(prefix="hvdbench-bench-report-") as tmp:
         inputs = {f"sweep of {args.runs:,} runs, {' and '.join(engines)}": (
             [str(generated_sweep(Path(tmp) / "-".join(engines), args.runs, engines))], [])

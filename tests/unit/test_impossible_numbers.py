@@ -113,7 +113,8 @@ def test_a_bench_csv_with_impossible_figures_is_read_with_warnings(tmp_path, cap
 @pytest.mark.parametrize("number", ["1e150", "1.5e150", "9.9e150", "1e999", "-1E+151", "1e0151", str(10 ** 200),
                                     "-Infinity", "NaN", "1e-999", "1" * 39 + ".5e99", "1" * 40, "0.5", "12"])
 def test_reading_skips_the_non_finite_walk_only_where_no_number_could_need_it(number):
-    # events._MAYBE_HUGE lets a line skip the walk: the walk over the same record says the same
+    # the decoder's note of a number that may need it (events._Parser) lets a record skip the walk:
+    # the walk over the same record says the same
     from hvdbench.results.mllog import events
 
     line = (f':::MLLOG {{"namespace": "", "time_ms": 1.0, "event_type": "POINT_IN_TIME", "key": "x", '

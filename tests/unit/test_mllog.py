@@ -6,6 +6,7 @@ platform two submitters share) come out with the right layouts, groups and count
 rescale is the official summarizer's, run here on the same files."""
 
 import csv
+import dataclasses
 import io
 import json
 import logging
@@ -18,6 +19,7 @@ import pytest
 from click.testing import CliRunner
 from mlperf_logging.mllog import constants as C
 from mlperf_logging.mllog.mllog import MLLogger
+from mlperf_logging.rcp_checker import rcp_checker
 
 from hvdbench.cli.main import cli
 from hvdbench.errors import ConfigError
@@ -570,6 +572,26 @@ def test_bert_logs_show_samples_to_target_not_a_wrong_epoch_time(tmp_path):
     assert "| 1x8 | 8 | 448 | 3 | 3 | eval_accuracy 0.721 (target –) | 2,600,000 | 8.08 | 21.00 |" in text
 
 
+@pytest.mark.parametrize("block", [64, 1000, 1 << 22])
+def test_a_log_reads_the_same_in_blocks_of_any_size(tmp_path, monkeypatch, block):
+    """read_log reads a file in blocks of whole lines (events.BLOCK): a line longer than a block, line
+    ends CR LF and CR, an unreadable :::SYSJSON line before a readable one and an unreadable marker
+    line are read with the same events and line numbers whatever the block."""
+    lines = mlperf_lines(minutes=10.0)
+    lines[1] = "x" * 300 + " " + lines[1]  # longer than the smallest block
+    lines.insert(2, ":::SYSJSON {not json")
+    lines.insert(3, ":::SYSJSON " + json.dumps({"system_name": "box"}))
+    lines.insert(4, ':::MLLOG {"namespace": "", "time_ms": 12')
+    path = tmp_path / "run.log"
+    path.write_bytes("\r\n".join(lines[:6]).encode() + b"\r" + "\n".join(lines[6:]).encode() + b"\n")
+    monkeypatch.setattr(mllog.events, "BLOCK", block)
+    log = mllog.read_log(path)
+    assert (log.sysjson, log.sysjson_line, log.bad_lines, log.first_bad_line) == ({"system_name": "box"}, 4, 1, 5)
+    assert [e.lineno for e in log.events] == [1, 2, *range(6, len(lines) + 1)]
+    assert [e.key for e in log.events] == [json.loads(line.split(":::MLLOG", 1)[1])["key"]
+                                           for i, line in enumerate(lines) if ":::MLLOG" in line and i != 4]
+
+
 # --- reference convergence points: ours against the official summarizer ---------------------------
 
 def summarize_officially(org, cwd):
@@ -620,6 +642,29 @@ def test_rcp_rescale_is_the_official_summarizers(tmp_path):
     text = markdown(build_tables(runs))
     assert "| 33.00 | 33.97 | Pass ×1.0294 (34 vs RCP 35) |" in text
     assert "| 16.50 | 16.50 | Fail (33 vs lowest accepted 34.3096) |" in text
+
+
+def test_rcp_checks_share_a_table_and_each_says_what_it_says_alone(tmp_path):
+    """A benchmark's RCP table is built once a process and each check gets its own copy (rcp.py): a
+    check after others of the same benchmark says what it says alone; mlperf-logging's RCP_Checker is
+    its own class again after every check, one that raised included (a ruleset without RCPs)."""
+    checker = rcp_checker.RCP_Checker
+    groups = {}
+    for system, nodes, batch, epochs in (("box_n1", 1, 1632, 34), ("box_n2", 2, 3264, 33)):
+        for i, minutes in enumerate((30.0, 31.0, 33.0, 35.0, 36.0)):
+            write(tmp_path / "training_results_v4.0" / "Org" / "results" / system / "resnet" / f"result_{i}.txt",
+                  compliant_lines(minutes / nodes, epochs, division="closed", batch=batch, org="Org",
+                                  platform=f"{nodes}xBox", t0=T0 + i * 10**8))
+    for run in mllog.load(tmp_path)[0]:
+        groups.setdefault(run.global_batch, []).append(run)
+    checks = [mllog.rcp_check(groups[batch]) for batch in (1632, 3264, 1632, 3264)]
+    assert [c.check for c in checks] == ["Pass", "Fail", "Pass", "Fail"]
+    assert checks[0] == checks[2] and checks[1] == checks[3]
+    assert checks[0].factor == pytest.approx(35.0 / 34.0) and checks[1].rcp_min == pytest.approx(34.31, abs=0.01)
+    assert rcp_checker.RCP_Checker is checker
+    unknown = mllog.rcp_check([dataclasses.replace(run, ruleset="0.7.0") for run in groups[1632]])
+    assert unknown.check == "No RCP" and "RCP Checker only supported in" in unknown.note
+    assert rcp_checker.RCP_Checker is checker
 
 
 def test_rcp_not_checked_where_the_summarizer_does_not_check(tmp_path):
@@ -695,6 +740,9 @@ def test_a_non_finite_accuracy_is_missing_and_never_converged(tmp_path, key, old
      "status", "failed"),
     (C.RUN_STOP, '"time_ms": 1700000601000', '"time_ms": 1e308', "time_ms 1e+308 (past ±1e+150",
      "time_to_train_s", None),
+    # time_ms as text: the JSON decoder reads no number, float() makes one of it (it was read as infinite)
+    (C.RUN_STOP, '"time_ms": 1700000601000', '"time_ms": "inf"', "time_ms Infinity (not a finite number)",
+     "status", "failed"),
     (mllog.TRACKED_STATS, '{"throughput": 100.0}', '{"throughput": NaN}',
      "value.throughput NaN (not a finite number)", "throughput", None),
     (C.GLOBAL_BATCH_SIZE, '"value": 3264', '"value": -Infinity', "value -Infinity (not a finite number)",

@@ -27,7 +27,7 @@ import os
 import re
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Any, Iterable
+from typing import Any, Iterable, Iterator, NamedTuple
 
 from mlperf_logging.mllog import constants as C
 
@@ -55,7 +55,7 @@ _RANK_PREFIXES = (
     re.compile(r"\[(\d+)\]<std(?:out|err)>:\s*$"),  # horovodrun: [rank]
     re.compile(r"(?:^|\s)(\d+):\s*$"),  # srun -l: "  3: " (rank, colon)
 )
-_DECODER = json.JSONDecoder()
+_DECODER = json.JSONDecoder()  # the :::SYSJSON line's (no number in it is walked)
 _CANONICAL = json.JSONEncoder(sort_keys=True).encode  # json.dumps(x, sort_keys=True), without its per-call set-up
 # The largest magnitude a number read from a log may have: the report sums, averages and squares
 # them (two-sigma), which overflows to infinity past about 1e154. No MLPerf quantity (times in ms
@@ -63,8 +63,9 @@ _CANONICAL = json.JSONEncoder(sort_keys=True).encode  # json.dumps(x, sort_keys=
 LARGEST = 1e150
 
 
-@dataclass(frozen=True)
-class Event:
+class Event(NamedTuple):
+    """One :::MLLOG record as read (immutable; a named tuple: a frozen dataclass took five times as
+    long to make, and a log holds hundreds of thousands)."""
     time_ms: float
     event_type: str
     key: str
@@ -87,40 +88,65 @@ def parse_line(line: str, lineno: int = 0) -> Event | None:
     """One event from a line holding `:::MLLOG {json}` anywhere; None for other lines.
     Raises ValueError for a marker whose JSON is unreadable (e.g. two ranks' output interleaved)."""
     at = line.find(MARKER)
-    if at < 0:
-        return None
-    text = line[at + len(MARKER):].lstrip()
-    try:
-        record, _ = _DECODER.raw_decode(text)  # raw_decode: trailing output after the JSON is fine
-    except RecursionError:  # "[[[[..." nested past Python's limit
-        raise ValueError("JSON nested too deeply") from None
-    if not isinstance(record, dict) or "key" not in record:
-        raise ValueError("not an MLLOG record")
-    try:
-        time_ms = float(record["time_ms"])
-    except (KeyError, TypeError, ValueError, OverflowError):  # OverflowError: an integer past float's range
-        raise ValueError("MLLOG record without a time_ms") from None
-    metadata = record.get("metadata") or {}
-    metadata = metadata if isinstance(metadata, dict) else {}
-    value = record.get("value")
-    # Only a line whose text could hold one is walked (the walk was a third of reading a log): see _MAYBE_HUGE
-    non_finite = "" if not _MAYBE_HUGE.search(text) else (
-        _non_finite(time_ms, "time_ms") or _non_finite(value, "value") or _non_finite(metadata, "metadata"))
-    if not non_finite and record["key"] == C.EVAL_ACCURACY and accuracy_of(value) is None:
-        # Text ("0.759"), null, a list: no score, as a non-finite one is none (said, not dropped unseen).
-        shown = json.dumps(value)
-        non_finite = f"value {shown if len(shown) <= 24 else shown[:20] + '...'} (not a number)"
-    if len(non_finite) > 120:  # a metadata key can be any text: the line quotes it short
-        non_finite = non_finite[:60] + "..." + non_finite[-57:]
-    return Event(time_ms=time_ms, event_type=str(record.get("event_type", "")),
-                 key=str(record["key"]), value=value, metadata=metadata,
-                 rank=_rank(line[:at]), lineno=lineno, non_finite=non_finite)
+    return None if at < 0 else _Parser().event(line, at, lineno)[0]
 
 
-# What JSON text must hold for a number in it to be non-finite or past ±LARGEST (1e150): NaN or
-# Infinity, an exponent of three digits or more, or 40 digits in a row (an integer part under 40
-# digits is under 1e40, and with a two-digit exponent under 1e139). A line without any is sound.
-_MAYBE_HUGE = re.compile(r"NaN|Infinity|[eE]\+?0*[1-9]\d{2}|\d{40}")
+class _Parser:
+    """Reads :::MLLOG records with a JSON decoder that notes every number it reads that may be
+    non-finite or past ±LARGEST (NaN, Infinity, a float outside ±LARGEST, an integer of 40 digits or
+    more): only a record holding one is walked (`_non_finite`; the walk was a third of reading a log,
+    and a search of every line's text for such numbers another third). One parser a file."""
+
+    def __init__(self):
+        self.suspect = False
+
+        def integer(text: str, _int=int):
+            self.suspect = self.suspect or len(text) >= 40
+            return _int(text)
+
+        def real(text: str, _float=float):
+            value = _float(text)
+            self.suspect = self.suspect or not -LARGEST <= value <= LARGEST
+            return value
+
+        def constant(text: str, _float=float):  # NaN, Infinity, -Infinity: what json reads them as
+            self.suspect = True
+            return _float(text)
+
+        self.decode = json.JSONDecoder(parse_int=integer, parse_float=real, parse_constant=constant).raw_decode
+
+    def event(self, line: str, at: int, lineno: int) -> tuple[Event, str]:
+        """The event of `line`, whose marker is at `at`, and its JSON text as logged. ValueError
+        for a record that cannot be read."""
+        text = line[at + len(MARKER):].lstrip()
+        self.suspect = False
+        try:
+            record, end = self.decode(text)  # raw_decode: trailing output after the JSON is fine
+        except RecursionError:  # "[[[[..." nested past Python's limit
+            raise ValueError("JSON nested too deeply") from None
+        if not isinstance(record, dict) or "key" not in record:
+            raise ValueError("not an MLLOG record")
+        try:
+            time_ms = float(record["time_ms"])
+        except (KeyError, TypeError, ValueError, OverflowError):  # OverflowError: an integer past float's range
+            raise ValueError("MLLOG record without a time_ms") from None
+        metadata = record.get("metadata") or {}
+        metadata = metadata if isinstance(metadata, dict) else {}
+        value = record.get("value")
+        # time_ms may be text ("1e999", "inf"), no number to the decoder: its float is looked at here
+        walk = self.suspect or not -LARGEST <= time_ms <= LARGEST
+        non_finite = "" if not walk else (
+            _non_finite(time_ms, "time_ms") or _non_finite(value, "value") or _non_finite(metadata, "metadata"))
+        key = record["key"]
+        if not non_finite and key == C.EVAL_ACCURACY and accuracy_of(value) is None:
+            # Text ("0.759"), null, a list: no score, as a non-finite one is none (said, not dropped unseen).
+            shown = json.dumps(value)
+            non_finite = f"value {shown if len(shown) <= 24 else shown[:20] + '...'} (not a number)"
+        if len(non_finite) > 120:  # a metadata key can be any text: the line quotes it short
+            non_finite = non_finite[:60] + "..." + non_finite[-57:]
+        event = Event(time_ms, str(record.get("event_type", "")), str(key), value, metadata, _rank(line[:at]), lineno,
+                      non_finite)
+        return event, text[:end]
 
 
 def _non_finite(value, where: str, depth: int = 0) -> str:
@@ -151,22 +177,31 @@ def _rank(prefix: str) -> int | None:
     return None
 
 
-def dedupe(events: Iterable[Event]) -> tuple[list[Event], int]:
+def dedupe(events: Iterable[Event], texts: list[str] | None = None) -> tuple[list[Event], int]:
     """Count every event once. Two rules, in order:
     1. identical records (same time, type, key, value, metadata) are one event, whatever the rank;
     2. a key logged by several ranks is taken from the lowest rank that logged it (rank 0 is
        MLPerf's logging rank; a line without a prefix counts as rank 0), so rank 3's copy of
        run_start, a few ms off rank 0's, is not a second run_start.
+    `texts`: each event's JSON as logged, where the caller has it (`read_log`).
     Returns (kept events in file order, number dropped)."""
     events = list(events)
     # The value and metadata are compared (as sorted JSON) only where two events share a time, type
-    # and key: elsewhere those alone tell them apart (and the JSON was half of de-duplicating).
-    shared = Counter((e.time_ms, e.event_type, e.key) for e in events)
+    # and key: elsewhere those alone tell them apart (and the JSON was half of de-duplicating). Two
+    # records logged in the same text are the same record: each text is encoded once (every rank
+    # logs its copy of a line in the same words).
+    idents = [(e.time_ms, e.event_type, e.key) for e in events]
+    shared = Counter(idents)
+    encoded: dict[str, tuple[str, str]] = {}
     seen, unique = set(), []
-    for e in events:
-        ident = (e.time_ms, e.event_type, e.key)
+    for i, (e, ident) in enumerate(zip(events, idents)):
         if shared[ident] > 1:
-            ident += (_CANONICAL(e.value), _CANONICAL(e.metadata))
+            if texts is None:
+                ident += (_CANONICAL(e.value), _CANONICAL(e.metadata))
+            else:
+                if (canonical := encoded.get(texts[i])) is None:
+                    canonical = encoded[texts[i]] = (_CANONICAL(e.value), _CANONICAL(e.metadata))
+                ident += canonical
         if ident not in seen:
             seen.add(ident)
             unique.append(e)
@@ -198,25 +233,62 @@ class LogFile:
 
 def read_log(path: str | os.PathLike) -> LogFile:
     """Every :::MLLOG event of one file (the one parser: `read_events`, `load` and every report go
-    through it), and the first :::SYSJSON line's systems JSON."""
-    raw, bad, markers, sysjson, sysjson_line, first_bad = [], 0, 0, {}, 0, 0
-    with open(path, encoding="utf-8", errors="replace") as f:  # raw job logs hold any bytes
-        for lineno, line in enumerate(f, 1):
-            if not sysjson and SYSJSON_MARKER in line:
-                sysjson, sysjson_line = _sysjson(line), lineno
-            if MARKER not in line:
-                continue
+    through it), and the first :::SYSJSON line's systems JSON that can be read."""
+    raw, texts, bad, markers, sysjson, sysjson_line, first_bad = [], [], 0, 0, {}, 0, 0
+    parser = _Parser()
+    for block, first_line in _blocks(path):
+        for lineno, line, at in _lines_holding(block, MARKER, first_line):
             markers += 1
             try:
-                event = parse_line(line, lineno)
+                event, text = parser.event(line, at, lineno)
             except ValueError:  # json.JSONDecodeError is a ValueError
                 bad += 1
                 first_bad = first_bad or lineno
                 continue
-            if event is not None:
-                raw.append(event)
-    events, dropped = dedupe(raw)
+            raw.append(event)
+            texts.append(text)
+        for lineno, line, _ in ([] if sysjson else _lines_holding(block, SYSJSON_MARKER, first_line)):
+            sysjson, sysjson_line = _sysjson(line), lineno
+            if sysjson:  # an unreadable :::SYSJSON line is passed over for the next one
+                break
+    events, dropped = dedupe(raw, texts)
     return LogFile(str(path), events, dropped, bad, markers, sysjson, sysjson_line, first_bad)
+
+
+def _lines_holding(block: str, marker: str, first_line: int) -> Iterator[tuple[int, str, int]]:
+    """(number, text, where the marker is in it) of each line of `block` that holds `marker`, in order.
+    Only those lines are cut out (most lines of a raw job log hold none: a Python loop over every line
+    was a fifth of reading), each numbered by the newlines before it."""
+    at, lineno, counted = block.find(marker), first_line, 0
+    while at >= 0:
+        start = block.rfind("\n", 0, at) + 1
+        stop = block.find("\n", at)
+        stop = len(block) if stop < 0 else stop
+        lineno += block.count("\n", counted, start)
+        counted = start
+        yield lineno, block[start:stop], at - start
+        at = block.find(marker, stop)
+
+
+BLOCK = 1 << 22  # characters read at once: whole lines, however long the file
+
+
+def _blocks(path: str | os.PathLike) -> Iterator[tuple[str, int]]:
+    """The file's text in blocks of whole lines (the last may lack its newline), each with the
+    number of its first line. Text as Python reads it: undecodable bytes replaced (raw job logs
+    hold any bytes), CR LF and CR read as LF."""
+    with open(path, encoding="utf-8", errors="replace") as f:
+        carry, lineno = "", 1
+        while chunk := f.read(BLOCK):
+            cut = chunk.rfind("\n") + 1
+            if not cut:  # no line ends in this block: a line longer than BLOCK
+                carry += chunk
+                continue
+            block, carry = carry + chunk[:cut], chunk[cut:]
+            yield block, lineno
+            lineno += block.count("\n")
+        if carry:
+            yield carry, lineno
 
 
 def _sysjson(line: str) -> dict:

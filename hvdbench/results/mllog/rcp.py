@@ -7,6 +7,9 @@ and reads back its verdict and score factor.
 
 from __future__ import annotations
 
+import contextlib
+import copy
+import functools
 import logging
 import tempfile
 from dataclasses import dataclass
@@ -59,9 +62,10 @@ def rcp_check(runs: list[RunResult]) -> Rcp | None:
             for i, run in enumerate(logs):
                 Path(tmp, f"result_{i}.txt").write_text("\n".join(run.rcp_lines) + "\n", encoding="latin-1")
             try:
-                passed, message, _ = rcp_checker.check_directory(
-                    tmp, "training", ruleset, False, False, rcp_file=None, rcp_pass="pruned_rcps",
-                    rcp_bypass=False, set_scaling=True)
+                with _checkers_built_once(rcp_checker):
+                    passed, message, _ = rcp_checker.check_directory(
+                        tmp, "training", ruleset, False, False, rcp_file=None, rcp_pass="pruned_rcps",
+                        rcp_bypass=False, set_scaling=True)
             except Exception as e:  # no RCP file or entry for this benchmark and round, a bad ruleset
                 return Rcp("No RCP", f"the RCP checker did not run ({type(e).__name__}: {e}): training "
                            f"ruleset {ruleset} may have no RCPs for {logs[0].model!r}", ruleset, 1.0)
@@ -81,6 +85,29 @@ def rcp_check(runs: list[RunResult]) -> Rcp | None:
         message += f"; the published scaling.json says ×{logs[0].published_scaling:.4f}"
     return Rcp(check, message, ruleset, factor, _float(rcp_mean),
                _float(rcp_mean / speedup) if rcp_mean and speedup else None, _float(converge))
+
+
+@contextlib.contextmanager
+def _checkers_built_once(module):
+    """check_directory with each RCP_Checker (a benchmark's RCP table of a ruleset, with its statistics:
+    hundreds of t-tests, half of a check's time) built once a process: during the call the module's
+    RCP_Checker hands out a fresh copy of the one built, so no check sees what another left in it
+    (rcp_file, a custom table, is None in rcp_check's call)."""
+    built = module.RCP_Checker
+
+    def copy_of_built(usage, ruleset, benchmark, verbose, rcp_file=None):
+        return copy.deepcopy(_built(built, usage, ruleset, benchmark, verbose))
+
+    module.RCP_Checker = copy_of_built
+    try:
+        yield
+    finally:
+        module.RCP_Checker = built
+
+
+@functools.cache
+def _built(checker: type, usage: str, ruleset: str, benchmark: str, verbose: bool):
+    return checker(usage, ruleset, benchmark, verbose)  # raises for a ruleset or benchmark without RCPs
 
 
 def _float(value) -> float | None:
