@@ -63,10 +63,10 @@ class Progress:
         self.dist, self.total, self.samples_per_step = dist, total_steps, samples_per_step
         self.steps_per_epoch = steps_per_epoch
         self.interval = interval_s if interval_s is not None else float(os.environ.get("HVDBENCH_PROGRESS_S", 15))
-        self.start = self.last = time.monotonic()
+        self.start = time.monotonic()
+        self.last: float | None = None  # when the last line was said; None before the first step's
         self.start_step = 0
         self.metric = ""
-        self.stepping = False  # the first step's line said
 
     def restart(self, step: int) -> None:
         """The rate and ETA count from here (after warm-up, or after an evaluation's pause)."""
@@ -79,10 +79,10 @@ class Progress:
         # The first step says so at once: a sweep's status line on a run in flight shows where the
         # run is from its launch.log, and a short run (a throughput window of 13 steps) would
         # otherwise end before its first line. Its rate is no rate yet (the first step builds).
-        first = not self.stepping
+        first = self.last is None
         if not first and now - self.last < self.interval:
             return
-        self.last, self.stepping = now, True
+        self.last = now
         rate = (step - self.start_step) / max(now - self.start, 1e-9)  # steps per second
         parts = [f"step {step}/{self.total}"]
         if self.steps_per_epoch:
