@@ -13,7 +13,7 @@ setup:
 	bash scripts/setup.sh
 	@touch $(STAMP)
 
-$(STAMP): setup.cfg scripts/setup.sh
+$(STAMP): setup.cfg scripts/setup.sh scripts/build_horovod.sh scripts/patch_horovod.py
 	bash scripts/setup.sh
 	@touch $(STAMP)
 

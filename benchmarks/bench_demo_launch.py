@@ -2,8 +2,9 @@
 model's launch at 1x2 (horovodrun --gloo on this machine's two slots, the demo study's train settings)
 with the warm-up the demo asks for against the default one, alternated round by round (ABBA), as
 ratios of the launch's wall time measured in the same round; and, once per round, what every launch
-pays before its first step: horovodrun's own start (its check that Horovod has Gloo imports
-horovod.torch, so torch, in a forked process), a Python importing torch, the same importing
+pays before its first step: horovodrun's own start, its check that Horovod has Gloo alone (it
+imports horovod.torch, so torch, in a forked process; asked once per build since the patch that keeps
+the answer, docs/building.md), a Python importing torch, the same importing
 torch._dynamo (the first optimizer a run builds imports it), diffusers, and counting ResNet-50's
 debug FLOPs per sample on the meta device (every run's record, hvdbench.frameworks.torch.flops).
 
@@ -38,8 +39,13 @@ DEFAULT = {"warmup_max_steps": 0}
 # What a launch pays before its first step, each alone: (wall s, CPU-s) of a command.
 COUNT = ("import torch._dynamo; from hvdbench.contracts import get_spec; from hvdbench.frameworks.torch.flops import "
          "count; count(get_spec('resnet50'), 'debug')")
+# horovodrun's check that Horovod has Gloo, as every launch asked it before scripts/patch_horovod.py kept
+# the answer (docs/building.md): the forked process importing horovod.torch.
+ASK_GLOO = ("from horovod.common.util import _check_extension_lambda_in_a_process as ask; "
+            "assert ask('torch', lambda ext: ext.gloo_built(), 'built with Gloo', False)")
 FIXED = {
     "horovodrun -np 1 true": [str(BIN / "horovodrun"), "-np", "1", "-H", "localhost:1", "--gloo", "true"],
+    "horovodrun's build check": [sys.executable, "-c", ASK_GLOO],
     "python: import torch": [sys.executable, "-c", "import torch"],
     "python: import torch._dynamo": [sys.executable, "-c", "import torch._dynamo"],
     "python: import diffusers": [sys.executable, "-c", "import torch, diffusers.models"],

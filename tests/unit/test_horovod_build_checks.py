@@ -1,0 +1,78 @@
+"""horovodrun's build check, as scripts/patch_horovod.py leaves it in the Horovod `make setup` builds:
+whether Horovod was built with Gloo or MPI is asked once per build (a forked process importing the
+framework's extension) and kept beside the package, so a launch no longer pays 3 to 4 CPU-seconds
+before its ranks start. Each case runs in a fresh interpreter (horovod memoizes the answers per
+process) against a keep-file of its own, never the package's.
+
+    .venv/bin/python -m pytest tests/unit/test_horovod_build_checks.py
+"""
+
+import json
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+pytest.importorskip("horovod.common.util", reason="Horovod is the main venv's (make setup), not the torch tiers'")
+
+
+def ask(keep_file, body: str) -> dict:
+    """Runs `body` with horovod.common.util as `util`, its keep-file moved to `keep_file`; `body` sets
+    `out`, printed back as JSON."""
+    code = textwrap.dedent(f"""
+        import json, multiprocessing
+        import horovod.common.util as util
+        util._BUILD_CHECKS = {str(keep_file)!r}
+        forks = []
+        _start = multiprocessing.context.ForkProcess.start
+        def start(self):
+            forks.append(1)
+            return _start(self)
+        multiprocessing.context.ForkProcess.start = start
+        out = {{}}
+    """) + textwrap.dedent(body) + "\nout['forks'] = len(forks)\nprint(json.dumps(out))\n"
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    return json.loads(proc.stdout.splitlines()[-1])
+
+
+def test_the_first_launch_asks_the_extension_and_the_next_reads_the_kept_answer(tmp_path):
+    keep = tmp_path / "checks.json"
+    first = ask(keep, "out['gloo'] = util.gloo_built()\nout['mpi'] = util.mpi_built()\n")
+    assert first == {"gloo": True, "mpi": True, "forks": 2}
+    kept = json.loads(keep.read_text())
+    assert sorted(k.split("|")[:2] for k in kept) == [["torch", "built with Gloo"], ["torch", "built with MPI"]]
+    # The key names the extension library (size, modification time) and the framework's version, so a
+    # rebuild or an upgraded torch asks again.
+    assert all("mpi_lib_v2" in k and "torch==" in k for k in kept)
+
+    second = ask(keep, "out['gloo'] = util.gloo_built()\nout['mpi'] = util.mpi_built()\n")
+    assert second == {"gloo": True, "mpi": True, "forks": 0}
+
+    # The kept answer is the one given: a build without Gloo kept as such is reported as such.
+    keep.write_text(json.dumps({k: (False if "Gloo" in k else v) for k, v in kept.items()}))
+    assert ask(keep, "out['gloo'] = util.gloo_built()\n") == {"gloo": False, "forks": 0}
+
+
+def test_a_stale_key_a_verbose_check_and_the_gpu_question_ask_again(tmp_path):
+    keep = tmp_path / "checks.json"
+    keep.write_text(json.dumps({"torch|built with Gloo|mpi_lib_v2.so:1:1|torch==0.0": False}))
+    # A key of another build or torch is not this one's: asked again, and kept beside it.
+    assert ask(keep, "out['gloo'] = util.gloo_built()\n") == {"gloo": True, "forks": 1}
+    assert len(json.loads(keep.read_text())) == 2
+    # verbose (horovodrun --check-build -v) shows the check as it runs; whether a GPU is there is
+    # not the build's to say: neither is read from or written to the keep-file.
+    out = ask(keep, "out['gloo'] = util.gloo_built(verbose=True)\nout['gpu'] = util.gpu_available('torch')\n")
+    assert out == {"gloo": True, "gpu": False, "forks": 2}
+    assert not any("GPU" in k for k in json.loads(keep.read_text()))
+
+
+def test_an_unreadable_or_unwritable_keep_file_costs_the_check_not_the_launch(tmp_path):
+    broken = tmp_path / "checks.json"
+    broken.write_text("{ not json")
+    assert ask(broken, "out['gloo'] = util.gloo_built()\n") == {"gloo": True, "forks": 1}
+    assert json.loads(broken.read_text())  # rewritten whole
+    nowhere = tmp_path / "missing-folder" / "checks.json"
+    assert ask(nowhere, "out['gloo'] = util.gloo_built()\n") == {"gloo": True, "forks": 1}
+    assert not nowhere.parent.exists()
