@@ -203,3 +203,40 @@ def test_log_axis_ticks_are_drawn_as_powers_while_given_texts_stay_as_written(tm
     given = ax.get_yticklabels()
     assert [_drawn_width(fig, t) for t in given] == pytest.approx(
         [_plain_width(fig, s, given[0].get_fontsize()) for s in ("node$1", "$x$")], rel=0.01)
+
+
+def test_a_png_drawn_once_has_the_pixels_savefig_draws_twice(tmp_path):
+    # atomic_write_png draws a constrained-layout figure once (savefig: a layout draw, then the
+    # rendering one); the layout, the texts and every pixel are the same.
+    import io
+
+    import numpy as np
+    from matplotlib.figure import Figure
+    from PIL import Image
+
+    def figure():
+        fig = Figure(figsize=(9, 6), layout="constrained")
+        for i, ax in enumerate(fig.subplots(2, 2).flat):
+            for k in range(3):
+                ax.plot([8, 16, 64, 256], [k + 1, 2 * k + 1.5, 3 * k + 2, 4 * k + 2], marker="o", label=f"system {k}")
+            ax.set_xscale("log", base=2)
+            ax.set_title(f"panel {i}: a title long enough\nto take two lines")
+            ax.set_xlabel("GPUs")
+            ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.25), ncol=3, fontsize=7)
+        fig.suptitle("hardware named once")
+        return fig
+
+    atomic_write_png(figure(), tmp_path / "once.png", dpi=80)
+    saved = io.BytesIO()
+    figure().savefig(saved, format="png", dpi=80)
+    once, twice = Image.open(tmp_path / "once.png"), Image.open(saved)
+    assert once.size == twice.size == (720, 480)
+    # An opaque figure is stored without its alpha channel: the same colours.
+    assert (once.mode, twice.mode, twice.getextrema()[3]) == ("RGB", "RGBA", (255, 255))
+    assert np.array_equal(np.asarray(once), np.asarray(twice)[..., :3])
+    assert once.info["Software"] == twice.info["Software"] and once.info["dpi"] == pytest.approx(twice.info["dpi"])
+    # A see-through figure keeps its alpha.
+    clear = figure()
+    clear.patch.set_alpha(0)
+    atomic_write_png(clear, tmp_path / "clear.png", dpi=80)
+    assert Image.open(tmp_path / "clear.png").mode == "RGBA"
