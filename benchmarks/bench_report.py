@@ -33,6 +33,16 @@ Measured 2026-11-29 (--whole, 3 rounds, load 4-8, the v4.1 tree: 1,310 runs), h5
 load 5: 53.5 against 130.4 CPU-s (2.44). What is left: the 12 PNG pages (~28 CPU-s, matplotlib's text
 layout and drawing, ~2.5 s a page), reading the logs (~13: JSON, events, de-duplication), the RCP
 checks (~4).
+
+Measured again 2026-11-29 (--whole, 3 rounds each, idle but for the benchmark), against 61f665d:
+f8996f9's code with its PNGs drawn once (07f5851's first change): this 44.8, 43.3, 46.8 CPU-s, baseline
+124.8, 119.8, 123.7, ratio median 2.77 (2.64-2.79); at 890a9cd (drawn once, stored RGB at zlib level 3):
+this 41.0, 45.2, 49.5 CPU-s (max RSS 287 MB), baseline 125.5, 120.9, 133.3 (658 MB), ratio 3.06, 2.67,
+2.69, median 2.69: the 3x of issue 58 is reached in one round of three, not in the median. Drawing once
+took the v4.1 report's 12 PNGs from 28.0 to 25.0 CPU-s (2 alternating runs, each PNG timed in the
+process), the files identical to the pixel. Left: the pages' text layout and glyphs (matplotlib, ~2
+CPU-s a page), reading 447,000 :::MLLOG records of 1,309 result files (8.4 CPU-s: finding the lines
+1.6, JSON 2.0, the rest building and de-duplicating events), the RCP checks (~2.5).
 """
 
 from __future__ import annotations
