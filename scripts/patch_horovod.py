@@ -124,6 +124,15 @@ EDITS = [
     ("horovod/common/util.py",
      "def _check_extension_lambda(ext_base_name, fn, fn_desc, verbose):\n",
      BUILD_CHECKS_KEPT + "def _check_extension_lambda_in_a_process(ext_base_name, fn, fn_desc, verbose):\n"),
+    # horovodrun's rendezvous server counts the ranks done with each scope (global, local_<host>,
+    # cross_<local rank>) and, when one scope is complete, clears its addresses, and then every
+    # scope's count. A one-rank cross scope completing while a local scope is half done drops that
+    # half: the local scope's old addresses are never cleared, and the next hvd.init() of the same
+    # job (`bench allreduce --tune` starts Horovod once per setting) reads a peer's old address and
+    # Gloo ends on "Connection refused". Only the completed scope's count is reset.
+    ("horovod/runner/http/http_server.py",
+     "                        self.server.finished_list.clear()\n",
+     "                        del self.server.finished_list[scope]\n"),
 ]
 
 

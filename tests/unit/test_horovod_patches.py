@@ -1,20 +1,27 @@
-"""horovodrun's build check, as scripts/patch_horovod.py leaves it in the Horovod `make setup` builds:
-whether Horovod was built with Gloo or MPI is asked once per build (a forked process importing the
-framework's extension) and kept beside the package, so a launch no longer pays 3 to 4 CPU-seconds
-before its ranks start. Each case runs in a fresh interpreter (horovod memoizes the answers per
-process) against a keep-file of its own, never the package's.
+"""Horovod as scripts/patch_horovod.py leaves it in the builds of `make setup`:
+- horovodrun's build check: whether Horovod was built with Gloo or MPI is asked once per build (a
+  forked process importing the framework's extension) and kept beside the package, so a launch no
+  longer pays 3 to 4 CPU-seconds before its ranks start. Each case runs in a fresh interpreter
+  (horovod memoizes the answers per process) against a keep-file of its own, never the package's;
+- horovodrun's rendezvous server clears each scope's addresses once all its ranks are done with
+  it, whatever order the ranks finish their scopes in.
 
-    .venv/bin/python -m pytest tests/unit/test_horovod_build_checks.py
+    .venv/bin/python -m pytest tests/unit/test_horovod_patches.py
 """
 
 import json
 import subprocess
 import sys
 import textwrap
+import urllib.error
+import urllib.request
 
 import pytest
 
 pytest.importorskip("horovod.common.util", reason="Horovod is the main venv's (make setup), not the torch tiers'")
+
+from horovod.runner.common.util.hosts import get_host_assignments, parse_hosts  # noqa: E402
+from horovod.runner.http.http_server import RendezvousServer  # noqa: E402
 
 
 def ask(keep_file, body: str) -> dict:
@@ -76,3 +83,38 @@ def test_an_unreadable_or_unwritable_keep_file_costs_the_check_not_the_launch(tm
     nowhere = tmp_path / "missing-folder" / "checks.json"
     assert ask(nowhere, "out['gloo'] = util.gloo_built()\n") == {"gloo": True, "forks": 1}
     assert not nowhere.parent.exists()
+
+
+def test_a_scope_half_done_when_another_completes_is_still_cleared_when_it_completes():
+    # Two ranks on one host: scopes global and local_<host> of 2 ranks, cross_0 and cross_1 of 1.
+    # Rank 0 finishes its local scope, then its one-rank cross scope, before rank 1 finishes the
+    # local one (a busy machine's order): Horovod 0.28.1 reset every scope's count on cross_0's
+    # completion and never cleared local_<host>, whose old addresses the job's next hvd.init() read.
+    server = RendezvousServer()
+    port = server.start()
+    try:
+        server.init(get_host_assignments(parse_hosts("localhost:2"), 2))
+
+        def call(method, scope, key, body=None):
+            request = urllib.request.Request(f"http://127.0.0.1:{port}/{scope}/{key}", data=body, method=method)
+            try:
+                with urllib.request.urlopen(request, timeout=10) as answer:
+                    return answer.read()
+            except urllib.error.HTTPError as e:
+                return e.code
+
+        for rank in (0, 1):
+            call("PUT", "global", str(rank), b"old address")
+        for rank in (0, 1):
+            call("DELETE", "global", str(rank))
+        assert call("GET", "global", "0") == 404  # a completed scope is cleared
+        for rank in (0, 1):
+            call("PUT", "local_localhost", str(rank), b"old address")
+        call("DELETE", "local_localhost", "0")
+        call("PUT", "cross_0", "0", b"old address")
+        call("DELETE", "cross_0", "0")  # rank 0's one-rank cross scope completes
+        assert call("GET", "local_localhost", "1") == b"old address"  # rank 1 not done with it yet
+        call("DELETE", "local_localhost", "1")
+        assert (call("GET", "local_localhost", "0"), call("GET", "local_localhost", "1")) == (404, 404)
+    finally:
+        server.stop()
