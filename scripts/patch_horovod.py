@@ -43,8 +43,8 @@ def _build_check_key(ext_base_name, fn_desc):
             versions.append(name + '==' + metadata.version(name))
         except metadata.PackageNotFoundError:
             pass
-    stats = ['%s:%d:%d' % (os.path.basename(lib), os.stat(lib).st_mtime_ns, os.stat(lib).st_size)
-             for lib in libs]
+    stats = ['%s:%d:%d' % (os.path.basename(lib), st.st_mtime_ns, st.st_size)
+             for lib, st in zip(libs, map(os.stat, libs))]
     return '|'.join([ext_base_name, fn_desc] + stats + versions)
 
 
