@@ -68,8 +68,13 @@ def test_debug_flavor_is_the_0_79m_unet_with_label_prompts():
     assert n_params(model.unet) == 791_233
     # 11 prompts (10 labels and the empty one) of 4 tokens of 32.
     assert n_params(model) == 791_233 + 11 * 4 * 32 == SPEC.parameters["debug"]
-    assert model.conditioning == "labels" and model.evaluators.judge is not None
+    assert model.conditioning == "labels" and model.evaluators.judged == (8, 10)
+    # The judge is trained for a run that evaluates, before its first step; a throughput run has none.
+    sd.param_groups(model, run_config(data="d", steps=5))
+    assert model.evaluators.judge is None
+    sd.param_groups(model, run_config(data="d"))
     assert n_params(model.evaluators.judge) > 0  # outside the model: not counted, not trained
+    assert model.evaluators.judge is sd.train_judge(8, 10)  # one a process
 
 
 def test_images_other_than_digits_are_refused():

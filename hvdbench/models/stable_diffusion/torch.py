@@ -25,8 +25,9 @@ Evaluation (`not model.training`) generates one image per validation sample with
 (`sample_steps`, `guidance`), from noise seeded by that sample's own bytes (the images do not depend
 on the number of ranks), and returns the features the FID needs and a per-image score (metric.py):
 
-- `images`: a judge, a small CNN trained in about a second on the real training digits when the
-  model is built, gives the features (its penultimate layer) of the real and generated digits, and
+- `images`: a judge, a small CNN trained in about a second on the real training digits before a
+  time-to-accuracy run's first step (`param_groups`; a throughput run, which evaluates nothing,
+  trains none), gives the features (its penultimate layer) of the real and generated digits, and
   the score: whether it classifies a generated digit as the prompted label (label agreement, the
   CLIP score's stand-in).
 - `sd_latents`: networks the user provides (exported files named by HVDBENCH_SD_VAE_DECODER,
@@ -97,7 +98,8 @@ class Evaluators:
     """The frozen networks evaluation uses, kept out of the module tree: they are not trained, not
     counted, not broadcast nor saved with the model."""
 
-    judge: nn.Module | None = None  # images: features and labels of digits
+    judge: nn.Module | None = None  # images: features and labels of digits (`ready_judge`)
+    judged: tuple[int, int] | None = None  # images: the digits' size and classes the judge is for
     vae_decoder: object | None = None  # sd_latents: the user's exported networks
     fid_features: object | None = None
     clip: object | None = None
@@ -169,11 +171,18 @@ def build(cfg, num_classes: int | None = None, image_size: int | None = None,
             raise ConfigError(f"stable_diffusion on images is judged by a digit classifier: it needs the 10 "
                               f"digits (`hvdbench prepare digits --size 8`), not {num_classes} classes")
         model = StableDiffusion(cfg, 1, int(image_size), cfg.context_dim, int(num_classes), rank)
-        if not _valueless():  # a parameter or FLOP count needs no judge
-            model.evaluators.judge = train_judge(int(image_size), int(num_classes))
+        model.evaluators.judged = (int(image_size), int(num_classes))
         return model
     return StableDiffusion(cfg, int(latent_channels or cfg.latent_channels),
                            int(latent_size or cfg.latent_size), int(context_dim or cfg.context_dim), None, rank)
+
+
+def ready_judge(model: StableDiffusion) -> None:
+    """Train the judge of a model built for `images` (once a process: `train_judge` keeps it), unless
+    tensors made here hold no values (a parameter or FLOP count needs no judge)."""
+    nets = model.evaluators
+    if nets.judge is None and nets.judged is not None and not _valueless():
+        nets.judge = train_judge(*nets.judged)
 
 
 def _valueless() -> bool:
@@ -273,6 +282,7 @@ def evaluate_batch(model: StableDiffusion, batch: dict) -> dict:
     noise = sample_noise(batch, tuple(real.shape), device)
     fake = generate(model, condition, noise, cfg.sample_steps, cfg.guidance)
     if model.conditioning == "labels":
+        ready_judge(model)  # param_groups readied it for a run; a direct call gets it here
         judge = model.evaluators.judge.to(device)
         # Generated digits are quantised as the real ones are (uint8), then judged alike.
         real_features = judge.features(real)
@@ -365,7 +375,7 @@ def train_judge(size: int, classes: int = 10, epochs: int = 15) -> Judge:
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
-        with torch.random.fork_rng(devices=[]):
+        with torch.random.fork_rng(devices=[]), torch.enable_grad():  # also when first asked in evaluation
             torch.manual_seed(1234)
             judge = Judge(size, classes)
             opt = torch.optim.Adam(judge.parameters(), lr=3e-3)
@@ -426,8 +436,12 @@ def load_evaluation_networks(model: StableDiffusion, env=os.environ) -> None:
 def param_groups(model: StableDiffusion, cfg) -> list[dict]:
     """Every trainable parameter with the run's weight decay (the reference's AdamW decays biases and
     norms too). The first hook that sees the run's mode, so the place where a time-to-accuracy run
-    on sd_latents data loads the evaluation networks, or is refused before any training step."""
-    if cfg.mode == "time_to_accuracy" and model.conditioning == "context":
+    readies its evaluation before any training step (and outside the timed run): on images it trains
+    the judge (a throughput run needs none: 1-2 CPU-seconds a rank and scikit-learn's import spared),
+    on sd_latents it loads the evaluation networks, or is refused."""
+    if cfg.mode == "time_to_accuracy" and model.conditioning == "labels":
+        ready_judge(model)
+    elif cfg.mode == "time_to_accuracy":
         load_evaluation_networks(model)
     return [{"params": [p for p in model.parameters() if p.requires_grad], "weight_decay": cfg.weight_decay}]
 
