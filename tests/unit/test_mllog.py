@@ -191,6 +191,24 @@ def test_identical_lines_without_prefix_count_once(tmp_path):
     assert mllog.summarize(events).time_to_train_s == pytest.approx(20 * 60)
 
 
+def test_one_record_in_other_words_counts_once_and_a_different_value_twice(tmp_path):
+    """Records sharing a time, type and key: the same record written in other words (key order,
+    spacing) is one event, as with the texts compared or without; a different value is another."""
+    record = ('"time_ms": 7, "event_type": "POINT_IN_TIME", "key": "tracked_stats", '
+              '"value": {"throughput": 10.5, "step": 3}, "metadata": {"file": "a.py", "lineno": 1}')
+    reworded = ('"metadata": {"lineno": 1, "file": "a.py"}, "value": {"step": 3, "throughput": 10.5}, '
+                '"key": "tracked_stats", "event_type": "POINT_IN_TIME", "time_ms": 7')
+    other = record.replace("10.5", "11.5")
+    lines = [*mlperf_lines(), *(f":::MLLOG {{{r}}}" for r in (record, reworded, record, other))]
+    path = tmp_path / "mllog.txt"
+    path.write_text("\n".join(lines) + "\n")
+    events, dropped, _ = mllog.read_events(path)
+    stats = [e.value for e in events if e.key == "tracked_stats"]
+    assert stats == [{"throughput": 10.5, "step": 3}, {"throughput": 11.5, "step": 3}] and dropped == 2
+    kept, dropped_too = mllog.dedupe(filter(None, map(mllog.parse_line, lines)))  # without the texts
+    assert [e._replace(lineno=0) for e in kept] == [e._replace(lineno=0) for e in events] and dropped_too == 2
+
+
 def test_missing_events_make_a_failed_run(tmp_path):
     lines = mlperf_lines()
     (tmp_path / "result_0.txt").write_text("\n".join(l for l in lines if C.RUN_STOP not in l))

@@ -187,15 +187,20 @@ def dedupe(events: Iterable[Event], texts: list[str] | None = None) -> tuple[lis
     Returns (kept events in file order, number dropped)."""
     events = list(events)
     # The value and metadata are compared (as sorted JSON) only where two events share a time, type
-    # and key: elsewhere those alone tell them apart (and the JSON was half of de-duplicating). Two
-    # records logged in the same text are the same record: each text is encoded once (every rank
-    # logs its copy of a line in the same words).
+    # and key and could differ: elsewhere those alone tell them apart (and the JSON was half of
+    # de-duplicating). With the texts as logged, a time, type and key whose events were all logged
+    # in the same words is one record whatever the count (every rank logs its copy of a line in the
+    # same words); only where the words differ are the records encoded, each text once.
     idents = [(e.time_ms, e.event_type, e.key) for e in events]
-    shared = Counter(idents)
+    if texts is None:
+        compared = {ident for ident, n in Counter(idents).items() if n > 1}
+    else:
+        first: dict[tuple, str] = {}
+        compared = {ident for ident, text in zip(idents, texts) if first.setdefault(ident, text) != text}
     encoded: dict[str, tuple[str, str]] = {}
     seen, unique = set(), []
     for i, (e, ident) in enumerate(zip(events, idents)):
-        if shared[ident] > 1:
+        if ident in compared:
             if texts is None:
                 ident += (_CANONICAL(e.value), _CANONICAL(e.metadata))
             else:
