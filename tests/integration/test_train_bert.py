@@ -11,6 +11,7 @@ from collections import Counter
 
 import numpy as np
 import pytest
+from compliance import UNAVOIDABLE, checker_failures, without_keys
 from conftest import run
 
 from hvdbench.contracts import get_spec
@@ -34,16 +35,20 @@ def best_constant_guess(path) -> float:
 
 
 @pytest.mark.timeout(420)
-@pytest.mark.parametrize("kind, controller", [("bert", "gloo"), ("bert_packed", "mpi")])
-def test_debug_bert_learns_masked_tokens(kind, controller, pydoc, tmp_path, horovodrun, hvdbench_bin):
+@pytest.mark.parametrize("kind, controller, division", [("bert", "gloo", "closed"), ("bert_packed", "mpi", "open")])
+def test_debug_bert_learns_masked_tokens(kind, controller, division, pydoc, tmp_path, horovodrun, hvdbench_bin):
+    """The gloo launch is also BERT's closed-division run (test_closed_division.py's docstring): one
+    launch where two were."""
     out = tmp_path / "run"
     # The debug flavor's own target (0.12: 480x chance, 2x the constant guess), evaluating every
     # 1600 samples; it is reached in about half an epoch (~30 s on two cores).
     target = get_spec("bert").target("debug")
     run([horovodrun, "-np", "2", "-H", "localhost:2", f"--{controller}", hvdbench_bin, "train", "bert",
          "--flavor", "debug", "--data", pydoc[kind], "--eval-every", "1600", "--max-epochs", "1.5",
+         "--set", f"submission.division={division}",
          *(["--attention", "varlen"] if kind == "bert_packed" else []), "--out", out])
     record, config = read_result(out / "result.json")
+    assert config["submission"]["division"] == division
     assert (record.model, record.metric_name) == ("bert", "masked_lm_accuracy")
     assert record.global_batch == 2 * config["batch_per_gpu"]
     assert (record.status, record.target) == ("success", target) and record.dataset == str(pydoc[kind])
@@ -65,10 +70,23 @@ def test_debug_bert_learns_masked_tokens(kind, controller, pydoc, tmp_path, horo
     blocks = [e["metadata"]["samples_count"] for e in events if e["key"] == "block_start"]
     assert blocks[0] == 0 and all(b % record.global_batch == 0 for b in blocks) and blocks == sorted(blocks)
     assert not [e for e in events if e["key"] == "epoch_start"]  # BERT counts samples, not epochs
-    checked = subprocess.run([sys.executable, "-m", "mlperf_logging.compliance_checker", "--usage", "training",
-                              "--ruleset", "4.0.0", "--werror", "--log_output", str(tmp_path / "cc.log"),
-                              str(out / "mllog.txt")], capture_output=True, text=True, cwd=tmp_path)
-    assert checked.returncode == 0, checked.stdout + checked.stderr
+    if division == "open":
+        checked = subprocess.run([sys.executable, "-m", "mlperf_logging.compliance_checker", "--usage", "training",
+                                  "--ruleset", "4.0.0", "--werror", "--log_output", str(tmp_path / "cc.log"),
+                                  str(out / "mllog.txt")], capture_output=True, text=True, cwd=tmp_path)
+        assert checked.returncode == 0, checked.stdout + checked.stderr
+        return
+    # Closed: LAMB's keys as the reference logs them; the checker fails only the quality target.
+    logged = {e["key"]: e["value"] for e in events if e["event_type"] == "POINT_IN_TIME"}
+    assert logged["submission_division"] == "closed" and logged["opt_name"] == "lamb" and record.final_metric < 0.720
+    assert (logged["opt_lamb_beta_1"], logged["opt_lamb_beta_2"], logged["opt_lamb_epsilon"]) == (0.9, 0.999, 1e-6)
+    assert logged["opt_lamb_weight_decay_rate"] == config["weight_decay"]
+    assert logged["num_warmup_steps"] == logged["opt_learning_rate_warmup_steps"] > 0
+    assert logged["start_warmup_step"] == 0
+    assert checker_failures(out / "mllog.txt", tmp_path) == UNAVOIDABLE["bert"]
+    control = without_keys(out / "mllog.txt", ["opt_lamb_beta_1"], tmp_path / "control.txt")
+    assert checker_failures(control, tmp_path) == {
+        "Required EXACTLY_ONE occurrence of 'opt_lamb_beta_1' but found 0", *UNAVOIDABLE["bert"]}
 
 
 def _loader(path, split, batch):
