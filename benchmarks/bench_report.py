@@ -43,6 +43,18 @@ took the v4.1 report's 12 PNGs from 28.0 to 25.0 CPU-s (2 alternating runs, each
 process), the files identical to the pixel. Left: the pages' text layout and glyphs (matplotlib, ~2
 CPU-s a page), reading 447,000 :::MLLOG records of 1,309 result files (8.4 CPU-s: finding the lines
 1.6, JSON 2.0, the rest building and de-duplicating events), the RCP checks (~2.5).
+
+Measured again 2026-11-29 afternoon (--whole, 3 rounds each, idle but for the benchmark), against
+61f665d: at 90b20f4 this 42.4, 38.4, 39.1 CPU-s, baseline 137.7, 105.5, 108.7, ratio 3.24, 2.75, 2.78,
+median 2.78; at 1ed7acc (dedupe compares records only where their words differ) this 32.5, 42.9, 43.7,
+baseline 112.8, 114.5, 122.2, ratio 3.47, 2.67, 2.80, median 2.80. The machine's speed moved by a
+quarter between runs of the same code that hour (32.5 against 42.9 CPU-s), more than the change:
+reading the v4.1 tree alone (results.mllog.load, 2 alternating runs each) took 14.27 and 14.32 CPU-s
+against 14.4 and 14.83. Its parts then: finding the marker lines 2.1 CPU-s (reading the 745 MB 0.7),
+their JSON 2.2-3.2 (orjson 0.85-1.06, but it reads integers past 64 bits as floats, and the walk that
+would catch them brings it to 1.5-2.2: not taken for a new dependency), the records' events 0.4, the
+de-duplication ~2; the 12 PNGs 14.5-21 CPU-s, of which matplotlib's constrained layout ~40 % (two
+passes of every axis's tight box), its text layout and glyphs most of the rest.
 """
 
 from __future__ import annotations
