@@ -13,15 +13,15 @@ UNAVOIDABLE = {
 }
 
 
-def checker_failures(mllog, cwd) -> set[str]:
-    """The compliance checker's failed checks on a closed-division log (`--usage training --ruleset
+def checker_failures(mllog, cwd, division: str = "closed") -> set[str]:
+    """The compliance checker's failed checks on a log of `division` (`--usage training --ruleset
     4.0.0`, which reads the division from the log; warnings count as failures: --werror), one string
     each; empty when it reports SUCCESS."""
     proc = subprocess.run([sys.executable, "-m", "mlperf_logging.compliance_checker", "--usage", "training",
                            "--ruleset", "4.0.0", "--werror", "--log_output", str(cwd / "cc.log"), str(mllog)],
                           capture_output=True, text=True, cwd=cwd)
     text = proc.stdout + proc.stderr
-    assert "closed_common.yaml" in text, text  # the closed division's rules were loaded
+    assert f"{division}_common.yaml" in text, text  # the division's rules were loaded
     found = re.search(r"WARNING - (.*?)\n(?:ERROR|INFO) - ", text, re.S)
     failures = {part.strip() for part in re.split(r"\n-{10,}\n", found.group(1)) if part.strip()} if found else set()
     assert (proc.returncode == 0) == (not failures) and ("SUCCESS" in text) == (not failures), text
@@ -33,3 +33,8 @@ def without_keys(mllog, keys, out):
     lines = [line for line in mllog.read_text().splitlines() if not any(f'"key": "{k}"' in line for k in keys)]
     out.write_text("\n".join(lines) + "\n")
     return out
+
+
+def logged_values(events) -> dict:
+    """Each POINT_IN_TIME key's value in a run's events (read_event_dicts)."""
+    return {e["key"]: e["value"] for e in events if e["event_type"] == "POINT_IN_TIME"}

@@ -24,7 +24,7 @@ A negative control per model shows the checker does read the keys: without them 
 """
 
 import pytest
-from compliance import UNAVOIDABLE, checker_failures, without_keys
+from compliance import UNAVOIDABLE, checker_failures, logged_values, without_keys
 from conftest import run
 
 from hvdbench.results.mllog import read_event_dicts as read_events
@@ -33,16 +33,12 @@ from hvdbench.results.records.schema import read_result
 pytestmark = pytest.mark.integration
 
 
-def values(events) -> dict:
-    return {e["key"]: e["value"] for e in events if e["event_type"] == "POINT_IN_TIME"}
-
-
 def closed_run(model, data, out, horovodrun, hvdbench_bin, *extra):
     run([horovodrun, "-np", "2", "-H", "localhost:2", "--gloo", hvdbench_bin, "train", model, "--flavor", "debug",
          "--data", data, "--set", "submission.division=closed", *extra, "--out", out])
     record, config = read_result(out / "result.json")
     assert record.status == "success" and config["submission"]["division"] == "closed"
-    return record, config, values(read_events(out / "mllog.txt"))
+    return record, config, logged_values(read_events(out / "mllog.txt"))
 
 
 @pytest.mark.timeout(240)
