@@ -209,6 +209,30 @@ def test_one_record_in_other_words_counts_once_and_a_different_value_twice(tmp_p
     assert [e._replace(lineno=0) for e in kept] == [e._replace(lineno=0) for e in events] and dropped_too == 2
 
 
+def test_per_tensor_initialisation_records_are_counted_but_not_read(tmp_path):
+    """weights_initialization, logged once per tensor by MLPerf's references (a quarter of a published
+    round's records) and read by nothing here: counted among the marker lines, not among the events,
+    whether in mlperf_logging's own words (passed over undecoded) or in others (decoded, then left out);
+    the run read from the file is the same as without them."""
+    buf = io.StringIO()
+    logger = logging.Logger(f"init{id(buf)}")
+    logger.addHandler(logging.StreamHandler(buf))
+    MLLogger(logger=logger).event(C.WEIGHTS_INITIALIZATION, metadata={"tensor": "fc.weight"}, time_ms=T0)
+    official = buf.getvalue().strip()
+    assert '"key": "weights_initialization"' in official  # the words read_log passes over
+    reworded = (':::MLLOG {"key":"weights_initialization","value":null,"time_ms":%d,"event_type":"POINT_IN_TIME",'
+                '"metadata":{"tensor":"fc.bias"}}' % T0)
+    plain = mlperf_lines()
+    (tmp_path / "plain.txt").write_text("\n".join(plain) + "\n")
+    (tmp_path / "init.txt").write_text("\n".join([plain[0], official, reworded, *plain[1:]]) + "\n")
+    log, without = mllog.read_log(tmp_path / "init.txt"), mllog.read_log(tmp_path / "plain.txt")
+    assert log.marker_lines == without.marker_lines + 2 and log.bad_lines == 0
+    assert C.WEIGHTS_INITIALIZATION not in {e.key for e in log.events}
+    assert [e.key for e in log.events] == [e.key for e in without.events]
+    assert mllog.read_run_log(tmp_path / "init.txt").time_to_train_s == \
+        mllog.read_run_log(tmp_path / "plain.txt").time_to_train_s
+
+
 def test_missing_events_make_a_failed_run(tmp_path):
     lines = mlperf_lines()
     (tmp_path / "result_0.txt").write_text("\n".join(l for l in lines if C.RUN_STOP not in l))

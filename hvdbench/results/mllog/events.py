@@ -48,6 +48,13 @@ RCP_KEYS = frozenset({C.GLOBAL_BATCH_SIZE, C.SUBMISSION_BENCHMARK, C.EVAL_ACCURA
 # A file whose events include none of these is not a training run's log (MLPerf power logs:
 # results/<system>/<benchmark>/power/result_N/node_0.txt hold power_reading events only).
 RUN_KEYS = frozenset({C.RUN_START, C.RUN_STOP, C.INIT_START, C.INIT_STOP, C.SUBMISSION_BENCHMARK, C.EVAL_ACCURACY})
+# The record no reader here looks at, left out of a file's events: MLPerf's reference implementations
+# log weights_initialization once per tensor at its creation (119,030 of the published v4.1 tree's
+# 474,000 records). A line holding the key as mlperf_logging writes it (`_UNREAD_TEXT`) is counted
+# among the marker lines and passed over undecoded, a quarter of reading that tree; written any
+# other way it is decoded and then left out, so the events are the same either way.
+UNREAD_KEY = C.WEIGHTS_INITIALIZATION
+_UNREAD_TEXT = f'"key": "{UNREAD_KEY}"'
 
 # Launcher prefixes, matched at the end of the text before the marker; group 1 is the rank.
 _RANK_PREFIXES = (
@@ -238,20 +245,23 @@ class LogFile:
 
 def read_log(path: str | os.PathLike) -> LogFile:
     """Every :::MLLOG event of one file (the one parser: `read_events`, `load` and every report go
-    through it), and the first :::SYSJSON line's systems JSON that can be read."""
+    through it) but UNREAD_KEY's, and the first :::SYSJSON line's systems JSON that can be read."""
     raw, texts, bad, markers, sysjson, sysjson_line, first_bad = [], [], 0, 0, {}, 0, 0
     parser = _Parser()
     for block, first_line in _blocks(path):
         for lineno, line, at in _lines_holding(block, MARKER, first_line):
             markers += 1
+            if _UNREAD_TEXT in line:
+                continue
             try:
                 event, text = parser.event(line, at, lineno)
             except ValueError:  # json.JSONDecodeError is a ValueError
                 bad += 1
                 first_bad = first_bad or lineno
                 continue
-            raw.append(event)
-            texts.append(text)
+            if event.key != UNREAD_KEY:
+                raw.append(event)
+                texts.append(text)
         for lineno, line, _ in ([] if sysjson else _lines_holding(block, SYSJSON_MARKER, first_line)):
             sysjson, sysjson_line = _sysjson(line), lineno
             if sysjson:  # an unreadable :::SYSJSON line is passed over for the next one
