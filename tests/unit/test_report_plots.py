@@ -455,6 +455,35 @@ def test_the_convergence_plot_names_the_machine_and_draws_no_curve_through_two_p
     assert sorted(len(line.get_xdata()) for line in axes["bert"].get_lines()) == [3, 41]  # points and curve
 
 
+def test_the_convergence_plot_of_many_systems_pools_their_points_under_the_panel():
+    # the published v4.1 report: 25 systems on BERT gave 25 colours and legend lines over the data, and a
+    # title naming every system ran across the next panel
+    from hvdbench.results.analyses import convergence as CV
+    from hvdbench.results.records.rows import TttGroup
+
+    curve = CV.fit([(32, 1000.0), (64, 1200.0), (128, 1700.0)])
+    rows = [CV._row(TttGroup(system="NVIDIA / Eos", model="bert"), "runs", "", "samples", curve, "")]
+    rows += [CV._row(TttGroup(system=f"Vendor {i} / ThinkSystem SR685a V3 with H200-SXM5-141GB", model="bert"),
+                     "runs", "", "samples", CV.fit([(48 + i, 1100.0 + i)]), "") for i in range(CV.NAMED_SYSTEMS + 2)]
+    rows += [CV._row(TttGroup(system="cpu", model="resnet50"), "runs", "", "samples", curve, "")]
+    fig = CV.figure(rows)
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()
+    bert, resnet = fig.axes
+    names = bert.get_legend_handles_labels()[1]
+    pooled = f"runs of {CV.NAMED_SYSTEMS + 2} systems without a curve (convergence.csv)"
+    assert names[0] == pooled and "runs: NVIDIA / Eos" in names and len(names) == 3  # pooled, Eos, its curve
+    assert f"runs on {CV.NAMED_SYSTEMS + 3} systems (convergence.csv names each)" in bert.get_title()
+    assert resnet.get_legend_handles_labels()[1][0] == "runs: cpu"  # one system: named, its own colour
+    assert "runs on CPUs (no GPU)" in resnet.get_title()
+    width = fig.bbox.width / 2
+    for i, ax in enumerate(fig.axes):
+        legend = ax.get_legend().get_window_extent(renderer)
+        assert not legend.overlaps(ax.get_window_extent(renderer)), ax.get_title()
+        box = ax.title.get_window_extent(renderer)
+        assert i * width - 1 <= box.x0 and box.x1 <= (i + 1) * width + 1, ax.get_title()
+
+
 def test_a_point_two_layout_families_share_gets_one_epochs_label():
     # issue 58: two "5 epochs" labels overlapped where the scale-out line starts at the 1xG point
     runs = [tta(layout, m, global_batch=32 * g, epochs_to_target=e) for layout, g, e in

@@ -311,12 +311,21 @@ def panels(rows_: list[ConvergenceRow]) -> list[tuple]:
     return list(dict.fromkeys((r.model, r.unit) for r in rows_ if r.fit.points))
 
 
+# Systems whose runs' points are drawn and named one by one; past it, the points of systems with no
+# curve share one grey mark and one legend line (a published round has 25 systems on a benchmark: 25
+# colours and legend lines covered the panel, and the title listing them ran into the next one).
+NAMED_SYSTEMS = 4
+
+
 def figure(rows_: list[ConvergenceRow], shown: list[tuple] | None = None):
     """One panel per model and unit of `shown` (default: all, `panels`): each source's points (S
     against the global batch) and its fitted line (from three batch sizes: through two, the points
-    alone), the title naming the machine the runs ran on."""
+    alone), the title naming the machines the runs ran on (up to NAMED_SYSTEMS; past it their number,
+    convergence.csv naming each), the legend under the panel."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
+
+    from hvdbench.results.render.plots import legend_below, wrapped
 
     shown = panels(rows_) if shown is None else shown
     cols = min(2, len(shown))
@@ -325,15 +334,23 @@ def figure(rows_: list[ConvergenceRow], shown: list[tuple] | None = None):
     FigureCanvasAgg(fig)
     for i, (model, unit) in enumerate(shown):
         ax = fig.add_subplot(nrows, cols, i + 1)
-        for r in (r for r in rows_ if (r.model, r.unit) == (model, unit)):
-            cb: CriticalBatch = r.fit
-            if not cb.points:
+        mine = [r for r in rows_ if (r.model, r.unit) == (model, unit) and r.fit.points]
+        curved = [r for r in mine if r.fit.usable and r.fit.status != TWO_POINTS]
+        bare = [r for r in mine if r.source == "runs" and r not in curved]
+        pooled = bare if len({r.system for r in mine if r.source == "runs"}) > NAMED_SYSTEMS else []
+        if pooled:
+            xs = [b for r in pooled for b, _ in r.fit.points]
+            ax.plot(xs, [s for r in pooled for _, s in r.fit.points], "o", color="0.6",
+                    label=f"runs of {len({r.system for r in pooled})} systems without a curve (convergence.csv)")
+        for r in mine:
+            if r in pooled:
                 continue
+            cb: CriticalBatch = r.fit
             label = source_label(r, rows_) + (f": {r.system}" if r.source == "runs" else "")
             xs = [b for b, _ in cb.points]
             line = ax.plot(xs, [s for _, s in cb.points], "o" if r.source == "runs" else "s", label=label)[0]
             # a curve of two parameters through two points says nothing the points do not: drawn from three
-            if cb.usable and cb.status != TWO_POINTS:
+            if r in curved:
                 lo, hi = min(xs), max(xs)
                 grid = [lo + (hi - lo) * j / 40 for j in range(41)]
                 ax.plot(grid, [cb.samples(b) for b in grid], "-", color=line.get_color(), alpha=0.7,
@@ -342,14 +359,15 @@ def figure(rows_: list[ConvergenceRow], shown: list[tuple] | None = None):
         ax.set_xscale("log", base=2)
         ax.set_xlabel("global batch")
         ax.set_ylabel(f"{unit or 'samples'} to the target")
-        ran = sorted({r.system for r in rows_ if (r.model, r.unit) == (model, unit) and r.source == "runs"
-                      and r.system and r.fit.points})
-        two = any(r.fit.status == TWO_POINTS for r in rows_ if (r.model, r.unit) == (model, unit))
-        ax.set_title(f"{model}: S(B) = S_min (1 + B / B_crit)"
-                     + (f"\nruns on {', '.join('CPUs (no GPU)' if s.lower() == 'cpu' else s for s in ran)}"
-                        if ran else "") + ("\ntwo batch sizes: points only, no curve" if two else ""), fontsize=10)
+        ran = sorted({r.system for r in mine if r.source == "runs" and r.system})
+        names = ["CPUs (no GPU)" if s.lower() == "cpu" else s for s in ran]
+        where = (", ".join(names) if len(names) <= NAMED_SYSTEMS
+                 else f"{len(names)} systems (convergence.csv names each)")
+        two = any(r.fit.status == TWO_POINTS for r in mine)
+        ax.set_title(wrapped(f"{model}: S(B) = S_min (1 + B / B_crit)" + (f"\nruns on {where}" if ran else "")
+                             + ("\ntwo batch sizes: points only, no curve" if two else "")), fontsize=10)
         ax.grid(True, alpha=0.3)
-        ax.legend(fontsize=7)
+        legend_below(ax)
     return fig
 
 

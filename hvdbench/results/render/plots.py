@@ -283,15 +283,15 @@ def _lines_figure(rows: list, group_of: Callable, lines: Lines, groups: list[lis
         ax.set_ylabel(lines.ylabel)
         extra = "\n".join(x for x in (lines.subtitle(group) if lines.subtitle else "", everywhere) if x)
         ax.set_title(_title(group[0], group, shared) + (f"\n{extra}" if extra else ""), fontsize=10)
-        _legend_below(ax)
+        legend_below(ax)
     if not groups:
         axes[0].text(0.5, 0.5, "no data", ha="center", va="center", transform=axes[0].transAxes)
     return fig
 
 
-def _legend_below(ax, handles=None, names=None) -> None:
+def legend_below(ax, handles=None, names=None) -> None:
     """The panel's legend under its axis, never over its lines and points (constrained layout makes
-    the room)."""
+    the room): every line plot's, convergence.png's."""
     if handles is None:
         handles, names = ax.get_legend_handles_labels()
     ax.legend(handles, names, fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.16), ncol=2, frameon=False)
@@ -322,7 +322,7 @@ def efficiency_figure(scaling: list[ScalingRow], groups: list[list] | None = Non
         if ax.get_legend() is not None:  # panels with data: the 100 % line is the ideal
             ax.axhline(100, color="k", linestyle="--", linewidth=1, label="ideal (100 %)")
             ax.set_ylim(bottom=0)
-            _legend_below(ax)
+            legend_below(ax)
     return fig
 
 
