@@ -27,12 +27,12 @@ STUDY_REPEATS="${DEMO_STUDY_REPEATS:-2}"
 ONLY="${DEMO_ONLY:-}"  # a comma list of the study's models: only these (the time-to-accuracy sweep runs all the same)
 CLUSTER=hvddemo
 MODELS=7  # the demo study's models (hvdbench/studies/demo.yaml)
-# The start's estimate: a run (a launch) and the report on an idle 2-core machine, from the 12 min 19 s
-# measured at 07f5851 (2026-11-29) for its 48 runs and report (docs/history.md): 15 s a launch on
-# average (5.5-19 s for one rank, up to 28 s for 2x1 over the 100mbit link), the report 12 s; between
-# the stages the time left is scaled by this demo's own pace.
-RUN_S=15
-REPORT_S=15
+# The start's estimate: a run (a launch) and the report on a quiet 2-core machine, from the 9 min 51 s
+# measured at a8973f3 (2026-11-29, nothing else running) for its 48 runs (9 min 42 s: 12 s a launch
+# on average, 6-12 s for one rank, up to 24 s for 2x1 over the 100mbit link) and the report and answer
+# (9 s); between the stages the time left is scaled by this demo's own pace.
+RUN_S=12
+REPORT_S=10
 t0=$SECONDS
 
 clock() { printf '%d:%02d' $(($1 / 60)) $(($1 % 60)); }
@@ -49,7 +49,7 @@ count_runs() {
 count_runs
 echo "make demo: $study_runs throughput runs ($models models x $LAYOUTS layouts x $STUDY_REPEATS repeats), then" \
      "ResNet-50 to 0.95 top-1 x $LAYOUTS layouts x $REPEATS repeats, each run a launch of its own, then the report;"
-echo "about $(clock $expect) on an idle 2-core machine (12 min 19 s measured at 07f5851 on 2026-11-29)," \
+echo "about $(clock $expect) on a quiet 2-core machine (9 min 51 s measured at a8973f3 on 2026-11-29)," \
      "longer where other work shares it."
 
 echo "== 1. hosts"
