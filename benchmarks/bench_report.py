@@ -55,6 +55,14 @@ their JSON 2.2-3.2 (orjson 0.85-1.06, but it reads integers past 64 bits as floa
 would catch them brings it to 1.5-2.2: not taken for a new dependency), the records' events 0.4, the
 de-duplication ~2; the 12 PNGs 14.5-21 CPU-s, of which matplotlib's constrained layout ~40 % (two
 passes of every axis's tight box), its text layout and glyphs most of the rest.
+
+Measured again 2026-11-29, late afternoon (--whole, 3 rounds each, quiet): at a8973f3 this 29.9, 34.6, 35.2
+CPU-s, baseline 86.4, 90.8, 91.3, ratio 2.89, 2.62, 2.59, median 2.62; with weights_initialization
+records passed over undecoded (3a12150) and convergence.png's systems pooled (6dfb7d4): this 28.5-32.3
+(median 32.0), baseline 82.4-90.0 (median 86.5), ratio 2.90, 2.81, 2.68, median 2.81. In the process
+(one run, quiet): the 12 PNGs 12.9 of 25.6 CPU-s (convergence.png 2.68 -> 1.05), reading 5.3-7.4.
+Tried and not kept: matplotlib's tight layout instead of constrained (28.6 and 29.1 CPU-s against
+27.1 and 27.6 for the whole report, alternating: dearer).
 """
 
 from __future__ import annotations
