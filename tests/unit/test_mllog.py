@@ -711,12 +711,12 @@ def test_rcp_checks_share_a_table_and_each_says_what_it_says_alone(tmp_path):
 
 def test_rcp_not_checked_where_the_summarizer_does_not_check(tmp_path):
     root = tmp_path / "logs"
-    for i in range(2):  # closed, but fewer than 3 runs
+    for i in range(2):  # closed, but fewer than 3 runs (each its own: a run of another start)
         write(root / "Org" / "results" / "box_1x8x204x1" / "resnet" / f"result_{i}.txt",
-              compliant_lines(30.0, 34, division="closed", batch=1632, org="Org"))
+              compliant_lines(30.0, 34, division="closed", batch=1632, org="Org", t0=T0 + 3_600_000 * i))
     for i in range(3):  # open division
         write(root / "Org" / "results" / "box_2x8x204x1" / "resnet" / f"result_{i}.txt",
-              compliant_lines(15.0, 34, division="open", batch=3264, org="Org"))
+              compliant_lines(15.0, 34, division="open", batch=3264, org="Org", t0=T0 + 3_600_000 * i))
     runs, notes = mllog.load(root)
     rows = {r.layout: r for r in build_tables(runs).time_to_train}
     assert (rows["1x8"].rcp_check, rows["1x8"].rcp_note) == (
@@ -857,12 +857,12 @@ def test_a_systems_json_count_out_of_bounds_leaves_the_layout_unknown(tmp_path, 
 
 
 def test_counts_in_log_events_and_sysjson_lines_are_held_to_the_same_bounds(tmp_path):
-    write(tmp_path / "pub" / "a.log", mlperf_lines(layout=(-1, 8)))
+    write(tmp_path / "pub" / "a.log", mlperf_lines(layout=(-1, 8)))  # four runs, started an hour apart
     write(tmp_path / "pub" / "b.log", [":::SYSJSON " + json.dumps({"number_of_nodes": "2",
                                                                    "accelerators_per_node": "1" * 30})]
-          + mlperf_lines())
-    write(tmp_path / "pub" / "c.log", mlperf_lines(platform="99999999x8 cpu"))  # no layout, not a warning
-    write(tmp_path / "pub" / "d.log", mlperf_lines(layout=(1_000_000, 1024)))  # the largest allowed
+          + mlperf_lines(shift_ms=3_600_000))
+    write(tmp_path / "pub" / "c.log", mlperf_lines(platform="99999999x8 cpu", shift_ms=7_200_000))  # no layout, no warning
+    write(tmp_path / "pub" / "d.log", mlperf_lines(layout=(1_000_000, 1024), shift_ms=10_800_000))  # the largest allowed
     runs, notes = mllog.load(tmp_path / "pub")
     layouts = {Path(r.run_id).name: r.layout for r in runs}
     assert layouts == {"a.log": "", "b.log": "", "c.log": "", "d.log": "1000000x1024"}
@@ -907,17 +907,37 @@ def test_two_results_of_one_system_are_two_rows_of_one_study(tmp_path):
     for system in ("GB200_n8", "GB200_n8-POWER"):
         system_json(nv / "systems" / f"{system}.json", "GB200", 8, 4, submitter="NVIDIA")
         submission_runs(nv, system)
-    runs, _ = mllog.load(tmp_path)
+    runs, notes = mllog.load(tmp_path)
     rows = build_tables(runs).time_to_train
     assert sorted((r.system, r.layout, r.result, r.runs, r.ttt_min) for r in rows) == [
         ("AMD / MI300X", "1x8", "training_results_v4.1/AMD/systems/MI300X", 5, 32.0),
         ("AMD / MI300X", "1x8", "training_results_v5.0/AMD/systems/MI300X", 5, 22.0),
         ("NVIDIA / GB200", "8x4", "GB200_n8", 5, 32.0), ("NVIDIA / GB200", "8x4", "GB200_n8-POWER", 5, 32.0)]
+    results = tmp_path / "training_results_v5.0" / "NVIDIA" / "results"
+    assert (f"warning: {results / 'GB200_n8-POWER' / 'resnet'}: 5 run(s) the same as in {results / 'GB200_n8' / 'resnet'} "
+            "(run_start and time to train to the millisecond): each folder's score counts them, as the summarizer "
+            "does; not two measurements") in notes
     md = markdown(build_tables(runs))  # the summary says which row is which
     assert "| 1x8 [training_results_v4.1/AMD/systems/MI300X] |" in md and "| 8x4 [GB200_n8-POWER] |" in md
     # --group-by platform pools the systems into one group, as asked; each result keeps its row
     pooled = build_tables(mllog.load(tmp_path, group_by="platform")[0]).time_to_train
     assert len({r.system for r in pooled}) == 1 and [r.runs for r in pooled] == [5, 5, 5, 5]
+
+
+def test_a_result_file_repeating_another_of_its_folder_is_one_run(tmp_path):
+    """A submission folder holding one run twice (tinycorp's v4.1 BERT result_8.txt is its result_3.txt
+    but for the seed's value; SMC's v4.0 DLRM folders hold each run as result_..._06.txt and as
+    result_..._raw_06.txt): scored once, the first by name kept, a warning naming the folder and a pair."""
+    folder = tmp_path / "Org" / "results" / "sys" / "resnet"
+    submission_runs(tmp_path / "Org", "sys", (30.0, 31.0, 32.0, 33.0, 34.0))
+    write(folder / "result_3_raw.txt", ["srun: job 4952 started", *(folder / "result_3.txt").read_text().splitlines()])
+    write(folder / "result_5.txt", mlperf_lines(minutes=33.0, shift_ms=1))  # same time to train, another run
+    runs, notes = mllog.load(tmp_path)
+    assert sorted(r.run_id.split("/")[-1] for r in runs) == [f"result_{i}.txt" for i in range(6)]
+    assert (f"warning: {folder}: 1 result file(s) repeat a run of another in the folder (run_start and time to train "
+            "to the millisecond; result_3_raw.txt is result_3.txt): each run counted once, as the first by name") in notes
+    [row] = build_tables(runs).time_to_train
+    assert row.runs == 6
 
 
 SYSTEMS_JSON = Path(__file__).parent / "systems_json"  # real systems JSON files (README.md there)

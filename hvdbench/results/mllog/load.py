@@ -150,6 +150,7 @@ def load(root: str | os.PathLike, progress=lambda files: files, group_by: str | 
         runs += [to_run_result(s, root, keys, ruleset, descs, warnings) for s in summaries
                  if not _impossible_span(s, path, warnings)]
     runs += _empty_results(empty_results, reading, root, keys, ruleset, descs, warnings)
+    runs = _published_once(runs, root, warnings)
     assign_studies(runs, keys)
     if not runs:
         raise SchemaError(f"{root}: no file holds a readable :::MLLOG event ({reading.summary(0)})")
@@ -186,6 +187,48 @@ def _empty_results(empty: list[tuple[Path, str]], reading: Reading, root: Path, 
             reading.skip(path, why)
             warnings.append(f"{said}: not counted as a run (no result file beside it holds one)")
     return runs
+
+
+def _published_once(runs: list[MllogRun], root: Path, warnings: list) -> list[MllogRun]:
+    """Each run once in its score: a result file that repeats another of the same folder (tinycorp's
+    v4.1 BERT result_8.txt is its result_3.txt but for the seed's value: one run, scored as two of its
+    ten) is left out, the first by name kept, with a warning naming both. Across folders the same runs
+    stay in each (Dell's 8xXE9680x8H100-SXM-80GB-POWER in v4.1 repeats 8xXE9680x8H100-SXM-80GB's runs:
+    two systems files, each scored, as the summarizer scores them) and a warning says so, as their
+    rows are not two measurements. The same run: same submitter, benchmark, batch and status,
+    run_start to the millisecond and the same time to train."""
+    def same(r: MllogRun) -> tuple:
+        return r.submitter, r.model, r.global_batch, r.status, r.started_at, r.wall_s
+
+    def folder(r: MllogRun) -> Path:
+        return Path(r.run_id.split("#")[0]).parent
+
+    by_run: dict[tuple, list[MllogRun]] = {}
+    for r in runs:
+        if r.started_at:
+            by_run.setdefault(same(r), []).append(r)
+    dropped: set[int] = set()
+    repeats: dict[Path, list[tuple[str, str]]] = {}  # a folder -> (a file, the earlier one it repeats)
+    again: dict[tuple[Path, Path], int] = {}  # (a folder, the folder it repeats) -> runs
+    for copies in (c for c in by_run.values() if len(c) > 1):
+        copies = sorted(copies, key=lambda r: Path(r.run_id).parts)
+        for i, r in enumerate(copies[1:], 1):
+            earlier = next((x for x in copies[:i] if folder(x) == folder(r)), None)
+            if earlier is not None:
+                dropped.add(id(r))
+                repeats.setdefault(folder(r), []).append((r.run_id, earlier.run_id))
+            else:
+                where = (folder(r), folder(copies[0]))
+                again[where] = again.get(where, 0) + 1
+    for where, pairs in repeats.items():
+        copy, first = pairs[0]
+        warnings.append(f"{root / where}: {len(pairs)} result file(s) repeat a run of another in the folder (run_start "
+                        f"and time to train to the millisecond; {Path(copy).name} is {Path(first).name}): each run "
+                        "counted once, as the first by name")
+    for (mine, theirs), n in again.items():
+        warnings.append(f"{root / mine}: {n} run(s) the same as in {root / theirs} (run_start and time to train to "
+                        "the millisecond): each folder's score counts them, as the summarizer does; not two measurements")
+    return [r for r in runs if id(r) not in dropped]
 
 
 def _impossible_span(s, path: Path, warnings: list) -> bool:
