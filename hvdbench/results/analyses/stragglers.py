@@ -11,12 +11,15 @@ the median of its ranks' over the other hosts' ranks'), the mean over the layout
 straggler when it was slower than the others in every run by more than the spread across the repeats
 (the threshold: 2σ of the layout's median rank's compute over their mean, how much the same layout's
 compute moved from run to run, which a straggler must stand out of), and never by less than FLOOR
-(with one run there is no spread: FLOOR alone); and when its mean lead stands out of its own 2σ
-across the runs by FLOOR too (mean - 2σ of its ratio > 1 + FLOOR). In every run, not on average: on
-a busy machine two ranks take turns being slow, and a mean of 3x and 0.4x is no straggler. Out of its
-own spread: ranks sharing a busy machine's cores settle into one being slow for a whole run, the
-same one in two runs as often as not (an even 2x1 of issue 47's rehearsal: one rank 1.9x, then 3.0x
-the other, 2.5 ± 1.6), where a slowed node's lead holds (3.2 ± 0.9 with a fifth of its CPU share).
+(with one run there is no spread: FLOOR alone). In every run, not on average: on a busy machine two
+ranks take turns being slow, and a mean of 3x and 0.4x is no straggler. Compared with one other only
+(two ranks, or two hosts), which of the two is off cannot be told, so its mean lead must also stand
+out of its own 2σ across the runs by FLOOR (mean - 2σ of its ratio > 1 + FLOOR): two ranks sharing a
+busy machine's cores settle into one being slow for a whole run, the same one in two runs as often as
+not (an even 2x1 of issue 47's rehearsal: one rank 1.9x, then 3.0x the other, 2.5 ± 1.6). With two
+others or more their median is the reference, and a lead in every run names it however much it
+moved: a node under a fifth of its CPU share led its two peers 13.4x, then 5.5x (9.4 ± 11.2), and
+the swing had kept it unnamed.
 A host slow in some layouts but not in others where it ran beside other hosts is named in none (a
 note says so: a slow host is slow wherever it runs); a host named in every layout it ran in is named
 once, above the tables.
@@ -127,13 +130,18 @@ class _Verdict:
     named: bool
 
 
-def _judge(ratios: list[float], engine: str, spread: float) -> _Verdict:
-    """One rank's or host's ratios judged; `spread`: the layout's (_spread)."""
+def _judge(ratios: list[float], engine: str, spread: float, peers: int) -> _Verdict:
+    """One rank's or host's ratios judged; `spread`: the layout's (_spread); `peers`: the fewest others
+    (ranks, or hosts for a host) it was compared with in a run. With one other, which of the two is
+    off cannot be told from their ratio, so its lead must also hold steady across the runs
+    (`stands_out`); with two or more, their median is the reference, and leading it by more than the
+    threshold in every run names it however much the lead moved (a node under a CPU quota led its
+    two peers 13.4x, then 5.5x)."""
     s = stats(ratios)
     threshold = max(FLOOR, spread)
     if s.mean is None:
         return _Verdict(None, None, threshold, False)
-    stands_out = s.mean - (s.two_sigma or 0.0) - 1.0 > FLOOR
+    stands_out = peers >= 2 or s.mean - (s.two_sigma or 0.0) - 1.0 > FLOOR
     return _Verdict(s.mean, s.two_sigma, threshold,
                     min(ratios) - 1.0 > threshold and stands_out and not waits_for_peers(engine))
 
@@ -155,12 +163,14 @@ def _hosts(group: ScalingGroup, runs: list) -> list[_Host]:
     host_ratios: dict[str, list[float]] = {}
     host_compute: dict[str, list[float]] = {}
     host_ranks: dict[str, set] = {}
+    host_peers: dict[str, int] = {}
     for r in runs:
         timed = [x for x in r.ranks if x.compute_s is not None]
         hosts = {x.host for x in timed}
         if len(hosts) < 2:
             continue
         for h in hosts:
+            host_peers[h] = min(host_peers.get(h, len(hosts) - 1), len(hosts) - 1)
             mine = [x.compute_s for x in timed if x.host == h]
             ratio = _others_ratio(statistics.median(mine), [x.compute_s for x in timed if x.host != h])
             if ratio is not None:
@@ -168,7 +178,7 @@ def _hosts(group: ScalingGroup, runs: list) -> list[_Host]:
             host_compute.setdefault(h, []).extend(mine)
             host_ranks.setdefault(h, set()).update(x.rank for x in timed if x.host == h)
     return [_Host(h, len(host_ranks[h]), len(ratios), 1e3 * statistics.fmean(host_compute[h]),
-                  _judge(ratios, group.engine, spread)) for h, ratios in sorted(host_ratios.items())]
+                  _judge(ratios, group.engine, spread, host_peers[h])) for h, ratios in sorted(host_ratios.items())]
 
 
 def _rank_rows(group: ScalingGroup, layout: str, runs: list, unnamed: set[str]) -> list[StragglerRow]:
@@ -177,16 +187,20 @@ def _rank_rows(group: ScalingGroup, layout: str, runs: list, unnamed: set[str]) 
     straggler. A rank with no compute figure in any run keeps its row, its figures empty."""
     spread = _spread(runs)
     by_rank: dict[tuple[int, str], list] = {}
+    peers: dict[tuple[int, str], int] = {}
     for r in runs:
         timed = [x for x in r.ranks if x.compute_s is not None]
         for x in r.ranks:
             ratio = (_others_ratio(x.compute_s, [y.compute_s for y in timed if y is not x])
                      if x.compute_s is not None else None)
             by_rank.setdefault((x.rank, x.host), []).append((r, x, ratio))
+            if ratio is not None:
+                peers[(x.rank, x.host)] = min(peers.get((x.rank, x.host), len(timed) - 1), len(timed) - 1)
     rows = []
     for (rank, host), seen in sorted(by_rank.items()):
         last = seen[-1][1]
-        verdict = _judge([ratio for _, _, ratio in seen if ratio is not None], group.engine, spread)
+        verdict = _judge([ratio for _, _, ratio in seen if ratio is not None], group.engine, spread,
+                         peers.get((rank, host), 0))
 
         def ms(name, seen=seen):
             values = [getattr(x, name) for _, x, _ in seen if getattr(x, name) is not None]
@@ -337,8 +351,9 @@ def markdown(found: Stragglers) -> str:
              "more than the spread across repeats (the threshold: 2σ of the layout's median rank compute over the runs, "
              "relative: a rank must stand out of how much the whole layout moved from run to run) and by at least "
              f"{100 * FLOOR:.0f} % (two ranks of one machine differ by that much from scheduling alone; with one "
-             "run there is no spread, so this floor alone), and its mean vs others less its 2σ still that floor above "
-             "the others (a lead that swings from run to run is the busy machine's, not the rank's).\n"]
+             "run there is no spread, so this floor alone); where it was compared with one other only (two ranks, two "
+             "hosts), also its mean vs others less its 2σ still that floor above the other (which of two is off cannot be "
+             "told, and a lead that swings from run to run is the busy machine's, not the rank's).\n"]
     parts += [f"**{line}.**\n" for line in found.named]
     groups: dict[tuple, list[StragglerRow]] = {}
     for row in found.ranks:
