@@ -320,3 +320,20 @@ def test_the_waterfall_tells_engines_apart_in_its_panels():
     assert len(headings) == len(titles) == 2
     for heading, title, engine in zip(headings, titles, ("ddp", "fsdp")):
         assert f" · {engine} · fp32" in heading and f" · {engine} · fp32" in title
+
+
+def test_two_systems_files_of_one_system_are_told_apart_in_the_waterfall():
+    """A -POWER submission repeating its system's runs (Dell's v4.1 LoRA 8x8): two rows of one group and
+    layout, each panel and table line naming its systems file (two identical panels before)."""
+    import dataclasses
+
+    both = [dataclasses.replace(r, result=result) for result in ("XE9680_n8", "XE9680_n8-POWER")
+            for r in three("1x1", 32, 6000.0, 100.0, 6.0, 2.0) + three("1x2", 64, 7000.0, 180.0, 4.0, 1.5)]
+    rows = time_to_train_rows(both)
+    falls = ttt.waterfall_rows(ttt.layout_parts(both, rows)[0], rows)
+    titles = sorted(ax.get_title().split(" (batch")[0] for ax in ttt.figure(falls).axes if ax.get_title())
+    assert titles == ["1x1 [XE9680_n8-POWER]", "1x2 [XE9680_n8-POWER]", "1x2 [XE9680_n8]"]  # vs the first's 1x1
+    table = ttt.markdown(falls)
+    assert "| 1x2 [XE9680_n8] (64) |" in table and "| 1x2 [XE9680_n8-POWER] (64) |" in table
+    one = ttt.waterfall_rows(ttt.layout_parts(both[:6], rows)[0], rows)
+    assert [ax.get_title().split(" (batch")[0] for ax in ttt.figure(one).axes if ax.get_title()] == ["1x2"]

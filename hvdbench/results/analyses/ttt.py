@@ -330,6 +330,22 @@ def _shown(r: TttWaterfallRow) -> tuple[float | None, ...]:
     return (r.convergence_min, r.comm_min, r.data_min, r.compute_min, r.unattributed_min, r.eval_min, r.other_min)
 
 
+def layout_names(rows: list[TttWaterfallRow]) -> dict[int, str]:
+    """Each row's layout as its table and panel name it: with its systems file's folder after it where
+    another row of the group has the same layout, or where it is its baseline's layout (another systems
+    file's: a -POWER submission repeating its system's runs drew two identical Dell LoRA 8x8 panels in
+    v4.1), so that no two panels read the same."""
+    def result(r: TttWaterfallRow) -> str:
+        return r.rows[-1].result if r.rows else ""
+
+    seen: dict[tuple, int] = {}
+    for r in rows:
+        seen[(r.ttt_group(), r.layout)] = seen.get((r.ttt_group(), r.layout), 0) + 1
+    return {id(r): r.layout + (f" [{result(r)}]" if result(r) and (seen[(r.ttt_group(), r.layout)] > 1
+                                                                   or r.layout == r.baseline) else "")
+            for r in rows}
+
+
 def markdown(rows: list[TttWaterfallRow]) -> str:
     if not rows:
         return ""
@@ -350,6 +366,7 @@ def markdown(rows: list[TttWaterfallRow]) -> str:
     groups: dict[TttGroup, list[TttWaterfallRow]] = {}
     for r in rows:
         groups.setdefault(r.ttt_group(), []).append(r)
+    named = layout_names(rows)
     for group, rs in groups.items():
         parts.append(f"### {group_title(group)}\n")
         where = where_ran([x for r in rs for x in r.rows])  # as the plots say under each panel
@@ -358,7 +375,7 @@ def markdown(rows: list[TttWaterfallRow]) -> str:
         parts.append(markdown_table(
             ["layout (batch)", "vs", "ideal", *[f"+ {name}" for name in PARTS_SHOWN], "= measured",
              "trained (layout vs baseline)", "rate while training"],
-            [[f"{r.layout} ({r.global_batch})", f"{r.baseline} ({r.base_global_batch})",
+            [[f"{named[id(r)]} ({r.global_batch})", f"{r.baseline} ({r.base_global_batch})",
               f"{r.ideal_min:,.2f}", *[num(v) for v in _shown(r)], f"{r.measured_min:,.2f}",
               f"{r.trained:,.4g} vs {r.base_trained:,.4g} {r.unit}",
               f"{rate(r, r.throughput)} vs {rate(r, r.base_throughput)}"] for r in rs]) + "\n")
@@ -393,6 +410,7 @@ def figure(rows: list[TttWaterfallRow], every: list[TttWaterfallRow] | None = No
     unit, k = figure_time_unit([r.measured_min for r in every or rows]
                                + [x.ttt_min for r in every or rows for x in r.rows])
     digits = 1 if unit == "s" else 2
+    named = layout_names(every or rows)
     for i, r in enumerate(rows):
         ax = fig.add_subplot(nrows, cols, i + 1)
         level = r.ideal_min * k
@@ -426,7 +444,7 @@ def figure(rows: list[TttWaterfallRow], every: list[TttWaterfallRow] | None = No
         ax.set_ylim(0, top * 1.15)
         below = waterfall_context(r)
         # The group as its section's heading names it: engines, precisions and levers told apart.
-        ax.set_title(textwrap.fill(f"{r.layout} (batch {r.global_batch}) vs {r.baseline} (batch "
+        ax.set_title(textwrap.fill(f"{named[id(r)]} (batch {r.global_batch}) vs {r.baseline} (batch "
                                    f"{r.base_global_batch}): {group_title(r)}", 64)
                      + (f"\n{below}" if below else ""), fontsize=8)
         ax.grid(True, axis="y", alpha=0.3)
