@@ -67,7 +67,7 @@ else
   if [ "$LAYOUTS" = 3 ]; then  # the start's estimate counted the 2x1 runs
     LAYOUTS=2
     count_runs
-    echo "so $study_runs throughput runs and $tta_runs time-to-accuracy runs, about $(clock $expect) on an idle 2-core machine"
+    echo "so $study_runs throughput runs and $tta_runs time-to-accuracy runs, about $(clock $expect) on a quiet 2-core machine"
   fi
 fi
 

@@ -30,7 +30,7 @@ def test_the_demo_says_its_time_its_progress_and_ends_with_its_answer(tmp_path):
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     # The start: what it runs and how long that takes (2 ncf runs and 2 of ResNet-50's: 4 launches).
     assert out[0].startswith("make demo: 2 throughput runs (1 models x 2 layouts x 1 repeats)")
-    assert re.search(r"about \d+:\d\d on an idle 2-core machine", "\n".join(out[:3]))
+    assert re.search(r"about \d+:\d\d on a quiet 2-core machine", "\n".join(out[:3]))
     # The progress: the study's runs done of its total, the demo's before its last stages.
     assert any(re.search(r"study: 0 of 2 runs done", line) for line in out)
     assert any(re.search(r"\[\d+:\d\d; 2 of 4 runs done, about \d+:\d\d left\]", line) for line in out)
