@@ -61,6 +61,9 @@ CPU-s, baseline 86.4, 90.8, 91.3, ratio 2.89, 2.62, 2.59, median 2.62; with weig
 records passed over undecoded (3a12150) and convergence.png's systems pooled (6dfb7d4): this 28.5-32.3
 (median 32.0), baseline 82.4-90.0 (median 86.5), ratio 2.90, 2.81, 2.68, median 2.81. In the process
 (one run, quiet): the 12 PNGs 12.9 of 25.6 CPU-s (convergence.png 2.68 -> 1.05), reading 5.3-7.4.
+At 15c0d83 (the same, plus the waterfall's systems-file names and the repeated-run check), 3 rounds
+more: this 31.9, 33.8, 35.5 CPU-s, baseline 93.4, 102.3, 126.4, ratio 2.93, 3.03, 3.56, median 3.03:
+the 3x is at the edge of what the machine's noise lets one tell apart (2.81 and 3.03, one hour).
 Tried and not kept: matplotlib's tight layout instead of constrained (28.6 and 29.1 CPU-s against
 27.1 and 27.6 for the whole report, alternating: dearer).
 """
