@@ -332,25 +332,30 @@ def figure(rows_: list[ConvergenceRow], shown: list[tuple] | None = None):
     nrows = math.ceil(len(shown) / cols)
     fig = Figure(figsize=(6.4 * cols, 4.6 * nrows), layout="constrained")
     FigureCanvasAgg(fig)
+
+    def curved(r: ConvergenceRow) -> bool:  # a curve of two parameters is drawn from three batch sizes
+        return r.fit.usable and r.fit.status != TWO_POINTS
+
     for i, (model, unit) in enumerate(shown):
         ax = fig.add_subplot(nrows, cols, i + 1)
         mine = [r for r in rows_ if (r.model, r.unit) == (model, unit) and r.fit.points]
-        curved = [r for r in mine if r.fit.usable and r.fit.status != TWO_POINTS]
-        bare = [r for r in mine if r.source == "runs" and r not in curved]
-        pooled = bare if len({r.system for r in mine if r.source == "runs"}) > NAMED_SYSTEMS else []
-        if pooled:
-            xs = [b for r in pooled for b, _ in r.fit.points]
-            ax.plot(xs, [s for r in pooled for _, s in r.fit.points], "o", color="0.6",
-                    label=f"runs of {len({r.system for r in pooled})} systems without a curve (convergence.csv)")
-        for r in mine:
-            if r in pooled:
-                continue
+        pool = len({r.system for r in mine if r.source == "runs"}) > NAMED_SYSTEMS
+
+        def pooled(r: ConvergenceRow) -> bool:
+            return pool and r.source == "runs" and not curved(r)
+
+        bare = [r for r in mine if pooled(r)]
+        if bare:
+            xs = [b for r in bare for b, _ in r.fit.points]
+            ax.plot(xs, [s for r in bare for _, s in r.fit.points], "o", color="0.6",
+                    label=f"runs of {len({r.system for r in bare})} systems without a curve (convergence.csv)")
+        for r in (r for r in mine if not pooled(r)):
             cb: CriticalBatch = r.fit
             label = source_label(r, rows_) + (f": {r.system}" if r.source == "runs" else "")
             xs = [b for b, _ in cb.points]
             line = ax.plot(xs, [s for _, s in cb.points], "o" if r.source == "runs" else "s", label=label)[0]
             # a curve of two parameters through two points says nothing the points do not: drawn from three
-            if r in curved:
+            if curved(r):
                 lo, hi = min(xs), max(xs)
                 grid = [lo + (hi - lo) * j / 40 for j in range(41)]
                 ax.plot(grid, [cb.samples(b) for b in grid], "-", color=line.get_color(), alpha=0.7,

@@ -34,6 +34,7 @@ import math
 import re
 import statistics
 import textwrap
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -338,9 +339,7 @@ def layout_names(rows: list[TttWaterfallRow]) -> dict[int, str]:
     def result(r: TttWaterfallRow) -> str:
         return r.rows[-1].result if r.rows else ""
 
-    seen: dict[tuple, int] = {}
-    for r in rows:
-        seen[(r.ttt_group(), r.layout)] = seen.get((r.ttt_group(), r.layout), 0) + 1
+    seen = Counter((r.ttt_group(), r.layout) for r in rows)
     return {id(r): r.layout + (f" [{result(r)}]" if result(r) and (seen[(r.ttt_group(), r.layout)] > 1
                                                                    or r.layout == r.baseline) else "")
             for r in rows}
