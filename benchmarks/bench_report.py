@@ -66,6 +66,11 @@ more: this 31.9, 33.8, 35.5 CPU-s, baseline 93.4, 102.3, 126.4, ratio 2.93, 3.03
 the 3x is at the edge of what the machine's noise lets one tell apart (2.81 and 3.03, one hour).
 Tried and not kept: matplotlib's tight layout instead of constrained (28.6 and 29.1 CPU-s against
 27.1 and 27.6 for the whole report, alternating: dearer).
+
+Measured again 2026-11-29 evening at 33af3bb (--whole, 3 rounds, quiet; the v4.1 tree checked out
+again: 1,309 result files, Clemson's LoRA result_9.txt absent from the mirror): this 17.6, 18.7, 18.4
+CPU-s (max RSS 260 MB), baseline 54.8, 56.6, 57.3 (535 MB), ratio 3.11, 3.03, 3.11, median 3.11: the
+3x in every round, the machine fast that evening (the baseline 56.6 CPU-s against 86-126 that afternoon).
 """
 
 from __future__ import annotations
