@@ -1,6 +1,7 @@
 """Shared test fixtures: the project's venv tools and an environment that lets Open MPI run as root."""
 
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -155,6 +156,25 @@ def lm_base(tmp_path_factory):
     """`hvdbench prepare lm-base --out DIR` with its defaults, as llama2_lora's README runs it: ~80
     CPU-seconds on one thread; only tests/integration/test_train_llama2_lora.py needs it."""
     return prepared(tmp_path_factory, "lm-base", "lm-base")
+
+
+def serial_files() -> set[str]:
+    """The test files the Makefile's SERIAL_FILES names (paths from the checkout's root)."""
+    found = re.search(r"^SERIAL_FILES\s*:?=(.*)$", (ROOT / "Makefile").read_text(), re.M)
+    return set(found.group(1).split()) if found else set()
+
+
+def pytest_configure(config):
+    """`make test`'s second call collects only the Makefile's SERIAL_FILES: a test file marking a test
+    `serial` (the words pytest.mark.serial in it) that is not listed there would never run. Checked
+    before collection, in the process that reports (under pytest-xdist, not in its workers)."""
+    if hasattr(config, "workerinput"):
+        return
+    marked = {str(path.relative_to(ROOT)) for path in (ROOT / "tests").rglob("test_*.py")
+              if "pytest.mark.serial" in path.read_text(encoding="utf-8")}
+    if marked - serial_files():
+        raise pytest.UsageError(f"`serial` tests in {', '.join(sorted(marked - serial_files()))}: add the file "
+                                f"to SERIAL_FILES in the Makefile (make test's second call runs only those)")
 
 
 # How `make test` shares the machine (README, "Tests"): `pytest -n 2 --dist loadgroup -m "not serial"`,
