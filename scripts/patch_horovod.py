@@ -90,6 +90,56 @@ def _check_extension_lambda(ext_base_name, fn, fn_desc, verbose):
 """
 
 
+# horovod/torch/handle_manager.cc and mpi_ops_v2.cc as 0.28.1 has them, and as patched (EDITS says why).
+HANDLE_DONE = """void HandleManager::MarkDone(int handle, const Status& status) {
+  std::lock_guard<std::mutex> guard(mutex_);
+  results_[handle] = std::make_shared<Status>(status);
+}
+"""
+HANDLE_DONE_SIGNALLED = """void HandleManager::MarkDone(int handle, const Status& status) {
+  {
+    std::lock_guard<std::mutex> guard(mutex_);
+    results_[handle] = std::make_shared<Status>(status);
+  }
+  done_.notify_all();
+}
+
+void HandleManager::WaitForHandle(int handle) {
+  std::unique_lock<std::mutex> lock(mutex_);
+  done_.wait(lock, [&] {
+    auto found = results_.find(handle);
+    if (found == results_.end()) {
+      throw std::invalid_argument("Handle " + std::to_string(handle) +
+                                  " was not created or has been cleared.");
+    }
+    return found->second != nullptr;
+  });
+}
+"""
+HANDLE_RESET = """  results_.clear();
+  last_handle_ = 0;
+}
+"""
+HANDLE_RESET_SIGNALLED = """  results_.clear();
+  last_handle_ = 0;
+  done_.notify_all();
+}
+"""
+WAIT_SPINNING = """  while (true) {
+    if (handle_manager.PollHandle(handle)) break;
+    {
+      py::gil_scoped_release release_python_gil;
+      std::this_thread::yield();
+    }
+  }
+"""
+WAIT_BLOCKING = """  {
+    py::gil_scoped_release release_python_gil;
+    handle_manager.WaitForHandle(handle);
+  }
+"""
+
+
 EDITS = [
     # PyTorch (>= 2.1) and TensorFlow headers need C++17, PyTorch's from 2.14 C++20; 0.28.1 asks for
     # C++14 in two places.
@@ -132,7 +182,20 @@ EDITS = [
     # Gloo ends on "Connection refused". Only the completed scope's count is reset.
     ("horovod/runner/http/http_server.py",
      "                        self.server.finished_list.clear()\n",
-     "                        del self.server.finished_list[scope]\n"),
+     "                        del self.server.finished_list[scope]\n"),    # hvd.synchronize() (PyTorch: every allreduce the optimizer waits for) spins until the background
+    # thread marks the handle done: a loop of poll, release the GIL, std::this_thread::yield(), take it
+    # back, at 100 % of a core. Where ranks share cores (a CPU run; more ranks than cores), the spin
+    # takes the core from the threads doing the allreduce and from the other jobs on the machine: two
+    # two-rank jobs side by side on 2 cores took 0.84x (GNMT under Gloo) and 0.57x (ResNet-50 under MPI)
+    # their time with the spin (docs/building.md, ABBA). The waiter now sleeps on a condition variable
+    # that MarkDone (and Reset) signal; the handle's checks and errors are the poll's.
+    ("horovod/torch/handle_manager.h", "#include <mutex>\n", "#include <condition_variable>\n#include <mutex>\n"),
+    ("horovod/torch/handle_manager.h", "  bool PollHandle(int handle);\n",
+     "  bool PollHandle(int handle);\n  void WaitForHandle(int handle);\n"),
+    ("horovod/torch/handle_manager.h", "  std::mutex mutex_;\n", "  std::mutex mutex_;\n  std::condition_variable done_;\n"),
+    ("horovod/torch/handle_manager.cc", HANDLE_DONE, HANDLE_DONE_SIGNALLED),
+    ("horovod/torch/handle_manager.cc", HANDLE_RESET, HANDLE_RESET_SIGNALLED),
+    ("horovod/torch/mpi_ops_v2.cc", WAIT_SPINNING, WAIT_BLOCKING),
 ]
 
 

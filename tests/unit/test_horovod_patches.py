@@ -4,12 +4,15 @@
   longer pays 3 to 4 CPU-seconds before its ranks start. Each case runs in a fresh interpreter
   (horovod memoizes the answers per process) against a keep-file of its own, never the package's;
 - horovodrun's rendezvous server clears each scope's addresses once all its ranks are done with
-  it, whatever order the ranks finish their scopes in.
+  it, whatever order the ranks finish their scopes in;
+- hvd.synchronize() (PyTorch) sleeps until its allreduce is done instead of spinning on a core.
 
     .venv/bin/python -m pytest tests/unit/test_horovod_patches.py
 """
 
 import json
+import os
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -118,3 +121,37 @@ def test_a_scope_half_done_when_another_completes_is_still_cleared_when_it_compl
         assert (call("GET", "local_localhost", "0"), call("GET", "local_localhost", "1")) == (404, 404)
     finally:
         server.stop()
+
+
+WAITER = """
+import json, sys, time
+import horovod.torch as hvd
+import torch
+
+hvd.init()
+hvd.allreduce(torch.ones(4), name="warm")  # both ranks up, the background loop running
+if hvd.rank() == 1:
+    time.sleep(2.0)  # rank 0 waits this long in synchronize for rank 1's part
+start = time.thread_time()
+total = hvd.allreduce(torch.ones(4) * (hvd.rank() + 1), name="late", op=hvd.Sum)
+waited = time.thread_time() - start
+print("WAIT " + json.dumps({"rank": hvd.rank(), "cpu_s": waited, "total": total.tolist()}))
+"""
+
+
+def test_synchronize_sleeps_while_its_allreduce_waits_for_a_late_rank(tmp_path):
+    """Rank 1 joins an allreduce 2 s late; rank 0, waiting in hvd.synchronize(), uses almost no CPU
+    in its own thread meanwhile (the spinning wait of 0.28.1 used the whole 2 s of a core, or what the
+    scheduler gave it), and the result is the sum of both ranks' tensors."""
+    horovodrun = shutil.which("horovodrun", path=os.path.dirname(sys.executable))
+    assert horovodrun, "horovodrun missing beside this python: run `make setup`"
+    script = tmp_path / "waiter.py"
+    script.write_text(WAITER)
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1"}
+    proc = subprocess.run([horovodrun, "-np", "2", "-H", "localhost:2", "--gloo", sys.executable, str(script)],
+                          capture_output=True, text=True, timeout=300, env=env)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    waits = [json.loads(line.split("WAIT ", 1)[1]) for line in proc.stdout.splitlines() if "WAIT " in line]
+    rank0 = next(w for w in waits if w["rank"] == 0)
+    assert rank0["total"] == [3.0] * 4
+    assert rank0["cpu_s"] < 0.5, rank0  # of 2 s waited: blocked, not spinning
