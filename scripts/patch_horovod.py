@@ -182,7 +182,8 @@ EDITS = [
     # Gloo ends on "Connection refused". Only the completed scope's count is reset.
     ("horovod/runner/http/http_server.py",
      "                        self.server.finished_list.clear()\n",
-     "                        del self.server.finished_list[scope]\n"),    # hvd.synchronize() (PyTorch: every allreduce the optimizer waits for) spins until the background
+     "                        del self.server.finished_list[scope]\n"),
+    # hvd.synchronize() (PyTorch: every allreduce the optimizer waits for) spins until the background
     # thread marks the handle done: a loop of poll, release the GIL, std::this_thread::yield(), take it
     # back, at 100 % of a core. Where ranks share cores (a CPU run; more ranks than cores), the spin
     # takes the core from the threads doing the allreduce and from the other jobs on the machine: two

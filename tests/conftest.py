@@ -172,8 +172,9 @@ def pytest_configure(config):
         return
     marked = {str(path.relative_to(ROOT)) for path in (ROOT / "tests").rglob("test_*.py")
               if "pytest.mark.serial" in path.read_text(encoding="utf-8")}
-    if marked - serial_files():
-        raise pytest.UsageError(f"`serial` tests in {', '.join(sorted(marked - serial_files()))}: add the file "
+    unlisted = marked - serial_files()
+    if unlisted:
+        raise pytest.UsageError(f"`serial` tests in {', '.join(sorted(unlisted))}: add the file "
                                 f"to SERIAL_FILES in the Makefile (make test's second call runs only those)")
 
 

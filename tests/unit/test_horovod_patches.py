@@ -11,8 +11,6 @@
 """
 
 import json
-import os
-import shutil
 import subprocess
 import sys
 import textwrap
@@ -20,6 +18,7 @@ import urllib.error
 import urllib.request
 
 import pytest
+from conftest import run
 
 pytest.importorskip("horovod.common.util", reason="Horovod is the main venv's (make setup), not the torch tiers'")
 
@@ -139,18 +138,13 @@ print("WAIT " + json.dumps({"rank": hvd.rank(), "cpu_s": waited, "total": total.
 """
 
 
-def test_synchronize_sleeps_while_its_allreduce_waits_for_a_late_rank(tmp_path):
+def test_synchronize_sleeps_while_its_allreduce_waits_for_a_late_rank(tmp_path, horovodrun):
     """Rank 1 joins an allreduce 2 s late; rank 0, waiting in hvd.synchronize(), uses almost no CPU
     in its own thread meanwhile (the spinning wait of 0.28.1 used the whole 2 s of a core, or what the
     scheduler gave it), and the result is the sum of both ranks' tensors."""
-    horovodrun = shutil.which("horovodrun", path=os.path.dirname(sys.executable))
-    assert horovodrun, "horovodrun missing beside this python: run `make setup`"
     script = tmp_path / "waiter.py"
     script.write_text(WAITER)
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1"}
-    proc = subprocess.run([horovodrun, "-np", "2", "-H", "localhost:2", "--gloo", sys.executable, str(script)],
-                          capture_output=True, text=True, timeout=300, env=env)
-    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    proc = run([horovodrun, "-np", "2", "-H", "localhost:2", "--gloo", sys.executable, script], timeout=300)
     waits = [json.loads(line.split("WAIT ", 1)[1]) for line in proc.stdout.splitlines() if "WAIT " in line]
     rank0 = next(w for w in waits if w["rank"] == 0)
     assert rank0["total"] == [3.0] * 4
