@@ -2,9 +2,11 @@
 
 import os
 import re
+import resource
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -216,3 +218,29 @@ def pytest_runtest_setup(item):
             not item.nodeid.endswith("@root"):
         pytest.fail("a root test under pytest-xdist runs only in the `root` group: `pytest -n 2 --dist loadgroup` "
                     "(make test) with a pytest below 9.2 (pytest-xdist#1386), or without -n", pytrace=False)
+
+
+# `HVDBENCH_TEST_CPU_LOG=DIR make test`: each test's wall seconds and CPU-seconds, one tab-separated line
+# (node id, wall, the pytest process's own CPU, its children's) appended to DIR/<worker pid>.tsv;
+# `scripts/suite_cpu.py DIR` adds them up by file. The durations pytest lists grow with whatever the other
+# worker runs beside a test; its CPU-seconds hardly do. Children count once they are waited for: a
+# launch and its ranks, not the emulated cluster's sshd nor the Slurm daemons that started its ranks.
+CPU_LOG = os.environ.get("HVDBENCH_TEST_CPU_LOG")
+
+
+def _cpu_seconds() -> tuple[float, float]:
+    own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime, children.ru_utime + children.ru_stime
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item, nextitem):
+    if not CPU_LOG:
+        yield
+        return
+    (own, children), started = _cpu_seconds(), time.monotonic()
+    yield
+    (own_after, children_after), wall = _cpu_seconds(), time.monotonic() - started
+    os.makedirs(CPU_LOG, exist_ok=True)
+    with open(os.path.join(CPU_LOG, f"{os.getpid()}.tsv"), "a", encoding="utf-8") as f:
+        f.write(f"{item.nodeid}\t{wall:.2f}\t{own_after - own:.2f}\t{children_after - children:.2f}\n")

@@ -33,7 +33,7 @@ SUBSTITUTIONS = {
     "train resnet50 --flavor debug --data data/digits --out runs/r1":
         "train resnet50 --flavor debug --data data/digits --out runs/r1 --max-epochs 1",
     "train bert --flavor debug --data data/pydoc-packed --out runs/b1":
-        "train bert --flavor debug --data data/pydoc-packed --out runs/b1 --max-epochs 0.2",
+        "train bert --flavor debug --data data/pydoc-packed --out runs/b1 --max-epochs 0.05",
     "--repeats 3": "--repeats 1",
     "--vocab-size 4000": "--vocab-size 1000",
     "--max-bytes 64M": "--max-bytes 1M --iters 2 --warmup-iters 1",
