@@ -32,8 +32,10 @@ from hvdbench.models.llama2_lora import (
     FLAVORS,
     Pretraining,
     corpus,
+    warmup_steps,
 )
 from hvdbench.models.llama2_lora import torch as L
+from hvdbench.models.llama2_lora.cli import lm_base as lm_base_command
 from hvdbench.models.llama2_lora.data import BASE_FILE, BOS, EOS, IGNORE, PAD, SUMMARIES
 from hvdbench.models.llama2_lora.prepare import (
     PROMPT_HEAD,
@@ -352,6 +354,15 @@ def tiny_base(tmp_path_factory):
     out = tmp_path_factory.mktemp("lm-base")
     info = prepare_lm_base(out, seq_len=32, training=Pretraining(steps=2, batch=4, warmup=1, threads=1))
     return out, info
+
+
+def test_the_commands_defaults_are_the_pretraining_defaults():
+    """One set of defaults: `prepare lm-base` without options pre-trains as Pretraining() does (before,
+    the command said 300 steps and one thread while the dataclass said 1,200 and PyTorch's default)."""
+    given = {p.name: p.default for p in lm_base_command.params}
+    assert Pretraining(steps=given["steps"], batch=given["batch"], lr=given["lr"], warmup=warmup_steps(given["steps"]),
+                       seed=given["seed"], threads=given["threads"]) == Pretraining()
+    assert (warmup_steps(300), warmup_steps(10), warmup_steps(1200)) == (15, 1, 60)
 
 
 def test_lm_base_writes_weights_tokenizer_and_what_it_is(tiny_base):

@@ -5,6 +5,7 @@ import click
 
 from hvdbench.cli.lists import FiniteRange
 from hvdbench.cli.prepare import OUT, OVERWRITE, summary
+from hvdbench.models.llama2_lora import Pretraining, warmup_steps
 
 FILE = click.Path(path_type=str, dir_okay=False)
 
@@ -13,15 +14,16 @@ FILE = click.Path(path_type=str, dir_okay=False)
 @OUT
 @click.option("--vocab-size", type=click.IntRange(min=261), default=4000, show_default=True,
               help="Byte-level BPE vocabulary trained on the corpus (the debug flavor's 4,000).")
-@click.option("--steps", type=click.IntRange(min=1), default=300, show_default=True,
+@click.option("--steps", type=click.IntRange(min=1), default=Pretraining.steps, show_default=True,
               help="Optimizer steps of pre-training.")
-@click.option("--batch", type=click.IntRange(min=1), default=16, show_default=True, help="Windows per step.")
+@click.option("--batch", type=click.IntRange(min=1), default=Pretraining.batch, show_default=True,
+              help="Windows per step.")
 @click.option("--seq-len", type=click.IntRange(min=8), default=128, show_default=True,
               help="Tokens per window (the corpus end to end, cut into windows).")
-@click.option("--lr", type=FiniteRange(min=0, min_open=True), default=3e-3, show_default=True,
+@click.option("--lr", type=FiniteRange(min=0, min_open=True), default=Pretraining.lr, show_default=True,
               help="Peak learning rate (linear warm-up over the first 5 % of the steps, cosine decay).")
-@click.option("--seed", type=int, default=0, show_default=True)
-@click.option("--threads", type=click.IntRange(min=0), default=1, show_default=True,
+@click.option("--seed", type=int, default=Pretraining.seed, show_default=True)
+@click.option("--threads", type=click.IntRange(min=0), default=Pretraining.threads, show_default=True,
               help="CPU math threads (0: PyTorch's default; 1 is steady on a shared machine).")
 @OVERWRITE
 def lm_base(out, vocab_size, steps, batch, seq_len, lr, seed, threads, overwrite):
@@ -37,13 +39,12 @@ def lm_base(out, vocab_size, steps, batch, seq_len, lr, seed, threads, overwrite
       hvdbench prepare summaries --src builtin:stdlib-docstrings --base data/lm-base --out data/summaries
     """
     from hvdbench.data.parallel import env_rank
-    from hvdbench.models.llama2_lora import Pretraining
     from hvdbench.models.llama2_lora.prepare import prepare_lm_base
     from hvdbench.output import line
 
     if env_rank() != 0:  # one process trains; more ranks would only write the same files
         return
-    training = Pretraining(steps=steps, batch=batch, lr=lr, warmup=max(1, steps // 20), seed=seed, threads=threads)
+    training = Pretraining(steps=steps, batch=batch, lr=lr, warmup=warmup_steps(steps), seed=seed, threads=threads)
     info = prepare_lm_base(out, vocab_size=vocab_size, seq_len=seq_len, training=training, overwrite=overwrite,
                            log=lambda message: line(f"[lm-base] {message}"))
     line(f"{out}: base of {info['parameters']:,} parameters, pydoc LM loss {info['val_loss_before']:.2f} -> "
@@ -66,7 +67,7 @@ def lm_base(out, vocab_size, steps, batch, seq_len, lr, seed, threads, overwrite
 @click.option("--val-fraction", type=FiniteRange(0, 1, min_open=True, max_open=True), default=0.1,
               show_default=True, help="Seeded share of the pairs held out when no --val-src is given.")
 @click.option("--samples-per-shard", type=click.IntRange(min=1), default=16384, show_default=True)
-@click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--seed", type=int, default=Pretraining.seed, show_default=True)
 @OVERWRITE
 def summaries(src, base, out, val_src, max_len, val_fraction, samples_per_shard, seed, overwrite):
     """(document -> summary) pairs -> prompt-masked token sequences in HDF5 (llama2_lora).
