@@ -67,7 +67,7 @@ def lm_base(out, vocab_size, steps, batch, seq_len, lr, seed, threads, overwrite
 @click.option("--val-fraction", type=FiniteRange(0, 1, min_open=True, max_open=True), default=0.1,
               show_default=True, help="Seeded share of the pairs held out when no --val-src is given.")
 @click.option("--samples-per-shard", type=click.IntRange(min=1), default=16384, show_default=True)
-@click.option("--seed", type=int, default=Pretraining.seed, show_default=True)
+@click.option("--seed", type=int, default=0, show_default=True)
 @OVERWRITE
 def summaries(src, base, out, val_src, max_len, val_fraction, samples_per_shard, seed, overwrite):
     """(document -> summary) pairs -> prompt-masked token sequences in HDF5 (llama2_lora).
