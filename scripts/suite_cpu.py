@@ -23,11 +23,9 @@ def read(folder: Path) -> list[tuple[str, float, float, float]]:
     rows = []
     for path in sorted(folder.glob("*.tsv")):
         for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
-            fields = line.split("\t")
-            try:
-                if len(fields) != 4:
-                    raise ValueError
-                rows.append((fields[0], float(fields[1]), float(fields[2]), float(fields[3])))
+            try:  # a line of another length fails the unpacking, a bad number the float: both ValueError
+                node, wall, own, children = line.split("\t")
+                rows.append((node, float(wall), float(own), float(children)))
             except ValueError:
                 print(f"warning: {path}:{number}: not node id, wall, own CPU and children's CPU; left out",
                       file=sys.stderr)

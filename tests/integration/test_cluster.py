@@ -329,15 +329,14 @@ def test_a_node_under_a_cpu_quota_is_named_the_straggler_where_it_ran_and_nowher
     the quota too: 0.3 rather than 0.2 took the test from 119 s to 79 s and 75 s alone, and node3's
     compute still came out 4.3x and 5.5x the others' against a threshold of 0.12-0.14. One sweep of
     debug ResNet-50 over 2x1 (node1 and node2: the hostfile's first two) and 3x1 (all three), 2 repeats
-    each. The report names node3, and
-    only node3, as the straggler of 3x1 (the cross-layout line too), puts 3x1's loss over 2x1 in
-    imbalance rather than communication, and names no straggler in 2x1: the even cluster in the same
-    launch, no false alarm. Nothing here is timed; the figures are the report's."""
-    name = "itslow"
+    each. The report names node3, and only node3, as the straggler of 3x1 (the cross-layout line too),
+    puts 3x1's loss over 2x1 in imbalance rather than communication, and names no straggler in 2x1: the
+    even cluster in the same launch, no false alarm. Nothing here is timed; the figures are the report's."""
+    name, quota = "itslow", 0.3
     node3 = f"{name}-node3"
-    with cluster(hvdbench_bin, name, "10.213.39.0/24", 3, 1, "--node-cpu", "node3=0.3") as state:
+    with cluster(hvdbench_bin, name, "10.213.39.0/24", 3, 1, "--node-cpu", f"node3={quota}") as state:
         status = cluster_cli(hvdbench_bin, "status", "--name", name).stdout
-        share = round(0.3 * len(os.sched_getaffinity(0)) / 3 * 50_000)  # 0.3 of node3's even share, per 50 ms
+        share = round(quota * len(os.sched_getaffinity(0)) / 3 * 50_000)  # that share of node3's even one, per 50 ms
         assert re.search(rf"{node3} .* {share / 50_000:.2f} CPU \({share}/50000 us\)", status), status
         assert re.search(rf"{name}-node1 .* none ", status), status
         [group] = [Path(e["path"]) for e in state["created"] if e["kind"] == "cgroup"]
