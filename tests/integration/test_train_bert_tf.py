@@ -1,9 +1,15 @@
 """`hvdbench train bert --framework tensorflow` (Keras 3 under hvd.DistributedGradientTape, LAMB)
-under real two-rank Horovod launches on the built-in pydoc corpus, unpacked (Gloo) and packed
-(MPI): the debug flavor reaches its target, both ranks end with identical parameters, the network
-has the PyTorch model's parameter count for the same data, and the event log passes the compliance
-checker. The PyTorch twin is test_train_bert.py; TensorFlow BERT's throughput mode on synthetic data
-(accumulation, fp16 allreduce, bf16, plain mpirun) is test_train_throughput.py's.
+under a real two-rank Horovod launch (MPI) on the built-in pydoc corpus, packed: the debug flavor
+reaches its target, both ranks end with identical parameters, the network has the PyTorch model's
+parameter count for the same data, and the event log passes the compliance checker. The PyTorch twin
+is test_train_bert.py; TensorFlow BERT's throughput mode on synthetic data (accumulation, fp16
+allreduce, bf16, plain mpirun) is test_train_throughput.py's.
+
+One launch where there were two (issue 56: 51 CPU-s of the two's 106). What the unpacked Gloo
+launch checked is left to: TensorFlow's unpacked network training on two ranks in
+test_train_throughput.py (synthetic, unpacked, mpirun); PyTorch's twin reaching the target on the
+unpacked data under Gloo (both frameworks read it through hvdbench.data.readers); TensorFlow's
+ResNet-50 reaching its target under Gloo (test_train_resnet.py).
 
     .venv/bin/python -m pytest tests/integration/test_train_bert_tf.py
 """
@@ -24,7 +30,7 @@ VOCAB = 4000  # the vocabulary of tests/conftest.py's pydoc
 
 
 @pytest.mark.timeout(300)
-@pytest.mark.parametrize("kind, controller", [("bert", "gloo"), ("bert_packed", "mpi")])
+@pytest.mark.parametrize("kind, controller", [("bert_packed", "mpi")])
 def test_tf_debug_bert_reaches_its_target(kind, controller, pydoc, tmp_path, horovodrun, hvdbench_bin):
     out = tmp_path / "run"
     target = get_spec("bert").target("debug")

@@ -1,10 +1,11 @@
-"""`hvdbench train ssd|retinanet|maskrcnn` under real two-rank Horovod launches on the built-in
-digit scenes: each debug flavor reaches its COCO mAP target (Mask R-CNN: box and mask), SSD and
-Mask R-CNN with MPI, RetinaNet with Gloo (one launch per model: the controller is Horovod's, not the
-model's, and both are still crossed with a detector that exchanges boxes and masks; each model ran
-under both until CI's budget asked for the 2.5 minutes), both ranks end with the same parameters, the whole validation split is
-scored and the MLLOG names the MLPerf benchmark; each runs throughput on --synthetic data, and
-`hvdbench sweep ssd` runs as it does for resnet50."""
+"""`hvdbench train ssd|retinanet|maskrcnn` on the built-in digit scenes: each debug flavor reaches
+its COCO mAP target (Mask R-CNN: box and mask), the whole validation split is scored and the MLLOG
+names the MLPerf benchmark. Mask R-CNN trains under a real two-rank Horovod launch (MPI): the
+detection family's sharded evaluation exchanges its boxes and masks between the ranks, and both
+ranks end with the same parameters. SSD and RetinaNet train alone (one rank, one thread: the 1x1
+layout every sweep starts from), for the CPU-seconds (issue 56: 49 and 37 CPU-s against 70 and 91 on
+two ranks); their heads' two-rank paths run in the synthetic throughput launches below and in
+`hvdbench sweep ssd`'s 1x2 layout on the scenes. Each runs throughput on --synthetic data."""
 
 import json
 import subprocess
@@ -30,15 +31,15 @@ def scenes(tmp_path_factory, hvdbench_bin):
     return out
 
 
-def _check_tta(out, proc, model):
+def _check_tta(out, proc, model, ranks):
     target, benchmark, parameters = MODELS[model]
     record, config = read_result(out / "result.json")
     assert (record.status, record.mode, record.metric_name) == ("success", "time_to_accuracy", "box_map")
     assert record.target == target and record.final_metric >= target
-    assert (record.world_size, record.layout, record.parameters) == (2, "1x2", parameters)
+    assert (record.world_size, record.layout, record.parameters) == (ranks, f"1x{ranks}", parameters)
     checks = json.loads((out / "checks.json").read_text())
     assert checks["params_identical"] is True
-    assert all(e["samples"] == 200 for e in checks["evals"])  # every val scene once, over both ranks
+    assert all(e["samples"] == 200 for e in checks["evals"])  # every val scene once, over all ranks
     events = read_events(out / "mllog.txt")
     assert [e["value"] for e in events if e["key"] == "submission_benchmark"] == [benchmark]
     maps = [e["value"] for e in events if e["key"] == "eval_accuracy"]
@@ -46,18 +47,23 @@ def _check_tta(out, proc, model):
         assert all(set(v) == {"BBOX", "SEGM"} for v in maps)
         maps = [v["BBOX"] for v in maps]
     assert maps and maps[-1] == pytest.approx(record.final_metric)
-    assert proc.stdout.count("parameters identical on all 2 ranks: True") == 1
+    assert proc.stdout.count(f"parameters identical on all {ranks} ranks: True") == 1
     return record, config
 
 
+# One rank and one thread for SSD and RetinaNet (their two-rank paths: the throughput launches below
+# and the sweep's 1x2); two MPI ranks for Mask R-CNN, whose evaluation exchanges boxes and masks.
+# Gloo trains to a target in test_train_bert.py, test_train_resnet.py and test_closed_division.py.
+LAUNCHES = {"ssd": [], "retinanet": [], "maskrcnn": ["-np", "2", "-H", "localhost:2", "--mpi"]}
+
+
 @pytest.mark.timeout(420)
-@pytest.mark.parametrize("model, controller", [("ssd", "--mpi"), ("retinanet", "--gloo"), ("maskrcnn", "--mpi")])
-def test_debug_detector_reaches_its_map_target_under_horovodrun(model, controller, scenes, tmp_path, horovodrun,
-                                                                hvdbench_bin):
-    out = tmp_path / "run"
-    proc = run([horovodrun, "-np", "2", "-H", "localhost:2", controller, hvdbench_bin, "train", model,
-                "--flavor", "debug", "--data", scenes, "--out", out], timeout=420)
-    record, config = _check_tta(out, proc, model)
+@pytest.mark.parametrize("model", list(LAUNCHES))
+def test_debug_detector_reaches_its_map_target(model, scenes, tmp_path, horovodrun, hvdbench_bin):
+    out, launch = tmp_path / "run", LAUNCHES[model]
+    argv = [hvdbench_bin, "train", model, "--flavor", "debug", "--data", scenes, "--out", out]
+    proc = run([horovodrun, *launch, *argv] if launch else [*argv, "--threads", "1"], timeout=420)
+    record, config = _check_tta(out, proc, model, ranks=2 if launch else 1)
     assert config["optimizer"] == "adam"
     if model == "maskrcnn":  # box AND mask: the mask line is printed with its floor
         assert "mask_map" in proc.stdout and "(mask_map needs >= 0.4)" in proc.stdout
