@@ -45,6 +45,21 @@ def run(argv, timeout=300, check=True, **kw):
     return proc
 
 
+# What a PyTorch launch must not print: TensorFlow's and absl's start-up logs (horovodrun used to import
+# TensorFlow to ask whether Horovod was built with MPI or Gloo; scripts/patch_horovod.py asks PyTorch first).
+TF_NOISE = ("absl", "oneDNN", "tensorflow", "cpu_feature_guard", "I0000")
+
+
+def assert_quiet_torch_launch(proc) -> None:
+    """A PyTorch launch's output holds hvdbench's lines only: no TensorFlow/absl start-up logs, and every
+    stdout line of hvdbench's whole (one tag, no stray launcher tag left at its end)."""
+    noisy = [line for line in (proc.stdout + proc.stderr).splitlines() if any(n in line for n in TF_NOISE)]
+    assert noisy == []
+    ours = [line for line in proc.stdout.splitlines() if "[hvdbench]" in line]
+    assert len(ours) >= 3
+    assert all(line.count("[hvdbench]") == 1 and not line.rstrip().endswith(":") for line in ours)
+
+
 def torch_parameters(model: str, **info) -> int:
     """The PyTorch network of `model`'s debug flavor built on the meta device for the data sizes `info`
     (none: the flavor's own, synthetic data's): its parameter count, which a TensorFlow twin must match."""

@@ -5,14 +5,16 @@ detection family's sharded evaluation exchanges its boxes and masks between the 
 ranks end with the same parameters. SSD and RetinaNet train alone (one rank, one thread: the 1x1
 layout every sweep starts from), for the CPU-seconds (issue 56: 49 and 37 CPU-s against 70 and 91 on
 two ranks); their heads' two-rank paths run in the synthetic throughput launches below and in
-`hvdbench sweep ssd`'s 1x2 layout on the scenes. Each runs throughput on --synthetic data."""
+`hvdbench sweep ssd`'s 1x2 layout on the scenes. Each runs throughput on --synthetic data. Every
+launch prints hvdbench's lines only, whole: no TensorFlow start-up logs (Gloo and MPI; this was
+test_quiet_launch.py's two ResNet-50 launches)."""
 
 import json
 import subprocess
 import sys
 
 import pytest
-from conftest import run
+from conftest import assert_quiet_torch_launch, run
 
 from hvdbench.results.mllog import read_event_dicts as read_events
 from hvdbench.results.records.schema import read_result
@@ -65,6 +67,7 @@ def test_debug_detector_reaches_its_map_target(model, scenes, tmp_path, horovodr
     proc = run([horovodrun, *launch, *argv] if launch else [*argv, "--threads", "1"], timeout=420)
     record, config = _check_tta(out, proc, model, ranks=2 if launch else 1)
     assert config["optimizer"] == "adam"
+    assert_quiet_torch_launch(proc)
     if model == "maskrcnn":  # box AND mask: the mask line is printed with its floor
         assert "mask_map" in proc.stdout and "(mask_map needs >= 0.4)" in proc.stdout
         # The official checker's maskrcnn rules (training 3.1.0, the last round with Mask R-CNN;
@@ -78,12 +81,14 @@ def test_debug_detector_reaches_its_map_target(model, scenes, tmp_path, horovodr
 @pytest.mark.timeout(300)
 @pytest.mark.parametrize("model", ["ssd", "retinanet", "maskrcnn"])
 def test_debug_detector_throughput_on_synthetic_data(model, tmp_path, horovodrun, hvdbench_bin):
+    """Also a quiet PyTorch launch under Gloo (Mask R-CNN's to-target launch: under MPI)."""
     out = tmp_path / "run"
-    run([horovodrun, "-np", "2", "-H", "localhost:2", "--gloo", hvdbench_bin, "train", model, "--flavor", "debug",
-         "--synthetic", "--steps", "5", "--warmup-steps", "2", "--out", out], timeout=300)
+    proc = run([horovodrun, "-np", "2", "-H", "localhost:2", "--gloo", hvdbench_bin, "train", model, "--flavor",
+                "debug", "--synthetic", "--steps", "5", "--warmup-steps", "2", "--out", out], timeout=300)
     record, _ = read_result(out / "result.json")
     assert (record.status, record.mode, record.world_size) == ("success", "throughput", 2)
     assert record.parameters == MODELS[model][2] and record.throughput > 0
+    assert_quiet_torch_launch(proc)
 
 
 @pytest.mark.timeout(400)
