@@ -52,7 +52,7 @@ def check_run(out, model, data, proc, ranks):
 # on the 2-core machine (load 4-6), 220-240 s under load 11. Under MPI, not Gloo: Horovod's Gloo
 # sends each step's gradients (GNMT's 10 MB) through loopback TCP, Open MPI through shared memory:
 # GNMT to its target on two ranks took 196 CPU-s against Gloo's 220, the same BLEU at the same epoch.
-# Gloo trains to a target in test_train_bert*.py, test_train_resnet.py (TensorFlow) and
+# Gloo trains to a target in test_train_bert.py, test_train_resnet.py (TensorFlow) and
 # test_closed_division.py; BLEU's reduction is the engine's, whatever the controller.
 @pytest.mark.timeout(420)
 def test_debug_transformer_reaches_its_bleu_target_under_horovodrun(gettext_de, tmp_path, horovodrun,
