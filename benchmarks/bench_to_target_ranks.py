@@ -44,10 +44,11 @@ from pathlib import Path
 BIN = Path(sys.executable).parent
 HVDBENCH = str(BIN / "hvdbench")
 # model -> the `hvdbench prepare` arguments of its data (as tests/integration prepares it)
-DATA = {"ssd": ("digit-scenes",), "retinanet": ("digit-scenes",), "maskrcnn": ("digit-scenes",),
-        "gnmt": ("translation", "--src", "builtin:gettext-de", "--vocab-size", "4000", "--max-len", "64"),
-        "transformer": ("translation", "--src", "builtin:gettext-de", "--vocab-size", "4000", "--max-len", "64")}
+SCENES = ("digit-scenes",)
+GETTEXT = ("translation", "--src", "builtin:gettext-de", "--vocab-size", "4000", "--max-len", "64")
+DATA = {"ssd": SCENES, "retinanet": SCENES, "maskrcnn": SCENES, "gnmt": GETTEXT, "transformer": GETTEXT}
 SIDES = {"alone": [], "two ranks": [str(BIN / "horovodrun"), "-np", "2", "-H", "localhost:2", "--mpi"]}
+ABBA = ("alone", "two ranks", "two ranks", "alone")  # one round
 
 
 def cpu_seconds() -> float:
@@ -66,8 +67,9 @@ def launch(side: str, model: str, data: Path, out: Path) -> dict:
     if proc.returncode != 0:
         sys.exit(f"{model} ({side}) exited {proc.returncode}: {proc.stderr.strip().splitlines()[-1:]}")
     record = json.loads((out / "result.json").read_text())
-    return {"cpu": cpu, "wall": wall, "epochs": record["epochs"], "metric": record["final_metric"],
-            "status": record["status"]}
+    if record["status"] != "success":  # stopped short of the target: its CPU-seconds are not to the target
+        sys.exit(f"{model} ({side}) ended {record['status']}, not at its target: {out / 'result.json'}")
+    return {"cpu": cpu, "wall": wall, "epochs": record["epochs"], "metric": record["final_metric"]}
 
 
 def main() -> None:
@@ -92,10 +94,8 @@ def main() -> None:
         print(f"{'model':12} {'round':>5} {'side':10} {'CPU s':>7} {'wall s':>7} {'epochs':>6} {'metric':>8}")
         for model in models:
             for r in range(args.rounds):
-                # ABBA: alone, two ranks, two ranks, alone
-                order = ["alone", "two ranks", "two ranks", "alone"]
-                got: dict[str, list[dict]] = {"alone": [], "two ranks": []}
-                for i, side in enumerate(order):
+                got: dict[str, list[dict]] = {side: [] for side in SIDES}
+                for i, side in enumerate(ABBA):
                     res = launch(side, model, prepared[DATA[model]], root / f"{model}-{r}-{i}")
                     got[side].append(res)
                     print(f"{model:12} {r + 1:>5} {side:10} {res['cpu']:7.1f} {res['wall']:7.1f} "
