@@ -20,8 +20,11 @@ The sweep directory (--out) holds:
 
 Resume: a run with a row is done (success/aborted; failed/timeout too unless --retry-failed).
 A run directory without a row is either an attempt that finished but was not appended yet (its
-guard recorded the outcome in launch.json: the row is appended from it, nothing reruns) or one cut
-off by a killed sweep: its files move to attempts/<k>/ and it runs again.
+guard recorded in launch.json that it succeeded or hit its timeout: the row is appended from it,
+nothing reruns) or one cut off by a stopped sweep: its files move to attempts/<k>/ and it runs
+again. A finished attempt that failed without a row counts as cut off: the stop that ended its sweep
+may have failed it first (a cancelled Slurm job's srun exits 1, "job has expired", before the
+sweep's SIGTERM arrives).
 
 Concurrent sweeps in one directory (the per-layout Slurm jobs) are safe: a run is claimed with a
 lock file (.locks/<run_id>.lock, released by the kernel even on SIGKILL) and appends are
@@ -33,7 +36,7 @@ runs.csv is read whole once, to plan; then, before each run (under the store's l
 known to be takeable before anything is launched), only the rows other sweeps appended since
 (records.store.Store): recording a run costs the same at 10 rows and at 10,000. A row that cannot be
 appended after its run is one line naming the run and its folder (the next sweep appends it from
-there without running it again).
+there without running it again, unless it failed: then it runs again).
 
 The parts: spec (SweepSpec, sweep.json), launch (the one launch path, for runs and benches),
 display (dry run, progress, per-run lines), locks, signals (stopping between rows); their public
@@ -144,7 +147,7 @@ def _do_run(spec: SweepSpec, store: Store[RunResult], run: PlannedRun, signals: 
             return rows[-1], True
         rdir = run_dir(spec, run)
         outcome = guard.read_outcome(rdir / "launch.json")
-        if status is None and outcome is not None and outcome.status != "interrupted":
+        if status is None and outcome is not None and _ended_on_its_own(outcome):
             started = _started_at(rdir)  # finished but not appended: record it, do not rerun
         else:
             _set_aside(rdir)
@@ -164,23 +167,25 @@ def _do_run(spec: SweepSpec, store: Store[RunResult], run: PlannedRun, signals: 
         result = build_result(spec, run, rdir, outcome, started)
         if result is not None:
             with signals.deferred():
-                _record(spec, store, run, rdir, result)
+                _record(spec, store, run, rdir, result, kept=_ended_on_its_own(outcome))
         return result, False
 
 
-def _record(spec: SweepSpec, store: Store[RunResult], run: PlannedRun, rdir: Path, result: RunResult) -> None:
+def _record(spec: SweepSpec, store: Store[RunResult], run: PlannedRun, rdir: Path, result: RunResult,
+            kept: bool) -> None:
     """Append a finished run's row, then keep its hosts' hardware, under the store's lock. A row that
     cannot be appended is one line naming the run and the folder its result stays in: launch.json
     there holds the outcome, so the next sweep into the same --out appends the row without running
-    the run again."""
+    the run again (`kept`: it ended on its own) or runs it again (it failed)."""
     try:
         with locks.store_lock(spec.out):
             store.append([result])
     except (OSError, HvdbenchError) as e:
         why = os_error_line(e) if isinstance(e, OSError) else str(e)
         raise StoreError(f"run {run.run_id} ended ({result.status}) but its row was not appended to {spec.store} "
-                         f"({why}); its result is in {rdir}: `hvdbench sweep` again with the same --out appends "
-                         "it from there without running it again") from None
+                         f"({why}); its result is in {rdir}: `hvdbench sweep` again with the same --out "
+                         + ("appends it from there without running it again" if kept else
+                            "runs it again (a failed launch without a row is not kept)")) from None
     with locks.store_lock(spec.out):
         keep_hardware(spec, rdir)
 
@@ -204,6 +209,12 @@ def _busy_refusal(spec: SweepSpec, run: PlannedRun, started: str) -> RunResult |
         return None
     return refused_result(spec, run, started, f"not started: this machine was busy, other processes used "
                           f"{busy:.1f} cores (--require-idle {spec.require_idle:g} s: at most {BUSY_CPUS:g})")
+
+
+def _ended_on_its_own(outcome: guard.Outcome) -> bool:
+    """Whether an unrecorded attempt's outcome is its own: it succeeded, or its guard ended it at its
+    timeout. A failure may be the doing of the stop that cut its sweep off, so it is not kept."""
+    return outcome.status == "timeout" or (outcome.status == "exited" and outcome.returncode == 0)
 
 
 def _set_aside(rdir: Path) -> None:

@@ -276,6 +276,28 @@ def test_unrecorded_finished_run_is_recovered_without_rerunning(tmp_path):
     assert (row.run_id, row.throughput, row.started_at) == ("1x1-r1", 5.0, "2026-01-01T00:00:00+00:00")
 
 
+def test_an_unrecorded_failed_attempt_runs_again(tmp_path, monkeypatch):
+    # Caught in make test (test_slurm.py's cancelled job): the job's cancel failed srun ("job 7 has
+    # expired", exit 1) and the guard recorded that before the sweep's SIGTERM came, so the resumed
+    # sweep appended a failed row for a run the cancel had cut off. A failure without a row now runs again.
+    fake_launcher(tmp_path, monkeypatch)
+    s = spec(tmp_path, launcher="srun", repeats=1, entries=entries("1x1"), timeout=60)
+    rdir = s.out / "1x1-r1"
+    rdir.mkdir(parents=True)
+    cut_off = {"status": "exited", "returncode": 1, "pid": 1, "pgid": 1, "wall_s": 0.2, "leftover": [],
+               "started_at": "2026-01-01T00:00:00+00:00", "slurm_job_id": "7"}
+    (rdir / "launch.json").write_text(json.dumps(cut_off))
+    (rdir / "launch.log").write_text("srun: error: Slurm job 7 has expired\n")
+    from rich.console import Console
+
+    sweep_run.run_sweep(s, Console(file=open("/dev/null", "w")))
+    [row] = read_runs(s.store)
+    assert row.run_id == "1x1-r1" and row.started_at != cut_off["started_at"]
+    assert (rdir / "launch.log").read_text().startswith("launched ")  # launched again, by this sweep
+    assert json.loads((rdir / "attempts" / "1" / "launch.json").read_text()) == cut_off  # kept, not reused
+    assert "expired" not in (row.error or "")
+
+
 def test_an_interrupted_attempt_is_set_aside(tmp_path):
     rdir = tmp_path / "1x1-r1"
     (rdir / "logs").mkdir(parents=True)
