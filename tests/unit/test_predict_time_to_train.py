@@ -238,6 +238,23 @@ def test_a_weak_fit_says_the_fitted_speed_up_against_the_gpu_ratio():
         "64 GPUs, 4x past the fitted 16"]
 
 
+def test_a_global_batch_far_from_the_fitted_ones_is_a_reason_when_the_rules_say_so():
+    """Dell's GB200 BERT (v5.0): fitted at global batches 576-768 on 4-16 GPUs, its 8x4 published at
+    6144, eight times the largest: weak, as any batch more than 4x past the fitted (the `extrapolated`
+    flag's distance), where a usable grade missed by 34 %."""
+    parts = [truth(1, 4, 576), truth(2, 4, 768), truth(4, 4, 768)]
+    tf = PT.fit_group(parts, {Layout(1, 4), Layout(2, 4), Layout(4, 4)})
+    rules = FT.GradeRules(tight_width=0.0, usable_width=0.60, least_efficiency=0.0, most_doublings=math.inf)
+    far, near, under = (PT.evidence(tf, 8, 4, batch, None) for batch in (6144, 1536, 96))
+    assert (far.batch_doublings, near.batch_doublings) == (pytest.approx(3.0), pytest.approx(1.0))
+    assert rules.most_batch_doublings == FT.GRADES.most_batch_doublings == 2.0
+    assert PT.weak_reasons(far, rules) == ["global batch 6144, 8x past the fitted 768"]
+    assert PT.weak_reasons(near, rules) == [] and PT.weak_reasons(far, replace(rules, most_batch_doublings=3.0)) == []
+    assert PT.weak_reasons(under, replace(rules, most_batch_doublings=1.0)) == [
+        "global batch 96, 6x under the fitted 576"]
+    assert FT.grade(0.3, bool(PT.weak_reasons(far, rules)), rules) == "indicative"
+
+
 def test_a_published_fit_across_different_hardware_is_refused(tmp_path):
     """Issue 57 case 13: one submitter's 8-GPU and 4-GPU nodes, one platform name and no systems JSON,
     fitted together: refused in one line that names the GPUs per node."""

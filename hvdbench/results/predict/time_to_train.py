@@ -66,8 +66,8 @@ per-GPU batch and global batch, and the rate the fitted layouts cannot identify 
 measured quantiles of past errors per sigma (fitting.TTT_QUANTILES), and its width grades it
 (`grade`: tight, usable, indicative, each with its promise: fitting.PROMISES, GradeRules), capped at
 indicative where the fit is weak (`evidence`, `weak_reasons`: the fitted layouts' speed-up far from
-their GPU ratio, the layout far past them, a model-parallel degree only bounded), the row's weak_fit
-saying why. Those constants are fitted, and scored on a round (and on a
+their GPU ratio, the layout far past them, its global batch far from theirs, a model-parallel degree
+only bounded), the row's weak_fit saying why. Those constants are fitted, and scored on a round (and on a
 submitter) each fit never saw, by benchmarks/bench_predict_published.py.
 
 Where a prediction cannot be honest the row says why and has no number (`flags`, `note`):
@@ -775,7 +775,8 @@ class TttPredictionRow(PredictionRow):
 class Evidence(NamedTuple):
     """What decides whether a prediction is weak (fitting.GradeRules caps its grade at indicative):
     the fitted layouts' speed-up over their GPU ratio, the doublings of GPUs past them, a model-parallel
-    degree that is only a lower bound (why, in words; '' where none), a batch beyond the RCP table."""
+    degree that is only a lower bound (why, in words; '' where none), a batch beyond the RCP table, the
+    doublings of global batch past the fitted layouts' (and in words)."""
 
     efficiency: float | None
     efficiency_from: str
@@ -783,6 +784,8 @@ class Evidence(NamedTuple):
     past: str
     bound: str
     beyond_rcp: bool
+    batch_doublings: float = 0.0
+    batch_past: str = ""
 
 
 def evidence(tf: TttFit, nodes: int, gpus_per_node: int, batch: int, measured: LayoutParts | None) -> Evidence:
@@ -798,7 +801,11 @@ def evidence(tf: TttFit, nodes: int, gpus_per_node: int, batch: int, measured: L
         bound = (f"model parallelism only bounded: {measured.layout} at batch {batch} may run with none, the fitted "
                  f"layouts need at least {tf.model_parallel}")
     beyond = bool(tf.published and tf.rcp_largest and batch > tf.rcp_largest)
-    return Evidence(tf.efficiency, tf.efficiency_from, far, past, bound, beyond)
+    batches = [p.global_batch for p in tf.fitted]
+    batch_far = doublings_past(batch, batches)
+    side = f"past the fitted {max(batches)}" if batch > max(batches) else f"under the fitted {min(batches)}"
+    batch_past = f"global batch {batch}, {2 ** batch_far:.3g}x {side}" if batch_far > 0 else ""
+    return Evidence(tf.efficiency, tf.efficiency_from, far, past, bound, beyond, batch_far, batch_past)
 
 
 def weak_reasons(ev: Evidence, rules=GRADES) -> list[str]:
@@ -812,6 +819,8 @@ def weak_reasons(ev: Evidence, rules=GRADES) -> list[str]:
         out.append(ev.bound)
     if ev.beyond_rcp and rules.cap_beyond_rcp:
         out.append("a global batch beyond the RCP table's largest")
+    if ev.batch_doublings > rules.most_batch_doublings:
+        out.append(ev.batch_past)
     return out
 
 
