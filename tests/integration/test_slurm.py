@@ -166,11 +166,13 @@ def test_a_cancelled_job_leaves_whole_rows_and_the_next_submission_resumes(slurm
 def test_a_job_at_its_time_limit_records_the_run_as_timed_out(slurm_cluster, hvdbench_bin, digits, tmp_path):
     out = tmp_path / "limited"
     # Slurm warns 60 s before the 2-minute limit (SIGUSR1, launch/slurm/run.sub); the run would
-    # take far longer, so it is ended then and recorded, not lost.
+    # take far longer, so it is ended then and recorded, not lost. Its rank waits 0.5 s for each
+    # step's batch (train/faults.py's slow reader), so the minute it trains leaves the other pytest
+    # worker the core: 62 CPU-seconds of the machine's for this test alone before, 12 with the wait.
     run([hvdbench_bin, "sweep", "resnet50", "--hostfile", launch_settings(NAME).hostfile, "--layouts", "1x1",
          "--launcher", "slurm", "--submit", "--time-limit", "00:02:00", "--out", out, "--",
          "--flavor", "debug", "--steps", "1000000", "--warmup-steps", "2", "--batch-per-gpu", "16",
-         "--data", digits], env=slurm_env())
+         "--data", digits], env=slurm_env(HVDBENCH_INJECT_READ_DELAY_S="0.5"))
     wait_for_jobs(timeout_s=330)
     [row] = read_runs(out / "runs.csv")
     [job] = (out / "slurm" / "1x1.jobids").read_text().split()
