@@ -801,10 +801,11 @@ def evidence(tf: TttFit, nodes: int, gpus_per_node: int, batch: int, measured: L
         bound = (f"model parallelism only bounded: {measured.layout} at batch {batch} may run with none, the fitted "
                  f"layouts need at least {tf.model_parallel}")
     beyond = bool(tf.published and tf.rcp_largest and batch > tf.rcp_largest)
-    batches = [p.global_batch for p in tf.fitted]
-    batch_far = doublings_past(batch, batches)
-    side = f"past the fitted {max(batches)}" if batch > max(batches) else f"under the fitted {min(batches)}"
-    batch_past = f"global batch {batch}, {2 ** batch_far:.3g}x {side}" if batch_far > 0 else ""
+    batches = [p.global_batch for p in tf.fitted if p.global_batch]
+    batch_far, batch_past = doublings_past(batch, batches), ""
+    if batch_far > 0:  # batches is not empty, batch not None
+        side = f"past the fitted {max(batches)}" if batch > max(batches) else f"under the fitted {min(batches)}"
+        batch_past = f"global batch {batch}, {2 ** batch_far:.3g}x {side}"
     return Evidence(tf.efficiency, tf.efficiency_from, far, past, bound, beyond, batch_far, batch_past)
 
 
