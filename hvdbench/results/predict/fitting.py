@@ -133,6 +133,7 @@ def quantiles_of(errors: list[tuple[float, float]]) -> tuple[float, float]:
 # fitted ones, a model-parallel degree that is only a lower bound, a batch beyond the RCP table.
 PROMISES = {"tight": 0.07, "usable": 0.15, "indicative": 0.50}
 PROMISE_KEPT = 0.80  # the share of held-out predictions a grade must keep its promise in, or it is not given
+EXTRAPOLATION = 4.0  # times past the fitted range that a printed number carries the `extrapolated` flag
 
 
 @dataclass(frozen=True)
@@ -150,10 +151,10 @@ class GradeRules:
     cap_beyond_rcp: bool = True  # a global batch above the RCP table's largest: samples to target unmeasured
     # A global batch far from the fitted ones: its samples to target come from the RCP table's (or the
     # critical batch's) shape, scaled through batches the submission did not run at. Fixed at the
-    # `extrapolated` flag's 4x (time_to_train.EXTRAPOLATION), not calibrated: searched with the other
-    # conditions it graded more predictions usable and kept its promise less often held out
+    # `extrapolated` flag's distance (EXTRAPOLATION, 4x: 2 doublings), not calibrated: searched with the
+    # other conditions it graded more predictions usable and kept its promise less often held out
     # (benchmarks/bench_predict_published.py says by how much).
-    most_batch_doublings: float = 2.0
+    most_batch_doublings: float = math.log2(EXTRAPOLATION)
 
     def weak_efficiency(self, efficiency: float | None) -> bool:
         return (efficiency is not None and efficiency > 0 and self.least_efficiency > 0
@@ -169,7 +170,7 @@ class GradeRules:
 # than one doubling of GPUs past them, or a global batch more than 4x past (or under) theirs; a batch
 # beyond the RCP table did not tell a miss and caps nothing.
 GRADES = GradeRules(tight_width=0.0, usable_width=0.60, least_efficiency=0.5, most_doublings=1.0,
-                    cap_beyond_rcp=False, most_batch_doublings=2.0)
+                    cap_beyond_rcp=False)
 
 
 def grade(width: float | None, weak: bool = False, rules: GradeRules = GRADES) -> str:

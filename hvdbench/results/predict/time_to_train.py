@@ -108,6 +108,7 @@ from hvdbench.results.analyses.convergence import CriticalBatch, fit, rcp_for
 from hvdbench.results.analyses.ttt import Decomposition, LayoutParts, decompose, group_values
 from hvdbench.results.predict.fitting import (
     COVERAGE,
+    EXTRAPOLATION,
     GRADES,
     promise,
     PER_DOUBLING,
@@ -130,7 +131,6 @@ from hvdbench.results.records.rows import TttGroup, beside
 from hvdbench.results.render.tables import markdown_table, pages
 from hvdbench.topology import Layout
 
-EXTRAPOLATION = 4.0  # times past the fitted range that a printed number carries the `extrapolated` flag
 FLAGS = {
     "batch-capped": "the batch hvdbench chose for a layout not run is capped at the RCP table's largest, which "
                     "leaves some data-parallel replica without a sample at the fitted layouts' model parallelism; "
