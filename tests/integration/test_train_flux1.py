@@ -1,13 +1,15 @@
 """`hvdbench train flux1` launched for real: the debug flavor reaches its validation-loss target
-(0.56, the reference's 8-timestep loss) on the real 8x8 digits sharded (--engine fsdp under
-`mpirun -np 2`), with equal parameters on both ranks, logged as MLPerf's closed division; MLPerf's
+(0.56, the reference's 8-timestep loss) on the real 8x8 digits under `mpirun -np 2` (Horovod's
+engine over MPI), with equal parameters on both ranks, logged as MLPerf's closed division; MLPerf's
 compliance checker (ruleset 6.0.0, closed_flux1.yaml) on that log finds one failure only, the one a
 debug run cannot avoid: `evaluation_frequency == 262144` (the reference evaluates every 262,144
 samples; the digits every 2,816). The quality check (some eval_accuracy <= 0.586) passes: the debug
-target is below it. Controls on the same log show the checker reads the keys and the target. (That
-was two launches, a closed-division horovodrun run and an fsdp run; one checks what both did.)
-Horovod's engine is kept by two synthetic steps under horovodrun.
-
+target is below it. Controls on the same log show the checker reads the keys and the target.
+Sharded training (--engine fsdp, as the reference's torchtitan) is two synthetic steps under
+horovodrun: on this 463K-parameter network FSDP2's per-block hooks and sharded update make a step
+2.2x Horovod's on a CPU, and the same launch to the target took 84 CPU-s against 51 (the same
+losses at every evaluation, issue 56); time-to-accuracy under fsdp is test_train_engines.py's and
+test_train_lm.py's.
     .venv/bin/python -m pytest tests/integration/test_train_flux1.py
 """
 
@@ -61,26 +63,23 @@ def edited(mllog, out, drop=(), shift_accuracy=0.0):
 
 
 @pytest.mark.timeout(360)
-def test_debug_reaches_its_target_sharded_logged_for_the_closed_division(digits8, tmp_path, mpirun, hvdbench_bin):
-    """One launch proves what two did (a closed-division horovodrun run and an --engine fsdp run,
-    merged): sharded (--engine fsdp, started by mpirun: each rank holds about half the MMDiT's
-    blocks' parameters) and logged as the closed division, the debug flavor reaches 0.56 with equal
-    parameters on both ranks, every evaluation covers the whole val split and rank 0 says each once,
-    the MLPerf log holds the model folder's values and the checker finds only the cadence, and the
-    controls show it reads the keys and the target. That flux1 trains under Horovod's engine is
-    `test_debug_trains_under_horovod` below."""
+def test_debug_reaches_its_target_logged_for_the_closed_division(digits8, tmp_path, mpirun, hvdbench_bin):
+    """Logged as the closed division (started by mpirun, Horovod's engine), the debug flavor reaches
+    0.56 with equal parameters on both ranks, every evaluation covers the whole val split and rank 0
+    says each once, the MLPerf log holds the model folder's values and the checker finds only the
+    cadence, and the controls show it reads the keys and the target. That flux1 trains sharded is
+    `test_debug_trains_sharded` below."""
     out = tmp_path / "run"
     started = time.monotonic()
     proc = run([mpirun, "-np", "2", "--bind-to", "none", hvdbench_bin, "train", "flux1", "--flavor", "debug",
-                "--engine", "fsdp", "--data", digits8, "--set", "submission.division=closed", "--out", out],
-               timeout=360)
+                "--data", digits8, "--set", "submission.division=closed", "--out", out], timeout=360)
     launch_s = time.monotonic() - started
     record, config = read_result(out / "result.json")
     assert (record.status, record.mode, record.metric_name) == ("success", "time_to_accuracy", "eval_loss")
-    assert (record.engine, record.launcher) == ("fsdp", "mpirun")
+    assert (record.engine, record.launcher) == ("horovod", "mpirun")
     assert record.target == 0.56 and record.final_metric <= 0.56
     assert (record.world_size, record.layout, record.global_batch) == (2, "1x2", 64)
-    assert record.parameters == 462_884 and record.shard_parameters < record.parameters * 0.6
+    assert record.parameters == 462_884
     assert record.epochs_to_target == record.epochs <= 24  # 16 when measured (seed 0)
     assert (config["optimizer"], config["lr"], config["weight_decay"]) == ("adamw", 3e-3, 0.1)
     checks = json.loads((out / "checks.json").read_text())
@@ -89,7 +88,7 @@ def test_debug_reaches_its_target_sharded_logged_for_the_closed_division(digits8
     assert all(e["samples"] == 360 for e in checks["evals"]) and len(checks["evals"]) >= 2
     said = [float(v) for v in re.findall(r"epoch [0-9.]+: eval_loss ([0-9.]+) \(target 0.56\)", proc.stdout)]
     assert said == pytest.approx([e["metric"] for e in checks["evals"]], abs=1e-4)  # rank 0 says each once
-    print(f"flux1 debug (fsdp): launch {launch_s:.1f} s, time to train {record.time_to_train_s:.1f} s, "
+    print(f"flux1 debug: launch {launch_s:.1f} s, time to train {record.time_to_train_s:.1f} s, "
           f"{record.epochs_to_target:g} epochs, eval_loss {record.final_metric:.4f}")
 
     events = read_events(out / "mllog.txt")
@@ -116,17 +115,18 @@ def test_debug_reaches_its_target_sharded_logged_for_the_closed_division(digits8
 
 
 @pytest.mark.timeout(180)
-def test_debug_trains_under_horovod(tmp_path, horovodrun, hvdbench_bin):
-    """Horovod's engine on flux1, at the least cost (what is left of the closed-division horovodrun
-    run, whose other checks the fsdp run above makes): two synthetic steps on two ranks under
-    horovodrun train, and Horovod's allreduce leaves both ranks with the same weights."""
+def test_debug_trains_sharded(tmp_path, horovodrun, hvdbench_bin):
+    """FSDP2 on flux1, at the least cost: two synthetic steps on two ranks under horovodrun, each rank
+    holding about half the MMDiT's parameters, and both ending with the same weights."""
     out = tmp_path / "run"
     run([horovodrun, "-np", "2", "-H", "localhost:2", "--gloo", hvdbench_bin, "train", "flux1", "--flavor", "debug",
-         "--synthetic", "--steps", "2", "--warmup-steps", "1", "--warmup-max-steps", "1", "--out", out], timeout=170)
+         "--engine", "fsdp", "--synthetic", "--steps", "2", "--warmup-steps", "1", "--warmup-max-steps", "1",
+         "--out", out], timeout=170)
     record, _ = read_result(out / "result.json")
-    assert (record.status, record.mode, record.engine) == ("success", "throughput", "horovod")
+    assert (record.status, record.mode, record.engine) == ("success", "throughput", "fsdp")
     assert (record.world_size, record.launcher, record.steps) == (2, "horovodrun", 2)
     # Synthetic data is flux_latents' kind (text captions): no label-caption embeddings, the digits'
     # 11 x (4 x 32 + 32) = 1,760 fewer parameters than the 462,884 of the run above.
     assert record.parameters == 462_884 - 1_760
+    assert record.parameters * 0.4 < record.shard_parameters < record.parameters * 0.6
     assert json.loads((out / "checks.json").read_text())["params_identical"] is True
