@@ -230,7 +230,8 @@ def test_a_weak_fit_says_the_fitted_speed_up_against_the_gpu_ratio():
     tf = PT.fit_group(parts, {Layout(1, 8), Layout(2, 8)})
     assert tf.efficiency == pytest.approx(1.45 / 2, rel=1e-6)
     ev = PT.evidence(tf, 8, 8, 256, None)
-    rules = FT.GradeRules(tight_width=0.25, usable_width=0.60, least_efficiency=0.8, most_doublings=math.inf)
+    rules = FT.GradeRules(tight_width=0.25, usable_width=0.60, least_efficiency=0.8, most_doublings=math.inf,
+                          least_per_gpu_share=0.0)  # 4 a GPU, a quarter of the fitted 16: not this test's
     said = PT.weak_reasons(ev, rules)
     assert said == ["the fitted 1x8 -> 2x8 sped up 1.45x on 2x the GPUs (72 % of linear)"]
     assert PT.weak_reasons(ev, replace(rules, least_efficiency=0.7)) == []
@@ -244,7 +245,8 @@ def test_a_global_batch_far_from_the_fitted_ones_is_a_reason_when_the_rules_say_
     flag's distance), where a usable grade missed by 34 %."""
     parts = [truth(1, 4, 576), truth(2, 4, 768), truth(4, 4, 768)]
     tf = PT.fit_group(parts, {Layout(1, 4), Layout(2, 4), Layout(4, 4)})
-    rules = FT.GradeRules(tight_width=0.0, usable_width=0.60, least_efficiency=0.0, most_doublings=math.inf)
+    rules = FT.GradeRules(tight_width=0.0, usable_width=0.60, least_efficiency=0.0, most_doublings=math.inf,
+                          least_per_gpu_share=0.0)  # 96 on 32 GPUs is 3 a GPU against 48: not this test's
     far, near, under = (PT.evidence(tf, 8, 4, batch, None) for batch in (6144, 1536, 96))
     assert (far.batch_doublings, near.batch_doublings) == (pytest.approx(3.0), pytest.approx(1.0))
     assert rules.most_batch_doublings == FT.GRADES.most_batch_doublings == 2.0
@@ -253,6 +255,26 @@ def test_a_global_batch_far_from_the_fitted_ones_is_a_reason_when_the_rules_say_
     assert PT.weak_reasons(under, replace(rules, most_batch_doublings=1.0)) == [
         "global batch 96, 6x under the fitted 576"]
     assert FT.grade(0.3, bool(PT.weak_reasons(far, rules)), rules) == "indicative"
+
+
+def test_a_batch_per_gpu_half_the_fitted_smallest_or_less_is_a_reason():
+    """Dell's GB200 RetinaNet (v5.0): fitted at a global batch of 256 on 4, 8 and 16 GPUs (64, 32 and 16
+    a GPU), its 8x4 at 256 gives each GPU 8, half the fitted smallest: weak (graded usable, it ran 29 %
+    slower than predicted). 12 a GPU is not, nor a larger global batch on the same GPUs; the rule off
+    (share 0) says nothing."""
+    parts = [truth(1, 4, 256), truth(2, 4, 256), truth(4, 4, 256)]
+    tf = PT.fit_group(parts, {Layout(1, 4), Layout(2, 4), Layout(4, 4)})
+    rules = FT.GradeRules(tight_width=0.0, usable_width=0.60, least_efficiency=0.0, most_doublings=math.inf)
+    half, near, weak_scaled = (PT.evidence(tf, 8, 4, batch, None) for batch in (256, 384, 512))
+    assert (half.per_gpu_share, near.per_gpu_share, weak_scaled.per_gpu_share) == (0.5, 0.75, 1.0)
+    assert rules.least_per_gpu_share == FT.GRADES.least_per_gpu_share == 0.5
+    assert PT.weak_reasons(half, rules) == ["batch per GPU 8, 2x under the fitted 16"]
+    assert PT.weak_reasons(near, rules) == [] and PT.weak_reasons(weak_scaled, rules) == []
+    assert PT.weak_reasons(half, replace(rules, least_per_gpu_share=0.0)) == []
+    assert PT.weak_reasons(PT.evidence(tf, 16, 4, 256, None), rules) == ["batch per GPU 4, 4x under the fitted 16"]
+    # The row says it, and its grade is indicative whatever its interval.
+    row = by_layout(PT.group_rows(tf, [Layout(8, 4)]))["8x4"]
+    assert row.grade == "indicative" and "batch per GPU 8, 2x under the fitted 16" in row.weak_fit
 
 
 def test_a_published_fit_across_different_hardware_is_refused(tmp_path):

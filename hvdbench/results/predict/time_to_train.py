@@ -66,8 +66,8 @@ per-GPU batch and global batch, and the rate the fitted layouts cannot identify 
 measured quantiles of past errors per sigma (fitting.TTT_QUANTILES), and its width grades it
 (`grade`: tight, usable, indicative, each with its promise: fitting.PROMISES, GradeRules), capped at
 indicative where the fit is weak (`evidence`, `weak_reasons`: the fitted layouts' speed-up far from
-their GPU ratio, the layout far past them, its global batch far from theirs, a model-parallel degree
-only bounded), the row's weak_fit saying why. Those constants are fitted, and scored on a round (and on a
+their GPU ratio, the layout far past them, its global batch far from theirs, its batch per GPU half
+theirs or less, a model-parallel degree only bounded), the row's weak_fit saying why. Those constants are fitted, and scored on a round (and on a
 submitter) each fit never saw, by benchmarks/bench_predict_published.py.
 
 Where a prediction cannot be honest the row says why and has no number (`flags`, `note`):
@@ -776,7 +776,8 @@ class Evidence(NamedTuple):
     """What decides whether a prediction is weak (fitting.GradeRules caps its grade at indicative):
     the fitted layouts' speed-up over their GPU ratio, the doublings of GPUs past them, a model-parallel
     degree that is only a lower bound (why, in words; '' where none), a batch beyond the RCP table, the
-    doublings of global batch past the fitted layouts' (and in words)."""
+    doublings of global batch past the fitted layouts' (and in words), the batch per GPU as a share of
+    the fitted layouts' smallest (1 where it is not smaller; and in words)."""
 
     efficiency: float | None
     efficiency_from: str
@@ -786,6 +787,8 @@ class Evidence(NamedTuple):
     beyond_rcp: bool
     batch_doublings: float = 0.0
     batch_past: str = ""
+    per_gpu_share: float = 1.0
+    per_gpu_under: str = ""
 
 
 def evidence(tf: TttFit, nodes: int, gpus_per_node: int, batch: int, measured: LayoutParts | None) -> Evidence:
@@ -806,7 +809,17 @@ def evidence(tf: TttFit, nodes: int, gpus_per_node: int, batch: int, measured: L
     if batch_far > 0:  # batches is not empty, batch not None
         side = f"past the fitted {max(batches)}" if batch > max(batches) else f"under the fitted {min(batches)}"
         batch_past = f"global batch {batch}, {2 ** batch_far:.3g}x {side}"
-    return Evidence(tf.efficiency, tf.efficiency_from, far, past, bound, beyond, batch_far, batch_past)
+    per_gpu = [p.global_batch / p.gpus for p in tf.fitted if p.global_batch and p.gpus]
+    share, under = 1.0, ""
+    if per_gpu and batch and batch / n < min(per_gpu):
+        share = batch / n / min(per_gpu)
+        under = f"batch per GPU {_count(batch / n)}, {1 / share:.3g}x under the fitted {_count(min(per_gpu))}"
+    return Evidence(tf.efficiency, tf.efficiency_from, far, past, bound, beyond, batch_far, batch_past, share, under)
+
+
+def _count(x: float) -> str:
+    """A batch in words: 2,112 and 8 whole, 0.188 to three figures."""
+    return f"{x:,.0f}" if x >= 100 or x == int(x) else f"{x:.3g}"
 
 
 def weak_reasons(ev: Evidence, rules=GRADES) -> list[str]:
@@ -822,6 +835,8 @@ def weak_reasons(ev: Evidence, rules=GRADES) -> list[str]:
         out.append("a global batch beyond the RCP table's largest")
     if ev.batch_doublings > rules.most_batch_doublings:
         out.append(ev.batch_past)
+    if ev.per_gpu_share <= rules.least_per_gpu_share * (1 + 1e-9):  # 8 of 16 a GPU is half, whatever the rounding
+        out.append(ev.per_gpu_under)
     return out
 
 
