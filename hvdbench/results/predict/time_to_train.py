@@ -37,8 +37,8 @@ fitted layouts (--fit-on, default: every measured one) of its group (system, mod
   fitted layouts can tell them apart: x = c + (d + e comm) / b by least squares, which where c, d
   and e all come out positive is the rate's one reading, nothing left unidentified
   (`_full_rate_model`); where the third layout zeroes d or e, the fixed reading stays the point.
-  Past the fitted layouts' most GPUs the published corpus can shape the rate (`predictions(prior=True)`,
-  off by default: predict.prior.USE_PRIOR says why): other submitters' systems of the same accelerator
+  Past the fitted layouts' most GPUs the published corpus shapes the rate (`predictions(prior=...)`,
+  on by default: predict.prior.USE_PRIOR says why): other submitters' systems of the same accelerator
   and benchmark among the loaded logs say how their per-GPU rate fell over those GPUs, and the rate
   moves halfway (in logs) towards that fall from the fitted layouts' largest; the row's `rate_prior`
   says the slope and from which systems (TttFit.prior_rate).
