@@ -67,8 +67,9 @@ measured quantiles of past errors per sigma (fitting.TTT_QUANTILES), and its wid
 (`grade`: tight, usable, indicative, each with its promise: fitting.PROMISES, GradeRules), capped at
 indicative where the fit is weak (`evidence`, `weak_reasons`: the fitted layouts' speed-up far from
 their GPU ratio, the layout far past them, its global batch far from theirs, its batch per GPU half
-theirs or less, a model-parallel degree only bounded), the row's weak_fit saying why. Those constants are fitted, and scored on a round (and on a
-submitter) each fit never saw, by benchmarks/bench_predict_published.py.
+theirs or less, a model-parallel degree only bounded), the row's weak_fit saying why. Those constants
+are fitted, and scored on a round (and on a submitter) each fit never saw, by
+benchmarks/bench_predict_published.py.
 
 Where a prediction cannot be honest the row says why and has no number (`flags`, `note`):
 - model-parallel: the least model-parallel degree (GPUs x accumulation / B, rounded up: at most B /
