@@ -49,8 +49,9 @@ def check_run(out, model, data, proc, ranks):
 
 
 # Both reach their targets at their second evaluation (the Transformer's at epoch 2, GNMT's at 1.5):
-# 109-131 s measured with other jobs on the 2-core machine (load 4-6), 220-240 s under load 11. Under MPI, not Gloo: Horovod's Gloo
-# sends each step's gradients (GNMT's 10 MB) through loopback TCP, Open MPI through shared memory:
+# 109-131 s measured with other jobs on the 2-core machine (load 4-6), 220-240 s under load 11.
+# Under MPI, not Gloo: Horovod's Gloo sends each step's gradients (GNMT's 10 MB) through loopback
+# TCP, Open MPI through shared memory:
 # GNMT to its target on two ranks took 196 CPU-s against Gloo's 220, the same BLEU at the same epoch.
 # Gloo trains to a target in test_train_bert.py, test_train_resnet.py (TensorFlow) and
 # test_closed_division.py; BLEU's reduction is the engine's, whatever the controller.

@@ -228,6 +228,11 @@ class TttFit:
     def fitted_on(self) -> str:
         return " ".join(dict.fromkeys(p.layout for p in self.fitted))
 
+    @property
+    def per_gpu_batches(self) -> list[float]:
+        """The fitted layouts' global batch per GPU (the batch a GPU's step cost was fitted at)."""
+        return [p.global_batch / p.gpus for p in self.fitted]
+
     def samples(self, batch: float) -> float | None:
         return self.samples_and_source(batch)[0]
 
@@ -622,7 +627,7 @@ def spread_terms(tf: TttFit, nodes: int, gpus_per_node: int, batch: float, rcp_m
             "repeats": tf.repeat_cv * math.sqrt(2 / tf.repeat_runs),
             "rate_unidentified": tf.rate_unidentified(nodes, gpus_per_node, batch),
             "gpus": doublings_past(n, [p.gpus for p in tf.fitted]),
-            "per_gpu_batch": doublings_past(batch / n, [p.global_batch / p.gpus for p in tf.fitted]),
+            "per_gpu_batch": doublings_past(batch / n, tf.per_gpu_batches),
             "global_batch": 0.0 if rcp_mean else past_batch, "global_batch_rcp": past_batch if rcp_mean else 0.0}
 
 
@@ -691,7 +696,7 @@ def choose_batch(tf: TttFit, nodes: int, gpus_per_node: int) -> tuple[int, str]:
     # Strong scaling has a limit: a per-GPU batch under a quarter of the fitted ones' smallest is further
     # than their trend can tell (EXTRAPOLATION); submitters grow the batch there (ResNet-50 on Eos: 3,200 at
     # 8 and 64 GPUs, 40,448 at 2,528).
-    least = min(p.global_batch / p.gpus for p in tf.fitted) / EXTRAPOLATION
+    least = min(tf.per_gpu_batches) / EXTRAPOLATION
     if batch < least * n:
         batch = least * n
         said += f", raised to {least:g} per GPU (a quarter of the fitted layouts' smallest per-GPU batch)"
@@ -805,16 +810,16 @@ def evidence(tf: TttFit, nodes: int, gpus_per_node: int, batch: int, measured: L
         bound = (f"model parallelism only bounded: {measured.layout} at batch {batch} may run with none, the fitted "
                  f"layouts need at least {tf.model_parallel}")
     beyond = bool(tf.published and tf.rcp_largest and batch > tf.rcp_largest)
-    batches = [p.global_batch for p in tf.fitted if p.global_batch]
+    batches = [p.global_batch for p in tf.fitted]
     batch_far, batch_past = doublings_past(batch, batches), ""
-    if batch_far > 0:  # batches is not empty, batch not None
+    if batch_far > 0:
         side = f"past the fitted {max(batches)}" if batch > max(batches) else f"under the fitted {min(batches)}"
         batch_past = f"global batch {batch}, {2 ** batch_far:.3g}x {side}"
-    per_gpu = [p.global_batch / p.gpus for p in tf.fitted if p.global_batch and p.gpus]
-    share, under = 1.0, ""
-    if per_gpu and batch and batch / n < min(per_gpu):
-        share = batch / n / min(per_gpu)
-        under = f"batch per GPU {_count(batch / n)}, {1 / share:.3g}x under the fitted {_count(min(per_gpu))}"
+    # No guards: predict_layout's extrapolation check, just before, divided and compared the same batches.
+    least, share, under = min(tf.per_gpu_batches), 1.0, ""
+    if batch / n < least:
+        share = batch / n / least
+        under = f"batch per GPU {_count(batch / n)}, {1 / share:.3g}x under the fitted {_count(least)}"
     return Evidence(tf.efficiency, tf.efficiency_from, far, past, bound, beyond, batch_far, batch_past, share, under)
 
 
@@ -899,7 +904,7 @@ def predict_layout(tf: TttFit, nodes: int, gpus_per_node: int, batch: int | None
     rate_sigma, ttt_sigma, interval_from = spread(tf, nodes, gpus_per_node, batch, samples_from.startswith("the RCP"))
     fitted_n = [p.gpus for p in tf.fitted]
     fitted_b = [p.global_batch for p in tf.fitted]
-    fitted_per_gpu = [p.global_batch / p.gpus for p in tf.fitted]
+    fitted_per_gpu = tf.per_gpu_batches
     if (n > EXTRAPOLATION * max(fitted_n) or batch > EXTRAPOLATION * max(fitted_b)
             or batch / n < min(fitted_per_gpu) / EXTRAPOLATION):
         flags.append("extrapolated")
