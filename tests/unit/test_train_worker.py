@@ -4,6 +4,7 @@ injection, launcher detection, the output-directory guard, and the CLI's behavio
 
 import json
 import math
+import os
 import signal
 import subprocess
 import sys
@@ -170,6 +171,50 @@ def test_a_thread_share_gives_every_layout_the_largest_layouts_threads(monkeypat
     assert math_threads(0, local_size=1, size=1, env=shared, share=2) == 4  # emulated cluster, 1x1
     assert math_threads(0, local_size=1, size=2, env=shared, share=2) == 4  # emulated cluster, 2x1
     assert math_threads(3, local_size=1, env={}, share=4) == 3
+
+
+# A fresh process's minor page faults in three rounds of 64 blocks of 1 MiB malloc'd, written and freed,
+# with SETTINGS (a call of cpu_malloc_settings, or nothing) first.
+PAGE_FAULTS = """
+import ctypes, json, resource, sys
+from hvdbench.frameworks import cpu_malloc_settings
+said = eval(sys.argv[1])
+libc = ctypes.CDLL(None)
+libc.malloc.restype, libc.malloc.argtypes, libc.free.argtypes = ctypes.c_void_p, [ctypes.c_size_t], [ctypes.c_void_p]
+faults = []
+for _ in range(3):
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+    blocks = [libc.malloc(1 << 20) for _ in range(64)]
+    for b in blocks:
+        ctypes.memset(b, 1, 1 << 20)
+    for b in blocks:
+        libc.free(b)
+    faults.append(resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before)
+print(json.dumps([said, faults]))
+"""
+
+
+def _page_faults(settings: str) -> tuple[object, list[int]]:
+    out = subprocess.run([sys.executable, "-c", PAGE_FAULTS, settings], capture_output=True, text=True, check=True)
+    return tuple(json.loads(out.stdout))
+
+
+@pytest.mark.skipif(not os.confstr("CS_GNU_LIBC_VERSION").startswith("glibc"), reason="glibc's malloc only")
+def test_cpu_training_keeps_freed_memory_for_the_next_step_unless_the_user_chose():
+    """glibc returns 64 MiB freed at once to the kernel, so writing it again faults every page in
+    (16,384 of 4 KiB); after cpu_malloc_settings a CPU process keeps it: the next rounds fault none of them in.
+    On a GPU, or where the user set glibc's own variables or another allocator, malloc is left alone."""
+    pages = (64 << 20) // os.sysconf("SC_PAGE_SIZE")
+    said, glibc = _page_faults("None")
+    assert all(f >= pages * 0.9 for f in glibc), glibc  # the default: every round faults its pages in
+    said, kept = _page_faults("cpu_malloc_settings(on_gpu=False, env={})")
+    assert said is True and kept[0] >= pages * 0.9 and max(kept[1:]) < pages / 100, kept  # the interpreter's own: 0-1
+    for left_alone in ("cpu_malloc_settings(on_gpu=True, env={})",
+                       "cpu_malloc_settings(on_gpu=False, env={'MALLOC_TRIM_THRESHOLD_': '131072'})",
+                       "cpu_malloc_settings(on_gpu=False, env={'GLIBC_TUNABLES': 'glibc.malloc.perturb=0'})",
+                       "cpu_malloc_settings(on_gpu=False, env={'LD_PRELOAD': '/usr/lib/libjemalloc.so.2'})"):
+        said, faults = _page_faults(left_alone)
+        assert said is False and all(f >= pages * 0.9 for f in faults), (left_alone, faults)
 
 
 def test_a_sweep_shares_cores_as_its_largest_layout_does(tmp_path):

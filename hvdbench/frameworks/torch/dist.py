@@ -16,7 +16,7 @@ import horovod.torch as hvd
 import numpy as np
 import torch
 
-from hvdbench.frameworks import cpu_mpi_settings
+from hvdbench.frameworks import cpu_malloc_settings, cpu_mpi_settings
 from hvdbench.frameworks.dist_base import DistBase
 from hvdbench.frameworks.torch.process_group import torch_versions
 
@@ -24,6 +24,7 @@ from hvdbench.frameworks.torch.process_group import torch_versions
 class Dist(DistBase):
     def __init__(self, threads: int = 0, share: int = 0):
         cpu_mpi_settings(on_gpu=torch.cuda.is_available())
+        cpu_malloc_settings(on_gpu=torch.cuda.is_available())
         super().__init__(hvd, threads, share)
         torch.set_num_threads(self.threads)
         if torch.cuda.is_available():

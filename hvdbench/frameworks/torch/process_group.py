@@ -24,7 +24,7 @@ import numpy as np
 import torch
 import torch.distributed as tdist
 
-from hvdbench.frameworks import cpu_mpi_settings, require_horovod
+from hvdbench.frameworks import cpu_malloc_settings, cpu_mpi_settings, require_horovod
 from hvdbench.frameworks.dist_base import DistBase
 from hvdbench.launchers.launch_info import Place, place
 
@@ -92,6 +92,7 @@ class TorchDist(DistBase):
     """The Horovod `Dist`'s attributes and host collectives over torch.distributed."""
 
     def __init__(self, threads: int = 0, share: int = 0, env=os.environ):
+        cpu_malloc_settings(on_gpu=torch.cuda.is_available())
         here = place(env)
         address, port = here.master_addr, here.master_port
         if address is None or port is None:

@@ -42,6 +42,7 @@ from torch import nn
 
 from hvdbench.errors import ConfigError, DatasetError
 from hvdbench.families.lm import torch as lm
+from hvdbench.frameworks import cpu_malloc_settings
 from hvdbench.frameworks.torch.recipe import clip_to_groups, flush_denormals, fused, sized
 from hvdbench.frameworks.torch.vision import ensure_torchvision
 from hvdbench.models.llama2_lora import FLAVORS, Pretraining
@@ -383,6 +384,7 @@ def pretrain(cfg, train, val, training: Pretraining, log=None) -> tuple[object, 
 
     steps, batch, lr, warmup = training.steps, training.batch, training.lr, training.warmup
     flush_denormals()
+    cpu_malloc_settings(on_gpu=False)  # pre-trained on the CPU (build_base below)
     if training.threads:
         torch.set_num_threads(training.threads)
     torch.manual_seed(training.seed)
