@@ -63,6 +63,10 @@ def test_the_prior_is_the_overlapping_pairs_slope_at_a_like_batch_growth():
     assert "Other / box (5.1.0)" in prior.said
     assert PR.prior_at(pairs, 16, 64, 32, 32) is None  # strong scaling: weak-scaling pairs do not say
     assert PR.prior_at(pairs, 64, 256, 128, 512) is None  # past every pair
-    # Shaped: PRIOR_WEIGHT of the way, in logs, from the fit's rate to the prior's.
-    fitted, anchor = 64 * 10.0, 10.0
-    assert math.isclose(PR.shaped(fitted, anchor, 16, 64, prior), math.sqrt(fitted * 64 * 6.0))
+    # Shaped: PRIOR_WEIGHT of the way, in logs, from the fit's rate to the prior's (64 GPUs at 6.0 each).
+    fitted, anchor, w = 64 * 10.0, 10.0, PR.PRIOR_WEIGHT
+    assert prior.weight == w
+    assert math.isclose(PR.shaped(fitted, anchor, 16, 64, prior), fitted ** (1 - w) * (64 * 6.0) ** w)
+    for weight, rate in ((0.0, fitted), (0.5, math.sqrt(fitted * 64 * 6.0)), (1.0, 64 * 6.0)):
+        other = PR.prior_at(pairs, 16, 64, 32, 128, weight=weight)
+        assert other.weight == weight and math.isclose(PR.shaped(fitted, anchor, 16, 64, other), rate)

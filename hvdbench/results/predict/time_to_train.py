@@ -40,7 +40,8 @@ fitted layouts (--fit-on, default: every measured one) of its group (system, mod
   Past the fitted layouts' most GPUs the published corpus shapes the rate (`predictions(prior=...)`,
   on by default: predict.prior.USE_PRIOR says why): other submitters' systems of the same accelerator
   and benchmark among the loaded logs say how their per-GPU rate fell over those GPUs, and the rate
-  moves halfway (in logs) towards that fall from the fitted layouts' largest; the row's `rate_prior`
+  moves three quarters of the way (in logs: prior.PRIOR_WEIGHT) towards that fall from the fitted
+  layouts' largest; the row's `rate_prior`
   says the slope and from which systems (TttFit.prior_rate).
 - E, evaluation: where the fitted layouts' logs count their evaluations (eval_start/eval_stop), the
   number of evaluations times the cost of one. The number is what is trained over the benchmark's
@@ -124,8 +125,8 @@ from hvdbench.results.predict.fitting import (
     quadrature,
     rms,
 )
-from hvdbench.results.predict.prior import (USE_PRIOR, ScalingPair, ScalingPrior, batch_of, corpus_for, per_gpu_rate,
-                                            prior_at, scaling_pairs, shaped)
+from hvdbench.results.predict.prior import (PRIOR_WEIGHT, USE_PRIOR, ScalingPair, ScalingPrior, batch_of, corpus_for,
+                                            per_gpu_rate, prior_at, scaling_pairs, shaped)
 from hvdbench.results.predict.throughput import FLAGS as THROUGHPUT_FLAGS
 from hvdbench.results.predict.throughput import PredictionFitRow, PredictionRow, predict
 from hvdbench.results.records.rows import TttGroup, beside
@@ -222,6 +223,7 @@ class TttFit:
     # Other submitters' systems of the same accelerator and benchmark (predict.prior): how their per-GPU
     # rate fell with the GPUs shapes the rate past the fitted layouts (`prior_rate`); () where none.
     prior_pairs: tuple[ScalingPair, ...] = ()
+    prior_weight: float = PRIOR_WEIGHT  # how far the prior moves the rate (predict.prior.shaped)
     notes: list[str] = field(default_factory=list)
 
     @property
@@ -275,7 +277,7 @@ class TttFit:
         if not self.prior_pairs or self.throughput_fit is not None or not most or n <= most:
             return rate, None
         anchor = [p for p in self.fitted if p.gpus == most and p.throughput > 0]
-        prior = prior_at(self.prior_pairs, most, n, batch_of(anchor), batch) if anchor else None
+        prior = prior_at(self.prior_pairs, most, n, batch_of(anchor), batch, self.prior_weight) if anchor else None
         return (shaped(rate, per_gpu_rate(anchor), most, n, prior), prior) if prior else (rate, None)
 
     def link_slowdown(self, nodes: int, gpus_per_node: int) -> float:
@@ -464,15 +466,18 @@ def group_links(runs) -> dict[tuple, Links]:
 
 def fit_group(parts: list[LayoutParts], fit_on: set[Layout] | None = None, ruleset: str | None = None,
               published: bool = False, throughput_fits=(),
-              links: Links = Links(), prior_pairs: tuple[ScalingPair, ...] = ()) -> TttFit:
+              links: Links = Links(), prior_pairs: tuple[ScalingPair, ...] = (),
+              prior_weight: float = PRIOR_WEIGHT) -> TttFit:
     """A TttFit from one group's layouts (ttt.LayoutParts), fitted on those named in `fit_on` (all
     when None). `published`: MLPerf logs, whose benchmark's RCP table gives B_crit (of `ruleset`);
     `links`: what its rings across nodes run on (group_links); `prior_pairs`: other submitters' systems
-    of its accelerator and benchmark (prior.corpus_for), whose scaling shapes the rate past the fitted layouts."""
+    of its accelerator and benchmark (prior.corpus_for), whose scaling shapes the rate past the fitted layouts,
+    `prior_weight` of the way (prior.shaped)."""
     fitted = [p for p in parts if fit_on is None or p.place in fit_on]
     fitted.sort(key=lambda p: (p.gpus, p.nodes, p.global_batch))
     tf = TttFit(group=parts[0].group, parts=parts, fitted=fitted, base=fitted[0] if fitted else None,
-                unit=parts[0].unit, published=published, links=links, prior_pairs=tuple(prior_pairs))
+                unit=parts[0].unit, published=published, links=links, prior_pairs=tuple(prior_pairs),
+                prior_weight=prior_weight)
     if not fitted:
         tf.refused = "no fitted layout with a time to train and its parts (--fit-on names none of this group's)"
         return tf
