@@ -485,6 +485,12 @@ def promises_table(inside: list[dict], held: list[dict], by_submitter: list[dict
                 f"{(f'{record[g][0]}: {100 * record[g][1]:.0f} %' if g in record else '–'):>22}" for g in PROMISES))
 
 
+def far_off_above_indicative(sel: list[dict]) -> tuple[list[dict], list[dict]]:
+    """(the predictions graded above indicative, those of them more than 25 % off): the issue's last goal."""
+    above = [p for p in sel if p["grade"] in ("tight", "usable")]
+    return above, [p for p in above if abs(p["error"]) > 0.25]
+
+
 def goals_table(inside: list[dict], held: list[dict]) -> None:
     """Each goal against its figure, met or not; per goal not met, what it would take: the figure had
     each part (samples, rate, evaluation, the rest) been exact, and for the width, the narrowest
@@ -520,8 +526,7 @@ def goals_table(inside: list[dict], held: list[dict]) -> None:
                      f"{100 * worst[1]:.0f} %", worst[1] >= PROMISE_KEPT,
                      "the grade that falls short: " + ", ".join(f"{g} {100 * r[1]:.0f} % of {r[0]}"
                                                                  for g, r in record.items() if r[1] < PROMISE_KEPT)))
-        above = [p for p in sel if p["grade"] in ("tight", "usable")]
-        off = [p for p in above if abs(p["error"]) > 0.25]
+        above, off = far_off_above_indicative(sel)
         rows.append((f"{label}: none above indicative more than 25 % off", f"{len(off)} of {len(above)}", not off,
                      "; ".join(f"{p['where']} {p['kind']} {100 * p['error']:+.0f} % ({p['grade']})" for p in off)))
     print(f"\ngoals (in sample: the library's interval constants; held out: one round left out):")
@@ -544,12 +549,8 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     start = time.monotonic()
     loaded = [load(tree) for tree in args.trees]
-    code = score(loaded, start, args.prior == "on", compare_too=not args.no_compare)
-    if args.prior_weights:
-        groups = [g for tree in loaded for g in groups_of(tree)]
-        weight_out_of_sample(groups, scaling_pairs([p for _, parts, _, _ in loaded for p in parts]),
-                             [float(w) for w in args.prior_weights.split(",")])
-    return code
+    weights = [float(w) for w in args.prior_weights.split(",")] if args.prior_weights else []
+    return score(loaded, start, args.prior == "on", compare_too=not args.no_compare, weights=weights)
 
 
 def evaluate(groups: list[tuple], pairs, quiet: bool = False) -> dict:
@@ -572,18 +573,17 @@ def evaluate(groups: list[tuple], pairs, quiet: bool = False) -> dict:
     return {**out, "held": held, "by_submitter": by_submitter}
 
 
-def weight_out_of_sample(groups: list[tuple], pairs, weights: list[float]) -> None:
+def weight_out_of_sample(groups: list[tuple], pairs, preds: list[dict], weights: list[float]) -> None:
     """The prior's weight (predict.prior.PRIOR_WEIGHT) chosen out of sample: per round (submitter) left
     out, every set predicted at each weight with a prior that never reads it; the weight whose
     predictions of the other rounds (submitters) have the least median |log error| (both batches)
     is the one the round left out is scored at, with interval constants and grade rules refitted on
     the others at that weight (held_out). Printed: the weight each left-out round (submitter) got,
-    and the figures, per batch."""
-    base = predictions_of(groups, pairs, quiet=True)[0]
+    and the figures, per batch. `preds`: score's predictions, which name the rounds and submitters."""
     print(f"\nthe prior's weight chosen out of sample among {', '.join(f'{w:g}' for w in weights)} "
           f"(the library's: {PRIOR_WEIGHT:g}):")
     for by in ("round", "submitter"):
-        per_weight = {w: without(groups, pairs, base, by, w) for w in weights}
+        per_weight = {w: without(groups, pairs, preds, by, w) for w in weights}
         scored_out, chosen = [], {}
         for left in sorted(per_weight[weights[0]]):
             def loss(w, left=left):
@@ -596,11 +596,9 @@ def weight_out_of_sample(groups: list[tuple], pairs, weights: list[float]) -> No
             sel = [p for p in scored_out if p["kind"] == kind]
             if sel:
                 summary(f"{kind}, held out by {by}", sel)
-                k = kept(sel)
+                k, (above, off) = kept(sel), far_off_above_indicative(sel)
                 print(f"{'':>36}grades kept: " + ", ".join(f"{g} {k[g][0]}: {100 * k[g][1]:.0f} %" for g in k)
-                      + f"; above indicative and more than 25 % off: "
-                      f"{sum(p['grade'] != 'indicative' and abs(p['error']) > 0.25 for p in sel)} of "
-                      f"{sum(p['grade'] != 'indicative' for p in sel)}")
+                      + f"; above indicative and more than 25 % off: {len(off)} of {len(above)}")
 
 
 def compare(off: dict, on: dict) -> None:
@@ -625,10 +623,11 @@ def compare(off: dict, on: dict) -> None:
               f"[{q['prior']}]")
 
 
-def score(loaded: list[tuple], start: float, prior: bool = USE_PRIOR, compare_too: bool = True) -> int:
+def score(loaded: list[tuple], start: float, prior: bool = USE_PRIOR, compare_too: bool = True,
+          weights: tuple[float, ...] | list[float] = ()) -> int:
     """Predict, calibrate and print (the module docstring) for `load`ed trees' sets (groups_of), the
     rate shaped by other submitters' results where `prior`; with the prior the other way too where
-    `compare_too`."""
+    `compare_too`; the prior's weight chosen out of sample among `weights` where given."""
     groups = [g for tree in loaded for g in groups_of(tree)]
     pairs = scaling_pairs([p for _, parts, _, _ in loaded for p in parts])
     result = evaluate(groups, pairs if prior else ())
@@ -676,6 +675,8 @@ def score(loaded: list[tuple], start: float, prior: bool = USE_PRIOR, compare_to
     if compare_too:
         other = evaluate(groups, () if prior else pairs, quiet=True)
         compare(*((other, result) if prior else (result, other)))
+    if weights:
+        weight_out_of_sample(groups, pairs, preds, weights)
     return 0
 
 
