@@ -256,7 +256,8 @@ class TensorFlowModel(Protocol):
         """The keras.Model for a flavor config; `rank` and `world` as for TorchModel.build."""
 
     def loss_and_stats(self, model, batch: dict, training: bool) -> tuple["Any", dict]:
-        """(scalar loss, stats for the metric's update); traced into a tf.function."""
+        """(scalar loss, stats for the metric's update); traced into a tf.function without AutoGraph:
+        a branch on a tensor is tf.cond, not a Python `if`."""
 
     # Optional (hvdbench/frameworks/tf/train.py's TfHooks declares them with their defaults):
     #           on_device(batch: dict[str, tf.Tensor]) -> dict   (traced preprocessing)
