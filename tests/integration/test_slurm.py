@@ -50,9 +50,13 @@ def slurm(*argv, timeout=60, check=True):
     return run(list(argv), timeout=timeout, check=check, env=slurm_env())
 
 
-def wait_for_jobs(timeout_s=300):
+def wait_for_jobs(*jobs, timeout_s=300):
+    """Until the Slurm jobs `jobs` (none given: every job) have left the queue."""
     deadline = time.monotonic() + timeout_s
-    while slurm("squeue", "-h", "-o", "%i").stdout.split():
+    while True:
+        queued = set(slurm("squeue", "-h", "-o", "%i").stdout.split())
+        if not (queued & set(jobs) if jobs else queued):
+            return
         assert time.monotonic() < deadline, slurm("squeue").stdout
         time.sleep(1)
 
@@ -137,9 +141,26 @@ def _first_row_then(out: Path, run_dir: Path, timeout_s=240):
         time.sleep(0.5)
 
 
+@pytest.fixture(scope="module")
+def limited(slurm_cluster, hvdbench_bin, digits, tmp_path_factory):
+    """A one-layout sweep submitted with a 2-minute limit, its run far longer: Slurm warns 60 s before
+    the limit (SIGUSR1, launch/slurm/run.sub), and the run in flight is ended then and recorded, not
+    lost. Its rank waits 0.5 s for each step's batch (train/faults.py's slow reader), so its minute
+    leaves the machine to other work (62 CPU-seconds for it alone before, 12 with the wait): the
+    cancelled job's test asks for it, so the minute runs beside that test, on the other node.
+    (the sweep's folder, its Slurm job id)"""
+    out = tmp_path_factory.mktemp("slurm") / "limited"
+    run([hvdbench_bin, "sweep", "resnet50", "--hostfile", launch_settings(NAME).hostfile, "--layouts", "1x1",
+         "--launcher", "slurm", "--submit", "--time-limit", "00:02:00", "--out", out, "--",
+         "--flavor", "debug", "--steps", "1000000", "--warmup-steps", "2", "--batch-per-gpu", "16",
+         "--data", digits], env=slurm_env(HVDBENCH_INJECT_READ_DELAY_S="0.5"))
+    [job] = (out / "slurm" / "1x1.jobids").read_text().split()
+    return out, job
+
+
 @pytest.mark.timeout(480)
 def test_a_cancelled_job_leaves_whole_rows_and_the_next_submission_resumes(slurm_cluster, hvdbench_bin,
-                                                                             digits, tmp_path):
+                                                                             digits, tmp_path, limited):
     out = tmp_path / "cancelled"
     # 400 steps, not 1,500: the second run still lives well past the cancel (sent within ~0.5 s of its
     # launch.json), and the test took 57 and 84 s instead of 130 and 200 s (ABBA, the shared 2-core
@@ -152,30 +173,21 @@ def test_a_cancelled_job_leaves_whole_rows_and_the_next_submission_resumes(slurm
     first = (out / "runs.csv").read_bytes()
     [job] = (out / "slurm" / "1x1.jobids").read_text().split()
     slurm("scancel", job)
-    wait_for_jobs()
+    wait_for_jobs(job)
     assert (out / "runs.csv").read_bytes() == first  # the interrupted run left no row, partial or not
     assert "JobState=CANCELLED" in slurm("scontrol", "-o", "show", "job", job).stdout
     run(argv, env=slurm_env())
-    wait_for_jobs()
+    wait_for_jobs(*(out / "slurm" / "1x1.jobids").read_text().split())
     rows = read_runs(out / "runs.csv")
     assert [(r.run_id, r.status) for r in rows] == [("1x1-r1", "success"), ("1x1-r2", "success")]
     assert (out / "runs.csv").read_bytes().startswith(first)
 
 
 @pytest.mark.timeout(400)
-def test_a_job_at_its_time_limit_records_the_run_as_timed_out(slurm_cluster, hvdbench_bin, digits, tmp_path):
-    out = tmp_path / "limited"
-    # Slurm warns 60 s before the 2-minute limit (SIGUSR1, launch/slurm/run.sub); the run would
-    # take far longer, so it is ended then and recorded, not lost. Its rank waits 0.5 s for each
-    # step's batch (train/faults.py's slow reader), so the minute it trains leaves the other pytest
-    # worker the core: 62 CPU-seconds of the machine's for this test alone before, 12 with the wait.
-    run([hvdbench_bin, "sweep", "resnet50", "--hostfile", launch_settings(NAME).hostfile, "--layouts", "1x1",
-         "--launcher", "slurm", "--submit", "--time-limit", "00:02:00", "--out", out, "--",
-         "--flavor", "debug", "--steps", "1000000", "--warmup-steps", "2", "--batch-per-gpu", "16",
-         "--data", digits], env=slurm_env(HVDBENCH_INJECT_READ_DELAY_S="0.5"))
-    wait_for_jobs(timeout_s=330)
+def test_a_job_at_its_time_limit_records_the_run_as_timed_out(limited):
+    out, job = limited
+    wait_for_jobs(job, timeout_s=330)
     [row] = read_runs(out / "runs.csv")
-    [job] = (out / "slurm" / "1x1.jobids").read_text().split()
     assert row.status == "timeout" and row.error.startswith(f"Slurm job {job} reached its time limit")
     log = (out / "slurm" / f"1x1-{job}.out").read_text()
     assert "the Slurm job reached its time limit" in log
