@@ -3,6 +3,8 @@
     horovodrun -np 2 -H localhost:2 --gloo python -m hvdbench.frameworks.smoke --expect-local-size 2
     horovodrun -np 2 -H localhost:2 --mpi  python -m hvdbench.frameworks.smoke --framework tensorflow
 
+Both frameworks by default, one after the other in each rank; --framework one of them.
+
 Rank r contributes [r+1, 2(r+1), 3(r+1), 4(r+1)]; the sum over n ranks is k*n(n+1)/2 in slot k. Each
 rank prints one line `SMOKE {json}` (and, with --report-dir, writes it to DIR/rank-<r>.json: launchers
 may interleave the ranks' output) and exits 1 if a value or the topology is not what was expected.

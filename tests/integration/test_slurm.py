@@ -162,13 +162,16 @@ def limited(slurm_cluster, hvdbench_bin, digits, tmp_path_factory):
 def test_a_cancelled_job_leaves_whole_rows_and_the_next_submission_resumes(slurm_cluster, hvdbench_bin,
                                                                              digits, tmp_path, limited):
     out = tmp_path / "cancelled"
-    # 400 steps, not 1,500: the second run still lives well past the cancel (sent within ~0.5 s of its
-    # launch.json), and the test took 57 and 84 s instead of 130 and 200 s (ABBA, the shared 2-core
-    # machine at load ~7).
+    # Each run lasts 6 s or more past its start by waiting 0.2 s for each of its 32 steps' batches
+    # (train/faults.py's slow reader), not by computing: the second run still lives well past the
+    # cancel (sent within ~0.5 s of its launch.json), and the machine's cores stay free (400 computed
+    # steps did the same at ~10 CPU-s a run).
     argv = [hvdbench_bin, "sweep", "resnet50", "--hostfile", launch_settings(NAME).hostfile, "--layouts", "1x1",
             "--repeats", "2", "--launcher", "slurm", "--submit", "--out", out, "--",
-            "--flavor", "debug", "--steps", "400", "--warmup-steps", "2", "--batch-per-gpu", "16", "--data", digits]
-    run(argv, env=slurm_env())
+            "--flavor", "debug", "--steps", "30", "--warmup-steps", "2", "--warmup-max-steps", "2",
+            "--batch-per-gpu", "16", "--data", digits]
+    env = slurm_env(HVDBENCH_INJECT_READ_DELAY_S="0.2")
+    run(argv, env=env)
     _first_row_then(out, out / "1x1-r2")
     first = (out / "runs.csv").read_bytes()
     [job] = (out / "slurm" / "1x1.jobids").read_text().split()
@@ -176,7 +179,7 @@ def test_a_cancelled_job_leaves_whole_rows_and_the_next_submission_resumes(slurm
     wait_for_jobs(job)
     assert (out / "runs.csv").read_bytes() == first  # the interrupted run left no row, partial or not
     assert "JobState=CANCELLED" in slurm("scontrol", "-o", "show", "job", job).stdout
-    run(argv, env=slurm_env())
+    run(argv, env=env)
     wait_for_jobs(*(out / "slurm" / "1x1.jobids").read_text().split())
     rows = read_runs(out / "runs.csv")
     assert [(r.run_id, r.status) for r in rows] == [("1x1-r1", "success"), ("1x1-r2", "success")]

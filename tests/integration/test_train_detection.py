@@ -4,8 +4,10 @@ names the MLPerf benchmark. Mask R-CNN trains under a real two-rank Horovod laun
 detection family's sharded evaluation exchanges its boxes and masks between the ranks, and both
 ranks end with the same parameters. SSD and RetinaNet train alone (one rank, one thread: the 1x1
 layout every sweep starts from), for the CPU-seconds (issue 56: 49 and 37 CPU-s against 70 and 91 on
-two ranks); their heads' two-rank paths run in the synthetic throughput launches below and in
-`hvdbench sweep ssd`'s 1x2 layout on the scenes. Each runs throughput on --synthetic data. Every
+two ranks); their heads' two-rank paths run in `hvdbench sweep ssd`'s 1x2 layout on the scenes and
+in RetinaNet's synthetic throughput launch below. RetinaNet and Mask R-CNN run throughput on
+--synthetic data; SSD's synthetic batches (the detection family's generator at SSD's sizes) train in
+tests/unit/test_detection_models.py, and issue 56 dropped its launch here (10 CPU-s). Every
 launch prints hvdbench's lines only, whole: no TensorFlow start-up logs (Gloo and MPI; this was
 test_quiet_launch.py's two ResNet-50 launches)."""
 
@@ -79,12 +81,13 @@ def test_debug_detector_reaches_its_map_target(model, scenes, tmp_path, horovodr
 
 
 @pytest.mark.timeout(300)
-@pytest.mark.parametrize("model", ["ssd", "retinanet", "maskrcnn"])
+@pytest.mark.parametrize("model", ["retinanet", "maskrcnn"])
 def test_debug_detector_throughput_on_synthetic_data(model, tmp_path, horovodrun, hvdbench_bin):
     """Also a quiet PyTorch launch under Gloo (Mask R-CNN's to-target launch: under MPI)."""
     out = tmp_path / "run"
     proc = run([horovodrun, "-np", "2", "-H", "localhost:2", "--gloo", hvdbench_bin, "train", model, "--flavor",
-                "debug", "--synthetic", "--steps", "5", "--warmup-steps", "2", "--out", out], timeout=300)
+                "debug", "--synthetic", "--steps", "5", "--warmup-steps", "2", "--warmup-max-steps", "2",
+                "--out", out], timeout=300)
     record, _ = read_result(out / "result.json")
     assert (record.status, record.mode, record.world_size) == ("success", "throughput", 2)
     assert record.parameters == MODELS[model][2] and record.throughput > 0
@@ -96,7 +99,8 @@ def test_sweep_ssd_over_layouts(scenes, tmp_path, hvdbench_bin):
     """As resnet50's sweep: one success row per layout, throughput on the digit scenes."""
     out = tmp_path / "ssd-sweep"
     run([hvdbench_bin, "sweep", "ssd", "--hosts", "localhost:2", "--layouts", "1x1,1x2", "--out", out, "--",
-         "--flavor", "debug", "--data", scenes, "--steps", "5", "--warmup-steps", "2"], timeout=400)
+         "--flavor", "debug", "--data", scenes, "--steps", "5", "--warmup-steps", "2", "--warmup-max-steps", "2"],
+        timeout=400)
     rows = read_runs(out / "runs.csv")
     assert [r.layout for r in rows] == ["1x1", "1x2"]
     for r in rows:

@@ -27,7 +27,7 @@ from hvdbench.results.records.schema import read_result
 
 pytestmark = pytest.mark.integration
 
-STEPS = ["--synthetic", "--steps", "7", "--warmup-steps", "3", "--warmup-max-steps", "3", "--save-parameters"]
+STEPS = ["--synthetic", "--steps", "4", "--warmup-steps", "2", "--warmup-max-steps", "2", "--save-parameters"]
 
 
 def csv_rows(path):
@@ -63,7 +63,7 @@ def test_every_engine_trains_the_same_parameters(tmp_path, model, horovodrun, mp
              "--engine", engine, *STEPS, "--out", out], timeout=300, env={**launch_env(), **SLOW_RANK.get(model, {})})
         record, config = read_result(out / "result.json")
         assert (record.status, record.engine, record.world_size, record.launcher) == ("success", engine, 2, launcher)
-        assert config["engine"] == engine and record.steps == 7 and record.warmup_steps == 3
+        assert config["engine"] == engine and record.steps == 4 and record.warmup_steps == 2
         assert record.compute_s is not None and record.comm_s is not None  # the breakdown under every engine
         # every rank's own times, gathered once: one row each, with its host, summarised in the record
         ranks = read_ranks(out / RANKS_CSV)

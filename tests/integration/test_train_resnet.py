@@ -1,7 +1,9 @@
 """`hvdbench train resnet50` under real two-rank Horovod launches (PyTorch with MPI, TensorFlow with
 Gloo): the debug ResNet reaches its target on the built-in digits, both ranks end with the
 same parameters, and the event log passes MLCommons' compliance checker. (Throughput runs:
-test_train_throughput.py.)"""
+test_train_throughput.py. One process without a launcher trains to a target in the GNMT, SSD and
+RetinaNet tests; ResNet-50 on `prepare digits`' defaults, in the README's sweep and under fsdp in
+test_train_engines.py: issue 56 dropped the launcher-less ResNet-50 run here, 12 CPU-s.)"""
 
 import json
 import socket
@@ -48,8 +50,8 @@ def test_debug_resnet_reaches_its_target_on_digits(framework, controller, digits
                                                    hvdbench_bin):
     """One launch per framework, the controllers crossed: each framework and each controller (with its
     launcher) trains to the target once. The other two pairs ran here until CI's budget asked for
-    their 21 s; PyTorch under Gloo still trains to the target in test_closed_division.py, and both
-    frameworks allreduce under both controllers in test_smoke.py."""
+    their 21 s; PyTorch under Gloo still trains to the target in test_closed_division.py, and
+    test_smoke.py checks an allreduce's values in PyTorch under Gloo and TensorFlow under MPI."""
     out = tmp_path / "run"
     proc = run(hvdrun(horovodrun, controller, hvdbench_bin, "train", "resnet50", "--framework", framework,
                       "--flavor", "debug", "--data", digits16, "--out", out))
@@ -76,14 +78,3 @@ def test_debug_resnet_reaches_its_target_on_digits(framework, controller, digits
     assert checked.returncode == 0, checked.stdout + checked.stderr
     # Rank 0 speaks, rank 1 stays quiet.
     assert proc.stdout.count("parameters identical on all 2 ranks: True") == 1
-
-
-@pytest.mark.timeout(300)
-def test_debug_resnet_alone_reaches_its_target_on_default_digits(tmp_path, hvdbench_bin):
-    """The quick start without a launcher: one process, `prepare digits` with its defaults."""
-    data, out = tmp_path / "digits", tmp_path / "run"
-    run([hvdbench_bin, "prepare", "digits", "--out", data])
-    run([hvdbench_bin, "train", "resnet50", "--flavor", "debug", "--data", data, "--out", out])
-    record, _ = read_result(out / "result.json")
-    assert (record.status, record.world_size, record.launcher) == ("success", 1, "single")
-    assert record.final_metric >= 0.95 and record.epochs_to_target <= 12
