@@ -16,6 +16,11 @@ from hvdbench.files import LockFile
 ROOT = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent  # the venv's bin: horovodrun and hvdbench live beside python
 
+# torch.compile's kernels compile in the test's own process: inductor's default pool of compile
+# workers (one a core, each importing torch) only adds CPU where two pytest workers share two cores
+# (tests/unit/test_levers.py with inductor's cache empty: 98 -> 90 CPU-seconds). Before torch's import.
+os.environ.setdefault("TORCHINDUCTOR_COMPILE_THREADS", "1")
+
 
 def launch_env(**extra) -> dict:
     """Environment for real launches: Open MPI refuses root without these two (CI runs as root);
