@@ -14,7 +14,8 @@ pytestmark = pytest.mark.integration
 @pytest.mark.timeout(400)
 def test_explain_adds_exactly_one_synthetic_twin_per_run(digits, tmp_path, hvdbench_bin):
     out = tmp_path / "sweep"
-    train = ["--", "--flavor", "debug", "--data", digits, "--steps", "6", "--warmup-steps", "2"]
+    train = ["--", "--flavor", "debug", "--data", digits, "--steps", "6", "--warmup-steps", "2",
+             "--warmup-max-steps", "2"]
     run([hvdbench_bin, "sweep", "resnet50", "--hosts", "localhost:2", "--layouts", "1x1,1x2", "--explain",
          "--out", out, *train], timeout=380)
     real = read_runs(out / "runs.csv")

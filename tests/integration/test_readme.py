@@ -41,8 +41,9 @@ SUBSTITUTIONS = {
 }
 
 
-# The pip path's sweep, shorter: the same engines, layouts and flavor.
-PIP_PATH_SUBSTITUTIONS = {"--flavor debug --synthetic": "--flavor debug --synthetic --steps 6 --warmup-steps 2"}
+# The pip path's sweep, shorter: the same engines, layouts and flavor, two warm-up steps (not up to 10).
+PIP_PATH_SUBSTITUTIONS = {"--flavor debug --synthetic":
+                          "--flavor debug --synthetic --steps 6 --warmup-steps 2 --warmup-max-steps 2"}
 PIP_INSTALL = "python -m pip install "
 
 

@@ -105,7 +105,8 @@ def test_time_to_accuracy_under_fsdp(tmp_path, digits, horovodrun, hvdbench_bin)
 def test_a_sweep_over_two_engines_reports_them_side_by_side(tmp_path, hvdbench_bin):
     out = tmp_path / "sweep"
     run([hvdbench_bin, "sweep", "resnet50", "--hosts", "localhost:2", "--engines", "horovod,ddp", "--out", out,
-         "--", "--flavor", "debug", "--synthetic", "--steps", "8", "--warmup-steps", "2"], timeout=600)
+         "--", "--flavor", "debug", "--synthetic", "--steps", "8", "--warmup-steps", "2", "--warmup-max-steps", "2"],
+        timeout=600)
     assert sorted(p.name for p in out.iterdir() if p.name.endswith("-r1")) == [
         "1x1-ddp-r1", "1x1-horovod-r1", "1x2-ddp-r1", "1x2-horovod-r1"]
     report = tmp_path / "report"

@@ -4,8 +4,9 @@ issue 56: GNMT 132 CPU-s against 172 on two ranks, the Transformer 93 against 12
 validation split is translated. The family's two-rank path is GNMT's launch on two Gloo ranks: one
 step, then the validation split shared between the ranks, translated once and its BLEU statistics
 summed over them (that sum's arithmetic against sacrebleu: tests/unit/test_translation_data.py),
-both ranks ending with the same parameters; the debug and MLPerf-size networks run on --synthetic
-data."""
+both ranks ending with the same parameters; the MLPerf-size networks run on --synthetic data (the
+debug Transformer's own synthetic run, dropped for issue 56: its flavor trains to the target above,
+and the synthetic sentences are the MLPerf-size runs')."""
 
 import json
 
@@ -81,15 +82,6 @@ def test_the_mlperf_size_networks_run_on_synthetic_data(model, parameters, tmp_p
     record, _ = read_result(out / "result.json")
     assert (record.status, record.mode, record.flavor) == ("success", "throughput", "full")
     assert record.parameters == parameters and record.throughput > 0
-
-
-@pytest.mark.timeout(120)
-def test_debug_transformer_runs_on_synthetic_data(tmp_path, hvdbench_bin):
-    out = tmp_path / "run"
-    run([hvdbench_bin, "train", "transformer", "--flavor", "debug", "--synthetic", "--steps", "5", "--warmup-steps",
-         "1", "--out", out], timeout=120)
-    record, _ = read_result(out / "result.json")
-    assert (record.status, record.mode, record.flavor) == ("success", "throughput", "debug")
 
 
 @pytest.mark.timeout(180)
