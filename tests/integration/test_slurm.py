@@ -155,7 +155,10 @@ def limited(slurm_cluster, hvdbench_bin, digits, tmp_path_factory):
          "--flavor", "debug", "--steps", "1000000", "--warmup-steps", "2", "--batch-per-gpu", "16",
          "--data", digits], env=slurm_env(HVDBENCH_INJECT_READ_DELAY_S="0.5"))
     [job] = (out / "slurm" / "1x1.jobids").read_text().split()
-    return out, job
+    yield out, job
+    # Selected without the time-limit test (pytest -k), the job still runs: ended before the cluster is.
+    slurm("scancel", job, check=False)
+    wait_for_jobs(job)
 
 
 @pytest.mark.timeout(480)
