@@ -18,7 +18,8 @@ BIN = Path(sys.executable).parent  # the venv's bin: horovodrun and hvdbench liv
 
 # torch.compile's kernels compile in the test's own process: inductor's default pool of compile
 # workers (one a core, each importing torch) only adds CPU where two pytest workers share two cores
-# (tests/unit/test_levers.py with inductor's cache empty: 98 -> 90 CPU-seconds). Before torch's import.
+# (tests/unit/test_levers.py with inductor's cache empty: 98 -> 90 and 94 CPU-seconds). Before torch's
+# import.
 os.environ.setdefault("TORCHINDUCTOR_COMPILE_THREADS", "1")
 
 

@@ -59,6 +59,16 @@ def wait_until(predicate, timeout, what):
         time.sleep(0.2)
 
 
+def start_sweep(argv, log: Path | None = None):
+    """The sweep in the background: its stderr a pipe (read when it ends early), or with `log` both its
+    outputs in that file, for a sweep nobody reads while other launches run."""
+    if log is None:
+        return subprocess.Popen([str(a) for a in argv], env=launch_env(), stdout=subprocess.DEVNULL,
+                                stderr=subprocess.PIPE, text=True)
+    with open(log, "w") as out:
+        return subprocess.Popen([str(a) for a in argv], env=launch_env(), stdout=out, stderr=subprocess.STDOUT)
+
+
 @pytest.fixture(scope="module")
 def hung(tmp_path_factory, digits, hvdbench_bin):
     """A sweep whose ranks hang, started in the background: horovodrun's MPI controller (horovodrun ->
@@ -67,8 +77,7 @@ def hung(tmp_path_factory, digits, hvdbench_bin):
     out = tmp_path_factory.mktemp("sweep") / "hang"
     argv = sweep_argv(hvdbench_bin, out, "--layouts", "1x2", "--controller", "mpi", "--timeout", "15",
                       "--kill-grace", "3", "--env", "HVDBENCH_INJECT_FAULT=hang", train=[*STEPS, "--data", digits])
-    with open(out.parent / "hang.log", "w") as log:  # a file, not a pipe nobody reads while demo runs
-        proc = subprocess.Popen([str(a) for a in argv], env=launch_env(), stdout=log, stderr=subprocess.STDOUT)
+    proc = start_sweep(argv, log=out.parent / "hang.log")
     yield proc, out
     if proc.poll() is None:
         proc.kill()
@@ -148,11 +157,6 @@ def test_hung_worker_times_out_and_leaves_no_process(hung):
     assert record["status"] == "timeout" and record["leftover"] == []
     assert len(record["descendants"]) >= 4  # horovodrun, its helpers, mpirun and the ranks were seen
     assert running(record) == []
-
-
-def start_sweep(argv):
-    return subprocess.Popen([str(a) for a in argv], env=launch_env(), stdout=subprocess.DEVNULL,
-                            stderr=subprocess.PIPE, text=True)
 
 
 def wait_for_second_run_in_flight(proc, out, run_dir):

@@ -1,6 +1,6 @@
 """`hvdbench train transformer` and `train gnmt` (debug flavors) on the built-in gettext En->De
 corpus: each reaches its BLEU target alone (one rank, one thread: the 1x1 layout a sweep starts from;
-issue 56: GNMT 132 CPU-s against 172 on two ranks, the Transformer 93 against 122) and the whole
+issue 56: GNMT 132 CPU-s against 172 on two ranks, the Transformer 97 against 122) and the whole
 validation split is translated. The family's two-rank path is GNMT's launch on two Gloo ranks: one
 step, then the validation split shared between the ranks, translated once and its BLEU statistics
 summed over them (that sum's arithmetic against sacrebleu: tests/unit/test_translation_data.py),
