@@ -138,7 +138,8 @@ def _build_network(plan: ClusterPlan, journal: Journal) -> None:
         etc = netns.NETNS_ETC / node.name
         journal.record("netns_etc", path=str(etc))
         etc.mkdir(parents=True, exist_ok=True)
-        (etc / "hosts").write_text(netns.node_hosts_text(plan, node))
+        atomic_write_text(etc / "hosts", netns.node_hosts_text(plan, node))
+        atomic_write_text(etc / "resolv.conf", netns.NODE_RESOLV_TEXT)
         for argv in shaping.shape_node(plan, node):
             proc = runner.run(argv, check=False)
             if proc.returncode != 0 and "netem" in argv and shaping.NETEM_MISSING in proc.stderr:

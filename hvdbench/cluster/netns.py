@@ -17,7 +17,16 @@ from pathlib import Path
 
 from hvdbench.cluster.blueprint import ClusterPlan, Node
 
-NETNS_ETC = Path("/etc/netns")  # `ip netns exec NS` bind-mounts /etc/netns/NS/hosts over /etc/hosts
+NETNS_ETC = Path("/etc/netns")  # `ip netns exec NS` bind-mounts each file of /etc/netns/NS over /etc's
+
+# /etc/netns/<node>/resolv.conf. A node reaches no name server (its default route leads to the host,
+# which forwards nothing), so a name or address its hosts file lacks would wait out the resolver's
+# timeouts: torch's TCPStore looks up each client's IPv4-mapped address (::ffff:10.213.0.3), and
+# that took 10 s a client, 20 s of every three-node rendezvous. Nothing listens on port 53 of the
+# node's own loopback: such a lookup fails at once.
+NODE_RESOLV_TEXT = ("# written by `hvdbench cluster up`; removed by `hvdbench cluster down`. An emulated node has\n"
+                    "# no name server: its names are in its hosts file, and other lookups fail at once.\n"
+                    "nameserver 127.0.0.1\n")
 
 
 def bridge_up(plan: ClusterPlan) -> list[list[str]]:

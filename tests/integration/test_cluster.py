@@ -85,6 +85,17 @@ def cluster(hvdbench_bin, name, subnet, nodes, slots, *extra):
     assert_nothing_left(name, state)
 
 
+# Each address's name by reverse lookup, or "error".
+REVERSE_LOOKUP = """
+import socket, sys
+for address in sys.argv[1:]:
+    try:
+        print(socket.getnameinfo((address, 0), socket.NI_NAMEREQD)[0])
+    except socket.gaierror:
+        print("error")
+"""
+
+
 def _env(name):
     base = launch_env()
     return launch_env(**launch_settings(name, path=base["PATH"]).env)
@@ -116,6 +127,16 @@ def test_two_nodes_one_slot_each(hvdbench_bin):
         assert re.search(r"it2x1-node1 .*10\.213\.31\.2 .*yes", status), status
         assert re.search(r"it2x1-node2 .*10\.213\.31\.3 .*yes", status), status
         assert (STATE_ROOT / "it2x1" / "hostfile").read_text() == "it2x1-node1 slots=1\nit2x1-node2 slots=1\n"
+        # A node's resolver asks only the node's own loopback, where nothing listens: what its hosts file
+        # lacks (the IPv4-mapped form of node2's address, which torch's TCPStore looks up for each
+        # client) fails at once rather than after the resolver's timeouts (10 s a lookup before);
+        # node names still resolve both ways.
+        resolv = run(["ip", "netns", "exec", "it2x1-node1", "cat", "/etc/resolv.conf"], timeout=60).stdout
+        assert [line.split() for line in resolv.splitlines() if line.startswith("nameserver")] == \
+            [["nameserver", "127.0.0.1"]], resolv
+        lookup = run(["ip", "netns", "exec", "it2x1-node1", sys.executable, "-c", REVERSE_LOOKUP,
+                      "::ffff:10.213.31.3", "10.213.31.3"], timeout=60).stdout.split()
+        assert lookup == ["error", "it2x1-node2"], lookup
         for launcher in ("gloo", "mpi", "mpirun"):
             ranks = probes(launch("it2x1", launcher, "it2x1-node1:1,it2x1-node2:1"))
             assert [r["rank"] for r in ranks] == [0, 1], launcher
