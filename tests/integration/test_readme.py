@@ -13,6 +13,7 @@ written, or say their time):
   MPI's two run-as-root variables (the README says so below the block).
 """
 
+import csv
 import os
 import re
 import shutil
@@ -45,6 +46,11 @@ SUBSTITUTIONS = {
 PIP_PATH_SUBSTITUTIONS = {"--flavor debug --synthetic":
                           "--flavor debug --synthetic --steps 6 --warmup-steps 2 --warmup-max-steps 2"}
 PIP_INSTALL = "python -m pip install "
+
+
+def csv_rows(path) -> list[dict]:
+    with open(path, newline="") as f:
+        return list(csv.DictReader(f))
 
 
 def readme_commands(heading: str = "## Using it") -> list[str]:
@@ -99,10 +105,7 @@ def test_every_readme_command_runs_as_written(tmp_path):
     assert (tmp_path / "results/local/report/scaling.csv").is_file()
     # The time-to-accuracy sweep's 1x2 time to train in parts, read from its runs' mllog.txt: the
     # parts add up to the measured time (issue 27's waterfall on real runs).
-    import csv
-
-    with open(tmp_path / "results/local/report/ttt_waterfall.csv") as f:
-        falls = [row for row in csv.DictReader(f) if row["layout"] == "1x2"]
+    falls = [row for row in csv_rows(tmp_path / "results/local/report/ttt_waterfall.csv") if row["layout"] == "1x2"]
     assert falls, "no 1x2 row in ttt_waterfall.csv"
     parts = ("ideal_min", "convergence_min", "throughput_min", "eval_min", "other_min")
     cells, measured = [float(falls[0][p]) for p in parts], float(falls[0]["measured_min"])
@@ -110,8 +113,26 @@ def test_every_readme_command_runs_as_written(tmp_path):
     assert sum(cells) == pytest.approx(measured, abs=5e-4 * (sum(map(abs, cells)) + measured))
     assert falls[0]["trained_from"] and falls[0]["eval_from"]
     assert (tmp_path / "runs/r1/result.json").is_file() and (tmp_path / "runs/r2/result.json").is_file()
-    # The pip path's sweep: every run of both engines succeeded, and its report put them side by side.
-    with open(tmp_path / "results/mine/runs.csv") as f:
-        mine = list(csv.DictReader(f))
-    assert {(r["engine"], r["status"]) for r in mine} == {("ddp", "success"), ("fsdp", "success")}
-    assert "## Engines side by side" in (tmp_path / "results/mine/report/summary.md").read_text()
+    # The pip path's sweep: every run of both engines succeeded, and its report put them side by side,
+    # ddp the reference (the first of the two in the engine registry's order), one scaling group per
+    # engine, and each 1x2 run's ranks (ranks.csv) judged apart from the other engine's.
+    mine, report = tmp_path / "results/mine", tmp_path / "results/mine/report"
+    assert sorted((r["layout"], r["engine"], r["status"]) for r in csv_rows(mine / "runs.csv")) == [
+        ("1x1", "ddp", "success"), ("1x1", "fsdp", "success"), ("1x2", "ddp", "success"), ("1x2", "fsdp", "success")]
+    assert "## Engines side by side" in (report / "summary.md").read_text()
+    rows = csv_rows(report / "engines.csv")
+    assert [(r["layout"], r["engine"], r["reference"]) for r in rows] == [
+        ("1x1", "ddp", "ddp"), ("1x1", "fsdp", "ddp"), ("1x2", "ddp", "ddp"), ("1x2", "fsdp", "ddp")]
+    assert all(float(r["throughput_mean"]) > 0 and r["comm_ms"] != "" for r in rows)
+    assert [float(r["vs_reference"]) for r in rows][::2] == [1.0, 1.0]
+    assert (report / "engines.png").stat().st_size > 10_000
+    assert {r["engine"] for r in csv_rows(report / "scaling.csv")} == {"ddp", "fsdp"}
+    ranks = csv_rows(report / "stragglers.csv")
+    assert sorted((r["engine"], r["layout"], r["rank"]) for r in ranks) == [
+        ("ddp", "1x2", "0"), ("ddp", "1x2", "1"), ("fsdp", "1x2", "0"), ("fsdp", "1x2", "1")]
+    assert all(float(r["compute_ms"]) > 0 for r in ranks)
+    # fsdp's compute holds its waits for the other rank (its all-gathers): no imbalance is split out of
+    # it and none of its ranks is named; ddp's wait for the slower rank stands apart from communication.
+    assert {r["straggler"] for r in ranks if r["engine"] == "fsdp"} == {"no"}
+    falls = {r["engine"]: r for r in csv_rows(report / "waterfall.csv")}
+    assert falls["ddp"]["imbalance_loss"] != "" and falls["fsdp"]["imbalance_loss"] == ""

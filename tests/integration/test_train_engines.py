@@ -2,8 +2,9 @@
 data, 10 steps of ResNet-50, BERT and llama2_lora end with the same parameters under every engine,
 started by horovodrun, mpirun and torchrun in turn, each rank's own times in ranks.csv (ResNet-50's rank 1,
 slowed by an injected delay, named the slowest); fsdp holds half the parameters on each of 2 ranks;
-ResNet-50 reaches its time-to-accuracy target under fsdp (under ddp: test_closed_division.py);
-and `sweep --engines horovod,ddp` over 1x1 and 1x2 reports the engines side by side.
+and ResNet-50 reaches its time-to-accuracy target under fsdp (under ddp: test_closed_division.py). A
+sweep over two engines and its report's table of them: the README's `--engines ddp,fsdp` sweep in
+test_readme.py (Horovod as the reference engine: tests/unit/test_engines.py).
 
     .venv/bin/python -m pytest tests/integration/test_engines.py
 
@@ -99,34 +100,3 @@ def test_time_to_accuracy_under_fsdp(tmp_path, digits, horovodrun, hvdbench_bin)
     assert record.final_metric >= record.target == 0.95
     events = (out / "mllog.txt").read_text()
     assert '"key": "run_stop"' in events and '"status": "success"' in events
-
-
-@pytest.mark.timeout(900)
-def test_a_sweep_over_two_engines_reports_them_side_by_side(tmp_path, hvdbench_bin):
-    out = tmp_path / "sweep"
-    run([hvdbench_bin, "sweep", "resnet50", "--hosts", "localhost:2", "--engines", "horovod,ddp", "--out", out,
-         "--", "--flavor", "debug", "--synthetic", "--steps", "8", "--warmup-steps", "2", "--warmup-max-steps", "2"],
-        timeout=600)
-    assert sorted(p.name for p in out.iterdir() if p.name.endswith("-r1")) == [
-        "1x1-ddp-r1", "1x1-horovod-r1", "1x2-ddp-r1", "1x2-horovod-r1"]
-    report = tmp_path / "report"
-    proc = run([hvdbench_bin, "report", out, "--out", report])
-    assert "## Engines side by side" in proc.stdout
-    lines = (report / "engines.csv").read_text().splitlines()
-    header = lines[0].split(",")
-    rows = [dict(zip(header, line.split(","))) for line in lines[1:]]
-    assert [(r["layout"], r["engine"]) for r in rows] == [("1x1", "horovod"), ("1x1", "ddp"),
-                                                         ("1x2", "horovod"), ("1x2", "ddp")]
-    assert all(float(r["throughput_mean"]) > 0 and r["comm_ms"] != "" for r in rows)
-    assert [float(r["vs_reference"]) for r in rows][::2] == [1.0, 1.0]
-    assert (report / "engines.png").stat().st_size > 10_000
-    scaling = (report / "scaling.csv").read_text()
-    assert ",horovod," in scaling and ",ddp," in scaling  # one scaling group per engine
-    # each 1x2 run's ranks.csv, read by the report: one row per rank and engine, and the waterfall's
-    # wait for the slower rank apart from communication
-    assert "## Which rank or host held the others back" in proc.stdout
-    ranks = csv_rows(report / "stragglers.csv")
-    assert sorted((r["engine"], r["layout"], r["rank"]) for r in ranks) == [
-        ("ddp", "1x2", "0"), ("ddp", "1x2", "1"), ("horovod", "1x2", "0"), ("horovod", "1x2", "1")]
-    assert all(float(r["compute_ms"]) > 0 for r in ranks)
-    assert all(r["imbalance_loss"] != "" for r in csv_rows(report / "waterfall.csv"))
