@@ -68,20 +68,18 @@ def test_throughput_on_synthetic_data_writes_a_complete_record(case, tmp_path, h
 @pytest.mark.timeout(300)
 def test_the_step_time_breakdown_adds_up_and_a_slow_reader_shows_as_data(tmp_path, horovodrun, hvdbench_bin,
                                                                           digits):
-    def train(out, **env):
-        run([horovodrun, "-np", "2", "-H", "localhost:2", "--gloo", hvdbench_bin, "train", "resnet50", "--flavor",
-             "debug", "--data", digits, "--steps", "12", "--warmup-steps", "2", "--batch-per-gpu", "16",
-             "--out", out], env=launch_env(**env))
-        record, _ = read_result(out / "result.json")
-        return record
-
-    plain = train(tmp_path / "plain")
-    parts = (plain.data_s, plain.compute_s, plain.comm_s, plain.update_s)
-    assert all(p is not None and p >= 0 for p in parts) and plain.compute_s > 0
+    """Real data on two Gloo ranks, every batch read 50 ms late (HVDBENCH_INJECT_READ_DELAY_S): the
+    measured phases cover the step, and the reader's wait is in data_s. One launch: the same checks of
+    the phases on a run without the delay cost a second one (dropped; synthetic runs' records are
+    checked whole above)."""
+    out = tmp_path / "slow"
+    run([horovodrun, "-np", "2", "-H", "localhost:2", "--gloo", hvdbench_bin, "train", "resnet50", "--flavor",
+         "debug", "--data", digits, "--steps", "12", "--warmup-steps", "2", "--warmup-max-steps", "2",
+         "--batch-per-gpu", "16", "--out", out], env=launch_env(HVDBENCH_INJECT_READ_DELAY_S="0.05"))
+    slow, _ = read_result(out / "result.json")
+    parts = (slow.data_s, slow.compute_s, slow.comm_s, slow.update_s)
+    assert all(p is not None and p >= 0 for p in parts) and slow.compute_s > 0
     # The measured phases cover the step: what is left (other_s) is under 5 % of it.
-    assert sum(parts) == pytest.approx(plain.step_time_mean_s, rel=0.05)
-    assert sum(parts) + plain.other_s == pytest.approx(plain.step_time_mean_s, rel=1e-9)
-    slow = train(tmp_path / "slow", HVDBENCH_INJECT_READ_DELAY_S="0.05")
-    assert slow.data_s >= 0.05 > plain.data_s  # every step waited 50 ms for its batches
-    assert slow.data_s == pytest.approx(slow.step_time_mean_s - slow.compute_s - slow.comm_s - slow.update_s
-                                        - slow.other_s)
+    assert sum(parts) == pytest.approx(slow.step_time_mean_s, rel=0.05)
+    assert sum(parts) + slow.other_s == pytest.approx(slow.step_time_mean_s, rel=1e-9)
+    assert slow.data_s >= 0.05  # every step waited 50 ms for its batches
