@@ -14,6 +14,7 @@ level or inside a function.
 """
 
 import ast
+from functools import lru_cache
 from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parents[2] / "hvdbench"
@@ -25,7 +26,8 @@ def module_name(path: Path) -> str:
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
-def imports() -> list[tuple[str, int, str]]:
+@lru_cache(maxsize=1)  # read once per test process: every rule below asks
+def imports() -> tuple[tuple[str, int, str], ...]:
     """(importing module, line, imported hvdbench module) for every import in the package."""
     found = []
     for path in sorted(PACKAGE.rglob("*.py")):
@@ -39,7 +41,7 @@ def imports() -> list[tuple[str, int, str]]:
             else:
                 continue
             found += [(me, node.lineno, n) for n in names if n == "hvdbench" or n.startswith("hvdbench.")]
-    return found
+    return tuple(found)
 
 
 def under(name: str, *packages: str) -> bool:
@@ -52,6 +54,7 @@ def model_folder(name: str) -> str | None:
     return ".".join(parts[:3]) if name.startswith("hvdbench.models.") and len(parts) >= 3 else None
 
 
+@lru_cache(maxsize=None)
 def existing(name: str) -> bool:
     """An imported name is a module of the package (not a function imported from one)."""
     rel = Path(*name.split(".")[1:]) if "." in name else Path()
