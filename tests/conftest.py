@@ -1,5 +1,6 @@
 """Shared test fixtures: the project's venv tools and an environment that lets Open MPI run as root."""
 
+import csv
 import os
 import re
 import resource
@@ -21,6 +22,12 @@ BIN = Path(sys.executable).parent  # the venv's bin: horovodrun and hvdbench liv
 # (tests/unit/test_levers.py with inductor's cache empty: 98 -> 90 and 94 CPU-seconds). Before torch's
 # import.
 os.environ.setdefault("TORCHINDUCTOR_COMPILE_THREADS", "1")
+
+
+def csv_rows(path) -> list[dict]:
+    """A CSV table hvdbench wrote (runs.csv, a report's tables), one dict per row."""
+    with open(path, newline="") as f:
+        return list(csv.DictReader(f))
 
 
 def launch_env(**extra) -> dict:

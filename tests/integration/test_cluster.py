@@ -8,7 +8,6 @@ Every test brings its own cluster (own name and subnet) up through the CLI and t
 `finally`, then checks that no namespace, link, process, /etc/hosts line or state is left behind.
 """
 
-import csv
 import json
 import os
 import platform
@@ -24,7 +23,7 @@ import psutil
 import pytest
 from browser import chromium, load
 
-from conftest import launch_env, run
+from conftest import csv_rows, launch_env, run
 from hvdbench.cluster import inspect_links
 from hvdbench.cluster.launch import launch_settings
 
@@ -237,7 +236,7 @@ def test_links_are_shaped_as_configured_and_carry_the_traffic_between_nodes(hvdb
                      *s.mpirun_args, hvdbench_bin, "bench", "links", "--sizes", "8,128K", "--repeats", "2",
                      "--budget-s", "0.3", "--out", tmp_path], timeout=240, env=_env("itbw"))
     assert "every pair with itbw-node3 is slow" in bench.stdout, bench.stdout
-    largest = [r for r in _csv(tmp_path / "bench_links.csv") if r["bytes"] == str(128 << 10)]
+    largest = [r for r in csv_rows(tmp_path / "bench_links.csv") if r["bytes"] == str(128 << 10)]
     assert {(r["host_a"], r["host_b"]) for r in largest} == {("itbw-node1", "itbw-node2"),
                                                            ("itbw-node1", "itbw-node3"),
                                                            ("itbw-node2", "itbw-node3")}
@@ -336,11 +335,6 @@ def test_a_failing_up_undoes_what_it_made(hvdbench_bin):
     assert "hvdbench-cluster itfail" not in Path("/etc/hosts").read_text()
 
 
-def _csv(path):
-    with open(path, newline="") as f:
-        return list(csv.DictReader(f))
-
-
 @pytest.mark.serial  # node3 must be the one slow node: nothing else may run beside it
 @pytest.mark.timeout(900)
 def test_a_node_under_a_cpu_quota_is_named_the_straggler_where_it_ran_and_nowhere_else(hvdbench_bin, tmp_path):
@@ -370,13 +364,13 @@ def test_a_node_under_a_cpu_quota_is_named_the_straggler_where_it_ran_and_nowher
         throttled = dict(line.split() for line in (group / "cpu.stat").read_text().splitlines())
         assert int(throttled["nr_throttled"]) > 0  # node3's ranks ran in its cgroup, and met its quota
         summary = run([hvdbench_bin, "report", out, "--out", report]).stdout
-    records = _csv(out / "runs.csv")
+    records = csv_rows(out / "runs.csv")
     assert sorted((r["layout"], r["status"]) for r in records) == [("2x1", "success")] * 2 + [("3x1", "success")] * 2
     assert {r["slowest_host"] for r in records if r["layout"] == "3x1"} == {node3}
-    ranks = _csv(report / "stragglers.csv")
+    ranks = csv_rows(report / "stragglers.csv")
     named = {(r["layout"], r["host"]) for r in ranks if r["straggler"] == "yes"}
     assert named == {("3x1", node3)}, ranks  # node3 where it ran; nobody in the even 2x1
-    hosts = {(r["layout"], r["host"]): r for r in _csv(report / "stragglers_hosts.csv")}
+    hosts = {(r["layout"], r["host"]): r for r in csv_rows(report / "stragglers_hosts.csv")}
     assert {k for k, r in hosts.items() if r["straggler"] == "yes"} == {("3x1", node3)}
     assert float(hosts[("3x1", node3)]["vs_others"]) > 1 + float(hosts[("3x1", node3)]["threshold"])
     text = (report / "summary.md").read_text()
@@ -384,12 +378,12 @@ def test_a_node_under_a_cpu_quota_is_named_the_straggler_where_it_ran_and_nowher
     assert f"Straggler: rank 2 on {node3}." in text
     assert text.count("No straggler: every rank within the threshold.") == 1  # 2x1's
     assert "## Which rank or host held the others back" in summary
-    [fall] = [r for r in _csv(report / "waterfall.csv") if r["layout"] == "3x1"]
+    [fall] = [r for r in csv_rows(report / "waterfall.csv") if r["layout"] == "3x1"]
     assert fall["baseline"] == "2x1"
     assert float(fall["imbalance_loss"]) > max(0.0, float(fall["comm_loss"])), fall
     # Issue 55: the throttled node is a failed check of the verdict, naming it, on the first lines of
     # verdict.csv and of report.html, which opens offline in a real browser.
-    verdict = {r["check"]: r for r in _csv(report / "verdict.csv")}
+    verdict = {r["check"]: r for r in csv_rows(report / "verdict.csv")}
     assert (verdict["stragglers"]["state"], verdict["stragglers"]["subject"]) == ("fail", node3), verdict
     assert verdict["failed_runs"]["state"] == "pass"
     with chromium(tmp_path) as browser:

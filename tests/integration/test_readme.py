@@ -13,7 +13,6 @@ written, or say their time):
   MPI's two run-as-root variables (the README says so below the block).
 """
 
-import csv
 import os
 import re
 import shutil
@@ -21,6 +20,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from conftest import csv_rows
 
 pytestmark = pytest.mark.integration
 
@@ -46,11 +46,6 @@ SUBSTITUTIONS = {
 PIP_PATH_SUBSTITUTIONS = {"--flavor debug --synthetic":
                           "--flavor debug --synthetic --steps 6 --warmup-steps 2 --warmup-max-steps 2"}
 PIP_INSTALL = "python -m pip install "
-
-
-def csv_rows(path) -> list[dict]:
-    with open(path, newline="") as f:
-        return list(csv.DictReader(f))
 
 
 def readme_commands(heading: str = "## Using it") -> list[str]:
@@ -119,7 +114,10 @@ def test_every_readme_command_runs_as_written(tmp_path):
     mine, report = tmp_path / "results/mine", tmp_path / "results/mine/report"
     assert sorted((r["layout"], r["engine"], r["status"]) for r in csv_rows(mine / "runs.csv")) == [
         ("1x1", "ddp", "success"), ("1x1", "fsdp", "success"), ("1x2", "ddp", "success"), ("1x2", "fsdp", "success")]
-    assert "## Engines side by side" in (report / "summary.md").read_text()
+    assert sorted(p.name for p in mine.iterdir() if p.name.endswith("-r1")) == [
+        "1x1-ddp-r1", "1x1-fsdp-r1", "1x2-ddp-r1", "1x2-fsdp-r1"]
+    summary = (report / "summary.md").read_text()
+    assert "## Engines side by side" in summary and "## Which rank or host held the others back" in summary
     rows = csv_rows(report / "engines.csv")
     assert [(r["layout"], r["engine"], r["reference"]) for r in rows] == [
         ("1x1", "ddp", "ddp"), ("1x1", "fsdp", "ddp"), ("1x2", "ddp", "ddp"), ("1x2", "fsdp", "ddp")]

@@ -17,8 +17,6 @@ the steps, so fsdp must agree within 1e-4 of the weights' scale (measured: 1.1e-
 steps, which this test ran until CI's budget asked for fewer).
 """
 
-import csv
-
 import numpy as np
 import pytest
 from conftest import BIN, launch_env, run
@@ -29,11 +27,6 @@ from hvdbench.results.records.schema import read_result
 pytestmark = pytest.mark.integration
 
 STEPS = ["--synthetic", "--steps", "4", "--warmup-steps", "2", "--warmup-max-steps", "2", "--save-parameters"]
-
-
-def csv_rows(path):
-    with open(path, newline="") as f:
-        return list(csv.DictReader(f))
 
 
 def launcher_argv(launcher, horovodrun, mpirun):
