@@ -51,7 +51,7 @@ def check_run(out, model, data, proc, ranks):
     return record, config
 
 
-# Both reach their targets at their second evaluation (the Transformer's at epoch 2, GNMT's at 1.5).
+# Both reach their targets at their second evaluation, 1.5 epochs (each evaluates every 12,192 sentences).
 @pytest.mark.timeout(420)
 def test_debug_transformer_reaches_its_bleu_target_alone(gettext_de, tmp_path, hvdbench_bin):
     out = tmp_path / "run"
@@ -59,7 +59,7 @@ def test_debug_transformer_reaches_its_bleu_target_alone(gettext_de, tmp_path, h
                 "--out", out], timeout=420)
     record, config = check_run(out, "transformer", gettext_de, proc, ranks=1)
     assert record.parameters == 1_438_208 and record.global_batch == config["batch_per_gpu"]
-    assert config["optimizer"] == "adam" and record.epochs <= 4
+    assert config["optimizer"] == "adam" and record.epochs < 2
 
 
 @pytest.mark.timeout(420)
