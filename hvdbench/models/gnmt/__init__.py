@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 from hvdbench.contracts import ModelSpec
 from hvdbench.families.translation.bleu import BLEU_METRIC
+from hvdbench.families.translation.catalogs import DEBUG_EVAL_EVERY
 from hvdbench.families.translation.data import TRANSLATION
 
 
@@ -90,7 +91,7 @@ SPEC = ModelSpec(
         # / 7.5), in 104 s and 107 CPU-s against 127 s and 130 back to back; two ranks at the third,
         # 2.26 epochs (0.9 / 3.7 / 5.8, 115 s), where an epoch's cadence passed at 2 with 5.4.
         "debug": {"batch_per_gpu": 32, "lr": 3e-3, "lr_base_batch": 64, "warmup_epochs": 0.1,
-                  "end_lr": 1e-4, "max_epochs": 12.0, "eval_every": 12192.0, "eval_unit": "samples"},
+                  "end_lr": 1e-4, "max_epochs": 12.0, "eval_every": float(DEBUG_EVAL_EVERY), "eval_unit": "samples"},
     },
     mllog_hyperparameters={"opt_learning_rate_warmup_epochs": "warmup_epochs",
                            "opt_end_learning_rate": "end_lr"},

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 from hvdbench.contracts import ModelSpec
 from hvdbench.families.translation.bleu import BLEU_METRIC
+from hvdbench.families.translation.catalogs import DEBUG_EVAL_EVERY
 from hvdbench.families.translation.data import TRANSLATION
 
 
@@ -103,7 +104,7 @@ SPEC = ModelSpec(
         # epoch 2 and 93 CPU-s at an epoch's cadence); two ranks at the third, 2.26 epochs (2.1 / 7.6
         # / 19.5, 70 s), where an epoch's cadence passed at 2.
         "debug": {"batch_per_gpu": 32, "lr": 2e-3, "lr_base_batch": 64, "warmup_epochs": 0.3,
-                  "max_epochs": 12.0, "eval_every": 12192.0, "eval_unit": "samples"},
+                  "max_epochs": 12.0, "eval_every": float(DEBUG_EVAL_EVERY), "eval_unit": "samples"},
     },
     mllog_hyperparameters={"opt_learning_rate_warmup_epochs": "warmup_epochs"},
     # 6 + 6 layers of 1024 with FFN 4096 and final LayerNorms, one 33,708 x 1024 embedding
