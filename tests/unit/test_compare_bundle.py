@@ -5,12 +5,12 @@ its sha256 manifest: a file changed or missing since is named).
     .venv/bin/python -m pytest tests/unit/test_compare_bundle.py
 """
 
-import csv
 import io
 import tarfile
 
 import pytest
 from click.testing import CliRunner
+from conftest import csv_rows
 from test_stats_aggregate import run
 
 from hvdbench.cli.main import cli
@@ -31,19 +31,14 @@ def sweep(folder, scale=1.0, nccl="2.21", model="resnet50", spread=(-2, 0, 2), o
     return folder
 
 
-def rows(path):
-    with open(path, newline="") as f:
-        return list(csv.DictReader(f))
-
-
 def test_compare_lists_the_environment_first_and_judges_each_change_against_both_sides_noise(tmp_path):
     before = sweep(tmp_path / "before")
     after = sweep(tmp_path / "after", scale=1.2, nccl="2.23", one_more=("2x1", 150.0))
     result = invoke("compare", before, after, "--out", tmp_path / "cmp")
     assert result.exit_code == 0, result.output
     out = tmp_path / "cmp"
-    assert rows(out / "compare_environment.csv") == [{"what": "nccl", "before": "2.21", "after": "2.23"}]
-    found = {(r["layout"], r["figure"]): r for r in rows(out / "compare.csv")}
+    assert csv_rows(out / "compare_environment.csv") == [{"what": "nccl", "before": "2.21", "after": "2.23"}]
+    found = {(r["layout"], r["figure"]): r for r in csv_rows(out / "compare.csv")}
     assert set(found) == {("1x1", "throughput"), ("1x2", "throughput")}
     assert found[("1x1", "throughput")]["verdict"] == "faster"
     assert float(found[("1x1", "throughput")]["change"]) == pytest.approx(0.2)
@@ -58,11 +53,11 @@ def test_a_change_inside_the_noise_is_within_noise_one_run_is_not_judged_and_mod
     after = sweep(tmp_path / "a", scale=1.02, spread=(-30, 0, 30), model="bert")
     sweep(tmp_path / "a", scale=1.02, spread=(-30, 0, 30))
     assert invoke("compare", before, after, "--out", tmp_path / "c").exit_code == 0
-    found = rows(tmp_path / "c" / "compare.csv")
+    found = csv_rows(tmp_path / "c" / "compare.csv")
     assert {r["model"] for r in found} == {"resnet50"} and {r["verdict"] for r in found} == {"within noise"}
     single = sweep(tmp_path / "s", spread=(0,))
     assert invoke("compare", single, after, "--out", tmp_path / "d").exit_code == 0
-    assert {r["verdict"] for r in rows(tmp_path / "d" / "compare.csv")} == {"not judged"}
+    assert {r["verdict"] for r in csv_rows(tmp_path / "d" / "compare.csv")} == {"not judged"}
 
 
 def test_compare_refuses_bad_input_in_one_line_and_writes_nothing(tmp_path):
@@ -138,7 +133,7 @@ def test_compare_of_two_studies_judges_each_model_on_its_own(tmp_path):
     before, after = study(tmp_path / "before"), study(tmp_path / "after", bert_scale=0.8)
     result = invoke("compare", before, after, "--out", tmp_path / "cmp")
     assert result.exit_code == 0, result.output
-    found = {(r["model"], r["layout"]): r["verdict"] for r in rows(tmp_path / "cmp" / "compare.csv")
+    found = {(r["model"], r["layout"]): r["verdict"] for r in csv_rows(tmp_path / "cmp" / "compare.csv")
              if r["figure"] == "throughput"}
     assert found == {("resnet50", "1x1"): "within noise", ("resnet50", "1x2"): "within noise",
                      ("bert", "1x1"): "slower", ("bert", "1x2"): "slower"}

@@ -2,7 +2,6 @@
 the official result summarizer accepts and scores as `hvdbench report` does (the summarizer is run
 here, on the exported tree), with systems JSONs the official checker passes."""
 
-import csv
 import json
 import subprocess
 import sys
@@ -12,6 +11,7 @@ import pytest
 from click.testing import CliRunner
 from mlperf_logging.mllog import constants as C
 from mlperf_logging.system_desc_checker.system_desc_checker import check_system_desc
+from conftest import csv_rows
 from test_mllog import T0, compliant_lines, write
 
 from hvdbench.cli.main import cli
@@ -69,17 +69,12 @@ def invoke(*args):
     return CliRunner().invoke(cli, [*map(str, args)])
 
 
-def read_csv(path):
-    with open(path, newline="") as f:
-        return list(csv.DictReader(f))
-
-
 def summarize_officially(org, cwd):
     proc = subprocess.run([sys.executable, "-m", "mlperf_logging.result_summarizer", str(org), "training", "4.0.0",
                            "--csv", "summary.csv"], cwd=cwd, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     return {row["details_url"].rsplit("/", 1)[-1].removesuffix(".json"): row
-            for row in read_csv(cwd / "summary.csv")}, proc.stdout
+            for row in csv_rows(cwd / "summary.csv")}, proc.stdout
 
 
 def test_the_summarizer_scores_the_export_as_the_report_does(sweep, tmp_path):
@@ -113,14 +108,14 @@ def test_the_summarizer_scores_the_export_as_the_report_does(sweep, tmp_path):
     assert "Dropping non-converged run(s)" in said  # the run without a log counts as not converged
     report = invoke("report", sweep, "--out", tmp_path / "ours", "--format", "csv")
     assert report.exit_code == 0, report.output
-    ours = {r["layout"]: r for r in read_csv(tmp_path / "ours" / "time_to_train.csv")}
+    ours = {r["layout"]: r for r in csv_rows(tmp_path / "ours" / "time_to_train.csv")}
     assert float(official[one]["resnet"]) == pytest.approx(float(ours["1x2"]["ttt_min"]), rel=1e-9) == 33.0
     assert float(official[two]["resnet"]) == pytest.approx(float(ours["2x2"]["ttt_min"]), rel=1e-9) == 17.0
 
     # and the tree read back as published logs: the same scores, layouts and one system group
     back = invoke("report", "--mllog", out, "--out", tmp_path / "back", "--format", "csv")
     assert back.exit_code == 0, back.output
-    rows = {r["layout"]: r for r in read_csv(tmp_path / "back" / "time_to_train.csv")}
+    rows = {r["layout"]: r for r in csv_rows(tmp_path / "back" / "time_to_train.csv")}
     assert {(r["system"], r["runs"], r["converged"], r["layout_source"]) for r in rows.values()} == {
         ("hvdbench / cpu torch debug", "5", "4", f"log events|systems JSON ({one}.json)"),  # the run without a log
         ("hvdbench / cpu torch debug", "3", "3", "log events")}

@@ -4,6 +4,7 @@ import csv
 
 import pytest
 from click.testing import CliRunner
+from conftest import csv_rows
 from test_stats_aggregate import run, sweep_runs, tta
 
 from hvdbench.cli.main import cli
@@ -34,27 +35,22 @@ def invoke(*args):
     return CliRunner().invoke(cli, ["report", *map(str, args)])
 
 
-def read_csv(path):
-    with open(path, newline="") as f:
-        return list(csv.DictReader(f))
-
-
 def test_report_writes_every_file_and_prints_the_tables(sweep):
     result = invoke(sweep)
     assert result.exit_code == 0, result.output
     out = sweep / "report"
     assert sorted(p.name for p in out.iterdir()) == sorted([*EXPECTED, *OWN])
-    rows = {r["layout"]: r for r in read_csv(out / "scaling.csv")}
+    rows = {r["layout"]: r for r in csv_rows(out / "scaling.csv")}
     assert float(rows["2x2"]["throughput_mean"]) == 390 and float(rows["2x2"]["efficiency"]) == pytest.approx(0.975)
     assert (rows["2x1"]["runs"], rows["2x1"]["ok"], rows["2x1"]["failed"]) == ("3", "2", "1")
     assert rows["1x1"]["throughput_2sigma"] == "20"  # 4 significant digits, trailing zeros dropped
     assert rows["1x1"]["throughput_std"] == "10"
-    layouts = read_csv(out / "layouts.csv")
+    layouts = csv_rows(out / "layouts.csv")
     assert [(r["gpus"], r["layout"], r["within_noise"]) for r in layouts] == [
         ("2", "1x2", ""), ("2", "2x1", "no"), ("4", "1x4", ""), ("4", "2x2", "yes")]
-    ttt = read_csv(out / "time_to_train.csv")
+    ttt = csv_rows(out / "time_to_train.csv")
     assert [(r["layout"], r["ttt_min"], r["converged"]) for r in ttt] == [("1x1", "32", "3"), ("1x4", "11", "3")]
-    epochs = read_csv(out / "epochs.csv")
+    epochs = csv_rows(out / "epochs.csv")
     assert [(r["gpus"], r["global_batch"], r["epochs_mean"], r["precision"]) for r in epochs] == [
         ("1", "32", "5", "fp32"), ("4", "128", "6", "fp32")]
     summary = (out / "summary.md").read_text()
@@ -72,7 +68,7 @@ def test_out_format_and_baseline_options(sweep, tmp_path):
     assert result.exit_code == 0, result.output
     assert sorted(p.name for p in out.iterdir()) == [*OWN, "cost.csv", "epochs.csv", "layouts.csv", "scaling.csv",
                                                     "time_to_train.csv", "verdict.csv", "waterfall.csv"]
-    rows = {r["layout"]: r for r in read_csv(out / "scaling.csv")}
+    rows = {r["layout"]: r for r in csv_rows(out / "scaling.csv")}
     assert rows["1x1"]["baseline"] == "1x2" and float(rows["1x1"]["speedup"]) == 0.5
     assert not (sweep / "report").exists()
 
@@ -112,12 +108,12 @@ def test_several_sweeps_are_read_together(sweep, tmp_path):
     append_run(other / "runs.csv", run("4x2", 700))
     result = invoke(sweep, other, "--out", tmp_path / "r", "--format", "csv")
     assert result.exit_code == 0, result.output
-    rows = {r["layout"]: r for r in read_csv(tmp_path / "r" / "scaling.csv")}
+    rows = {r["layout"]: r for r in csv_rows(tmp_path / "r" / "scaling.csv")}
     assert float(rows["4x2"]["speedup"]) == 7.0
 
 
 def rewrite(store, change):
-    rows = read_csv(store)
+    rows = csv_rows(store)
     header = list(rows[0])
     rows, header = change(rows, header)
     with open(store, "w", newline="") as f:
@@ -194,7 +190,7 @@ def test_report_names_the_link_a_sweep_recorded(sweep):
     (sweep / "sweep.json").write_text('{"model": "resnet50", "train_args": [], "link": "HDR InfiniBand 200 Gb/s"}')
     result = invoke(sweep)
     assert result.exit_code == 0, result.output
-    rows = {r["layout"]: r for r in read_csv(sweep / "report" / "scaling.csv")}
+    rows = {r["layout"]: r for r in csv_rows(sweep / "report" / "scaling.csv")}
     assert rows["2x2"]["link"] == "HDR InfiniBand 200 Gb/s" and rows["1x4"]["link"] == ""
     assert "Inter-node link: HDR InfiniBand 200 Gb/s." in (sweep / "report" / "summary.md").read_text()
     # The waterfall section says it too, as its plot does, and a CPU run's batch is per rank.
@@ -217,10 +213,10 @@ def test_report_reads_each_runs_evaluation_cadence_and_names_the_threads(tmp_pat
     append_run(store, run("1x2", 150, threads=1))
     result = invoke(store.parent)
     assert result.exit_code == 0, result.output
-    [ttt] = read_csv(store.parent / "report" / "time_to_train.csv")
+    [ttt] = csv_rows(store.parent / "report" / "time_to_train.csv")
     assert float(ttt["ttt_resolution_s"]) == pytest.approx(1.5) and ttt["eval_every_epochs"] == "1"
     assert "| 4.8 | ± 1.5 s: an evaluation every 1 epoch of ~1.5 s |" in result.output
-    scaling = {r["layout"]: r for r in read_csv(store.parent / "report" / "scaling.csv")}
+    scaling = {r["layout"]: r for r in csv_rows(store.parent / "report" / "scaling.csv")}
     assert (scaling["1x1"]["threads"], scaling["1x2"]["threads"]) == ("2", "1")
     assert scaling["1x2"]["flags"] == "unfair-baseline"
     assert "the 1x1 rank had 2 threads, the 1x2 ranks 1 each" in result.output
