@@ -26,7 +26,7 @@ demo: $(STAMP)
 # failed). WORKERS=0: the first call in one process too.
 WORKERS ?= 2
 # The files that hold `serial` tests: the second call collects only these (collecting every file
-# imports the frameworks, 20 CPU-s for two tests); tests/conftest.py fails a run that finds a `serial`
+# imports the frameworks, 20 CPU-s for one test); tests/conftest.py fails a run that finds a `serial`
 # test in a file not listed here.
 SERIAL_FILES := tests/integration/test_cluster.py
 # $(call suite,FOLDERS,OPTIONS of the first call)

@@ -213,8 +213,8 @@ def pytest_configure(config):
 # file is one group, so its module fixtures (a prepared dataset, an emulated cluster) are made once and
 # its launches never meet each other; the `root` tests are one group, so two emulated clusters (their
 # namespaces, bridges, cgroups, /etc/hosts lines and Slurm daemons) never run at once. A unit test goes
-# to whichever worker is free. The `serial` tests (a node under a CPU quota, a shaped link: each must be
-# the one slow node or link, which another launch beside it blurs) run alone, after the others.
+# to whichever worker is free. The `serial` test (a node under a CPU quota, which must be the one slow
+# node: another launch beside it blurs that) runs alone, after the others.
 @pytest.hookimpl(tryfirst=True)  # before xdist reads the groups
 def pytest_collection_modifyitems(config, items):
     if not hasattr(config, "workerinput"):  # not an xdist worker: no groups, the order as collected

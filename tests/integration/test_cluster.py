@@ -95,6 +95,23 @@ for address in sys.argv[1:]:
 """
 
 
+# The nice value of what a test starts ahead of other work: 9.3x the weight of make test's other worker's
+# processes (nice 0) where both want a core, so a shaped link's timings are the link's.
+AHEAD = -10
+
+
+@contextmanager
+def ahead_of_other_work():
+    """Every process started inside (`cluster up`'s sshds and so the ranks they start, a launcher) at
+    nice AHEAD, which they inherit from this process; this one back to its own after."""
+    before = os.getpriority(os.PRIO_PROCESS, 0)
+    os.setpriority(os.PRIO_PROCESS, 0, AHEAD)
+    try:
+        yield
+    finally:
+        os.setpriority(os.PRIO_PROCESS, 0, before)
+
+
 def _env(name):
     base = launch_env()
     return launch_env(**launch_settings(name, path=base["PATH"]).env)
@@ -190,9 +207,10 @@ def send_between_nodes(src_ns: str, dst_ns: str, dst_address: str, nbytes: int) 
             sink.wait()
 
 
-# Serial: `bench links` must find node3's pairs the slow ones; beside another launch (make test's other
-# worker) its 100mbit pair measured slower than node3's 10mbit ones (268 ms for 256 KiB against 167-218).
-@pytest.mark.serial
+# `bench links` must find node3's pairs the slow ones: beside another launch at the same priority (make
+# test's other worker) its 100mbit pair once measured slower than node3's 10mbit ones (268 ms for 256 KiB
+# against 167-218), so the test runs ahead of other work (nice -10) rather than alone: ahead of the other
+# worker, node1-node2 took 6.0 ms for 128 KiB and node3's pairs 57.7-57.9 ms, as when run alone.
 @pytest.mark.timeout(300)
 def test_links_are_shaped_as_configured_and_carry_the_traffic_between_nodes(hvdbench_bin, tmp_path):
     """--bandwidth 100mbit: a tbf of 100 Mbit/s on both ends of every node's veth (the node's
@@ -202,7 +220,10 @@ def test_links_are_shaped_as_configured_and_carry_the_traffic_between_nodes(hvdb
     `bench links` under mpirun across the three nodes flags node3's two pairs, not node1-node2's, and
     names node3 (issue 47's shaped link). Nothing is timed here: what the shaped link delivers, and
     what it does to scale-out against scale-up, is measured by benchmarks/bench_cluster.py."""
-    with cluster(hvdbench_bin, "itbw", "10.213.33.0/24", 3, 1, "--bandwidth", "100mbit", "--node-rate", "node3=10mbit"):
+    with ahead_of_other_work(), cluster(hvdbench_bin, "itbw", "10.213.33.0/24", 3, 1, "--bandwidth", "100mbit",
+                                        "--node-rate", "node3=10mbit") as state:
+        sshds = [psutil.Process(e["pid"]) for e in state["created"] if e["kind"] == "sshd"]
+        assert len(sshds) == 3 and {p.nice() for p in sshds} == {AHEAD}  # what they start runs ahead too
         status = cluster_cli(hvdbench_bin, "status", "--name", "itbw").stdout
         assert re.search(r"itbw-node1 .*tbf rate 100mbit", status), status
         assert re.search(r"itbw-node2 .*tbf rate 100mbit", status), status
@@ -335,7 +356,10 @@ def test_a_failing_up_undoes_what_it_made(hvdbench_bin):
     assert "hvdbench-cluster itfail" not in Path("/etc/hosts").read_text()
 
 
-@pytest.mark.serial  # node3 must be the one slow node: nothing else may run beside it
+# Serial: node3 must be the one slow node, nothing else may run beside it. Run ahead of other work
+# instead (nice -10 and -20, as the links test above), its even 2x1's second rank took 1.23-1.32x the
+# first's compute against thresholds of 1.17-1.39 (1.07 against 1.05 alone): too near a false straggler.
+@pytest.mark.serial
 @pytest.mark.timeout(900)
 def test_a_node_under_a_cpu_quota_is_named_the_straggler_where_it_ran_and_nowhere_else(hvdbench_bin, tmp_path):
     """Issue 47's rehearsal of a bad node: three nodes, node3's ranks under 0.45 of the CPU the node
