@@ -20,21 +20,11 @@ $(STAMP): setup.cfg scripts/setup.sh scripts/build_horovod.sh scripts/patch_horo
 demo: $(STAMP)
 	bash scripts/demo.sh
 
-# The suite on every core, in two pytest calls (README, "Tests"; tests/conftest.py says how the tests
-# are shared out): all but the `serial` tests on $(WORKERS) pytest-xdist workers, then the `serial` ones
-# alone. Both calls run; the target fails if either did (pytest's 5 is "no test selected": none
-# failed). WORKERS=0: the first call in one process too.
+# The suite on every core (README, "Tests"; tests/conftest.py says how the tests are shared out): one
+# pytest call on $(WORKERS) pytest-xdist workers. WORKERS=0: in one process.
 WORKERS ?= 2
-# The files that hold `serial` tests: the second call collects only these (collecting every file
-# imports the frameworks, 20 CPU-s for one test); tests/conftest.py fails a run that finds a `serial`
-# test in a file not listed here.
-SERIAL_FILES := tests/integration/test_cluster.py
-# $(call suite,FOLDERS,OPTIONS of the first call)
-suite = status=0; \
-	$(PY) -m pytest -n $(WORKERS) --dist loadgroup --no-loadscope-reorder -m "not serial" $(2) $(1) || status=1; \
-	serial="$(filter $(addsuffix /%,$(1)),$(SERIAL_FILES))"; \
-	[ -z "$$serial" ] || $(PY) -m pytest -m serial $$serial || [ $$? = 5 ] || status=1; \
-	exit $$status
+# $(call suite,FOLDERS,OPTIONS)
+suite = $(PY) -m pytest -n $(WORKERS) --dist loadgroup --no-loadscope-reorder $(2) $(1)
 
 test: $(STAMP)
 	@$(call suite,tests/unit tests/integration,--durations=40)

@@ -2,7 +2,6 @@
 
 import csv
 import os
-import re
 import resource
 import shutil
 import subprocess
@@ -14,7 +13,6 @@ import pytest
 
 from hvdbench.files import LockFile
 
-ROOT = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent  # the venv's bin: horovodrun and hvdbench live beside python
 
 # torch.compile's kernels compile in the test's own process: inductor's default pool of compile
@@ -188,33 +186,12 @@ def lm_base(tmp_path_factory):
     return prepared(tmp_path_factory, "lm-base", "lm-base")
 
 
-def serial_files() -> set[str]:
-    """The test files the Makefile's SERIAL_FILES names (paths from the checkout's root)."""
-    found = re.search(r"^SERIAL_FILES\s*:?=(.*)$", (ROOT / "Makefile").read_text(), re.M)
-    return set(found.group(1).split()) if found else set()
-
-
-def pytest_configure(config):
-    """`make test`'s second call collects only the Makefile's SERIAL_FILES: a test file marking a test
-    `serial` (the words pytest.mark.serial in it) that is not listed there would never run. Checked
-    before collection, in the process that reports (under pytest-xdist, not in its workers)."""
-    if hasattr(config, "workerinput"):
-        return
-    marked = {str(path.relative_to(ROOT)) for path in (ROOT / "tests").rglob("test_*.py")
-              if "pytest.mark.serial" in path.read_text(encoding="utf-8")}
-    unlisted = marked - serial_files()
-    if unlisted:
-        raise pytest.UsageError(f"`serial` tests in {', '.join(sorted(unlisted))}: add the file "
-                                f"to SERIAL_FILES in the Makefile (make test's second call runs only those)")
-
-
-# How `make test` shares the machine (README, "Tests"): `pytest -n 2 --dist loadgroup -m "not serial"`,
-# then `pytest -m serial`. pytest-xdist sends a group to one worker, whole and in order: each integration
+# How `make test` shares the machine (README, "Tests"): `pytest -n 2 --dist loadgroup`. pytest-xdist sends a group to one worker, whole and in order: each integration
 # file is one group, so its module fixtures (a prepared dataset, an emulated cluster) are made once and
 # its launches never meet each other; the `root` tests are one group, so two emulated clusters (their
 # namespaces, bridges, cgroups, /etc/hosts lines and Slurm daemons) never run at once. A unit test goes
-# to whichever worker is free. The `serial` test (a node under a CPU quota, which must be the one slow
-# node: another launch beside it blurs that) runs alone, after the others.
+# to whichever worker is free. The two cluster tests that need one slow node or link start what they
+# run at nice -10, ahead of the other worker (tests/integration/test_cluster.py).
 @pytest.hookimpl(tryfirst=True)  # before xdist reads the groups
 def pytest_collection_modifyitems(config, items):
     if not hasattr(config, "workerinput"):  # not an xdist worker: no groups, the order as collected
