@@ -186,12 +186,13 @@ def lm_base(tmp_path_factory):
     return prepared(tmp_path_factory, "lm-base", "lm-base")
 
 
-# How `make test` shares the machine (README, "Tests"): `pytest -n 2 --dist loadgroup`. pytest-xdist sends a group to one worker, whole and in order: each integration
-# file is one group, so its module fixtures (a prepared dataset, an emulated cluster) are made once and
-# its launches never meet each other; the `root` tests are one group, so two emulated clusters (their
-# namespaces, bridges, cgroups, /etc/hosts lines and Slurm daemons) never run at once. A unit test goes
-# to whichever worker is free. The two cluster tests that need one slow node or link start what they
-# run at nice -10, ahead of the other worker (tests/integration/test_cluster.py).
+# How `make test` shares the machine (README, "Tests"): `pytest -n 2 --dist loadgroup`. pytest-xdist sends a
+# group to one worker, whole and in order: each integration file is one group, so its module fixtures (a
+# prepared dataset, an emulated cluster) are made once and its launches never meet each other; the `root`
+# tests are one group, so two emulated clusters (their namespaces, bridges, cgroups, /etc/hosts lines and
+# Slurm daemons) never run at once. A unit test goes to whichever worker is free. The two cluster tests that
+# need one slow node or link start what they run at nice -10, ahead of the other worker
+# (tests/integration/test_cluster.py).
 @pytest.hookimpl(tryfirst=True)  # before xdist reads the groups
 def pytest_collection_modifyitems(config, items):
     if not hasattr(config, "workerinput"):  # not an xdist worker: no groups, the order as collected
