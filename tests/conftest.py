@@ -46,14 +46,46 @@ TIMEOUT_SCALE = float(os.environ.get("HVDBENCH_TEST_TIMEOUT_SCALE") or (2 if os.
 
 
 def run(argv, timeout=300, check=True, **kw):
-    """Run argv (never a shell string) with the launch environment; show output when it fails."""
+    """Run argv (never a shell string) with the launch environment; show output when it fails. Past
+    `timeout` the command gets SIGTERM (a sweep then ends its run in flight through the run's guard,
+    so no rank is left behind) and then SIGKILL, and the failure shows what it had printed and the
+    end of every launch.log under its --out: where a launch hung."""
+    argv = [str(a) for a in argv]
     timeout = timeout and timeout * TIMEOUT_SCALE
-    proc = subprocess.run([str(a) for a in argv], capture_output=True, text=True, timeout=timeout,
-                          env=kw.pop("env", launch_env()), **kw)
+    with subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                          env=kw.pop("env", launch_env()), **kw) as child:
+        try:
+            stdout, stderr = child.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            child.terminate()
+            stdout, stderr = _printed(child, 60)
+            raise AssertionError(f"{argv} ran past {timeout:g} s\n--- stdout\n{stdout[-4000:]}\n--- stderr\n"
+                                 f"{stderr[-4000:]}{launch_logs(argv)}") from None
+    proc = subprocess.CompletedProcess(argv, child.returncode, stdout, stderr)
     if check and proc.returncode != 0:
         raise AssertionError(f"{argv} exited {proc.returncode}\n--- stdout\n{proc.stdout[-4000:]}"
                              f"\n--- stderr\n{proc.stderr[-4000:]}")
     return proc
+
+
+def _printed(child, wait) -> tuple[str, str]:
+    """What an ending child printed, waiting `wait` s for it to end; then SIGKILL, keeping what it had
+    printed (a process it left behind may hold its pipes open: not waited for)."""
+    try:
+        return child.communicate(timeout=wait)
+    except subprocess.TimeoutExpired as e:
+        child.kill()
+        child.wait()
+        return tuple((b or b"").decode(errors="replace") for b in (e.stdout, e.stderr))
+
+
+def launch_logs(argv, lines=30) -> str:
+    """The last lines of each launch.log under argv's --out (a sweep's runs, a train's own)."""
+    if "--out" not in argv[:-1]:
+        return ""
+    out = Path(argv[argv.index("--out") + 1])
+    return "".join(f"\n--- {log}\n" + "\n".join(log.read_text(errors="replace").splitlines()[-lines:])
+                   for log in sorted(out.glob("**/launch.log")))
 
 
 # What a PyTorch launch must not print: TensorFlow's and absl's start-up logs (horovodrun used to import

@@ -24,6 +24,7 @@ arrive: mpirun's SIGKILL follows its SIGTERM by a second.
 from __future__ import annotations
 
 import contextlib
+import faulthandler
 import json
 import os
 import platform
@@ -77,6 +78,12 @@ SILENT = "stopped without a word (killed: SIGKILL or out of memory?)"
 # "[.../gloo/transport/tcp/pair.cc:537] Read error [127.0.0.1]:14737: Connection reset by peer").
 PEER_LOST_TYPES = ("HorovodInternalError", "DistError")
 PEER_LOST_WORDS = ("Connection reset by peer", "Connection closed by peer")
+# A rank that has not said what it runs (its first line, after the rendezvous, the model's build and the
+# first compile: seconds for a debug flavor, a minute or two for an MLPerf-size one) this long prints
+# every thread's stack to stderr, the run's launch.log, once ("Timeout (0:03:00)!" is faulthandler's
+# heading; the rank goes on): where a start that never ends is stuck, before a --timeout or a test ends
+# it without a word. faulthandler's own thread: it prints where the stuck call holds the GIL, too.
+STUCK_START_S = 180.0
 _REPORTING = threading.Lock()  # one report per rank: the main thread's or the SIGTERM watcher's
 
 
@@ -88,6 +95,7 @@ def main(cfg: config_mod.TrainConfig) -> None:
     if not cfg.run_id:
         cfg.run_id = new_run_id()  # rank 0's is the one recorded
     _watch_sigterm(cfg, state)
+    faulthandler.dump_traceback_later(STUCK_START_S)  # cancelled once the rank has said what it runs
     try:
         run(cfg, state)
     except AgreedError as e:
@@ -322,6 +330,7 @@ def run(cfg: config_mod.TrainConfig, state: dict) -> None:
               f"{dist.threads} math thread(s) per rank"
               + (f" ({dist.busy_cpus:.1f} cores busy with other processes at start)"
                  if dist.busy_cpus and dist.busy_cpus >= 0.5 else ""))
+    faulthandler.cancel_dump_traceback_later()  # started (STUCK_START_S)
 
     _log_run_facts(events, cfg, spec, dist, layout, devices[0], global_batch, peak_lr)
     record = result_mod.identity(cfg, state["t0"])

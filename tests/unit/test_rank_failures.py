@@ -1,11 +1,13 @@
 """How a run's failure is told (issue 50, item 17): a rank killed by a signal is named as such from
 the launcher's own words, not rank 0's follow-on "connection reset"; a lone `train` ended by SIGTERM
 says just that; rank 0 records a job's failure at once, naming the rank that left no note (issue 57
-cases 2 and 14); an error every rank meets before the ranks meet is printed once; `--attention varlen`
+cases 2 and 14); an error every rank meets before the ranks meet is printed once; a rank stuck in its
+start (a rendezvous that never answers) prints where, and waits on; `--attention varlen`
 on a network without attention is refused by the sweep before it launches anything."""
 
 import json
 import os
+import socket
 import subprocess
 import sys
 import time
@@ -199,6 +201,36 @@ def test_a_rank_ended_by_sigterm_leaves_a_note_at_once(tmp_path):
     note = json.loads((out / ".rank-failures" / "rank1.json").read_text())
     assert (note["message"], note["follow_on"]) == ("rank 1 on n2: ended by SIGTERM", True)
     assert not (out / "result.json").exists()  # rank 0's to write
+
+
+STUCK = """
+import sys
+from hvdbench import frameworks
+from hvdbench.train import worker
+from hvdbench.train.config import resolve
+frameworks.load("torch")  # imported first: the stacks are to show the rendezvous, not an import
+worker.STUCK_START_S = 3.0
+worker.main(resolve({"model": "resnet50", "flavor": "debug", "synthetic": True, "engine": "ddp", "out": sys.argv[1],
+                     "run_id": "stuck"}))
+"""
+
+
+def test_a_rank_stuck_in_its_rendezvous_prints_where_and_goes_on(tmp_path):
+    """Rank 1 of a torchrun job whose rank 0 never answers (a listener that takes the connection and says
+    nothing): past STUCK_START_S the rank prints every thread's stack, the rendezvous in it, and waits on."""
+    with socket.create_server(("127.0.0.1", 0)) as mute:
+        env = clean_env(TORCHELASTIC_RUN_ID="t", RANK="1", LOCAL_RANK="1", WORLD_SIZE="2", LOCAL_WORLD_SIZE="2",
+                        MASTER_ADDR="127.0.0.1", MASTER_PORT=str(mute.getsockname()[1]))
+        with open(tmp_path / "stderr", "w") as err, \
+                subprocess.Popen([sys.executable, "-c", STUCK, str(tmp_path / "run")], stderr=err, env=env) as proc:
+            try:
+                wait_for(lambda: "Timeout (0:00:03)!" in (tmp_path / "stderr").read_text(), "the stacks", proc)
+                time.sleep(1)  # the rest of the stacks
+                assert proc.poll() is None  # printed, not ended: a slow start may yet succeed
+            finally:
+                proc.kill()
+    stacks = (tmp_path / "stderr").read_text()
+    assert stacks.count("Timeout (0:00:03)!") == 1 and "process_group.py" in stacks and "worker.py" in stacks
 
 
 @pytest.mark.parametrize("rank, printed", [("0", True), ("1", False)])
