@@ -223,7 +223,7 @@ def lm_base(tmp_path_factory):
 # prepared dataset, an emulated cluster) are made once and its launches never meet each other; the `root`
 # tests are one group, so two emulated clusters (their namespaces, bridges, cgroups, /etc/hosts lines and
 # Slurm daemons) never run at once. A unit test goes to whichever worker is free. The two cluster tests that
-# need one slow node or link start what they run at nice -10, ahead of the other worker
+# need one slow node or link start what they run at nice -20, ahead of the other worker
 # (tests/integration/test_cluster.py).
 @pytest.hookimpl(tryfirst=True)  # before xdist reads the groups
 def pytest_collection_modifyitems(config, items):
