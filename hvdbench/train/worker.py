@@ -18,7 +18,8 @@ and mpirun end the other ranks at once when one fails) is a failure rank 0 recor
 end, and the other ranks leave a note of it. A rank that left no note when rank 0 stopped because a
 peer went away is named as the culprit ("rank 1 on n2 stopped without a word (killed: SIGKILL or out of
 memory?)"): a SIGKILL runs no Python. Rank 0 writes the record at once and rewrites it as the notes
-arrive: mpirun's SIGKILL follows its SIGTERM by a second.
+arrive: mpirun's SIGKILL follows its SIGTERM by a second. A rank still starting after STUCK_START_S
+(a rendezvous nobody answers) prints every thread's stack into the run's launch.log once, and waits on.
 """
 
 from __future__ import annotations
