@@ -61,11 +61,23 @@ def run(argv, timeout=300, check=True, **kw):
             stdout, stderr = _printed(child, 60)
             raise AssertionError(f"{argv} ran past {timeout:g} s\n--- stdout\n{stdout[-4000:]}\n--- stderr\n"
                                  f"{stderr[-4000:]}{launch_logs(argv)}") from None
+        finally:  # pytest-timeout's exception, Ctrl-C, any: the command ends too (Popen's exit waits for it)
+            _end(child)
     proc = subprocess.CompletedProcess(argv, child.returncode, stdout, stderr)
     if check and proc.returncode != 0:
         raise AssertionError(f"{argv} exited {proc.returncode}\n--- stdout\n{proc.stdout[-4000:]}"
                              f"\n--- stderr\n{proc.stderr[-4000:]}")
     return proc
+
+
+def _end(child) -> None:
+    """SIGTERM to a child still running, SIGKILL 10 s later."""
+    if child.poll() is None:
+        child.terminate()
+        try:
+            child.wait(10)
+        except subprocess.TimeoutExpired:
+            child.kill()
 
 
 def _printed(child, wait) -> tuple[str, str]:
