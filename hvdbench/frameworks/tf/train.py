@@ -130,10 +130,11 @@ class Trainer(TrainerBase):
                   for name, t in self.device_batch(example).items()}]
         self._train = _graph(self._train_fn, specs)
         self._eval = _graph(self._eval_fn, specs)
-        traced = [self._train]
         if self.cfg.accum_steps > 1:
             self._accumulate = _graph(self._accumulate_fn, specs)
             traced = [self._accumulate, self._apply_sums]
+        else:
+            traced = [self._train]
         if self.cfg.mode == "time_to_accuracy":
             traced.append(self._eval)
         for fn in traced:
