@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import importlib
 import inspect
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -136,9 +136,11 @@ class ModelSpec:
     prepare_commands: tuple[str, ...] = ()
     # Why a run of this model cannot run as configured, checked with the resolved TrainConfig before
     # anything starts (hvdbench.train.config.validate: `train`, and every layout of a sweep or study
-    # up front): a one-line reason, or None when it can. For facts of the config alone (a flavor
-    # too large for the way runs are distributed); what needs the device or data is checked later.
-    refuse: Callable[[Any], str | None] | None = None
+    # up front): a one-line reason, or None when it can. For facts of the config and of the
+    # environment the run's ranks will have (`env`: a sweep's own plus its --env; a flavor too large
+    # for the way runs are distributed, a setting a run needs and lacks); what needs the device or
+    # data is checked later.
+    refuse: Callable[[Any, Mapping[str, str]], str | None] | None = None
     # Flavors too large to build whole in one process (a 70B base, an 8B model with its optimizer
     # state): under `--engine fsdp` they are built on the meta device and each rank materialises only
     # its shard (torch.py's `init_weights(model)` draws the values, else every module's

@@ -41,6 +41,7 @@ from hvdbench import topology
 from hvdbench.contracts import get_spec, specs
 from hvdbench.errors import ConfigError, DatasetError, HvdbenchError
 from hvdbench.files import atomic_write_text
+from hvdbench.launchers import launch_env
 from hvdbench.results.records.store import STUDY_RECORD, read_study_record
 from hvdbench.study.schema import ModelPlan, Study
 from hvdbench.sweep.build import build_spec, hosts_of
@@ -188,7 +189,7 @@ def _layout_settings(study: Study, model: ModelPlan, own: bool, opts: StudyOptio
     from hvdbench.study.schema import BATCH_KEYS
     from hvdbench.train.config import resolve
 
-    cfg = resolve({"model": model.name, "out": "-", **settings})
+    cfg = resolve({"model": model.name, "out": "-", **settings}, env=launch_env(opts.sweep.env))
     for key in BATCH_KEYS:  # in the layouts' names, not in the config's train settings
         settings.pop(key, None)
     if not selected:  # `gpus:` (or the model's own layouts, in another flavor): the hosts decide

@@ -21,6 +21,7 @@ from hvdbench.errors import ConfigError
 from hvdbench.files import atomic_write_text
 from hvdbench.output import line
 from hvdbench.frameworks import SHARED_MACHINE_ENV
+from hvdbench.launchers import launch_env
 from hvdbench.results.records.store import HARDWARE_JSON, RUNS_CSV, SWEEP_RECORD, read_sweep_record
 from hvdbench.sweep.plan import Entry, PlannedRun, interleave
 from hvdbench.topology import Layout
@@ -112,7 +113,8 @@ def resolve_entry(spec: SweepSpec, entry: Entry, repeat: int = 1):
     from hvdbench.train.options import resolve_train_args
 
     return resolve_train_args(spec.model, train_args(spec, PlannedRun(entry, repeat)),
-                              layout=dict(entry.config.settings) if entry.config else None)
+                              layout=dict(entry.config.settings) if entry.config else None,
+                              env=launch_env(spec.user_env))  # what a model's `refuse` reads: the ranks' own
 
 
 def check_sweep_record(spec: SweepSpec) -> None:

@@ -20,9 +20,11 @@ Names carry units: `batch_per_gpu`, `warmup_epochs`, `max_epochs`; `eval_every` 
 from __future__ import annotations
 
 import dataclasses
+import os
 import re
 import reprlib
 import typing
+from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
@@ -357,13 +359,15 @@ def levers_text(cfg: TrainConfig) -> str:
     return ";".join(parts)
 
 
-def resolve(overrides: dict, config_file: str | Path | None = None, layout: dict | None = None) -> TrainConfig:
+def resolve(overrides: dict, config_file: str | Path | None = None, layout: dict | None = None,
+            env: Mapping[str, str] | None = None) -> TrainConfig:
     """The run's TrainConfig: field defaults < model spec defaults < YAML file < `overrides`.
 
     `overrides` are the command-line options the user gave (None values are ignored); `layout`,
     in place of a file, the settings a sweep writes to a run's layout.yaml (hvdbench.train.options
-    resolves a planned run with it). Every check that does not need a framework or the dataset
-    happens here, so all ranks fail the same way.
+    resolves a planned run with it); `env`, the environment the run's ranks will have (default
+    this process's: a sweep passes its own with its --env). Every check that does not need a
+    framework or the dataset happens here, so all ranks fail the same way.
     """
     from hvdbench.contracts import get_spec
 
@@ -405,7 +409,7 @@ def resolve(overrides: dict, config_file: str | Path | None = None, layout: dict
         cfg.target = spec.target(flavor)
     if cfg.eval_batch_per_gpu == 0:
         cfg.eval_batch_per_gpu = cfg.batch_per_gpu
-    validate(cfg, spec)
+    validate(cfg, spec, os.environ if env is None else env)
     return cfg
 
 
@@ -446,7 +450,7 @@ def check_ranges(cfg: TrainConfig) -> None:
             raise ConfigError(f"{key} must be >= 0, got {getattr(cfg, key)}")
 
 
-def validate(cfg: TrainConfig, spec) -> None:
+def validate(cfg: TrainConfig, spec, env: Mapping[str, str] = os.environ) -> None:
     def choice(key, value, valid):
         if value not in valid:
             raise ConfigError(f"{key} {quote(value)} is not one of {', '.join(valid)}")
@@ -454,7 +458,7 @@ def validate(cfg: TrainConfig, spec) -> None:
     check_ranges(cfg)  # the choices and limits of single keys
     # The model's own reason first (ModelSpec.refuse): a model that cannot run as configured (a
     # spec-only entry, a 70B base under a replica per rank) says why before any other complaint.
-    reason = spec.refuse(cfg) if spec.refuse else None
+    reason = spec.refuse(cfg, env) if spec.refuse else None
     if reason:
         raise ConfigError(reason)
     if cfg.framework not in spec.frameworks:

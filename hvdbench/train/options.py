@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import typing
+from collections.abc import Mapping
 
 import click
 
@@ -98,10 +99,12 @@ def parse_train_args(model: str, args) -> tuple[dict, str | None]:
     return overrides_from_options(model, set_values, params), config_file
 
 
-def resolve_train_args(model: str, args=(), *, layout: dict | None = None, **given) -> TrainConfig:
+def resolve_train_args(model: str, args=(), *, layout: dict | None = None, env: Mapping[str, str] | None = None,
+                       **given) -> TrainConfig:
     """The TrainConfig a worker started as `hvdbench train MODEL [--config layout.yaml] ARGS
     --out ... --run-id ...` resolves: `layout` is a sweep config's per-layout settings (the
-    worker's layout.yaml), `given` the options the sweep adds (out, run_id, sweep_name, repeat).
-    ConfigError (or UsageError) as `train` itself would fail."""
+    worker's layout.yaml), `env` the worker's environment (default this process's), `given` the
+    options the sweep adds (out, run_id, sweep_name, repeat). ConfigError (or UsageError) as `train`
+    itself would fail."""
     overrides, config_file = parse_train_args(model, args)
-    return resolve({**overrides, **given}, config_file, layout=layout)
+    return resolve({**overrides, **given}, config_file, layout=layout, env=env)

@@ -177,21 +177,24 @@ def test_a_few_aliases_still_load_and_a_wrong_value_is_quoted_short(tmp_path):
     assert "key 'lr' must be a number, got [" in str(e.value) and len(str(e.value)) < 200
 
 
-def test_a_models_refuse_hook_is_asked_with_the_resolved_config():
+def test_a_models_refuse_hook_is_asked_with_the_resolved_config_and_the_ranks_environment(monkeypatch):
     """ModelSpec.refuse: a model's own reason why a run cannot run as configured, checked by
-    validate (so `train`, and a sweep's or study's every layout, refuse it before anything starts)."""
+    validate (so `train`, and a sweep's or study's every layout, refuse it before anything starts),
+    with the environment the ranks will have: this process's, or the one resolve is given (a sweep's
+    own with its --env)."""
     from hvdbench.contracts import get_spec
 
     cfg = resolve(BASE)
     asked = []
 
-    def refuse(c):
-        asked.append((c.model, c.flavor, c.batch_per_gpu))
+    def refuse(c, env):
+        asked.append((c.model, c.flavor, c.batch_per_gpu, env.get("HVDBENCH_TEST_KNOB")))
         return "resnet50 cannot run like this: a reason" if c.batch_per_gpu > 100 else None
 
     spec = dataclasses.replace(get_spec("resnet50"), refuse=refuse)
+    monkeypatch.setenv("HVDBENCH_TEST_KNOB", "mine")
     with pytest.raises(ConfigError, match="^resnet50 cannot run like this: a reason$"):
         config.validate(cfg, spec)
-    config.validate(dataclasses.replace(cfg, batch_per_gpu=8), spec)
-    assert asked == [("resnet50", cfg.flavor, cfg.batch_per_gpu), ("resnet50", cfg.flavor, 8)]
+    config.validate(dataclasses.replace(cfg, batch_per_gpu=8), spec, {"HVDBENCH_TEST_KNOB": "the ranks'"})
+    assert asked == [("resnet50", cfg.flavor, cfg.batch_per_gpu, "mine"), ("resnet50", cfg.flavor, 8, "the ranks'")]
     config.validate(cfg, dataclasses.replace(spec, refuse=None))  # no hook: nothing to refuse

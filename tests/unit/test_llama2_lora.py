@@ -123,10 +123,10 @@ def test_70b_is_refused_by_train_sweep_and_study_before_anything_starts(tmp_path
                  "out": str(tmp_path / "t")})
     # fsdp shards it: the spec lets it through; the layout's GPUs decide (the worker's memory check)
     assert SPEC.refuse(resolve({"model": "llama2_lora", "flavor": "70b", "synthetic": True, "engine": "fsdp",
-                                "out": str(tmp_path / "t")})) is None
+                                "out": str(tmp_path / "t")}), {}) is None
     for flavor in ("debug", "7b", "13b"):  # one replica per rank: not refused here
         assert SPEC.refuse(resolve({"model": "llama2_lora", "flavor": flavor, "synthetic": True,
-                                    "out": str(tmp_path / "t")})) is None
+                                    "out": str(tmp_path / "t")}), {}) is None
 
 
 def test_the_memory_check_counts_the_frozen_base_and_names_the_flavor_that_fits():

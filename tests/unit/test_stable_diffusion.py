@@ -319,6 +319,22 @@ def test_time_to_accuracy_on_latents_refuses_without_evaluation_networks(monkeyp
         sd.param_groups(model, run_config(data="d"))
 
 
+def test_the_spec_refuses_the_full_flavors_time_to_accuracy_by_the_ranks_environment():
+    """SPEC.refuse, before anything is built or launched: it reads the environment it is given (the
+    ranks': a sweep's own with its --env), not this process's; a throughput run and the debug flavor
+    (whose data may be images) pass."""
+    spec = get_spec("stable_diffusion")
+    networks = {name: "/exported/network.pt2" for name in sd.EVAL_NETWORKS}
+    full, debug = run_config(data="d", flavor="full"), run_config(data="d", flavor="debug")
+    message = spec.refuse(full, {})
+    assert message.startswith("stable_diffusion/full: a time-to-accuracy run on sd_latents data")
+    assert all(name in message for name in sd.EVAL_NETWORKS)
+    assert spec.refuse(full, {"HVDBENCH_SD_CLIP": "/x"}).count("HVDBENCH_SD_CLIP") == 0  # the others only
+    assert spec.refuse(full, networks) is None
+    assert spec.refuse(run_config(data="d", flavor="full", steps=5), {}) is None  # throughput
+    assert spec.refuse(debug, {}) is None
+
+
 def test_an_evaluation_network_that_is_not_an_exported_file_is_named(tmp_path, monkeypatch):
     env = stand_in_networks(tmp_path, clip_dim=16)
     (tmp_path / "bad.pt").write_text("not a module")

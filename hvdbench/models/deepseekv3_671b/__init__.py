@@ -47,7 +47,7 @@ FLAVORS = {"full": DeepSeekV3Config()}
 PARAMETERS = {"full": 671_011_724_288}
 
 
-def refuse(cfg) -> str:
+def refuse(cfg, env) -> str:
     """SPEC.refuse: every configuration, in one line."""
     return ("deepseekv3_671b is a spec only, not trainable here: 671B parameters (37B active per token, 1.34 TB "
             "of bf16 weights) need expert and pipeline parallelism (MLPerf's reference: NeMo, expert parallel 64 "

@@ -122,7 +122,7 @@ def _flavor(cfg) -> LlamaLoraConfig:
     return FLAVORS[cfg.flavor]
 
 
-def refuse(cfg) -> str | None:
+def refuse(cfg, env) -> str | None:
     """SPEC.refuse: why a run cannot run as configured, before anything starts (None: it can): fp8
     (the float8 lever converts trained linears; this base is frozen under adapters), and a flavor
     whose frozen base fits no GPU (70b) under an engine that gives each rank a whole replica

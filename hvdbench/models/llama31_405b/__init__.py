@@ -41,7 +41,7 @@ FLAVORS = {"full": Llama405Config()}
 PARAMETERS = {"full": 402_699_272_192}
 
 
-def refuse(cfg) -> str:
+def refuse(cfg, env) -> str:
     """SPEC.refuse: every configuration, in one line."""
     return ("llama31_405b is a spec only, not trainable here: 403B parameters (805 GB of bf16 weights, ~6.4 TB "
             "with fp32 AdamW state) need tensor, pipeline and context parallelism (MLPerf's reference: NeMo on "

@@ -42,7 +42,7 @@ class Qwen35Config:
 FLAVORS = {"full": Qwen35Config()}
 
 
-def refuse(cfg) -> str:
+def refuse(cfg, env) -> str:
     """SPEC.refuse: every configuration, in one line."""
     return ("qwen35_397b_grpo is a spec only, not trainable here: GRPO post-training of Qwen3.5-397B-A17B needs "
             "a rollout engine (vLLM serving the policy and refitted with its weights every step), sandboxed "

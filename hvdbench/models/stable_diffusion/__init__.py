@@ -15,6 +15,7 @@ their labels, and is scored by a judge CNN (metric.py, torch.py).
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 
 from hvdbench.contracts import ModelSpec, only_with
@@ -58,6 +59,39 @@ FLAVORS = {
                       attention_head_dim=8, norm_num_groups=8, latent_channels=1, latent_size=8,
                       context_len=4, context_dim=32, clip_dim=32, sample_steps=10, guidance=1.5),
 }
+
+# The networks a time-to-accuracy run on `sd_latents` data evaluates with (files the user exports
+# with torch.export.save (*.pt2) or torch.jit.save): setting -> what the network computes.
+EVAL_NETWORKS = {
+    "HVDBENCH_SD_VAE_DECODER": "latents (B, C, h, w) in the VAE's own scale -> images (B, 3, H, W) in [-1, 1]",
+    "HVDBENCH_SD_FID_FEATURES": "uint8 images (B, 3, H, W) -> FID features (B, D), e.g. Inception-v3 pool3",
+    "HVDBENCH_SD_CLIP": "uint8 images (B, 3, H, W) -> CLIP image embeddings (B, E), E = the data's clip_dim",
+}
+
+
+def missing_networks(env=os.environ) -> list[str]:
+    return [name for name in EVAL_NETWORKS if not env.get(name)]
+
+
+def evaluation_refusal(flavor: SDConfig, missing: list[str]) -> str:
+    return (f"stable_diffusion/{flavor.name}: a time-to-accuracy run on sd_latents data evaluates FID and "
+            f"CLIP score with networks you provide: set {', '.join(missing)} to exported network files "
+            f"(hvdbench/models/stable_diffusion/README.md says what each computes), or measure "
+            f"throughput (--steps N, or --synthetic)")
+
+
+def refuse(cfg, env) -> str | None:
+    """SPEC.refuse: a time-to-accuracy run of a flavor that trains on sd_latents data only (every one
+    but debug) where the evaluation networks are not set in the ranks' environment `env`, before
+    anything starts: `train` before it builds the 865M-parameter UNet, a sweep or study before it
+    launches (its own environment with its --env). (A debug run on sd_latents data is refused by the
+    worker, once its data says which kind it is: torch.py's load_evaluation_networks.)"""
+    flavor = FLAVORS[cfg.flavor or SPEC.default_flavor]
+    missing = missing_networks(env)
+    if cfg.mode == "time_to_accuracy" and flavor.latent_channels != 1 and missing:
+        return evaluation_refusal(flavor, missing)
+    return None
+
 
 SPEC = ModelSpec(
     name="stable_diffusion",
@@ -107,4 +141,5 @@ SPEC = ModelSpec(
         "opt_adamw_weight_decay": only_with("adamw", "weight_decay"),
     },
     parameters={"full": 865_910_724, "debug": 791_233 + 11 * 4 * 32},
+    refuse=refuse,  # a time-to-accuracy run without its evaluation networks, before the UNet is built
 )

@@ -33,7 +33,8 @@ on the number of ranks), and returns the features the FID needs and a per-image 
 - `sd_latents`: networks the user provides (exported files named by HVDBENCH_SD_VAE_DECODER,
   HVDBENCH_SD_FID_FEATURES and HVDBENCH_SD_CLIP, see the README) decode the val latents and the
   generated ones, give their FID features and the CLIP score against the caption's `clip_text`. A
-  time-to-accuracy run without them is refused before training starts (`param_groups`).
+  time-to-accuracy run without them is refused before anything starts (the folder's `refuse`), or,
+  for the debug flavor on such data, before training starts (`param_groups`).
 """
 
 from __future__ import annotations
@@ -59,6 +60,7 @@ from diffusers import DDIMScheduler, DDPMScheduler, UNet2DConditionModel  # noqa
 
 from hvdbench.errors import ConfigError
 from hvdbench.frameworks.torch.recipe import fused
+from hvdbench.models.stable_diffusion import EVAL_NETWORKS, evaluation_refusal, missing_networks
 
 # SD v2's noise schedule (scheduler_config.json of stabilityai/stable-diffusion-2).
 SCHEDULE = {"num_train_timesteps": 1000, "beta_start": 0.00085, "beta_end": 0.012,
@@ -67,14 +69,6 @@ SCHEDULE = {"num_train_timesteps": 1000, "beta_start": 0.00085, "beta_end": 0.01
 DDIM = {"clip_sample": False, "set_alpha_to_one": False, "steps_offset": 1, "timestep_spacing": "leading"}
 VAE_SCALE = 0.18215  # SD's VAE latents times this have unit variance
 JUDGED_CLASSES = 10  # the judge of `images` data knows scikit-learn's digits
-
-# The networks a time-to-accuracy run on `sd_latents` data evaluates with (files the user exports
-# with torch.export.save (*.pt2) or torch.jit.save): setting -> what the network computes.
-EVAL_NETWORKS = {
-    "HVDBENCH_SD_VAE_DECODER": "latents (B, C, h, w) in the VAE's own scale -> images (B, 3, H, W) in [-1, 1]",
-    "HVDBENCH_SD_FID_FEATURES": "uint8 images (B, 3, H, W) -> FID features (B, D), e.g. Inception-v3 pool3",
-    "HVDBENCH_SD_CLIP": "uint8 images (B, 3, H, W) -> CLIP image embeddings (B, E), E = the data's clip_dim",
-}
 
 
 # --- the network -------------------------------------------------------------------------------
@@ -392,17 +386,6 @@ def train_judge(size: int, classes: int = 10, epochs: int = 15) -> Judge:
 
 
 # --- the run's evaluation networks, optimizer ----------------------------------------------------
-
-def missing_networks(env=os.environ) -> list[str]:
-    return [name for name in EVAL_NETWORKS if not env.get(name)]
-
-
-def evaluation_refusal(cfg, missing: list[str]) -> str:
-    return (f"stable_diffusion/{cfg.name}: a time-to-accuracy run on sd_latents data evaluates FID and "
-            f"CLIP score with networks you provide: set {', '.join(missing)} to exported network files "
-            f"(hvdbench/models/stable_diffusion/README.md says what each computes), or measure "
-            f"throughput (--steps N, or --synthetic)")
-
 
 def load_network(path: Path, device: torch.device):
     """A network the user exported: a torch.export archive (`torch.export.save`, *.pt2, with a
