@@ -16,6 +16,7 @@ import re
 import pytest
 from conftest import launch_env, run
 
+from hvdbench.models.stable_diffusion import EVAL_NETWORKS
 from hvdbench.results.mllog import read_event_dicts as read_events
 from hvdbench.results.records.schema import read_result
 
@@ -73,7 +74,7 @@ def test_full_time_to_accuracy_without_evaluation_networks_is_refused_before_any
     run([hvdbench_bin, "prepare", "synthetic", "--like", "sd_latents", "--samples", "24", "--val-fraction", "0.25",
          "--out", data])
     env = launch_env()
-    for name in ("HVDBENCH_SD_VAE_DECODER", "HVDBENCH_SD_FID_FEATURES", "HVDBENCH_SD_CLIP"):
+    for name in EVAL_NETWORKS:
         env.pop(name, None)
     for argv in (["train", "stable_diffusion", "--data", data, "--out", tmp_path / "run"],
                  ["sweep", "stable_diffusion", "--hosts", "localhost:2", "--out", tmp_path / "run", "--", "--data", data]):
@@ -85,8 +86,7 @@ def test_full_time_to_accuracy_without_evaluation_networks_is_refused_before_any
                                                   "HVDBENCH_SD_CLIP"))
         assert not (tmp_path / "run").exists()
     # The ranks' environment is the sweep's own with its --env: networks given that way are not refused.
-    networks = [arg for name in ("HVDBENCH_SD_VAE_DECODER", "HVDBENCH_SD_FID_FEATURES", "HVDBENCH_SD_CLIP")
-                for arg in ("--env", f"{name}={tmp_path / name.lower()}.pt2")]
+    networks = [arg for name in EVAL_NETWORKS for arg in ("--env", f"{name}={tmp_path / name.lower()}.pt2")]
     proc = run([hvdbench_bin, "sweep", "stable_diffusion", "--hosts", "localhost:2", "--dry-run", *networks,
                 "--out", tmp_path / "run", "--", "--data", data], env=env)
     assert "1x2" in proc.stdout and "evaluates FID" not in proc.stdout + proc.stderr
