@@ -17,6 +17,7 @@ functions are looked up in one place too (`trainer.hooks_of`: torch/hooks.py's `
 tf/train.py's `TfHooks`).
 """
 
+import contextlib
 import ctypes
 import importlib
 import importlib.util
@@ -139,3 +140,23 @@ def _glibc() -> bool:
         return os.confstr("CS_GNU_LIBC_VERSION").startswith("glibc")
     except (ValueError, OSError, AttributeError):  # no such name here (macOS, musl): not glibc
         return False
+
+
+# A rank leaves by os._exit (hvdbench.train.worker's _exit: a normal exit would run Horovod's shutdown
+# handshake, which waits for peers that may be gone), which skips atexit. What a framework must still
+# undo on the way out it registers here, and the worker runs it just before os._exit, whatever the
+# rank's status.
+_ON_EXIT: list = []
+
+
+def on_exit(fn):
+    """Run fn() as this rank leaves (`frameworks.run_on_exit()`, from the worker's _exit)."""
+    _ON_EXIT.append(fn)
+    return fn
+
+
+def run_on_exit() -> None:
+    """What `on_exit` registered, in order; a hook that raises is passed over (the rank is leaving)."""
+    for fn in _ON_EXIT:
+        with contextlib.suppress(Exception):
+            fn()

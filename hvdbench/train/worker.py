@@ -40,7 +40,7 @@ from pathlib import Path
 import numpy as np
 from mlperf_logging.mllog import constants as C
 
-from hvdbench import hardware
+from hvdbench import frameworks, hardware
 from hvdbench.contracts.engines import get_engine
 from hvdbench.errors import ConfigError, DatasetError, HvdbenchError
 from hvdbench.events import EventLog
@@ -253,7 +253,10 @@ def _read_notes(cfg, t0: float) -> list[Note]:
 
 def _exit(code: int) -> None:
     """Leave now. A normal interpreter exit would run Horovod's shutdown handshake, which waits for
-    peers that may be dead or stuck; the launcher needs this rank gone to end the job."""
+    peers that may be dead or stuck; the launcher needs this rank gone to end the job. atexit's
+    hooks are skipped with it: what a framework must still undo it registered with
+    `frameworks.on_exit`."""
+    frameworks.run_on_exit()
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(code)
@@ -262,7 +265,6 @@ def _exit(code: int) -> None:
 # --- the run ---------------------------------------------------------------------------------
 
 def run(cfg: config_mod.TrainConfig, state: dict) -> None:
-    from hvdbench import frameworks
     from hvdbench.contracts import get_spec
 
     spec = get_spec(cfg.model)

@@ -61,6 +61,16 @@ def test_the_kill_fault_sends_sigkill_on_its_rank_and_step():
     assert proc.returncode == -signal.SIGKILL, proc.stderr
 
 
+def test_a_rank_leaving_runs_what_the_frameworks_registered_then_exits_with_its_code():
+    """The worker leaves by os._exit, which skips atexit: `frameworks.on_exit` hooks run anyway, in
+    order, past one that raises (TensorFlow's removes autograph's files: test_train_resnet.py)."""
+    code = ("import atexit\nfrom hvdbench import frameworks\nfrom hvdbench.train import worker\n"
+            "atexit.register(print, 'atexit')\nframeworks.on_exit(lambda: print('first'))\n"
+            "frameworks.on_exit(lambda: 1 / 0)\nframeworks.on_exit(lambda: print('last'))\nworker._exit(3)")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert (proc.returncode, proc.stdout.split()) == (3, ["first", "last"]), proc.stderr
+
+
 def test_unknown_fault_kinds_are_refused():
     with pytest.raises(ConfigError, match="HVDBENCH_INJECT_FAULT='explode'"):
         Fault(0, 2, env={"HVDBENCH_INJECT_FAULT": "explode"})

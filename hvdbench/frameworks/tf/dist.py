@@ -11,13 +11,36 @@ Same attributes and collectives as the PyTorch `Dist`, so the worker drives eith
 
 from __future__ import annotations
 
+import contextlib
+import os
+import sys
+
 import horovod
 import horovod.tensorflow as hvd
 import numpy as np
 import tensorflow as tf
 
-from hvdbench.frameworks import cpu_mpi_settings
+from hvdbench.frameworks import cpu_mpi_settings, on_exit
 from hvdbench.frameworks.dist_base import DistBase
+
+# The name autograph (tensorflow/python/autograph/pyct/loader.py) gives the module it writes for each
+# function it converts, one .py file in the temp folder, registered in sys.modules under that name.
+AUTOGRAPH_PREFIX = "__autograph_generated_file"
+
+
+@on_exit
+def remove_autograph_files() -> list[str]:
+    """Delete the files autograph wrote for this process. It leaves their removal to atexit, which a
+    rank's os._exit skips: every TensorFlow run left them in the temp folder (7 for the debug
+    ResNet-50's 2 ranks and 2 steps). The files removed."""
+    removed = []
+    for name, module in list(sys.modules.items()):
+        path = getattr(module, "__file__", None) if name.startswith(AUTOGRAPH_PREFIX) else None
+        if path and os.path.basename(path).startswith(AUTOGRAPH_PREFIX):
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(path)  # the name itself (a link's target is never touched)
+                removed.append(path)
+    return removed
 
 
 def backing(variables) -> list:
