@@ -360,7 +360,7 @@ def levers_text(cfg: TrainConfig) -> str:
 
 
 def resolve(overrides: dict, config_file: str | Path | None = None, layout: dict | None = None,
-            env: Mapping[str, str] | None = None) -> TrainConfig:
+            env: Mapping[str, str] = os.environ) -> TrainConfig:
     """The run's TrainConfig: field defaults < model spec defaults < YAML file < `overrides`.
 
     `overrides` are the command-line options the user gave (None values are ignored); `layout`,
@@ -409,7 +409,7 @@ def resolve(overrides: dict, config_file: str | Path | None = None, layout: dict
         cfg.target = spec.target(flavor)
     if cfg.eval_batch_per_gpu == 0:
         cfg.eval_batch_per_gpu = cfg.batch_per_gpu
-    validate(cfg, spec, os.environ if env is None else env)
+    validate(cfg, spec, env)
     return cfg
 
 

@@ -13,6 +13,7 @@ sweep) and the rows of failed runs all get a run's TrainConfig from here.
 from __future__ import annotations
 
 import dataclasses
+import os
 import typing
 from collections.abc import Mapping
 
@@ -99,7 +100,7 @@ def parse_train_args(model: str, args) -> tuple[dict, str | None]:
     return overrides_from_options(model, set_values, params), config_file
 
 
-def resolve_train_args(model: str, args=(), *, layout: dict | None = None, env: Mapping[str, str] | None = None,
+def resolve_train_args(model: str, args=(), *, layout: dict | None = None, env: Mapping[str, str] = os.environ,
                        **given) -> TrainConfig:
     """The TrainConfig a worker started as `hvdbench train MODEL [--config layout.yaml] ARGS
     --out ... --run-id ...` resolves: `layout` is a sweep config's per-layout settings (the

@@ -29,18 +29,15 @@ AUTOGRAPH_PREFIX = "__autograph_generated_file"
 
 
 @on_exit
-def remove_autograph_files() -> list[str]:
+def remove_autograph_files() -> None:
     """Delete the files autograph wrote for this process. It leaves their removal to atexit, which a
     rank's os._exit skips: every TensorFlow run left them in the temp folder (7 for the debug
-    ResNet-50's 2 ranks and 2 steps). The files removed."""
-    removed = []
+    ResNet-50's 2 ranks and 2 steps)."""
     for name, module in list(sys.modules.items()):
         path = getattr(module, "__file__", None) if name.startswith(AUTOGRAPH_PREFIX) else None
         if path and os.path.basename(path).startswith(AUTOGRAPH_PREFIX):
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(path)  # the name itself (a link's target is never touched)
-                removed.append(path)
-    return removed
 
 
 def backing(variables) -> list:
