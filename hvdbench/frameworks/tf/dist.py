@@ -34,7 +34,9 @@ def remove_autograph_files() -> None:
     rank's os._exit skips: every TensorFlow run left them in the temp folder (7 for the debug
     ResNet-50's 2 ranks and 2 steps)."""
     for name, module in list(sys.modules.items()):
-        path = getattr(module, "__file__", None) if name.startswith(AUTOGRAPH_PREFIX) else None
+        if not name.startswith(AUTOGRAPH_PREFIX):
+            continue
+        path = getattr(module, "__file__", None)
         if path and os.path.basename(path).startswith(AUTOGRAPH_PREFIX):
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(path)  # the name itself (a link's target is never touched)
