@@ -2,6 +2,7 @@
 
 import csv
 import os
+import re
 import resource
 import shutil
 import subprocess
@@ -26,6 +27,26 @@ def csv_rows(path) -> list[dict]:
     """A CSV table hvdbench wrote (runs.csv, a report's tables), one dict per row."""
     with open(path, newline="") as f:
         return list(csv.DictReader(f))
+
+
+# The README's pip path ("Which set-up to choose"): its block's heading, what starts its install lines,
+# and its sweep made shorter where CI's torch tiers run it (the same engines, layouts and flavor; two
+# warm-up steps, not up to 10).
+PIP_PATH = "### Which set-up to choose"
+PIP_INSTALL = "python -m pip install "
+PIP_PATH_SUBSTITUTIONS = {"--flavor debug --synthetic":
+                          "--flavor debug --synthetic --steps 6 --warmup-steps 2 --warmup-max-steps 2"}
+
+
+def readme_commands(heading: str) -> list[str]:
+    """The commands of the first bash block under `heading` in the checkout's README.md (indented
+    blocks too), comments dropped: what tests/integration/test_readme.py ("## Using it") and CI's torch
+    tiers (tests/tiers, "### Which set-up to choose") run as written."""
+    text = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    section = text[text.index(heading):]
+    block = re.search(r"```bash\n(.*?)```", section, re.S).group(1)
+    lines = [line.split("  #")[0].strip() for line in block.splitlines()]
+    return [line for line in lines if line and not line.startswith("#")]
 
 
 def launch_env(**extra) -> dict:

@@ -1,12 +1,12 @@
 """hvdbench `pip install`ed into a Python with the oldest or the newest supported PyTorch and no Horovod
 (CI's torch tiers, scripts/test_torch_tier.sh, which names the tier's torch in HVDBENCH_TIER_TORCH; not
-part of `make test`, whose venv has Horovod): a ddp/fsdp sweep
-under torchrun (the launcher a sweep takes where Horovod is not installed) and its report, a ddp run
-and the allreduce bench under mpirun (the sweep names the rendezvous Horovod would have agreed); ddp and
-fsdp end ResNet-50's steps with the same parameters (SGD: bit-identical, as under torch 2.13); asking
-for Horovod is one line, and a run that names no engine takes ddp; `hvdbench env` names the engines
-there are and why Horovod's is not, and the torch as inside the tested range; `bench compute` and
-`bench flops` measure and count on it.
+part of `make test`, whose venv has Horovod): the README's pip path run as written but its installs (a
+ddp/fsdp sweep at 1x1 and 1x2 and its report), a ddp/fsdp sweep under torchrun (the launcher a sweep
+takes where Horovod is not installed) and its report, a ddp run and the allreduce bench under mpirun
+(the sweep names the rendezvous Horovod would have agreed); ddp and fsdp end ResNet-50's steps with the
+same parameters (SGD: bit-identical, as under torch 2.13); asking for Horovod is one line, and a run
+that names no engine takes ddp; `hvdbench env` names the engines there are and why Horovod's is not, and
+the torch as inside the tested range; `bench compute` and `bench flops` measure and count on it.
 
     make test-oldest
     make test-newest
@@ -15,10 +15,11 @@ there are and why Horovod's is not, and the torch as inside the tested range; `b
 import csv
 import json
 import os
+import subprocess
 
 import numpy as np
 import pytest
-from conftest import run
+from conftest import BIN, PIP_INSTALL, PIP_PATH, PIP_PATH_SUBSTITUTIONS, csv_rows, readme_commands, run
 
 from hvdbench.frameworks import horovod_installed
 from hvdbench.results.records.schema import read_result
@@ -54,6 +55,51 @@ def test_a_ddp_and_fsdp_sweep_and_its_report_without_horovod(tmp_path, hvdbench_
     proc = run([hvdbench_bin, "report", out, "--out", report])
     assert "## Engines side by side" in proc.stdout
     assert "intra-node link" in (report / "summary.md").read_text()
+
+
+@pytest.mark.timeout(900)
+def test_the_readme_pip_path_runs_as_written(tmp_path):
+    """The README's pip path ("Which set-up to choose") but its `pip install` lines, which the tier
+    made: each line in a fresh shell (`bash --noprofile --norc`, this Python's bin first on PATH), in
+    order, each exiting 0 with no traceback; the sweep with PIP_PATH_SUBSTITUTIONS' fewer steps."""
+    env = {"PATH": f"{BIN}:/usr/bin:/bin", "HOME": os.environ.get("HOME", "/root"), "LANG": "C.UTF-8",
+           "OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1"}
+    for command in readme_commands(PIP_PATH):
+        if command.startswith(PIP_INSTALL):
+            continue
+        for old, new in PIP_PATH_SUBSTITUTIONS.items():
+            command = command.replace(old, new)
+        proc = subprocess.run(["bash", "--noprofile", "--norc", "-c", command], cwd=tmp_path, env=env,
+                              capture_output=True, text=True, timeout=600)
+        assert proc.returncode == 0, f"{command}\n--- stdout\n{proc.stdout[-3000:]}\n--- stderr\n{proc.stderr[-3000:]}"
+        assert "Traceback" not in proc.stderr, f"{command}\n{proc.stderr[-3000:]}"
+    mine = tmp_path / "results/mine"
+    report = mine / "report"
+    # Every run of both engines succeeded (under torchrun: no Horovod here), and the report put them
+    # side by side, ddp the reference (the first of the two in the engine registry's order), one
+    # scaling group per engine, and each 1x2 run's ranks (ranks.csv) judged apart from the other engine's.
+    assert sorted((r["layout"], r["engine"], r["status"]) for r in csv_rows(mine / "runs.csv")) == [
+        ("1x1", "ddp", "success"), ("1x1", "fsdp", "success"), ("1x2", "ddp", "success"), ("1x2", "fsdp", "success")]
+    assert sorted(p.name for p in mine.iterdir() if p.name.endswith("-r1")) == [
+        "1x1-ddp-r1", "1x1-fsdp-r1", "1x2-ddp-r1", "1x2-fsdp-r1"]
+    summary = (report / "summary.md").read_text()
+    assert "## Engines side by side" in summary and "## Which rank or host held the others back" in summary
+    rows = csv_rows(report / "engines.csv")
+    assert [(r["layout"], r["engine"], r["reference"]) for r in rows] == [
+        ("1x1", "ddp", "ddp"), ("1x1", "fsdp", "ddp"), ("1x2", "ddp", "ddp"), ("1x2", "fsdp", "ddp")]
+    assert all(float(r["throughput_mean"]) > 0 and r["comm_ms"] != "" for r in rows)
+    assert [float(r["vs_reference"]) for r in rows][::2] == [1.0, 1.0]
+    assert (report / "engines.png").stat().st_size > 10_000
+    assert {r["engine"] for r in csv_rows(report / "scaling.csv")} == {"ddp", "fsdp"}
+    ranks = csv_rows(report / "stragglers.csv")
+    assert sorted((r["engine"], r["layout"], r["rank"]) for r in ranks) == [
+        ("ddp", "1x2", "0"), ("ddp", "1x2", "1"), ("fsdp", "1x2", "0"), ("fsdp", "1x2", "1")]
+    assert all(float(r["compute_ms"]) > 0 for r in ranks)
+    # fsdp's compute holds its waits for the other rank (its all-gathers): no imbalance is split out of
+    # it and none of its ranks is named; ddp's wait for the slower rank stands apart from communication.
+    assert {r["straggler"] for r in ranks if r["engine"] == "fsdp"} == {"no"}
+    falls = {r["engine"]: r for r in csv_rows(report / "waterfall.csv")}
+    assert falls["ddp"]["imbalance_loss"] != "" and falls["fsdp"]["imbalance_loss"] == ""
 
 
 def test_mpirun_starts_ddp_and_the_allreduce_bench_without_horovod(tmp_path, hvdbench_bin):
