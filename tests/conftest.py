@@ -49,6 +49,20 @@ def readme_commands(heading: str) -> list[str]:
     return [line for line in lines if line and not line.startswith("#")]
 
 
+def run_readme_line(command: str, cwd, path: str) -> subprocess.CompletedProcess:
+    """One README line as a user types it: a fresh `bash --noprofile --norc` in `cwd` with PATH=`path`
+    and, because CI runs as root, Open MPI's two run-as-root variables; it must exit 0 and print no
+    Python traceback (TensorFlow's start-up notes are not errors)."""
+    env = {"PATH": path, "HOME": os.environ.get("HOME", "/root"), "LANG": "C.UTF-8",
+           "OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1"}
+    proc = subprocess.run(["bash", "--noprofile", "--norc", "-c", command], cwd=cwd, env=env,
+                          capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, \
+        f"{command}\n--- stdout\n{proc.stdout[-3000:]}\n--- stderr\n{proc.stderr[-3000:]}"
+    assert "Traceback" not in proc.stderr, f"{command}\n{proc.stderr[-3000:]}"
+    return proc
+
+
 def launch_env(**extra) -> dict:
     """Environment for real launches: Open MPI refuses root without these two (CI runs as root);
     one math thread per rank so two ranks on two cores do not oversubscribe."""

@@ -381,8 +381,8 @@ def test_a_node_under_a_cpu_quota_is_named_the_straggler_where_it_ran_and_nowher
     at the same priority every rank got less than half its share and half did not bind). Its ranks' start-up
     (imports, ssh) runs under the quota too: the test took 115 s alone at 0.2 (node3 9.6x and 9.2x the
     others, threshold 0.52), 75-79 s at 0.3, 60 s at 0.45, but the milder quotas were each once too mild
-    beside the other worker (see above). One sweep of debug
-    ResNet-50 over 2x1 (node1 and node2: the hostfile's first two) and 3x1 (all three), 2 repeats each. The
+    beside the other worker (see above). One sweep of debug ResNet-50 over 2x1 (node1 and node2: the
+    hostfile's first two) and 3x1 (all three), 2 repeats each. The
     report names node3, and only node3, as the straggler of 3x1 (the cross-layout line too), puts 3x1's loss
     over 2x1 in imbalance rather than communication, and names no straggler in 2x1: the even cluster in the
     same launch, no false alarm. Nothing here is timed; the figures are the report's."""

@@ -15,11 +15,11 @@ the torch as inside the tested range; `bench compute` and `bench flops` measure 
 import csv
 import json
 import os
-import subprocess
 
 import numpy as np
 import pytest
-from conftest import BIN, PIP_INSTALL, PIP_PATH, PIP_PATH_SUBSTITUTIONS, csv_rows, readme_commands, run
+from conftest import (BIN, PIP_INSTALL, PIP_PATH, PIP_PATH_SUBSTITUTIONS, csv_rows, readme_commands, run,
+                      run_readme_line)
 
 from hvdbench.frameworks import horovod_installed
 from hvdbench.results.records.schema import read_result
@@ -62,17 +62,12 @@ def test_the_readme_pip_path_runs_as_written(tmp_path):
     """The README's pip path ("Which set-up to choose") but its `pip install` lines, which the tier
     made: each line in a fresh shell (`bash --noprofile --norc`, this Python's bin first on PATH), in
     order, each exiting 0 with no traceback; the sweep with PIP_PATH_SUBSTITUTIONS' fewer steps."""
-    env = {"PATH": f"{BIN}:/usr/bin:/bin", "HOME": os.environ.get("HOME", "/root"), "LANG": "C.UTF-8",
-           "OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1"}
     for command in readme_commands(PIP_PATH):
         if command.startswith(PIP_INSTALL):
             continue
         for old, new in PIP_PATH_SUBSTITUTIONS.items():
             command = command.replace(old, new)
-        proc = subprocess.run(["bash", "--noprofile", "--norc", "-c", command], cwd=tmp_path, env=env,
-                              capture_output=True, text=True, timeout=600)
-        assert proc.returncode == 0, f"{command}\n--- stdout\n{proc.stdout[-3000:]}\n--- stderr\n{proc.stderr[-3000:]}"
-        assert "Traceback" not in proc.stderr, f"{command}\n{proc.stderr[-3000:]}"
+        run_readme_line(command, tmp_path, f"{BIN}:/usr/bin:/bin")
     mine = tmp_path / "results/mine"
     report = mine / "report"
     # Every run of both engines succeeded (under torchrun: no Horovod here), and the report put them
