@@ -265,6 +265,14 @@ def lm_base(tmp_path_factory):
     return prepared(tmp_path_factory, "lm-base", "lm-base")
 
 
+# The groups the other worker takes first, beside the root chain. Its tests mostly wait (a Slurm job's
+# minute to its time limit, a node bound by its CPU quota, shaped links): in a fresh clone's run
+# (2026-12-01, 7df7655) the machine had 73 idle core-seconds in the chain's 245 s, beside the files
+# that come first by name (one-process reports, a demo, single-rank launches). These two files' tests
+# are two-rank launches, ~240 s of them, which keep both cores busy while the chain waits.
+BESIDE_ROOT = ("test_train_engines", "test_train_lm")
+
+
 # How `make test` shares the machine (README, "Tests"): `pytest -n 2 --dist loadgroup`. pytest-xdist sends a
 # group to one worker, whole and in order: each integration file is one group, so its module fixtures (a
 # prepared dataset, an emulated cluster) are made once and its launches never meet each other; the `root`
@@ -289,9 +297,11 @@ def pytest_collection_modifyitems(config, items):
         elif item.path.parent.name == "integration":
             item.add_marker(pytest.mark.xdist_group(item.path.stem))
     # Longest first (the scheduler hands out groups in this order, with --no-loadscope-reorder): the
-    # root tests' one long chain, then the other launches; the short unit tests fill both workers' ends.
+    # root tests' one long chain, the two-rank launches to run beside it (BESIDE_ROOT), then the other
+    # launches; the short unit tests fill both workers' ends.
     items.sort(key=lambda item: 0 if item.get_closest_marker("root") else
-               1 if item.path.parent.name == "integration" else 2)
+               1 if item.path.stem in BESIDE_ROOT else 2 if item.path.parent.name == "integration" else 3)
+
 
 
 @pytest.hookimpl(tryfirst=True)
