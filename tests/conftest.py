@@ -303,7 +303,6 @@ def pytest_collection_modifyitems(config, items):
                1 if item.path.stem in BESIDE_ROOT else 2 if item.path.parent.name == "integration" else 3)
 
 
-
 @pytest.hookimpl(tryfirst=True)
 def pytest_runtest_setup(item):
     """A root test under pytest-xdist outside the `root` group errors before its fixtures (an emulated
