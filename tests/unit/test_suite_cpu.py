@@ -9,6 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from conftest import BESIDE_ROOT
+
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "scripts" / "suite_cpu.py"
 
@@ -83,3 +85,9 @@ def test_a_missing_or_empty_folder_is_one_line(tmp_path):
     assert (missing.returncode, missing.stderr.strip()) == (1, f"error: {tmp_path / 'nowhere'}: no such folder")
     empty = suite_cpu(tmp_path)
     assert empty.returncode == 1 and empty.stderr.startswith(f"error: {tmp_path}: no test lines")
+
+
+def test_the_files_run_beside_the_root_tests_exist():
+    """conftest's BESIDE_ROOT names integration files by stem: a renamed file would silently drop out of
+    the order make test relies on to keep both cores busy beside the root tests."""
+    assert BESIDE_ROOT and all((ROOT / "tests" / "integration" / f"{stem}.py").is_file() for stem in BESIDE_ROOT)
