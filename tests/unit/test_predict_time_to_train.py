@@ -650,14 +650,22 @@ def test_evaluation_is_the_count_of_evaluations_times_the_cost_of_one():
     (half of it does not shrink with the GPUs). At B = 16 the run trains S_MIN (1 + 16/64) = 125,000
     samples: 12.5 evaluations of 160/sqrt(8) = 56.57 s; at B = 64, 200,000 samples: 20 of 160/4 = 40 s.
     Fitted: 1e-4 evaluations per sample trained (12.5 / 125,000 = 20 / 200,000), each 160 x GPUs^-0.5
-    (56.57 at 8 GPUs, 40 at 16: the exponent log(56.57 / 40) / log 2 = 0.5). At 64 GPUs and B = 128
-    (300,000 samples): 30 evaluations of 160 / 8 = 20 s, 600 s."""
+    (56.57 at 8 GPUs, 40 at 16: the exponent log(56.57 / 40) / log 2 = 0.5), or a + b / GPUs through the
+    same two: b = 16.57 / (1/8 - 1/16) = 265.1, a = 40 - 265.1 / 16 = 23.43. At 64 GPUs and B = 128
+    (300,000 samples): 30 evaluations, each the midpoint in logs of 160 / 8 = 20 s and 23.43 + 4.14 =
+    27.57 s, sqrt(20 x 27.57) = 23.48 s: 704.5 s (600 s by the power law alone, 827 s by a + b / GPUs).
+    At the fitted 8 and 16 GPUs the two readings agree."""
     parts = [counted(1, 8, 16, 12.5, 12.5 * 160 / math.sqrt(8)), counted(2, 8, 64, 20, 20 * 40.0)]
     tf = PT.fit_group(parts)
     assert tf.eval_per_interval == pytest.approx(1e-4) and tf.eval_cost == pytest.approx((160.0, 0.5))
+    b = (160 / math.sqrt(8) - 40) / (1 / 8 - 1 / 16)
+    assert tf.eval_amdahl == pytest.approx((40 - b / 16, b))
+    assert tf.eval_one(8) == pytest.approx(160 / math.sqrt(8)) and tf.eval_one(16) == pytest.approx(40.0)
     assert tf.evals(300_000, 128) == pytest.approx(30.0)
-    assert tf.eval_s(64, 300_000, 128) == pytest.approx(30 * 20.0)
-    assert "evaluations = 0.0001 per sample trained" in tf.eval_from and "160 s x GPUs^-0.50" in tf.eval_from
+    assert tf.eval_s(64, 300_000, 128) == pytest.approx(30 * math.sqrt(20.0 * (40 - b / 16 + b / 64)))
+    assert tf.eval_s(64, 300_000, 128) == pytest.approx(704.5, abs=0.1)
+    assert "evaluations = 0.0001 per sample trained" in tf.eval_from
+    assert "the midpoint in logs of 160 s x GPUs^-0.50 and 23.4 s + 265 s / GPUs" in tf.eval_from
 
 
 def test_one_fitted_gpu_count_takes_the_evaluation_to_scale_with_the_gpus():
@@ -665,7 +673,7 @@ def test_one_fitted_gpu_count_takes_the_evaluation_to_scale_with_the_gpus():
     per 12,500 and 15,000: (8e-5 + 6.67e-5) / 2 = 7.33e-5 per sample): 640 GPU-seconds an evaluation;
     at 32 GPUs one takes 20 s; 150,000 samples make 11 evaluations, 220 s."""
     tf = PT.fit_group([counted(1, 8, 16, 10, 800.0), counted(1, 8, 32, 10, 800.0)])
-    assert tf.eval_cost == pytest.approx((640.0, 1.0))
+    assert tf.eval_cost == pytest.approx((640.0, 1.0)) and tf.eval_amdahl is None  # one GPU count: one reading
     assert tf.evals(150_000, 16) == pytest.approx(11.0)
     assert tf.eval_s(32, 150_000, 16) == pytest.approx(11 * 20.0)
 
