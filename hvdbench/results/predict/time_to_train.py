@@ -1201,11 +1201,14 @@ def figure(rows: list[TttPredictionRow], fits: list[TttFit]):
             if refused:
                 text += ": not predicted (" + ", ".join(sorted(refused)) + ")"
             at.setdefault((r.gpus, round(y, 9)), []).append((text, bool(refused)))
-        for (gpus, y), said in at.items():
-            label = ax.annotate(", ".join(text for text, _ in said), (gpus, y), fontsize=6, textcoords="offset points",
-                                xytext=(5, 4), color="red" if any(bad for _, bad in said) else "0.2")
-            label.set_in_layout(False)
         xs = sorted({r.gpus for r in rs})
+        for (gpus, y), said in at.items():
+            # the most GPUs' label runs to the left of its point: to the right it would leave the panel
+            last = gpus == xs[-1] and len(xs) > 1
+            label = ax.annotate(", ".join(text for text, _ in said), (gpus, y), fontsize=6, textcoords="offset points",
+                                xytext=(-5, 4) if last else (5, 4), ha="right" if last else "left",
+                                color="red" if any(bad for _, bad in said) else "0.2")
+            label.set_in_layout(False)
         ax.set_xscale("log", base=2)
         ax.set_xlim(xs[0] / 1.3, xs[-1] * 1.6)
         ax.xaxis.set_major_locator(FixedLocator(xs))
