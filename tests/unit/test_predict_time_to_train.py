@@ -1009,5 +1009,8 @@ def test_the_prediction_plot_says_ranks_on_cpus_one_label_a_point_and_time_to_tr
     assert ax.get_ylabel() == "time to train (s)"
     labels = [t.get_text() for t in ax.texts]
     assert "2x2 (64), 4x1 (64)" in labels and len(labels) == 3
+    # the most ranks' label runs to the left of its point, inside the panel; the others to the right
+    sides = {t.get_text(): t.get_horizontalalignment() for t in ax.texts}
+    assert sides == {"1x1 (16)": "left", "1x2 (32)": "left", "2x2 (64), 4x1 (64)": "right"}
     predicted = next(line for line in ax.get_lines() if line.get_label() == "predicted")
     assert list(predicted.get_ydata()) == pytest.approx([30, 18, 12, 12])
