@@ -182,8 +182,8 @@ published 8.4 %, 73 %; chosen 9.4 %, 69 %. "usable" kept +-15 % in 93 % / 100 % 
 by submitter (14 / 13 and 14 / 14 predictions), every grade 95 % held out, none above indicative more
 than 25 % off (0 of 27 held out by round). It moved RetinaNet on Tyche 128x4 from -19.3 % to -8.0 %,
 Dell's GB200 RetinaNet 16x4 from -12.9 % to -5.9 %, NVIDIA's GNN 64x8 (v4.0) from -11.5 % to -5.9 %;
-and SSD on 316x8 H100s from -8.2 % to +23.1 % (its rate 76 % too slow had been offset by its
-evaluation 62 % too fast), Llama 2 70B LoRA 128x4 on GB200 and GB300 from +16.8 % and +16.0 % to
+and SSD on 316x8 H100s from -8.2 % to +23.1 % (its rate, predicted at 0.57x the measured, had been
+offset by its evaluation, predicted 60 % too short), Llama 2 70B LoRA 128x4 on GB200 and GB300 from +16.8 % and +16.0 % to
 +25.0 % and +29.6 % (indicative). The prior's weight chosen out of sample is 0.75 for three of four
 rounds (0.25 for v5.0) and seven of nine submitters (0.5 for Dell and NVIDIA); that whole procedure
 scores published 8.7 %, 70 %, 80 % inside at 52 % by round. Tried beside it, not kept: the rate's point
