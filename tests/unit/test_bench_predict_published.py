@@ -6,15 +6,13 @@ on generated published trees.
 (its figures on MLPerf Training v4.0-v5.1 are the benchmark's docstring's)"""
 
 import importlib.util
-import json
 import math
 import re
 from pathlib import Path
 
 import pytest
-from test_predict_time_to_train import nemo_log
+from test_predict_time_to_train import B200, nemo_log, write_box
 
-from hvdbench.results.export import SYSTEM_FIELDS
 from hvdbench.results.predict.time_to_train import Evidence
 
 SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "bench_predict_published.py"
@@ -79,16 +77,8 @@ def box_tree(root: Path, org: str, fall: dict[int, float]) -> None:
     """`org`'s B200 box at 1, 2, 4 and 8 nodes of 8 GPUs in one round's tree, each with its systems
     JSON, its llama31_8b log's per-GPU rate times fall[nodes] (the same logs as test_predict_time_to_train's)."""
     for nodes, f in fall.items():
-        name = f"{org}_box_n{nodes}"
-        desc = {**dict.fromkeys(SYSTEM_FIELDS, ""), "submitter": org, "division": "closed",
-                "system_name": f"{org} box", "number_of_nodes": str(nodes), "host_processors_per_node": "2",
-                "accelerators_per_node": "8", "accelerator_model_name": "NVIDIA B200-SXM-180GB", "framework": "NeMo"}
-        (root / org / "systems").mkdir(parents=True, exist_ok=True)
-        (root / org / "systems" / f"{name}.json").write_text(json.dumps(desc))
-        folder = root / org / "results" / name / "llama31_8b"
-        folder.mkdir(parents=True)
-        (folder / "result_0.txt").write_text(nemo_log(nodes, 16 * nodes, BLOCKS[nodes], block_s=400.0 / nodes / f,
-                                                           org=org))
+        log = nemo_log(nodes, 16 * nodes, BLOCKS[nodes], block_s=400.0 / nodes / f, org=org)
+        write_box(root, org, B200, nodes, log)
 
 
 def test_the_benchmark_predicts_calibrates_and_prints_its_goals_on_generated_trees(tmp_path, capsys):

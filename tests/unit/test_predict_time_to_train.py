@@ -926,22 +926,28 @@ B200, H200 = "NVIDIA B200-SXM-180GB", "NVIDIA H200-SXM5-141GB"
 FALL = {1: 1.0, 2: 1.0, 4: 0.8, 8: 0.6}
 
 
+def write_box(root, org, accelerator, nodes, log):
+    """`org`'s box of `nodes` nodes of 8 `accelerator`s in the results tree at `root`: its systems JSON and
+    its llama31_8b result file holding `log` (nemo_log)."""
+    name = f"{org}_box_n{nodes}"
+    desc = {**dict.fromkeys(SYSTEM_FIELDS, ""), "submitter": org, "division": "closed",
+            "system_name": f"{org} box", "number_of_nodes": str(nodes), "host_processors_per_node": "2",
+            "accelerators_per_node": "8", "accelerator_model_name": accelerator, "framework": "NeMo"}
+    (root / org / "systems").mkdir(parents=True, exist_ok=True)
+    (root / org / "systems" / f"{name}.json").write_text(json.dumps(desc))
+    folder = root / org / "results" / name / "llama31_8b"
+    folder.mkdir(parents=True)
+    (folder / "result_0.txt").write_text(log)
+
+
 def prior_tree(tmp_path, systems):
     """A training_results_v5.1 tree: per (submitter, accelerator), its box at 1, 2, 4 and 8 nodes of 8
     GPUs, each with its systems JSON, each GPU's rate falling as FALL says."""
     root = tmp_path / "training_results_v5.1"
     for org, accelerator in systems:
         for nodes, f in FALL.items():
-            name = f"{org}_box_n{nodes}"
-            desc = {**dict.fromkeys(SYSTEM_FIELDS, ""), "submitter": org, "division": "closed",
-                    "system_name": f"{org} box", "number_of_nodes": str(nodes), "host_processors_per_node": "2",
-                    "accelerators_per_node": "8", "accelerator_model_name": accelerator, "framework": "NeMo"}
-            (root / org / "systems").mkdir(parents=True, exist_ok=True)
-            (root / org / "systems" / f"{name}.json").write_text(json.dumps(desc))
-            folder = root / org / "results" / name / "llama31_8b"
-            folder.mkdir(parents=True)
             log = nemo_log(nodes, 16 * nodes, 13, block_s=400.0 / nodes / f, org=org)
-            (folder / "result_0.txt").write_text(log)
+            write_box(root, org, accelerator, nodes, log)
     return root
 
 
